@@ -1,0 +1,32 @@
+# The README's commands. `make demo` and `make test` each set up everything they need.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+INDEX_DIR ?= indexes
+
+.PHONY: setup demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first, so nothing pulls in several GB of CUDA packages.
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test,bench]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/semsearch build data/demo/debian_packages.parquet --name debian-demo \
+		--id-column package --out-dir $(INDEX_DIR) --overwrite
+	$(VENV)/bin/semsearch query "edit photos and images" --index debian-demo --index-dir $(INDEX_DIR) -k 5
+	$(VENV)/bin/semsearch query "play chess against the computer" --index debian-demo --index-dir $(INDEX_DIR) -k 5
+	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check semsearch tests benchmarks
+
+clean:
+	rm -rf $(INDEX_DIR) .pytest_cache

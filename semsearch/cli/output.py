@@ -1,0 +1,68 @@
+"""Formatting results for people (tables) and for scripts (JSON lines)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from semsearch.corpus import SOURCE_ROW_COLUMN
+from semsearch.search import Hit
+
+TABLE_TEXT_CHARS = 160
+
+
+def print_json_lines(records: Iterable[dict]) -> None:
+    for record in records:
+        sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+def print_hits(query: str, hits: list[Hit], score_name: str, console: Console) -> None:
+    """One table per query: rank, score, id, text, then the row's other columns."""
+    extra = [key for key in (hits[0].metadata if hits else {}) if key != SOURCE_ROW_COLUMN]
+    table = Table(title=f"[bold]{query}[/bold]", title_justify="left", expand=False)
+    for column in ("rank", score_name, "id", "text", *extra):
+        table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
+    for hit in hits:
+        text = (
+            hit.text
+            if len(hit.text) <= TABLE_TEXT_CHARS
+            else hit.text[: TABLE_TEXT_CHARS - 1] + "…"
+        )
+        cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id), text]
+        cells += [_short(hit.metadata[key]) for key in extra]
+        table.add_row(*cells)
+    console.print(table)
+
+
+def print_mapping(title: str, values: dict, console: Console) -> None:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in _flatten(values):
+        table.add_row(key, str(value))
+    console.print(table)
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"
+
+
+def _flatten(values: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

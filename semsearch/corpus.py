@@ -1,0 +1,210 @@
+"""Reading a corpus in record batches, whatever its format, and keeping only usable rows.
+
+Parquet, CSV, TSV and JSON lines (each optionally gzipped) are streamed with pyarrow, so a
+corpus larger than memory is read a batch at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.json as pjson
+import pyarrow.parquet as pq
+
+from semsearch.errors import SemsearchError
+
+FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
+           ".jsonl": "jsonl", ".ndjson": "jsonl"}  # fmt: skip
+SOURCE_ROW_COLUMN = "_source_row"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A readable corpus file: its format, columns and (when the format says) row count."""
+
+    path: Path
+    format: str
+    schema: pa.Schema
+    num_rows: int | None
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def batches(self, rows: int = 8192) -> Iterator[pa.RecordBatch]:
+        """The corpus as record batches of at most `rows` rows, in file order."""
+        try:
+            yield from _read_batches(self, rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+            raise SemsearchError(
+                f"cannot read {self.path} as {self.format}: {_first_line(exc)}"
+            ) from exc
+
+
+def open_corpus(path: str | Path) -> Corpus:
+    """Check that `path` exists and is a corpus semsearch can read, and learn its columns."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise SemsearchError(f"corpus file {path} does not exist: check the path")
+    if not path.is_file():
+        raise SemsearchError(
+            f"corpus {path} is not a file: pass a .parquet, .csv, .tsv or .jsonl file"
+        )
+    file_format = _format_of(path)
+    try:
+        schema, num_rows = _peek(path, file_format)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as exc:
+        raise SemsearchError(
+            f"{path} is not a readable {file_format} file ({_first_line(exc)}): check its format"
+        ) from exc
+    if not schema.names:
+        raise SemsearchError(f"{path} has no columns: it needs at least a text column")
+    return Corpus(path=path, format=file_format, schema=schema, num_rows=num_rows)
+
+
+def file_sha256(path: Path) -> str:
+    """Checksum of the source file, recorded in the manifest and used to resume builds."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class RowFilter:
+    """Keeps rows with a non-empty text, checks ids are unique, and counts what it skipped.
+
+    Every kept row gets `_source_row`, its position in the source file, so a result can
+    always be traced back to the line it came from.
+    """
+
+    text_column: str
+    id_column: str | None = None
+    strict: bool = False
+    skipped: int = 0
+    rows_seen: int = 0
+    _seen_ids: set = field(default_factory=set)
+
+    def check_columns(self, corpus: Corpus) -> None:
+        for role, column in (("text", self.text_column), ("id", self.id_column)):
+            if column is not None and column not in corpus.columns:
+                raise SemsearchError(
+                    f"{role} column {column!r} is not in {corpus.path.name}; its columns are: "
+                    f"{', '.join(corpus.columns)} (choose one with --{role}-column)"
+                )
+            if column == SOURCE_ROW_COLUMN:
+                raise SemsearchError(f"column name {SOURCE_ROW_COLUMN!r} is reserved by semsearch")
+        text_type = corpus.schema.field(self.text_column).type
+        if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
+            raise SemsearchError(
+                f"text column {self.text_column!r} holds {text_type}, not text: "
+                "choose a string column with --text-column"
+            )
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The usable rows of `batch`, with `_source_row` added."""
+        first_row = self.rows_seen
+        self.rows_seen += batch.num_rows
+        batch = batch.append_column(
+            SOURCE_ROW_COLUMN, pa.array(range(first_row, first_row + batch.num_rows), pa.int64())
+        )
+        texts = batch.column(self.text_column)
+        usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
+        unusable = batch.num_rows - pc.sum(usable).as_py() if batch.num_rows else 0
+        if unusable and self.strict:
+            bad_row = first_row + pc.index(usable, False).as_py()
+            raise SemsearchError(
+                f"row {bad_row} has a null or empty {self.text_column!r} (--strict): "
+                "fill or drop such rows, or build without --strict to skip them"
+            )
+        self.skipped += unusable
+        kept = batch.filter(usable)
+        if self.id_column is not None:
+            self._check_ids(kept)
+        return kept
+
+    def _check_ids(self, batch: pa.RecordBatch) -> None:
+        ids = batch.column(self.id_column)
+        if ids.null_count:
+            row = batch.column(SOURCE_ROW_COLUMN)[pc.index(pc.is_null(ids), True).as_py()]
+            raise SemsearchError(
+                f"id column {self.id_column!r} is empty in row {row}: every row needs an id"
+            )
+        for value, row in zip(ids.to_pylist(), batch.column(SOURCE_ROW_COLUMN).to_pylist()):
+            if value in self._seen_ids:
+                raise SemsearchError(
+                    f"id {value!r} appears more than once in {self.id_column!r} (again in row {row}): "
+                    "ids must be unique; deduplicate or choose another --id-column"
+                )
+            self._seen_ids.add(value)
+
+
+def _format_of(path: Path) -> str:
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    file_format = FORMATS.get(suffixes[-1]) if suffixes else None
+    if file_format is None:
+        raise SemsearchError(
+            f"{path.name} is not a supported corpus: use .parquet, .csv, .tsv or .jsonl (optionally .gz)"
+        )
+    if file_format == "parquet" and path.suffix.lower() == ".gz":
+        raise SemsearchError(
+            f"{path.name}: Parquet compresses itself; pass the uncompressed .parquet"
+        )
+    return file_format
+
+
+def _peek(path: Path, file_format: str) -> tuple[pa.Schema, int | None]:
+    if file_format == "parquet":
+        parquet = pq.ParquetFile(path)
+        return parquet.schema_arrow, parquet.metadata.num_rows
+    if file_format == "jsonl":
+        with _open_json(path, block_size=1 << 20) as reader:
+            return reader.schema, None
+    with _open_delimited(path, file_format, column_types=None) as reader:
+        return reader.schema, None
+
+
+def _read_batches(corpus: Corpus, rows: int) -> Iterator[pa.RecordBatch]:
+    if corpus.format == "parquet":
+        yield from pq.ParquetFile(corpus.path).iter_batches(batch_size=rows)
+        return
+    if corpus.format == "jsonl":
+        reader = _open_json(corpus.path, block_size=1 << 22)
+    else:  # every delimited column is read as text: a CSV has no types to trust
+        types = {name: pa.string() for name in corpus.schema.names}
+        reader = _open_delimited(corpus.path, corpus.format, column_types=types)
+    with reader:
+        for batch in reader:
+            for start in range(0, batch.num_rows, rows):
+                yield batch.slice(start, rows)
+
+
+def _open_delimited(path: Path, file_format: str, column_types: dict | None):
+    delimiter = "\t" if file_format == "tsv" else ","
+    convert = pcsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False)
+    source = pa.input_stream(str(path), compression="detect")
+    return pcsv.open_csv(
+        source,
+        read_options=pcsv.ReadOptions(block_size=1 << 22),
+        parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+        convert_options=convert,
+    )
+
+
+def _open_json(path: Path, block_size: int):
+    source = pa.input_stream(str(path), compression="detect")
+    return pjson.open_json(source, read_options=pjson.ReadOptions(block_size=block_size))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

