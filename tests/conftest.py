@@ -1,0 +1,76 @@
+"""Shared fixtures: a tiny random BERT (fast, for behaviour) and small corpus files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from semsearch.models import BiEncoder
+from semsearch.models.model_folder import resolve_model
+
+# Texts with related pairs, so that even small tests have something to find.
+SENTENCES = [
+    "A man is playing a guitar.",
+    "A person plays an acoustic guitar on stage.",
+    "The cat sleeps on the sofa.",
+    "A kitten is napping on the couch.",
+    "Stock markets fell sharply on Monday.",
+    "Shares dropped steeply at the start of the week.",
+    "How do I compress a folder on Linux?",
+    "Create a tar.gz archive of a directory.",
+    "The recipe needs two eggs and some flour.",
+    "Bake the cake for forty minutes.",
+    "A library for parsing JSON quickly.",
+    "Fast JSON decoding for Python programs.",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 32-wide BERT with random weights and the default model's tokenizer."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("default").path)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture()
+def tiny_encoder(tiny_model_dir: Path) -> BiEncoder:
+    return BiEncoder.load(str(tiny_model_dir), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def default_encoder() -> BiEncoder:
+    """The real embedded all-MiniLM-L6-v2 (loads in about a second)."""
+    return BiEncoder.load("default", device="cpu")
+
+
+@pytest.fixture()
+def corpus_file(tmp_path: Path) -> Path:
+    """A small Parquet corpus with ids and an extra metadata column."""
+    table = pa.table(
+        {
+            "doc_id": [f"d{i}" for i in range(len(SENTENCES))],
+            "text": SENTENCES,
+            "topic": ["music", "music", "pets", "pets", "finance", "finance", "linux", "linux",
+                      "food", "food", "python", "python"],  # fmt: skip
+        }
+    )
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(table, path)
+    return path
