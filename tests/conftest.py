@@ -30,6 +30,11 @@ SENTENCES = [
 ]
 
 
+@pytest.fixture()
+def sentences() -> list[str]:
+    return list(SENTENCES)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide BERT with random weights and the default model's tokenizer."""
@@ -67,8 +72,20 @@ def corpus_file(tmp_path: Path) -> Path:
         {
             "doc_id": [f"d{i}" for i in range(len(SENTENCES))],
             "text": SENTENCES,
-            "topic": ["music", "music", "pets", "pets", "finance", "finance", "linux", "linux",
-                      "food", "food", "python", "python"],  # fmt: skip
+            "topic": [
+                "music",
+                "music",
+                "pets",
+                "pets",
+                "finance",
+                "finance",
+                "linux",
+                "linux",
+                "food",
+                "food",
+                "python",
+                "python",
+            ],  # fmt: skip
         }
     )
     path = tmp_path / "corpus.parquet"

@@ -120,8 +120,11 @@ def query(
     ef_search: Annotated[
         int | None, typer.Option(help="HNSW candidate list size (overrides the manifest).")
     ] = None,
+    show: Annotated[
+        list[str] | None, typer.Option(help="Metadata column to add to the table (repeatable).")
+    ] = None,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print JSON lines, one per result.")
+        bool, typer.Option("--json", help="Print JSON lines, one per result, with every column.")
     ] = False,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
@@ -129,12 +132,18 @@ def query(
     """Find the rows nearest in meaning to TEXT (or to each line of --file)."""
     queries = _read_queries(text, file)
     searcher = Searcher(find_index(index, index_dir), device=device)
+    missing = [column for column in show or [] if column not in searcher.metadata.column_names]
+    if missing:
+        raise SemsearchError(
+            f"no column {missing[0]!r} in the index's metadata; its columns are: "
+            f"{', '.join(searcher.metadata.column_names)}"
+        )
     results = searcher.search(queries, k=k, nprobe=nprobe, efSearch=ef_search)
     if json_output:
         print_json_lines(hit.to_dict(searcher.score_name) for hits in results for hit in hits)
         return
     for query_text, hits in zip(queries, results):
-        print_hits(query_text, hits, searcher.score_name, console)
+        print_hits(query_text, hits, searcher.score_name, console, show or [])
 
 
 @app.command()

@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from rich.console import Console
 from rich.table import Table
 
-from semsearch.corpus import SOURCE_ROW_COLUMN
 from semsearch.search import Hit
 
 TABLE_TEXT_CHARS = 160
@@ -20,9 +19,10 @@ def print_json_lines(records: Iterable[dict]) -> None:
         sys.stdout.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
 
 
-def print_hits(query: str, hits: list[Hit], score_name: str, console: Console) -> None:
-    """One table per query: rank, score, id, text, then the row's other columns."""
-    extra = [key for key in (hits[0].metadata if hits else {}) if key != SOURCE_ROW_COLUMN]
+def print_hits(
+    query: str, hits: list[Hit], score_name: str, console: Console, extra: list[str]
+) -> None:
+    """One table per query: rank, score, id, text, then the `extra` columns asked for."""
     table = Table(title=f"[bold]{query}[/bold]", title_justify="left", expand=False)
     for column in ("rank", score_name, "id", "text", *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
@@ -33,7 +33,7 @@ def print_hits(query: str, hits: list[Hit], score_name: str, console: Console) -
             else hit.text[: TABLE_TEXT_CHARS - 1] + "…"
         )
         cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id), text]
-        cells += [_short(hit.metadata[key]) for key in extra]
+        cells += [_short(hit.metadata.get(key)) for key in extra]
         table.add_row(*cells)
     console.print(table)
 

@@ -86,6 +86,11 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
     rows = RowFilter(options.text_column, options.id_column, options.strict)
     rows.check_columns(corpus)
     encoder = encoder or BiEncoder.load(options.model, device=options.device)
+    # Check the index choice now, not after an hour of encoding.
+    create_index(
+        choose_index(options.index, corpus.num_rows or 1, encoder.dimension, options.metric),
+        encoder.dimension,
+    )
     partial = partial_folder(Path(options.out_dir), name)
     source_sha256 = file_sha256(corpus.path)
     _prepare_partial(partial, _build_state(options, encoder, source_sha256))

@@ -55,12 +55,16 @@ def weights_fingerprint(folder: Path) -> str:
     files = _weight_files(folder)
     if not files:
         raise SemsearchError(f"no weight files (*.safetensors, pytorch_model.bin) in {folder}")
-    if len(files) == 1:
-        return _file_sha256(str(files[0]))
-    combined = hashlib.sha256()
-    for file in files:
-        combined.update(_file_sha256(str(file)).encode())
-    return combined.hexdigest()
+    digests = [_file_sha256(str(file), *_stamp(file)) for file in files]
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def _stamp(file: Path) -> tuple[int, int]:
+    """Size and modification time: a changed file gets a fresh checksum, not a cached one."""
+    status = file.stat()
+    return status.st_size, status.st_mtime_ns
 
 
 def _weight_files(folder: Path) -> list[Path]:
@@ -72,7 +76,7 @@ def _weight_files(folder: Path) -> list[Path]:
 
 
 @lru_cache(maxsize=16)
-def _file_sha256(path: str) -> str:
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -1,0 +1,135 @@
+"""The command line end to end: output formats, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from semsearch.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def cli(tmp_path, tiny_model_dir):
+    """Run `semsearch ARGS` with the tiny model and a temporary index folder."""
+
+    def run(*args: str):
+        result = runner.invoke(app, [*args], catch_exceptions=False)
+        return result
+
+    run.index_dir = str(tmp_path / "idx")
+    run.model = str(tiny_model_dir)
+    return run
+
+
+@pytest.fixture()
+def built(cli, corpus_file):
+    result = cli("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
+                 "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return cli
+
+
+def _error_line(result) -> str:
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_build_then_query_as_json(built, sentences) -> None:
+    result = built("query", sentences[2], "--index-dir", built.index_dir, "-k", "3", "--json")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["rank"] for r in records] == [1, 2, 3]
+    assert records[0]["id"] == "d2" and records[0]["topic"] == "pets"
+
+
+def test_query_file_runs_every_query(built, tmp_path, sentences) -> None:
+    queries = tmp_path / "q.txt"
+    queries.write_text("\n".join(sentences[:4]) + "\n\n")
+    result = built(
+        "query", "--file", str(queries), "--index-dir", built.index_dir, "-k", "1", "--json"
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["id"] for r in records] == ["d0", "d1", "d2", "d3"]
+
+
+def test_table_output_shows_ids_and_scores(built) -> None:
+    result = built("query", "guitar", "--index", "docs", "--index-dir", built.index_dir, "-k", "2")
+    assert result.exit_code == 0 and "rank" in result.stdout and "score" in result.stdout
+
+
+def test_info_and_list(built) -> None:
+    info = json.loads(built("info", "docs", "--index-dir", built.index_dir, "--json").stdout)
+    assert info["rows"] == 12 and info["file_bytes"]["index.faiss"] == info["index_file_bytes"]
+    listing = [
+        json.loads(line)
+        for line in built("list", "--index-dir", built.index_dir, "--json").stdout.splitlines()
+    ]
+    assert [row["name"] for row in listing] == ["docs"]
+
+
+def test_existing_index_name(built, corpus_file) -> None:
+    result = built(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--model",
+        built.model,
+        "--out-dir",
+        built.index_dir,
+    )
+    assert "--overwrite" in _error_line(result)
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["build", "missing.parquet"], "does not exist"),
+        (["build", "{corpus}", "--text-column", "body"], "columns are: doc_id, text, topic"),
+        (["build", "{corpus}", "--index", "annoy"], "unknown index type"),
+        (["query", "x", "--index", "nope"], "no index named 'nope'"),
+        (["query"], "give either a query"),
+    ],
+)
+def test_bad_input_is_one_line(cli, corpus_file, args, expected) -> None:
+    args = [a.replace("{corpus}", str(corpus_file)) for a in args]
+    if args[0] == "build":
+        args += ["--model", cli.model, "--out-dir", cli.index_dir]
+    else:
+        args += ["--index-dir", cli.index_dir]
+    assert expected in _error_line(cli(*args))
+
+
+def test_not_a_parquet_file(cli, tmp_path) -> None:
+    fake = tmp_path / "fake.parquet"
+    fake.write_text("this is plain text")
+    result = cli("build", str(fake), "--model", cli.model, "--out-dir", cli.index_dir)
+    assert "not a readable parquet" in _error_line(result)
+
+
+def test_corrupt_index_from_the_console_script(built) -> None:
+    index_file = f"{built.index_dir}/docs/index.faiss"
+    with open(index_file, "r+b") as handle:
+        handle.truncate(100)
+    process = subprocess.run(
+        [sys.executable, "-m", "semsearch", "query", "guitar", "--index-dir", built.index_dir],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert process.returncode == 2
+    assert process.stderr.strip().startswith("error: ") and "truncated" in process.stderr
+    assert "Traceback" not in process.stderr and len(process.stderr.strip().splitlines()) == 1
+
+
+def test_help_explains_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    for command in ("build", "query", "info", "list"):
+        assert command in result.stdout

@@ -1,0 +1,60 @@
+"""Choosing FAISS structures and setting their search parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semsearch.errors import SemsearchError
+from semsearch.index.factory import (
+    AUTO_EXACT_LIMIT,
+    apply_search_params,
+    choose_index,
+    create_index,
+    ivf_list_count,
+)
+
+
+def test_auto_is_exact_for_small_corpora_and_ivf_above() -> None:
+    assert choose_index("auto", AUTO_EXACT_LIMIT, 384, "cosine").factory == "Flat"
+    large = choose_index("auto", 841_708, 384, "cosine")
+    assert large.factory.startswith("IVF") and large.search_params["nprobe"] >= 1
+
+
+def test_named_types() -> None:
+    assert choose_index("hnsw", 1000, 384, "l2").search_params == {"efSearch": 64}
+    assert choose_index("ivfpq", 100_000, 384, "dot").factory.endswith("PQ48x8")
+
+
+def test_factory_string_passes_through() -> None:
+    spec = choose_index("IVF64,Flat", 10_000, 32, "cosine")
+    assert spec.factory == "IVF64,Flat" and "nprobe" in spec.search_params
+
+
+def test_unknown_type_and_metric_are_user_errors() -> None:
+    with pytest.raises(SemsearchError, match="unknown index type"):
+        choose_index("annoy", 10, 32, "cosine")
+    with pytest.raises(SemsearchError, match="unknown metric"):
+        choose_index("flat", 10, 32, "hamming")
+
+
+def test_invalid_factory_string_is_a_user_error() -> None:
+    spec = choose_index("IVF16,Nonsense", 1000, 32, "cosine")
+    with pytest.raises(SemsearchError, match="FAISS cannot build"):
+        create_index(spec, 32)
+
+
+def test_list_count_leaves_enough_training_points() -> None:
+    assert ivf_list_count(10) == 1
+    for rows in (1_000, 100_000, 841_708):
+        assert rows // ivf_list_count(rows) >= 39
+
+
+def test_search_params_are_checked_against_the_index() -> None:
+    index = create_index(choose_index("ivf", 5_000, 8, "l2"), 8)
+    index.train(np.random.default_rng(0).normal(size=(5_000, 8)).astype("float32"))
+    apply_search_params(index, {"nprobe": 7})
+    with pytest.raises(SemsearchError, match="efSearch"):
+        apply_search_params(index, {"efSearch": 10})
+    with pytest.raises(SemsearchError, match="at least 1"):
+        apply_search_params(index, {"nprobe": 0})

@@ -1,0 +1,75 @@
+"""Searching: neighbours with metadata, parameter overrides, and model checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from semsearch.errors import SemsearchError
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.models import BiEncoder
+from semsearch.search import Searcher
+
+
+def _build(corpus, out_dir, encoder, **changes):
+    options = BuildOptions(corpus=corpus, name="docs", id_column="doc_id", out_dir=out_dir,
+                           show_progress=False, **changes)  # fmt: skip
+    return build_index(options, encoder=encoder)
+
+
+def test_default_model_finds_the_paraphrase(corpus_file, tmp_path, default_encoder) -> None:
+    folder = _build(corpus_file, tmp_path, default_encoder)
+    searcher = Searcher(folder, encoder=default_encoder)
+    [hits] = searcher.search(["a kitten napping on a couch"], k=3)
+    assert [hit.rank for hit in hits] == [1, 2, 3]
+    assert hits[0].id == "d3" and hits[0].metadata["topic"] == "pets"
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    assert {hits[0].id, hits[1].id} == {"d2", "d3"}
+
+
+def test_many_queries_in_one_call(corpus_file, tmp_path, tiny_encoder, sentences) -> None:
+    searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), encoder=tiny_encoder)
+    results = searcher.search(sentences[:3], k=1)
+    assert [hits[0].text for hits in results] == sentences[:3]
+
+
+def test_k_larger_than_the_index_returns_everything(corpus_file, tmp_path, tiny_encoder) -> None:
+    searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), encoder=tiny_encoder)
+    assert len(searcher.search(["anything"], k=100)[0]) == 12
+
+
+def test_search_parameters_can_be_overridden(tmp_path, tiny_encoder) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("doc_id,text\n" + "".join(f"{i},text number {i}\n" for i in range(300)))
+    searcher = Searcher(_build(path, tmp_path, tiny_encoder, index="ivf"), encoder=tiny_encoder)
+    assert len(searcher.search(["text number 5"], k=5, nprobe=2)[0]) == 5
+    with pytest.raises(SemsearchError, match="efSearch"):
+        searcher.search(["text"], k=5, efSearch=10)
+
+
+def test_l2_index_reports_distances(corpus_file, tmp_path, tiny_encoder, sentences) -> None:
+    searcher = Searcher(
+        _build(corpus_file, tmp_path, tiny_encoder, metric="l2"), encoder=tiny_encoder
+    )
+    [hits] = searcher.search([sentences[0]], k=2)
+    assert searcher.score_name == "distance" and hits[0].score == pytest.approx(0, abs=1e-3)
+
+
+def test_a_model_whose_weights_changed_is_refused(corpus_file, tmp_path, tiny_model_dir) -> None:
+    model_dir = tmp_path / "model"
+    BiEncoder.load(str(tiny_model_dir), device="cpu").save(model_dir)
+    folder = _build(corpus_file, tmp_path / "idx", BiEncoder.load(str(model_dir), device="cpu"))
+    retrained = BiEncoder.load(str(model_dir), device="cpu")
+    with torch.no_grad():
+        next(retrained.parameters()).add_(0.01)
+    retrained.save(model_dir)  # same folder, new weights: the manifest's model is not the same
+    with pytest.raises(SemsearchError, match="built with model weights"):
+        Searcher(folder, device="cpu")
+
+
+def test_empty_query_and_bad_k_are_refused(corpus_file, tmp_path, tiny_encoder) -> None:
+    searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), encoder=tiny_encoder)
+    with pytest.raises(SemsearchError, match="empty"):
+        searcher.search(["  "])
+    with pytest.raises(SemsearchError, match="at least 1"):
+        searcher.search(["x"], k=0)
