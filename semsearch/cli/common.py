@@ -1,0 +1,49 @@
+"""What every command shares: the typer app, the console, option types, and error handling."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+
+from semsearch.errors import SemsearchError
+from semsearch.index.store import DEFAULT_INDEX_DIR
+
+app = typer.Typer(
+    help="Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+Command = TypeVar("Command", bound=Callable)
+
+IndexDir = Annotated[
+    Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
+]
+Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+
+
+def user_errors(command: Command) -> Command:
+    """Print a user's mistake as one line on stderr and exit 2, with no traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except SemsearchError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
+__all__ = ["DEFAULT_INDEX_DIR", "Device", "IndexDir", "JsonFlag", "app", "console", "user_errors"]

@@ -1,0 +1,113 @@
+"""`semsearch build`, `info` and `list`: making index folders and looking at them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
+from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.store import find_index, list_indexes
+from semsearch.models.model_folder import DEFAULT_MODEL
+
+
+@app.command()
+@user_errors
+def build(
+    corpus: Annotated[
+        Path, typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz).")
+    ],
+    name: Annotated[
+        str | None, typer.Option(help="Index name (default: the corpus file's name).")
+    ] = None,
+    text_column: Annotated[str, typer.Option(help="Column holding the text to embed.")] = "text",
+    id_column: Annotated[
+        str | None, typer.Option(help="Column of unique ids (default: the row number).")
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(help="'default' (embedded all-MiniLM-L6-v2), a model folder or a hub name."),
+    ] = DEFAULT_MODEL,
+    index: Annotated[
+        str, typer.Option(help="auto, flat, ivf, hnsw, ivfpq, or a FAISS factory string.")
+    ] = "auto",
+    metric: Annotated[str, typer.Option(help="cosine, dot, l2 or manhattan.")] = "cosine",
+    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
+    device: Device = "auto",
+    out_dir: IndexDir = DEFAULT_INDEX_DIR,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace an existing index of the same name.")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option(help="Fail on null or empty texts instead of skipping them.")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the manifest as JSON.")
+    ] = False,
+) -> None:
+    """Embed a corpus and store a FAISS index beside its metadata in OUT_DIR/NAME/.
+
+    An interrupted build resumes from its last complete shard when run again.
+    """
+    options = BuildOptions(
+        corpus=corpus, name=name, text_column=text_column, id_column=id_column, model=model,
+        index=index, metric=metric, batch_size=batch_size, device=device, out_dir=out_dir,
+        overwrite=overwrite, strict=strict, show_progress=sys.stderr.isatty() or not json_output,
+    )  # fmt: skip
+    folder = build_index(options)
+    manifest = folder.manifest()
+    if json_output:
+        print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])
+        return
+    console.print(
+        f"built [bold]{manifest.name}[/bold]: {manifest.rows} vectors, {manifest.index.factory} "
+        f"({manifest.index.metric}), {human_bytes(sum(folder.size_bytes().values()))} in {folder.path} "
+        f"in {manifest.build_seconds:.1f} s"
+    )
+
+
+@app.command()
+@user_errors
+def info(
+    name: Annotated[
+        str | None, typer.Argument(help="Index name or folder (default: the most recent).")
+    ] = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show an index's manifest and the sizes of its files."""
+    folder = find_index(name, index_dir)
+    manifest = folder.manifest().to_dict()
+    sizes = folder.size_bytes()
+    if json_output:
+        print_json_lines([{"path": str(folder.path), **manifest, "file_bytes": sizes}])
+        return
+    print_mapping(f"index {folder.name} ({folder.path})", manifest, console)
+    print_mapping("files", {name: human_bytes(size) for name, size in sizes.items()}, console)
+
+
+@app.command("list")
+@user_errors
+def list_command(
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List the indexes in INDEX_DIR, most recent first."""
+    rows = []
+    for folder in list_indexes(index_dir):
+        manifest = folder.manifest()
+        rows.append({"name": folder.name, "rows": manifest.rows, "index": manifest.index.factory,
+                     "model": manifest.model.name, "created_at": manifest.created_at,
+                     "bytes": sum(folder.size_bytes().values())})  # fmt: skip
+    if json_output:
+        print_json_lines(rows)
+    elif not rows:
+        console.print(f"no indexes in {index_dir}/")
+    else:
+        for row in rows:
+            console.print(f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
+                          f"{human_bytes(row['bytes']):>10}  {row['created_at']}  {row['model']}")  # fmt: skip

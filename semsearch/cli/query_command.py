@@ -1,0 +1,70 @@
+"""`semsearch query`: nearest neighbours of one or many queries, as tables or JSON lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
+from semsearch.cli.output import print_hits, print_json_lines
+from semsearch.errors import SemsearchError
+from semsearch.index.store import find_index
+from semsearch.search import Searcher
+
+
+@app.command()
+@user_errors
+def query(
+    text: Annotated[str | None, typer.Argument(help="The text to search for.")] = None,
+    index: Annotated[
+        str | None, typer.Option(help="Index name or folder (default: the most recent).")
+    ] = None,
+    k: Annotated[int, typer.Option("-k", "--top-k", help="How many results per query.")] = 10,
+    file: Annotated[Path | None, typer.Option(help="Text file with one query per line.")] = None,
+    nprobe: Annotated[
+        int | None, typer.Option(help="IVF lists to visit (overrides the manifest).")
+    ] = None,
+    ef_search: Annotated[
+        int | None, typer.Option(help="HNSW candidate list size (overrides the manifest).")
+    ] = None,
+    show: Annotated[
+        list[str] | None, typer.Option(help="Metadata column to add to the table (repeatable).")
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print JSON lines, one per result, with every column.")
+    ] = False,
+    device: Device = "auto",
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+) -> None:
+    """Find the rows nearest in meaning to TEXT (or to each line of --file)."""
+    queries = _read_queries(text, file)
+    searcher = Searcher(find_index(index, index_dir), device=device)
+    missing = [column for column in show or [] if column not in searcher.metadata.column_names]
+    if missing:
+        raise SemsearchError(
+            f"no column {missing[0]!r} in the index's metadata; its columns are: "
+            f"{', '.join(searcher.metadata.column_names)}"
+        )
+    results = searcher.search(queries, k=k, nprobe=nprobe, efSearch=ef_search)
+    if json_output:
+        print_json_lines(hit.to_dict(searcher.score_name) for hits in results for hit in hits)
+        return
+    for query_text, hits in zip(queries, results):
+        print_hits(query_text, hits, searcher.score_name, console, show or [])
+
+
+def _read_queries(text: str | None, file: Path | None) -> list[str]:
+    if (text is None) == (file is None):
+        raise SemsearchError("give either a query TEXT or --file QUERIES.txt (one of them)")
+    if file is None:
+        return [text]
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SemsearchError(f"cannot read queries from {file}: {exc}") from exc
+    queries = [line.strip() for line in lines if line.strip()]
+    if not queries:
+        raise SemsearchError(f"{file} holds no queries: write one query per line")
+    return queries
