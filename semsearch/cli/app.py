@@ -5,7 +5,11 @@ Every command lives in a module of its own and registers itself on the shared ap
 
 from __future__ import annotations
 
-from semsearch.cli import index_commands, query_command  # noqa: F401  (they register commands)
+from semsearch.cli import (  # noqa: F401  (importing a command module registers it)
+    index_commands,
+    query_command,
+    tune_command,
+)
 from semsearch.cli.common import app
 
 __all__ = ["app", "main"]

@@ -11,7 +11,9 @@ import typer
 from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.factory import parse_bytes
 from semsearch.index.store import find_index, list_indexes
+from semsearch.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
 
 
@@ -45,6 +47,18 @@ def build(
     strict: Annotated[
         bool, typer.Option(help="Fail on null or empty texts instead of skipping them.")
     ] = False,
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(help="Memory the index may take (e.g. 2G); auto picks a type that fits."),
+    ] = None,
+    target_recall: Annotated[
+        float | None,
+        typer.Option(help="Tune nprobe/efSearch to this recall@10 against exact search."),
+    ] = None,
+    tuning_queries: Annotated[
+        Path | None,
+        typer.Option(help="Queries (one per line) for --target-recall; default: corpus samples."),
+    ] = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the manifest as JSON.")
     ] = False,
@@ -57,6 +71,9 @@ def build(
         corpus=corpus, name=name, text_column=text_column, id_column=id_column, model=model,
         index=index, metric=metric, batch_size=batch_size, device=device, out_dir=out_dir,
         overwrite=overwrite, strict=strict, show_progress=sys.stderr.isatty() or not json_output,
+        memory_budget=parse_bytes(memory_budget) if memory_budget else None,
+        target_recall=target_recall,
+        tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
     )  # fmt: skip
     folder = build_index(options)
     manifest = folder.manifest()

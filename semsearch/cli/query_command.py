@@ -11,6 +11,7 @@ from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, conso
 from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
+from semsearch.inputs import read_lines
 from semsearch.search import Searcher
 
 
@@ -58,13 +59,4 @@ def query(
 def _read_queries(text: str | None, file: Path | None) -> list[str]:
     if (text is None) == (file is None):
         raise SemsearchError("give either a query TEXT or --file QUERIES.txt (one of them)")
-    if file is None:
-        return [text]
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SemsearchError(f"cannot read queries from {file}: {exc}") from exc
-    queries = [line.strip() for line in lines if line.strip()]
-    if not queries:
-        raise SemsearchError(f"{file} holds no queries: write one query per line")
-    return queries
+    return [text] if file is None else read_lines(file)

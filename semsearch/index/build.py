@@ -40,10 +40,18 @@ from semsearch.index.store import (
     partial_folder,
     publish,
 )
+from semsearch.index.tune import (
+    DEFAULT_TUNING_QUERIES,
+    TuningResult,
+    exact_neighbours,
+    tunable_parameter,
+    tune_index,
+)
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
 
 DEFAULT_SHARD_ROWS = 16_384
+TUNING_K = 10
 
 
 @dataclass
@@ -64,6 +72,9 @@ class BuildOptions:
     strict: bool = False
     shard_rows: int = DEFAULT_SHARD_ROWS
     show_progress: bool = True
+    memory_budget: int | None = None  # bytes the index may take; `auto` picks what fits
+    target_recall: float | None = None  # tune nprobe/efSearch to reach this recall@10
+    tuning_queries: list[str] | None = None  # default: a sample of the corpus' own vectors
 
     @property
     def index_name(self) -> str:
@@ -101,8 +112,12 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
             raise SemsearchError(
                 f"{corpus.path.name} has no non-empty {options.text_column!r} texts: nothing to index"
             )
-        spec = choose_index(options.index, total, encoder.dimension, options.metric)
+        spec = _choose(options, total, encoder.dimension)
         index = _fill_index(spec, shards, encoder.dimension, options.show_progress)
+        tuning = None
+        if options.target_recall is not None and tunable_parameter(index):
+            tuning = _tune(index, spec, shards, encoder, options)
+            spec = replace(spec, search_params={tuning.parameter: tuning.value})
         index_file = partial / "index.faiss"
         faiss.write_index(index, str(index_file))
         shards.write_metadata(partial / "metadata.parquet")
@@ -125,6 +140,7 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
             semsearch_version=__version__,
             created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             build_seconds=round(time.perf_counter() - started, 2),
+            tuning=tuning.to_dict() if tuning else None,
         ).write(partial)
         shutil.rmtree(shards.folder)
         (partial / "build_state.json").unlink()
@@ -136,6 +152,39 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
         print(f"interrupted: run the same command again to resume from {partial}", file=sys.stderr)
         raise
     return IndexFolder(final)
+
+
+def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
+    return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
+
+
+def _tune(
+    index: faiss.Index,
+    spec: IndexSpec,
+    shards: ShardStore,
+    encoder: BiEncoder,
+    options: BuildOptions,
+) -> TuningResult:
+    """Measure recall against exact search over the shards and keep the smallest good value."""
+    k = TUNING_K
+    if options.tuning_queries:
+        query_rows = None
+        queries = prepare_vectors(encoder.encode(options.tuning_queries), spec.metric)
+    else:
+        count = min(DEFAULT_TUNING_QUERIES, shards.row_count())
+        query_rows, vectors = shards.sample(count, seed=1)
+        queries = prepare_vectors(vectors, spec.metric)
+    extra = 0 if query_rows is None else 1
+    exact = exact_neighbours(queries, shards.iter_vectors(), k + extra, spec.metric)
+    result = tune_index(index, queries, exact, options.target_recall, k, query_rows)
+    apply_search_params(index, {result.parameter: result.value})
+    verdict = "meets" if result.met else "does NOT meet (the best found)"
+    print(
+        f"tuned {result.parameter}={result.value}: recall@{k} {result.recall:.3f} on "
+        f"{result.queries} queries {verdict} the target {result.target}",
+        file=sys.stderr,
+    )
+    return result
 
 
 def _build_state(options: BuildOptions, encoder: BiEncoder, source_sha256: str) -> dict:
@@ -193,7 +242,7 @@ def _fill_index(
     if sample_size:
         if show_progress:
             print(f"training {spec.factory} on {sample_size} of {total} vectors", file=sys.stderr)
-        index.train(prepare_vectors(shards.sample(sample_size), spec.metric))
+        index.train(prepare_vectors(shards.sample(sample_size)[1], spec.metric))
     bar = tqdm(total=total, desc="indexing", unit="vec", disable=not show_progress)
     with bar:
         for vectors in shards.iter_vectors():

@@ -10,6 +10,7 @@ knob, nprobe, trades speed for recall predictably.
 from __future__ import annotations
 
 import math
+import re
 
 import faiss
 import numpy as np
@@ -30,13 +31,66 @@ MIN_POINTS_PER_CENTROID = 39
 TRAIN_POINTS_PER_CENTROID = 64
 
 
-def choose_index(requested: str, rows: int, dimension: int, metric: str) -> IndexSpec:
-    """The factory string and default search parameters for `requested` on `rows` vectors."""
+def choose_index(
+    requested: str, rows: int, dimension: int, metric: str, memory_budget: int | None = None
+) -> IndexSpec:
+    """The factory string and default search parameters for `requested` on `rows` vectors.
+
+    With a `memory_budget` (bytes), `auto` takes the first of flat (small corpora only),
+    IVF-Flat and IVF-PQ whose estimated size fits, and an explicit type that does not fit
+    is refused before anything is built.
+    """
     if metric not in METRICS:
         raise SemsearchError(f"unknown metric {metric!r}: choose one of {', '.join(METRICS)}")
-    kind = requested.lower()
-    if kind == "auto":
-        kind = "flat" if rows <= AUTO_EXACT_LIMIT else "ivf"
+    if requested.lower() == "auto":
+        kinds = ["flat"] if rows <= AUTO_EXACT_LIMIT else []
+        kinds += ["ivf", "ivfpq"] if memory_budget is not None else ["ivf"]
+        specs = [_named_spec(kind, requested, rows, dimension, metric) for kind in kinds]
+        for spec in specs:
+            if (
+                memory_budget is None
+                or estimate_bytes(spec.factory, rows, dimension) <= memory_budget
+            ):
+                return spec
+        return _over_budget(specs[-1], rows, dimension, memory_budget)
+    spec = _named_spec(requested.lower(), requested, rows, dimension, metric)
+    estimate = estimate_bytes(spec.factory, rows, dimension)
+    if memory_budget is not None and estimate is not None and estimate > memory_budget:
+        return _over_budget(spec, rows, dimension, memory_budget)
+    return spec
+
+
+def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:
+    """Memory an index of `rows` vectors will take, for the structures semsearch names; else None."""
+    vector = 4 * dimension
+    if factory == "Flat":
+        return rows * vector
+    if match := re.fullmatch(r"IVF(\d+),Flat", factory):
+        return rows * (vector + 8) + int(match[1]) * vector
+    if match := re.fullmatch(r"HNSW(\d+),Flat", factory):
+        return rows * (vector + 8 * int(match[1]) + 16)
+    if match := re.fullmatch(r"IVF(\d+),PQ(\d+)x8", factory):
+        return rows * (int(match[2]) + 8) + int(match[1]) * vector + 256 * vector
+    return None
+
+
+def parse_bytes(text: str) -> int:
+    """'4G', '512MB', '1.5GiB' -> bytes (powers of 1024)."""
+    match = re.fullmatch(r"\s*([\d.]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    if not match:
+        raise SemsearchError(f"cannot read {text!r} as a size: write it like 512M or 4G")
+    return int(float(match[1]) * 1024 ** " kmgt".index(match[2] or " "))
+
+
+def _over_budget(spec: IndexSpec, rows: int, dimension: int, budget: int) -> IndexSpec:
+    need = estimate_bytes(spec.factory, rows, dimension) or 0
+    raise SemsearchError(
+        f"{spec.factory} over {rows} vectors needs about {need / 2**20:.0f} MiB, more than the "
+        f"memory budget of {budget / 2**20:.0f} MiB: raise --memory-budget or choose a smaller --index"
+    )
+
+
+def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: str) -> IndexSpec:
     nlist = ivf_list_count(rows)
     if kind == "flat":
         return IndexSpec(requested, "Flat", metric, {})

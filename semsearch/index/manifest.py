@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -49,14 +50,18 @@ class Manifest:
     semsearch_version: str
     created_at: str
     build_seconds: float
+    tuning: dict | None = None  # how the search parameter was chosen, when it was tuned
     format_version: int = FORMAT_VERSION
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def write(self, folder: Path) -> None:
+        """Write atomically: a reader sees the old manifest or the new one, never half of one."""
         text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
-        (folder / MANIFEST_FILE).write_text(text, encoding="utf-8")
+        temporary = folder / f".{MANIFEST_FILE}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, folder / MANIFEST_FILE)
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:

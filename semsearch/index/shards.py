@@ -52,8 +52,8 @@ class ShardStore:
     def row_count(self) -> int:
         return sum(len(vectors) for vectors in self.iter_vectors())
 
-    def sample(self, count: int, seed: int = 0) -> np.ndarray:
-        """`count` vectors drawn uniformly without replacement from all shards."""
+    def sample(self, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """`count` vectors drawn uniformly without replacement from all shards, with their rows."""
         sizes = np.array([len(vectors) for vectors in self.iter_vectors()], dtype=np.int64)
         chosen = np.sort(np.random.default_rng(seed).choice(sizes.sum(), size=count, replace=False))
         starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -62,7 +62,7 @@ class ShardStore:
             inside = chosen[(chosen >= starts[position]) & (chosen < starts[position + 1])]
             if len(inside):
                 parts.append(np.asarray(self.vectors(shard)[inside - starts[position]]))
-        return np.concatenate(parts)
+        return chosen, np.concatenate(parts)
 
     def write_metadata(self, destination: Path) -> None:
         """Concatenate the shards' metadata, in order, into one Parquet file."""

@@ -11,7 +11,9 @@ from semsearch.index.factory import (
     apply_search_params,
     choose_index,
     create_index,
+    estimate_bytes,
     ivf_list_count,
+    parse_bytes,
 )
 
 
@@ -58,3 +60,36 @@ def test_search_params_are_checked_against_the_index() -> None:
         apply_search_params(index, {"efSearch": 10})
     with pytest.raises(SemsearchError, match="at least 1"):
         apply_search_params(index, {"nprobe": 0})
+
+
+def test_memory_budget_steers_auto_towards_smaller_structures() -> None:
+    rows, dimension = 841_708, 384
+    assert choose_index(
+        "auto", rows, dimension, "cosine", memory_budget=4 * 2**30
+    ).factory.endswith(",Flat")
+    squeezed = choose_index("auto", rows, dimension, "cosine", memory_budget=300 * 2**20)
+    assert ",PQ" in squeezed.factory
+    with pytest.raises(SemsearchError, match="memory budget"):
+        choose_index("auto", rows, dimension, "cosine", memory_budget=10 * 2**20)
+    with pytest.raises(SemsearchError, match="memory budget"):
+        choose_index("hnsw", rows, dimension, "cosine", memory_budget=1 * 2**30)
+
+
+def test_estimates_match_what_faiss_builds() -> None:
+    import faiss
+
+    rows, dimension = 20_000, 32
+    vectors = np.random.default_rng(0).normal(size=(rows, dimension)).astype("float32")
+    for kind in ("flat", "ivf", "hnsw"):
+        spec = choose_index(kind, rows, dimension, "l2")
+        index = create_index(spec, dimension)
+        index.train(vectors)
+        index.add(vectors)
+        actual = len(faiss.serialize_index(index))
+        assert 0.7 < estimate_bytes(spec.factory, rows, dimension) / actual < 1.4, kind
+
+
+def test_sizes_parse() -> None:
+    assert parse_bytes("4G") == 4 * 2**30 and parse_bytes("512MiB") == 512 * 2**20
+    with pytest.raises(SemsearchError, match="size"):
+        parse_bytes("lots")

@@ -1,0 +1,50 @@
+"""`semsearch tune`: choose an index's nprobe/efSearch from a recall target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
+from semsearch.cli.output import print_json_lines
+from semsearch.index.retune import retune_folder
+from semsearch.index.store import find_index
+from semsearch.index.tune import DEFAULT_TUNING_QUERIES
+from semsearch.inputs import read_lines
+
+
+@app.command()
+@user_errors
+def tune(
+    name: Annotated[
+        str | None, typer.Argument(help="Index name or folder (default: the most recent).")
+    ] = None,
+    target_recall: Annotated[
+        float, typer.Option(help="Recall@k to reach against exact search.")
+    ] = 0.95,
+    queries: Annotated[
+        Path | None,
+        typer.Option(help="Text file of queries (default: a sample of the index's own vectors)."),
+    ] = None,
+    k: Annotated[int, typer.Option("-k", help="The k of recall@k.")] = 10,
+    sample: Annotated[
+        int, typer.Option(help="How many of the index's vectors to use as queries.")
+    ] = DEFAULT_TUNING_QUERIES,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: JsonFlag = False,
+) -> None:
+    """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
+    folder = find_index(name, index_dir)
+    texts = read_lines(queries) if queries else None
+    result = retune_folder(folder, target_recall, texts, k=k, sample=sample)
+    if json_output:
+        print_json_lines([{"index": folder.name, **result.to_dict()}])
+        return
+    tried = ", ".join(f"{value}: {recall:.3f}" for value, recall in sorted(result.tried.items()))
+    verdict = "meets" if result.met else "does NOT meet (best found)"
+    console.print(
+        f"{folder.name}: {result.parameter}={result.value} gives recall@{result.k} {result.recall:.3f} "
+        f"on {result.queries} queries, which {verdict} the target {result.target}\ntried {tried}"
+    )

@@ -1,0 +1,38 @@
+"""`semsearch tune` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from semsearch.cli.app import app
+
+runner = CliRunner()
+
+
+def test_tune_reports_and_stores_the_chosen_value(tmp_path, tiny_model_dir) -> None:
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("text\n" + "".join(f"line {i} on theme {i % 19}\n" for i in range(1200)))
+    index_dir = str(tmp_path / "idx")
+    built = runner.invoke(app, ["build", str(corpus), "--index", "ivf", "--model", str(tiny_model_dir),
+                                "--out-dir", index_dir])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    result = runner.invoke(app, ["tune", "c", "--target-recall", "0.9", "--sample", "200",
+                                 "--index-dir", index_dir, "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    info = json.loads(runner.invoke(app, ["info", "c", "--index-dir", index_dir, "--json"]).stdout)
+    assert info["index"]["search_params"]["nprobe"] == report["value"]
+    assert report["recall"] >= 0.9 or not report["met"]
+
+
+def test_tuning_a_flat_index_is_a_clear_error(tmp_path, tiny_model_dir) -> None:
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("text\nalpha\nbeta\ngamma\n")
+    index_dir = str(tmp_path / "idx")
+    runner.invoke(
+        app, ["build", str(corpus), "--model", str(tiny_model_dir), "--out-dir", index_dir]
+    )
+    result = runner.invoke(app, ["tune", "c", "--index-dir", index_dir])
+    assert result.exit_code == 2 and "nothing to tune" in result.stderr

@@ -1,0 +1,103 @@
+"""Tuning nprobe/efSearch to a recall target against exact search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from semsearch.errors import SemsearchError
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.factory import choose_index, create_index, prepare_vectors
+from semsearch.index.retune import retune_folder
+from semsearch.index.tune import exact_neighbours, recall_at_k, stored_vectors, tune_index
+
+
+def _clustered(rows: int = 4000, dimension: int = 16, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, dimension))
+    points = centres[rng.integers(0, 40, rows)] + 0.6 * rng.normal(size=(rows, dimension))
+    return prepare_vectors(points, "cosine")
+
+
+def _ivf(vectors: np.ndarray):
+    index = create_index(
+        choose_index("ivf", len(vectors), vectors.shape[1], "cosine"), vectors.shape[1]
+    )
+    index.train(vectors)
+    index.add(vectors)
+    return index
+
+
+def test_exact_neighbours_streamed_in_chunks_equal_brute_force() -> None:
+    vectors = _clustered(1000)
+    queries = vectors[:50]
+    streamed = exact_neighbours(
+        queries, [vectors[:300], vectors[300:650], vectors[650:]], 5, "cosine"
+    )
+    brute = np.argsort(-(queries @ vectors.T), axis=1)[:, :5]
+    assert recall_at_k(streamed, brute, 5) == pytest.approx(1.0)
+
+
+def test_tuning_picks_the_smallest_nprobe_meeting_the_target() -> None:
+    vectors = _clustered()
+    index = _ivf(vectors)
+    rows = np.arange(0, 4000, 20)
+    exact = exact_neighbours(vectors[rows], [vectors], 11, "cosine")
+    result = tune_index(index, vectors[rows], exact, target=0.9, k=10, query_rows=rows)
+    assert result.met and result.parameter == "nprobe" and result.recall >= 0.9
+    assert result.tried[result.value] >= 0.9
+    if result.value > 1:
+        assert result.tried[result.value - 1] < 0.9  # the value below was measured and missed
+    assert result.value < index.nlist
+
+
+def test_unreachable_target_reports_the_best_it_found() -> None:
+    vectors = _clustered(2000)
+    index = create_index(choose_index("hnsw", 2000, 16, "cosine"), 16)
+    index.add(vectors)
+    rows = np.arange(0, 2000, 50)
+    exact = exact_neighbours(vectors[rows], [vectors], 11, "cosine")
+    result = tune_index(index, vectors[rows], exact, target=1.0, k=10, query_rows=rows)
+    assert result.parameter == "efSearch" and result.value in result.tried
+
+
+def test_exact_index_and_bad_target_are_refused() -> None:
+    vectors = _clustered(100)
+    flat = create_index(choose_index("flat", 100, 16, "cosine"), 16)
+    flat.add(vectors)
+    with pytest.raises(SemsearchError, match="nothing to tune"):
+        tune_index(flat, vectors[:5], np.zeros((5, 10), dtype=np.int64), 0.9)
+    with pytest.raises(SemsearchError, match="target recall"):
+        tune_index(flat, vectors[:5], np.zeros((5, 10), dtype=np.int64), 1.5)
+
+
+def test_compressed_index_cannot_be_retuned_from_its_codes() -> None:
+    vectors = _clustered(12_000)
+    index = create_index(choose_index("ivfpq", 12_000, 16, "cosine"), 16)
+    index.train(vectors)
+    index.add(vectors)
+    with pytest.raises(SemsearchError, match="--target-recall"):
+        stored_vectors(index)
+
+
+def test_build_with_target_recall_records_the_tuning(tmp_path, tiny_encoder) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text(
+        "text\n" + "".join(f"item {i} of group {i % 23} in set {i % 7}\n" for i in range(1500))
+    )
+    options = BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="ivf",
+                           target_recall=0.9, show_progress=False)  # fmt: skip
+    manifest = build_index(options, encoder=tiny_encoder).manifest()
+    assert manifest.tuning["met"] and manifest.tuning["recall"] >= 0.9
+    assert manifest.index.search_params == {"nprobe": manifest.tuning["value"]}
+
+
+def test_retune_rewrites_the_manifest(tmp_path, tiny_encoder) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("text\n" + "".join(f"entry {i} about subject {i % 31}\n" for i in range(1500)))
+    folder = build_index(BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="hnsw",
+                                      show_progress=False), encoder=tiny_encoder)  # fmt: skip
+    result = retune_folder(folder, 0.99, sample=100)
+    manifest = folder.manifest()
+    assert manifest.index.search_params == {"efSearch": result.value}
+    assert manifest.tuning["target"] == 0.99
