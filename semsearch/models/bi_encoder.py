@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -23,6 +24,7 @@ from transformers import utils as hf_utils
 
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import (
+    ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
     ModelFolder,
     resolve_model,
@@ -92,16 +94,18 @@ class BiEncoder(nn.Module):
             )
         transformer, tokenizer = _load_transformer(folder)
         model_limit = _model_max_length(transformer, tokenizer)
+        pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
         encoder = cls(
             transformer=transformer,
             tokenizer=tokenizer,
-            pooling=Pooling(pooling or folder.pooling or "mean"),
+            pooling=pooling_module,
             normalize=normalize if normalize is not None else folder.normalize is not False,
             max_length=min(max_length or folder.max_length or model_limit, model_limit),
             name=name_or_path,
             do_lower_case=folder.do_lower_case,
         )
-        encoder._fingerprint = weights_fingerprint(folder.path)
+        scorer = (folder.pooling_weights,) if _uses_saved_scorer(folder, pooling_module) else ()
+        encoder._fingerprint = weights_fingerprint(folder.path, extra=scorer)
         encoder.eval()
         return encoder.to(resolve_device(device))
 
@@ -236,6 +240,14 @@ class BiEncoder(nn.Module):
             "pooling_mode_max_tokens": self.pooling.mode == "max",
             "pooling_mode_mean_sqrt_len_tokens": False,
         }
+        if self.pooling.mode == "attention":
+            # sentence-transformers has no such mode, so it refuses this folder instead of
+            # silently pooling another way; semsearch reads the key and the scorer file.
+            pooling_config["pooling_mode_attention"] = True
+            weights = {
+                key: value.detach().cpu() for key, value in self.pooling.state_dict().items()
+            }
+            save_file(weights, folder / "1_Pooling" / ATTENTION_WEIGHTS)
         _write_json(folder / "modules.json", modules)
         _write_json(folder / "1_Pooling" / "config.json", pooling_config)
         _write_json(
@@ -279,6 +291,18 @@ def _load_transformer(folder: ModelFolder) -> tuple[PreTrainedModel, PreTrainedT
     if not tokenizer.is_fast:
         raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
     return transformer, tokenizer
+
+
+def _load_pooling(folder: ModelFolder, mode: PoolingMode | None, dimension: int) -> Pooling:
+    """The folder's pooling (with its trained scorer), unless the caller asks for another mode."""
+    pooling = Pooling(mode or folder.pooling or "mean", dimension=dimension)
+    if _uses_saved_scorer(folder, pooling):
+        pooling.load_state_dict(load_file(folder.pooling_weights))
+    return pooling
+
+
+def _uses_saved_scorer(folder: ModelFolder, pooling: Pooling) -> bool:
+    return pooling.scorer is not None and folder.pooling_weights is not None
 
 
 def _model_max_length(transformer: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:

