@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from semsearch.cli import (  # noqa: F401  (importing a command module registers it)
     index_commands,
+    mine_command,
     query_command,
     tune_command,
 )

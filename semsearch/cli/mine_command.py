@@ -1,0 +1,191 @@
+"""`semsearch mine`: the most similar pairs inside one collection, as a table, JSON or Parquet."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from semsearch.cli.common import (
+    DEFAULT_INDEX_DIR,
+    Device,
+    IndexDir,
+    JsonFlag,
+    app,
+    console,
+    user_errors,
+)
+from semsearch.cli.output import print_json_lines
+from semsearch.errors import SemsearchError
+from semsearch.mining import (
+    CorpusSource,
+    MiningOptions,
+    MiningResult,
+    mine_corpus,
+    mine_index,
+)
+from semsearch.models.model_folder import DEFAULT_MODEL
+
+CELL_CHARS = 70
+LARGEST_GROUPS = 10
+
+
+@app.command()
+@user_errors
+def mine(
+    collection: Annotated[
+        Path | None,
+        typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz)."),
+    ] = None,
+    index: Annotated[
+        str | None,
+        typer.Option(help="Mine this index (name or folder) instead, reusing its vectors."),
+    ] = None,
+    text_column: Annotated[
+        str | None, typer.Option(help="Column holding the texts (default: text).")
+    ] = None,
+    id_column: Annotated[
+        str | None, typer.Option(help="Column of unique ids (default: the row number).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Bi-encoder for a corpus file (default: 'default').")
+    ] = None,
+    top_k: Annotated[
+        int, typer.Option("-k", "--top-k", help="Nearest neighbours looked at per text.")
+    ] = 10,
+    threshold: Annotated[
+        float | None, typer.Option(help="Keep pairs scoring at least this (cosine: -1 to 1).")
+    ] = None,
+    top: Annotated[int | None, typer.Option(help="Keep only the best N pairs.")] = None,
+    exact_duplicates: Annotated[
+        str,
+        typer.Option(
+            help="Identical texts: keep (pair them like others), separate (report them as "
+            "groups), drop."
+        ),
+    ] = "keep",
+    out: Annotated[Path | None, typer.Option(help="Write the pairs to this Parquet file.")] = None,
+    duplicates_out: Annotated[
+        Path | None,
+        typer.Option(help="Where separate writes the groups (default: OUT's name + .duplicates)."),
+    ] = None,
+    nprobe: Annotated[
+        int | None, typer.Option(help="IVF lists to visit, for collections searched with IVF.")
+    ] = None,
+    show: Annotated[int, typer.Option(help="Pairs to show in the table.")] = 20,
+    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
+    device: Device = "auto",
+    json_output: JsonFlag = False,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+) -> None:
+    """Find the most similar pairs of texts in COLLECTION (or in --index NAME).
+
+    Each text's --top-k nearest neighbours are searched; every pair is kept once, best first.
+    """
+    options = MiningOptions(
+        top_k=top_k, threshold=threshold, top=top, exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
+        nprobe=nprobe, show_progress=sys.stderr.isatty(),
+    )  # fmt: skip
+    duplicates_out = _duplicates_path(out, duplicates_out, exact_duplicates)
+    for path in (out, duplicates_out):
+        _check_writable(path)
+    if (collection is None) == (index is None):
+        raise SemsearchError("give either a corpus file COLLECTION or --index NAME (one of them)")
+    if index is not None:
+        if text_column or id_column or model:
+            raise SemsearchError(
+                "--text-column, --id-column and --model are fixed by the index's manifest: "
+                "leave them out with --index"
+            )
+        result = mine_index(index, index_dir, options)
+    else:
+        source = CorpusSource(
+            path=_corpus_path(collection), text_column=text_column or "text", id_column=id_column,
+            model=model or DEFAULT_MODEL, batch_size=batch_size, device=device,
+        )  # fmt: skip
+        result = mine_corpus(source, options)
+    if out is not None:
+        result.write(out)
+    if duplicates_out is not None and result.duplicates is not None:
+        result.duplicates.write(duplicates_out)
+    if json_output:
+        _print_json(result)
+    else:
+        _print_tables(result, show)
+    for path in (out, duplicates_out):
+        if path is not None:
+            typer.echo(f"wrote {path}", err=json_output)
+
+
+def _corpus_path(collection: Path) -> Path:
+    if not collection.exists():
+        raise SemsearchError(
+            f"corpus file {collection} does not exist: check the path (to mine an index, "
+            "use --index NAME)"
+        )
+    return collection
+
+
+def _duplicates_path(out: Path | None, chosen: Path | None, mode: str) -> Path | None:
+    if mode != "separate":
+        if chosen is not None:
+            raise SemsearchError("--duplicates-out needs --exact-duplicates separate")
+        return None
+    if chosen is not None or out is None:
+        return chosen
+    return out.with_name(out.name.removesuffix(".parquet") + ".duplicates.parquet")
+
+
+def _check_writable(path: Path | None) -> None:
+    """Fail before mining, not after it, when a result file cannot be written."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise SemsearchError(f"{path} is a folder: give a file name such as pairs.parquet")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SemsearchError(f"cannot create the folder for {path}: {exc.strerror}") from exc
+
+
+def _print_json(result: MiningResult) -> None:
+    print_json_lines({"kind": "pair", **record} for record in result.records())
+    if result.duplicates is not None:
+        print_json_lines(
+            {"kind": "duplicates", **group} for group in result.duplicates.table.to_pylist()
+        )
+
+
+def _print_tables(result: MiningResult, show: int) -> None:
+    stats = result.stats
+    table = Table(title=f"[bold]most similar pairs in {result.collection.name}[/bold]",
+                  title_justify="left")  # fmt: skip
+    for column in ("rank", "score", "id_a", "id_b", "text_a", "text_b"):
+        table.add_column(column, justify="right" if column == "rank" else "left")
+    for record in result.records(limit=show):
+        table.add_row(str(record["rank"]), f"{record['score']:.4f}", str(record["id_a"]),
+                      str(record["id_b"]), _short(record["text_a"]), _short(record["text_b"]))  # fmt: skip
+    console.print(table)
+    console.print(
+        f"{len(result)} pairs (of {result.pairs_found} found) among {stats.searched_rows} of "
+        f"{stats.rows} texts, {stats.top_k} neighbours each, {stats.structure}; "
+        f"{stats.exact_duplicate_rows} rows repeat an earlier text"
+    )
+    if result.duplicates is not None and len(result.duplicates):
+        groups = Table(title="[bold]largest groups of identical texts[/bold]", title_justify="left")
+        for column in ("count", "text", "ids"):
+            groups.add_column(column, justify="right" if column == "count" else "left")
+        for group in result.duplicates.table.slice(0, LARGEST_GROUPS).to_pylist():
+            ids = ", ".join(str(value) for value in group["ids"][:5])
+            groups.add_row(str(group["count"]), _short(group["text"]), _short(ids))
+        console.print(groups)
+        console.print(
+            f"{len(result.duplicates)} texts occur more than once, in {result.duplicates.rows} rows"
+        )
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"

@@ -1,0 +1,208 @@
+"""The collection to mine: its texts and ids, their exact-duplicate groups, and their vectors.
+
+A collection comes from a corpus file (read with the corpus reader, encoded with a
+bi-encoder) or from an index folder (vectors read back from the FAISS index, texts and ids
+from its metadata, model and metric from its manifest), so an index is never re-encoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from semsearch.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
+from semsearch.errors import SemsearchError
+from semsearch.index.factory import prepare_vectors
+from semsearch.index.manifest import Manifest
+from semsearch.index.store import DEFAULT_INDEX_DIR, find_index
+from semsearch.models.bi_encoder import BiEncoder
+from semsearch.models.model_folder import DEFAULT_MODEL
+
+SimilarityMetric = Literal["cosine", "dot"]
+# Vectors are read back from an index this many at a time, so only the rows asked for stay.
+RECONSTRUCT_BLOCK = 65_536
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    """A corpus file to mine, and how to read and encode it."""
+
+    path: Path
+    text_column: str = "text"
+    id_column: str | None = None
+    model: str = DEFAULT_MODEL
+    metric: SimilarityMetric = "cosine"
+    batch_size: int = 64
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class ExactGroups:
+    """Rows with identical text share a code; codes are numbered by first occurrence."""
+
+    codes: np.ndarray
+    first_rows: np.ndarray
+
+    @classmethod
+    def of(cls, texts: pa.Array) -> ExactGroups:
+        codes = pc.dictionary_encode(texts).indices.to_numpy(zero_copy_only=False)
+        codes = codes.astype(np.int64)
+        _, first_rows = np.unique(codes, return_index=True)
+        return cls(codes=codes, first_rows=first_rows.astype(np.int64))
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.codes, minlength=len(self.first_rows))
+
+    @property
+    def duplicate_rows(self) -> int:
+        """Rows whose text already appeared in an earlier row."""
+        return len(self.codes) - len(self.first_rows)
+
+
+class Collection:
+    """Texts with their ids and a way to get their vectors; subclasses say where from."""
+
+    def __init__(self, name: str, texts: pa.Array, ids: pa.Array, metric: str) -> None:
+        self.name = name
+        self.texts = texts
+        self.ids = ids
+        self.metric = metric
+        self.rows_skipped = 0
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @cached_property
+    def groups(self) -> ExactGroups:
+        return ExactGroups.of(self.texts)
+
+    def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
+        """Search-ready vectors (unit length for cosine) of `rows`, increasing positions."""
+        raise NotImplementedError
+
+    def trained_index(self) -> tuple[faiss.Index, dict[str, int], str] | None:
+        """The FAISS index these vectors sit in (with its search parameters), if any."""
+        return None
+
+
+class EncodedCollection(Collection):
+    """A corpus file's usable rows, encoded on demand; identical texts are encoded once."""
+
+    def __init__(self, source: CorpusSource, encoder: BiEncoder | None = None) -> None:
+        corpus = open_corpus(source.path)
+        row_filter = RowFilter(source.text_column, source.id_column)
+        row_filter.check_columns(corpus)
+        id_column = source.id_column or SOURCE_ROW_COLUMN
+        texts, ids = [], []
+        for batch in corpus.batches():
+            kept = row_filter.apply(batch)
+            texts.append(kept.column(source.text_column))
+            ids.append(kept.column(id_column))
+        id_type = corpus.schema.field(id_column).type if source.id_column else pa.int64()
+        super().__init__(
+            name=corpus.path.name,
+            texts=_combine(texts, pa.large_string()),
+            ids=_combine(ids, id_type),
+            metric=source.metric,
+        )
+        self.rows_skipped = row_filter.skipped
+        self.source = source
+        self._encoder = encoder
+
+    @property
+    def encoder(self) -> BiEncoder:
+        if self._encoder is None:
+            self._encoder = BiEncoder.load(self.source.model, device=self.source.device)
+        return self._encoder
+
+    def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
+        codes, back = np.unique(self.groups.codes[rows], return_inverse=True)
+        texts = self.texts.take(pa.array(self.groups.first_rows[codes])).to_pylist()
+        encoded = self.encoder.encode(
+            texts, batch_size=self.source.batch_size, show_progress=show_progress
+        )
+        return prepare_vectors(encoded, self.metric)[back]
+
+
+class IndexedCollection(Collection):
+    """An index folder's rows: vectors read back from `index.faiss`, never re-encoded."""
+
+    def __init__(self, name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> None:
+        folder = find_index(name, index_dir)
+        manifest = folder.manifest()
+        if manifest.index.metric not in ("cosine", "dot"):
+            raise SemsearchError(
+                f"index {folder.name!r} uses the {manifest.index.metric} distance; mining ranks "
+                "pairs by similarity: build the index with --metric cosine or dot"
+            )
+        text_column = manifest.source.text_column
+        id_column = manifest.source.id_column or SOURCE_ROW_COLUMN
+        metadata = pq.read_table(folder.metadata_file, columns=[text_column, id_column])
+        if metadata.num_rows != manifest.rows:
+            raise SemsearchError(
+                f"{folder.metadata_file} has {metadata.num_rows} rows, the index {manifest.rows}: "
+                "rebuild the index with --overwrite"
+            )
+        super().__init__(
+            name=folder.name,
+            texts=metadata.column(text_column).cast(pa.large_string()).combine_chunks(),
+            ids=metadata.column(id_column).combine_chunks(),
+            metric=manifest.index.metric,
+        )
+        self.folder = folder
+        self.manifest: Manifest = manifest
+        self._index: faiss.Index | None = folder.read_index(manifest)
+
+    @property
+    def index(self) -> faiss.Index:
+        if self._index is None:
+            self._index = self.folder.read_index(self.manifest)
+        return self._index
+
+    def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
+        index = self.index
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None:
+            ivf.make_direct_map()  # lets IVF lists be read back by row number
+        output = np.empty((len(rows), index.d), dtype=np.float32)
+        block_starts = np.arange(0, index.ntotal + RECONSTRUCT_BLOCK, RECONSTRUCT_BLOCK)
+        bounds = np.searchsorted(rows, block_starts)
+        for start, low, high in zip(block_starts, bounds[:-1], bounds[1:]):
+            if low < high:
+                block = self._reconstruct(index, int(start), RECONSTRUCT_BLOCK)
+                output[low:high] = block[rows[low:high] - start]
+        if ivf is not None:
+            ivf.set_direct_map_type(faiss.DirectMap.NoMap)  # frees the map (8 bytes a row)
+        if self.metric == "cosine":  # unit length already, unless the index compresses vectors
+            faiss.normalize_L2(output)  # in place: prepare_vectors would copy them all
+        return output
+
+    def trained_index(self) -> tuple[faiss.Index, dict[str, int], str]:
+        """Hands the loaded index over (the miner may empty and refill it); it is re-read if needed."""
+        index, self._index = self.index, None
+        spec = self.manifest.index
+        return index, dict(spec.search_params), spec.factory
+
+    def _reconstruct(self, index: faiss.Index, start: int, count: int) -> np.ndarray:
+        try:
+            return index.reconstruct_n(start, min(count, index.ntotal - start))
+        except RuntimeError as exc:
+            raise SemsearchError(
+                f"index {self.name!r} ({self.manifest.index.factory}) cannot give its vectors back: "
+                "mine its corpus file instead"
+            ) from exc
+
+
+def _combine(chunks: list[pa.Array], type_: pa.DataType) -> pa.Array:
+    if not chunks:
+        return pa.array([], type_)
+    return pa.chunked_array([chunk.cast(type_) for chunk in chunks], type=type_).combine_chunks()

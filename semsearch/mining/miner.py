@@ -1,0 +1,161 @@
+"""Paraphrase mining: the most similar pairs of texts inside one collection.
+
+Each text's k nearest neighbours are found through FAISS (exact for small collections);
+every pair is kept once (i < j) with its score, sorted best first, and cut by a threshold
+and a count. Identical texts can be mined like any others, reported apart as groups (one
+row per distinct text, never every pair of a group), or left out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, get_args
+
+import numpy as np
+
+from semsearch.errors import SemsearchError
+from semsearch.index.store import DEFAULT_INDEX_DIR
+from semsearch.mining.collection import (
+    Collection,
+    CorpusSource,
+    EncodedCollection,
+    IndexedCollection,
+)
+from semsearch.mining.neighbours import search_in_chunks, search_structure
+from semsearch.mining.pairs import DuplicateGroups, MiningResult, MiningStats, PairAccumulator
+from semsearch.models.bi_encoder import BiEncoder
+
+ExactDuplicates = Literal["keep", "separate", "drop"]
+EXACT_DUPLICATE_MODES: tuple[str, ...] = get_args(ExactDuplicates)
+# Query vectors searched at once: bounds the [chunk, k] result arrays, not the collection.
+QUERY_CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class MiningOptions:
+    """How many neighbours to look at per text, which pairs to keep, and what to do with copies.
+
+    `threshold` keeps pairs scoring at least that much; `top` keeps the best `top` pairs;
+    `exact_duplicates` is `keep` (identical texts pair up like any others), `separate`
+    (they are reported as groups instead of pairs) or `drop` (they are left out).
+    """
+
+    top_k: int = 10
+    threshold: float | None = None
+    top: int | None = None
+    exact_duplicates: ExactDuplicates = "keep"
+    nprobe: int | None = None
+    query_chunk: int = QUERY_CHUNK
+    show_progress: bool = False
+
+    def check(self, metric: str) -> None:
+        """Refuse options that cannot work, naming the option, before any work is done."""
+        if self.exact_duplicates not in EXACT_DUPLICATE_MODES:
+            raise SemsearchError(
+                f"unknown --exact-duplicates {self.exact_duplicates!r}: choose "
+                f"{', '.join(EXACT_DUPLICATE_MODES)}"
+            )
+        for name, value in (("--top-k", self.top_k), ("--top", self.top),
+                            ("--nprobe", self.nprobe), ("--query-chunk", self.query_chunk)):  # fmt: skip
+            if value is not None and value < 1:
+                raise SemsearchError(f"{name} must be at least 1, not {value}")
+        if self.threshold is None:
+            return
+        if math.isnan(self.threshold) or (metric == "cosine" and abs(self.threshold) > 1):
+            raise SemsearchError(
+                f"--threshold {self.threshold} is outside [-1, 1], the range of cosine similarity"
+            )
+
+
+def mine_paraphrases(collection: Collection, options: MiningOptions | None = None) -> MiningResult:
+    """The most similar pairs of `collection`, best first; see the module docstring."""
+    options = options or MiningOptions()
+    options.check(collection.metric)
+    if len(collection) < 2:
+        raise SemsearchError(
+            f"{collection.name} has {len(collection)} usable text(s): mining needs at least two"
+        )
+    timings = {"load_vectors": 0.0, "search_index_setup": 0.0, "neighbour_search": 0.0,
+               "pair_assembly": 0.0}  # fmt: skip
+    started = time.perf_counter()
+    groups = collection.groups
+    keep_copies = options.exact_duplicates == "keep"
+    rows = np.arange(len(collection), dtype=np.int64) if keep_copies else groups.first_rows
+    vectors = collection.vectors(rows, options.show_progress)
+    timings["load_vectors"] = time.perf_counter() - started
+
+    pairs = PairAccumulator(rows, len(collection), options.threshold)
+    structure = "none: fewer than two distinct texts"
+    if len(rows) >= 2:
+        structure = _search_pairs(collection, vectors, options, pairs, timings)
+    del vectors
+
+    started = time.perf_counter()
+    rows_a, rows_b, scores, found = pairs.finish(options.top)
+    duplicates = None
+    if options.exact_duplicates == "separate":
+        duplicates = DuplicateGroups.of(collection, groups)
+    timings["pair_assembly"] += time.perf_counter() - started
+    stats = MiningStats(
+        rows=len(collection),
+        rows_skipped=collection.rows_skipped,
+        searched_rows=len(rows),
+        exact_duplicate_rows=groups.duplicate_rows,
+        top_k=min(options.top_k, len(rows) - 1),
+        structure=structure,
+        timings={name: round(seconds, 3) for name, seconds in timings.items()},
+    )
+    return MiningResult(rows_a, rows_b, scores, collection, found, stats, duplicates)
+
+
+def _search_pairs(
+    collection: Collection,
+    vectors: np.ndarray,
+    options: MiningOptions,
+    pairs: PairAccumulator,
+    timings: dict[str, float],
+) -> str:
+    """Feed every row's neighbours to `pairs`; times the index setup, search and bookkeeping apart."""
+    started = time.perf_counter()
+    index, structure = search_structure(
+        vectors, collection.metric, collection.trained_index(), options.nprobe
+    )
+    timings["search_index_setup"] = time.perf_counter() - started
+    started = time.perf_counter()
+    chunks = search_in_chunks(
+        index, vectors, options.top_k, options.query_chunk, options.show_progress
+    )
+    for chunk in chunks:
+        chunk_started = time.perf_counter()
+        pairs.add(chunk)
+        timings["pair_assembly"] += time.perf_counter() - chunk_started
+    timings["neighbour_search"] = time.perf_counter() - started - timings["pair_assembly"]
+    return structure
+
+
+def mine_corpus(
+    source: CorpusSource, options: MiningOptions | None = None, encoder: BiEncoder | None = None
+) -> MiningResult:
+    """Read, encode and mine a corpus file (`encoder` defaults to `source.model`)."""
+    started = time.perf_counter()
+    collection = EncodedCollection(source, encoder)
+    read_seconds = time.perf_counter() - started
+    return _timed_reading(mine_paraphrases(collection, options), read_seconds)
+
+
+def mine_index(
+    name: str | None, index_dir: Path = DEFAULT_INDEX_DIR, options: MiningOptions | None = None
+) -> MiningResult:
+    """Mine an index folder's rows with the vectors already in it (no model is loaded)."""
+    started = time.perf_counter()
+    collection = IndexedCollection(name, index_dir)
+    read_seconds = time.perf_counter() - started
+    return _timed_reading(mine_paraphrases(collection, options), read_seconds)
+
+
+def _timed_reading(result: MiningResult, seconds: float) -> MiningResult:
+    result.stats.timings = {"read_collection": round(seconds, 3), **result.stats.timings}
+    return result

@@ -1,0 +1,146 @@
+"""Mined pairs as numpy arrays until the end: kept once (i < j), best first, then cut.
+
+Row positions and scores stay in flat arrays (12 bytes per candidate), so a collection of
+hundreds of thousands of texts with k neighbours each fits easily; texts and ids are only
+attached, as Arrow columns, to the pairs that survive the cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from semsearch.mining.collection import Collection, ExactGroups
+from semsearch.mining.neighbours import Neighbours
+
+PAIR_COLUMNS = ("id_a", "id_b", "text_a", "text_b", "score")
+
+
+class PairAccumulator:
+    """Collects candidate pairs chunk by chunk, in collection rows, as (key, score) arrays."""
+
+    def __init__(self, rows: np.ndarray, row_count: int, threshold: float | None) -> None:
+        self.rows = rows  # the collection row of each searched position, increasing
+        self.row_count = row_count
+        self.threshold = threshold
+        self._keys: list[np.ndarray] = []
+        self._scores: list[np.ndarray] = []
+
+    def add(self, chunk: Neighbours) -> None:
+        found = chunk.positions >= 0
+        if self.threshold is not None:
+            found &= chunk.scores >= self.threshold
+        queries = np.arange(chunk.start, chunk.start + len(chunk.positions))[:, None]
+        queries = np.broadcast_to(queries, found.shape)[found]
+        others = chunk.positions[found]
+        low = self.rows[np.minimum(queries, others)]
+        high = self.rows[np.maximum(queries, others)]
+        self._keys.append(low * self.row_count + high)
+        self._scores.append(chunk.scores[found].astype(np.float32, copy=False))
+
+    def finish(self, top: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(rows_a, rows_b, scores) best first, at most `top` of them, and how many distinct pairs."""
+        keys = np.concatenate(self._keys) if self._keys else np.empty(0, np.int64)
+        scores = np.concatenate(self._scores) if self._scores else np.empty(0, np.float32)
+        self._keys, self._scores = [], []
+        # A pair found from both of its sides appears twice: keep its best score once.
+        order = np.lexsort((-scores, keys))
+        keys, scores = keys[order], scores[order]
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        keys, scores = keys[first], scores[first]
+        distinct = len(keys)
+        order = np.lexsort((keys, -scores))[:top]
+        keys, scores = keys[order], scores[order]
+        return keys // self.row_count, keys % self.row_count, scores, distinct
+
+
+@dataclass(frozen=True)
+class DuplicateGroups:
+    """Texts that occur more than once: `text, count, ids`, the largest group first."""
+
+    table: pa.Table
+
+    @classmethod
+    def of(cls, collection: Collection, groups: ExactGroups) -> DuplicateGroups:
+        counts = groups.counts
+        repeated = np.flatnonzero(counts > 1)
+        repeated = repeated[np.argsort(-counts[repeated], kind="stable")]
+        rank = np.full(len(counts), -1, dtype=np.int64)
+        rank[repeated] = np.arange(len(repeated))
+        row_rank = rank[groups.codes]
+        members = np.flatnonzero(row_rank >= 0)
+        members = members[np.argsort(row_rank[members], kind="stable")]
+        offsets = np.concatenate([[0], np.cumsum(counts[repeated])]).astype(np.int32)
+        ids = pa.ListArray.from_arrays(pa.array(offsets), collection.ids.take(pa.array(members)))
+        table = pa.table(
+            {
+                "text": collection.texts.take(pa.array(groups.first_rows[repeated])),
+                "count": pa.array(counts[repeated], pa.int64()),
+                "ids": ids,
+            }
+        )
+        return cls(table)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def rows(self) -> int:
+        """Rows that belong to a group (each group counts all its copies)."""
+        return int(np.sum(self.table.column("count").to_numpy()))
+
+    def write(self, path: Path) -> None:
+        pq.write_table(self.table, path)
+
+
+@dataclass
+class MiningStats:
+    """What was searched and how, and where the time went (seconds)."""
+
+    rows: int
+    rows_skipped: int
+    searched_rows: int
+    exact_duplicate_rows: int
+    top_k: int
+    structure: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class MiningResult:
+    """The mined pairs, best first: row positions and scores, with the collection's texts and ids."""
+
+    rows_a: np.ndarray
+    rows_b: np.ndarray
+    scores: np.ndarray
+    collection: Collection
+    pairs_found: int
+    stats: MiningStats
+    duplicates: DuplicateGroups | None = None
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def to_table(self, limit: int | None = None) -> pa.Table:
+        """`id_a, id_b, text_a, text_b, score` for the first `limit` pairs (all by default)."""
+        rows_a = pa.array(self.rows_a[:limit])
+        rows_b = pa.array(self.rows_b[:limit])
+        ids, texts = self.collection.ids, self.collection.texts
+        columns = [ids.take(rows_a), ids.take(rows_b), texts.take(rows_a), texts.take(rows_b),
+                   pa.array(self.scores[:limit], pa.float32())]  # fmt: skip
+        return pa.table(dict(zip(PAIR_COLUMNS, columns)))
+
+    def records(self, limit: int | None = None) -> list[dict]:
+        """The first `limit` pairs as dicts with their rank, for display and JSON."""
+        return [
+            {"rank": rank, **record}
+            for rank, record in enumerate(self.to_table(limit).to_pylist(), start=1)
+        ]
+
+    def write(self, path: Path) -> None:
+        pq.write_table(self.to_table(), path)

@@ -1,0 +1,114 @@
+"""`semsearch mine` end to end: table, JSON lines, Parquet files, and one line per bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from semsearch.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def mine(tmp_path, tiny_model_dir):
+    """Run `semsearch ARGS` with the tiny model and a temporary index folder."""
+
+    def run(*args: str):
+        return runner.invoke(app, [*args], catch_exceptions=False)
+
+    run.index_dir = str(tmp_path / "idx")
+    run.model = str(tiny_model_dir)
+    return run
+
+
+@pytest.fixture()
+def copies_file(tmp_path, sentences):
+    """The shared sentences with one of them copied three times."""
+    texts = [*sentences, sentences[0], sentences[0], sentences[0]]
+    path = tmp_path / "copies.parquet"
+    pq.write_table(pa.table({"doc_id": [f"d{i}" for i in range(len(texts))], "text": texts}), path)
+    return path
+
+
+def _error_line(result) -> str:
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_table_shows_ranked_pairs(mine, corpus_file) -> None:
+    result = mine("mine", str(corpus_file), "--id-column", "doc_id", "--model", mine.model,
+                  "--device", "cpu", "--show", "3")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for column in ("rank", "score", "id_a", "id_b", "text_a", "text_b"):
+        assert column in result.stdout
+    assert "pairs (of" in result.stdout
+
+
+def test_json_lines_are_sorted_pairs(mine, corpus_file) -> None:
+    result = mine("mine", str(corpus_file), "--model", mine.model, "--device", "cpu",
+                  "-k", "2", "--top", "5", "--json")  # fmt: skip
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [record["rank"] for record in records] == [1, 2, 3, 4, 5]
+    assert all(record["kind"] == "pair" and record["id_a"] < record["id_b"] for record in records)
+    scores = [record["score"] for record in records]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_separate_writes_pairs_and_groups(mine, copies_file, tmp_path) -> None:
+    out = tmp_path / "results" / "pairs.parquet"
+    result = mine("mine", str(copies_file), "--id-column", "doc_id", "--model", mine.model,
+                  "--device", "cpu", "--exact-duplicates", "separate", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    pairs = pq.read_table(out)
+    assert pairs.column_names == ["id_a", "id_b", "text_a", "text_b", "score"]
+    assert not {"d12", "d13", "d14"} & set(
+        pairs.column("id_a").to_pylist() + pairs.column("id_b").to_pylist()
+    )
+    groups = pq.read_table(tmp_path / "results" / "pairs.duplicates.parquet").to_pylist()
+    assert groups == [{"text": "A man is playing a guitar.", "count": 4,
+                       "ids": ["d0", "d12", "d13", "d14"]}]  # fmt: skip
+    assert "largest groups of identical texts" in result.stdout
+
+
+def test_index_gives_the_same_pairs_as_its_corpus(mine, corpus_file) -> None:
+    built = mine("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
+                 "--model", mine.model, "--out-dir", mine.index_dir, "--device", "cpu")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    from_file = mine("mine", str(corpus_file), "--id-column", "doc_id", "--model", mine.model,
+                     "--device", "cpu", "-k", "3", "--json")  # fmt: skip
+    from_index = mine("mine", "--index", "docs", "--index-dir", mine.index_dir, "-k", "3", "--json")
+    pairs = [[(r["id_a"], r["id_b"]) for r in map(json.loads, result.stdout.splitlines())]
+             for result in (from_file, from_index)]  # fmt: skip
+    assert pairs[0] == pairs[1] and len(pairs[0]) > 12
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["{corpus}", "--threshold", "1.5"], "outside [-1, 1]"),
+        (["{corpus}", "--threshold", "-2"], "outside [-1, 1]"),
+        (["{single}"], "mining needs at least two"),
+        (["--index", "nope"], "no index named 'nope'"),
+        (["missing.parquet"], "does not exist"),
+        ([], "give either a corpus file"),
+        (["{corpus}", "--index", "docs"], "give either a corpus file"),
+        (["--index", "docs", "--text-column", "body"], "fixed by the index's manifest"),
+        (["{corpus}", "--exact-duplicates", "merge"], "choose keep, separate, drop"),
+        (["{corpus}", "--duplicates-out", "d.parquet"], "needs --exact-duplicates separate"),
+        (["{corpus}", "--text-column", "body"], "columns are: doc_id, text, topic"),
+    ],
+)
+def test_bad_input_is_one_line(mine, corpus_file, tmp_path, args, expected) -> None:
+    single = tmp_path / "single.csv"
+    single.write_text("text\nonly one\n\n", encoding="utf-8")
+    args = [a.replace("{corpus}", str(corpus_file)).replace("{single}", str(single)) for a in args]
+    result = mine("mine", *args, "--index-dir", mine.index_dir, "--device", "cpu")
+    assert expected in _error_line(result)
