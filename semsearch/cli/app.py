@@ -6,9 +6,11 @@ Every command lives in a module of its own and registers itself on the shared ap
 from __future__ import annotations
 
 from semsearch.cli import (  # noqa: F401  (importing a command module registers it)
+    eval_command,
     index_commands,
     mine_command,
     query_command,
+    train_command,
     tune_command,
 )
 from semsearch.cli.common import app

@@ -1,0 +1,89 @@
+"""The model card: a short README.md in the output folder saying how the model was made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from semsearch.training.config import TrainingConfig
+
+HYPER_PARAMETERS = ("epochs", "max_steps", "batch_size", "learning_rate", "warmup_fraction",
+                    "weight_decay", "max_grad_norm", "seed", "precision", "pooling")  # fmt: skip
+
+
+def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
+    """Write `folder/README.md` from the config and the run's result (`training.json`)."""
+    lines = [
+        f"# {folder.name}",
+        "",
+        f"A bi-encoder fine-tuned from `{config.model}` with semsearch's `{config.objective}` "
+        "objective. The folder loads in semsearch (`--model`) and in sentence-transformers "
+        f"(`SentenceTransformer({str(folder)!r})`).",
+        "",
+        "## Data",
+        "",
+        *_data_lines(result),
+        "",
+        "## Objective and hyper-parameters",
+        "",
+        "| option | value |",
+        "|---|---|",
+        f"| objective | `{config.objective}` |",
+        f"| objective options | `{result.get('objective_options') or {}}` |",
+        *[f"| {name} | {getattr(config, name)} |" for name in HYPER_PARAMETERS],
+        f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
+        f"| device | {result['device']} |",
+        f"| training time | {result['seconds']:.0f} s |",
+        "",
+        "## Figures",
+        "",
+        *_figure_lines(result),
+        "",
+        "## Files",
+        "",
+        "- the model: `model.safetensors`, `config.json`, tokenizer files, `modules.json`, "
+        "`1_Pooling/`, `sentence_bert_config.json`",
+        "- `train_log.jsonl`: the loss every few steps and each dev measurement; "
+        "`training.png`: both plotted; `training.json`: the config and these figures",
+    ]
+    if result.get("head"):
+        lines.append(
+            "- `head/`: the trained classifier head (`head.safetensors`, `config.json`), "
+            "not needed for search; `semsearch.training.load_head(folder)` rebuilds it"
+        )
+    path = folder / "README.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _data_lines(result: dict[str, Any]) -> list[str]:
+    train = result["data"]["train"]
+    lines = [
+        f"- training: `{train['source']}`, {train['rows_used']} examples "
+        f"({train['rows_dropped']} dropped for an empty text), columns {', '.join(train['columns'])}"
+    ]
+    lines += [f"  - {note}" for note in train.get("notes", [])]
+    for role in ("dev", "test"):
+        if result["data"].get(role):
+            summary = result["data"][role]
+            lines.append(f"- {role}: `{summary['source']}`, {summary['rows_read']} rows")
+    return lines
+
+
+def _figure_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    dev = result.get("dev")
+    if dev:
+        before = dev.get("before")
+        lines.append(
+            f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
+            + (f" (before training {before:.4f})" if before is not None else "")
+        )
+    else:
+        lines.append("- no dev data: the model saved is the last step's")
+    test = result.get("test")
+    if test:
+        shown = ", ".join(f"{name} {value:.4f}" for name, value in test["metrics"].items()
+                          if name == test["primary"] or name.startswith("pearson_cosine"))  # fmt: skip
+        lines.append(f"- test (the model in this folder): {shown}")
+    return lines

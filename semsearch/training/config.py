@@ -1,0 +1,152 @@
+"""`TrainingConfig`: every option of a training run, in one place that is logged and compared.
+
+The whole config is written into the checkpoint and the model card; a run resumes only
+with the same options, except those in `FREE_ON_RESUME`, which do not change what the
+model learns (where it is written, how often it is measured or saved, the device).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from semsearch.errors import SemsearchError
+from semsearch.losses import loss_class
+from semsearch.models.model_folder import DEFAULT_MODEL
+
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+Formation = Literal["none", "positives", "triplets", "binary"]
+FORMATIONS: tuple[str, ...] = get_args(Formation)
+DevTask = Literal["auto", "sts", "pairs", "ir"]
+DEV_TASKS: tuple[str, ...] = get_args(DevTask)
+FREE_ON_RESUME = frozenset(
+    {"output_dir", "eval_every", "log_every", "checkpoint_every", "device", "test", "show_progress"}
+)
+
+
+@dataclass
+class DataOptions:
+    """Where training pairs come from and how they become the objective's columns.
+
+    Args:
+        train: the training data, `PATH` (Parquet/CSV/TSV/JSONL) or `READER:PATH` with a
+            reader for the shared files (`stsb:`, `sick:`); see `semsearch.training.data`.
+        dev: data measured during training to keep the best checkpoint (None: keep the last).
+        test: data measured once with the best model at the end, for the model card.
+        columns: objective column -> file column, e.g. {"sentence1": "question"}.
+        form: derive the objective's columns from scored pairs or positive pairs
+            (`positives`, `triplets`, `binary`); `none` uses the columns as they are.
+        positive_at: with `form`, a pair whose `score` is at least this is a positive.
+        score_max: divide the `score` column by this (5 for 0-5 gold scores in a plain file).
+        dev_task: how to measure `dev`: `sts`, `pairs`, `ir`, or `auto` (from its columns).
+    """
+
+    train: str
+    dev: str | None = None
+    test: str | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    form: Formation = "none"
+    positive_at: float = 0.8
+    score_max: float | None = None
+    dev_task: DevTask = "auto"
+
+
+@dataclass
+class TrainingConfig:
+    """A training run: the objective, the data, the optimisation and where results go.
+
+    Defaults follow SBERT: AdamW at lr 2e-5 with weight decay 0.01, linear warm-up over 10%
+    of the steps then linear decay, batches of 16, gradients clipped at norm 1.
+
+    Args:
+        objective: a name from `semsearch.losses.OBJECTIVES`.
+        data: see `DataOptions`.
+        output_dir: the model folder to write (best model at its root, `checkpoint/` inside).
+        model: the starting model: `default`, a model folder or a hub name.
+        objective_options: keyword arguments of the objective's class (margin, scale...).
+        pooling: replace the model's pooling (e.g. `attention`); None keeps it.
+        epochs: passes over the training data (ignored when `max_steps` is set).
+        max_steps: train exactly this many steps (the schedule spans them); for quick runs.
+        eval_every: also measure dev every N steps (0: only at each epoch's end).
+        checkpoint_every: save the resumable state every N steps (and at each evaluation).
+        precision: `auto` is bf16 autocast on CUDA and fp32 on the CPU.
+    """
+
+    objective: str
+    data: DataOptions
+    output_dir: Path
+    model: str = DEFAULT_MODEL
+    objective_options: dict[str, Any] = field(default_factory=dict)
+    pooling: str | None = None
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 2e-5
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    max_steps: int | None = None
+    eval_every: int = 0
+    log_every: int = 10
+    checkpoint_every: int = 200
+    precision: Precision = "auto"
+    device: str = "auto"
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.output_dir = Path(self.output_dir)
+        loss_class(self.objective)  # an unknown objective fails here, with the list
+        self.objective = self.objective.replace("_", "-")
+        _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("form", self.data.form, FORMATIONS)
+        _check_choice("dev task", self.data.dev_task, DEV_TASKS)
+        for name in ("epochs", "batch_size", "log_every", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise SemsearchError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise SemsearchError(f"max steps must be at least 1, not {self.max_steps}")
+        if self.eval_every < 0 or not 0 <= self.warmup_fraction <= 1 or self.learning_rate <= 0:
+            raise SemsearchError(
+                "eval_every must be >= 0, warmup_fraction within [0, 1] and learning_rate > 0"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: paths become strings."""
+        values = asdict(self)
+        values["output_dir"] = str(self.output_dir)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainingConfig:
+        known = {item.name for item in fields(cls)}
+        options = {key: value for key, value in values.items() if key in known}
+        options["data"] = DataOptions(**options["data"])
+        return cls(**options)
+
+    def resume_differences(self, saved: dict[str, Any]) -> list[str]:
+        """The options that differ from a checkpoint's and would change what is learnt."""
+        # Both through JSON, so that a tuple and the list it was saved as compare equal.
+        current, saved = (json.loads(json.dumps(values)) for values in (self.to_dict(), saved))
+        keys = sorted(set(current) | set(saved))
+        changed = []
+        for key in keys:
+            if key in FREE_ON_RESUME:
+                continue
+            if key == "data":
+                before, after = saved.get(key, {}), current[key]
+                changed += [
+                    f"data.{name}"
+                    for name in sorted(set(before) | set(after))
+                    if name not in FREE_ON_RESUME and before.get(name) != after.get(name)
+                ]
+            elif current.get(key) != saved.get(key):
+                changed.append(key)
+        return changed
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise SemsearchError(f"unknown {name} {value!r}: choose one of {', '.join(choices)}")

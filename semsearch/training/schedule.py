@@ -1,0 +1,83 @@
+"""The order of the batches, the optimiser and the learning-rate schedule.
+
+Batches are a pure function of (seed, epoch), so a resumed run sees exactly the batches
+an uninterrupted one would: it skips the ones its checkpoint says are done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+from semsearch.losses import NoDuplicatesBatchSampler
+
+# Parameters that SBERT (and BERT) exclude from weight decay.
+NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+
+
+def epoch_batches(
+    columns: Sequence[Sequence[str]],
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    no_duplicates: bool,
+) -> list[list[int]]:
+    """Row indices per batch for `epoch`: a seeded shuffle, or with `no_duplicates` (for
+    in-batch negatives) batches in which no text of `columns` occurs twice."""
+    if no_duplicates:
+        sampler = NoDuplicatesBatchSampler(columns, batch_size, seed=seed)
+        sampler.set_epoch(epoch)
+        return list(sampler)
+    order = np.random.default_rng((seed, epoch)).permutation(len(columns[0])).tolist()
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def total_steps(
+    columns: Sequence[Sequence[str]],
+    batch_size: int,
+    seed: int,
+    epochs: int,
+    no_duplicates: bool,
+    max_steps: int | None,
+) -> int:
+    """Steps the schedule spans: `max_steps`, or every batch of every epoch."""
+    if max_steps is not None:
+        return max_steps
+    if not no_duplicates:
+        return epochs * -(-len(columns[0]) // batch_size)
+    # Batches without duplicates vary a little per epoch: count each epoch's.
+    return sum(
+        len(epoch_batches(columns, batch_size, seed, epoch, True)) for epoch in range(epochs)
+    )
+
+
+def make_optimizer(
+    model: nn.Module, learning_rate: float, weight_decay: float
+) -> torch.optim.AdamW:
+    """AdamW over every trainable parameter of `model` (encoder and head), with no decay on
+    biases and LayerNorm weights."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            (no_decay if any(part in name for part in NO_DECAY) else decay).append(parameter)
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW([group for group in groups if group["params"]], lr=learning_rate)
+
+
+def warmup_linear(optimizer: torch.optim.Optimizer, warmup_steps: int, steps: int) -> LambdaLR:
+    """Linear warm-up from 0 to the learning rate over `warmup_steps`, then linear decay to 0
+    at `steps`."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        return max(0.0, (steps - step) / max(1, steps - warmup_steps))
+
+    return LambdaLR(optimizer, factor)

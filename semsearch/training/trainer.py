@@ -1,0 +1,297 @@
+"""The training loop: batches -> loss -> AdamW step, with dev checks, checkpoints and a log.
+
+`train(config)` reads the data (a bad column fails before the model loads), builds the
+objective around the model, and steps through seeded batches. Dev data is measured
+before training, every `eval_every` steps and at each epoch's end; each new best is
+saved at the output folder's root with `BiEncoder.save`, so the folder is always a
+loadable model. The resumable state goes to `checkpoint/` at each measurement and every
+`checkpoint_every` steps; running the same command again carries on from there and ends
+exactly where an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from semsearch import __version__
+from semsearch.errors import SemsearchError
+from semsearch.losses import build_loss
+from semsearch.models import BiEncoder
+from semsearch.models.bi_encoder import _autocast
+from semsearch.training import checkpoint as ckpt
+from semsearch.training.card import write_model_card
+from semsearch.training.config import TrainingConfig
+from semsearch.training.data import TrainingData, prepare_training_data, read_eval_data
+from semsearch.training.dev import make_evaluator
+from semsearch.training.heads import save_head
+from semsearch.training.report import PLOT_FILE, TrainingLog, plot_training
+from semsearch.training.schedule import (
+    epoch_batches,
+    make_optimizer,
+    total_steps,
+    warmup_linear,
+)
+
+LOSS_SMOOTHING = 0.05  # weight of the newest step in the progress bar's running loss
+REPLOT_SECONDS = 60.0  # redraw training.png after a dev check at most this often (~1 s a plot)
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """What `train` reports; the same figures are in `training.json` and the model card."""
+
+    output_dir: Path
+    steps: int
+    seconds: float
+    resumed_from: int | None
+    dev_primary: str | None
+    dev_best: float | None
+    dev_best_step: int | None
+    test_metrics: dict[str, float] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "output_dir": str(self.output_dir)}
+
+
+def train(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
+    """Train as `config` says; with `overwrite`, a previous run in the folder is replaced."""
+    return Trainer(config, overwrite).run()
+
+
+class Trainer:
+    """One run. Construction prepares everything (or restores a checkpoint); `run` trains."""
+
+    def __init__(self, config: TrainingConfig, overwrite: bool = False) -> None:
+        self.config = config
+        self.output_dir = config.output_dir
+        self.data = prepare_training_data(config.objective, config.data, config.seed)
+        self.dev, self.dev_evaluator = self._evaluation_data(config.data.dev, "dev")
+        self.test, self.test_evaluator = self._evaluation_data(config.data.test, "test")
+        resuming = ckpt.prepare_output_dir(self.output_dir, overwrite)
+        saved = ckpt.read_checkpoint_state(self.output_dir) if resuming else None
+        if saved is not None:
+            self._check_resumable(saved[1])
+        torch.manual_seed(config.seed)
+        encoder = BiEncoder.load(config.model, pooling=config.pooling, device=config.device)  # type: ignore[arg-type]
+        self.device = encoder.device
+        self.objective_options = objective_options(config, self.data)
+        self.loss = build_loss(config.objective, encoder, **self.objective_options)
+        self.text_columns = [
+            self.data.columns[name] for name in self.loss.input_columns(self.data.names)
+        ]
+        self.no_duplicates = config.objective == "mnr"
+        self.steps = total_steps(self.text_columns, config.batch_size, config.seed, config.epochs,
+                                 self.no_duplicates, config.max_steps)  # fmt: skip
+        self.warmup_steps = math.ceil(self.steps * config.warmup_fraction)
+        self.trainables = self._trainables()
+        self.state = ckpt.TrainingState()
+        self.log = TrainingLog(self.output_dir)
+        self.resumed_from: int | None = None
+        if saved is not None:
+            ckpt.restore_checkpoint(self.output_dir, self.trainables)
+            self.state = saved[0]
+            self.resumed_from = self.state.step
+            self.log.keep_until(self.state.step)
+            self.log.write("resume", step=self.state.step, epoch=self.state.epoch)
+        self._pending_losses: list[float] = []
+        self._running_loss: float | None = None
+
+    def run(self) -> TrainingResult:
+        started, seconds_before = time.monotonic(), self.state.seconds
+        self._clock = lambda: seconds_before + time.monotonic() - started
+        self._plotted_at = self._clock()
+        if self.state.step == 0 and self.dev_evaluator is not None:
+            self._evaluate(baseline=True)
+        self.loss.train()
+        with tqdm(total=self.steps, initial=self.state.step, desc="training", unit="step",
+                  disable=not self.config.show_progress, dynamic_ncols=True) as self._bar:  # fmt: skip
+            while self.state.step < self.steps:
+                self._train_epoch()
+        self.loss.eval()
+        if self.state.evaluated_step != self.state.step and self.dev_evaluator is not None:
+            self._evaluate()
+        return self._finish()
+
+    def _train_epoch(self) -> None:
+        state = self.state
+        batches = epoch_batches(self.text_columns, self.config.batch_size, self.config.seed,
+                                state.epoch, self.no_duplicates)  # fmt: skip
+        for rows in batches[state.batches_done :]:
+            value = self._step(rows)
+            state.step += 1
+            state.batches_done += 1
+            self._after_step(value)
+            if state.step >= self.steps:
+                break
+        if state.batches_done >= len(batches):
+            state.epoch, state.batches_done = state.epoch + 1, 0
+            self._evaluate()
+            self._checkpoint()
+
+    def _step(self, rows: list[int]) -> float:
+        """One optimisation step on the batch `rows`; returns its loss."""
+        trainables, config = self.trainables, self.config
+        columns, labels = self.loss.make_batch(self.data.columns, rows)
+        with _autocast(self.device, config.precision):  # type: ignore[arg-type]
+            value = self.loss(columns, labels)
+        trainables.scaler.scale(value).backward()
+        trainables.scaler.unscale_(trainables.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.loss.parameters(), config.max_grad_norm)
+        trainables.scaler.step(trainables.optimizer)
+        trainables.scaler.update()
+        trainables.scheduler.step()
+        trainables.optimizer.zero_grad(set_to_none=True)
+        return float(value.detach())
+
+    def _after_step(self, value: float) -> None:
+        step, config = self.state.step, self.config
+        self._pending_losses.append(value)
+        smoothed = self._running_loss
+        self._running_loss = (
+            value if smoothed is None else smoothed + LOSS_SMOOTHING * (value - smoothed)
+        )
+        self._bar.update(1)
+        self._bar.set_postfix(loss=f"{self._running_loss:.4f}", refresh=False)
+        if step % config.log_every == 0 or step == self.steps:
+            mean = sum(self._pending_losses) / len(self._pending_losses)
+            self.log.write("train", step=step, epoch=self.state.epoch, loss=mean,
+                           lr=self.trainables.scheduler.get_last_lr()[0], seconds=self._clock())  # fmt: skip
+            self._pending_losses = []
+        if config.eval_every and step % config.eval_every == 0:
+            self._evaluate()
+            self._checkpoint()
+        elif step % config.checkpoint_every == 0:
+            self._checkpoint()
+
+    def _evaluate(self, baseline: bool = False) -> None:
+        """Measure dev; a new best (never the untrained baseline) is saved as the model."""
+        evaluator, state = self.dev_evaluator, self.state
+        if evaluator is None or state.evaluated_step == state.step:
+            return
+        metrics = evaluator(self.loss.encoder)
+        value = evaluator.primary(metrics)
+        best = not baseline and (state.best_metric is None or value > state.best_metric)
+        if best:
+            state.best_metric, state.best_step = value, state.step
+            self._save_model()
+        self.log.write("eval", step=state.step, epoch=state.epoch, primary=evaluator.primary_metric,
+                       value=value, best=best, baseline=baseline, metrics=metrics,
+                       seconds=self._clock())  # fmt: skip
+        state.evaluated_step = state.step
+        if self._clock() - self._plotted_at >= REPLOT_SECONDS:
+            self._plot()
+
+    def _checkpoint(self) -> None:
+        self.state.seconds = self._clock()
+        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, self.config.to_dict())
+
+    def _save_model(self) -> None:
+        self.loss.encoder.save(self.output_dir)
+        save_head(self.loss, self.config.objective, self.objective_options, self.output_dir,
+                  self.data.label_names)  # fmt: skip
+
+    def _finish(self) -> TrainingResult:
+        if self.dev_evaluator is None:
+            self._save_model()  # without dev data, the model is the last step's
+        self.state.seconds = self._clock()
+        test_metrics = None
+        if self.test_evaluator is not None:
+            saved_model = BiEncoder.load(str(self.output_dir), device=str(self.device))
+            test_metrics = self.test_evaluator(saved_model)
+            self.log.write("test", step=self.state.step, primary=self.test_evaluator.primary_metric,
+                           value=self.test_evaluator.primary(test_metrics), metrics=test_metrics)  # fmt: skip
+        record = self._record(test_metrics)
+        result_file = self.output_dir / ckpt.RESULT_FILE
+        result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
+        write_model_card(self.output_dir, self.config, record)
+        self._plot()
+        ckpt.remove_checkpoint(self.output_dir)
+        return TrainingResult(
+            output_dir=self.output_dir, steps=self.state.step, seconds=self.state.seconds,
+            resumed_from=self.resumed_from,
+            dev_primary=self.dev_evaluator.primary_metric if self.dev_evaluator else None,
+            dev_best=self.state.best_metric, dev_best_step=self.state.best_step,
+            test_metrics=test_metrics,
+        )  # fmt: skip
+
+    def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
+        """`training.json`: the config, the data, the schedule and the figures."""
+        baseline = next((r["value"] for r in self.log.records() if r.get("baseline")), None)
+        record: dict[str, Any] = {
+            "finished": True,
+            "semsearch_version": __version__,
+            "config": self.config.to_dict(),
+            "objective_options": self.objective_options,
+            "data": {
+                "train": self.data.summary(),
+                "dev": _summary(self.dev),
+                "test": _summary(self.test),
+            },
+            "steps": self.state.step,
+            "warmup_steps": self.warmup_steps,
+            "device": str(self.device),
+            "seconds": round(self.state.seconds, 1),
+            "resumed_from": self.resumed_from,
+            "head": (self.output_dir / "head").is_dir() or None,
+            "dev": None,
+            "test": None,
+        }
+        if self.dev_evaluator is not None:
+            record["dev"] = {"primary": self.dev_evaluator.primary_metric, "best": self.state.best_metric,
+                             "best_step": self.state.best_step, "before": baseline}  # fmt: skip
+        if test_metrics is not None and self.test_evaluator is not None:
+            record["test"] = {
+                "primary": self.test_evaluator.primary_metric,
+                "metrics": test_metrics,
+            }
+        return record
+
+    def _evaluation_data(self, source: str | None, name: str):
+        if source is None:
+            return None, None
+        data = read_eval_data(source, self.config.data)
+        return data, make_evaluator(data, self.config.data.dev_task, name)
+
+    def _trainables(self) -> ckpt.Trainables:
+        config = self.config
+        if config.precision == "fp16" and self.device.type != "cuda":
+            raise SemsearchError("fp16 training needs a CUDA GPU: use bf16 or fp32 on the CPU")
+        optimizer = make_optimizer(self.loss, config.learning_rate, config.weight_decay)
+        scheduler = warmup_linear(optimizer, self.warmup_steps, self.steps)
+        # Loss scaling is for fp16 only; disabled, the scaler passes every call through.
+        scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
+        return ckpt.Trainables(self.loss, optimizer, scheduler, scaler)
+
+    def _check_resumable(self, saved_config: dict[str, Any]) -> None:
+        changed = self.config.resume_differences(saved_config)
+        if changed:
+            raise SemsearchError(
+                f"{self.output_dir} holds a checkpoint made with other options ({', '.join(changed)}): "
+                "run with the same options to resume, or pass --overwrite to start again"
+            )
+
+    def _plot(self) -> None:
+        title = f"{self.config.objective} from {Path(self.config.model).name}"
+        plot_training(self.log.records(), self.output_dir / PLOT_FILE, title)
+        self._plotted_at = self._clock()
+
+
+def objective_options(config: TrainingConfig, data: TrainingData) -> dict[str, Any]:
+    """The objective's options, with `num_labels` of `softmax` read off the data if not given."""
+    options = dict(config.objective_options)
+    if config.objective == "softmax" and "num_labels" not in options:
+        labels = data.columns["label"]
+        options["num_labels"] = len(data.label_names) if data.label_names else max(labels) + 1
+    return options
+
+
+def _summary(data: TrainingData | None) -> dict[str, Any] | None:
+    return None if data is None else {"source": data.source, "rows_read": data.rows_read}

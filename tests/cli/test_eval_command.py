@@ -1,0 +1,126 @@
+"""`semsearch eval sts|pairs|ir|heatmap` on a model folder or an index's model."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+
+import pytest
+import torch
+from training.tiny_data import PAIRS, write_pairs_parquet, write_stsb
+from typer.testing import CliRunner
+
+from semsearch.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def beir(tmp_path):
+    """A BEIR folder: each pair's first sentence a query, its second the relevant document."""
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    documents = [{"_id": f"doc{i}", "title": "", "text": pair[1]} for i, pair in enumerate(PAIRS)]
+    queries = [{"_id": f"q{i}", "text": pair[0]} for i, pair in enumerate(PAIRS[:6])]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
+    with gzip.open(folder / "queries.jsonl.gz", "wt") as handle:
+        handle.write("".join(json.dumps(q) + "\n" for q in queries))
+    qrels = "".join(f"q{i}\tdoc{i}\t1\n" for i in range(6))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return folder
+
+
+def _error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_sts_prints_a_table_and_writes_json(tmp_path, tiny_model_dir) -> None:
+    stsb = write_stsb(tmp_path / "sts.tsv.gz")
+    out = tmp_path / "sts.json"
+    result = runner.invoke(
+        app, ["eval", "sts", f"stsb:{stsb}", "--model", str(tiny_model_dir), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "spearman" in result.stdout and "manhattan" in result.stdout
+    figures = json.loads(out.read_text())
+    assert figures["task"] == "sts" and figures["rows"] == 16
+    assert set(figures["metrics"]) >= {"spearman_cosine", "pearson_dot", "spearman_euclidean"}
+
+
+def test_pairs_with_mapped_columns(tmp_path, tiny_model_dir) -> None:
+    pairs = write_pairs_parquet(tmp_path / "pairs.parquet")
+    mapping = [
+        "--column",
+        "sentence1=question",
+        "--column",
+        "sentence2=answer",
+        "--column",
+        "label=is_dup",
+    ]
+    out = tmp_path / "pairs.json"
+    result = runner.invoke(app, ["eval", "pairs", str(pairs), "--test", str(pairs), *mapping,
+                                 "--model", str(tiny_model_dir), "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(out.read_text())["metrics"]
+    assert 0 <= metrics["cosine_accuracy"] <= 1 and "cosine_ap" in metrics
+    assert "accuracy" in result.stdout
+
+
+def test_ir_exact_and_through_the_index_agree_on_a_flat_index(
+    tmp_path, tiny_model_dir, beir
+) -> None:
+    index_dir = str(tmp_path / "idx")
+    built = runner.invoke(app, ["build", str(beir / "corpus.jsonl"), "--name", "docs", "--id-column", "_id",
+                                "--model", str(tiny_model_dir), "--out-dir", index_dir, "--device", "cpu"])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    exact, searched = tmp_path / "exact.json", tmp_path / "searched.json"
+    first = runner.invoke(app, ["eval", "ir", str(beir), "--index", "docs", "--index-dir", index_dir,
+                                "--out", str(exact)])  # fmt: skip
+    second = runner.invoke(app, ["eval", "ir", str(beir), "--index", "docs", "--index-dir", index_dir,
+                                 "--search-index", "--out", str(searched)])  # fmt: skip
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    exact_metrics, index_metrics = (json.loads(p.read_text())["metrics"] for p in (exact, searched))
+    assert exact_metrics["ndcg@10"] == pytest.approx(index_metrics["ndcg@10"], abs=1e-6)
+    assert exact_metrics["queries"] == 6 and "ndcg@10" in first.stdout
+    assert json.loads(searched.read_text())["ranking"].startswith("the index (Flat")
+
+
+def test_heatmap_writes_a_png_and_the_matrix(tmp_path, tiny_model_dir, sentences) -> None:
+    lines = tmp_path / "s.txt"
+    lines.write_text("\n".join(sentences[:4]))
+    png, out = tmp_path / "h.png", tmp_path / "h.json"
+    result = runner.invoke(app, ["eval", "heatmap", str(lines), "--png", str(png), "--out", str(out),
+                                 "--model", str(tiny_model_dir)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    matrix = json.loads(out.read_text())["matrix"]
+    assert len(matrix) == 4 and matrix[0][0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_errors_are_one_line(tmp_path, tiny_model_dir, beir) -> None:
+    pairs = write_pairs_parquet(tmp_path / "pairs.parquet")
+    missing = runner.invoke(app, ["eval", "sts", str(pairs), "--model", str(tiny_model_dir)])
+    assert "cannot be measured as sts: it lacks sentence1, sentence2, score" in _error_line(missing)
+    stsb = write_stsb(tmp_path / "sts.tsv.gz")
+    both = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", "x", "--index", "y"])
+    assert "either --model or --index, not both" in _error_line(both)
+    no_folder = runner.invoke(
+        app, ["eval", "ir", str(tmp_path / "nothing"), "--model", str(tiny_model_dir)]
+    )
+    assert "is not a BEIR folder" in _error_line(no_folder)
+    no_index = runner.invoke(
+        app, ["eval", "ir", str(beir), "--search-index", "--model", str(tiny_model_dir)]
+    )
+    assert "--search-index needs --index" in _error_line(no_index)

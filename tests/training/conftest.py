@@ -1,0 +1,55 @@
+"""Tiny data files and a quick-run config for the training tests (tiny model, CPU, 1 thread)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from training.tiny_data import write_pairs_parquet, write_sick, write_stsb
+
+from semsearch.training import DataOptions, TrainingConfig
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """One torch thread: on a busy 2-core machine two threads wait on each other, and
+    results stay bit-for-bit repeatable."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def stsb_file(tmp_path: Path) -> Path:
+    return write_stsb(tmp_path / "sts.tsv.gz")
+
+
+@pytest.fixture()
+def sick_file(tmp_path: Path) -> Path:
+    return write_sick(tmp_path / "sick.tsv.gz")
+
+
+@pytest.fixture()
+def pairs_file(tmp_path: Path) -> Path:
+    return write_pairs_parquet(tmp_path / "pairs.parquet")
+
+
+@pytest.fixture()
+def quick_config(
+    tiny_model_dir: Path, stsb_file: Path, tmp_path: Path
+) -> Callable[..., TrainingConfig]:
+    """`quick_config(**changes)`: cosine on the tiny STS-B file, 2 epochs of 4 steps."""
+
+    def make(output: str = "run", data: dict | None = None, **changes) -> TrainingConfig:
+        options = {"train": f"stsb:{stsb_file}", "dev": f"stsb:{stsb_file}", **(data or {})}
+        settings = {
+            "objective": "cosine", "model": str(tiny_model_dir), "epochs": 2, "batch_size": 4,
+            "learning_rate": 1e-3, "log_every": 1, "device": "cpu", "show_progress": False,
+            **changes,
+        }  # fmt: skip
+        return TrainingConfig(data=DataOptions(**options), output_dir=tmp_path / output, **settings)
+
+    return make
