@@ -134,7 +134,8 @@ def heatmap(
         )
     encoder, described, _ = load_encoder(model, index, index_dir, device)
     matrix = similarity_heatmap(encoder, texts, png, title)
-    table = Table(title=f"cosine similarity ({described})", title_justify="left")
+    console.print(f"[bold]heatmap[/bold]: cosine similarity, {described}")
+    table = Table()
     table.add_column("#", justify="right")
     table.add_column("sentence", overflow="fold", max_width=50)
     for number in range(len(texts)):
@@ -205,17 +206,14 @@ def _run(
 
 def _report(task: str, metrics: dict[str, float], described: str, facts: dict, seconds: float,
             out: Path | None) -> None:  # fmt: skip
-    console.print(
-        metrics_table(
-            f"{task}: {described} on {facts.get('data') or facts.get('test') or facts.get('dev')}",
-            metrics,
-        )
-    )
+    data = facts.get("data") or facts.get("test") or facts.get("dev")
+    console.print(f"[bold]{task}[/bold]: {described} on {data} ({seconds:.1f} s)")
+    console.print(metrics_table(metrics))
     _write_json(out, {"task": task, "model": described, **facts, "metrics": metrics,
                       "seconds": round(seconds, 2), "semsearch_version": __version__})  # fmt: skip
 
 
-def metrics_table(title: str, metrics: dict[str, float]) -> Table:
+def metrics_table(metrics: dict[str, float]) -> Table:
     """Per-similarity metrics as a grid (similarity x measure); anything else as rows."""
     grid: dict[str, dict[str, float]] = {}
     plain: dict[str, float] = {}
@@ -232,7 +230,7 @@ def metrics_table(title: str, metrics: dict[str, float]) -> Table:
             else name.removesuffix(f"_{similarity}")
         )
         grid.setdefault(similarity, {})[measure] = value
-    table = Table(title=title, title_justify="left")
+    table = Table()
     if grid:
         measures = list(dict.fromkeys(m for row in grid.values() for m in row))
         table.add_column("similarity", style="bold")

@@ -17,8 +17,12 @@ def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any
         f"# {folder.name}",
         "",
         f"A bi-encoder fine-tuned from `{config.model}` with semsearch's `{config.objective}` "
-        "objective. The folder loads in semsearch (`--model`) and in sentence-transformers "
-        f"(`SentenceTransformer({str(folder)!r})`).",
+        "objective. The folder loads in semsearch (`--model`) and "
+        + (
+            "not in sentence-transformers, which has no attention pooling."
+            if result.get("pooling") == "attention"
+            else f"in sentence-transformers (`SentenceTransformer({str(folder)!r})`)."
+        ),
         "",
         "## Data",
         "",

@@ -238,6 +238,7 @@ class Trainer:
             "steps": self.state.step,
             "warmup_steps": self.warmup_steps,
             "device": str(self.device),
+            "pooling": self.loss.encoder.pooling.mode,
             "seconds": round(self.state.seconds, 1),
             "resumed_from": self.resumed_from,
             "head": (self.output_dir / "head").is_dir() or None,

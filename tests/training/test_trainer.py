@@ -165,3 +165,12 @@ def test_a_missing_column_fails_before_the_model_loads(
         match="needs the column\\(s\\) sentence1, sentence2, score.*question, answer",
     ):
         train(config)
+
+
+def test_attention_pooling_learns_its_scorer_and_is_saved(quick_config) -> None:
+    config = quick_config(pooling="attention", max_steps=3, data={"dev": None})
+    train(config)
+    scorer = load_file(str(config.output_dir / "1_Pooling" / "attention.safetensors"))
+    assert np.abs(scorer["scorer.weight"]).max() > 0  # it starts at zero
+    assert BiEncoder.load(str(config.output_dir), device="cpu").pooling.mode == "attention"
+    assert "not in sentence-transformers" in (config.output_dir / "README.md").read_text()
