@@ -72,8 +72,8 @@ def test_exact_index_and_bad_target_are_refused() -> None:
 
 
 def test_compressed_index_cannot_be_retuned_from_its_codes() -> None:
-    vectors = _clustered(12_000)
-    index = create_index(choose_index("ivfpq", 12_000, 16, "cosine"), 16)
+    vectors = _clustered(1_000)
+    index = create_index(choose_index("IVF4,PQ4x4", 1_000, 16, "cosine"), 16)
     index.train(vectors)
     index.add(vectors)
     with pytest.raises(SemsearchError, match="--target-recall"):
