@@ -6,6 +6,7 @@ Every command lives in a module of its own and registers itself on the shared ap
 from __future__ import annotations
 
 from semsearch.cli import (  # noqa: F401  (importing a command module registers it)
+    bench_command,
     eval_command,
     index_commands,
     mine_command,

@@ -33,7 +33,9 @@ from semsearch.evaluation.similarity import SIMILARITIES
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
 from semsearch.models import BiEncoder
+from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.rerank import DEFAULT_TOP, Reranker, exact_rankings
 from semsearch.search import Searcher
 from semsearch.training.config import DataOptions
 from semsearch.training.data import TrainingData, read_eval_data
@@ -96,6 +98,8 @@ def ir(
     folder: Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (or .gz).")],
     split: Annotated[str, typer.Option(help="Which qrels file to read.")] = "test",
     search_index: Annotated[bool, typer.Option(help="Rank with the --index itself (built from corpus.jsonl with --id-column _id).")] = False,
+    rerank: Annotated[str | None, typer.Option(help="A cross-encoder folder that re-orders each query's first --rerank-top documents.")] = None,
+    rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_TOP,
     model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
     device: Device = "auto", batch_size: BatchSize = 64, out: Out = None,
 ) -> None:  # fmt: skip
@@ -103,6 +107,23 @@ def ir(
     data = read_beir(folder, split)
     encoder, described, searcher = load_encoder(model, index, index_dir, device)
     facts = {"data": str(folder), "split": split, "documents": len(data.corpus)}
+    if rerank is not None:
+        if search_index and searcher is None:
+            raise SemsearchError("--search-index needs --index NAME: the index to rank with")
+        reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
+        started = time.monotonic()
+        rankings = (index_rankings(searcher, data.queries, data.qrels) if search_index and searcher
+                    else exact_rankings(encoder, data, max(DEPTH, rerank_top), batch_size))  # fmt: skip
+        before = ir_metrics(rankings, data.qrels)
+        metrics = ir_metrics(
+            reranker.rerank_rankings(rankings, data.queries, data.corpus), data.qrels
+        )
+        console.print(f"before re-ranking: ndcg@10 {before['ndcg@10']:.4f}")
+        facts.update(ranking="the index" if search_index else "exact search", rerank=rerank,
+                     rerank_top=rerank_top, before_rerank=before)  # fmt: skip
+        _report("ir", metrics, f"{described} re-ranked by {rerank}", facts,
+                time.monotonic() - started, out)  # fmt: skip
+        return
     if not search_index:
         evaluator = InformationRetrievalEvaluator(data, name=folder.name, batch_size=batch_size)
         _run("ir", evaluator, encoder, described, {**facts, "ranking": "exact search"}, out)

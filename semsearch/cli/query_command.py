@@ -12,6 +12,8 @@ from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
+from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.rerank import DEFAULT_TOP, RERANK_SCORE, Reranker
 from semsearch.search import Searcher
 
 
@@ -36,10 +38,21 @@ def query(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print JSON lines, one per result, with every column.")
     ] = False,
+    rerank: Annotated[
+        str | None,
+        typer.Option(help="A cross-encoder folder that re-orders the retrieved candidates."),
+    ] = None,
+    rerank_top: Annotated[
+        int, typer.Option(help="Candidates retrieved per query for --rerank to re-order.")
+    ] = DEFAULT_TOP,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
 ) -> None:
-    """Find the rows nearest in meaning to TEXT (or to each line of --file)."""
+    """Find the rows nearest in meaning to TEXT (or to each line of --file).
+
+    With --rerank, the index retrieves --rerank-top candidates and the cross-encoder keeps
+    the best -k of them by its own score.
+    """
     queries = _read_queries(text, file)
     searcher = Searcher(find_index(index, index_dir), device=device)
     missing = [column for column in show or [] if column not in searcher.metadata.column_names]
@@ -48,12 +61,18 @@ def query(
             f"no column {missing[0]!r} in the index's metadata; its columns are: "
             f"{', '.join(searcher.metadata.column_names)}"
         )
-    results = searcher.search(queries, k=k, nprobe=nprobe, efSearch=ef_search)
+    score_name = searcher.score_name
+    if rerank is None:
+        results = searcher.search(queries, k=k, nprobe=nprobe, efSearch=ef_search)
+    else:
+        reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
+        results = reranker.search(searcher, queries, k=k, nprobe=nprobe, efSearch=ef_search)
+        score_name = RERANK_SCORE
     if json_output:
-        print_json_lines(hit.to_dict(searcher.score_name) for hits in results for hit in hits)
+        print_json_lines(hit.to_dict(score_name) for hits in results for hit in hits)
         return
     for query_text, hits in zip(queries, results):
-        print_hits(query_text, hits, searcher.score_name, console, show or [])
+        print_hits(query_text, hits, score_name, console, show or [])
 
 
 def _read_queries(text: str | None, file: Path | None) -> list[str]:

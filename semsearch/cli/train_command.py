@@ -30,6 +30,7 @@ from semsearch.training import (
     train_adapter,
 )
 from semsearch.training import train as run_training
+from semsearch.training.cross_trainer import CROSS_METRICS, train_cross_encoder
 
 DataSource = Annotated[
     str,
@@ -52,8 +53,22 @@ ObjectiveOptions = Annotated[
 @user_errors
 def train(
     data: DataSource,
-    objective: Annotated[str, typer.Option(help=f"One of {', '.join(OBJECTIVES)}.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The model folder to write.")],
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            help=f"One of {', '.join(OBJECTIVES)}; with --cross-encoder bce "
+            "(the default) or softmax."
+        ),
+    ] = None,
+    cross_encoder: Annotated[
+        bool,
+        typer.Option(
+            "--cross-encoder",
+            help="Train a cross-encoder (a new head on MODEL's "
+            "transformer, reading both texts of a pair) instead of a bi-encoder.",
+        ),
+    ] = False,
     model: Annotated[
         str, typer.Option(help="Starting model: 'default', a folder or a hub name.")
     ] = DEFAULT_MODEL,
@@ -111,12 +126,15 @@ def train(
     ] = False,
     json_output: JsonFlag = False,
 ) -> None:
-    """Fine-tune a bi-encoder on DATA with a siamese objective; OUTPUT becomes a model folder.
+    """Fine-tune a bi-encoder on DATA with a siamese objective (or, with --cross-encoder, train
+    a cross-encoder on its pairs); OUTPUT becomes a model folder.
 
     An interrupted run resumes from its last checkpoint when the same command is run again.
     """
+    if objective is None and not cross_encoder:
+        raise SemsearchError(f"--objective is required: choose one of {', '.join(OBJECTIVES)}")
     config = TrainingConfig(
-        objective=objective, output_dir=output, model=model,
+        objective=objective or "bce", output_dir=output, model=model,
         data=DataOptions(train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"),
                          form=form, positive_at=positive_at, score_max=score_max, dev_task=dev_task),  # type: ignore[arg-type]
         objective_options=parse_options(option), pooling=pooling, epochs=epochs,
@@ -125,7 +143,7 @@ def train(
         eval_every=eval_every, checkpoint_every=checkpoint_every, precision=precision,  # type: ignore[arg-type]
         device=device, show_progress=not json_output,
     )  # fmt: skip
-    result = run_training(config, overwrite=overwrite)
+    result = (train_cross_encoder if cross_encoder else run_training)(config, overwrite=overwrite)
     if json_output:
         print_json_lines([result.to_dict()])
         return
@@ -138,7 +156,7 @@ def train(
             f"{result.dev_best:.4f} at step {result.dev_best_step}"
         )
     for name, value in (result.test_metrics or {}).items():
-        if name.startswith(("spearman_cosine", "cosine_ap", "ndcg@10")):
+        if name.startswith(("spearman_cosine", "cosine_ap", "ndcg@10")) or name in CROSS_METRICS:
             summary[f"test {name}"] = f"{value:.4f}"
     print_mapping("training finished", summary, console)
 

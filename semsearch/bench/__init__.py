@@ -1,0 +1,22 @@
+"""Benchmarks a user can run with `semsearch bench`, each a library function first.
+
+sentences.py  the n sentences to run on: shared data (STS-B, PyPI) or a user's file
+pairs.py      the most similar pairs among n sentences, cross-encoder vs bi-encoder
+report.py     its table (terminal and Markdown) and JSON
+"""
+
+from __future__ import annotations
+
+from semsearch.bench.pairs import PairsBenchOptions, PairsBenchResult, run_pairs_bench
+from semsearch.bench.report import pairs_markdown, write_pairs_result
+from semsearch.bench.sentences import SentenceSet, load_sentences
+
+__all__ = [
+    "PairsBenchOptions",
+    "PairsBenchResult",
+    "SentenceSet",
+    "load_sentences",
+    "pairs_markdown",
+    "run_pairs_bench",
+    "write_pairs_result",
+]

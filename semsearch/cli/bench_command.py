@@ -1,0 +1,90 @@
+"""`semsearch bench pairs`: the most similar pair among n sentences, cross-encoder vs bi-encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from semsearch.bench import PairsBenchOptions, load_sentences, run_pairs_bench, write_pairs_result
+from semsearch.bench.report import HEADERS, best_pair_lines, models_line, pairs_rows, quoted_line
+from semsearch.bench.sentences import DEFAULT_DATA_DIR
+from semsearch.cli.common import Device, JsonFlag, app, console, user_errors
+from semsearch.cli.output import print_json_lines
+from semsearch.errors import SemsearchError
+from semsearch.models.bi_encoder import BiEncoder
+from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.models.model_folder import DEFAULT_MODEL
+
+bench_app = typer.Typer(help="Benchmarks: semsearch's methods measured against each other.",
+                        no_args_is_help=True)  # fmt: skip
+app.add_typer(bench_app, name="bench")
+
+SHARED_DATA_SIZES = (1_000, 100_000)
+
+
+@bench_app.command("pairs")
+@user_errors
+def pairs(
+    n: Annotated[int, typer.Option("--n", help="Sentences to find the most similar pair among.")] = 10_000,
+    also: Annotated[str | None, typer.Option(help="More sizes, comma-separated (default: 1000,100000 on the shared data, none with --file; '' for none).")] = None,
+    data_dir: Annotated[Path, typer.Option(help="The shared data folder (STS-B, PyPI summaries).")] = DEFAULT_DATA_DIR,
+    file: Annotated[Path | None, typer.Option(help="Your own sentences instead: a text file, one per line.")] = None,
+    cross_encoder: Annotated[str | None, typer.Option(help="A cross-encoder folder (default: a new head on --model, which costs the same per pair).")] = None,
+    model: Annotated[str, typer.Option(help="The bi-encoder: 'default', a folder or a hub name.")] = DEFAULT_MODEL,
+    min_pairs: Annotated[int, typer.Option(help="Score at least this many random pairs with the cross-encoder...")] = 2_000,
+    min_seconds: Annotated[float, typer.Option(help="...and for at least this long.")] = 30.0,
+    top_k: Annotated[int, typer.Option(help="Neighbours per sentence the bi-encoder's search keeps.")] = 10,
+    top: Annotated[int, typer.Option(help="Most similar pairs the bi-encoder reports.")] = 100,
+    batch_size: Annotated[int, typer.Option(help="Texts (or pairs) per forward pass.")] = 64,
+    seed: Annotated[int, typer.Option(help="Seed of the sentence sample and the random pairs.")] = 0,
+    device: Device = "auto",
+    out_dir: Annotated[Path, typer.Option(help="Where bench_pairs.json and bench_pairs.md go.")] = Path("."),
+    json_output: JsonFlag = False,
+) -> None:  # fmt: skip
+    """Time to find the most similar pair among n sentences: a cross-encoder scoring every
+    pair (measured on a sample, extrapolated) vs a bi-encoder (measured end to end)."""
+    options = PairsBenchOptions(min_pairs=min_pairs, min_seconds=min_seconds, top_k=top_k,
+                                top=top, batch_size=batch_size, seed=seed)  # fmt: skip
+    options.check()
+    sizes = [n, *_sizes(also, file)]
+    sets = [load_sentences(size, data_dir, file, seed) for size in sizes]
+    if cross_encoder is not None:
+        cross = CrossEncoder.load(cross_encoder, device=device)
+    else:
+        cross = CrossEncoder.from_encoder(model, device=device)
+        cross.name = f"untrained head on {model}, same cost per pair"
+    bi = BiEncoder.load(model, device=device)
+    result = run_pairs_bench(sets, cross, bi, options, lambda line: typer.echo(line, err=True))
+    written = write_pairs_result(result, out_dir)
+    if json_output:
+        print_json_lines([result.to_dict()])
+    else:
+        table = Table(
+            title="[bold]most similar pair among n sentences[/bold]", title_justify="left"
+        )
+        for header in HEADERS:
+            table.add_column(header, overflow="fold")
+        for row in pairs_rows(result):
+            table.add_row(*row)
+        console.print(models_line(result), markup=False)
+        console.print(table)
+        for line in [
+            "most similar pair found by the bi-encoder:",
+            *best_pair_lines(result),
+            quoted_line(),
+        ]:
+            console.print(line, markup=False)
+    typer.echo(f"wrote {written[0]} and {written[1]}", err=json_output)
+
+
+def _sizes(also: str | None, file: Path | None) -> list[int]:
+    """The extra sizes: as given, or the shared data's default ones (none for a file)."""
+    if also is None:
+        return [] if file is not None else list(SHARED_DATA_SIZES)
+    try:
+        return [int(part) for part in also.replace("_", "").split(",") if part.strip()]
+    except ValueError:
+        raise SemsearchError(f"--also expects sizes like 1000,100000, not {also!r}") from None

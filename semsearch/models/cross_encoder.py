@@ -1,0 +1,292 @@
+"""The cross-encoder: one transformer reads both texts of a pair together and scores the pair.
+
+A bi-encoder embeds each text alone, so any two texts compare by a dot product; a
+cross-encoder reads `[CLS] a [SEP] b [SEP]`, every token of one text attending to the
+other, and a head turns the `[CLS]` state into one logit (a score, through a sigmoid) or
+N class logits. It is more accurate and far slower: every pair is a forward pass, so it
+re-ranks a bi-encoder's top candidates rather than searching a collection.
+
+The folder it saves is a standard Hugging Face sequence classifier (`config.json` naming a
+`*ForSequenceClassification` architecture, `model.safetensors`, the tokenizer), so that
+`AutoModelForSequenceClassification` and sentence-transformers' `CrossEncoder` load it as
+well; `cross_encoder.json` marks it as a cross-encoder for semsearch and records what those
+files leave open: where pairs are truncated, the output activation, the class names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import special
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers import utils as hf_utils
+
+from semsearch import __version__
+from semsearch.errors import SemsearchError
+from semsearch.models.bi_encoder import (
+    SORT_CHUNK,
+    Precision,
+    _autocast,
+    _model_max_length,
+    resolve_device,
+)
+from semsearch.models.model_folder import (
+    CROSS_ENCODER_FILE,
+    DEFAULT_MODEL,
+    ModelFolder,
+    require_kind,
+    resolve_model,
+)
+
+Pair = tuple[str, str]
+
+
+class CrossEncoder(nn.Module):
+    """Transformer + classification head: a pair of texts in, one score (or N logits) out."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int,
+        name: str = "",
+        label_names: list[str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.name = name
+        self.label_names = label_names
+        # Models without segment embeddings (DistilBERT, RoBERTa) take no token_type_ids.
+        self._segments = "token_type_ids" in tokenizer.model_input_names
+
+    @classmethod
+    def load(
+        cls, name_or_path: str, *, max_length: int | None = None, device: str = "auto"
+    ) -> CrossEncoder:
+        """Load a cross-encoder folder (or hub name); a bi-encoder is refused, saying so."""
+        folder = resolve_model(name_or_path)
+        require_kind(folder, "cross-encoder")
+        settings = _read_settings(folder.path)
+        model, tokenizer = _load_classifier(folder)
+        return cls._ready(model, tokenizer, folder, max_length or settings.get("max_length"),
+                          name_or_path, settings.get("label_names"), device)  # fmt: skip
+
+    @classmethod
+    def from_encoder(
+        cls,
+        name_or_path: str = DEFAULT_MODEL,
+        num_labels: int = 1,
+        *,
+        label_names: list[str] | None = None,
+        max_length: int | None = None,
+        device: str = "auto",
+    ) -> CrossEncoder:
+        """A new cross-encoder on a bi-encoder's transformer weights, with a freshly
+        initialised head of `num_labels` outputs: the starting point for training."""
+        if num_labels < 1:
+            raise SemsearchError(f"a cross-encoder needs at least one label, not {num_labels}")
+        folder = resolve_model(name_or_path)
+        require_kind(folder, "bi-encoder")
+        model, tokenizer = _load_classifier(folder, num_labels)
+        return cls._ready(model, tokenizer, folder, max_length or folder.max_length,
+                          name_or_path, label_names, device)  # fmt: skip
+
+    @classmethod
+    def _ready(
+        cls,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        folder: ModelFolder,
+        max_length: int | None,
+        name: str,
+        label_names: list[str] | None,
+        device: str,
+    ) -> CrossEncoder:
+        limit = _model_max_length(model, tokenizer)
+        encoder = cls(model, tokenizer, min(max_length or limit, limit), name, label_names)
+        encoder.eval()
+        return encoder.to(resolve_device(device))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.model.config.num_labels)
+
+    @property
+    def activation(self) -> str:
+        """What `predict` applies to the logits: a sigmoid for one, a softmax for several."""
+        return "sigmoid" if self.num_labels == 1 else "softmax"
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits [batch, num_labels] for a padded batch of pairs; differentiable."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self._segments and token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        return self.model(**inputs).logits.float()
+
+    def predict(
+        self,
+        pairs: Sequence[Pair],
+        batch_size: int = 32,
+        activation: bool = True,
+        show_progress: bool = False,
+        precision: Precision = "auto",
+    ) -> np.ndarray:
+        """Scores of `pairs`, in input order: [n] in (0, 1) for a one-logit model, [n, N]
+        class probabilities otherwise; raw logits with `activation=False`."""
+        _check_pairs(pairs)
+        logits = np.empty((len(pairs), self.num_labels), dtype=np.float32)
+        with (
+            torch.inference_mode(),
+            _autocast(self.device, precision),
+            tqdm(total=len(pairs), desc="scoring", unit="pair", disable=not show_progress) as bar,
+        ):
+            for start in range(0, len(pairs), SORT_CHUNK):
+                chunk = pairs[start : start + SORT_CHUNK]
+                for rows, batch in self._sorted_batches(chunk, batch_size):
+                    logits[start + rows] = self(*batch).cpu().numpy()
+                    bar.update(len(rows))
+        if activation:
+            logits = _activate(logits)
+        return logits[:, 0] if self.num_labels == 1 else logits
+
+    def tokenize(self, pairs: Sequence[Pair]) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids and segment ids of each pair, truncated (longer text first) at `max_length`."""
+        encoded = self.tokenizer(
+            [first for first, _ in pairs],
+            [second for _, second in pairs],
+            truncation="longest_first",
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=True,
+        )
+        return encoded["input_ids"], encoded["token_type_ids"]
+
+    def features(self, pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Padded input ids, attention mask and segment ids on the model's device (for training)."""
+        padded = self.pad(*self.tokenize(pairs))
+        return tuple(tensor.to(self.device) for tensor in padded)  # type: ignore[return-value]
+
+    def pad(
+        self, token_ids: Sequence[Sequence[int]], segments: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Right-pad to the longest pair: (input_ids, attention_mask, token_type_ids)."""
+        width = max((len(ids) for ids in token_ids), default=0)
+        input_ids = np.full((len(token_ids), width), self.tokenizer.pad_token_id or 0, np.int64)
+        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        types = np.zeros((len(token_ids), width), dtype=np.int64)
+        for line, (ids, kinds) in enumerate(zip(token_ids, segments)):
+            input_ids[line, : len(ids)] = ids
+            mask[line, : len(ids)] = 1
+            types[line, : len(kinds)] = kinds
+        return torch.from_numpy(input_ids), torch.from_numpy(mask), torch.from_numpy(types)
+
+    def _sorted_batches(
+        self, pairs: Sequence[Pair], batch_size: int
+    ) -> Iterator[tuple[np.ndarray, tuple[torch.Tensor, ...]]]:
+        """Padded batches of pairs of similar token length, longest first, on the device."""
+        token_ids, segments = self.tokenize(pairs)
+        order = np.argsort([-len(ids) for ids in token_ids], kind="stable")
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            batch = self.pad([token_ids[row] for row in rows], [segments[row] for row in rows])
+            yield rows, tuple(tensor.to(self.device) for tensor in batch)
+
+    def save(self, folder: str | Path) -> None:
+        """Write a Hugging Face sequence-classifier folder plus `cross_encoder.json`."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.label_names:
+            self.model.config.id2label = dict(enumerate(self.label_names))
+            self.model.config.label2id = {name: i for i, name in enumerate(self.label_names)}
+        self.model.save_pretrained(folder, safe_serialization=True)
+        # Other tools truncate where the tokenizer says: make that where this model does.
+        self.tokenizer.model_max_length = self.max_length
+        self.tokenizer.save_pretrained(folder)
+        settings = {
+            "kind": "cross-encoder",
+            "num_labels": self.num_labels,
+            "max_length": self.max_length,
+            "activation": self.activation,
+            "label_names": self.label_names,
+            "input": "[CLS] text_a [SEP] text_b [SEP], the tokenizer's pair encoding",
+            "semsearch_version": __version__,
+        }
+        text = json.dumps(settings, indent=2) + "\n"
+        (folder / CROSS_ENCODER_FILE).write_text(text, encoding="utf-8")
+
+
+def _load_classifier(
+    folder: ModelFolder, num_labels: int | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The transformer with a sequence-classification head; with `num_labels`, a new head."""
+    options: dict[str, Any] = {} if num_labels is None else {"num_labels": num_labels}
+    verbosity = hf_utils.logging.get_verbosity()
+    hf_utils.logging.disable_progress_bar()
+    # A new head is expected to be untrained: the library's warning about it is noise here.
+    hf_utils.logging.set_verbosity_error()
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            folder.transformer_path, **options
+        )
+        tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
+    except (OSError, ValueError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SemsearchError(f"cannot load a cross-encoder from {folder.path}: {reason}") from exc
+    finally:
+        hf_utils.logging.set_verbosity(verbosity)
+    if not tokenizer.is_fast:
+        raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
+    return model, tokenizer
+
+
+def _read_settings(folder: Path) -> dict[str, Any]:
+    """`cross_encoder.json`, or nothing for a sequence classifier saved by another tool."""
+    path = folder / CROSS_ENCODER_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SemsearchError(f"cannot read {path}: {exc}") from exc
+
+
+def _activate(logits: np.ndarray) -> np.ndarray:
+    if logits.shape[1] == 1:
+        return special.expit(logits)
+    return special.softmax(logits, axis=1)
+
+
+def _check_pairs(pairs: Sequence[Pair]) -> None:
+    if isinstance(pairs, str) or (
+        isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(t, str) for t in pairs)
+    ):
+        raise TypeError(
+            "predict() takes a list of (text, text) pairs; wrap a single pair in a list"
+        )
+    for pair in pairs:
+        if len(pair) != 2 or not all(isinstance(text, str) for text in pair):
+            raise TypeError(f"each pair must be two texts, not {pair!r}")

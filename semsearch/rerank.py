@@ -1,0 +1,124 @@
+"""Re-ranking: the bi-encoder retrieves candidates, a cross-encoder re-orders them.
+
+The bi-encoder searches the whole collection at the cost of one query encoding; the
+cross-encoder then reads the query together with each of the `top` candidates (one forward
+pass per pair, far too slow for a whole collection) and the best `k` by its score are kept.
+
+    reranker = Reranker(CrossEncoder.load("models/cross-stsb"), top=100)
+    results = reranker.search(Searcher.open("docs"), ["how do I zip a folder"], k=10)
+
+`rerank_rankings` does the same to document-id rankings, for `ir_metrics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from semsearch.errors import SemsearchError
+from semsearch.evaluation.base import TextEncoder
+from semsearch.evaluation.beir import RetrievalData
+from semsearch.evaluation.ir import exact_search
+from semsearch.evaluation.similarity import normalize_rows
+from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.search import Hit, Searcher
+
+DEFAULT_TOP = 100
+# The name the re-ranked score goes by in tables and JSON (the bi-encoder's is kept apart).
+RERANK_SCORE = "rerank_score"
+
+
+@dataclass(frozen=True)
+class Reranker:
+    """Re-orders each query's first `top` candidates by a one-score cross-encoder."""
+
+    cross_encoder: CrossEncoder
+    top: int = DEFAULT_TOP
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.top < 1:
+            raise SemsearchError(f"--rerank-top must be at least 1, not {self.top}")
+        if self.cross_encoder.num_labels != 1:
+            raise SemsearchError(
+                f"cross-encoder {self.cross_encoder.name!r} has {self.cross_encoder.num_labels} "
+                "class outputs: re-ranking needs a one-score (bce) cross-encoder"
+            )
+
+    def search(
+        self, searcher: Searcher, queries: list[str], k: int = 10, **search_params: int | None
+    ) -> list[list[Hit]]:
+        """The best `k` per query among the index's first max(top, k) hits, by cross-encoder."""
+        candidates = searcher.search(queries, k=max(self.top, k), **search_params)
+        return self.rerank_hits(queries, candidates, k)
+
+    def rerank_hits(
+        self, queries: Sequence[str], results: Sequence[Sequence[Hit]], k: int
+    ) -> list[list[Hit]]:
+        """Each query's first max(top, k) hits re-ordered by cross-encoder score, cut to `k`.
+
+        The score becomes the cross-encoder's; the retrieval's rank and score stay in the
+        metadata (`retrieval_rank`, `retrieval_score`). Ties keep the retrieval order.
+        """
+        heads = [list(hits[: max(self.top, k)]) for hits in results]
+        scores = self.scores(queries, [[hit.text for hit in hits] for hits in heads])
+        reranked = []
+        for query, hits, hit_scores in zip(queries, heads, scores):
+            order = np.argsort(-hit_scores, kind="stable")[:k]
+            reranked.append([_rescored(hits[i], query, rank, float(hit_scores[i]))
+                             for rank, i in enumerate(order, start=1)])  # fmt: skip
+        return reranked
+
+    def rerank_rankings(
+        self,
+        rankings: Mapping[str, Sequence[str]],
+        queries: Mapping[str, str],
+        documents: Mapping[str, str],
+    ) -> dict[str, list[str]]:
+        """Document-id rankings with each one's first `top` ids re-ordered by the
+        cross-encoder (query text from `queries`, document text from `documents`); ids past
+        `top` keep their places after them."""
+        query_ids = list(rankings)
+        heads = [list(rankings[query][: self.top]) for query in query_ids]
+        texts = [[documents[document] for document in head] for head in heads]
+        scores = self.scores([queries[query] for query in query_ids], texts)
+        return {
+            query: [head[i] for i in np.argsort(-score, kind="stable")]
+            + list(rankings[query][self.top :])
+            for query, head, score in zip(query_ids, heads, scores)
+        }
+
+    def scores(
+        self, queries: Sequence[str], candidates: Sequence[Sequence[str]]
+    ) -> list[np.ndarray]:
+        """The cross-encoder's score of each query with each of its candidate texts, all
+        pairs scored in one length-sorted pass."""
+        pairs = [(query, text) for query, texts in zip(queries, candidates) for text in texts]
+        flat = (
+            self.cross_encoder.predict(pairs, batch_size=self.batch_size)
+            if pairs
+            else np.empty(0, dtype=np.float32)
+        )
+        return np.split(flat, np.cumsum([len(texts) for texts in candidates])[:-1])
+
+
+def exact_rankings(
+    encoder: TextEncoder, data: RetrievalData, depth: int, batch_size: int = 64
+) -> dict[str, list[str]]:
+    """Each judged query's `depth` nearest documents by exact cosine search, best first:
+    the candidates `InformationRetrievalEvaluator` ranks, at a depth of one's choosing."""
+    judged = [query for query in data.qrels if query in data.queries]
+    document_ids = list(data.corpus)
+    documents = normalize_rows(encoder.encode(list(data.corpus.values()), batch_size=batch_size))
+    queries = normalize_rows(
+        encoder.encode([data.queries[q] for q in judged], batch_size=batch_size)
+    )
+    top = exact_search(queries, documents, depth)
+    return {query: [document_ids[i] for i in row] for query, row in zip(judged, top)}
+
+
+def _rescored(hit: Hit, query: str, rank: int, score: float) -> Hit:
+    metadata = {**hit.metadata, "retrieval_rank": hit.rank, "retrieval_score": hit.score}
+    return Hit(query, rank, score, hit.id, hit.text, metadata)

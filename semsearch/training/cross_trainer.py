@@ -1,0 +1,364 @@
+"""Training a cross-encoder with the bi-encoder trainer's loop, schedule, checkpoints and log.
+
+`CrossEncoderTrainer` subclasses `Trainer`: its loop only needs `loss.make_batch`,
+`loss(columns, labels)` and `loss.encoder`, which `PairObjective` provides around a
+`CrossEncoder`. What differs is set up here: the starting model (a new head on a
+bi-encoder's transformer, or a cross-encoder to train further), the dev measure (the
+cross-encoder's own scores), and what is saved (the cross-encoder folder and its card).
+
+Objectives (`TrainingConfig.objective`):
+
+- `bce`: one logit, binary cross-entropy with logits against a target in [0, 1]: the
+  `score` column when the data has one (STS-B's gold / 5), else a 0/1 `label`. Chosen over
+  the mean squared error of the sigmoid because its gradient on the logit, sigmoid - target,
+  is not damped by the sigmoid's slope, so confidently wrong pairs still learn, while its
+  minimum is still at sigmoid = target: the scores stay on the gold scale.
+- `softmax`: one logit per class, cross-entropy against the class in `label` (SICK).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats
+from torch import nn
+
+from semsearch import __version__
+from semsearch.corpus import open_corpus
+from semsearch.errors import SemsearchError
+from semsearch.evaluation.base import Evaluator
+from semsearch.evaluation.pairs import average_precision
+from semsearch.evaluation.sts import _correlation
+from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.models.model_folder import model_kind, resolve_model
+from semsearch.training import checkpoint as ckpt
+from semsearch.training.card import HYPER_PARAMETERS, _data_lines
+from semsearch.training.config import TrainingConfig
+from semsearch.training.data import (
+    TrainingData,
+    prepare_training_data,
+    read_eval_data,
+    split_source,
+)
+from semsearch.training.report import TrainingLog
+from semsearch.training.schedule import total_steps
+from semsearch.training.trainer import Trainer, TrainingResult, _summary, objective_options
+
+CROSS_OBJECTIVES = ("bce", "softmax")
+# The metrics a cross-encoder run reports.
+CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
+TEXT_COLUMNS = ("sentence1", "sentence2")
+
+
+def train_cross_encoder(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
+    """Train a cross-encoder as `config` says (objective `bce` or `softmax`)."""
+    return CrossEncoderTrainer(config, overwrite).run()
+
+
+class PairObjective(nn.Module):
+    """A cross-encoder's loss, called like a siamese one: `loss(columns, labels)`.
+
+    Inputs: columns `sentence1`, `sentence2` (read together as one pair); labels from
+    `target`: a float in [0, 1] for one logit (binary cross-entropy with logits), a class
+    id for several (cross-entropy).
+    """
+
+    def __init__(self, encoder: CrossEncoder, target: str) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.target = target
+
+    def make_batch(
+        self, data: Mapping[str, Sequence], rows: Sequence[int]
+    ) -> tuple[list[list[str]], torch.Tensor]:
+        columns = [[data[name][row] for row in rows] for name in TEXT_COLUMNS]
+        dtype = torch.float32 if self.encoder.num_labels == 1 else torch.long
+        return columns, torch.tensor([data[self.target][row] for row in rows], dtype=dtype)
+
+    def forward(self, columns: Sequence[Sequence[str]], labels: torch.Tensor) -> torch.Tensor:
+        logits = self.encoder(*self.encoder.features(list(zip(*columns))))
+        labels = labels.to(logits.device)
+        if self.encoder.num_labels == 1:
+            return nn.functional.binary_cross_entropy_with_logits(logits.squeeze(-1), labels)
+        return nn.functional.cross_entropy(logits, labels)
+
+
+class CrossEncoderEvaluator(Evaluator):
+    """Scores labelled pairs with a cross-encoder: Spearman (primary) and Pearson against a
+    graded `score`, average precision (primary) and accuracy at 0.5 against a 0/1 `label`,
+    or, with `classes`, the accuracy of the predicted class."""
+
+    primary_metric = "spearman"
+
+    def __init__(
+        self,
+        data: TrainingData,
+        target: str,
+        name: str = "dev",
+        classes: bool = False,
+        label_names: list[str] | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        super().__init__(name, batch_size)
+        missing = [column for column in (*TEXT_COLUMNS, target) if column not in data.columns]
+        if missing:
+            raise SemsearchError(f"{data.source} cannot measure the cross-encoder: it lacks "
+                                 f"{', '.join(missing)} (its columns: {', '.join(data.names)})")  # fmt: skip
+        self.pairs = list(zip(data.columns["sentence1"], data.columns["sentence2"]))
+        self.target = target
+        self.gold = _gold(data, target, label_names)
+        if target != "score":
+            self.primary_metric = "accuracy" if classes else "ap"  # type: ignore[misc]
+
+    def evaluate(self, encoder: CrossEncoder) -> dict[str, float]:  # type: ignore[override]
+        predicted = encoder.predict(self.pairs, batch_size=self.batch_size)
+        if self.target == "score":
+            return {"spearman": _correlation(stats.spearmanr, predicted, self.gold),
+                    "pearson": _correlation(stats.pearsonr, predicted, self.gold)}  # fmt: skip
+        if predicted.ndim == 1:
+            return {"ap": average_precision(predicted, self.gold.astype(np.int64)),
+                    "accuracy": float(np.mean((predicted >= 0.5) == (self.gold > 0)))}  # fmt: skip
+        return {"accuracy": float(np.mean(predicted.argmax(axis=1) == self.gold))}
+
+
+class CrossEncoderTrainer(Trainer):
+    """One cross-encoder run: `Trainer`'s loop, with the setup, measure and saving above."""
+
+    def __init__(self, config: TrainingConfig, overwrite: bool = False) -> None:
+        # Trainer.__init__ builds a bi-encoder objective, so the setup is done here instead.
+        _check_options(config)
+        self.config = config
+        self.output_dir = config.output_dir
+        self.data, self.target = prepare_pair_data(config)
+        self.dev, self.dev_evaluator = self._evaluation_data(config.data.dev, "dev")
+        self.test, self.test_evaluator = self._evaluation_data(config.data.test, "test")
+        resuming = ckpt.prepare_output_dir(self.output_dir, overwrite)
+        saved = ckpt.read_checkpoint_state(self.output_dir) if resuming else None
+        if saved is not None:
+            self._check_resumable(saved[1])
+        torch.manual_seed(config.seed)
+        self.objective_options = {**objective_options(config, self.data), "target": self.target}
+        model = starting_model(config, self.objective_options.get("num_labels", 1), self.data)
+        self.device = model.device
+        self.loss = PairObjective(model, self.target)
+        self.text_columns = [self.data.columns[name] for name in TEXT_COLUMNS]
+        self.no_duplicates = False
+        self.steps = total_steps(self.text_columns, config.batch_size, config.seed,
+                                 config.epochs, False, config.max_steps)  # fmt: skip
+        self.warmup_steps = math.ceil(self.steps * config.warmup_fraction)
+        self.trainables = self._trainables()
+        self.state = ckpt.TrainingState()
+        self.log = TrainingLog(self.output_dir)
+        self.resumed_from: int | None = None
+        if saved is not None:
+            ckpt.restore_checkpoint(self.output_dir, self.trainables)
+            self.state = saved[0]
+            self.resumed_from = self.state.step
+            self.log.keep_until(self.state.step)
+            self.log.write("resume", step=self.state.step, epoch=self.state.epoch)
+        self._pending_losses: list[float] = []
+        self._running_loss: float | None = None
+
+    def _evaluation_data(self, source: str | None, name: str):
+        if source is None:
+            return None, None
+        data = read_eval_data(source, self.config.data)
+        classes = self.config.objective == "softmax"
+        evaluator = CrossEncoderEvaluator(data, self.target, name, classes, self.data.label_names)
+        return data, evaluator
+
+    def _save_model(self) -> None:
+        self.loss.encoder.save(self.output_dir)
+
+    def _checkpoint(self) -> None:
+        # `kind` in the saved config keeps a bi-encoder run from resuming this checkpoint.
+        self.state.seconds = self._clock()
+        config = {**self.config.to_dict(), "kind": "cross-encoder"}
+        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, config)
+
+    def _check_resumable(self, saved_config: dict[str, Any]) -> None:
+        if saved_config.get("kind") != "cross-encoder":
+            raise SemsearchError(
+                f"{self.output_dir} holds the checkpoint of a bi-encoder run: resume it without "
+                "--cross-encoder, or pass --overwrite to start again"
+            )
+        super()._check_resumable({k: v for k, v in saved_config.items() if k != "kind"})
+
+    def _finish(self) -> TrainingResult:
+        if self.dev_evaluator is None:
+            self._save_model()  # without dev data, the model is the last step's
+        self.state.seconds = self._clock()
+        test_metrics = None
+        if self.test_evaluator is not None:
+            saved_model = CrossEncoder.load(str(self.output_dir), device=str(self.device))
+            test_metrics = self.test_evaluator(saved_model)
+            self.log.write("test", step=self.state.step, primary=self.test_evaluator.primary_metric,
+                           value=self.test_evaluator.primary(test_metrics), metrics=test_metrics)  # fmt: skip
+        record = self._record(test_metrics)
+        result_file = self.output_dir / ckpt.RESULT_FILE
+        result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
+        write_cross_encoder_card(self.output_dir, self.config, record)
+        self._plot()
+        ckpt.remove_checkpoint(self.output_dir)
+        return TrainingResult(
+            output_dir=self.output_dir, steps=self.state.step, seconds=self.state.seconds,
+            resumed_from=self.resumed_from,
+            dev_primary=self.dev_evaluator.primary_metric if self.dev_evaluator else None,
+            dev_best=self.state.best_metric, dev_best_step=self.state.best_step,
+            test_metrics=test_metrics,
+        )  # fmt: skip
+
+    def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
+        """`training.json`, as a bi-encoder run's, saying what kind of model this is."""
+        baseline = next((r["value"] for r in self.log.records() if r.get("baseline")), None)
+        model = self.loss.encoder
+        record: dict[str, Any] = {
+            "finished": True, "semsearch_version": __version__, "kind": "cross-encoder",
+            "provenance": "self-trained: a new classification head on the transformer of "
+                          f"{self.config.model}, trained here (no pretrained cross-encoder)",
+            "config": self.config.to_dict(), "objective_options": self.objective_options,
+            "data": {"train": self.data.summary(), "dev": _summary(self.dev), "test": _summary(self.test)},
+            "steps": self.state.step, "warmup_steps": self.warmup_steps, "device": str(self.device),
+            "num_labels": model.num_labels, "max_length": model.max_length,
+            "seconds": round(self.state.seconds, 1), "resumed_from": self.resumed_from,
+            "dev": None, "test": None,
+        }  # fmt: skip
+        if self.dev_evaluator is not None:
+            record["dev"] = {"primary": self.dev_evaluator.primary_metric, "best": self.state.best_metric,
+                             "best_step": self.state.best_step, "before": baseline}  # fmt: skip
+        if test_metrics is not None and self.test_evaluator is not None:
+            record["test"] = {
+                "primary": self.test_evaluator.primary_metric,
+                "metrics": test_metrics,
+            }
+        return record
+
+
+def prepare_pair_data(config: TrainingConfig) -> tuple[TrainingData, str]:
+    """The training pairs and the column the objective learns: `score` or `label`.
+
+    Reads and checks them as the bi-encoder objective with the same columns would (`cosine`
+    for scores in [0, 1], `bce` for 0/1 labels, `softmax` for classes).
+    """
+    if config.objective == "softmax":
+        return prepare_training_data("softmax", config.data, config.seed), "label"
+    target = "score" if _has_score(config.data.train, config.data.columns) else "label"
+    like = "cosine" if target == "score" else "bce"
+    return prepare_training_data(like, config.data, config.seed), target
+
+
+def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) -> CrossEncoder:
+    """A cross-encoder to go on training, or a new one on a bi-encoder's weights."""
+    folder = resolve_model(config.model)
+    if model_kind(folder.path) == "bi-encoder":
+        return CrossEncoder.from_encoder(config.model, num_labels, label_names=data.label_names,
+                                         device=config.device)  # fmt: skip
+    model = CrossEncoder.load(config.model, device=config.device)
+    if model.num_labels != num_labels:
+        raise SemsearchError(
+            f"cross-encoder {config.model!r} has {model.num_labels} output(s), the data needs "
+            f"{num_labels}: start from a bi-encoder to get a new head"
+        )
+    return model
+
+
+def write_cross_encoder_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
+    """`folder/README.md`: what the cross-encoder is, how it was trained, its figures."""
+    parameters = [name for name in HYPER_PARAMETERS if name != "pooling"]
+    lines = [
+        f"# {folder.name}",
+        "",
+        f"A **self-trained** cross-encoder: a new {result['num_labels']}-output classification "
+        f"head on the transformer of `{config.model}`, trained by semsearch with the "
+        f"`{config.objective}` objective (no pretrained cross-encoder was used). It reads a pair "
+        f"as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and scores it; "
+        "use it to re-rank (`semsearch query --rerank`), not to build an index.",
+        "",
+        "## Data",
+        "",
+        *_data_lines(result),
+        "",
+        "## Hyper-parameters",
+        "",
+        "| option | value |",
+        "|---|---|",
+        f"| objective | `{config.objective}` (target column `{result['objective_options']['target']}`) |",
+        *[f"| {name} | {getattr(config, name)} |" for name in parameters],
+        f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
+        f"| device | {result['device']} |",
+        f"| training time | {result['seconds']:.0f} s |",
+        "",
+        "## Figures",
+        "",
+        *_figure_lines(result),
+        "",
+        "## Files",
+        "",
+        "- a Hugging Face sequence classifier (`config.json`, `model.safetensors`, tokenizer "
+        "files): `AutoModelForSequenceClassification` and sentence-transformers' `CrossEncoder` "
+        "load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
+        "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
+    ]
+    path = folder / "README.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _figure_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    dev, test = result.get("dev"), result.get("test")
+    if dev:
+        before = dev.get("before")
+        lines.append(f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
+                     + (f" (untrained head: {before:.4f})" if before is not None else ""))  # fmt: skip
+    else:
+        lines.append("- no dev data: the model saved is the last step's")
+    if test:
+        shown = ", ".join(f"{name} {value:.4f}" for name, value in test["metrics"].items())
+        lines.append(f"- test (the model in this folder): {shown}")
+    return lines
+
+
+def _check_options(config: TrainingConfig) -> None:
+    if config.objective not in CROSS_OBJECTIVES:
+        raise SemsearchError(f"a cross-encoder trains with objective {' or '.join(CROSS_OBJECTIVES)}, "
+                             f"not {config.objective!r}")  # fmt: skip
+    if config.pooling is not None:
+        raise SemsearchError("--pooling is for bi-encoders: a cross-encoder's head reads [CLS]")
+    if config.data.form != "none":
+        raise SemsearchError("--form derives bi-encoder examples: a cross-encoder reads "
+                             "sentence1, sentence2 and a score or label as they are")  # fmt: skip
+    unknown = set(config.objective_options) - {"num_labels"}
+    if unknown:
+        raise SemsearchError(
+            f"a cross-encoder objective takes no --option {', '.join(sorted(unknown))}"
+        )
+
+
+def _has_score(source: str, columns: Mapping[str, str]) -> bool:
+    """Whether the training data has a `score` column, without reading its rows."""
+    reader, path = split_source(source)
+    if "score" in columns or reader is not None:  # the shared readers all give `score`
+        return True
+    return "score" in open_corpus(path).columns
+
+
+def _gold(data: TrainingData, target: str, label_names: list[str] | None) -> np.ndarray:
+    values = data.columns[target]
+    if label_names and values and isinstance(values[0], str):
+        index = {name: number for number, name in enumerate(label_names)}
+        if any(value not in index for value in values):
+            raise SemsearchError(f"{data.source}: a label is not one of {', '.join(label_names)}")
+        values = [index[value] for value in values]
+    try:
+        return np.asarray([float(value) for value in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SemsearchError(
+            f"{data.source}: column {target!r} holds a value that is not a number"
+        ) from None

@@ -1,0 +1,91 @@
+"""`semsearch bench pairs` end to end on the tiny models and a small file, and its errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny_cross import make_tiny_cross_encoder
+from typer.testing import CliRunner
+
+from semsearch.cli.app import app
+
+runner = CliRunner()
+QUICK = ["--min-pairs", "20", "--min-seconds", "0", "--batch-size", "8", "--device", "cpu"]
+
+
+@pytest.fixture()
+def sentences_file(tmp_path, sentences):
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(sentences) + "\n")
+    return path
+
+
+@pytest.fixture()
+def models(tiny_model_dir, tmp_path):
+    cross = make_tiny_cross_encoder(tiny_model_dir, tmp_path / "cross")
+    return ["--model", str(tiny_model_dir), "--cross-encoder", str(cross)]
+
+
+def _error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_bench_pairs_prints_the_table_and_writes_json_and_markdown(
+    sentences_file, models, tmp_path
+) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["bench", "pairs", "--n", "12", "--file", str(sentences_file),
+                                 "--also", "5", *models, *QUICK, "--out-dir", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    printed = " ".join(result.stdout.split())  # the terminal wraps long lines
+    assert "Quoted, not measured here" in printed and "found by the bi-encoder" in printed
+    figures = json.loads((out / "bench_pairs.json").read_text())
+    assert [size["n"] for size in figures["sizes"]] == [12, 5]
+    assert [size["all_pairs"] for size in figures["sizes"]] == [66, 10]
+    size = figures["sizes"][0]
+    rate = size["cross_encoder"]["pairs_scored"] / size["cross_encoder"]["seconds"]
+    assert size["cross_encoder"]["all_pairs_seconds"] == pytest.approx(66 / rate)
+    assert size["speedup"] == pytest.approx(66 / rate / size["bi_encoder"]["seconds"])
+    assert figures["quoted_sbert_paper"]["n"] == 10_000
+    assert "| 5 |" in (out / "bench_pairs.md").read_text()
+
+
+def test_json_output_for_scripts(sentences_file, models, tmp_path) -> None:
+    result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
+                                 *models, *QUICK, "--out-dir", str(tmp_path), "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [record] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [size["n"] for size in record["sizes"]] == [6]  # a file has no default extra sizes
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--n", "1"], "--n must be at least 2"),
+        (["--n", "13"], "more than the 12 distinct lines"),
+        (["--n", "6", "--also", "5,100"], "more than the 12 distinct lines"),
+        (["--n", "6", "--also", "many"], "--also expects sizes"),
+        (["--n", "6", "--min-pairs", "0"], "--min-pairs must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line(sentences_file, tmp_path, arguments, message) -> None:
+    result = runner.invoke(app, ["bench", "pairs", "--file", str(sentences_file), *arguments,
+                                 "--out-dir", str(tmp_path)])  # fmt: skip
+    assert message in _error_line(result)
+
+
+def test_a_bi_encoder_given_as_the_cross_encoder_says_so(
+    sentences_file, tiny_model_dir, tmp_path
+) -> None:
+    result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
+                                 "--cross-encoder", str(tiny_model_dir), "--out-dir", str(tmp_path)])  # fmt: skip
+    assert "is a bi-encoder" in _error_line(result)
+
+
+def test_missing_shared_data_names_the_option(tmp_path) -> None:
+    result = runner.invoke(app, ["bench", "pairs", "--n", "10", "--data-dir", str(tmp_path)])
+    assert "--data-dir" in _error_line(result)
