@@ -82,7 +82,7 @@ class CrossEncoder(nn.Module):
         require_kind(folder, "cross-encoder")
         settings = _read_settings(folder.path)
         model, tokenizer = _load_classifier(folder)
-        return cls._ready(model, tokenizer, folder, max_length or settings.get("max_length"),
+        return cls._ready(model, tokenizer, max_length or settings.get("max_length"),
                           name_or_path, settings.get("label_names"), device)  # fmt: skip
 
     @classmethod
@@ -102,7 +102,7 @@ class CrossEncoder(nn.Module):
         folder = resolve_model(name_or_path)
         require_kind(folder, "bi-encoder")
         model, tokenizer = _load_classifier(folder, num_labels)
-        return cls._ready(model, tokenizer, folder, max_length or folder.max_length,
+        return cls._ready(model, tokenizer, max_length or folder.max_length,
                           name_or_path, label_names, device)  # fmt: skip
 
     @classmethod
@@ -110,7 +110,6 @@ class CrossEncoder(nn.Module):
         cls,
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
-        folder: ModelFolder,
         max_length: int | None,
         name: str,
         label_names: list[str] | None,
