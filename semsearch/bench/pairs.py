@@ -163,22 +163,30 @@ def run_pairs_bench(
     bi_encoder: BiEncoder,
     options: PairsBenchOptions | None = None,
     progress: Callable[[str], None] | None = None,
+    on_size: Callable[[PairsBenchResult], None] | None = None,
 ) -> PairsBenchResult:
     """Measure both methods on each sentence set, in order; see the module docstring.
-    `progress` is told what is being measured (these runs take minutes)."""
+
+    These runs take minutes: `progress` is told what is being measured, and `on_size`
+    gets the result so far after each size (to write it, so an interruption loses less).
+    """
     options = options or PairsBenchOptions()
     options.check()
     say = progress or (lambda message: None)
+    result = PairsBenchResult([], cross_encoder.name, bi_encoder.name, options)
     load_before = _load_average()
-    sizes = []
     for texts in sets:
-        say(f"n = {len(texts):,}: cross-encoder on random pairs ({texts.source})")
+        say(f"n = {len(texts):,}: cross-encoder on random pairs of {texts.source}")
         cross = measure_cross_encoder(cross_encoder, texts.texts, options)
-        say(f"n = {len(texts):,}: bi-encoder, encoding and searching every sentence")
-        sizes.append(SizeResult(len(texts), texts.source, cross,
-                                measure_bi_encoder(bi_encoder, texts.texts, options)))  # fmt: skip
-    return PairsBenchResult(sizes, cross_encoder.name, bi_encoder.name, options,
-                            machine_facts(cross_encoder.device, load_before))  # fmt: skip
+        say(f"  {cross.pairs_scored:,} pairs in {cross.seconds:.1f} s; now the bi-encoder, "
+            "encoding and searching every sentence")  # fmt: skip
+        bi = measure_bi_encoder(bi_encoder, texts.texts, options)
+        say(f"  encoded in {bi.encode_seconds:.1f} s, searched in {bi.search_seconds:.1f} s")
+        result.sizes.append(SizeResult(len(texts), texts.source, cross, bi))
+        result.machine = machine_facts(cross_encoder.device, load_before)
+        if on_size is not None:
+            on_size(result)
+    return result
 
 
 def measure_cross_encoder(

@@ -75,10 +75,15 @@ def pairs_markdown(result: PairsBenchResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def result_paths(out_dir: Path) -> tuple[Path, Path]:
+    """Where the figures go: `bench_pairs.json` and `bench_pairs.md` in `out_dir`."""
+    return out_dir / f"{RESULT_NAME}.json", out_dir / f"{RESULT_NAME}.md"
+
+
 def write_pairs_result(result: PairsBenchResult, out_dir: Path) -> tuple[Path, Path]:
-    """`bench_pairs.json` and `bench_pairs.md` in `out_dir`."""
+    """Write the figures as JSON and Markdown (see `result_paths`), replacing earlier ones."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, markdown_path = out_dir / f"{RESULT_NAME}.json", out_dir / f"{RESULT_NAME}.md"
+    json_path, markdown_path = result_paths(out_dir)
     text = json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=float)
     json_path.write_text(text + "\n", encoding="utf-8")
     markdown_path.write_text(pairs_markdown(result), encoding="utf-8")

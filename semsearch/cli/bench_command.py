@@ -8,8 +8,21 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from semsearch.bench import PairsBenchOptions, load_sentences, run_pairs_bench, write_pairs_result
-from semsearch.bench.report import HEADERS, best_pair_lines, models_line, pairs_rows, quoted_line
+from semsearch.bench import (
+    PairsBenchOptions,
+    PairsBenchResult,
+    load_sentences,
+    run_pairs_bench,
+    write_pairs_result,
+)
+from semsearch.bench.report import (
+    HEADERS,
+    best_pair_lines,
+    models_line,
+    pairs_rows,
+    quoted_line,
+    result_paths,
+)
 from semsearch.bench.sentences import DEFAULT_DATA_DIR
 from semsearch.cli.common import Device, JsonFlag, app, console, user_errors
 from semsearch.cli.output import print_json_lines
@@ -57,27 +70,27 @@ def pairs(
         cross = CrossEncoder.from_encoder(model, device=device)
         cross.name = f"untrained head on {model}, same cost per pair"
     bi = BiEncoder.load(model, device=device)
-    result = run_pairs_bench(sets, cross, bi, options, lambda line: typer.echo(line, err=True))
-    written = write_pairs_result(result, out_dir)
+    # Written after each size, so that an interrupted run keeps what it measured.
+    result = run_pairs_bench(sets, cross, bi, options, lambda line: typer.echo(line, err=True),
+                             lambda so_far: write_pairs_result(so_far, out_dir))  # fmt: skip
     if json_output:
         print_json_lines([result.to_dict()])
     else:
-        table = Table(
-            title="[bold]most similar pair among n sentences[/bold]", title_justify="left"
-        )
-        for header in HEADERS:
-            table.add_column(header, overflow="fold")
-        for row in pairs_rows(result):
-            table.add_row(*row)
-        console.print(models_line(result), markup=False)
-        console.print(table)
-        for line in [
-            "most similar pair found by the bi-encoder:",
-            *best_pair_lines(result),
-            quoted_line(),
-        ]:
-            console.print(line, markup=False)
-    typer.echo(f"wrote {written[0]} and {written[1]}", err=json_output)
+        _print_result(result)
+    typer.echo("wrote {} and {}".format(*result_paths(out_dir)), err=json_output)
+
+
+def _print_result(result: PairsBenchResult) -> None:
+    table = Table(title="[bold]most similar pair among n sentences[/bold]", title_justify="left")
+    for header in HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in pairs_rows(result):
+        table.add_row(*row)
+    console.print(models_line(result), markup=False)
+    console.print(table)
+    console.print("most similar pair found by the bi-encoder:")
+    for line in [*best_pair_lines(result), quoted_line()]:
+        console.print(line, markup=False)
 
 
 def _sizes(also: str | None, file: Path | None) -> list[int]:
