@@ -18,7 +18,6 @@ Objectives (`TrainingConfig.objective`):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -190,29 +189,11 @@ class CrossEncoderTrainer(Trainer):
             )
         super()._check_resumable({k: v for k, v in saved_config.items() if k != "kind"})
 
-    def _finish(self) -> TrainingResult:
-        if self.dev_evaluator is None:
-            self._save_model()  # without dev data, the model is the last step's
-        self.state.seconds = self._clock()
-        test_metrics = None
-        if self.test_evaluator is not None:
-            saved_model = CrossEncoder.load(str(self.output_dir), device=str(self.device))
-            test_metrics = self.test_evaluator(saved_model)
-            self.log.write("test", step=self.state.step, primary=self.test_evaluator.primary_metric,
-                           value=self.test_evaluator.primary(test_metrics), metrics=test_metrics)  # fmt: skip
-        record = self._record(test_metrics)
-        result_file = self.output_dir / ckpt.RESULT_FILE
-        result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
+    def _load_kept_model(self) -> CrossEncoder:
+        return CrossEncoder.load(str(self.output_dir), device=str(self.device))
+
+    def _write_card(self, record: dict[str, Any]) -> None:
         write_cross_encoder_card(self.output_dir, self.config, record)
-        self._plot()
-        ckpt.remove_checkpoint(self.output_dir)
-        return TrainingResult(
-            output_dir=self.output_dir, steps=self.state.step, seconds=self.state.seconds,
-            resumed_from=self.resumed_from,
-            dev_primary=self.dev_evaluator.primary_metric if self.dev_evaluator else None,
-            dev_best=self.state.best_metric, dev_best_step=self.state.best_step,
-            test_metrics=test_metrics,
-        )  # fmt: skip
 
     def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
         """`training.json`, as a bi-encoder run's, saying what kind of model this is."""

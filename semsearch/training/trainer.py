@@ -80,7 +80,8 @@ class Trainer:
         if saved is not None:
             self._check_resumable(saved[1])
         torch.manual_seed(config.seed)
-        encoder = BiEncoder.load(config.model, pooling=config.pooling, device=config.device)  # type: ignore[arg-type]
+        encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
+                                 device=config.device)  # fmt: skip
         self.device = encoder.device
         self.objective_options = objective_options(config, self.data)
         self.loss = build_loss(config.objective, encoder, **self.objective_options)
@@ -204,14 +205,13 @@ class Trainer:
         self.state.seconds = self._clock()
         test_metrics = None
         if self.test_evaluator is not None:
-            saved_model = BiEncoder.load(str(self.output_dir), device=str(self.device))
-            test_metrics = self.test_evaluator(saved_model)
+            test_metrics = self.test_evaluator(self._load_kept_model())
             self.log.write("test", step=self.state.step, primary=self.test_evaluator.primary_metric,
                            value=self.test_evaluator.primary(test_metrics), metrics=test_metrics)  # fmt: skip
         record = self._record(test_metrics)
         result_file = self.output_dir / ckpt.RESULT_FILE
         result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
-        write_model_card(self.output_dir, self.config, record)
+        self._write_card(record)
         self._plot()
         ckpt.remove_checkpoint(self.output_dir)
         return TrainingResult(
@@ -221,6 +221,13 @@ class Trainer:
             dev_best=self.state.best_metric, dev_best_step=self.state.best_step,
             test_metrics=test_metrics,
         )  # fmt: skip
+
+    def _load_kept_model(self) -> BiEncoder:
+        """The model the run kept, read back from disk as a user will load it."""
+        return BiEncoder.load(str(self.output_dir), device=str(self.device))
+
+    def _write_card(self, record: dict[str, Any]) -> None:
+        write_model_card(self.output_dir, self.config, record)
 
     def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
         """`training.json`: the config, the data, the schedule and the figures."""
@@ -239,6 +246,7 @@ class Trainer:
             "warmup_steps": self.warmup_steps,
             "device": str(self.device),
             "pooling": self.loss.encoder.pooling.mode,
+            "normalize": self.loss.encoder.normalize,
             "seconds": round(self.state.seconds, 1),
             "resumed_from": self.resumed_from,
             "head": (self.output_dir / "head").is_dir() or None,
