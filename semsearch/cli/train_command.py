@@ -97,6 +97,12 @@ def train(
     pooling: Annotated[
         str | None, typer.Option(help="Replace the model's pooling: mean, max, cls, attention.")
     ] = None,
+    normalize: Annotated[
+        bool | None,
+        typer.Option(
+            "--normalize/--no-normalize", help="L2-normalise vectors (default: as the model does)."
+        ),
+    ] = None,
     epochs: Annotated[int, typer.Option(help="Passes over the training data.")] = 1,
     batch_size: Annotated[int, typer.Option(help="Examples per step.")] = 16,
     learning_rate: Annotated[
@@ -137,7 +143,7 @@ def train(
         objective=objective or "bce", output_dir=output, model=model,
         data=DataOptions(train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"),
                          form=form, positive_at=positive_at, score_max=score_max, dev_task=dev_task),  # type: ignore[arg-type]
-        objective_options=parse_options(option), pooling=pooling, epochs=epochs,
+        objective_options=parse_options(option), pooling=pooling, normalize=normalize, epochs=epochs,
         batch_size=batch_size, learning_rate=learning_rate, warmup_fraction=warmup,
         weight_decay=weight_decay, max_grad_norm=max_grad_norm, seed=seed, max_steps=max_steps,
         eval_every=eval_every, checkpoint_every=checkpoint_every, precision=precision,  # type: ignore[arg-type]

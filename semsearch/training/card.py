@@ -8,7 +8,7 @@ from typing import Any
 from semsearch.training.config import TrainingConfig
 
 HYPER_PARAMETERS = ("epochs", "max_steps", "batch_size", "learning_rate", "warmup_fraction",
-                    "weight_decay", "max_grad_norm", "seed", "precision", "pooling")  # fmt: skip
+                    "weight_decay", "max_grad_norm", "seed", "precision", "pooling", "normalize")  # fmt: skip
 
 
 def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:

@@ -68,6 +68,9 @@ class TrainingConfig:
         model: the starting model: `default`, a model folder or a hub name.
         objective_options: keyword arguments of the objective's class (margin, scale...).
         pooling: replace the model's pooling (e.g. `attention`); None keeps it.
+        normalize: L2-normalise sentence vectors or not; None keeps the model's choice. A
+            classifier head (`softmax`) sees unit vectors as tiny features; SBERT trained it
+            on unnormalised ones.
         epochs: passes over the training data (ignored when `max_steps` is set).
         max_steps: train exactly this many steps (the schedule spans them); for quick runs.
         eval_every: also measure dev every N steps (0: only at each epoch's end).
@@ -81,6 +84,7 @@ class TrainingConfig:
     model: str = DEFAULT_MODEL
     objective_options: dict[str, Any] = field(default_factory=dict)
     pooling: str | None = None
+    normalize: bool | None = None
     epochs: int = 1
     batch_size: int = 16
     learning_rate: float = 2e-5

@@ -55,9 +55,10 @@ def test_train_writes_a_model_folder_and_reports_json(tmp_path, tiny_model_dir, 
 def test_train_prints_a_summary_table(tmp_path, tiny_model_dir, stsb) -> None:
     result = runner.invoke(app, ["train", f"stsb:{stsb}", "--objective", "triplet", "--form", "triplets",
                                  "-o", str(tmp_path / "m"), "--model", str(tiny_model_dir),
-                                 "--max-steps", "1", "--device", "cpu"])  # fmt: skip
+                                 "--max-steps", "1", "--device", "cpu", "--no-normalize"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "training finished" in result.stdout and "steps" in result.stdout
+    assert not (tmp_path / "m" / "2_Normalize").exists()  # the saved model keeps the choice
 
 
 def test_missing_column_is_one_line_naming_it_and_the_columns_present(
