@@ -1,0 +1,212 @@
+"""Mining all 841,708 PyPI summaries for their most similar pairs: time, peak memory, results.
+
+Why: mining must stay within memory on the largest real corpus here, on a 2-core CPU.
+Encoding 841k texts takes about 40 minutes, so the script reuses an index already built
+over the file (its vectors are read back, never re-encoded) and mines with the index's own
+IVF structure. It reports where the time goes (reading the index, reading its vectors back,
+the neighbour search, assembling pairs), the peak resident memory sampled in a thread, the
+best pairs and the largest groups of identical summaries, and the recall of the mined pairs
+against an exact search for a sample of texts. Without an index, --limit N encodes and
+mines the file's first N rows instead, and --proxy-index builds an index over all rows with
+a hashing bag-of-words encoder (seconds instead of 40 minutes; lexical, not the model), so
+the mining itself can still be timed at full scale.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow.parquet as pq
+from common import DEFAULT_OUT_DIR, args_dict, base_parser, environment, markdown_table, write_json
+
+from semsearch.errors import SemsearchError
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.manifest import MANIFEST_FILE, Manifest
+from semsearch.mining import CorpusSource, MiningOptions, MiningResult, mine_corpus, mine_index
+from semsearch.models.bi_encoder import EncoderSpec
+
+SCORE_LEVELS = (0.99, 0.95, 0.9, 0.8)
+PROXY_INDEX = "pypi_hashing_proxy"
+
+
+class RssSampler:
+    """Records the largest resident set size of this process, read every `every_s` seconds."""
+
+    def __init__(self, every_s: float = 0.1) -> None:
+        self.every_s, self.peak = every_s, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while not self._done.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            self._done.wait(self.every_s)
+
+
+class HashingEncoder:
+    """A stand-in encoder: hashed word unigrams and bigrams, L2-normalised, 384 wide.
+
+    It only makes vectors cheaply so an index over all rows exists; its pairs are lexical.
+    """
+
+    dimension = 384
+    spec_name = "hashing-proxy"
+
+    def __init__(self) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        self._vectorizer = HashingVectorizer(n_features=self.dimension, ngram_range=(1, 2))
+        self.spec = EncoderSpec(name=self.spec_name, fingerprint="", pooling="none",
+                                normalize=True, max_length=0, dimension=self.dimension)  # fmt: skip
+
+    def encode(self, texts: list[str], **_: object) -> np.ndarray:
+        return self._vectorizer.transform(texts).toarray().astype(np.float32)
+
+
+def build_proxy_index(data_dir: Path, index_dir: Path) -> tuple[str, float]:
+    """An IVF index over every PyPI summary with `HashingEncoder` vectors, and its build time."""
+    started = time.perf_counter()
+    options = BuildOptions(corpus=data_dir / "pypi" / "pypi_summaries.parquet", name=PROXY_INDEX,
+                           text_column="summary", id_column="name", out_dir=index_dir,
+                           overwrite=True, show_progress=False)  # fmt: skip
+    build_index(options, encoder=HashingEncoder())  # type: ignore[arg-type]
+    return PROXY_INDEX, time.perf_counter() - started
+
+
+def find_pypi_index(index_dir: Path) -> str | None:
+    """The index folder in `index_dir` built from pypi_summaries.parquet, if there is one."""
+    for manifest_file in sorted(index_dir.glob(f"*/{MANIFEST_FILE}")):
+        manifest = Manifest.read(manifest_file.parent)
+        if manifest.source.path.endswith("pypi_summaries.parquet") and (
+            manifest.model.name != HashingEncoder.spec_name
+        ):
+            return manifest_file.parent.name
+    return None
+
+
+def exact_recall(result: MiningResult, sample: int, k: int, seed: int = 0) -> dict:
+    """How many of a text's exact top-k neighbours the mined pairs hold, for `sample` texts.
+
+    Tie-proof: a mined partner counts when it scores at least the exact k-th score, so a
+    neighbour swapped for another of equal score (near-identical summaries) is no loss.
+    """
+    collection = result.collection
+    searched = np.arange(len(collection))
+    if result.stats.searched_rows != len(collection):
+        searched = collection.groups.first_rows
+    vectors = collection.vectors(searched)
+    positions = np.sort(np.random.default_rng(seed).choice(len(searched), sample, replace=False))
+    kth = np.empty(sample, dtype=np.float32)
+    for start in range(0, sample, 100):  # 100 rows of similarities at a time
+        chunk = positions[start : start + 100]
+        similarity = vectors[chunk] @ vectors.T
+        similarity[np.arange(len(chunk)), chunk] = -np.inf
+        kth[start : start + 100] = -np.partition(-similarity, k - 1, axis=1)[:, k - 1]
+    del vectors
+    rows = searched[positions]
+    sides = np.concatenate([result.rows_a, result.rows_b])
+    scores = np.concatenate([result.scores, result.scores])
+    inside = np.isin(sides, rows)
+    which = np.searchsorted(rows, sides[inside])
+    good = scores[inside] >= kth[which] - 1e-5
+    found = np.minimum(np.bincount(which[good], minlength=sample), k)
+    return {"sampled_texts": sample, "k": k, "recall": round(float(found.mean() / k), 4)}
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    parser.add_argument("--index", default=None, help="index name (default: the PyPI one found)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="no index: encode and mine the file's first N rows")  # fmt: skip
+    parser.add_argument("--proxy-index", action="store_true",
+                        help="no index: build one with a hashing encoder, then mine it")  # fmt: skip
+    parser.add_argument("-k", "--top-k", type=int, default=10)
+    parser.add_argument("--exact-duplicates", default="separate")
+    parser.add_argument("--nprobe", type=int, default=None)
+    parser.add_argument("--write-top", type=int, default=100_000, help="pairs written to Parquet")
+    parser.add_argument("--show", type=int, default=20)
+    parser.add_argument("--recall-sample", type=int, default=1000)
+    args = parser.parse_args()
+    options = MiningOptions(top_k=args.top_k, exact_duplicates=args.exact_duplicates,
+                            nprobe=args.nprobe, show_progress=True)  # fmt: skip
+    index = args.index or find_pypi_index(args.index_dir)
+    proxy_build_seconds = None
+    if index is None and args.proxy_index:  # kept apart from the real indexes
+        args.index_dir = args.out_dir / "tmp" / "proxy_indexes"
+        index, proxy_build_seconds = build_proxy_index(args.data_dir, args.index_dir)
+    if index is None and args.limit is None:
+        raise SemsearchError(f"no PyPI index in {args.index_dir}/: build one or pass --limit N")
+    rss_before = psutil.Process().memory_info().rss
+    with RssSampler() as rss:
+        started = time.perf_counter()
+        if index is not None:
+            result = mine_index(index, args.index_dir, options)
+        else:
+            result = mine_corpus(_first_rows(args.data_dir, args.limit, args.out_dir), options)
+        seconds = time.perf_counter() - started
+    peak = rss.peak
+
+    label = index or f"first{args.limit}"
+    started = time.perf_counter()
+    pairs_file = args.out_dir / f"mine_pypi_pairs_{label}.parquet"
+    pq.write_table(result.to_table(args.write_top), pairs_file)
+    if result.duplicates is not None:
+        result.duplicates.write(args.out_dir / f"mine_pypi_duplicates_{label}.parquet")
+    write_seconds = time.perf_counter() - started
+    recall = exact_recall(result, args.recall_sample, result.stats.top_k)
+
+    top_pairs = [{**record, "score": round(record["score"], 4)}
+                 for record in result.records(args.show)]  # fmt: skip
+    groups = result.duplicates.table.slice(0, 10).to_pylist() if result.duplicates else []
+    largest = [{"text": g["text"], "count": g["count"], "first_ids": g["ids"][:5]} for g in groups]
+    levels = {f">={level}": int(np.sum(result.scores >= level)) for level in SCORE_LEVELS}
+    print(markdown_table(["rank", "score", "id_a", "id_b", "text_a", "text_b"],
+                         [[r["rank"], r["score"], r["id_a"], r["id_b"], r["text_a"][:60],
+                           r["text_b"][:60]] for r in top_pairs]))  # fmt: skip
+    print(markdown_table(["count", "text"], [[g["count"], g["text"][:80]] for g in largest]))
+    summary = {"source": f"index {index}" if index else f"first {args.limit} rows encoded",
+               "proxy_build_seconds": proxy_build_seconds,
+               "rows": result.stats.rows, "searched_rows": result.stats.searched_rows,
+               "exact_duplicate_rows": result.stats.exact_duplicate_rows,
+               "duplicate_groups": len(result.duplicates) if result.duplicates else None,
+               "rows_in_duplicate_groups": result.duplicates.rows if result.duplicates else None,
+               "structure": result.stats.structure, "top_k": result.stats.top_k,
+               "pairs_found": result.pairs_found, "pairs_by_score": levels,
+               "seconds": round(seconds, 1), "timings": result.stats.timings,
+               "write_seconds": round(write_seconds, 1),
+               "rss_before_mib": round(rss_before / 2**20),
+               "peak_rss_sampled_mib": round(peak / 2**20),
+               "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+               "exact_recall": recall}  # fmt: skip
+    print(json.dumps(summary, indent=2))
+    payload = {"benchmark": "mine_pypi", "args": args_dict(args), "environment": environment(),
+               **summary, "top_pairs": top_pairs, "largest_duplicate_groups": largest}  # fmt: skip
+    print(f"wrote {write_json(args.out_dir, f'mine_pypi_{label}.json', payload)} and {pairs_file}")
+
+
+def _first_rows(data_dir: Path, limit: int, out_dir: Path) -> CorpusSource:
+    source = data_dir / "pypi" / "pypi_summaries.parquet"
+    target = out_dir / "tmp" / f"pypi_first{limit}.parquet"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pq.read_table(source).slice(0, limit), target)
+    return CorpusSource(target, text_column="summary", id_column="name", device="cpu")
+
+
+if __name__ == "__main__":
+    main()
