@@ -1,0 +1,208 @@
+"""Building an index over all 841,708 PyPI summaries on CPU, then querying it.
+
+Why: this is the largest real corpus here, and the one where `--index auto` leaves exact
+search for IVF. The script measures what a user waits for and pays: build time (and how
+much of it is encoding), peak memory, the index folder's size, warm per-query latency of
+`Searcher.search` (encode + search + metadata), and, as a sanity check, the recall@10 of
+the IVF index against exact search over the very same vectors.
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+import psutil
+import pyarrow.parquet as pq
+from common import (
+    DEFAULT_OUT_DIR,
+    add_threads_option,
+    args_dict,
+    base_parser,
+    environment,
+    markdown_table,
+    set_threads,
+    write_json,
+)
+
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.factory import apply_search_params, prepare_vectors
+from semsearch.index.store import IndexFolder
+from semsearch.models import BiEncoder
+from semsearch.search import Searcher
+
+WARMUP = 20
+
+
+class PeakRss:
+    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s, self.peak = every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        process = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            self._stop.wait(self.every_s)
+
+
+def corpus_slice(data_dir: Path, limit: int | None, work_dir: Path) -> Path:
+    """The PyPI corpus, or a Parquet copy of its first `limit` rows."""
+    source = data_dir / "pypi" / "pypi_summaries.parquet"
+    if limit is None:
+        return source
+    work_dir.mkdir(parents=True, exist_ok=True)
+    target = work_dir / f"pypi_first{limit}.parquet"
+    pq.write_table(pq.read_table(source).slice(0, limit), target)
+    return target
+
+
+def timed_build(options: BuildOptions) -> dict:
+    """`build_index` with wall and CPU time, the same inside `encode`, and peak RSS."""
+    encoder = BiEncoder.load(options.model, device=options.device)
+    encode, spent_encoding = encoder.encode, {"wall": 0.0, "cpu": 0.0}
+
+    def counting_encode(*args, **kwargs) -> np.ndarray:
+        wall, cpu = time.perf_counter(), time.process_time()
+        vectors = encode(*args, **kwargs)
+        spent_encoding["wall"] += time.perf_counter() - wall
+        spent_encoding["cpu"] += time.process_time() - cpu
+        return vectors
+
+    encoder.encode = counting_encode
+    rss_before = psutil.Process().memory_info().rss
+    with PeakRss() as rss:
+        wall, cpu = time.perf_counter(), time.process_time()
+        folder = build_index(options, encoder=encoder)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    manifest = folder.manifest()
+    return {"folder": str(folder.path), "rows": manifest.rows, "index": manifest.index.factory,
+            "search_params": manifest.index.search_params, "seconds": round(wall, 1),
+            "cpu_seconds": round(cpu, 1), "encode_seconds": round(spent_encoding["wall"], 1),
+            "encode_cpu_seconds": round(spent_encoding["cpu"], 1),
+            "encode_texts_per_s": round(manifest.rows / spent_encoding["wall"], 1),
+            "encode_texts_per_cpu_s": round(manifest.rows / spent_encoding["cpu"], 1),
+            "rss_before_build_mib": round(rss_before / 2**20),
+            "peak_rss_sampled_mib": round(rss.peak / 2**20),
+            "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "file_bytes": folder.size_bytes()}  # fmt: skip
+
+
+def sample_queries(data_dir: Path, source: str, count: int, seed: int) -> list[str]:
+    """`count` distinct non-empty texts: Debian synopses (unseen) or PyPI summaries (indexed)."""
+    if source == "debian":
+        path, column = data_dir / "debian" / "debian_packages.parquet", "short_description"
+    else:
+        path, column = data_dir / "pypi" / "pypi_summaries.parquet", "summary"
+    texts = sorted({text for text in pq.read_table(path, columns=[column])[column].to_pylist()
+                    if text and text.strip()})  # fmt: skip
+    chosen = np.random.default_rng(seed).choice(len(texts), size=count, replace=False)
+    return [texts[row] for row in chosen]
+
+
+def query_latency(searcher: Searcher, warmup: list[str], queries: list[str], k: int) -> dict:
+    """Milliseconds per single-query `search` call over `queries`, after the `warmup` ones."""
+    for query in warmup:
+        searcher.search([query], k=k)
+    times, cpu_times = [], []
+    for query in queries:
+        wall, cpu = time.perf_counter(), time.process_time()
+        searcher.search([query], k=k)
+        times.append((time.perf_counter() - wall) * 1000)
+        cpu_times.append((time.process_time() - cpu) * 1000)
+    p50, p90, p99 = np.percentile(times, [50, 90, 99])
+    return {"queries": len(times), "warmup": len(warmup), "k": k, "p50_ms": round(p50, 2),
+            "p90_ms": round(p90, 2), "p99_ms": round(p99, 2),
+            "mean_ms": round(float(np.mean(times)), 2),
+            "cpu_p50_ms": round(float(np.median(cpu_times)), 2),
+            "cpu_mean_ms": round(float(np.mean(cpu_times)), 2)}  # fmt: skip
+
+
+def ivf_recall(searcher: Searcher, queries: list[str], k: int) -> dict:
+    """recall@k of the IVF index against a flat index over its own vectors (reconstructed)."""
+    index, spec = searcher.index, searcher.manifest.index
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None:
+        return {"skipped": f"{spec.factory} is exact: recall is 1 by construction"}
+    ivf.make_direct_map()  # lets reconstruct_n read the stored vectors back by row
+    exact = faiss.IndexFlat(index.d, index.metric_type)
+    exact.add(index.reconstruct_n(0, index.ntotal))
+    vectors = prepare_vectors(searcher.encoder.encode(queries), spec.metric)
+    true_scores, truth = exact.search(vectors, k)
+    results = []
+    default = spec.search_params["nprobe"]
+    for nprobe in (default, default * 2, default * 4):
+        apply_search_params(index, {"nprobe": nprobe})
+        scores, found = index.search(vectors, k)
+        same_rows = np.mean([len(set(a) & set(b)) / k for a, b in zip(found, truth)])
+        # Many PyPI summaries are identical, so ties at rank k swap rows without loss;
+        # counting results that score at least the k-th exact score is tie-proof.
+        tie_proof = np.mean((scores >= true_scores[:, -1:] - 1e-6).sum(axis=1) / k)
+        results.append({"nprobe": nprobe, "manifest_default": nprobe == default,
+                        "recall_same_rows": round(float(same_rows), 4),
+                        "recall_tie_aware": round(float(tie_proof), 4)})  # fmt: skip
+    apply_search_params(index, spec.search_params)
+    return {"queries": len(queries), "k": k, "method": "reconstruct_n after make_direct_map",
+            "results": results}  # fmt: skip
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="build on the first N rows only")
+    parser.add_argument("--index", default="auto", help="index type passed to BuildOptions")
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    parser.add_argument("--skip-build", action="store_true", help="reuse the index already built")
+    parser.add_argument("--query-source", choices=["debian", "pypi"], default="debian")
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--recall-queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    add_threads_option(parser)
+    args = parser.parse_args()
+    set_threads(args.threads)
+    env = environment()
+    name = "pypi" if args.limit is None else f"pypi-first{args.limit}"
+    if args.index != "auto":
+        name += f"-{args.index.lower()}"
+    corpus = corpus_slice(args.data_dir, args.limit, args.out_dir / "tmp")
+    options = BuildOptions(corpus=corpus, name=name, text_column="summary", id_column="name",
+                           index=args.index, device="cpu", out_dir=args.index_dir,
+                           overwrite=True)  # fmt: skip
+    build = None if args.skip_build else timed_build(options)
+    print(f"build: {build}", flush=True)
+
+    started = time.perf_counter()
+    searcher = Searcher(IndexFolder(args.index_dir / name), device="cpu")
+    open_seconds = time.perf_counter() - started
+    sampled = sample_queries(args.data_dir, args.query_source, WARMUP + args.queries, args.seed)
+    warmup, queries = sampled[:WARMUP], sampled[WARMUP:]
+    latency = query_latency(searcher, warmup, queries, k=10)
+    recall = ivf_recall(searcher, queries[: args.recall_queries], k=10)
+    print(markdown_table(["queries", "p50 ms", "p90 ms", "p99 ms", "mean ms", "CPU p50 ms"],
+                         [[latency["queries"], latency["p50_ms"], latency["p90_ms"],
+                           latency["p99_ms"], latency["mean_ms"], latency["cpu_p50_ms"]]]))  # fmt: skip
+    print(f"open {open_seconds:.1f} s; IVF recall vs exact: {recall}")
+    payload = {"benchmark": "build_pypi", "args": args_dict(args), "environment": env,
+               "build": build, "manifest": searcher.manifest.to_dict(),
+               "open_seconds": round(open_seconds, 2), "query_source": args.query_source,
+               "latency": latency, "ivf_recall": recall}  # fmt: skip
+    out_name = f"build_{name}.json" if build else f"search_{name}.json"  # keep the build's figures
+    print(f"wrote {write_json(args.out_dir, out_name, payload)}")
+
+
+if __name__ == "__main__":
+    main()

