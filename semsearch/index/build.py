@@ -91,17 +91,16 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
         raise SemsearchError(
             f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it"
         )
-    if options.batch_size < 1 or options.shard_rows < 1:
-        raise SemsearchError("--batch-size must be at least 1")
+    if options.batch_size < 1:
+        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
+    if options.shard_rows < 1:
+        raise SemsearchError(f"shard_rows must be at least 1, not {options.shard_rows}")
     corpus = open_corpus(options.corpus)
     rows = RowFilter(options.text_column, options.id_column, options.strict)
     rows.check_columns(corpus)
     encoder = encoder or BiEncoder.load(options.model, device=options.device)
     # Check the index choice now, not after an hour of encoding.
-    create_index(
-        choose_index(options.index, corpus.num_rows or 1, encoder.dimension, options.metric),
-        encoder.dimension,
-    )
+    create_index(_choose(options, corpus.num_rows or 1, encoder.dimension), encoder.dimension)
     partial = partial_folder(Path(options.out_dir), name)
     source_sha256 = file_sha256(corpus.path)
     _prepare_partial(partial, _build_state(options, encoder, source_sha256))

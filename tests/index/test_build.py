@@ -129,3 +129,16 @@ def test_resume_state_from_another_build_is_discarded(corpus_file, tmp_path, tin
     (partial / "build_state.json").write_text('{"source_sha256": "other"}')
     folder = build_index(_options(corpus_file, tmp_path), encoder=tiny_encoder)
     assert folder.manifest().rows == 12
+
+
+def test_an_index_over_the_memory_budget_is_refused_before_encoding(
+    corpus_file, tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    monkeypatch.setattr(
+        tiny_encoder, "encode", lambda *a, **k: pytest.fail("encoded before refusing")
+    )
+    with pytest.raises(SemsearchError, match="memory budget"):
+        build_index(
+            _options(corpus_file, tmp_path, index="flat", memory_budget=64), encoder=tiny_encoder
+        )
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
