@@ -178,12 +178,14 @@ def main() -> None:
     name = "pypi" if args.limit is None else f"pypi-first{args.limit}"
     if args.index != "auto":
         name += f"-{args.index.lower()}"
-    corpus = corpus_slice(args.data_dir, args.limit, args.out_dir / "tmp")
-    options = BuildOptions(corpus=corpus, name=name, text_column="summary", id_column="name",
-                           index=args.index, device="cpu", out_dir=args.index_dir,
-                           overwrite=True)  # fmt: skip
-    build = None if args.skip_build else timed_build(options)
-    print(f"build: {build}", flush=True)
+    build = None
+    if not args.skip_build:
+        corpus = corpus_slice(args.data_dir, args.limit, args.out_dir / "tmp")
+        options = BuildOptions(corpus=corpus, name=name, text_column="summary", id_column="name",
+                               index=args.index, device="cpu", out_dir=args.index_dir,
+                               overwrite=True)  # fmt: skip
+        build = timed_build(options)
+        print(f"build: {build}", flush=True)
 
     started = time.perf_counter()
     searcher = Searcher(IndexFolder(args.index_dir / name), device="cpu")
