@@ -10,7 +10,7 @@ import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import find_index, list_indexes
 from semsearch.inputs import read_lines
@@ -52,9 +52,12 @@ def build(
         typer.Option(help="Memory the index may take (e.g. 2G); auto picks a type that fits."),
     ] = None,
     target_recall: Annotated[
-        float | None,
-        typer.Option(help="Tune nprobe/efSearch to this recall@10 against exact search."),
-    ] = None,
+        float,
+        typer.Option(
+            help="IVF/HNSW only: tune nprobe/efSearch to this recall@10 against exact search "
+            "(0: skip tuning, keep the fixed default)."
+        ),
+    ] = DEFAULT_TARGET_RECALL,
     tuning_queries: Annotated[
         Path | None,
         typer.Option(help="Queries (one per line) for --target-recall; default: corpus samples."),
@@ -72,7 +75,7 @@ def build(
         index=index, metric=metric, batch_size=batch_size, device=device, out_dir=out_dir,
         overwrite=overwrite, strict=strict, show_progress=sys.stderr.isatty() or not json_output,
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
-        target_recall=target_recall,
+        target_recall=target_recall or None,
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
     )  # fmt: skip
     folder = build_index(options)

@@ -52,6 +52,9 @@ from semsearch.models.model_folder import DEFAULT_MODEL
 
 DEFAULT_SHARD_ROWS = 16_384
 TUNING_K = 10
+# A fixed nprobe that suits 20k vectors loses a sixth of the neighbours at 300k (measured:
+# recall@10 0.84 at nprobe 32 on IVF2048), so approximate indexes are tuned by default.
+DEFAULT_TARGET_RECALL = 0.95
 
 
 @dataclass
@@ -73,7 +76,8 @@ class BuildOptions:
     shard_rows: int = DEFAULT_SHARD_ROWS
     show_progress: bool = True
     memory_budget: int | None = None  # bytes the index may take; `auto` picks what fits
-    target_recall: float | None = None  # tune nprobe/efSearch to reach this recall@10
+    # Tune nprobe/efSearch of an approximate index to this recall@10; None keeps the fixed default.
+    target_recall: float | None = DEFAULT_TARGET_RECALL
     tuning_queries: list[str] | None = None  # default: a sample of the corpus' own vectors
 
     @property
@@ -95,6 +99,10 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
         raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
     if options.shard_rows < 1:
         raise SemsearchError(f"shard_rows must be at least 1, not {options.shard_rows}")
+    if options.target_recall is not None and not 0 < options.target_recall <= 1:
+        raise SemsearchError(
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
+        )
     corpus = open_corpus(options.corpus)
     rows = RowFilter(options.text_column, options.id_column, options.strict)
     rows.check_columns(corpus)

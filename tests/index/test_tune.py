@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
 from semsearch.index.factory import choose_index, create_index, prepare_vectors
 from semsearch.index.retune import retune_folder
 from semsearch.index.tune import exact_neighbours, recall_at_k, stored_vectors, tune_index
@@ -90,6 +90,35 @@ def test_build_with_target_recall_records_the_tuning(tmp_path, tiny_encoder) -> 
     manifest = build_index(options, encoder=tiny_encoder).manifest()
     assert manifest.tuning["met"] and manifest.tuning["recall"] >= 0.9
     assert manifest.index.search_params == {"nprobe": manifest.tuning["value"]}
+
+
+def test_an_approximate_build_is_tuned_by_default_unless_asked_not_to(
+    tmp_path, tiny_encoder
+) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("text\n" + "".join(f"note {i} on topic {i % 19}\n" for i in range(1200)))
+
+    def build(name: str, **options):
+        return build_index(BuildOptions(corpus=path, name=name, out_dir=tmp_path / "idx",
+                                        index="hnsw", show_progress=False, **options),
+                           encoder=tiny_encoder).manifest()  # fmt: skip
+
+    tuned = build("tuned")
+    assert tuned.tuning["target"] == DEFAULT_TARGET_RECALL
+    assert tuned.index.search_params == {"efSearch": tuned.tuning["value"]}
+    fixed = build("fixed", target_recall=None)
+    assert fixed.tuning is None and fixed.index.search_params == {"efSearch": 64}
+
+
+@pytest.mark.parametrize("target", [1.5, -0.1])
+def test_a_bad_target_recall_is_refused_before_encoding(tmp_path, tiny_encoder, target) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("text\nalpha\nbeta\n")
+    options = BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="hnsw",
+                           target_recall=target, show_progress=False)  # fmt: skip
+    with pytest.raises(SemsearchError, match="--target-recall must be in"):
+        build_index(options, encoder=tiny_encoder)
+    assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
 
 
 def test_retune_rewrites_the_manifest(tmp_path, tiny_encoder) -> None:

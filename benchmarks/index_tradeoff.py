@@ -1,0 +1,267 @@
+"""Index structures side by side on one set of vectors: build time, memory, recall@10, QPS.
+
+Why: `auto` and `--target-recall` pick an index and its search parameter for the user; this
+script shows the whole trade-off they pick from, on the largest real corpus here (the
+841,708 PyPI summaries, encoded once by `semsearch build`), so the choice can be checked.
+
+    python benchmarks/index_tradeoff.py --index pypi              # vectors of an index folder
+    python benchmarks/index_tradeoff.py --index pypi-first20000 --types flat,ivf1024,hnsw16
+
+The vectors are read back from the index folder (an IVF-Flat or Flat index stores them
+exactly). `--queries` of them, drawn at random, are held out: removed from the database
+and used as queries, so no query finds itself. The truth is exact search over the rest.
+Each structure is built on the same database; recall@10 is measured on all queries at
+once, and queries/s one query at a time (what a user's search call does), with the
+threads given by `--threads`. Writes JSON, a Markdown table and a recall-vs-QPS PNG.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+from common import (
+    DEFAULT_OUT_DIR,
+    add_threads_option,
+    args_dict,
+    base_parser,
+    environment,
+    markdown_table,
+    set_threads,
+    write_json,
+)
+
+from semsearch.index.factory import apply_search_params, prepare_vectors
+from semsearch.index.store import IndexFolder
+from semsearch.index.tune import stored_vectors
+
+K = 10
+NPROBES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+EF_SEARCHES = (16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """One index to build: its label, FAISS factory string and the parameter swept at search."""
+
+    label: str
+    factory: str
+    parameter: str | None
+    values: tuple[int, ...] = ()
+
+
+STRUCTURES = {
+    "flat": Structure("flat", "Flat", None),
+    "ivf1024": Structure("ivf1024", "IVF1024,Flat", "nprobe", NPROBES),
+    "ivf4096": Structure("ivf4096", "IVF4096,Flat", "nprobe", NPROBES),
+    "hnsw16": Structure("hnsw16", "HNSW16,Flat", "efSearch", EF_SEARCHES),
+    "hnsw32": Structure("hnsw32", "HNSW32,Flat", "efSearch", EF_SEARCHES),
+    "ivfpq48": Structure("ivfpq48", "IVF4096,PQ48", "nprobe", NPROBES),
+    "ivfpq96": Structure("ivfpq96", "IVF4096,PQ96", "nprobe", NPROBES),
+}
+DEFAULT_TYPES = ",".join(STRUCTURES)
+TRAIN_POINTS_PER_LIST = 64  # as semsearch.index.factory: k-means time grows with the sample
+
+
+def load_vectors(folder: IndexFolder) -> tuple[np.ndarray, str]:
+    """All vectors of an index folder (in row order) and its metric, ready for search."""
+    manifest = folder.manifest()
+    index = folder.read_index(manifest)
+    vectors = np.concatenate(list(stored_vectors(index)))
+    return prepare_vectors(vectors, manifest.index.metric), manifest.index.metric
+
+
+def split_queries(vectors: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(database, queries): `count` random rows held out as queries, the rest as the database."""
+    chosen = np.random.default_rng(seed).choice(len(vectors), size=count, replace=False)
+    kept = np.ones(len(vectors), dtype=bool)
+    kept[chosen] = False
+    return np.ascontiguousarray(vectors[kept]), np.ascontiguousarray(vectors[chosen])
+
+
+def build(structure: Structure, database: np.ndarray, metric: int, seed: int) -> tuple:
+    """The filled index and its build seconds (training on TRAIN_POINTS_PER_LIST per list)."""
+    index = faiss.index_factory(database.shape[1], structure.factory, metric)
+    started = time.perf_counter()
+    if not index.is_trained:
+        ivf = faiss.extract_index_ivf(index)
+        sample_size = min(len(database), max(TRAIN_POINTS_PER_LIST * ivf.nlist, 65_536))
+        rows = np.random.default_rng(seed).choice(len(database), size=sample_size, replace=False)
+        index.train(database[np.sort(rows)])
+    for start in range(0, len(database), 65_536):
+        index.add(database[start : start + 65_536])
+    return index, time.perf_counter() - started
+
+
+def recall(index: faiss.Index, queries: np.ndarray, database: np.ndarray,
+           kth_exact: np.ndarray, metric: int) -> float:  # fmt: skip
+    """recall@k, tie-aware: a found row counts if its true score is as good as the k-th exact.
+
+    PyPI has many identical summaries, so comparing row ids would call a tie swapped at rank
+    k a miss. The true score is recomputed from the database (PQ returns estimates).
+    """
+    _, found = index.search(queries, K)
+    rows = database[np.maximum(found, 0)]
+    if metric == faiss.METRIC_INNER_PRODUCT:
+        good = np.einsum("qkd,qd->qk", rows, queries) >= kth_exact[:, None] - 1e-5
+    else:
+        good = ((rows - queries[:, None, :]) ** 2).sum(axis=2) <= kth_exact[:, None] + 1e-5
+    return float(np.mean((good & (found >= 0)).sum(axis=1) / K))
+
+
+def single_query_rate(index: faiss.Index, queries: np.ndarray, min_seconds: float) -> dict:
+    """Queries/s and latency percentiles, one query per call, for at least `min_seconds`."""
+    for query in queries[:10]:
+        index.search(query[None, :], K)
+    times = []
+    started = time.perf_counter()
+    while True:
+        for query in queries:
+            tick = time.perf_counter()
+            index.search(query[None, :], K)
+            times.append(time.perf_counter() - tick)
+            if time.perf_counter() - started >= min_seconds and len(times) >= 20:
+                break
+        else:
+            continue
+        break
+    milliseconds = np.array(times) * 1000
+    return {"qps": round(len(times) / (time.perf_counter() - started), 1),
+            "p50_ms": round(float(np.percentile(milliseconds, 50)), 3),
+            "p99_ms": round(float(np.percentile(milliseconds, 99)), 3),
+            "timed_queries": len(times)}  # fmt: skip
+
+
+def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
+            kth_exact: np.ndarray, metric: int, args) -> dict:  # fmt: skip
+    """Build one structure and sweep its search parameter."""
+    index, seconds = build(structure, database, metric, args.seed)
+    size = int(faiss.serialize_index(index).size)
+    print(f"{structure.label}: built in {seconds:.1f} s, {size / 2**20:.0f} MiB", flush=True)
+    points = []
+    for value in structure.values or (None,):
+        if value is not None:
+            if structure.parameter == "nprobe" and value > faiss.extract_index_ivf(index).nlist:
+                continue
+            apply_search_params(index, {structure.parameter: value})
+        point = {"parameter": structure.parameter, "value": value,
+                 "recall_at_10": round(recall(index, queries, database, kth_exact, metric), 4),
+                 **single_query_rate(index, queries, args.min_seconds)}  # fmt: skip
+        print(f"  {structure.parameter}={value}: {point}", flush=True)
+        points.append(point)
+        if point["recall_at_10"] >= 0.999:
+            break
+    return {"label": structure.label, "factory": structure.factory,
+            "build_seconds": round(seconds, 1), "index_bytes": size, "points": points}  # fmt: skip
+
+
+def best_at_target(results: list[dict], exact_qps: float, target: float) -> list[list[object]]:
+    """Per structure, the fastest point that meets `target` recall, as a table row."""
+    rows = []
+    for result in results:
+        meeting = [p for p in result["points"] if p["recall_at_10"] >= target]
+        if not meeting:
+            rows.append([result["label"], "-", "-", "-", "-", "-"])
+            continue
+        fastest = max(meeting, key=lambda point: point["qps"])
+        setting = (
+            "exact" if fastest["value"] is None else f"{fastest['parameter']}={fastest['value']}"
+        )
+        rows.append([result["label"], setting,
+                     f"{fastest['recall_at_10']:.4f}", f"{fastest['qps']:,.0f}",
+                     f"{fastest['qps'] / exact_qps:.1f}x", f"{fastest['p50_ms']:.2f}"])  # fmt: skip
+    return rows
+
+
+def plot(results: list[dict], exact_qps: float, target: float, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5.5))
+    for result in results:
+        points = result["points"]
+        axes.plot([p["recall_at_10"] for p in points], [p["qps"] for p in points],
+                  marker="o", label=result["factory"])  # fmt: skip
+    axes.axhline(exact_qps * 20, color="grey", linestyle=":", label="20x exact search")
+    axes.axvline(target, color="grey", linestyle="--", label=f"recall {target}")
+    axes.set_yscale("log")
+    axes.set_xlabel("recall@10 against exact search")
+    axes.set_ylabel("queries per second (one query per call)")
+    axes.set_title(title)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--index", default="pypi", help="index folder name (or path) to read")
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    parser.add_argument("--types", default=DEFAULT_TYPES,
+                        help=f"comma-separated, from {', '.join(STRUCTURES)}")  # fmt: skip
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--min-seconds", type=float, default=2.0,
+                        help="time each search setting for at least this long")  # fmt: skip
+    parser.add_argument("--target", type=float, default=0.95)
+    parser.add_argument("--seed", type=int, default=0)
+    add_threads_option(parser)
+    args = parser.parse_args()
+    set_threads(args.threads)
+    unknown = [name for name in args.types.split(",") if name not in STRUCTURES]
+    if unknown:
+        raise SystemExit(f"unknown types {unknown}: choose from {', '.join(STRUCTURES)}")
+
+    path = Path(args.index)
+    folder = IndexFolder(path if path.is_dir() else args.index_dir / args.index)
+    vectors, metric_name = load_vectors(folder)
+    database, queries = split_queries(vectors, args.queries, args.seed)
+    del vectors
+    metric = faiss.METRIC_INNER_PRODUCT if metric_name in ("cosine", "dot") else faiss.METRIC_L2
+    print(f"{len(database):,} vectors of {folder.name} ({metric_name}), "
+          f"{len(queries):,} held-out queries", flush=True)  # fmt: skip
+    exact = faiss.IndexFlat(database.shape[1], metric)
+    exact.add(database)
+    exact_scores, _ = exact.search(queries, K)
+    kth_exact = exact_scores[:, -1]
+    del exact
+
+    results = [measure(STRUCTURES[name], database, queries, kth_exact, metric, args)
+               for name in args.types.split(",")]  # fmt: skip
+    flat = next((r for r in results if r["label"] == "flat"), None)
+    if flat is None:
+        flat = measure(STRUCTURES["flat"], database, queries, kth_exact, metric, args)
+    exact_qps = flat["points"][0]["qps"]
+
+    stem = f"index_tradeoff_{folder.name}"
+    table = markdown_table(
+        ["index", f"fastest setting with recall >= {args.target}", "recall@10", "queries/s",
+         "vs exact", "p50 ms"],
+        best_at_target(results, exact_qps, args.target),
+    )  # fmt: skip
+    sizes = markdown_table(
+        ["index", "factory", "build s", "size MiB"],
+        [[r["label"], r["factory"], r["build_seconds"], f"{r['index_bytes'] / 2**20:,.0f}"]
+         for r in results],
+    )  # fmt: skip
+    png = args.out_dir / f"{stem}.png"
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    plot(results, exact_qps, args.target, png,
+         f"{len(database):,} vectors ({folder.name}), {args.threads or 'all'} thread(s)")  # fmt: skip
+    (args.out_dir / f"{stem}.md").write_text(table + "\n\n" + sizes + "\n", encoding="utf-8")
+    json_path = write_json(args.out_dir, f"{stem}.json", {
+        "benchmark": "index_tradeoff", "options": args_dict(args), "index": folder.name,
+        "database_rows": len(database), "queries": len(queries), "k": K,
+        "exact_qps": exact_qps, "results": results, "environment": environment(),
+    })  # fmt: skip
+    print(table + "\n\n" + sizes)
+    print(f"figures in {json_path}, plot in {png}")
+
+
+if __name__ == "__main__":
+    main()
