@@ -5,6 +5,9 @@ mean pooling, L2 normalisation), so it must be at least as fast and give the sam
 Two real corpora: 20,000 short PyPI summaries and 5,000 long Debian descriptions (many cut
 at 256 tokens). Each round times both encoders on the whole corpus, alternating which goes
 first; figures are medians over rounds, plus the cosine between the two vectors of each text.
+With `--int8`, semsearch's opt-in int8 dynamic quantisation runs in the same rounds; its
+vectors are compared with sentence-transformers' separately (they are meant to differ a
+little; its quality cost is measured on STS-B with `semsearch eval sts --quantize int8`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from semsearch.models import BiEncoder
 
 WARMUP_TEXTS = 200
 CORPORA = ("pypi_summaries", "debian_long")
+INT8 = "semsearch --quantize int8"
 
 
 def load_corpora(data_dir: Path, pypi_rows: int, debian_rows: int) -> dict[str, list[str]]:
@@ -74,8 +78,10 @@ def row(corpus: str, encoder: str, batch: int, rounds: list[dict], texts: int, t
             "texts_per_cpu_s": round(texts / median_cpu, 1)}  # fmt: skip
 
 
-def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> dict:
-    """Alternating rounds of both encoders on `texts`, then semsearch alone at larger batches."""
+def bench_corpus(
+    name: str, texts: list[str], ours: BiEncoder, anchor, args, int8: BiEncoder | None = None
+) -> dict:
+    """Alternating rounds of the encoders on `texts`, then semsearch alone at larger batches."""
     tokens = sum(len(ids) for ids in ours.tokenize(texts))
     encoders = {
         "semsearch": lambda batch: ours.encode(batch, batch_size=args.batch_size),
@@ -83,6 +89,8 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
             batch, batch_size=args.batch_size, normalize_embeddings=True, show_progress_bar=False
         ),
     }
+    if int8 is not None:
+        encoders[INT8] = lambda batch: int8.encode(batch, batch_size=args.batch_size)
     for encode in encoders.values():
         encode(texts[:WARMUP_TEXTS])
     rounds: dict[str, list[dict]] = {label: [] for label in encoders}
@@ -108,8 +116,12 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
         entry["ratio_vs_st"] = round(entry["texts_per_s"] / anchor["texts_per_s"], 3)
         entry["cpu_ratio_vs_st"] = round(entry["texts_per_cpu_s"] / anchor["texts_per_cpu_s"], 3)
     mean_cos, min_cos = mean_min_cosine(vectors["semsearch"], vectors["sentence-transformers"])
-    return {"rows": rows, "mean_tokens_per_text": round(tokens / len(texts), 1),
-            "cosine_mean": mean_cos, "cosine_min": min_cos}  # fmt: skip
+    result = {"rows": rows, "mean_tokens_per_text": round(tokens / len(texts), 1),
+              "cosine_mean": mean_cos, "cosine_min": min_cos}  # fmt: skip
+    if int8 is not None:
+        int8_mean, int8_min = mean_min_cosine(vectors[INT8], vectors["sentence-transformers"])
+        result.update(int8_cosine_mean=int8_mean, int8_cosine_min=int8_min)
+    return result
 
 
 def main() -> None:
@@ -122,20 +134,26 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
     parser.add_argument("--extra-batch-sizes", type=int, nargs="*", default=[64, 128],
                         help="semsearch-only rows at these batch sizes (none: skip)")  # fmt: skip
+    parser.add_argument("--int8", action="store_true",
+                        help="also time semsearch with int8 dynamic quantisation")  # fmt: skip
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
     env = environment()
     ours = BiEncoder.load(device="cpu")
     anchor = load_sentence_transformer()
+    int8 = BiEncoder.load(device="cpu", quantization="int8") if args.int8 else None
     results = {}
     for name, texts in load_corpora(args.data_dir, args.pypi_rows, args.debian_rows).items():
         if name not in args.corpora:
             continue
-        results[name] = bench_corpus(name, texts, ours, anchor, args)
+        results[name] = bench_corpus(name, texts, ours, anchor, args, int8)
         result = results[name]
         print(f"\n{name}: {len(texts)} texts, {result['mean_tokens_per_text']} tokens/text, "
               f"cosine mean {result['cosine_mean']:.6f} min {result['cosine_min']:.6f}")  # fmt: skip
+        if int8 is not None:
+            print(f"int8 vs sentence-transformers: cosine mean {result['int8_cosine_mean']:.6f} "
+                  f"min {result['int8_cosine_min']:.6f}")  # fmt: skip
         print(markdown_table(
             ["encoder", "batch", "median s", "texts/s", "tokens/s", "semsearch/ST", "texts/CPU-s",
              "semsearch/ST (CPU)"],
@@ -146,6 +164,7 @@ def main() -> None:
     payload = {"benchmark": "encode_throughput", "args": args_dict(args), "environment": env,
                "load_average_after": list(os.getloadavg()), "results": results}  # fmt: skip
     name = "encode_throughput" + (f"_threads{args.threads}" if args.threads else "")
+    name += "_int8" if args.int8 else ""
     if set(args.corpora) != set(CORPORA):
         name += "_" + "_".join(args.corpora)
     print(f"\nwrote {write_json(args.out_dir, name + '.json', payload)}")

@@ -26,6 +26,13 @@ IndexDir = Annotated[
     Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
 ]
 Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+Quantize = Annotated[
+    str | None,
+    typer.Option(
+        help="int8: quantise the model's linear layers for CPU inference (faster, vectors "
+        "change slightly; off unless asked)."
+    ),
+]
 
 
 def user_errors(command: Command) -> Command:
@@ -46,4 +53,5 @@ def user_errors(command: Command) -> Command:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
-__all__ = ["DEFAULT_INDEX_DIR", "Device", "IndexDir", "JsonFlag", "app", "console", "user_errors"]
+__all__ = ["DEFAULT_INDEX_DIR", "Device", "IndexDir", "JsonFlag", "Quantize", "app", "console",
+           "user_errors"]  # fmt: skip

@@ -16,7 +16,15 @@ import typer
 from rich.table import Table
 
 from semsearch import __version__
-from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
+from semsearch.cli.common import (
+    DEFAULT_INDEX_DIR,
+    Device,
+    IndexDir,
+    Quantize,
+    app,
+    console,
+    user_errors,
+)
 from semsearch.cli.train_command import Columns, parse_assignments
 from semsearch.errors import SemsearchError
 from semsearch.evaluation import (
@@ -62,11 +70,11 @@ def sts(
     data: Annotated[str, typer.Argument(help="stsb:PATH, sick:PATH, or a file with sentence1, sentence2, score.")],
     column: Columns = None, score_max: ScoreMax = None, model: Model = None, index: Index = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR, device: Device = "auto", batch_size: BatchSize = 64,
-    out: Out = None,
+    quantize: Quantize = None, out: Out = None,
 ) -> None:  # fmt: skip
     """Spearman and Pearson correlation of four similarities with graded pairs."""
     pairs = _read(data, column, score_max, "sts")
-    encoder, described, _ = load_encoder(model, index, index_dir, device)
+    encoder, described, _ = load_encoder(model, index, index_dir, device, quantize)
     evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
     evaluator.batch_size = batch_size
     _run("sts", evaluator, encoder, described, {"data": data, "rows": len(pairs)}, out)
@@ -101,11 +109,12 @@ def ir(
     rerank: Annotated[str | None, typer.Option(help="A cross-encoder folder that re-orders each query's first --rerank-top documents.")] = None,
     rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_TOP,
     model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
-    device: Device = "auto", batch_size: BatchSize = 64, out: Out = None,
+    device: Device = "auto", batch_size: BatchSize = 64, quantize: Quantize = None,
+    out: Out = None,
 ) -> None:  # fmt: skip
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder."""
     data = read_beir(folder, split)
-    encoder, described, searcher = load_encoder(model, index, index_dir, device)
+    encoder, described, searcher = load_encoder(model, index, index_dir, device, quantize)
     facts = {"data": str(folder), "split": split, "documents": len(data.corpus)}
     if rerank is not None:
         if search_index and searcher is None:
@@ -170,13 +179,23 @@ def heatmap(
 
 
 def load_encoder(
-    model: str | None, index: str | None, index_dir: Path, device: str
+    model: str | None,
+    index: str | None,
+    index_dir: Path,
+    device: str,
+    quantization: str | None = None,
 ) -> tuple[BiEncoder, str, Searcher | None]:
     """The encoder to measure, a description of it, and the index's searcher when one was named."""
     if model is not None and index is not None:
         raise SemsearchError("give either --model or --index, not both")
     if index is None:
-        return BiEncoder.load(model or DEFAULT_MODEL, device=device), model or DEFAULT_MODEL, None
+        described = (model or DEFAULT_MODEL) + (f" ({quantization})" if quantization else "")
+        encoder = BiEncoder.load(model or DEFAULT_MODEL, device=device, quantization=quantization)
+        return encoder, described, None
+    if quantization is not None:
+        raise SemsearchError(
+            "--quantize goes with --model: an index uses the encoder it was built with"
+        )
     searcher = Searcher(find_index(index, index_dir), device=device)
     described = f"index {searcher.folder.name} (model {searcher.manifest.model.name})"
     return searcher.encoder, described, searcher

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
+from semsearch.cli.common import (
+    DEFAULT_INDEX_DIR,
+    Device,
+    IndexDir,
+    Quantize,
+    app,
+    console,
+    user_errors,
+)
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
 from semsearch.index.factory import parse_bytes
@@ -40,6 +48,7 @@ def build(
     metric: Annotated[str, typer.Option(help="cosine, dot, l2 or manhattan.")] = "cosine",
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
     device: Device = "auto",
+    quantize: Quantize = None,
     out_dir: IndexDir = DEFAULT_INDEX_DIR,
     overwrite: Annotated[
         bool, typer.Option(help="Replace an existing index of the same name.")
@@ -72,7 +81,8 @@ def build(
     """
     options = BuildOptions(
         corpus=corpus, name=name, text_column=text_column, id_column=id_column, model=model,
-        index=index, metric=metric, batch_size=batch_size, device=device, out_dir=out_dir,
+        index=index, metric=metric, batch_size=batch_size, device=device, quantization=quantize,
+        out_dir=out_dir,
         overwrite=overwrite, strict=strict, show_progress=sys.stderr.isatty() or not json_output,
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,

@@ -70,6 +70,7 @@ class BuildOptions:
     metric: str = "cosine"
     batch_size: int = 64
     device: str = "auto"
+    quantization: str | None = None  # "int8": a quantised CPU encoder (queries use it too)
     out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
     overwrite: bool = False
     strict: bool = False
@@ -106,7 +107,9 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
     corpus = open_corpus(options.corpus)
     rows = RowFilter(options.text_column, options.id_column, options.strict)
     rows.check_columns(corpus)
-    encoder = encoder or BiEncoder.load(options.model, device=options.device)
+    encoder = encoder or BiEncoder.load(
+        options.model, device=options.device, quantization=options.quantization
+    )
     # Check the index choice now, not after an hour of encoding.
     create_index(_choose(options, corpus.num_rows or 1, encoder.dimension), encoder.dimension)
     partial = partial_folder(Path(options.out_dir), name)

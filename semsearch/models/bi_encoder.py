@@ -32,6 +32,7 @@ from semsearch.models.model_folder import (
     weights_fingerprint,
 )
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
+from semsearch.models.quantize import check_quantization, quantize_dynamic_int8
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 # Texts are tokenised and sorted in chunks of this many, which bounds the memory that
@@ -49,6 +50,7 @@ class EncoderSpec:
     normalize: bool
     max_length: int
     dimension: int
+    quantization: str | None = None  # "int8": the index was built by a quantised encoder
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,6 +77,7 @@ class BiEncoder(nn.Module):
         self.max_length = max_length
         self.name = name
         self.do_lower_case = do_lower_case
+        self.quantization: str | None = None
         self._fingerprint: str | None = None
 
     @classmethod
@@ -86,8 +89,13 @@ class BiEncoder(nn.Module):
         normalize: bool | None = None,
         max_length: int | None = None,
         device: str = "auto",
+        quantization: str | None = None,
     ) -> BiEncoder:
-        """Load `default`, a model folder or a hub name; explicit arguments win over its config."""
+        """Load `default`, a model folder or a hub name; explicit arguments win over its config.
+
+        `quantization="int8"` quantises the linear layers for CPU inference (not for training).
+        """
+        check_quantization(quantization)
         folder = resolve_model(name_or_path)
         require_kind(folder, "bi-encoder")
         if pooling is not None and pooling not in POOLING_MODES:
@@ -109,7 +117,11 @@ class BiEncoder(nn.Module):
         scorer = (folder.pooling_weights,) if _uses_saved_scorer(folder, pooling_module) else ()
         encoder._fingerprint = weights_fingerprint(folder.path, extra=scorer)
         encoder.eval()
-        return encoder.to(resolve_device(device))
+        encoder = encoder.to(resolve_device(device))
+        if quantization == "int8":
+            encoder.transformer = quantize_dynamic_int8(encoder.transformer, encoder.device)
+            encoder.quantization = quantization
+        return encoder
 
     @property
     def device(self) -> torch.device:
@@ -133,6 +145,7 @@ class BiEncoder(nn.Module):
             normalize=self.normalize,
             max_length=self.max_length,
             dimension=self.dimension,
+            quantization=self.quantization,
         )
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -211,6 +224,10 @@ class BiEncoder(nn.Module):
 
     def save(self, folder: str | Path) -> None:
         """Write a folder that both semsearch and sentence-transformers load."""
+        if self.quantization:
+            raise SemsearchError(
+                "a quantised encoder cannot be saved as a model folder: save the fp32 model"
+            )
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.transformer.save_pretrained(folder, safe_serialization=True)
