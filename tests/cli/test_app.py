@@ -7,24 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
+from cli.support import error_line, runner
 
 from semsearch.cli.app import app
-
-runner = CliRunner()
-
-
-@pytest.fixture()
-def cli(tmp_path, tiny_model_dir):
-    """Run `semsearch ARGS` with the tiny model and a temporary index folder."""
-
-    def run(*args: str):
-        result = runner.invoke(app, [*args], catch_exceptions=False)
-        return result
-
-    run.index_dir = str(tmp_path / "idx")
-    run.model = str(tiny_model_dir)
-    return run
 
 
 @pytest.fixture()
@@ -33,14 +18,6 @@ def built(cli, corpus_file):
                  "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
     assert result.exit_code == 0, result.output
     return cli
-
-
-def _error_line(result) -> str:
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_build_then_query_as_json(built, sentences) -> None:
@@ -87,7 +64,7 @@ def test_existing_index_name(built, corpus_file) -> None:
         "--out-dir",
         built.index_dir,
     )
-    assert "--overwrite" in _error_line(result)
+    assert "--overwrite" in error_line(result)
 
 
 @pytest.mark.parametrize(
@@ -106,14 +83,14 @@ def test_bad_input_is_one_line(cli, corpus_file, args, expected) -> None:
         args += ["--model", cli.model, "--out-dir", cli.index_dir]
     else:
         args += ["--index-dir", cli.index_dir]
-    assert expected in _error_line(cli(*args))
+    assert expected in error_line(cli(*args))
 
 
 def test_not_a_parquet_file(cli, tmp_path) -> None:
     fake = tmp_path / "fake.parquet"
     fake.write_text("this is plain text")
     result = cli("build", str(fake), "--model", cli.model, "--out-dir", cli.index_dir)
-    assert "not a readable parquet" in _error_line(result)
+    assert "not a readable parquet" in error_line(result)
 
 
 def test_corrupt_index_from_the_console_script(built) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli.support import error_line, runner
 from tiny_cross import make_tiny_cross_encoder
-from typer.testing import CliRunner
 
 from semsearch.cli.app import app
 
-runner = CliRunner()
 QUICK = ["--min-pairs", "20", "--min-seconds", "0", "--batch-size", "8", "--device", "cpu"]
 
 
@@ -25,13 +24,6 @@ def sentences_file(tmp_path, sentences):
 def models(tiny_model_dir, tmp_path):
     cross = make_tiny_cross_encoder(tiny_model_dir, tmp_path / "cross")
     return ["--model", str(tiny_model_dir), "--cross-encoder", str(cross)]
-
-
-def _error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 def test_bench_pairs_prints_the_table_and_writes_json_and_markdown(
@@ -75,7 +67,7 @@ def test_json_output_for_scripts(sentences_file, models, tmp_path) -> None:
 def test_bad_input_is_one_line(sentences_file, tmp_path, arguments, message) -> None:
     result = runner.invoke(app, ["bench", "pairs", "--file", str(sentences_file), *arguments,
                                  "--out-dir", str(tmp_path)])  # fmt: skip
-    assert message in _error_line(result)
+    assert message in error_line(result)
 
 
 def test_a_bi_encoder_given_as_the_cross_encoder_says_so(
@@ -83,9 +75,9 @@ def test_a_bi_encoder_given_as_the_cross_encoder_says_so(
 ) -> None:
     result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
                                  "--cross-encoder", str(tiny_model_dir), "--out-dir", str(tmp_path)])  # fmt: skip
-    assert "is a bi-encoder" in _error_line(result)
+    assert "is a bi-encoder" in error_line(result)
 
 
 def test_missing_shared_data_names_the_option(tmp_path) -> None:
     result = runner.invoke(app, ["bench", "pairs", "--n", "10", "--data-dir", str(tmp_path)])
-    assert "--data-dir" in _error_line(result)
+    assert "--data-dir" in error_line(result)

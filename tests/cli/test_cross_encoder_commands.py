@@ -3,27 +3,14 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections.abc import Iterator
 
 import pytest
-import torch
+from cli.support import error_line, runner
 from tiny_cross import make_tiny_cross_encoder
-from training.tiny_data import PAIRS, write_stsb
-from typer.testing import CliRunner
+from training.tiny_data import write_stsb
 
 from semsearch.cli.app import app
-
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture()
@@ -38,27 +25,6 @@ def index(tmp_path, tiny_model_dir, corpus_file):
                                 "--model", str(tiny_model_dir), "--out-dir", index_dir, "--device", "cpu"])  # fmt: skip
     assert built.exit_code == 0, built.output
     return ["--index", "docs", "--index-dir", index_dir]
-
-
-@pytest.fixture()
-def beir(tmp_path):
-    folder = tmp_path / "beir"
-    (folder / "qrels").mkdir(parents=True)
-    documents = [{"_id": f"doc{i}", "title": "", "text": pair[1]} for i, pair in enumerate(PAIRS)]
-    queries = [{"_id": f"q{i}", "text": pair[0]} for i, pair in enumerate(PAIRS[:6])]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
-    with gzip.open(folder / "queries.jsonl.gz", "wt") as handle:
-        handle.write("".join(json.dumps(q) + "\n" for q in queries))
-    qrels = "".join(f"q{i}\tdoc{i}\t1\n" for i in range(6))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
-    return folder
-
-
-def _error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 def test_train_cross_encoder_writes_a_cross_encoder_folder(tmp_path, tiny_model_dir) -> None:
@@ -80,7 +46,7 @@ def test_train_cross_encoder_writes_a_cross_encoder_folder(tmp_path, tiny_model_
 
 def test_train_without_objective_needs_cross_encoder(tmp_path) -> None:
     result = runner.invoke(app, ["train", "x.csv", "-o", str(tmp_path / "m")])
-    assert "--objective is required" in _error_line(result)
+    assert "--objective is required" in error_line(result)
 
 
 def test_query_rerank_reorders_by_the_cross_encoder(index, cross_dir, sentences) -> None:
@@ -119,19 +85,19 @@ def test_a_cross_encoder_where_a_bi_encoder_is_expected_is_one_line(
 ) -> None:
     build = runner.invoke(app, ["build", str(corpus_file), "--name", "x", "--model", str(cross_dir),
                                 "--out-dir", str(tmp_path / "other")])  # fmt: skip
-    assert "is a cross-encoder" in _error_line(build)
+    assert "is a cross-encoder" in error_line(build)
     evaluation = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(cross_dir)])
-    assert "is a cross-encoder" in _error_line(evaluation)
+    assert "is a cross-encoder" in error_line(evaluation)
 
 
 def test_a_bi_encoder_where_a_cross_encoder_is_expected_is_one_line(
     index, tiny_model_dir, cross_dir, beir
 ) -> None:
     query = runner.invoke(app, ["query", "cats", *index, "--rerank", str(tiny_model_dir)])
-    assert "is a bi-encoder" in _error_line(query)
+    assert "is a bi-encoder" in error_line(query)
     evaluation = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir),
                                      "--rerank", "default"])  # fmt: skip
-    assert "is a bi-encoder" in _error_line(evaluation)
+    assert "is a bi-encoder" in error_line(evaluation)
     top = runner.invoke(app, ["query", "cats", *index, "--rerank", str(cross_dir),
                               "--rerank-top", "0"])  # fmt: skip
-    assert "--rerank-top must be at least 1" in _error_line(top)
+    assert "--rerank-top must be at least 1" in error_line(top)

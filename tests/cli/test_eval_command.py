@@ -2,48 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections.abc import Iterator
 
 import pytest
-import torch
-from training.tiny_data import PAIRS, write_pairs_parquet, write_stsb
-from typer.testing import CliRunner
+from cli.support import error_line, runner
+from training.tiny_data import write_pairs_parquet, write_stsb
 
 from semsearch.cli.app import app
-
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture()
-def beir(tmp_path):
-    """A BEIR folder: each pair's first sentence a query, its second the relevant document."""
-    folder = tmp_path / "beir"
-    (folder / "qrels").mkdir(parents=True)
-    documents = [{"_id": f"doc{i}", "title": "", "text": pair[1]} for i, pair in enumerate(PAIRS)]
-    queries = [{"_id": f"q{i}", "text": pair[0]} for i, pair in enumerate(PAIRS[:6])]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
-    with gzip.open(folder / "queries.jsonl.gz", "wt") as handle:
-        handle.write("".join(json.dumps(q) + "\n" for q in queries))
-    qrels = "".join(f"q{i}\tdoc{i}\t1\n" for i in range(6))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
-    return folder
-
-
-def _error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 def test_sts_prints_a_table_and_writes_json(tmp_path, tiny_model_dir) -> None:
@@ -112,15 +77,15 @@ def test_heatmap_writes_a_png_and_the_matrix(tmp_path, tiny_model_dir, sentences
 def test_errors_are_one_line(tmp_path, tiny_model_dir, beir) -> None:
     pairs = write_pairs_parquet(tmp_path / "pairs.parquet")
     missing = runner.invoke(app, ["eval", "sts", str(pairs), "--model", str(tiny_model_dir)])
-    assert "cannot be measured as sts: it lacks sentence1, sentence2, score" in _error_line(missing)
+    assert "cannot be measured as sts: it lacks sentence1, sentence2, score" in error_line(missing)
     stsb = write_stsb(tmp_path / "sts.tsv.gz")
     both = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", "x", "--index", "y"])
-    assert "either --model or --index, not both" in _error_line(both)
+    assert "either --model or --index, not both" in error_line(both)
     no_folder = runner.invoke(
         app, ["eval", "ir", str(tmp_path / "nothing"), "--model", str(tiny_model_dir)]
     )
-    assert "is not a BEIR folder" in _error_line(no_folder)
+    assert "is not a BEIR folder" in error_line(no_folder)
     no_index = runner.invoke(
         app, ["eval", "ir", str(beir), "--search-index", "--model", str(tiny_model_dir)]
     )
-    assert "--search-index needs --index" in _error_line(no_index)
+    assert "--search-index needs --index" in error_line(no_index)

@@ -7,23 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
-
-from semsearch.cli.app import app
-
-runner = CliRunner()
-
-
-@pytest.fixture()
-def mine(tmp_path, tiny_model_dir):
-    """Run `semsearch ARGS` with the tiny model and a temporary index folder."""
-
-    def run(*args: str):
-        return runner.invoke(app, [*args], catch_exceptions=False)
-
-    run.index_dir = str(tmp_path / "idx")
-    run.model = str(tiny_model_dir)
-    return run
+from cli.support import error_line
 
 
 @pytest.fixture()
@@ -35,26 +19,18 @@ def copies_file(tmp_path, sentences):
     return path
 
 
-def _error_line(result) -> str:
-    assert result.exit_code == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
-
-
-def test_table_shows_ranked_pairs(mine, corpus_file) -> None:
-    result = mine("mine", str(corpus_file), "--id-column", "doc_id", "--model", mine.model,
-                  "--device", "cpu", "--show", "3")  # fmt: skip
+def test_table_shows_ranked_pairs(cli, corpus_file) -> None:
+    result = cli("mine", str(corpus_file), "--id-column", "doc_id", "--model", cli.model,
+                 "--device", "cpu", "--show", "3")  # fmt: skip
     assert result.exit_code == 0, result.output
     for column in ("rank", "score", "id_a", "id_b", "text_a", "text_b"):
         assert column in result.stdout
     assert "pairs (of" in result.stdout
 
 
-def test_json_lines_are_sorted_pairs(mine, corpus_file) -> None:
-    result = mine("mine", str(corpus_file), "--model", mine.model, "--device", "cpu",
-                  "-k", "2", "--top", "5", "--json")  # fmt: skip
+def test_json_lines_are_sorted_pairs(cli, corpus_file) -> None:
+    result = cli("mine", str(corpus_file), "--model", cli.model, "--device", "cpu",
+                 "-k", "2", "--top", "5", "--json")  # fmt: skip
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [record["rank"] for record in records] == [1, 2, 3, 4, 5]
     assert all(record["kind"] == "pair" and record["id_a"] < record["id_b"] for record in records)
@@ -62,10 +38,10 @@ def test_json_lines_are_sorted_pairs(mine, corpus_file) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_separate_writes_pairs_and_groups(mine, copies_file, tmp_path) -> None:
+def test_separate_writes_pairs_and_groups(cli, copies_file, tmp_path) -> None:
     out = tmp_path / "results" / "pairs.parquet"
-    result = mine("mine", str(copies_file), "--id-column", "doc_id", "--model", mine.model,
-                  "--device", "cpu", "--exact-duplicates", "separate", "--out", str(out))  # fmt: skip
+    result = cli("mine", str(copies_file), "--id-column", "doc_id", "--model", cli.model,
+                 "--device", "cpu", "--exact-duplicates", "separate", "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     pairs = pq.read_table(out)
     assert pairs.column_names == ["id_a", "id_b", "text_a", "text_b", "score"]
@@ -78,13 +54,13 @@ def test_separate_writes_pairs_and_groups(mine, copies_file, tmp_path) -> None:
     assert "largest groups of identical texts" in result.stdout
 
 
-def test_index_gives_the_same_pairs_as_its_corpus(mine, corpus_file) -> None:
-    built = mine("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
-                 "--model", mine.model, "--out-dir", mine.index_dir, "--device", "cpu")  # fmt: skip
+def test_index_gives_the_same_pairs_as_its_corpus(cli, corpus_file) -> None:
+    built = cli("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
+                "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
     assert built.exit_code == 0, built.output
-    from_file = mine("mine", str(corpus_file), "--id-column", "doc_id", "--model", mine.model,
-                     "--device", "cpu", "-k", "3", "--json")  # fmt: skip
-    from_index = mine("mine", "--index", "docs", "--index-dir", mine.index_dir, "-k", "3", "--json")
+    from_file = cli("mine", str(corpus_file), "--id-column", "doc_id", "--model", cli.model,
+                    "--device", "cpu", "-k", "3", "--json")  # fmt: skip
+    from_index = cli("mine", "--index", "docs", "--index-dir", cli.index_dir, "-k", "3", "--json")
     pairs = [[(r["id_a"], r["id_b"]) for r in map(json.loads, result.stdout.splitlines())]
              for result in (from_file, from_index)]  # fmt: skip
     assert pairs[0] == pairs[1] and len(pairs[0]) > 12
@@ -106,9 +82,9 @@ def test_index_gives_the_same_pairs_as_its_corpus(mine, corpus_file) -> None:
         (["{corpus}", "--text-column", "body"], "columns are: doc_id, text, topic"),
     ],
 )
-def test_bad_input_is_one_line(mine, corpus_file, tmp_path, args, expected) -> None:
+def test_bad_input_is_one_line(cli, corpus_file, tmp_path, args, expected) -> None:
     single = tmp_path / "single.csv"
     single.write_text("text\nonly one\n\n", encoding="utf-8")
     args = [a.replace("{corpus}", str(corpus_file)).replace("{single}", str(single)) for a in args]
-    result = mine("mine", *args, "--index-dir", mine.index_dir, "--device", "cpu")
-    assert expected in _error_line(result)
+    result = cli("mine", *args, "--index-dir", cli.index_dir, "--device", "cpu")
+    assert expected in error_line(result)

@@ -3,38 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import torch
+from cli.support import error_line, runner
 from training.tiny_data import write_pairs_parquet, write_stsb
-from typer.testing import CliRunner
 
 from semsearch.cli.app import app
-
-runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture()
 def stsb(tmp_path):
     return write_stsb(tmp_path / "sts.tsv.gz")
-
-
-def _error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_train_writes_a_model_folder_and_reports_json(tmp_path, tiny_model_dir, stsb) -> None:
@@ -67,7 +47,7 @@ def test_missing_column_is_one_line_naming_it_and_the_columns_present(
     pairs = write_pairs_parquet(tmp_path / "pairs.parquet")
     result = runner.invoke(app, ["train", str(pairs), "--objective", "cosine", "-o", str(tmp_path / "m"),
                                  "--model", str(tiny_model_dir), "--column", "sentence1=question"])  # fmt: skip
-    line = _error_line(result)
+    line = error_line(result)
     assert (
         "needs the column(s) sentence2, score" in line
         and "question, answer, similarity, is_dup" in line
@@ -88,14 +68,14 @@ def test_missing_column_is_one_line_naming_it_and_the_columns_present(
 )
 def test_bad_options_are_one_line(tmp_path, stsb, arguments, message) -> None:
     result = runner.invoke(app, ["train", f"stsb:{stsb}", "-o", str(tmp_path / "m"), *arguments])
-    assert message in _error_line(result)
+    assert message in error_line(result)
 
 
 def test_a_missing_data_file_is_one_line(tmp_path) -> None:
     result = runner.invoke(
         app, ["train", str(tmp_path / "none.csv"), "--objective", "mnr", "-o", str(tmp_path / "m")]
     )
-    assert "does not exist" in _error_line(result)
+    assert "does not exist" in error_line(result)
 
 
 def test_train_adapter_on_a_npy_file(tmp_path) -> None:
@@ -111,4 +91,4 @@ def test_train_adapter_on_a_npy_file(tmp_path) -> None:
     assert report["pairs"] == 60 and report["loss_after"] < report["loss_before"]
     again = runner.invoke(app, ["train-adapter", str(tmp_path / "pairs.csv"), "--vectors", str(tmp_path / "v.npy"),
                                 "-o", str(tmp_path / "adapter")])  # fmt: skip
-    assert "pass --overwrite" in _error_line(again)
+    assert "pass --overwrite" in error_line(again)

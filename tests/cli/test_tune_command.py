@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
+from cli.support import runner
 
 from semsearch.cli.app import app
-
-runner = CliRunner()
 
 
 def test_tune_reports_and_stores_the_chosen_value(tmp_path, tiny_model_dir) -> None:
