@@ -95,7 +95,9 @@ def args_dict(args: argparse.Namespace) -> dict:
 def write_json(out_dir: Path, name: str, payload: dict) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / name
-    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+    )
     return path
 
 
