@@ -18,7 +18,6 @@ Objectives (`TrainingConfig.objective`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,8 +44,6 @@ from semsearch.training.data import (
     read_eval_data,
     split_source,
 )
-from semsearch.training.report import TrainingLog
-from semsearch.training.schedule import total_steps
 from semsearch.training.trainer import Trainer, TrainingResult, _summary, objective_options
 
 CROSS_OBJECTIVES = ("bce", "softmax")
@@ -147,22 +144,7 @@ class CrossEncoderTrainer(Trainer):
         self.device = model.device
         self.loss = PairObjective(model, self.target)
         self.text_columns = [self.data.columns[name] for name in TEXT_COLUMNS]
-        self.no_duplicates = False
-        self.steps = total_steps(self.text_columns, config.batch_size, config.seed,
-                                 config.epochs, False, config.max_steps)  # fmt: skip
-        self.warmup_steps = math.ceil(self.steps * config.warmup_fraction)
-        self.trainables = self._trainables()
-        self.state = ckpt.TrainingState()
-        self.log = TrainingLog(self.output_dir)
-        self.resumed_from: int | None = None
-        if saved is not None:
-            ckpt.restore_checkpoint(self.output_dir, self.trainables)
-            self.state = saved[0]
-            self.resumed_from = self.state.step
-            self.log.keep_until(self.state.step)
-            self.log.write("resume", step=self.state.step, epoch=self.state.epoch)
-        self._pending_losses: list[float] = []
-        self._running_loss: float | None = None
+        self._plan_and_resume(saved, no_duplicates=False)
 
     def _evaluation_data(self, source: str | None, name: str):
         if source is None:

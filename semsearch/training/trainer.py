@@ -88,9 +88,14 @@ class Trainer:
         self.text_columns = [
             self.data.columns[name] for name in self.loss.input_columns(self.data.names)
         ]
-        self.no_duplicates = config.objective == "mnr"
+        self._plan_and_resume(saved, no_duplicates=config.objective == "mnr")
+
+    def _plan_and_resume(self, saved, no_duplicates: bool) -> None:
+        """Step counts, trainables, log and state; restored from `saved` when resuming."""
+        config = self.config
+        self.no_duplicates = no_duplicates
         self.steps = total_steps(self.text_columns, config.batch_size, config.seed, config.epochs,
-                                 self.no_duplicates, config.max_steps)  # fmt: skip
+                                 no_duplicates, config.max_steps)  # fmt: skip
         self.warmup_steps = math.ceil(self.steps * config.warmup_fraction)
         self.trainables = self._trainables()
         self.state = ckpt.TrainingState()
