@@ -4,6 +4,8 @@
     python benchmarks/train_stsb.py --objective cosent --epochs 4
     python benchmarks/train_stsb.py --silver-pairs 10000 --cross-encoder out/models/cross-stsb
 
+With `--add-sick` the 4,439 SICK train pairs join the STS-B train pairs, their 1-5
+relatedness mapped onto [0, 1] like STS-B's 0-5 score: more graded pairs of the same kind.
 With `--silver-pairs N` the training data is augmented as in Augmented SBERT (Thakur et
 al., 2021): N new pairs of STS-B train sentences, each sentence paired with its nearest
 neighbours under the starting bi-encoder, are scored by a cross-encoder trained on the
@@ -33,7 +35,7 @@ from training_bench import (
     write_json,
 )
 
-from semsearch.evaluation import STSEvaluator, read_stsb
+from semsearch.evaluation import STSEvaluator, read_sick, read_stsb
 from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.training import DataOptions, TrainingConfig, train
@@ -58,6 +60,8 @@ def main() -> None:
     parser.add_argument("--cross-encoder", type=Path, default=None,
                         help="the cross-encoder that scores the silver pairs")  # fmt: skip
     parser.add_argument("--neighbours", type=int, default=3, help="silver partners per sentence")
+    parser.add_argument("--add-sick", action="store_true",
+                        help="train on STS-B train plus SICK train relatedness pairs")  # fmt: skip
     args = parser.parse_args()
     if args.silver_pairs and args.cross_encoder is None:
         raise SystemExit("--silver-pairs needs --cross-encoder: the model that scores them")
@@ -72,12 +76,15 @@ def main() -> None:
     print(f"{args.model} on STS-B test: spearman_cosine {before['spearman_cosine']:.4f} "
           f"({before_seconds:.0f} s)", flush=True)  # fmt: skip
 
-    run = f"stsb-{args.objective}" + ("-augmented" if args.silver_pairs else "")
+    run = (f"stsb-{args.objective}" + ("-augmented" if args.silver_pairs else "")
+           + ("-sick" if args.add_sick else ""))  # fmt: skip
     output = args.out_dir / "models" / run
     train_data, silver = f"stsb:{files['stsb_train']}", {}
     if args.silver_pairs:
         train_path, silver = augmented_train_file(files["stsb_train"], args)
         train_data = str(train_path)
+    if args.add_sick:
+        train_data = str(with_sick(train_data, files["sick_train"], args.out_dir / "augmented"))
     config = TrainingConfig(
         objective=args.objective,
         data=DataOptions(train=train_data, dev=f"stsb:{files['stsb_dev']}",
@@ -114,6 +121,21 @@ def main() -> None:
           f"{after.get('spearman_cosine', float('nan')):.4f}", result.steps, f"{result.seconds:.0f} s"]],
     ))  # fmt: skip
     print(f"figures in {path}")
+
+
+def with_sick(train: str, sick_path: Path, folder: Path) -> Path:
+    """The training pairs of `train` (stsb:PATH or a Parquet file) and SICK's, as Parquet."""
+    pairs = read_stsb(train[5:]) if train.startswith("stsb:") else pq.read_table(train).to_pydict()
+    sick = read_sick(sick_path)
+    table = pa.table({name: list(pairs[name]) + list(sick[name])
+                      for name in ("sentence1", "sentence2", "score")})  # fmt: skip
+    path = folder / f"{Path(train.removeprefix('stsb:')).name.split('.')[0]}_and_sick.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    print(
+        f"training pairs: {table.num_rows} ({len(sick['score'])} from SICK) in {path}", flush=True
+    )
+    return path
 
 
 def augmented_train_file(gold_path: Path, args) -> tuple[Path, dict]:
