@@ -66,6 +66,14 @@ DEFAULT_TYPES = ",".join(STRUCTURES)
 TRAIN_POINTS_PER_LIST = 64  # as semsearch.index.factory: k-means time grows with the sample
 
 
+def with_options(structure: Structure, args) -> Structure:
+    """`structure` with the command line's nprobe grid (IVF types)."""
+    if args.nprobes and structure.parameter == "nprobe":
+        values = tuple(int(value) for value in args.nprobes.split(","))
+        return Structure(structure.label, structure.factory, structure.parameter, values)
+    return structure
+
+
 def load_vectors(folder: IndexFolder) -> tuple[np.ndarray, str]:
     """All vectors of an index folder (in row order) and its metric, ready for search."""
     manifest = folder.manifest()
@@ -82,9 +90,13 @@ def split_queries(vectors: np.ndarray, count: int, seed: int) -> tuple[np.ndarra
     return np.ascontiguousarray(vectors[kept]), np.ascontiguousarray(vectors[chosen])
 
 
-def build(structure: Structure, database: np.ndarray, metric: int, seed: int) -> tuple:
+def build(
+    structure: Structure, database: np.ndarray, metric: int, seed: int, ef_construction: int | None
+) -> tuple:
     """The filled index and its build seconds (training on TRAIN_POINTS_PER_LIST per list)."""
     index = faiss.index_factory(database.shape[1], structure.factory, metric)
+    if ef_construction and structure.parameter == "efSearch":
+        faiss.downcast_index(index).hnsw.efConstruction = ef_construction
     started = time.perf_counter()
     if not index.is_trained:
         ivf = faiss.extract_index_ivf(index)
@@ -138,7 +150,7 @@ def single_query_rate(index: faiss.Index, queries: np.ndarray, min_seconds: floa
 def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
             kth_exact: np.ndarray, metric: int, args) -> dict:  # fmt: skip
     """Build one structure and sweep its search parameter."""
-    index, seconds = build(structure, database, metric, args.seed)
+    index, seconds = build(structure, database, metric, args.seed, args.ef_construction)
     size = int(faiss.serialize_index(index).size)
     print(f"{structure.label}: built in {seconds:.1f} s, {size / 2**20:.0f} MiB", flush=True)
     points = []
@@ -209,7 +221,12 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=2.0,
                         help="time each search setting for at least this long")  # fmt: skip
     parser.add_argument("--target", type=float, default=0.95)
+    parser.add_argument("--nprobes", default=None,
+                        help="comma-separated nprobe values for the IVF types (default: 1-512, powers of 2)")  # fmt: skip
+    parser.add_argument("--ef-construction", type=int, default=None,
+                        help="HNSW efConstruction (default: FAISS's 40; semsearch's hnsw builds use 80)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="", help="suffix of the output files' names")
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -231,14 +248,14 @@ def main() -> None:
     kth_exact = exact_scores[:, -1]
     del exact
 
-    results = [measure(STRUCTURES[name], database, queries, kth_exact, metric, args)
+    results = [measure(with_options(STRUCTURES[name], args), database, queries, kth_exact, metric, args)
                for name in args.types.split(",")]  # fmt: skip
     flat = next((r for r in results if r["label"] == "flat"), None)
     if flat is None:
         flat = measure(STRUCTURES["flat"], database, queries, kth_exact, metric, args)
     exact_qps = flat["points"][0]["qps"]
 
-    stem = f"index_tradeoff_{folder.name}"
+    stem = f"index_tradeoff_{folder.name}" + (f"_{args.label}" if args.label else "")
     table = markdown_table(
         ["index", f"fastest setting with recall >= {args.target}", "recall@10", "queries/s",
          "vs exact", "p50 ms"],
