@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +29,16 @@ SENTENCES = [
     "A library for parsing JSON quickly.",
     "Fast JSON decoding for Python programs.",
 ]
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """One torch thread: on a busy 2-core machine two threads wait on each other, and
+    results stay bit-for-bit repeatable."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture()

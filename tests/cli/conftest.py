@@ -1,30 +1,19 @@
-"""Fixtures shared by the command-line tests: one torch thread, a command runner on the
-tiny model, and a small BEIR folder."""
+"""Fixtures shared by the command-line tests: a command runner on the tiny model and a
+small BEIR folder."""
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 from cli.support import runner
 from click.testing import Result
 from training.tiny_data import PAIRS
 
 from semsearch.cli.app import app
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """One torch thread: on a busy 2-core machine two threads wait on each other, and
-    results stay bit-for-bit repeatable."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture()

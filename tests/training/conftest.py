@@ -1,25 +1,14 @@
-"""Tiny data files and a quick-run config for the training tests (tiny model, CPU, 1 thread)."""
+"""Tiny data files and a quick-run config for the training tests (tiny model, CPU)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 from training.tiny_data import write_pairs_parquet, write_sick, write_stsb
 
 from semsearch.training import DataOptions, TrainingConfig
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """One torch thread: on a busy 2-core machine two threads wait on each other, and
-    results stay bit-for-bit repeatable."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture()
