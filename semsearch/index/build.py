@@ -43,7 +43,7 @@ from semsearch.index.store import (
 from semsearch.index.tune import (
     DEFAULT_TUNING_QUERIES,
     TuningResult,
-    exact_neighbours,
+    exact_search,
     tunable_parameter,
     tune_index,
 )
@@ -185,8 +185,8 @@ def _tune(
         query_rows, vectors = shards.sample(count, seed=1)
         queries = prepare_vectors(vectors, spec.metric)
     extra = 0 if query_rows is None else 1
-    exact = exact_neighbours(queries, shards.iter_vectors(), k + extra, spec.metric)
-    result = tune_index(index, queries, exact, options.target_recall, k, query_rows)
+    scores, exact = exact_search(queries, shards.iter_vectors(), k + extra, spec.metric)
+    result = tune_index(index, queries, exact, options.target_recall, k, query_rows, scores)
     apply_search_params(index, {result.parameter: result.value})
     verdict = "meets" if result.met else "does NOT meet (the best found)"
     print(

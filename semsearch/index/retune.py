@@ -11,7 +11,7 @@ from semsearch.index.store import IndexFolder
 from semsearch.index.tune import (
     DEFAULT_TUNING_QUERIES,
     TuningResult,
-    exact_neighbours,
+    exact_search,
     stored_vectors,
     tune_index,
 )
@@ -43,8 +43,8 @@ def retune_folder(
     if query_vectors is None:
         query_vectors = np.stack([index.reconstruct(int(row)) for row in query_rows])
     extra = 0 if query_rows is None else 1
-    exact = exact_neighbours(query_vectors, chunks, k + extra, metric)
-    result = tune_index(index, query_vectors, exact, target, k, query_rows)
+    scores, exact = exact_search(query_vectors, chunks, k + extra, metric)
+    result = tune_index(index, query_vectors, exact, target, k, query_rows, exact_scores=scores)
     params = {**manifest.index.search_params, result.parameter: result.value}
     replace(
         manifest, index=replace(manifest.index, search_params=params), tuning=result.to_dict()

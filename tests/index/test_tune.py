@@ -9,7 +9,13 @@ from semsearch.errors import SemsearchError
 from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
 from semsearch.index.factory import choose_index, create_index, prepare_vectors
 from semsearch.index.retune import retune_folder
-from semsearch.index.tune import exact_neighbours, recall_at_k, stored_vectors, tune_index
+from semsearch.index.tune import (
+    exact_search,
+    recall_at_k,
+    stored_vectors,
+    tie_aware_recall,
+    tune_index,
+)
 
 
 def _clustered(rows: int = 4000, dimension: int = 16, seed: int = 0) -> np.ndarray:
@@ -28,21 +34,48 @@ def _ivf(vectors: np.ndarray):
     return index
 
 
-def test_exact_neighbours_streamed_in_chunks_equal_brute_force() -> None:
+def test_exact_search_streamed_in_chunks_equals_brute_force() -> None:
     vectors = _clustered(1000)
     queries = vectors[:50]
-    streamed = exact_neighbours(
+    scores, streamed = exact_search(
         queries, [vectors[:300], vectors[300:650], vectors[650:]], 5, "cosine"
     )
-    brute = np.argsort(-(queries @ vectors.T), axis=1)[:, :5]
+    similarity = queries @ vectors.T
+    brute = np.argsort(-similarity, axis=1)[:, :5]
     assert recall_at_k(streamed, brute, 5) == pytest.approx(1.0)
+    assert np.allclose(scores, np.take_along_axis(similarity, brute, axis=1), atol=1e-5)
+
+
+def test_a_tie_swapped_at_rank_k_is_a_hit_for_tie_aware_recall() -> None:
+    exact_rows = np.array([[1, 2]])
+    found_rows, found_scores = np.array([[1, 3]]), np.array([[0.95, 0.9]], dtype=np.float32)
+    kth_exact = np.array([0.9], dtype=np.float32)  # rows 2 and 3 are identical texts
+    assert recall_at_k(found_rows, exact_rows, 2) == 0.5
+    assert tie_aware_recall(found_scores, found_rows, kth_exact, 2, higher_is_better=True) == 1.0
+    worse = np.array([[0.95, 0.8]], dtype=np.float32)
+    assert tie_aware_recall(worse, found_rows, kth_exact, 2, higher_is_better=True) == 0.5
+    distances = np.array([[0.1, 0.2]], dtype=np.float32)
+    assert tie_aware_recall(distances, found_rows, np.array([0.15]), 2, False) == 0.5
+
+
+def test_duplicated_vectors_need_no_more_nprobe_when_ties_count() -> None:
+    vectors = np.repeat(_clustered(1000), 3, axis=0)  # every vector three times
+    index = _ivf(vectors)
+    rows = np.arange(0, 3000, 30)
+    scores, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
+    by_rows = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_rows=rows)
+    tie_aware = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_rows=rows,
+                           exact_scores=scores)  # fmt: skip
+    assert tie_aware.met and tie_aware.value <= by_rows.value
+    assert all(tie_aware.tried[v] >= by_rows.tried[v] - 1e-9
+               for v in tie_aware.tried.keys() & by_rows.tried.keys())  # fmt: skip
 
 
 def test_tuning_picks_the_smallest_nprobe_meeting_the_target() -> None:
     vectors = _clustered()
     index = _ivf(vectors)
     rows = np.arange(0, 4000, 20)
-    exact = exact_neighbours(vectors[rows], [vectors], 11, "cosine")
+    _, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
     result = tune_index(index, vectors[rows], exact, target=0.9, k=10, query_rows=rows)
     assert result.met and result.parameter == "nprobe" and result.recall >= 0.9
     assert result.tried[result.value] >= 0.9
@@ -56,7 +89,7 @@ def test_unreachable_target_reports_the_best_it_found() -> None:
     index = create_index(choose_index("hnsw", 2000, 16, "cosine"), 16)
     index.add(vectors)
     rows = np.arange(0, 2000, 50)
-    exact = exact_neighbours(vectors[rows], [vectors], 11, "cosine")
+    _, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
     result = tune_index(index, vectors[rows], exact, target=1.0, k=10, query_rows=rows)
     assert result.parameter == "efSearch" and result.value in result.tried
 
