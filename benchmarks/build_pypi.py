@@ -10,7 +10,6 @@ the IVF index against exact search over the very same vectors.
 from __future__ import annotations
 
 import resource
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import psutil
 import pyarrow.parquet as pq
 from common import (
     DEFAULT_OUT_DIR,
+    PeakRss,
     add_threads_option,
     args_dict,
     base_parser,
@@ -36,29 +36,6 @@ from semsearch.models import BiEncoder
 from semsearch.search import Searcher
 
 WARMUP = 20
-
-
-class PeakRss:
-    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
-
-    def __init__(self, every_s: float = 0.2) -> None:
-        self.every_s, self.peak = every_s, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        process = psutil.Process()
-        while not self._stop.is_set():
-            self.peak = max(self.peak, process.memory_info().rss)
-            self._stop.wait(self.every_s)
 
 
 def corpus_slice(data_dir: Path, limit: int | None, work_dir: Path) -> Path:

@@ -10,14 +10,39 @@ import argparse
 import json
 import os
 import platform
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_OUT_DIR = REPO_ROOT / "benchmarks" / "out"
+
+
+class PeakRss:
+    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s, self.peak = every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        process = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            self._stop.wait(self.every_s)
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

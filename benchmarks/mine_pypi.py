@@ -16,14 +16,21 @@ from __future__ import annotations
 
 import json
 import resource
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pyarrow.parquet as pq
-from common import DEFAULT_OUT_DIR, args_dict, base_parser, environment, markdown_table, write_json
+from common import (
+    DEFAULT_OUT_DIR,
+    PeakRss,
+    args_dict,
+    base_parser,
+    environment,
+    markdown_table,
+    write_json,
+)
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
@@ -33,29 +40,6 @@ from semsearch.models.bi_encoder import EncoderSpec
 
 SCORE_LEVELS = (0.99, 0.95, 0.9, 0.8)
 PROXY_INDEX = "pypi_hashing_proxy"
-
-
-class RssSampler:
-    """Records the largest resident set size of this process, read every `every_s` seconds."""
-
-    def __init__(self, every_s: float = 0.1) -> None:
-        self.every_s, self.peak = every_s, 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        process = psutil.Process()
-        while not self._done.is_set():
-            self.peak = max(self.peak, process.memory_info().rss)
-            self._done.wait(self.every_s)
 
 
 class HashingEncoder:
@@ -153,7 +137,7 @@ def main() -> None:
     if index is None and args.limit is None:
         raise SemsearchError(f"no PyPI index in {args.index_dir}/: build one or pass --limit N")
     rss_before = psutil.Process().memory_info().rss
-    with RssSampler() as rss:
+    with PeakRss(every_s=0.1) as rss:
         started = time.perf_counter()
         if index is not None:
             result = mine_index(index, args.index_dir, options)
