@@ -1,0 +1,55 @@
+"""How long one query takes to encode, fp32 against int8, on one and two threads.
+
+Why: the encoder is most of a warm query's latency on CPU (a one-text forward pass reads
+all ~90 MB of fp32 weights), so this is the part of the p50 goal that the index cannot fix.
+
+    python benchmarks/query_encode_latency.py          # about 20 s
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from common import base_parser, environment, markdown_table, write_json
+
+from semsearch.models import BiEncoder
+
+QUERIES = ["library for parsing json files quickly", "a web framework for building rest apis",
+           "plot charts from dataframes"]  # fmt: skip
+
+
+def encode_p50_ms(encoder: BiEncoder, queries: list[str], warmup: int = 10) -> float:
+    for query in queries[:warmup]:
+        encoder.encode([query])
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        encoder.encode([query])
+        times.append(time.perf_counter() - started)
+    return round(1000 * float(np.median(times)), 2)
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=40, help="rounds over the queries")
+    args = parser.parse_args()
+    queries = QUERIES * args.repeats
+    rows = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for quantization in (None, "int8"):
+            encoder = BiEncoder.load("default", device="cpu", quantization=quantization)
+            rows.append([threads, quantization or "fp32", encode_p50_ms(encoder, queries)])
+    print(markdown_table(["threads", "encoder", "one-query encode p50 ms"], rows))
+    path = write_json(args.out_dir, "query_encode_latency.json", {
+        "benchmark": "query_encode_latency", "queries": len(queries),
+        "rows": [dict(zip(("threads", "encoder", "p50_ms"), row)) for row in rows],
+        "environment": environment(),
+    })  # fmt: skip
+    print(f"figures in {path}")
+
+
+if __name__ == "__main__":
+    main()
