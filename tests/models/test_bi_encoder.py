@@ -113,3 +113,34 @@ def test_unknown_pooling_and_device_are_user_errors(tiny_model_dir) -> None:
         BiEncoder.load(str(tiny_model_dir), pooling="median")  # type: ignore[arg-type]
     with pytest.raises(SemsearchError, match="device"):
         BiEncoder.load(str(tiny_model_dir), device="tpu")
+
+
+def test_half_precision_vectors_agree_with_fp32(tiny_encoder: BiEncoder, sentences) -> None:
+    full = tiny_encoder.encode(sentences, precision="fp32")
+    half = tiny_encoder.encode(sentences, precision="bf16")
+    cosines = (full * half).sum(axis=1)
+    assert cosines.min() > 0.99
+    assert not np.array_equal(full, half)  # it really ran in bf16
+
+
+def test_half_precision_copy_follows_the_weights(tiny_encoder: BiEncoder, sentences) -> None:
+    before = tiny_encoder.encode(sentences, precision="bf16")
+    copy_ = tiny_encoder._inference_transformer("bf16")
+    assert tiny_encoder._inference_transformer("bf16") is copy_  # reused while weights stand
+    with torch.no_grad():
+        for parameter in tiny_encoder.transformer.parameters():
+            parameter.mul_(0.5)
+    assert tiny_encoder._inference_transformer("bf16") is not copy_
+    after = tiny_encoder.encode(sentences, precision="bf16")
+    np.testing.assert_allclose(after, tiny_encoder.encode(sentences, precision="fp32"), atol=0.05)
+    assert not np.allclose(after, before, atol=1e-3)
+    # The copy is a cache, not part of the model: never saved, never trained.
+    names = [name for name, _ in tiny_encoder.named_parameters()]
+    assert all(name.startswith(("transformer.", "pooling.")) for name in names)
+
+
+def test_cpu_defaults_to_fixed_size_batches(tiny_encoder: BiEncoder) -> None:
+    from semsearch.models.bi_encoder import batch_settings
+
+    assert batch_settings(torch.device("cpu")) == (64, None)
+    assert batch_settings(torch.device("cuda"))[1] is not None

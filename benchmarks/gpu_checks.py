@@ -1,0 +1,86 @@
+"""Correctness of the CUDA encoding path, checked on a GPU (CI has none).
+
+Why: the unit tests run on CPU, but on CUDA `BiEncoder.encode` takes another path: pinned
+memory, non-blocking copies, vectors gathered on the GPU, and a bf16 copy of the weights
+that must follow training. Each check prints its figure and PASS or FAIL; the exit code is
+the number of failures.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+from common import base_parser, environment, reference_model_path, write_json
+
+from semsearch.models import BiEncoder
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="model folder (default: the bundled one)")
+    parser.add_argument("--texts", type=int, default=5_000)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA GPU is visible: run this on a GPU machine")
+    model = str(args.model or reference_model_path())
+    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
+    texts = table.column("summary").slice(0, args.texts).to_pylist()
+    cpu = BiEncoder.load(model, device="cpu")
+    gpu = BiEncoder.load(model, device="cuda")
+    reference = cpu.encode(texts, batch_size=64)
+    checks: dict[str, tuple[float, bool]] = {}
+
+    fp32 = gpu.encode(texts, batch_size=64, precision="fp32")
+    gap = float(np.abs(fp32 - reference).max())
+    checks["cuda fp32 vs cpu fp32: max |diff|"] = (gap, gap < 1e-3)
+    for label, vectors in {
+        "cuda default (bf16, device batches)": gpu.encode(texts),
+        "cuda bf16, batch 7": gpu.encode(texts, batch_size=7, precision="bf16"),
+        "cuda bf16, 4096 rows / 2048 tokens": gpu.encode(
+            texts, batch_size=4096, max_batch_tokens=2048, precision="bf16"
+        ),
+    }.items():
+        agreement = cosines(vectors, reference)
+        checks[f"{label} vs cpu fp32: mean cosine"] = (float(agreement.mean()),
+                                                        agreement.mean() >= 0.999)  # fmt: skip
+        checks[f"{label} vs cpu fp32: min cosine"] = (float(agreement.min()),
+                                                       agreement.min() >= 0.995)  # fmt: skip
+
+    # One optimiser step under autocast, as training does: the bf16 copy must follow it.
+    before = gpu.encode(texts[:512], precision="bf16")
+    optimizer = torch.optim.AdamW(gpu.parameters(), lr=1e-3)
+    gpu.train()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        first = gpu(*gpu.features(texts[:32]))
+        second = gpu(*gpu.features(texts[32:64]))
+        loss = ((first * second).sum(dim=1) - 1.0).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    gpu.eval()
+    after = gpu.encode(texts[:512], precision="bf16")
+    after_fp32 = gpu.encode(texts[:512], precision="fp32")
+    moved = float(1 - cosines(after, before).mean())
+    checks["bf16 vectors moved after a training step: 1 - mean cosine"] = (moved, moved > 1e-4)
+    follow = cosines(after, after_fp32)
+    checks["bf16 vs fp32 after the step: min cosine"] = (float(follow.min()), follow.min() >= 0.995)
+
+    failures = 0
+    for name, (value, ok) in checks.items():
+        failures += not ok
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:.6g}")
+    payload = {"benchmark": "gpu_checks", "environment": environment(), "texts": len(texts),
+               "checks": {name: {"value": value, "pass": bool(ok)}
+                          for name, (value, ok) in checks.items()}}  # fmt: skip
+    print(f"wrote {write_json(args.out_dir, 'gpu_checks.json', payload)}")
+    sys.exit(failures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Turning texts into padded model batches, prepared ahead of the model in a background thread.
+
+Why: a small model on a GPU finishes a batch faster than Python can tokenise and pad the
+next one, so the encoder would idle. Here the tokeniser (which releases the GIL) and the
+padding run in a producer thread while the model works, batches are cut by a token budget
+so short texts travel in large batches and long ones in small, and padding is vectorised.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+# Texts are tokenised and sorted in chunks of this many: it bounds the memory that token
+# lists take while keeping batches of similar length, and the model starts on the first
+# chunk while the next one is tokenised.
+SORT_CHUNK = 16_384
+# Batches waiting for the model; enough to hide a slow tokenisation, few enough to bound memory.
+QUEUE_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows `rows` (positions in the input) as padded `input_ids` and `attention_mask`."""
+
+    rows: np.ndarray
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+
+
+def plan_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None) -> list[np.ndarray]:
+    """Row groups, longest texts first, each at most `batch_size` rows and `max_tokens` padded tokens.
+
+    Sorting by length keeps padding small; the token budget (rows x longest row) lets a batch
+    of short texts hold many more rows than one of long texts at the same memory and time.
+    """
+    order = np.argsort(-lengths, kind="stable")
+    if max_tokens is None:
+        return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    groups, start = [], 0
+    while start < len(order):
+        longest = max(int(lengths[order[start]]), 1)
+        count = max(1, min(batch_size, max_tokens // longest))
+        groups.append(order[start : start + count])
+        start += count
+    return groups
+
+
+def pad(token_ids: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists to the longest: (input_ids, attention_mask), both int64."""
+    lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
+    width = int(lengths.max(initial=0))
+    mask = np.arange(width) < lengths[:, None]
+    input_ids = np.full((len(token_ids), width), pad_id, dtype=np.int64)
+    flat = itertools.chain.from_iterable(token_ids)
+    input_ids[mask] = np.fromiter(flat, dtype=np.int64, count=int(lengths.sum()))
+    return torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
+
+
+def prepared_batches(
+    texts: Sequence[str],
+    tokenize: Callable[[Sequence[str]], list[list[int]]],
+    pad_id: int,
+    batch_size: int,
+    max_tokens: int | None = None,
+    pin_memory: bool = False,
+) -> Iterator[Batch]:
+    """Every text of `texts` once, in padded batches made by a background thread.
+
+    With `pin_memory` the tensors are page-locked so that copies to a GPU can be non-blocking.
+    An exception in the thread is raised here; leaving the loop early stops the thread.
+    """
+    ready: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
+    stop = threading.Event()
+    done = object()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for start in range(0, len(texts), SORT_CHUNK):
+                token_ids = tokenize(texts[start : start + SORT_CHUNK])
+                lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
+                for rows in plan_batches(lengths, batch_size, max_tokens):
+                    input_ids, mask = pad([token_ids[row] for row in rows], pad_id)
+                    if pin_memory:
+                        input_ids, mask = input_ids.pin_memory(), mask.pin_memory()
+                    if not offer(Batch(start + rows, input_ids, mask)):
+                        return
+            offer(done)
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            offer(exc)
+
+    producer = threading.Thread(target=produce, name="semsearch-batches", daemon=True)
+    producer.start()
+    try:
+        while (item := ready.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        producer.join()

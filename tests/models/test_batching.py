@@ -1,0 +1,79 @@
+"""Batch preparation: every text once, in budgeted batches, made in a background thread."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from semsearch.models import BiEncoder, batching
+from semsearch.models.batching import pad, plan_batches, prepared_batches
+
+
+def test_plan_batches_respects_the_count_and_the_token_budget() -> None:
+    lengths = np.random.default_rng(0).integers(1, 200, size=500)
+    groups = plan_batches(lengths, batch_size=64, max_tokens=2048)
+    rows = np.concatenate(groups)
+    assert sorted(rows.tolist()) == list(range(500))
+    assert np.all(np.diff(lengths[rows]) <= 0)  # longest first
+    for group in groups:
+        assert len(group) <= 64
+        assert len(group) * lengths[group].max() <= 2048
+    # Short texts share large batches: more rows per batch at the end than at the start.
+    assert len(groups[-1]) > len(groups[0]) or len(groups[-1]) == 64
+
+
+def test_plan_batches_keeps_a_text_longer_than_the_budget_alone() -> None:
+    groups = plan_batches(np.array([300, 5, 5]), batch_size=8, max_tokens=100)
+    assert [group.tolist() for group in groups] == [[0], [1, 2]]
+
+
+def test_plan_batches_without_a_budget_cuts_by_count() -> None:
+    groups = plan_batches(np.array([1, 2, 3, 4, 5]), batch_size=2, max_tokens=None)
+    assert [group.tolist() for group in groups] == [[4, 3], [2, 1], [0]]
+
+
+def test_pad_matches_a_row_by_row_padding() -> None:
+    token_ids = [[5, 6, 7], [8], [], [9, 10]]
+    input_ids, mask = pad(token_ids, pad_id=0)
+    assert input_ids.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0], [9, 10, 0]]
+    assert mask.tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 0]]
+
+
+def _fake_tokenize(texts):
+    return [[ord(char) for char in text] for text in texts]
+
+
+def test_prepared_batches_yield_every_text_once_across_chunks(monkeypatch) -> None:
+    monkeypatch.setattr(batching, "SORT_CHUNK", 7)
+    texts = ["x" * (1 + i % 9) for i in range(30)]
+    seen = []
+    for batch in prepared_batches(texts, _fake_tokenize, pad_id=0, batch_size=4, max_tokens=12):
+        assert batch.input_ids.shape == batch.attention_mask.shape
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        assert lengths == [len(texts[row]) for row in batch.rows]
+        seen.extend(batch.rows.tolist())
+    assert sorted(seen) == list(range(30))
+
+
+def test_prepared_batches_raise_the_tokenizers_error() -> None:
+    def broken(texts):
+        raise ValueError("tokeniser broke")
+
+    with pytest.raises(ValueError, match="tokeniser broke"):
+        list(prepared_batches(["a", "b"], broken, pad_id=0, batch_size=1))
+
+
+def test_leaving_early_stops_the_background_thread(monkeypatch) -> None:
+    monkeypatch.setattr(batching, "QUEUE_DEPTH", 1)
+    batches = prepared_batches(["a"] * 100, _fake_tokenize, pad_id=0, batch_size=1)
+    next(batches)
+    batches.close()
+    assert not any(thread.name == "semsearch-batches" for thread in threading.enumerate())
+
+
+def test_token_budget_does_not_change_the_vectors(tiny_encoder: BiEncoder, sentences) -> None:
+    by_count = tiny_encoder.encode(sentences, batch_size=3)
+    by_budget = tiny_encoder.encode(sentences, batch_size=64, max_batch_tokens=40)
+    np.testing.assert_allclose(by_budget, by_count, atol=1e-5)
