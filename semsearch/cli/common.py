@@ -26,6 +26,15 @@ IndexDir = Annotated[
     Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
 ]
 Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+EncodeBatch = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        help="Texts per forward pass. Default: 64 on CPU; 256 on a GPU, with batches of long "
+        "texts capped at 65,536 tokens.",
+        show_default=False,
+    ),
+]
 Quantize = Annotated[
     str | None,
     typer.Option(

@@ -11,6 +11,7 @@ import typer
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
+    EncodeBatch,
     IndexDir,
     Quantize,
     app,
@@ -46,7 +47,7 @@ def build(
         str, typer.Option(help="auto, flat, ivf, hnsw, ivfpq, or a FAISS factory string.")
     ] = "auto",
     metric: Annotated[str, typer.Option(help="cosine, dot, l2 or manhattan.")] = "cosine",
-    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
+    batch_size: EncodeBatch = None,
     device: Device = "auto",
     quantize: Quantize = None,
     out_dir: IndexDir = DEFAULT_INDEX_DIR,

@@ -12,6 +12,7 @@ from rich.table import Table
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
+    EncodeBatch,
     IndexDir,
     JsonFlag,
     app,
@@ -76,7 +77,7 @@ def mine(
         int | None, typer.Option(help="IVF lists to visit, for collections searched with IVF.")
     ] = None,
     show: Annotated[int, typer.Option(help="Pairs to show in the table.")] = 20,
-    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 64,
+    batch_size: EncodeBatch = None,
     device: Device = "auto",
     json_output: JsonFlag = False,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,

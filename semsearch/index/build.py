@@ -68,7 +68,7 @@ class BuildOptions:
     model: str = DEFAULT_MODEL
     index: str = "auto"
     metric: str = "cosine"
-    batch_size: int = 64
+    batch_size: int | None = None  # texts per forward pass; None: the device's default
     device: str = "auto"
     quantization: str | None = None  # "int8": a quantised CPU encoder (queries use it too)
     out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
@@ -96,7 +96,7 @@ def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> Inde
         raise SemsearchError(
             f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it"
         )
-    if options.batch_size < 1:
+    if options.batch_size is not None and options.batch_size < 1:
         raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
     if options.shard_rows < 1:
         raise SemsearchError(f"shard_rows must be at least 1, not {options.shard_rows}")

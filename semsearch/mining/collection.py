@@ -40,7 +40,7 @@ class CorpusSource:
     id_column: str | None = None
     model: str = DEFAULT_MODEL
     metric: SimilarityMetric = "cosine"
-    batch_size: int = 64
+    batch_size: int | None = None  # None: the device's default
     device: str = "auto"
 
 

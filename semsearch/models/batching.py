@@ -21,6 +21,7 @@ import torch
 # lists take while keeping batches of similar length, and the model starts on the first
 # chunk while the next one is tokenised.
 SORT_CHUNK = 16_384
+Tokenize = Callable[[Sequence[str]], list[list[int]]]
 # Batches waiting for the model; enough to hide a slow tokenisation, few enough to bound memory.
 QUEUE_DEPTH = 8
 
@@ -52,10 +53,16 @@ def plan_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None) -
     return groups
 
 
-def pad(token_ids: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id lists to the longest: (input_ids, attention_mask), both int64."""
+def pad(
+    token_ids: Sequence[Sequence[int]], pad_id: int, multiple: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists to the longest, rounded up to `multiple`: (input_ids, attention_mask).
+
+    Rounding keeps the number of distinct batch shapes small, and each new shape costs a
+    GPU library its kernel choice (and, for some attention kernels, a compiled plan).
+    """
     lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
-    width = int(lengths.max(initial=0))
+    width = -(-int(lengths.max(initial=0)) // multiple) * multiple
     mask = np.arange(width) < lengths[:, None]
     input_ids = np.full((len(token_ids), width), pad_id, dtype=np.int64)
     flat = itertools.chain.from_iterable(token_ids)
@@ -63,19 +70,42 @@ def pad(token_ids: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, 
     return torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
 
 
-def prepared_batches(
-    texts: Sequence[str],
-    tokenize: Callable[[Sequence[str]], list[list[int]]],
-    pad_id: int,
-    batch_size: int,
-    max_tokens: int | None = None,
-    pin_memory: bool = False,
-) -> Iterator[Batch]:
-    """Every text of `texts` once, in padded batches made by a background thread.
+@dataclass(frozen=True)
+class BatchShape:
+    """How texts are cut into batches: rows, padded tokens, width rounding, page-locking."""
 
-    With `pin_memory` the tensors are page-locked so that copies to a GPU can be non-blocking.
-    An exception in the thread is raised here; leaving the loop early stops the thread.
+    batch_size: int
+    max_tokens: int | None = None
+    pad_multiple: int = 1
+    pin_memory: bool = False
+
+
+def padded_batches(
+    texts: Sequence[str], tokenize: Tokenize, pad_id: int, shape: BatchShape
+) -> Iterator[Batch]:
+    """Every text of `texts` once, in padded batches, made in the caller's thread."""
+    for start in range(0, len(texts), SORT_CHUNK):
+        token_ids = tokenize(texts[start : start + SORT_CHUNK])
+        lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
+        for rows in plan_batches(lengths, shape.batch_size, shape.max_tokens):
+            input_ids, mask = pad([token_ids[row] for row in rows], pad_id, shape.pad_multiple)
+            if shape.pin_memory:
+                input_ids, mask = input_ids.pin_memory(), mask.pin_memory()
+            yield Batch(start + rows, input_ids, mask)
+
+
+def prepared_batches(
+    texts: Sequence[str], tokenize: Tokenize, pad_id: int, shape: BatchShape
+) -> Iterator[Batch]:
+    """`padded_batches`, made by a background thread while the caller runs the model.
+
+    Texts that fit in one batch (a query) are prepared inline: a thread would only add its
+    start-up to the latency. An exception in the thread is raised here; leaving the loop
+    early stops the thread.
     """
+    if len(texts) <= shape.batch_size:
+        yield from padded_batches(texts, tokenize, pad_id, shape)
+        return
     ready: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
     stop = threading.Event()
     done = object()
@@ -91,15 +121,9 @@ def prepared_batches(
 
     def produce() -> None:
         try:
-            for start in range(0, len(texts), SORT_CHUNK):
-                token_ids = tokenize(texts[start : start + SORT_CHUNK])
-                lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
-                for rows in plan_batches(lengths, batch_size, max_tokens):
-                    input_ids, mask = pad([token_ids[row] for row in rows], pad_id)
-                    if pin_memory:
-                        input_ids, mask = input_ids.pin_memory(), mask.pin_memory()
-                    if not offer(Batch(start + rows, input_ids, mask)):
-                        return
+            for batch in padded_batches(texts, tokenize, pad_id, shape):
+                if not offer(batch):
+                    return
             offer(done)
         except BaseException as exc:  # handed to the consumer, which re-raises it
             offer(exc)

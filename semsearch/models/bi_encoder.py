@@ -24,7 +24,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers import utils as hf_utils
 
 from semsearch.errors import SemsearchError
-from semsearch.models.batching import pad, prepared_batches
+from semsearch.models.batching import BatchShape, pad, prepared_batches
 from semsearch.models.model_folder import (
     ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
@@ -46,6 +46,9 @@ CPU_BATCH = (64, None)
 GPU_BATCH = (256, 65_536)
 # Page-locked input batches on CUDA, so host-to-device copies can overlap the model.
 PIN_MEMORY = True
+# On CUDA, batch widths are rounded up to a multiple of this: fewer distinct shapes, each of
+# which costs the GPU libraries a kernel choice the first time it is seen.
+GPU_PAD_MULTIPLE = 8
 
 
 @dataclass(frozen=True)
@@ -210,10 +213,11 @@ class BiEncoder(nn.Module):
                 output[rows] = torch.cat([vectors for _, vectors in pending]).cpu().numpy()
                 pending.clear()
 
-        batches = prepared_batches(
-            texts, self.tokenize, self.tokenizer.pad_token_id or 0, batch_size,
-            max_batch_tokens, pin_memory=on_gpu and PIN_MEMORY,
+        shape = BatchShape(
+            batch_size, max_batch_tokens, pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
+            pin_memory=on_gpu and PIN_MEMORY,
         )  # fmt: skip
+        batches = prepared_batches(texts, self.tokenize, self.tokenizer.pad_token_id or 0, shape)
         with (
             torch.inference_mode(),
             tqdm(total=len(texts), desc="encoding", unit="text", disable=not show_progress) as bar,
@@ -223,7 +227,7 @@ class BiEncoder(nn.Module):
                 mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
                 hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state
                 pending.append((batch.rows, self._pool(hidden.float(), mask)))
-                if sum(len(rows) for rows, _ in pending) >= FLUSH_ROWS:
+                if len(pending) * batch_size >= FLUSH_ROWS:
                     flush()
                 bar.update(len(batch.rows))
             flush()

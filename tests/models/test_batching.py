@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from semsearch.models import BiEncoder, batching
-from semsearch.models.batching import pad, plan_batches, prepared_batches
+from semsearch.models.batching import BatchShape, pad, plan_batches, prepared_batches
 
 
 def test_plan_batches_respects_the_count_and_the_token_budget() -> None:
@@ -49,7 +49,7 @@ def test_prepared_batches_yield_every_text_once_across_chunks(monkeypatch) -> No
     monkeypatch.setattr(batching, "SORT_CHUNK", 7)
     texts = ["x" * (1 + i % 9) for i in range(30)]
     seen = []
-    for batch in prepared_batches(texts, _fake_tokenize, pad_id=0, batch_size=4, max_tokens=12):
+    for batch in prepared_batches(texts, _fake_tokenize, 0, BatchShape(4, max_tokens=12)):
         assert batch.input_ids.shape == batch.attention_mask.shape
         lengths = batch.attention_mask.sum(dim=1).tolist()
         assert lengths == [len(texts[row]) for row in batch.rows]
@@ -62,12 +62,12 @@ def test_prepared_batches_raise_the_tokenizers_error() -> None:
         raise ValueError("tokeniser broke")
 
     with pytest.raises(ValueError, match="tokeniser broke"):
-        list(prepared_batches(["a", "b"], broken, pad_id=0, batch_size=1))
+        list(prepared_batches(["a", "b"], broken, 0, BatchShape(1)))
 
 
 def test_leaving_early_stops_the_background_thread(monkeypatch) -> None:
     monkeypatch.setattr(batching, "QUEUE_DEPTH", 1)
-    batches = prepared_batches(["a"] * 100, _fake_tokenize, pad_id=0, batch_size=1)
+    batches = prepared_batches(["a"] * 100, _fake_tokenize, 0, BatchShape(1))
     next(batches)
     batches.close()
     assert not any(thread.name == "semsearch-batches" for thread in threading.enumerate())
@@ -77,3 +77,35 @@ def test_token_budget_does_not_change_the_vectors(tiny_encoder: BiEncoder, sente
     by_count = tiny_encoder.encode(sentences, batch_size=3)
     by_budget = tiny_encoder.encode(sentences, batch_size=64, max_batch_tokens=40)
     np.testing.assert_allclose(by_budget, by_count, atol=1e-5)
+
+
+def test_one_batch_is_prepared_inline_and_more_in_the_background() -> None:
+    threads: list[str] = []
+
+    def tokenize(texts):
+        threads.append(threading.current_thread().name)
+        return _fake_tokenize(texts)
+
+    list(prepared_batches(["a", "bb"], tokenize, 0, BatchShape(4)))
+    list(prepared_batches(["a", "bb", "ccc"], tokenize, 0, BatchShape(2)))
+    assert threads == [threading.current_thread().name, "semsearch-batches"]
+
+
+def test_pad_rounds_the_width_up_to_a_multiple() -> None:
+    input_ids, mask = pad([[5, 6, 7], [8]], pad_id=0, multiple=4)
+    assert input_ids.tolist() == [[5, 6, 7, 0], [8, 0, 0, 0]]
+    assert mask.sum(dim=1).tolist() == [3, 1]
+
+
+def test_rounded_padding_does_not_change_the_vectors(tiny_encoder: BiEncoder, sentences) -> None:
+    plain = list(prepared_batches(sentences, tiny_encoder.tokenize, 0, BatchShape(4)))
+    rounded = list(
+        prepared_batches(sentences, tiny_encoder.tokenize, 0, BatchShape(4, pad_multiple=16))
+    )
+    for one, other in zip(plain, rounded):
+        assert other.input_ids.shape[1] % 16 == 0
+        np.testing.assert_allclose(
+            tiny_encoder(other.input_ids, other.attention_mask).detach().numpy(),
+            tiny_encoder(one.input_ids, one.attention_mask).detach().numpy(),
+            atol=1e-5,
+        )
