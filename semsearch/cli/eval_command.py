@@ -1,6 +1,7 @@
 """`semsearch eval sts|pairs|ir|heatmap`: measure a model folder, or the model of an index.
 
-Each prints a table and, with `--out`, writes the figures as JSON. `--index NAME` measures
+Each prints a table (one JSON line with `--json`) and, with `--out`, writes the figures
+to a JSON file. `--index NAME` measures
 the model recorded in that index's manifest (checked against its fingerprint); `eval ir
 --search-index` also ranks with the index itself instead of an exact search.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +22,7 @@ from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
     IndexDir,
+    JsonFlag,
     Quantize,
     app,
     console,
@@ -70,14 +73,21 @@ def sts(
     data: Annotated[str, typer.Argument(help="stsb:PATH, sick:PATH, or a file with sentence1, sentence2, score.")],
     column: Columns = None, score_max: ScoreMax = None, model: Model = None, index: Index = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR, device: Device = "auto", batch_size: BatchSize = 64,
-    quantize: Quantize = None, out: Out = None,
+    quantize: Quantize = None, out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Spearman and Pearson correlation of four similarities with graded pairs."""
     pairs = _read(data, column, score_max, "sts")
     encoder, described, _ = load_encoder(model, index, index_dir, device, quantize)
     evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
     evaluator.batch_size = batch_size
-    _run("sts", evaluator, encoder, described, {"data": data, "rows": len(pairs)}, out)
+    _run(
+        "sts",
+        evaluator,
+        encoder,
+        described,
+        {"data": data, "rows": len(pairs)},
+        Output(out, json_output),
+    )
 
 
 @eval_app.command("pairs")
@@ -87,7 +97,7 @@ def pairs(
     test: Annotated[str | None, typer.Option(help="Pairs to apply the dev thresholds to (default: dev itself).")] = None,
     column: Columns = None, model: Model = None, index: Index = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR, device: Device = "auto", batch_size: BatchSize = 64,
-    out: Out = None,
+    out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision."""
     dev_pairs = _labelled(_read(dev, column, None, "pairs"))
@@ -97,7 +107,7 @@ def pairs(
         dev_pairs, test_pairs, name=test or dev, batch_size=batch_size
     )
     facts = {"dev": dev, "test": test, "dev_rows": len(dev_pairs.labels)}
-    _run("pairs", evaluator, encoder, described, facts, out)
+    _run("pairs", evaluator, encoder, described, facts, Output(out, json_output))
 
 
 @eval_app.command("ir")
@@ -110,7 +120,7 @@ def ir(
     rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_TOP,
     model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
     device: Device = "auto", batch_size: BatchSize = 64, quantize: Quantize = None,
-    out: Out = None,
+    out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder."""
     data = read_beir(folder, split)
@@ -127,24 +137,25 @@ def ir(
         metrics = ir_metrics(
             reranker.rerank_rankings(rankings, data.queries, data.corpus), data.qrels
         )
-        console.print(f"before re-ranking: ndcg@10 {before['ndcg@10']:.4f}")
+        if not json_output:
+            console.print(f"before re-ranking: ndcg@10 {before['ndcg@10']:.4f}")
         facts.update(ranking="the index" if search_index else "exact search", rerank=rerank,
                      rerank_top=rerank_top, before_rerank=before)  # fmt: skip
         _report("ir", metrics, f"{described} re-ranked by {rerank}", facts,
-                time.monotonic() - started, out)  # fmt: skip
+                time.monotonic() - started, Output(out, json_output))  # fmt: skip
         return
     if not search_index:
         evaluator = InformationRetrievalEvaluator(data, name=folder.name, batch_size=batch_size)
-        _run("ir", evaluator, encoder, described, {**facts, "ranking": "exact search"}, out)
+        _run("ir", evaluator, encoder, described, {**facts, "ranking": "exact search"},
+             Output(out, json_output))  # fmt: skip
         return
     if searcher is None:
         raise SemsearchError("--search-index needs --index NAME: the index to rank with")
     started = time.monotonic()
     metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
     ranking = f"the index ({searcher.manifest.index.factory})"
-    _report(
-        "ir", metrics, described, {**facts, "ranking": ranking}, time.monotonic() - started, out
-    )
+    _report("ir", metrics, described, {**facts, "ranking": ranking}, time.monotonic() - started,
+            Output(out, json_output))  # fmt: skip
 
 
 @eval_app.command("heatmap")
@@ -174,8 +185,8 @@ def heatmap(
         table.add_row(str(number), text, *[f"{value:.2f}" for value in row])
     console.print(table)
     console.print(f"heat-map written to {png}")
-    _write_json(out, {"task": "heatmap", "model": described, "png": str(png), "sentences": texts,
-                      "matrix": matrix.round(6).tolist()})  # fmt: skip
+    _write_json(Output(out), {"task": "heatmap", "model": described, "png": str(png),
+                              "sentences": texts, "matrix": matrix.round(6).tolist()})  # fmt: skip
 
 
 def load_encoder(
@@ -236,21 +247,33 @@ def _labelled(data: TrainingData) -> LabelledPairs:
     return LabelledPairs(data.columns["sentence1"], data.columns["sentence2"], labels)
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a command's figures go: a table (or one JSON line with `json`), and a file."""
+
+    path: Path | None
+    json: bool = False
+
+
 def _run(
-    task: str, evaluator: Any, encoder: BiEncoder, described: str, facts: dict, out: Path | None
+    task: str, evaluator: Any, encoder: BiEncoder, described: str, facts: dict, output: Output
 ) -> None:
     started = time.monotonic()
     metrics = evaluator(encoder)
-    _report(task, metrics, described, facts, time.monotonic() - started, out)
+    _report(task, metrics, described, facts, time.monotonic() - started, output)
 
 
 def _report(task: str, metrics: dict[str, float], described: str, facts: dict, seconds: float,
-            out: Path | None) -> None:  # fmt: skip
-    data = facts.get("data") or facts.get("test") or facts.get("dev")
-    console.print(f"[bold]{task}[/bold]: {described} on {data} ({seconds:.1f} s)")
-    console.print(metrics_table(metrics))
-    _write_json(out, {"task": task, "model": described, **facts, "metrics": metrics,
-                      "seconds": round(seconds, 2), "semsearch_version": __version__})  # fmt: skip
+            output: Output) -> None:  # fmt: skip
+    payload = {"task": task, "model": described, **facts, "metrics": metrics,
+               "seconds": round(seconds, 2), "semsearch_version": __version__}  # fmt: skip
+    if output.json:
+        typer.echo(json.dumps(payload, default=float))
+    else:
+        data = facts.get("data") or facts.get("test") or facts.get("dev")
+        console.print(f"[bold]{task}[/bold]: {described} on {data} ({seconds:.1f} s)")
+        console.print(metrics_table(metrics))
+    _write_json(output, payload)
 
 
 def metrics_table(metrics: dict[str, float]) -> Table:
@@ -292,9 +315,10 @@ def _cell(value: float | None) -> str:
     return f"{value:.0f}" if float(value).is_integer() and abs(value) > 1 else f"{value:.4f}"
 
 
-def _write_json(path: Path | None, payload: dict) -> None:
-    if path is None:
+def _write_json(output: Output, payload: dict) -> None:
+    if output.path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=float) + "\n", encoding="utf-8")
-    console.print(f"figures written to {path}")
+    output.path.parent.mkdir(parents=True, exist_ok=True)
+    output.path.write_text(json.dumps(payload, indent=2, default=float) + "\n", encoding="utf-8")
+    if not output.json:
+        console.print(f"figures written to {output.path}")

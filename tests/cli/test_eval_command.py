@@ -24,6 +24,19 @@ def test_sts_prints_a_table_and_writes_json(tmp_path, tiny_model_dir) -> None:
     assert set(figures["metrics"]) >= {"spearman_cosine", "pearson_dot", "spearman_euclidean"}
 
 
+def test_sts_json_prints_one_parseable_line(tmp_path, tiny_model_dir) -> None:
+    stsb = write_stsb(tmp_path / "sts.tsv.gz")
+    out = tmp_path / "sts.json"
+    result = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", str(tiny_model_dir),
+                                 "--json", "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1  # no table, no "written to" line
+    printed = json.loads(lines[0])
+    assert printed["metrics"] == json.loads(out.read_text())["metrics"]
+    assert -1 <= printed["metrics"]["spearman_cosine"] <= 1
+
+
 def test_pairs_with_mapped_columns(tmp_path, tiny_model_dir) -> None:
     pairs = write_pairs_parquet(tmp_path / "pairs.parquet")
     mapping = [

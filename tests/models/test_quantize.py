@@ -17,7 +17,7 @@ def test_int8_vectors_stay_close_to_fp32_on_the_default_model(default_encoder, s
     quantised = BiEncoder.load("default", device="cpu", quantization="int8")
     exact, approximate = default_encoder.encode(sentences), quantised.encode(sentences)
     cosines = (exact * approximate).sum(axis=1)
-    assert cosines.min() > 0.9
+    assert cosines.min() > 0.95  # per-tensor weight scales gave 0.83-0.89 on real text
     # The neighbours a user sees barely change: each sentence's nearest other sentence.
     nearest = [
         np.argsort(-(m @ m.T - 2 * np.eye(len(m))), axis=1)[:, 0] for m in (exact, approximate)
