@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,53 +12,62 @@ HYPER_PARAMETERS = ("epochs", "max_steps", "batch_size", "learning_rate", "warmu
                     "weight_decay", "max_grad_norm", "seed", "precision", "pooling", "normalize")  # fmt: skip
 
 
-def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
-    """Write `folder/README.md` from the config and the run's result (`training.json`)."""
+@dataclass(frozen=True)
+class Card:
+    """What differs between the cards of two kinds of model; the rest is shared."""
+
+    intro: str
+    objective_rows: list[str]  # table rows that describe the objective
+    parameters: tuple[str, ...]  # config fields listed as hyper-parameters
+    figures: list[str]
+    files: list[str]
+
+
+def write_card(folder: Path, card: Card, config: TrainingConfig, result: dict[str, Any]) -> Path:
+    """Write `folder/README.md`: intro, data, objective and hyper-parameters, figures, files."""
     lines = [
-        f"# {folder.name}",
-        "",
-        f"A bi-encoder fine-tuned from `{config.model}` with semsearch's `{config.objective}` "
-        "objective. The folder loads in semsearch (`--model`) and "
-        + (
-            "not in sentence-transformers, which has no attention pooling."
-            if result.get("pooling") == "attention"
-            else f"in sentence-transformers (`SentenceTransformer({str(folder)!r})`)."
-        ),
-        "",
-        "## Data",
-        "",
-        *_data_lines(result),
-        "",
-        "## Objective and hyper-parameters",
-        "",
-        "| option | value |",
-        "|---|---|",
-        f"| objective | `{config.objective}` |",
-        f"| objective options | `{result.get('objective_options') or {}}` |",
-        *[f"| {name} | {getattr(config, name)} |" for name in HYPER_PARAMETERS],
+        f"# {folder.name}", "", card.intro, "",
+        "## Data", "", *_data_lines(result), "",
+        "## Objective and hyper-parameters", "", "| option | value |", "|---|---|",
+        *card.objective_rows,
+        *[f"| {name} | {getattr(config, name)} |" for name in card.parameters],
         f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
         f"| device | {result['device']} |",
-        f"| training time | {result['seconds']:.0f} s |",
-        "",
-        "## Figures",
-        "",
-        *_figure_lines(result),
-        "",
-        "## Files",
-        "",
+        f"| training time | {result['seconds']:.0f} s |", "",
+        "## Figures", "", *card.figures, "",
+        "## Files", "", *card.files,
+    ]  # fmt: skip
+    path = folder / "README.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
+    """Write `folder/README.md` from the config and the run's result (`training.json`)."""
+    loads = (
+        "not in sentence-transformers, which has no attention pooling."
+        if result.get("pooling") == "attention"
+        else f"in sentence-transformers (`SentenceTransformer({str(folder)!r})`)."
+    )
+    files = [
         "- the model: `model.safetensors`, `config.json`, tokenizer files, `modules.json`, "
         "`1_Pooling/`, `sentence_bert_config.json`",
         "- `train_log.jsonl`: the loss every few steps and each dev measurement; "
         "`training.png`: both plotted; `training.json`: the config and these figures",
     ]
     if result.get("head"):
-        lines.append(
+        files.append(
             "- `head/`: the trained classifier head (`head.safetensors`, `config.json`), "
             "not needed for search; `semsearch.training.load_head(folder)` rebuilds it"
         )
-    path = folder / "README.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    card = Card(
+        intro=f"A bi-encoder fine-tuned from `{config.model}` with semsearch's "
+        f"`{config.objective}` objective. The folder loads in semsearch (`--model`) and {loads}",
+        objective_rows=[f"| objective | `{config.objective}` |",
+                        f"| objective options | `{result.get('objective_options') or {}}` |"],
+        parameters=HYPER_PARAMETERS, figures=_figure_lines(result), files=files,
+    )  # fmt: skip
+    return write_card(folder, card, config, result)
 
 
 def _data_lines(result: dict[str, Any]) -> list[str]:

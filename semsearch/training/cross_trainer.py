@@ -27,7 +27,6 @@ import torch
 from scipy import stats
 from torch import nn
 
-from semsearch import __version__
 from semsearch.corpus import open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import Evaluator
@@ -36,7 +35,7 @@ from semsearch.evaluation.sts import _correlation
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import model_kind, resolve_model
 from semsearch.training import checkpoint as ckpt
-from semsearch.training.card import HYPER_PARAMETERS, _data_lines
+from semsearch.training.card import HYPER_PARAMETERS, Card, write_card
 from semsearch.training.config import TrainingConfig
 from semsearch.training.data import (
     TrainingData,
@@ -44,7 +43,7 @@ from semsearch.training.data import (
     read_eval_data,
     split_source,
 )
-from semsearch.training.trainer import Trainer, TrainingResult, _summary, objective_options
+from semsearch.training.trainer import Trainer, TrainingResult, objective_options
 
 CROSS_OBJECTIVES = ("bce", "softmax")
 # The metrics a cross-encoder run reports.
@@ -126,25 +125,19 @@ class CrossEncoderEvaluator(Evaluator):
 class CrossEncoderTrainer(Trainer):
     """One cross-encoder run: `Trainer`'s loop, with the setup, measure and saving above."""
 
-    def __init__(self, config: TrainingConfig, overwrite: bool = False) -> None:
-        # Trainer.__init__ builds a bi-encoder objective, so the setup is done here instead.
-        _check_options(config)
-        self.config = config
-        self.output_dir = config.output_dir
-        self.data, self.target = prepare_pair_data(config)
-        self.dev, self.dev_evaluator = self._evaluation_data(config.data.dev, "dev")
-        self.test, self.test_evaluator = self._evaluation_data(config.data.test, "test")
-        resuming = ckpt.prepare_output_dir(self.output_dir, overwrite)
-        saved = ckpt.read_checkpoint_state(self.output_dir) if resuming else None
-        if saved is not None:
-            self._check_resumable(saved[1])
-        torch.manual_seed(config.seed)
+    def _prepare_data(self) -> TrainingData:
+        _check_options(self.config)
+        data, self.target = prepare_pair_data(self.config)
+        return data
+
+    def _build_objective(self) -> bool:
+        config = self.config
         self.objective_options = {**objective_options(config, self.data), "target": self.target}
         model = starting_model(config, self.objective_options.get("num_labels", 1), self.data)
         self.device = model.device
         self.loss = PairObjective(model, self.target)
         self.text_columns = [self.data.columns[name] for name in TEXT_COLUMNS]
-        self._plan_and_resume(saved, no_duplicates=False)
+        return False
 
     def _evaluation_data(self, source: str | None, name: str):
         if source is None:
@@ -177,30 +170,15 @@ class CrossEncoderTrainer(Trainer):
     def _write_card(self, record: dict[str, Any]) -> None:
         write_cross_encoder_card(self.output_dir, self.config, record)
 
-    def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
-        """`training.json`, as a bi-encoder run's, saying what kind of model this is."""
-        baseline = next((r["value"] for r in self.log.records() if r.get("baseline")), None)
+    def _model_facts(self) -> dict[str, Any]:
         model = self.loss.encoder
-        record: dict[str, Any] = {
-            "finished": True, "semsearch_version": __version__, "kind": "cross-encoder",
+        return {
+            "kind": "cross-encoder",
             "provenance": "self-trained: a new classification head on the transformer of "
-                          f"{self.config.model}, trained here (no pretrained cross-encoder)",
-            "config": self.config.to_dict(), "objective_options": self.objective_options,
-            "data": {"train": self.data.summary(), "dev": _summary(self.dev), "test": _summary(self.test)},
-            "steps": self.state.step, "warmup_steps": self.warmup_steps, "device": str(self.device),
-            "num_labels": model.num_labels, "max_length": model.max_length,
-            "seconds": round(self.state.seconds, 1), "resumed_from": self.resumed_from,
-            "dev": None, "test": None,
-        }  # fmt: skip
-        if self.dev_evaluator is not None:
-            record["dev"] = {"primary": self.dev_evaluator.primary_metric, "best": self.state.best_metric,
-                             "best_step": self.state.best_step, "before": baseline}  # fmt: skip
-        if test_metrics is not None and self.test_evaluator is not None:
-            record["test"] = {
-                "primary": self.test_evaluator.primary_metric,
-                "metrics": test_metrics,
-            }
-        return record
+            f"{self.config.model}, trained here (no pretrained cross-encoder)",
+            "num_labels": model.num_labels,
+            "max_length": model.max_length,
+        }
 
 
 def prepare_pair_data(config: TrainingConfig) -> tuple[TrainingData, str]:
@@ -233,44 +211,24 @@ def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) 
 
 def write_cross_encoder_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
     """`folder/README.md`: what the cross-encoder is, how it was trained, its figures."""
-    parameters = [name for name in HYPER_PARAMETERS if name != "pooling"]
-    lines = [
-        f"# {folder.name}",
-        "",
-        f"A **self-trained** cross-encoder: a new {result['num_labels']}-output classification "
-        f"head on the transformer of `{config.model}`, trained by semsearch with the "
-        f"`{config.objective}` objective (no pretrained cross-encoder was used). It reads a pair "
-        f"as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and scores it; "
-        "use it to re-rank (`semsearch query --rerank`), not to build an index.",
-        "",
-        "## Data",
-        "",
-        *_data_lines(result),
-        "",
-        "## Hyper-parameters",
-        "",
-        "| option | value |",
-        "|---|---|",
-        f"| objective | `{config.objective}` (target column `{result['objective_options']['target']}`) |",
-        *[f"| {name} | {getattr(config, name)} |" for name in parameters],
-        f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
-        f"| device | {result['device']} |",
-        f"| training time | {result['seconds']:.0f} s |",
-        "",
-        "## Figures",
-        "",
-        *_figure_lines(result),
-        "",
-        "## Files",
-        "",
-        "- a Hugging Face sequence classifier (`config.json`, `model.safetensors`, tokenizer "
-        "files): `AutoModelForSequenceClassification` and sentence-transformers' `CrossEncoder` "
-        "load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
-        "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
-    ]
-    path = folder / "README.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    card = Card(
+        intro=f"A **self-trained** cross-encoder: a new {result['num_labels']}-output "
+        f"classification head on the transformer of `{config.model}`, trained by semsearch with "
+        f"the `{config.objective}` objective (no pretrained cross-encoder was used). It reads a "
+        f"pair as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and "
+        "scores it; use it to re-rank (`semsearch query --rerank`), not to build an index.",
+        objective_rows=[f"| objective | `{config.objective}` (target column "
+                        f"`{result['objective_options']['target']}`) |"],
+        parameters=tuple(name for name in HYPER_PARAMETERS if name not in ("pooling", "normalize")),
+        figures=_figure_lines(result),
+        files=[
+            "- a Hugging Face sequence classifier (`config.json`, `model.safetensors`, tokenizer "
+            "files): `AutoModelForSequenceClassification` and sentence-transformers' "
+            "`CrossEncoder` load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
+            "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
+        ],
+    )  # fmt: skip
+    return write_card(folder, card, config, result)
 
 
 def _figure_lines(result: dict[str, Any]) -> list[str]:

@@ -72,7 +72,7 @@ class Trainer:
     def __init__(self, config: TrainingConfig, overwrite: bool = False) -> None:
         self.config = config
         self.output_dir = config.output_dir
-        self.data = prepare_training_data(config.objective, config.data, config.seed)
+        self.data = self._prepare_data()
         self.dev, self.dev_evaluator = self._evaluation_data(config.data.dev, "dev")
         self.test, self.test_evaluator = self._evaluation_data(config.data.test, "test")
         resuming = ckpt.prepare_output_dir(self.output_dir, overwrite)
@@ -80,6 +80,17 @@ class Trainer:
         if saved is not None:
             self._check_resumable(saved[1])
         torch.manual_seed(config.seed)
+        no_duplicates = self._build_objective()
+        self._plan_and_resume(saved, no_duplicates)
+
+    def _prepare_data(self) -> TrainingData:
+        """The training data, read and checked for the objective."""
+        config = self.config
+        return prepare_training_data(config.objective, config.data, config.seed)
+
+    def _build_objective(self) -> bool:
+        """Model, loss and the columns they read; True when batches must hold no duplicates."""
+        config = self.config
         encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
                                  device=config.device)  # fmt: skip
         self.device = encoder.device
@@ -88,7 +99,7 @@ class Trainer:
         self.text_columns = [
             self.data.columns[name] for name in self.loss.input_columns(self.data.names)
         ]
-        self._plan_and_resume(saved, no_duplicates=config.objective == "mnr")
+        return config.objective == "mnr"
 
     def _plan_and_resume(self, saved, no_duplicates: bool) -> None:
         """Step counts, trainables, log and state; restored from `saved` when resuming."""
@@ -235,11 +246,12 @@ class Trainer:
         write_model_card(self.output_dir, self.config, record)
 
     def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
-        """`training.json`: the config, the data, the schedule and the figures."""
+        """`training.json`: the config, the data, the schedule, the figures, the model's facts."""
         baseline = next((r["value"] for r in self.log.records() if r.get("baseline")), None)
         record: dict[str, Any] = {
             "finished": True,
             "semsearch_version": __version__,
+            **self._model_facts(),
             "config": self.config.to_dict(),
             "objective_options": self.objective_options,
             "data": {
@@ -250,11 +262,8 @@ class Trainer:
             "steps": self.state.step,
             "warmup_steps": self.warmup_steps,
             "device": str(self.device),
-            "pooling": self.loss.encoder.pooling.mode,
-            "normalize": self.loss.encoder.normalize,
             "seconds": round(self.state.seconds, 1),
             "resumed_from": self.resumed_from,
-            "head": (self.output_dir / "head").is_dir() or None,
             "dev": None,
             "test": None,
         }
@@ -267,6 +276,14 @@ class Trainer:
                 "metrics": test_metrics,
             }
         return record
+
+    def _model_facts(self) -> dict[str, Any]:
+        """What `training.json` says of the trained model beyond the shared fields."""
+        return {
+            "pooling": self.loss.encoder.pooling.mode,
+            "normalize": self.loss.encoder.normalize,
+            "head": (self.output_dir / "head").is_dir() or None,
+        }
 
     def _evaluation_data(self, source: str | None, name: str):
         if source is None:
