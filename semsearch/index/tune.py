@@ -124,7 +124,7 @@ def tune_index(
     for position, value in enumerate(candidates):
         tried[value] = measure(value)
         if tried[value] >= target:
-            low = candidates[position - 1] if position else 0
+            low = candidates[position - 1] if position else _below_smallest(parameter, k)
             value = _smallest_meeting(measure, low, value, target, tried)
             return TuningResult(
                 parameter, value, tried[value], target, k, len(queries), True, tried
@@ -184,6 +184,12 @@ def _candidates(index: faiss.Index, parameter: str, k: int) -> list[int]:
         powers = [2**power for power in range(nlist.bit_length()) if 2**power < nlist]
         return [*powers, nlist]
     return [value for value in EF_SEARCH_CANDIDATES if value >= k] or [k]
+
+
+def _below_smallest(parameter: str, k: int) -> int:
+    """The value just under the smallest worth trying: FAISS's HNSW explores at least k
+    candidates whatever efSearch says, so efSearch below k would only misreport the setting."""
+    return k - 1 if parameter == "efSearch" else 0
 
 
 def _smallest_meeting(

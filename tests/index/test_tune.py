@@ -94,6 +94,18 @@ def test_unreachable_target_reports_the_best_it_found() -> None:
     assert result.parameter == "efSearch" and result.value in result.tried
 
 
+def test_efsearch_is_never_tuned_below_k_on_an_easy_corpus() -> None:
+    vectors = _clustered(300)
+    index = create_index(choose_index("hnsw", 300, 16, "cosine"), 16)
+    index.add(vectors)
+    rows = np.arange(0, 300, 10)
+    _, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
+    result = tune_index(index, vectors[rows], exact, target=0.5, k=10, query_rows=rows)
+    assert result.met and result.parameter == "efSearch"
+    assert result.value >= 10
+    assert min(result.tried) >= 10
+
+
 def test_exact_index_and_bad_target_are_refused() -> None:
     vectors = _clustered(100)
     flat = create_index(choose_index("flat", 100, 16, "cosine"), 16)
