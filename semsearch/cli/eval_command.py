@@ -1,9 +1,9 @@
 """`semsearch eval sts|pairs|ir|heatmap`: measure a model folder, or the model of an index.
 
-Each prints a table (one JSON line with `--json`) and, with `--out`, writes the figures
-to a JSON file. `--index NAME` measures
-the model recorded in that index's manifest (checked against its fingerprint); `eval ir
---search-index` also ranks with the index itself instead of an exact search.
+Each prints a table (one JSON line with `--json`) and, with `--out`, writes the figures to
+a JSON file. `--index NAME` measures the model recorded in that index's manifest (checked
+against its fingerprint); `eval ir --search-index` also ranks with the index itself
+instead of an exact search.
 """
 
 from __future__ import annotations
@@ -80,14 +80,8 @@ def sts(
     encoder, described, _ = load_encoder(model, index, index_dir, device, quantize)
     evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
     evaluator.batch_size = batch_size
-    _run(
-        "sts",
-        evaluator,
-        encoder,
-        described,
-        {"data": data, "rows": len(pairs)},
-        Output(out, json_output),
-    )
+    facts = {"data": data, "rows": len(pairs)}
+    _run("sts", evaluator, encoder, described, facts, Output(out, json_output))
 
 
 @eval_app.command("pairs")

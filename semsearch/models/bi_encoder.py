@@ -201,6 +201,11 @@ class BiEncoder(nn.Module):
         if batch_size is None:
             batch_size, default_tokens = batch_settings(self.device)
             max_batch_tokens = max_batch_tokens or default_tokens
+        if batch_size < 1 or (max_batch_tokens is not None and max_batch_tokens < 1):
+            raise SemsearchError(
+                f"batch size ({batch_size}) and token budget ({max_batch_tokens}) must be at "
+                "least 1: pass a positive --batch-size"
+            )
         output = np.empty((len(texts), self.dimension), dtype=np.float32)
         on_gpu = self.device.type == "cuda"
         transformer = self._inference_transformer(precision)

@@ -109,3 +109,10 @@ def test_rounded_padding_does_not_change_the_vectors(tiny_encoder: BiEncoder, se
             tiny_encoder(one.input_ids, one.attention_mask).detach().numpy(),
             atol=1e-5,
         )
+
+
+def test_a_batch_size_below_one_is_a_user_error(tiny_encoder: BiEncoder, sentences) -> None:
+    from semsearch.errors import SemsearchError
+
+    with pytest.raises(SemsearchError, match="must be at least 1"):
+        tiny_encoder.encode(sentences, batch_size=0)
