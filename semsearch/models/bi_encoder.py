@@ -1,8 +1,9 @@
 """The bi-encoder: one transformer with shared weights encodes each text on its own.
 
 `BiEncoder` is an `nn.Module` (so training can back-propagate through `forward`) with an
-`encode` method for inference that tokenises once, sorts by token length so each batch
-pads little, and runs under `torch.inference_mode`.
+`encode` method for inference: batches of texts of similar token length, prepared in a
+background thread (`batching`), run under `torch.inference_mode`, on a GPU through a cached
+bf16 copy of the weights.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import check_quantization, quantize_dynamic_int8
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
+HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Vectors computed on a GPU wait there until this many are ready, then come back in one copy.
 FLUSH_ROWS = 16_384
 # Rows per batch and padded tokens per batch by default. On a CPU the count barely matters;
@@ -255,7 +257,11 @@ class BiEncoder(nn.Module):
             precision = "bf16" if self.device.type == "cuda" else "fp32"
         if precision == "fp32":
             return self.transformer
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        if precision not in HALF_PRECISIONS:
+            raise SemsearchError(f"unknown precision {precision!r}: use auto, fp32, bf16 or fp16")
+        if self.quantization:
+            raise SemsearchError(f"an {self.quantization} encoder runs in fp32: drop the precision")
+        dtype = HALF_PRECISIONS[precision]
         params = list(self.transformer.parameters())
         key = (dtype, tuple((p.data_ptr(), p._version) for p in params))
         if self._cast_copy.get("key") != key:

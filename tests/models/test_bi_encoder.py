@@ -144,3 +144,12 @@ def test_cpu_defaults_to_fixed_size_batches(tiny_encoder: BiEncoder) -> None:
 
     assert batch_settings(torch.device("cpu")) == (64, None)
     assert batch_settings(torch.device("cuda"))[1] is not None
+
+
+def test_unknown_precision_and_half_int8_are_user_errors(tiny_model_dir, sentences) -> None:
+    encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    with pytest.raises(SemsearchError, match="unknown precision 'fp8'"):
+        encoder.encode(sentences, precision="fp8")  # type: ignore[arg-type]
+    quantised = BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8")
+    with pytest.raises(SemsearchError, match="int8 encoder runs in fp32"):
+        quantised.encode(sentences, precision="bf16")
