@@ -38,8 +38,14 @@ class Searcher:
     """An opened index and the model that built it, ready for any number of queries."""
 
     def __init__(
-        self, folder: IndexFolder, encoder: BiEncoder | None = None, device: str = "auto"
+        self,
+        folder: IndexFolder,
+        encoder: BiEncoder | None = None,
+        device: str = "auto",
+        compile: bool = False,
     ) -> None:
+        """Open `folder`; `compile` compiles the CPU encoder for lower warm-query latency
+        (`BiEncoder.compile_for_queries`: the first query then takes 15-30 s longer)."""
         self.folder = folder
         self.manifest: Manifest = folder.manifest()
         self.encoder = encoder or BiEncoder.load(
@@ -51,6 +57,8 @@ class Searcher:
             quantization=self.manifest.model.quantization,
         )
         _check_same_model(self.manifest, self.encoder)
+        if compile:
+            self.encoder.compile_for_queries()
         self.index = folder.read_index(self.manifest)
         self.metadata: pa.Table = pq.read_table(folder.metadata_file, memory_map=True)
         if self.metadata.num_rows != self.manifest.rows:

@@ -33,6 +33,15 @@ def test_many_queries_in_one_call(corpus_file, tmp_path, tiny_encoder, sentences
     assert [hits[0].text for hits in results] == sentences[:3]
 
 
+def test_a_compiled_searcher_finds_the_same_rows(corpus_file, tmp_path, tiny_model_dir) -> None:
+    build = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    folder = _build(corpus_file, tmp_path, build, model=str(tiny_model_dir))
+    plain = Searcher(folder, device="cpu").search(["a cat on the sofa"], k=5)
+    [hits] = Searcher(folder, device="cpu", compile=True).search(["a cat on the sofa"], k=5)
+    assert [hit.id for hit in hits] == [hit.id for hit in plain[0]]
+    assert [hit.score for hit in hits] == pytest.approx([hit.score for hit in plain[0]], abs=1e-5)
+
+
 def test_k_larger_than_the_index_returns_everything(corpus_file, tmp_path, tiny_encoder) -> None:
     searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), encoder=tiny_encoder)
     assert len(searcher.search(["anything"], k=100)[0]) == 12

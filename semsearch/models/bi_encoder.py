@@ -26,6 +26,7 @@ from transformers import utils as hf_utils
 
 from semsearch.errors import SemsearchError
 from semsearch.models.batching import BatchShape, pad, prepared_batches
+from semsearch.models.compiled import FrozenCompiled
 from semsearch.models.model_folder import (
     ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
@@ -137,6 +138,19 @@ class BiEncoder(nn.Module):
             encoder.transformer = quantize_dynamic_int8(encoder.transformer, encoder.device)
             encoder.quantization = quantization
         return encoder
+
+    def compile_for_queries(self) -> BiEncoder:
+        """Compile the transformer with frozen weights for faster warm queries on CPU.
+
+        Inference only (see `semsearch.models.compiled`); returns the encoder itself.
+        """
+        if self.device.type != "cpu" or self.quantization:
+            raise SemsearchError(
+                "compiling is for the fp32 encoder on CPU: use --device cpu without --quantize"
+            )
+        if not isinstance(self.transformer, FrozenCompiled):
+            self.transformer = FrozenCompiled(self.transformer)
+        return self
 
     @property
     def device(self) -> torch.device:
@@ -281,9 +295,10 @@ class BiEncoder(nn.Module):
 
     def save(self, folder: str | Path) -> None:
         """Write a folder that both semsearch and sentence-transformers load."""
-        if self.quantization:
+        if self.quantization or isinstance(self.transformer, FrozenCompiled):
             raise SemsearchError(
-                "a quantised encoder cannot be saved as a model folder: save the fp32 model"
+                "a quantised or compiled encoder cannot be saved as a model folder: save the "
+                "fp32 model it was loaded from"
             )
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
