@@ -84,23 +84,23 @@ def test_tuning_picks_the_smallest_nprobe_meeting_the_target() -> None:
     assert result.value < index.nlist
 
 
-def test_unreachable_target_reports_the_best_it_found() -> None:
-    vectors = _clustered(2000)
-    index = create_index(choose_index("hnsw", 2000, 16, "cosine"), 16)
+def _tuned_hnsw(rows: int, target: float):
+    """An HNSW index over clustered vectors, tuned on every 20th of them as held-out queries."""
+    vectors = _clustered(rows)
+    index = create_index(choose_index("hnsw", rows, 16, "cosine"), 16)
     index.add(vectors)
-    rows = np.arange(0, 2000, 50)
-    _, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
-    result = tune_index(index, vectors[rows], exact, target=1.0, k=10, query_rows=rows)
+    queries = np.arange(0, rows, 20)
+    _, exact = exact_search(vectors[queries], [vectors], 11, "cosine")
+    return tune_index(index, vectors[queries], exact, target=target, k=10, query_rows=queries)
+
+
+def test_unreachable_target_reports_the_best_it_found() -> None:
+    result = _tuned_hnsw(2000, target=1.0)
     assert result.parameter == "efSearch" and result.value in result.tried
 
 
 def test_efsearch_is_never_tuned_below_k_on_an_easy_corpus() -> None:
-    vectors = _clustered(300)
-    index = create_index(choose_index("hnsw", 300, 16, "cosine"), 16)
-    index.add(vectors)
-    rows = np.arange(0, 300, 10)
-    _, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
-    result = tune_index(index, vectors[rows], exact, target=0.5, k=10, query_rows=rows)
+    result = _tuned_hnsw(300, target=0.5)
     assert result.met and result.parameter == "efSearch"
     assert result.value >= 10
     assert min(result.tried) >= 10
