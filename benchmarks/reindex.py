@@ -5,7 +5,8 @@ Why: comparing index types on 841,708 PyPI vectors should not mean encoding them
 folder gets the same metadata and model, the new structure, and a fresh tuning to the
 recall target, and is written beside the source under a temporary name, then renamed.
 
-    python benchmarks/reindex.py --source pypi --factory HNSW32,Flat --name pypi-hnsw --threads 2
+    python benchmarks/reindex.py --source pypi --factory HNSW32,Flat --name pypi-hnsw --threads 2 \
+        --search-param efSearch=256
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def main() -> None:
     parser.add_argument("--name", required=True, help="name of the new index folder")
     parser.add_argument("--index-dir", default=DEFAULT_OUT_DIR / "indexes")
     parser.add_argument("--target-recall", type=float, default=DEFAULT_TARGET_RECALL)
+    parser.add_argument("--search-param", default=None, metavar="NAME=VALUE",
+                        help="after tuning, store this search parameter instead (e.g. "
+                        "efSearch=256), keeping the tuning record beside it")  # fmt: skip
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -70,9 +74,15 @@ def main() -> None:
         shutil.rmtree(final.path, ignore_errors=True)
         temporary.path.rename(final.path)
         tuning = retune_folder(final, args.target_recall)
+        if args.search_param:
+            name, value = args.search_param.split("=")
+            tuned = final.manifest()
+            params = {name: int(value)}
+            dataclasses.replace(tuned, index=dataclasses.replace(tuned.index,
+                                search_params=params)).write(final.path)  # fmt: skip
     print(f"{args.name}: {args.factory} over {manifest.rows} vectors in {build_seconds:.1f} s, "
           f"peak RSS {rss.peak / 2**20:.0f} MiB; tuned {tuning.parameter} {tuning.value} "
-          f"(recall {tuning.recall:.4f})")  # fmt: skip
+          f"(recall {tuning.recall:.4f}); stored {final.manifest().index.search_params}")  # fmt: skip
     payload = {"benchmark": "reindex", "args": args_dict(args), "environment": environment(),
                "build_seconds": round(build_seconds, 1), "peak_rss_mib": round(rss.peak / 2**20),
                "index_file_bytes": final.index_file.stat().st_size, "tuning": tuning.to_dict(),
