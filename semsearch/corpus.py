@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
@@ -208,3 +209,75 @@ def _open_json(path: Path, block_size: int):
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class UsableRows:
+    """The rows of a batch with a non-empty text, and where each sat in the source file."""
+
+    batch: pa.RecordBatch
+    source_rows: np.ndarray
+    skipped: int
+
+
+def usable_rows(
+    batch: pa.RecordBatch, text_column: str, first_row: int, strict: bool = False
+) -> UsableRows:
+    """Keep the rows of `batch` (source rows `first_row`…) whose text is not null or blank.
+
+    A pure function of its arguments, so batches can be filtered anywhere, in any order.
+    """
+    texts = batch.column(text_column)
+    usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
+    kept = usable.to_numpy(zero_copy_only=False) if batch.num_rows else np.zeros(0, bool)
+    skipped = int(batch.num_rows - kept.sum())
+    if skipped and strict:
+        bad_row = first_row + int(np.flatnonzero(~kept)[0])
+        raise SemsearchError(
+            f"row {bad_row} has a null or empty {text_column!r} (--strict): "
+            "fill or drop such rows, or build without --strict to skip them"
+        )
+    return UsableRows(batch.filter(usable), first_row + np.flatnonzero(kept), skipped)
+
+
+def check_id_column(corpus: Corpus, id_column: str) -> None:
+    """Refuse an id column with empty, unhashable or repeated values, before anything is encoded."""
+    id_type = corpus.schema.field(id_column).type
+    if not (pa.types.is_integer(id_type) or pa.types.is_string(id_type)
+            or pa.types.is_large_string(id_type)):  # fmt: skip
+        raise SemsearchError(
+            f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
+            "choose another --id-column"
+        )
+    seen: list[pa.Array] = []
+    first_row = 0
+    for batch in corpus.batches():
+        ids = batch.column(id_column)
+        if ids.null_count:
+            row = first_row + pc.index(pc.is_null(ids), True).as_py()
+            raise SemsearchError(
+                f"id column {id_column!r} is empty in row {row}: every row needs an id"
+            )
+        seen.append(ids)
+        first_row += batch.num_rows
+    if not seen:
+        return
+    all_ids = pa.chunked_array(seen)
+    counts = pc.value_counts(all_ids)
+    repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
+    if len(repeated):
+        value = repeated[0]["values"].as_py()
+        rows = np.flatnonzero(pc.equal(all_ids, pa.scalar(value, all_ids.type)).to_numpy(zero_copy_only=False))
+        raise SemsearchError(
+            f"id {value!r} appears more than once in {id_column!r} (rows {rows[0]} and {rows[1]}): "
+            "ids must be unique; deduplicate or choose another --id-column"
+        )
+
+
+def text_hashes(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash of each text, so a later `add` can tell a changed text from an unchanged one."""
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little",
+                        signed=True) for text in texts.to_pylist()],
+        dtype=np.int64,
+    )  # fmt: skip

@@ -188,7 +188,7 @@ def test_large_collections_use_ivf_trained_on_the_spot(
 
 
 @pytest.mark.parametrize(
-    ("mode", "structure"), [("keep", "the index's own)"), ("separate", "refilled")]
+    ("mode", "structure"), [("keep", "the index's own centroids"), ("separate", "own centroids")]
 )
 def test_large_indexes_are_searched_with_their_own_structure(
     tmp_path, tiny_encoder, monkeypatch, mode, structure

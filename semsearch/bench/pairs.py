@@ -25,7 +25,7 @@ import torch
 from semsearch import __version__
 from semsearch.bench.sentences import SentenceSet
 from semsearch.errors import SemsearchError
-from semsearch.index.factory import prepare_vectors
+from semsearch.index.vector_index import prepare_vectors
 from semsearch.mining import Collection, MiningOptions, mine_paraphrases
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder

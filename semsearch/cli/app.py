@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from semsearch.cli import (  # noqa: F401  (importing a command module registers it)
     bench_command,
+    change_commands,
     eval_command,
     index_commands,
     mine_command,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -20,6 +22,32 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+
+
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record arrives (test runners swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+@app.callback()
+def configure_logging(
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Say more about each step.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors.")] = False,
+) -> None:
+    """Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them."""
+    level = logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
+    handler = _CurrentStderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    if not verbose:
+        logging.getLogger("faiss").setLevel(logging.WARNING)
 Command = TypeVar("Command", bound=Callable)
 
 IndexDir = Annotated[

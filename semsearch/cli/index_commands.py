@@ -72,6 +72,9 @@ def build(
         Path | None,
         typer.Option(help="Queries (one per line) for --target-recall; default: corpus samples."),
     ] = None,
+    store_vectors: Annotated[
+        str, typer.Option(help="fp32, or fp16 to halve the vectors kept on disk for reindexing.")
+    ] = "fp32",
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the manifest as JSON.")
     ] = False,
@@ -88,6 +91,7 @@ def build(
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
+        store_vectors=store_vectors,
     )  # fmt: skip
     folder = build_index(options)
     manifest = folder.manifest()
@@ -96,7 +100,7 @@ def build(
         return
     console.print(
         f"built [bold]{manifest.name}[/bold]: {manifest.rows} vectors, {manifest.index.factory} "
-        f"({manifest.index.metric}), {human_bytes(sum(folder.size_bytes().values()))} in {folder.path} "
+        f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
         f"in {manifest.build_seconds:.1f} s"
     )
 
@@ -110,15 +114,30 @@ def info(
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show an index's manifest and the sizes of its files."""
+    """Show an index's manifest, its generations and its size on disk."""
     folder = find_index(name, index_dir)
     manifest = folder.manifest().to_dict()
-    sizes = folder.size_bytes()
+    generations = [_generation_line(folder.manifest(number)) for number in folder.generations()]
+    size = folder.size_bytes()
     if json_output:
-        print_json_lines([{"path": str(folder.path), **manifest, "file_bytes": sizes}])
+        print_json_lines([{"path": str(folder.path), **manifest, "bytes": size,
+                           "generations": generations}])  # fmt: skip
         return
-    print_mapping(f"index {folder.name} ({folder.path})", manifest, console)
-    print_mapping("files", {name: human_bytes(size) for name, size in sizes.items()}, console)
+    segments = manifest.pop("segments")
+    print_mapping(f"index {folder.name} ({folder.path}), {human_bytes(size)}", manifest, console)
+    for segment in segments:
+        console.print(f"  segment {segment['name']}: {segment['rows']} rows, {segment['deleted']} deleted")
+    console.print("generations (* current):")
+    for line in generations:
+        mark = "*" if line["generation"] == manifest["generation"] else " "
+        console.print(f" {mark} {line['generation']:>4}  {line['created_at']}  {line['rows']:>9} rows  "
+                      f"{line['operation']}")  # fmt: skip
+
+
+def _generation_line(manifest) -> dict:
+    operation = {key: value for key, value in manifest.operation.items() if key != "tried"}
+    return {"generation": manifest.generation, "created_at": manifest.created_at,
+            "rows": manifest.rows, "operation": operation}  # fmt: skip
 
 
 @app.command("list")
@@ -133,7 +152,7 @@ def list_command(
         manifest = folder.manifest()
         rows.append({"name": folder.name, "rows": manifest.rows, "index": manifest.index.factory,
                      "model": manifest.model.name, "created_at": manifest.created_at,
-                     "bytes": sum(folder.size_bytes().values())})  # fmt: skip
+                     "bytes": folder.size_bytes()})  # fmt: skip
     if json_output:
         print_json_lines(rows)
     elif not rows:

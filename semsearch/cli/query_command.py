@@ -45,6 +45,13 @@ def query(
     rerank_top: Annotated[
         int, typer.Option(help="Candidates retrieved per query for --rerank to re-order.")
     ] = DEFAULT_TOP,
+    where: Annotated[
+        str | None,
+        typer.Option(help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."),
+    ] = None,
+    at: Annotated[
+        int | None, typer.Option(help="Search this generation instead of the current one.")
+    ] = None,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
 ) -> None:
@@ -54,7 +61,7 @@ def query(
     the best -k of them by its own score.
     """
     queries = _read_queries(text, file)
-    searcher = Searcher(find_index(index, index_dir), device=device)
+    searcher = Searcher(find_index(index, index_dir), device=device, at=at)
     missing = [column for column in show or [] if column not in searcher.metadata.column_names]
     if missing:
         raise SemsearchError(
@@ -63,10 +70,10 @@ def query(
         )
     score_name = searcher.score_name
     if rerank is None:
-        results = searcher.search(queries, k=k, nprobe=nprobe, efSearch=ef_search)
+        results = searcher.search(queries, k=k, where=where, nprobe=nprobe, efSearch=ef_search)
     else:
         reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
-        results = reranker.search(searcher, queries, k=k, nprobe=nprobe, efSearch=ef_search)
+        results = reranker.search(searcher, queries, k=k, where=where, nprobe=nprobe, efSearch=ef_search)
         score_name = RERANK_SCORE
     if json_output:
         print_json_lines(hit.to_dict(score_name) for hits in results for hit in hits)

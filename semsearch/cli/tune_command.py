@@ -9,7 +9,7 @@ import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
 from semsearch.cli.output import print_json_lines
-from semsearch.index.retune import retune_folder
+from semsearch.index.maintain import retune
 from semsearch.index.store import find_index
 from semsearch.index.tune import DEFAULT_TUNING_QUERIES
 from semsearch.inputs import read_lines
@@ -38,7 +38,15 @@ def tune(
     """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
     folder = find_index(name, index_dir)
     texts = read_lines(queries) if queries else None
-    result = retune_folder(folder, target_recall, texts, k=k, sample=sample)
+    vectors = None
+    if texts:
+        from semsearch.models.bi_encoder import BiEncoder
+
+        model = folder.manifest().model
+        encoder = BiEncoder.load(model.name, pooling=model.pooling, normalize=model.normalize,
+                                 max_length=model.max_length, quantization=model.quantization)  # fmt: skip
+        vectors = encoder.encode(texts)
+    result = retune(folder, target_recall, vectors, k=k, sample=sample)
     if json_output:
         print_json_lines([{"index": folder.name, **result.to_dict()}])
         return

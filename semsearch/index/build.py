@@ -1,60 +1,70 @@
-"""`semsearch build`: corpus -> (filter -> encode -> shards) -> FAISS index + metadata + manifest.
+"""`semsearch build`: read -> encode -> write parts -> index from the parts -> tune.
 
-The build streams the corpus in record batches, encodes it in shards written to disk, then
-trains the index on a sample of the vectors and fills it shard by shard, so memory stays
-bounded by one shard plus the index itself. Everything is written into a partial folder
-that is renamed into place at the end; an interrupted build leaves that folder behind and
-the same command resumes from the last complete shard.
+The build streams the corpus in record batches, encodes each batch of `part_rows` rows
+(`encode_part`, a plain function of the rows) and writes it as a part of the index's first
+segment, then trains the FAISS structure on a sample of the stored vectors, fills it part
+by part and tunes its search parameter: memory stays bounded by one part plus the index.
+Everything is written into a partial folder renamed into place at the end; an interrupted
+build leaves that folder behind and the same command resumes from the last complete part.
 """
+
 
 from __future__ import annotations
 
+import json
+import logging
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
-import faiss
 import pyarrow as pa
 from tqdm.auto import tqdm
 
 from semsearch import __version__
-from semsearch.corpus import Corpus, RowFilter, file_sha256, open_corpus
-from semsearch.errors import SemsearchError
-from semsearch.index.factory import (
-    apply_search_params,
-    choose_index,
-    create_index,
-    prepare_vectors,
-    training_rows,
+from semsearch.corpus import (
+    Corpus,
+    RowFilter,
+    check_id_column,
+    file_sha256,
+    open_corpus,
+    usable_rows,
 )
-from semsearch.index.manifest import IndexSpec, Manifest, SourceSpec
-from semsearch.index.shards import ShardStore, read_state, write_state
+from semsearch.errors import SemsearchError
+from semsearch.index.factory import choose_index
+from semsearch.index.filling import add_parts, sample_vectors, trained_index
+from semsearch.index.generation import now, segment_name
+from semsearch.index.manifest import (
+    IndexSpec,
+    Manifest,
+    SegmentRecord,
+    SourceSpec,
+    write_manifest,
+)
+from semsearch.index.parts import encode_part
+from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import (
     DEFAULT_INDEX_DIR,
+    TRAINED_DIR,
     IndexFolder,
     check_name,
     partial_folder,
     publish,
 )
-from semsearch.index.tune import (
-    DEFAULT_TUNING_QUERIES,
-    TuningResult,
-    exact_search,
-    tunable_parameter,
-    tune_index,
-)
-from semsearch.models.bi_encoder import BiEncoder
+from semsearch.index.tune import DEFAULT_TUNING_QUERIES, TuningResult, tune_against_exact
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL
 
-DEFAULT_SHARD_ROWS = 16_384
+log = logging.getLogger(__name__)
+
+DEFAULT_PART_ROWS = 16_384
 TUNING_K = 10
 # A fixed nprobe that suits 20k vectors loses a sixth of the neighbours at 300k (measured:
 # recall@10 0.84 at nprobe 32 on IVF2048), so approximate indexes are tuned by default.
 DEFAULT_TARGET_RECALL = 0.95
+STATE_FILE = "build_state.json"
+STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
 
 
 @dataclass
@@ -74,193 +84,196 @@ class BuildOptions:
     out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
     overwrite: bool = False
     strict: bool = False
-    shard_rows: int = DEFAULT_SHARD_ROWS
+    part_rows: int = DEFAULT_PART_ROWS
     show_progress: bool = True
     memory_budget: int | None = None  # bytes the index may take; `auto` picks what fits
     # Tune nprobe/efSearch of an approximate index to this recall@10; None keeps the fixed default.
     target_recall: float | None = DEFAULT_TARGET_RECALL
     tuning_queries: list[str] | None = None  # default: a sample of the corpus' own vectors
+    store_vectors: str = "fp32"  # "fp16" halves the stored vectors on disk
 
     @property
     def index_name(self) -> str:
-        return self.name or _stem(Path(self.corpus))
+        return self.name if self.name is not None else _stem(Path(self.corpus))
 
 
-def build_index(options: BuildOptions, encoder: BiEncoder | None = None) -> IndexFolder:
+def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
     """Build the index `options` describe and return its folder; see the module docstring."""
     started = time.perf_counter()
     name = options.index_name
-    check_name(name)
+    _check_options(options, name)
     final = Path(options.out_dir) / name
-    if final.exists() and not options.overwrite:
-        raise SemsearchError(
-            f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it"
-        )
-    if options.batch_size is not None and options.batch_size < 1:
-        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
-    if options.shard_rows < 1:
-        raise SemsearchError(f"shard_rows must be at least 1, not {options.shard_rows}")
-    if options.target_recall is not None and not 0 < options.target_recall <= 1:
-        raise SemsearchError(
-            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
-        )
     corpus = open_corpus(options.corpus)
-    rows = RowFilter(options.text_column, options.id_column, options.strict)
-    rows.check_columns(corpus)
-    encoder = encoder or BiEncoder.load(
-        options.model, device=options.device, quantization=options.quantization
-    )
+    RowFilter(options.text_column, options.id_column).check_columns(corpus)
+    if options.id_column is not None:
+        check_id_column(corpus, options.id_column)
+    if encoder is None:
+        from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
+
+        encoder = BiEncoder.load(options.model, device=options.device, quantization=options.quantization)
     # Check the index choice now, not after an hour of encoding.
-    create_index(_choose(options, corpus.num_rows or 1, encoder.dimension), encoder.dimension)
+    VectorIndex.create(_choose(options, corpus.num_rows or 1, encoder.dimension), encoder.dimension)
     partial = partial_folder(Path(options.out_dir), name)
     source_sha256 = file_sha256(corpus.path)
     _prepare_partial(partial, _build_state(options, encoder, source_sha256))
+    folder = IndexFolder(partial)
     try:
-        shards = _encode_shards(corpus, rows, encoder, partial, options)
-        total = shards.row_count()
+        writer = SegmentWriter(folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors])
+        rows_read, skipped = _encode_parts(corpus, encoder, writer, options)
+        parts = writer.part_count()
+        segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
+        total = sum(len(ids) for ids in segment.part_ids)
         if total == 0:
             raise SemsearchError(
                 f"{corpus.path.name} has no non-empty {options.text_column!r} texts: nothing to index"
             )
         spec = _choose(options, total, encoder.dimension)
-        index = _fill_index(spec, shards, encoder.dimension, options.show_progress)
+        index = trained_index(spec, encoder.dimension, segment.iter_parts, total)
+        if _needs_training(spec, encoder.dimension):
+            trained_name = "t-g000001.faiss"
+            (partial / TRAINED_DIR).mkdir(exist_ok=True)
+            index.write(partial / TRAINED_DIR / trained_name)
+            spec = replace(spec, trained_file=trained_name)
+        add_parts(index, segment.iter_parts, total, options.show_progress)
         tuning = None
-        if options.target_recall is not None and tunable_parameter(index):
-            tuning = _tune(index, spec, shards, encoder, options)
+        if options.target_recall is not None and index.tunable_parameter():
+            tuning = _tune(index, segment, encoder, options)
             spec = replace(spec, search_params={tuning.parameter: tuning.value})
-        index_file = partial / "index.faiss"
-        faiss.write_index(index, str(index_file))
-        shards.write_metadata(partial / "metadata.parquet")
+        index_file = index_file_name(1)
+        index_bytes = index.write(writer.folder / index_file)
+        record = SegmentRecord(segment_name(0), total, parts, index_file, index_bytes)
         source = SourceSpec(
-            path=str(corpus.path.resolve()),
-            format=corpus.format,
-            sha256=source_sha256,
-            rows_read=rows.rows_seen,
-            rows_skipped=rows.skipped,
-            text_column=options.text_column,
+            path=str(corpus.path.resolve()), format=corpus.format, sha256=source_sha256,
+            rows_read=rows_read, rows_skipped=skipped, text_column=options.text_column,
             id_column=options.id_column,
-        )
-        Manifest(
-            name=name,
-            rows=total,
-            model=encoder.spec,
-            index=spec,
-            source=source,
-            index_file_bytes=index_file.stat().st_size,
-            semsearch_version=__version__,
-            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )  # fmt: skip
+        manifest = Manifest(
+            name=name, generation=1, rows=total, model=encoder.spec, index=spec, source=source,
+            segments=(record,), next_id=rows_read, vector_dtype=STORE_VECTORS[options.store_vectors],
+            operation={"kind": "build", "rows": total, "skipped": skipped},
+            semsearch_version=__version__, created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
             tuning=tuning.to_dict() if tuning else None,
-        ).write(partial)
-        shutil.rmtree(shards.folder)
-        (partial / "build_state.json").unlink()
+        )  # fmt: skip
+        write_manifest(partial, manifest)
+        (partial / STATE_FILE).unlink()
         publish(partial, final, options.overwrite)
     except SemsearchError:
         shutil.rmtree(partial, ignore_errors=True)  # bad input: leave nothing half-written
         raise
     except KeyboardInterrupt:
-        print(f"interrupted: run the same command again to resume from {partial}", file=sys.stderr)
+        log.warning("interrupted: run the same command again to resume from %s", partial)
         raise
     return IndexFolder(final)
+
+
+def _check_options(options: BuildOptions, name: str) -> None:
+    check_name(name)
+    final = Path(options.out_dir) / name
+    if Path(options.out_dir).exists() and not Path(options.out_dir).is_dir():
+        raise SemsearchError(f"--out-dir {options.out_dir} is a file: give a folder for the indexes")
+    if final.exists() and not options.overwrite:
+        raise SemsearchError(
+            f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it, "
+            f"or 'semsearch add CORPUS --index {name}' to add rows to it"
+        )
+    if options.batch_size is not None and options.batch_size < 1:
+        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
+    if options.part_rows < 1:
+        raise SemsearchError(f"part_rows must be at least 1, not {options.part_rows}")
+    if options.store_vectors not in STORE_VECTORS:
+        raise SemsearchError(
+            f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
+        )
+    if options.target_recall is not None and not 0 < options.target_recall <= 1:
+        raise SemsearchError(
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
+        )
 
 
 def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
     return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
 
 
-def _tune(
-    index: faiss.Index,
-    spec: IndexSpec,
-    shards: ShardStore,
-    encoder: BiEncoder,
-    options: BuildOptions,
-) -> TuningResult:
-    """Measure recall against exact search over the shards and keep the smallest good value."""
-    k = TUNING_K
+def _needs_training(spec: IndexSpec, dimension: int) -> bool:
+    return not VectorIndex.create(spec, dimension).is_trained
+
+
+def _tune(index: VectorIndex, segment: Segment, encoder, options: BuildOptions) -> TuningResult:
+    """Measure recall against exact search over the stored vectors; keep the smallest good value."""
     if options.tuning_queries:
-        query_rows = None
-        queries = prepare_vectors(encoder.encode(options.tuning_queries), spec.metric)
+        query_ids = None
+        queries = prepare_vectors(encoder.encode(options.tuning_queries), index.metric)
     else:
-        count = min(DEFAULT_TUNING_QUERIES, shards.row_count())
-        query_rows, vectors = shards.sample(count, seed=1)
-        queries = prepare_vectors(vectors, spec.metric)
-    extra = 0 if query_rows is None else 1
-    scores, exact = exact_search(queries, shards.iter_vectors(), k + extra, spec.metric)
-    result = tune_index(index, queries, exact, options.target_recall, k, query_rows, scores)
-    apply_search_params(index, {result.parameter: result.value})
-    verdict = "meets" if result.met else "does NOT meet (the best found)"
-    print(
-        f"tuned {result.parameter}={result.value}: recall@{k} {result.recall:.3f} on "
-        f"{result.queries} queries {verdict} the target {result.target}",
-        file=sys.stderr,
+        count = min(DEFAULT_TUNING_QUERIES, segment_rows(segment))
+        query_ids, vectors = sample_vectors(segment.iter_parts, count, seed=1)
+        queries = prepare_vectors(vectors, index.metric)
+    result = tune_against_exact(
+        index, queries, segment.iter_parts(), options.target_recall, TUNING_K, query_ids
     )
+    verdict = "meets" if result.met else "does NOT meet (the best found)"
+    log.warning(
+        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s", result.parameter,
+        result.value, TUNING_K, result.recall, result.queries, verdict, result.target,
+    )  # fmt: skip
     return result
 
 
-def _build_state(options: BuildOptions, encoder: BiEncoder, source_sha256: str) -> dict:
-    """Everything that decides the shards' content; a resume needs all of it unchanged."""
+def segment_rows(segment: Segment) -> int:
+    return sum(len(ids) for ids in segment.part_ids)
+
+
+def _build_state(options: BuildOptions, encoder, source_sha256: str) -> dict:
+    """Everything that decides the parts' content; a resume needs all of it unchanged."""
     return {
         "source_sha256": source_sha256,
         "model": replace(encoder.spec, name="").to_dict(),
         "text_column": options.text_column,
         "id_column": options.id_column,
         "strict": options.strict,
-        "shard_rows": options.shard_rows,
+        "part_rows": options.part_rows,
+        "store_vectors": options.store_vectors,
     }
 
 
 def _prepare_partial(partial: Path, state: dict) -> None:
-    if partial.exists() and read_state(partial) != state:
+    if partial.exists() and _read_state(partial) != state:
         shutil.rmtree(partial)  # a different build was interrupted here: start afresh
     elif partial.exists():
-        print(f"resuming the interrupted build in {partial}", file=sys.stderr)
+        log.warning("resuming the interrupted build in %s", partial)
     partial.mkdir(parents=True, exist_ok=True)
-    write_state(partial, state)
+    (partial / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
 
-def _encode_shards(
-    corpus: Corpus, rows: RowFilter, encoder: BiEncoder, partial: Path, options: BuildOptions
-) -> ShardStore:
-    shards = ShardStore(partial)
-    bar = tqdm(
-        total=corpus.num_rows, desc="encoding", unit="row", disable=not options.show_progress
-    )
+def _read_state(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _encode_parts(
+    corpus: Corpus, encoder, writer: SegmentWriter, options: BuildOptions
+) -> tuple[int, int]:
+    """Encode and write every part not written yet; (rows read, rows skipped)."""
+    rows_read = skipped = 0
+    bar = tqdm(total=corpus.num_rows, desc="encoding", unit="row", disable=not options.show_progress)
     with bar:
-        for shard, chunk in enumerate(_chunks(corpus, options.shard_rows)):
-            kept = rows.apply(chunk)
-            if not shards.has(shard):
-                texts = kept.column(options.text_column).to_pylist()
-                vectors = encoder.encode(texts, batch_size=options.batch_size)
-                shards.write(shard, vectors, pa.Table.from_batches([kept]))
+        for part, chunk in enumerate(_chunks(corpus, options.part_rows)):
+            rows = usable_rows(chunk, options.text_column, rows_read, options.strict)
+            if not writer.has(part):
+                encoded = encode_part(encoder, rows.batch, rows.source_rows, options.text_column,
+                                      options.batch_size)  # fmt: skip
+                writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
+            rows_read += chunk.num_rows
+            skipped += rows.skipped
             bar.update(chunk.num_rows)
-    if rows.skipped:
-        print(
-            f"skipped {rows.skipped} of {rows.rows_seen} rows with a null or empty "
-            f"{options.text_column!r} (--strict makes that an error)",
-            file=sys.stderr,
-        )
-    return shards
-
-
-def _fill_index(
-    spec: IndexSpec, shards: ShardStore, dimension: int, show_progress: bool
-) -> faiss.Index:
-    """Train on a sample, then add every shard's vectors, in order."""
-    index = create_index(spec, dimension)
-    total = shards.row_count()
-    sample_size = training_rows(index, total)
-    if sample_size:
-        if show_progress:
-            print(f"training {spec.factory} on {sample_size} of {total} vectors", file=sys.stderr)
-        index.train(prepare_vectors(shards.sample(sample_size)[1], spec.metric))
-    bar = tqdm(total=total, desc="indexing", unit="vec", disable=not show_progress)
-    with bar:
-        for vectors in shards.iter_vectors():
-            if len(vectors):
-                index.add(prepare_vectors(vectors, spec.metric))
-            bar.update(len(vectors))
-    apply_search_params(index, spec.search_params)
-    return index
+    if skipped:
+        log.warning(
+            "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
+            skipped, rows_read, options.text_column,
+        )  # fmt: skip
+    return rows_read, skipped
 
 
 def _chunks(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:

@@ -12,23 +12,16 @@ from __future__ import annotations
 import math
 import re
 
-import faiss
-import numpy as np
-
 from semsearch.errors import SemsearchError
-from semsearch.index.manifest import IndexSpec
+from semsearch.index.manifest import METRIC_NAMES, IndexSpec
 
 AUTO_EXACT_LIMIT = 100_000
-METRICS = {"cosine": faiss.METRIC_INNER_PRODUCT, "dot": faiss.METRIC_INNER_PRODUCT,
-           "l2": faiss.METRIC_L2, "manhattan": faiss.METRIC_L1}  # fmt: skip
 NAMED_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq")
 HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 80
 DEFAULT_EF_SEARCH = 64
 DEFAULT_NPROBE = 32
 # FAISS wants about 39 training points per centroid at least; more gives better centroids.
 MIN_POINTS_PER_CENTROID = 39
-TRAIN_POINTS_PER_CENTROID = 64
 
 
 def choose_index(
@@ -40,8 +33,8 @@ def choose_index(
     IVF-Flat and IVF-PQ whose estimated size fits, and an explicit type that does not fit
     is refused before anything is built.
     """
-    if metric not in METRICS:
-        raise SemsearchError(f"unknown metric {metric!r}: choose one of {', '.join(METRICS)}")
+    if metric not in METRIC_NAMES:
+        raise SemsearchError(f"unknown metric {metric!r}: choose one of {', '.join(METRIC_NAMES)}")
     if requested.lower() == "auto":
         kinds = ["flat"] if rows <= AUTO_EXACT_LIMIT else []
         kinds += ["ivf", "ivfpq"] if memory_budget is not None else ["ivf"]
@@ -117,61 +110,6 @@ def ivf_list_count(rows: int) -> int:
         return 1
     target = 2 ** round(math.log2(4 * math.sqrt(rows)))
     return max(1, min(target, rows // MIN_POINTS_PER_CENTROID, 65536))
-
-
-def create_index(spec: IndexSpec, dimension: int) -> faiss.Index:
-    """An empty FAISS index for `spec`; a bad factory string becomes a clear error."""
-    try:
-        index = faiss.index_factory(dimension, spec.factory, METRICS[spec.metric])
-    except RuntimeError as exc:
-        raise SemsearchError(
-            f"FAISS cannot build {spec.factory!r} for {dimension}-d vectors with the "
-            f"{spec.metric} metric: choose another --index"
-        ) from exc
-    hnsw = _hnsw_of(index)
-    if hnsw is not None:
-        hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    return index
-
-
-def training_rows(index: faiss.Index, rows: int) -> int:
-    """How many vectors to train on: 0 for untrained structures, a bounded sample otherwise."""
-    if index.is_trained:
-        return 0
-    ivf = faiss.try_extract_index_ivf(index)
-    centroids = ivf.nlist if ivf is not None else 256
-    return min(rows, max(centroids * TRAIN_POINTS_PER_CENTROID, 10_000))
-
-
-def apply_search_params(index: faiss.Index, params: dict[str, int]) -> None:
-    """Set nprobe / efSearch on `index`, naming the parameter the index does not have."""
-    space = faiss.ParameterSpace()
-    for name, value in params.items():
-        if value is None:
-            continue
-        if int(value) < 1:
-            raise SemsearchError(f"{name} must be at least 1, not {value}")
-        try:
-            space.set_index_parameter(index, name, int(value))
-        except RuntimeError as exc:
-            raise SemsearchError(
-                f"this index has no {name!r} parameter (nprobe is for IVF indexes, "
-                "efSearch for HNSW): drop that option"
-            ) from exc
-
-
-def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Float32, C-contiguous, and unit length for cosine, as FAISS' inner product expects."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if metric == "cosine":
-        vectors = vectors.copy()
-        faiss.normalize_L2(vectors)
-    return vectors
-
-
-def _hnsw_of(index: faiss.Index):
-    downcast = faiss.downcast_index(index)
-    return getattr(downcast, "hnsw", None)
 
 
 def _pq_subquantizers(dimension: int) -> int:

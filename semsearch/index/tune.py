@@ -16,15 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-import faiss
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.factory import METRICS, apply_search_params, prepare_vectors
+from semsearch.index.vector_index import VectorIndex, exact_knn, higher_is_better
 
 DEFAULT_TUNING_QUERIES = 1000
 SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes differ by rounding
-EF_SEARCH_CANDIDATES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)
 
 
 @dataclass(frozen=True)
@@ -42,35 +40,6 @@ class TuningResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def tunable_parameter(index: faiss.Index) -> str | None:
-    """`nprobe` for IVF indexes, `efSearch` for HNSW, None for exact ones."""
-    if faiss.try_extract_index_ivf(index) is not None:
-        return "nprobe"
-    if hasattr(faiss.downcast_index(index), "hnsw"):
-        return "efSearch"
-    return None
-
-
-def exact_search(
-    queries: np.ndarray, chunks: Iterable[np.ndarray], k: int, metric: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """Scores and row numbers of the exact top-k of each query over vectors streamed in chunks."""
-    keep_max = METRICS[metric] == faiss.METRIC_INNER_PRODUCT
-    heap = faiss.ResultHeap(len(queries), k, keep_max=keep_max)
-    offset = 0
-    for chunk in chunks:
-        if len(chunk) == 0:
-            continue
-        flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
-        flat.add(prepare_vectors(chunk, metric))
-        scores, rows = flat.search(queries, min(k, len(chunk)))
-        rows = np.where(rows >= 0, rows + offset, -1)
-        heap.add_result(np.ascontiguousarray(scores), np.ascontiguousarray(rows))
-        offset += len(chunk)
-    heap.finalize()
-    return heap.D, heap.I
 
 
 def tie_aware_recall(
@@ -96,30 +65,31 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:
 
 
 def tune_index(
-    index: faiss.Index,
+    index: VectorIndex,
     queries: np.ndarray,
     exact: np.ndarray,
     target: float,
     k: int = 10,
-    query_rows: np.ndarray | None = None,
+    query_ids: np.ndarray | None = None,
     exact_scores: np.ndarray | None = None,
 ) -> TuningResult:
     """The smallest nprobe/efSearch whose recall@k on `queries` meets `target`.
 
-    `exact` holds each query's exact neighbours (and `exact_scores` their scores, which make
-    recall tie-aware where the index keeps exact vectors); with `query_rows` (the queries'
-    own rows in the index) those rows are dropped from both sides, so the queries act as
-    held-out ones.
+    `exact` holds each query's exact neighbours' ids (and `exact_scores` their scores, which
+    make recall tie-aware where the index keeps exact vectors); with `query_ids` (the
+    queries' own ids in the index) those are dropped from both sides, so the queries act as
+    held-out ones. Each value is tried through per-call search parameters: the index is
+    never changed.
     """
     if not 0 < target <= 1:
         raise SemsearchError(f"target recall must be in (0, 1], not {target}")
-    parameter = tunable_parameter(index)
+    parameter = index.tunable_parameter()
     if parameter is None:
         raise SemsearchError("this index searches exactly (recall 1.0): there is nothing to tune")
-    if exact_scores is not None and not keeps_exact_vectors(index):
-        exact_scores = None  # PQ scores are estimates: compare rows instead
-    measure = _recall_measure(index, queries, exact, k, query_rows, parameter, exact_scores)
-    candidates = _candidates(index, parameter, k)
+    if exact_scores is not None and not index.keeps_exact_vectors():
+        exact_scores = None  # PQ scores are estimates: compare ids instead
+    measure = _recall_measure(index, queries, exact, k, query_ids, parameter, exact_scores)
+    candidates = index.parameter_candidates(k)
     tried: dict[int, float] = {}
     for position, value in enumerate(candidates):
         tried[value] = measure(value)
@@ -134,56 +104,47 @@ def tune_index(
 
 
 def _recall_measure(
-    index: faiss.Index,
+    index: VectorIndex,
     queries: np.ndarray,
     exact: np.ndarray,
     k: int,
-    query_rows: np.ndarray | None,
+    query_ids: np.ndarray | None,
     parameter: str,
     exact_scores: np.ndarray | None,
 ) -> Callable[[int], float]:
-    extra = 0 if query_rows is None else 1
-    truth = _without_self(exact, query_rows, k)
-    higher_is_better = index.metric_type == faiss.METRIC_INNER_PRODUCT
+    extra = 0 if query_ids is None else 1
+    truth = _without_self(exact, query_ids, k)
+    better_high = higher_is_better(index.metric)
     kth_exact = None
     if exact_scores is not None:
-        kth_exact = _scores_without_self(exact_scores, exact, query_rows, k)[:, k - 1]
+        kth_exact = _scores_without_self(exact_scores, exact, query_ids, k)[:, k - 1]
 
     def measure(value: int) -> float:
-        apply_search_params(index, {parameter: value})
-        scores, found = index.search(queries, k + extra)
+        scores, found = index.search(queries, k + extra, {parameter: value})
         if kth_exact is None:
-            return recall_at_k(_without_self(found, query_rows, k), truth, k)
-        return tie_aware_recall(_scores_without_self(scores, found, query_rows, k),
-                                _without_self(found, query_rows, k), kth_exact, k,
-                                higher_is_better)  # fmt: skip
+            return recall_at_k(_without_self(found, query_ids, k), truth, k)
+        return tie_aware_recall(_scores_without_self(scores, found, query_ids, k),
+                                _without_self(found, query_ids, k), kth_exact, k,
+                                better_high)  # fmt: skip
 
     return measure
 
 
-def _without_self(rows: np.ndarray, query_rows: np.ndarray | None, k: int) -> np.ndarray:
-    if query_rows is None:
+def _without_self(rows: np.ndarray, query_ids: np.ndarray | None, k: int) -> np.ndarray:
+    if query_ids is None:
         return rows[:, :k]
-    kept = [[row for row in line if row != own][:k] for line, own in zip(rows, query_rows)]
+    kept = [[row for row in line if row != own][:k] for line, own in zip(rows, query_ids)]
     return np.array([line + [-1] * (k - len(line)) for line in kept], dtype=np.int64)
 
 
 def _scores_without_self(
-    scores: np.ndarray, rows: np.ndarray, query_rows: np.ndarray | None, k: int
+    scores: np.ndarray, rows: np.ndarray, query_ids: np.ndarray | None, k: int
 ) -> np.ndarray:
-    if query_rows is None:
+    if query_ids is None:
         return scores[:, :k]
     kept = [[score for score, row in zip(line, line_rows) if row != own][:k]
-            for line, line_rows, own in zip(scores, rows, query_rows)]  # fmt: skip
+            for line, line_rows, own in zip(scores, rows, query_ids)]  # fmt: skip
     return np.array([line + [np.nan] * (k - len(line)) for line in kept], dtype=np.float32)
-
-
-def _candidates(index: faiss.Index, parameter: str, k: int) -> list[int]:
-    if parameter == "nprobe":
-        nlist = faiss.extract_index_ivf(index).nlist
-        powers = [2**power for power in range(nlist.bit_length()) if 2**power < nlist]
-        return [*powers, nlist]
-    return [value for value in EF_SEARCH_CANDIDATES if value >= k] or [k]
 
 
 def _below_smallest(parameter: str, k: int) -> int:
@@ -206,34 +167,18 @@ def _smallest_meeting(
     return high
 
 
-def keeps_exact_vectors(index: faiss.Index) -> bool:
-    """True for flat storage (Flat, IVF-Flat, HNSW-Flat), False where it keeps codes (PQ)."""
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None:
-        return isinstance(faiss.downcast_index(ivf), faiss.IndexIVFFlat)
-    downcast = faiss.downcast_index(index)
-    storage = faiss.downcast_index(downcast.storage) if hasattr(downcast, "hnsw") else downcast
-    return isinstance(storage, faiss.IndexFlat)
+def tune_against_exact(
+    index: VectorIndex,
+    queries: np.ndarray,
+    parts: Iterable[tuple[np.ndarray, np.ndarray]],
+    target: float,
+    k: int = 10,
+    query_ids: np.ndarray | None = None,
+) -> TuningResult:
+    """Tune `index` on `queries` (prepared) against exact search over (ids, vectors) `parts`.
 
-
-def stored_vectors(index: faiss.Index, chunk_rows: int = 65_536) -> Iterable[np.ndarray]:
-    """The exact vectors an index holds, chunk by chunk; refused where it only keeps codes.
-
-    The checks (and IVF's direct map, which `reconstruct` needs) happen on the call, before
-    the first chunk is asked for.
+    With `query_ids` the queries are stored rows, each left out of its own results.
     """
-    if not keeps_exact_vectors(index):
-        raise SemsearchError(_COMPRESSED)
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None:
-        ivf.make_direct_map()
-    return (
-        index.reconstruct_n(start, min(chunk_rows, index.ntotal - start))
-        for start in range(0, index.ntotal, chunk_rows)
-    )
-
-
-_COMPRESSED = (
-    "this index stores compressed codes, not the vectors that exact search needs: tune it "
-    "while building, with 'semsearch build --target-recall'"
-)
+    extra = 0 if query_ids is None else 1
+    scores, exact = exact_knn(queries, parts, k + extra, index.metric)
+    return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores)

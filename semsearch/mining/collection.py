@@ -1,7 +1,7 @@
 """The collection to mine: its texts and ids, their exact-duplicate groups, and their vectors.
 
 A collection comes from a corpus file (read with the corpus reader, encoded with a
-bi-encoder) or from an index folder (vectors read back from the FAISS index, texts and ids
+bi-encoder) or from an index folder (the vectors it stores, texts and ids
 from its metadata, model and metric from its manifest), so an index is never re-encoded.
 """
 
@@ -16,19 +16,17 @@ import faiss
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from semsearch.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
 from semsearch.errors import SemsearchError
-from semsearch.index.factory import prepare_vectors
 from semsearch.index.manifest import Manifest
+from semsearch.index.segment import ID_COLUMN, Segment
 from semsearch.index.store import DEFAULT_INDEX_DIR, find_index
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
 
 SimilarityMetric = Literal["cosine", "dot"]
-# Vectors are read back from an index this many at a time, so only the rows asked for stay.
-RECONSTRUCT_BLOCK = 65_536
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,7 @@ class Collection:
         """Search-ready vectors (unit length for cosine) of `rows`, increasing positions."""
         raise NotImplementedError
 
-    def trained_index(self) -> tuple[faiss.Index, dict[str, int], str] | None:
+    def trained_index(self) -> tuple[VectorIndex, dict[str, int], str] | None:
         """The FAISS index these vectors sit in (with its search parameters), if any."""
         return None
 
@@ -134,7 +132,7 @@ class EncodedCollection(Collection):
 
 
 class IndexedCollection(Collection):
-    """An index folder's rows: vectors read back from `index.faiss`, never re-encoded."""
+    """An index's live rows: vectors read from the ones it stores, never re-encoded."""
 
     def __init__(self, name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> None:
         folder = find_index(name, index_dir)
@@ -144,62 +142,43 @@ class IndexedCollection(Collection):
                 f"index {folder.name!r} uses the {manifest.index.metric} distance; mining ranks "
                 "pairs by similarity: build the index with --metric cosine or dot"
             )
-        text_column = manifest.source.text_column
-        id_column = manifest.source.id_column or SOURCE_ROW_COLUMN
-        metadata = pq.read_table(folder.metadata_file, columns=[text_column, id_column])
-        if metadata.num_rows != manifest.rows:
-            raise SemsearchError(
-                f"{folder.metadata_file} has {metadata.num_rows} rows, the index {manifest.rows}: "
-                "rebuild the index with --overwrite"
-            )
+        id_column = manifest.id_column or ID_COLUMN
+        self.segments = [Segment(folder.segment_dir(r.name), r) for r in manifest.segments]
+        texts, ids, self._positions = [], [], []
+        for segment in self.segments:
+            live = np.flatnonzero(segment.live_mask())
+            table = segment.metadata([manifest.text_column, id_column]).take(pa.array(live))
+            texts.append(table.column(manifest.text_column))
+            ids.append(table.column(id_column))
+            self._positions.append(live)
         super().__init__(
             name=folder.name,
-            texts=metadata.column(text_column).cast(pa.large_string()).combine_chunks(),
-            ids=metadata.column(id_column).combine_chunks(),
+            texts=_combine([c.combine_chunks() for c in texts], pa.large_string()),
+            ids=pa.chunked_array([c.combine_chunks() for c in ids]).combine_chunks(),
             metric=manifest.index.metric,
         )
         self.folder = folder
         self.manifest: Manifest = manifest
-        self._index: faiss.Index | None = folder.read_index(manifest)
-
-    @property
-    def index(self) -> faiss.Index:
-        if self._index is None:
-            self._index = self.folder.read_index(self.manifest)
-        return self._index
 
     def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
-        index = self.index
-        ivf = faiss.try_extract_index_ivf(index)
-        if ivf is not None:
-            ivf.make_direct_map()  # lets IVF lists be read back by row number
-        output = np.empty((len(rows), index.d), dtype=np.float32)
-        block_starts = np.arange(0, index.ntotal + RECONSTRUCT_BLOCK, RECONSTRUCT_BLOCK)
-        bounds = np.searchsorted(rows, block_starts)
-        for start, low, high in zip(block_starts, bounds[:-1], bounds[1:]):
-            if low < high:
-                block = self._reconstruct(index, int(start), RECONSTRUCT_BLOCK)
-                output[low:high] = block[rows[low:high] - start]
-        if ivf is not None:
-            ivf.set_direct_map_type(faiss.DirectMap.NoMap)  # frees the map (8 bytes a row)
-        if self.metric == "cosine":  # unit length already, unless the index compresses vectors
-            faiss.normalize_L2(output)  # in place: prepare_vectors would copy them all
+        output = np.empty((len(rows), self.manifest.model.dimension), dtype=np.float32)
+        start = 0
+        for segment, positions in zip(self.segments, self._positions):
+            inside = (rows >= start) & (rows < start + len(positions))
+            if inside.any():
+                output[inside] = segment.vectors_at(positions[rows[inside] - start])
+            start += len(positions)
+        if self.metric == "cosine":
+            faiss.normalize_L2(output)  # in place: fp16 storage rounds the unit length
         return output
 
-    def trained_index(self) -> tuple[faiss.Index, dict[str, int], str]:
-        """Hands the loaded index over (the miner may empty and refill it); it is re-read if needed."""
-        index, self._index = self.index, None
+    def trained_index(self) -> tuple[VectorIndex, dict[str, int], str] | None:
+        """The index's own trained structure (empty), for the miner to fill, if it has one."""
         spec = self.manifest.index
+        if not spec.trained_file:
+            return None
+        index = VectorIndex.read(self.folder.trained_path(spec.trained_file), spec.metric)
         return index, dict(spec.search_params), spec.factory
-
-    def _reconstruct(self, index: faiss.Index, start: int, count: int) -> np.ndarray:
-        try:
-            return index.reconstruct_n(start, min(count, index.ntotal - start))
-        except RuntimeError as exc:
-            raise SemsearchError(
-                f"index {self.name!r} ({self.manifest.index.factory}) cannot give its vectors back: "
-                "mine its corpus file instead"
-            ) from exc
 
 
 def _combine(chunks: list[pa.Array], type_: pa.DataType) -> pa.Array:

@@ -10,18 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from semsearch.index.factory import (
-    AUTO_EXACT_LIMIT,
-    METRICS,
-    apply_search_params,
-    choose_index,
-    create_index,
-    training_rows,
-)
+from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
+from semsearch.index.manifest import IndexSpec
+from semsearch.index.vector_index import VectorIndex
 
 # Trained structures with inverted lists can be emptied and refilled with some of their rows.
 REFILLABLE = ("IVF",)
@@ -39,37 +33,41 @@ class Neighbours:
 def search_structure(
     vectors: np.ndarray,
     metric: str,
-    trained: tuple[faiss.Index, dict[str, int], str] | None = None,
+    trained: tuple[VectorIndex, dict[str, int], str] | None = None,
     nprobe: int | None = None,
-) -> tuple[faiss.Index, str]:
-    """A FAISS index over `vectors` to search them with, and a few words on what it is.
+) -> tuple[SearchStructure, str]:
+    """A structure over `vectors` (ids are their positions) to search them with, and a few
+    words on what it is.
 
-    `trained` is the index the vectors were read from (its object, search parameters and
-    factory string). Unless it is a brute-force Flat index, it is reused as is when it holds
-    exactly these vectors, and an IVF one is emptied and refilled when it holds more (it is
-    modified: pass a copy to keep the original).
+    `trained` is the empty trained structure of the index the vectors came from (with its
+    search parameters and factory string); an IVF one is filled with the vectors and used.
     """
     rows, dimension = vectors.shape
     if rows <= AUTO_EXACT_LIMIT:
-        exact = faiss.IndexFlat(dimension, METRICS[metric])
-        exact.add(vectors)
-        return exact, "Flat (exact)"
+        exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
+        exact.add(vectors, np.arange(rows))
+        return SearchStructure(exact, {}), "Flat (exact)"
     params = {"nprobe": nprobe} if nprobe is not None else {}
-    if trained is not None and not isinstance(faiss.downcast_index(trained[0]), faiss.IndexFlat):
+    if trained is not None and trained[2].startswith(REFILLABLE):
         index, own_params, factory = trained
-        if index.ntotal == rows:
-            apply_search_params(index, {**own_params, **params})
-            return index, f"{factory} (the index's own)"
-        if factory.startswith(REFILLABLE):
-            index.reset()  # keeps the trained centroids (and codebooks), drops the vectors
-            index.add(vectors)
-            apply_search_params(index, {**own_params, **params})
-            return index, f"{factory} (the index's own, refilled with {rows} rows)"
+        index.add(vectors, np.arange(rows))
+        return SearchStructure(index, {**own_params, **params}), f"{factory} (the index's own centroids)"
     return _train_ivf(vectors, metric, params)
 
 
+@dataclass(frozen=True)
+class SearchStructure:
+    """An index and the search parameters every call uses."""
+
+    index: VectorIndex
+    params: dict[str, int]
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(queries, k, self.params)
+
+
 def search_in_chunks(
-    index: faiss.Index, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False
+    index: SearchStructure, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False
 ) -> Iterator[Neighbours]:
     """The `k` nearest other rows of every row, `chunk` query rows at a time."""
     k = min(k, len(vectors) - 1)
@@ -90,13 +88,14 @@ def _without_self(positions: np.ndarray, start: int, k: int) -> np.ndarray:
     return np.where(valid, positions, -1)
 
 
-def _train_ivf(vectors: np.ndarray, metric: str, params: dict[str, int]) -> tuple[faiss.Index, str]:
+def _train_ivf(
+    vectors: np.ndarray, metric: str, params: dict[str, int]
+) -> tuple[SearchStructure, str]:
     spec = choose_index("ivf", len(vectors), vectors.shape[1], metric)
-    index = create_index(spec, vectors.shape[1])
+    index = VectorIndex.create(spec, vectors.shape[1])
     sample = np.random.default_rng(0).choice(
-        len(vectors), size=training_rows(index, len(vectors)), replace=False
+        len(vectors), size=index.training_rows(len(vectors)), replace=False
     )
     index.train(vectors[np.sort(sample)])
-    index.add(vectors)
-    apply_search_params(index, {**spec.search_params, **params})
-    return index, f"{spec.factory} (trained for mining)"
+    index.add(vectors, np.arange(len(vectors)))
+    return SearchStructure(index, {**spec.search_params, **params}), f"{spec.factory} (trained for mining)"

@@ -12,7 +12,6 @@ import contextlib
 import copy
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +36,7 @@ from semsearch.models.model_folder import (
 )
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import check_quantization, quantize_dynamic_int8
+from semsearch.models.spec import EncoderSpec
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -52,22 +52,6 @@ PIN_MEMORY = True
 # On CUDA, batch widths are rounded up to a multiple of this: fewer distinct shapes, each of
 # which costs the GPU libraries a kernel choice the first time it is seen.
 GPU_PAD_MULTIPLE = 8
-
-
-@dataclass(frozen=True)
-class EncoderSpec:
-    """What an index records about the model that built it."""
-
-    name: str
-    fingerprint: str
-    pooling: str
-    normalize: bool
-    max_length: int
-    dimension: int
-    quantization: str | None = None  # "int8": the index was built by a quantised encoder
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class BiEncoder(nn.Module):

@@ -1,7 +1,7 @@
 """Ready-made sentence vectors and the labelled pairs between them, for the adapter.
 
 Vectors come from a `.npy` file ([rows, dimension]) or from an index built by
-`semsearch build` (read back from `index.faiss`; row i is row i of its metadata). Pairs
+`semsearch build` (the vectors it stores; row i is its i-th live row). Pairs
 are a table (any corpus file) with the row numbers of two vectors and a 0/1 label:
 columns `row1`, `row2`, `label` (others can be mapped onto these names).
 """
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
 
 from semsearch.errors import SemsearchError
+from semsearch.index.segment import Segment
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.training.data import read_source
 
@@ -54,19 +54,15 @@ def load_vectors(path: Path | None = None, index: str | None = None,
 
 
 def index_vectors(folder: IndexFolder) -> np.ndarray:
-    """Every vector of an index, in row order (approximate for compressed indexes, e.g. PQ)."""
+    """Every live vector an index stores, in row order (segment after segment)."""
     manifest = folder.manifest()
-    index = folder.read_index(manifest)
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None:
-        ivf.make_direct_map()  # IVF lists can then be read back by row number
-    try:
-        return index.reconstruct_n(0, index.ntotal)
-    except RuntimeError as exc:
-        raise SemsearchError(
-            f"index {folder.name!r} ({manifest.index.factory}) cannot give its vectors back: "
-            "export them to a .npy file instead"
-        ) from exc
+    parts = []
+    for record in manifest.segments:
+        segment = Segment(folder.segment_dir(record.name), record)
+        parts.append(segment.vectors_at(np.flatnonzero(segment.live_mask())))
+    if not parts:
+        return np.empty((0, manifest.model.dimension), np.float32)
+    return np.concatenate(parts)
 
 
 def read_vector_pairs(

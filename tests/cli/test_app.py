@@ -45,7 +45,9 @@ def test_table_output_shows_ids_and_scores(built) -> None:
 
 def test_info_and_list(built) -> None:
     info = json.loads(built("info", "docs", "--index-dir", built.index_dir, "--json").stdout)
-    assert info["rows"] == 12 and info["file_bytes"]["index.faiss"] == info["index_file_bytes"]
+    assert info["rows"] == 12 and info["generation"] == 1 and info["bytes"] > 0
+    assert [line["generation"] for line in info["generations"]] == [1]
+    assert info["segments"][0]["rows"] == 12 and info["segments"][0]["index_file_bytes"] > 0
     listing = [
         json.loads(line)
         for line in built("list", "--index-dir", built.index_dir, "--json").stdout.splitlines()
@@ -94,7 +96,7 @@ def test_not_a_parquet_file(cli, tmp_path) -> None:
 
 
 def test_corrupt_index_from_the_console_script(built) -> None:
-    index_file = f"{built.index_dir}/docs/index.faiss"
+    index_file = f"{built.index_dir}/docs/segments/s000000/index-g000001.faiss"
     with open(index_file, "r+b") as handle:
         handle.truncate(100)
     process = subprocess.run(

@@ -1,0 +1,163 @@
+"""`semsearch add`, `delete`, `reindex`, `compact` and `rollback`: changing an index in place.
+
+Each writes a new generation; a searcher opened on an older one keeps answering from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from semsearch.cli.common import (
+    DEFAULT_INDEX_DIR,
+    Device,
+    EncodeBatch,
+    IndexDir,
+    JsonFlag,
+    app,
+    console,
+    user_errors,
+)
+from semsearch.cli.output import print_json_lines
+from semsearch.errors import SemsearchError
+from semsearch.index.factory import parse_bytes
+from semsearch.index.store import find_index
+from semsearch.index.update import ChangeResult
+from semsearch.inputs import read_lines
+
+IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the index to change.")]
+IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]
+
+
+@app.command()
+@user_errors
+def add(
+    corpus: Annotated[Path, typer.Argument(help="Corpus file with the rows to add or update.")],
+    index: IndexName,
+    text_column: Annotated[
+        str | None, typer.Option(help="Column holding the text (default: the index's).")
+    ] = None,
+    id_column: Annotated[
+        str | None, typer.Option(help="Must be the index's own id column, if given.")
+    ] = None,
+    batch_size: EncodeBatch = None,
+    device: Device = "auto",
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: JsonFlag = False,
+) -> None:
+    """Upsert CORPUS's rows into an index: new ids are added, changed texts re-encoded,
+    unchanged rows skipped without encoding."""
+    from semsearch.index.update import add_rows
+
+    folder = find_index(index, index_dir)
+    encoder = _encoder_for(folder, device)
+    result = add_rows(folder, corpus, encoder, text_column, id_column, batch_size)
+    _report(folder.name, result, json_output)
+
+
+@app.command()
+@user_errors
+def delete(
+    name: IndexArgument,
+    ids: Annotated[Path | None, typer.Option(help="File with one id per line to delete.")] = None,
+    where: Annotated[
+        str | None, typer.Option(help="Delete the rows satisfying this SQL condition.")
+    ] = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: JsonFlag = False,
+) -> None:
+    """Delete rows by id (--ids FILE) or by a condition (--where "year < 2010")."""
+    from semsearch.index.update import delete_rows
+
+    folder = find_index(name, index_dir)
+    if (ids is None) == (where is None):
+        raise SemsearchError("give either --ids FILE or --where EXPR (one of them)")
+    result = delete_rows(folder, read_lines(ids) if ids else None, where)
+    _report(folder.name, result, json_output)
+
+
+@app.command()
+@user_errors
+def reindex(
+    name: IndexArgument,
+    index_type: Annotated[
+        str, typer.Option(help="flat, ivf, hnsw, ivfpq, auto or a FAISS factory string.")
+    ],
+    target_recall: Annotated[
+        float, typer.Option(help="Tune nprobe/efSearch to this recall@10 (0: skip).")
+    ] = 0.95,
+    memory_budget: Annotated[
+        str | None, typer.Option(help="Memory the index may take (e.g. 2G).")
+    ] = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: JsonFlag = False,
+) -> None:
+    """Rebuild the FAISS structure from the stored vectors, without loading the model."""
+    from semsearch.index.maintain import reindex as rebuild
+
+    folder = find_index(name, index_dir)
+    budget = parse_bytes(memory_budget) if memory_budget else None
+    manifest = rebuild(folder, index_type, target_recall or None, budget, show_progress=True)
+    _report_manifest(folder.name, manifest, json_output)
+
+
+@app.command()
+@user_errors
+def compact(
+    name: IndexArgument,
+    keep: Annotated[int, typer.Option(help="Generations to keep, the current one included.")] = 1,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: JsonFlag = False,
+) -> None:
+    """Merge segments, drop deleted rows, and forget generations older than the last --keep."""
+    from semsearch.index.maintain import compact as merge
+
+    folder = find_index(name, index_dir)
+    _report_manifest(folder.name, merge(folder, keep, show_progress=True), json_output)
+
+
+@app.command()
+@user_errors
+def rollback(
+    name: IndexArgument,
+    generation: Annotated[int, typer.Argument(help="The generation to make current again.")],
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    json_output: JsonFlag = False,
+) -> None:
+    """Make an older generation current again (recorded as a new generation)."""
+    from semsearch.index.maintain import rollback as restore
+
+    folder = find_index(name, index_dir)
+    _report_manifest(folder.name, restore(folder, generation), json_output)
+
+
+def _encoder_for(folder, device: str):
+    from semsearch.models.bi_encoder import BiEncoder
+
+    model = folder.manifest().model
+    return BiEncoder.load(model.name, pooling=model.pooling, normalize=model.normalize,
+                          max_length=model.max_length, device=device,
+                          quantization=model.quantization)  # fmt: skip
+
+
+def _report(name: str, result: ChangeResult, json_output: bool) -> None:
+    if json_output:
+        print_json_lines([{"index": name, **result.to_dict()}])
+        return
+    counts = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in result.to_dict().items()
+                       if key != "generation" and value)  # fmt: skip
+    where = f"generation {result.generation}" if result.generation else "no new generation"
+    console.print(f"{name}: {counts or 'nothing to do'} ({where})")
+
+
+def _report_manifest(name: str, manifest, json_output: bool) -> None:
+    if json_output:
+        print_json_lines([{"index": name, **manifest.to_dict()}])
+        return
+    console.print(
+        f"{name}: generation {manifest.generation}, {manifest.rows} rows in "
+        f"{len(manifest.segments)} segment(s), {manifest.index.factory} {manifest.index.search_params}"
+    )
+

@@ -1,0 +1,56 @@
+"""Filling a FAISS structure from stored vectors: sample, train, add part by part.
+
+Build, add, reindex and compact all make their segments' indexes here, from the vectors on
+disk, so no step needs the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from semsearch.index.manifest import IndexSpec
+from semsearch.index.vector_index import VectorIndex
+
+log = logging.getLogger(__name__)
+
+Parts = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
+
+
+def sample_vectors(parts: Parts, count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`count` (ids, float32 vectors) drawn uniformly without replacement from all parts."""
+    sizes = np.array([len(ids) for ids, _ in parts()], dtype=np.int64)
+    total = int(sizes.sum())
+    chosen = np.sort(np.random.default_rng(seed).choice(total, size=min(count, total), replace=False))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    ids_out, vectors_out = [], []
+    for position, (ids, vectors) in enumerate(parts()):
+        inside = chosen[(chosen >= starts[position]) & (chosen < starts[position + 1])]
+        if len(inside):
+            local = inside - starts[position]
+            ids_out.append(np.asarray(ids[local]))
+            vectors_out.append(np.asarray(vectors[local], dtype=np.float32))
+    if not ids_out:
+        return np.empty(0, np.int64), np.empty((0, 0), np.float32)
+    return np.concatenate(ids_out), np.concatenate(vectors_out)
+
+
+def trained_index(spec: IndexSpec, dimension: int, parts: Parts, total: int) -> VectorIndex:
+    """An empty index of `spec`, trained on a sample of the parts when its structure needs it."""
+    index = VectorIndex.create(spec, dimension)
+    sample_size = index.training_rows(total)
+    if sample_size:
+        log.info("training %s on %d of %d vectors", spec.factory, sample_size, total)
+        index.train(sample_vectors(parts, sample_size)[1])
+    return index
+
+
+def add_parts(index: VectorIndex, parts: Parts, total: int, show_progress: bool = False) -> None:
+    """Add every (ids, vectors) part to `index`, with a progress bar."""
+    with tqdm(total=total, desc="indexing", unit="vec", disable=not show_progress) as bar:
+        for ids, vectors in parts():
+            index.add(np.asarray(vectors, dtype=np.float32), ids)
+            bar.update(len(ids))

@@ -1,0 +1,66 @@
+"""`Index`: an index folder as one Python object that is read, searched and changed.
+
+    index = Index.open("pypi")
+    index.add(table_or_corpus_file)        # upsert by id: a new generation
+    index.delete(ids=["a", "b"])           # or where="license = 'GPL'"
+    index.reindex("hnsw")                  # new FAISS structure from the stored vectors
+    hits = index.searcher().search(["fast json"], k=5, where="year >= 2020")
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from semsearch.index import maintain, update
+from semsearch.index.manifest import Manifest
+from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
+from semsearch.index.update import ChangeResult
+
+
+class Index:
+    """One index folder; every change writes a new generation (see `semsearch.index.store`)."""
+
+    def __init__(self, folder: IndexFolder) -> None:
+        self.folder = folder
+
+    @classmethod
+    def open(cls, name: str | Path, index_dir: Path = DEFAULT_INDEX_DIR) -> Index:
+        return cls(find_index(str(name), Path(index_dir)))
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.folder.manifest()
+
+    def generations(self) -> list[Manifest]:
+        return [self.folder.manifest(number) for number in self.folder.generations()]
+
+    def add(self, rows: pa.Table | str | Path, encoder=None, batch_size: int | None = None) -> ChangeResult:
+        """Upsert `rows` (a table or a corpus file) by the index's id column."""
+        if isinstance(rows, pa.Table):
+            with tempfile.TemporaryDirectory() as scratch:
+                path = Path(scratch) / "rows.parquet"
+                pq.write_table(rows, path)
+                return update.add_rows(self.folder, path, encoder, batch_size=batch_size)
+        return update.add_rows(self.folder, Path(rows), encoder, batch_size=batch_size)
+
+    def delete(self, ids: list | None = None, where: str | None = None) -> ChangeResult:
+        return update.delete_rows(self.folder, None if ids is None else [str(i) for i in ids], where)
+
+    def reindex(self, index_type: str, target_recall: float | None = 0.95,
+                memory_budget: int | None = None) -> Manifest:  # fmt: skip
+        return maintain.reindex(self.folder, index_type, target_recall, memory_budget)
+
+    def compact(self, keep: int = 1) -> Manifest:
+        return maintain.compact(self.folder, keep)
+
+    def rollback(self, generation: int) -> Manifest:
+        return maintain.rollback(self.folder, generation)
+
+    def searcher(self, encoder=None, at: int | None = None, device: str = "auto"):
+        from semsearch.search import Searcher
+
+        return Searcher(self.folder, encoder=encoder, at=at, device=device)

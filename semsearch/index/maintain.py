@@ -1,0 +1,232 @@
+"""`reindex`, `compact`, `rollback` and `tune`: new generations made from the stored vectors.
+
+None of them loads the model (except `tune` with text queries): the vectors on disk are
+enough to rebuild any FAISS structure, merge segments, or measure recall.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.errors import SemsearchError
+from semsearch.index.factory import choose_index
+from semsearch.index.filling import add_parts, sample_vectors, trained_index
+from semsearch.index.generation import next_generation, next_segment_number, now, segment_name
+from semsearch.index.manifest import (
+    Manifest,
+    SegmentRecord,
+    generation_file,
+    write_manifest,
+)
+from semsearch.index.segment import Segment, SegmentWriter, index_file_name
+from semsearch.index.store import TRAINED_DIR, IndexFolder, remove_leftovers
+from semsearch.index.tune import DEFAULT_TUNING_QUERIES, TuningResult, tune_against_exact
+from semsearch.index.vector_index import prepare_vectors
+
+log = logging.getLogger(__name__)
+
+PART_ROWS = 16_384
+TUNING_K = 10
+
+
+def reindex(
+    folder: IndexFolder,
+    requested: str,
+    target_recall: float | None = 0.95,
+    memory_budget: int | None = None,
+    show_progress: bool = False,
+) -> Manifest:
+    """Rebuild the FAISS structure as `requested` (flat, ivf, hnsw, ivfpq, a factory string)
+    over every live row, tuned to `target_recall`; the new generation's manifest."""
+    _check_target(target_recall)
+    started = time.perf_counter()
+    with folder.writer_lock("reindex"):
+        manifest = folder.manifest()
+        spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
+                            manifest.index.metric, memory_budget)  # fmt: skip
+        new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started)
+        write_manifest(folder.path, new)
+        return new
+
+
+def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> Manifest:
+    """Merge the segments into one without deleted rows (when there is more than one, or any
+    deleted row) and forget generations older than the newest `keep`."""
+    if keep < 1:
+        raise SemsearchError(f"--keep must be at least 1 (the current generation), not {keep}")
+    started = time.perf_counter()
+    with folder.writer_lock("compact"):
+        manifest = folder.manifest()
+        needs_merge = len(manifest.segments) > 1 or any(s.deleted for s in manifest.segments)
+        if needs_merge:
+            spec = choose_index(manifest.index.requested, max(manifest.rows, 1),
+                                manifest.model.dimension, manifest.index.metric)  # fmt: skip
+            if manifest.index.requested.lower() != "auto" and spec.factory != manifest.index.factory:
+                spec = replace(spec, factory=manifest.index.factory)
+            target = (manifest.tuning or {}).get("target")
+            manifest = _rebuild(folder, manifest, spec, target, show_progress, "compact", started)
+            write_manifest(folder.path, manifest)
+        for number in folder.generations()[:-keep]:
+            generation_file(folder.path, number).unlink(missing_ok=True)
+        remove_leftovers(folder)
+        return manifest
+
+
+def rollback(folder: IndexFolder, generation: int) -> Manifest:
+    """Make generation `generation` current again, as a new generation (history stays linear)."""
+    with folder.writer_lock("rollback"):
+        current = folder.manifest()
+        target = folder.manifest(generation)
+        _check_files(folder, target)
+        new = replace(
+            target,
+            generation=current.generation + 1,
+            next_id=max(current.next_id, target.next_id),  # ids are never given out twice
+            operation={"kind": "rollback", "to": generation},
+            created_at=now(),
+            build_seconds=0.0,
+        )
+        write_manifest(folder.path, new)
+        return new
+
+
+def retune(
+    folder: IndexFolder,
+    target: float,
+    queries: np.ndarray | None = None,
+    k: int = TUNING_K,
+    sample: int = DEFAULT_TUNING_QUERIES,
+) -> TuningResult:
+    """Tune the search parameter on the largest segment's stored vectors (or on `queries`,
+    already encoded) and record it in a new generation."""
+    _check_target(target)
+    started = time.perf_counter()
+    with folder.writer_lock("tune"):
+        manifest = folder.manifest()
+        record = max(manifest.segments, key=lambda s: s.rows)
+        segment = Segment(folder.segment_dir(record.name), record)
+        index = segment.read_index(manifest.index.metric)
+        if index.tunable_parameter() is None:
+            raise SemsearchError(
+                f"index {manifest.name!r} ({manifest.index.factory}) searches exactly "
+                "(recall 1.0): there is nothing to tune"
+            )
+        if queries is None:
+            query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, record.rows), seed=1)
+            queries = prepare_vectors(vectors, manifest.index.metric)
+        else:
+            query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
+        result = tune_against_exact(index, queries, segment.iter_parts(), target, k, query_ids)
+        params = {**manifest.index.search_params, result.parameter: result.value}
+        new = next_generation(
+            manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
+            time.perf_counter() - started,
+            index=replace(manifest.index, search_params=params), tuning=result.to_dict(),
+        )  # fmt: skip
+        write_manifest(folder.path, new)
+        return result
+
+
+def _rebuild(
+    folder: IndexFolder, manifest: Manifest, spec, target_recall: float | None,
+    show_progress: bool, kind: str, started: float,
+) -> Manifest:  # fmt: skip
+    """One segment over every live row with a new `spec` index: the next generation."""
+    generation = manifest.generation + 1
+    segment = _live_segment(folder, manifest)
+    total = segment.record.rows
+    if total == 0:
+        raise SemsearchError(f"index {manifest.name!r} has no live rows to {kind}")
+    index = trained_index(spec, manifest.model.dimension, segment.iter_parts, total)
+    if not _untrained_needed(index, spec, manifest):
+        trained_name = f"t-g{generation:06d}.faiss"
+        (folder.path / TRAINED_DIR).mkdir(exist_ok=True)
+        index.write(folder.trained_path(trained_name))
+        spec = replace(spec, trained_file=trained_name)
+    else:
+        spec = replace(spec, trained_file=None)
+    add_parts(index, segment.iter_parts, total, show_progress)
+    tuning = None
+    if target_recall and index.tunable_parameter():
+        query_ids, vectors = sample_vectors(segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1)
+        tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
+                                    segment.iter_parts(), target_recall, TUNING_K, query_ids)  # fmt: skip
+        spec = replace(spec, search_params={tuning.parameter: tuning.value})
+        log.warning("tuned %s=%d: recall@%d %.3f", tuning.parameter, tuning.value, TUNING_K, tuning.recall)
+    index_file = index_file_name(generation)
+    size = index.write(segment.folder / index_file)
+    record = replace(segment.record, index_file=index_file, index_file_bytes=size)
+    return next_generation(
+        manifest, [record], {"kind": kind, "factory": spec.factory, "rows": total},
+        time.perf_counter() - started, index=spec, tuning=tuning.to_dict() if tuning else None,
+    )  # fmt: skip
+
+
+def _untrained_needed(index, spec, manifest) -> bool:
+    """True where the structure needs no training (Flat, HNSW): no trained file to keep."""
+    from semsearch.index.vector_index import VectorIndex
+
+    return VectorIndex.create(spec, manifest.model.dimension).is_trained
+
+
+def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
+    """The one segment holding every live row: the existing one when there is a single segment
+    without deletions, else a new segment copied from the live rows (vectors never re-encoded)."""
+    if len(manifest.segments) == 1 and manifest.segments[0].deleted == 0:
+        record = manifest.segments[0]
+        return Segment(folder.segment_dir(record.name), record)
+    existing = [path.name for path in folder.segments_dir.iterdir()]
+    name = segment_name(next_segment_number(manifest, existing))
+    temporary = folder.segments_dir / f".tmp-{name}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    writer = SegmentWriter(temporary, manifest.vector_dtype)
+    segments = [Segment(folder.segment_dir(record.name), record) for record in manifest.segments]
+    # Every live row as (id, segment, position), in id order: a merged segment keeps ids ascending.
+    ids, owners, positions = [], [], []
+    for number, segment in enumerate(segments):
+        live = np.flatnonzero(segment.live_mask())
+        ids.append(np.asarray(segment.ids[live]))
+        owners.append(np.full(len(live), number))
+        positions.append(live)
+    ids, owners, positions = (np.concatenate(values) for values in (ids, owners, positions))
+    order = np.argsort(ids, kind="stable")
+    ids, owners, positions = ids[order], owners[order], positions[order]
+    metadata = [segment.metadata() for segment in segments]
+    for part, start in enumerate(range(0, len(ids), PART_ROWS)):
+        chunk = slice(start, start + PART_ROWS)
+        vectors = np.empty((len(ids[chunk]), manifest.model.dimension), np.float32)
+        tables = []
+        for number, segment in enumerate(segments):
+            mine = owners[chunk] == number
+            if mine.any():
+                vectors[mine] = segment.vectors_at(positions[chunk][mine])
+                tables.append((np.flatnonzero(mine), metadata[number].take(pa.array(positions[chunk][mine]))))
+        table = pa.concat_tables([t for _, t in tables], promote_options="permissive")
+        back = np.argsort(np.concatenate([where for where, _ in tables]), kind="stable")
+        writer.write(part, ids[chunk], vectors, table.take(pa.array(back)))
+    parts = writer.part_count()
+    temporary.rename(folder.segment_dir(name))
+    return Segment(folder.segment_dir(name), SegmentRecord(name, len(ids), parts, "", 0))
+
+
+def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
+    missing = [
+        record.name for record in manifest.segments
+        if not (folder.segment_dir(record.name) / record.index_file).is_file()
+    ]  # fmt: skip
+    if missing:
+        raise SemsearchError(
+            f"generation {manifest.generation} of index {manifest.name!r} lost its files to a "
+            f"compaction (segment {missing[0]}): it cannot be restored"
+        )
+
+
+def _check_target(target: float | None) -> None:
+    if target is not None and not 0 <= target <= 1:
+        raise SemsearchError(f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}")

@@ -1,0 +1,212 @@
+"""A segment: an append-only set of rows (vectors, ids, metadata) and its own FAISS index.
+
+A segment folder holds parts written once and never changed:
+
+    part-00000.npy          vectors [rows, dimension], float32 or float16
+    part-00000.ids.npy      their int64 ids, ascending across the whole segment
+    part-00000.parquet      their metadata: the corpus' columns plus _id and _text_hash
+    index-g000001.faiss     the FAISS index over the segment (a reindex writes a new one)
+    deleted-g000004.npy     ids deleted from the segment as of a generation (sorted)
+
+A part is complete once its vectors file exists (it is written last, through a temporary
+name), so an interrupted build or add resumes from the last complete part.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from semsearch.errors import SemsearchError
+from semsearch.index.manifest import SegmentRecord
+from semsearch.index.vector_index import VectorIndex
+
+ID_COLUMN = "_semsearch_id"
+TEXT_HASH_COLUMN = "_semsearch_text_hash"
+RESERVED_COLUMNS = (ID_COLUMN, TEXT_HASH_COLUMN)
+
+
+def index_file_name(generation: int) -> str:
+    return f"index-g{generation:06d}.faiss"
+
+
+def deleted_file_name(generation: int) -> str:
+    return f"deleted-g{generation:06d}.npy"
+
+
+class SegmentWriter:
+    """Writes the parts of one segment into `folder`."""
+
+    def __init__(self, folder: Path, vector_dtype: str = "float32") -> None:
+        self.folder = folder
+        self.vector_dtype = vector_dtype
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def has(self, part: int) -> bool:
+        return _vectors_path(self.folder, part).is_file()
+
+    def write(self, part: int, ids: np.ndarray, vectors: np.ndarray, metadata: pa.Table) -> None:
+        """Write one part; the vectors file goes last, so its presence means a complete part."""
+        if not (len(ids) == len(vectors) == metadata.num_rows):
+            raise ValueError("a part needs as many ids, vectors and metadata rows")
+        _write_parquet(metadata, _metadata_path(self.folder, part))
+        _save_npy(_ids_path(self.folder, part), np.asarray(ids, dtype=np.int64))
+        _save_npy(_vectors_path(self.folder, part), np.asarray(vectors, dtype=self.vector_dtype))
+
+    def part_count(self) -> int:
+        count = 0
+        while self.has(count):
+            count += 1
+        return count
+
+
+class Segment:
+    """A finished segment folder, read lazily: ids, vectors and metadata are memory-mapped."""
+
+    def __init__(self, folder: Path, record: SegmentRecord) -> None:
+        self.folder = folder
+        self.record = record
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @cached_property
+    def part_ids(self) -> list[np.ndarray]:
+        return [self._load(_ids_path(self.folder, part)) for part in range(self.record.parts)]
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        """Every stored id, ascending (deleted ones included)."""
+        ids = np.concatenate(self.part_ids) if self.part_ids else np.empty(0, np.int64)
+        if len(ids) != self.record.rows:
+            raise SemsearchError(
+                f"segment {self.folder} holds {len(ids)} rows, the manifest says {self.record.rows}: "
+                "roll back or rebuild the index with --overwrite"
+            )
+        return ids
+
+    def part_vectors(self, part: int) -> np.ndarray:
+        return self._load(_vectors_path(self.folder, part))
+
+    def iter_parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(ids, vectors) of each part in order; vectors as stored (float32 or float16)."""
+        for part in range(self.record.parts):
+            yield self.part_ids[part], self.part_vectors(part)
+
+    def vectors_at(self, positions: np.ndarray) -> np.ndarray:
+        """float32 vectors of the rows at `positions` (ascending) in the segment."""
+        output = np.empty((len(positions), self._dimension()), dtype=np.float32)
+        bounds = np.cumsum([0, *(len(ids) for ids in self.part_ids)])
+        cuts = np.searchsorted(positions, bounds)
+        for part in range(self.record.parts):
+            low, high = cuts[part], cuts[part + 1]
+            if low < high:
+                output[low:high] = self.part_vectors(part)[positions[low:high] - bounds[part]]
+        return output
+
+    def positions_of(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of `ids` in the segment, -1 for ids it does not hold."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(self.ids) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[positions] == ids, positions, -1)
+
+    def metadata(self, columns: list[str] | None = None) -> pa.Table:
+        """The metadata of every stored row, in position order, memory-mapped."""
+        tables = [
+            pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
+            for part in range(self.record.parts)
+        ]
+        return _concat(tables)
+
+    def deleted_ids(self) -> np.ndarray:
+        if self.record.deleted_file is None:
+            return np.empty(0, dtype=np.int64)
+        deleted = self._load(self.folder / self.record.deleted_file)
+        if len(deleted) != self.record.deleted:
+            raise SemsearchError(
+                f"{self.folder / self.record.deleted_file} lists {len(deleted)} deleted rows, the "
+                f"manifest says {self.record.deleted}: roll back or rebuild the index"
+            )
+        return deleted
+
+    def live_mask(self) -> np.ndarray:
+        """True for each stored row that is not deleted."""
+        mask = np.ones(self.record.rows, dtype=bool)
+        deleted = self.deleted_ids()
+        if len(deleted):
+            positions = self.positions_of(deleted)
+            mask[positions[positions >= 0]] = False
+        return mask
+
+    def read_index(self, metric: str) -> VectorIndex:
+        index = VectorIndex.read(
+            self.folder / self.record.index_file, metric, self.record.index_file_bytes
+        )
+        if index.size != self.record.rows:
+            raise SemsearchError(
+                f"{self.folder / self.record.index_file} holds {index.size} vectors, the manifest "
+                f"says {self.record.rows}: roll back or rebuild the index with --overwrite"
+            )
+        return index
+
+    def _dimension(self) -> int:
+        return int(self.part_vectors(0).shape[1]) if self.record.parts else 0
+
+    def _load(self, path: Path) -> np.ndarray:
+        try:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise SemsearchError(
+                f"{path} cannot be read ({type(exc).__name__}): roll back or rebuild the index"
+            ) from exc
+
+
+def write_deleted(folder: Path, generation: int, ids: np.ndarray) -> str:
+    """Write the segment's deleted ids as of `generation`; the file's name."""
+    name = deleted_file_name(generation)
+    _save_npy(folder / name, np.unique(np.asarray(ids, dtype=np.int64)))
+    return name
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    temporary = path.with_name(f".{path.stem}.tmp.npy")
+    np.save(temporary, np.ascontiguousarray(array))
+    os.replace(temporary, path)
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, temporary, row_group_size=64 * 1024)
+    os.replace(temporary, path)
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SemsearchError(
+            f"the metadata's column types differ between parts ({exc}): make each column one type"
+        ) from exc
+
+
+def _vectors_path(folder: Path, part: int) -> Path:
+    return folder / f"part-{part:05d}.npy"
+
+
+def _ids_path(folder: Path, part: int) -> Path:
+    return folder / f"part-{part:05d}.ids.npy"
+
+
+def _metadata_path(folder: Path, part: int) -> Path:
+    return folder / f"part-{part:05d}.parquet"

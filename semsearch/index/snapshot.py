@@ -1,0 +1,246 @@
+"""One generation of an index, opened for search: its segments, metadata and live rows.
+
+Rows are numbered globally, segment after segment, in the order the manifest lists them;
+a search returns those row numbers, which index `metadata`. Each segment is searched with
+per-call parameters and an id filter (deleted rows and `--where`), and the segments'
+results are merged. A filter that keeps few rows is answered by exact search over the
+rows it keeps: an approximate structure would reach too few of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.index.manifest import Manifest
+from semsearch.index.segment import ID_COLUMN, Segment
+from semsearch.index.store import IndexFolder
+from semsearch.index.vector_index import IdFilter, VectorIndex, exact_knn, higher_is_better
+from semsearch.index.where import WhereEvaluator
+
+log = logging.getLogger(__name__)
+
+# A filter keeping under this share of the live rows (or under EXACT_FILTER_ROWS of them)
+# is searched exactly over the rows it keeps.
+EXACT_FILTER_SHARE = 0.01
+EXACT_FILTER_ROWS = 20_000
+# Where a filter keeps a share s of the rows, the approximate search visits about 1/s times
+# more candidates (nprobe, efSearch), up to this factor, so that k allowed rows are reached.
+MAX_PARAMETER_SCALE = 64
+MAX_EF_SEARCH = 8192
+WHERE_CACHE_SIZE = 64
+
+
+@dataclass
+class OpenSegment:
+    """A segment of this generation: its files, FAISS index, live rows and first global row."""
+
+    segment: Segment
+    index: VectorIndex
+    live: np.ndarray
+    offset: int
+
+
+class SegmentCache:
+    """Opened segments kept across generations, so reopening after a change reads only what is new."""
+
+    def __init__(self) -> None:
+        self._opened: dict[tuple[str, str], tuple[Segment, VectorIndex]] = {}
+        self._lock = threading.Lock()
+
+    def open(self, folder: IndexFolder, manifest: Manifest, position: int) -> tuple[Segment, VectorIndex]:
+        record = manifest.segments[position]
+        key = (record.name, record.index_file)
+        with self._lock:
+            if key not in self._opened:
+                segment = Segment(folder.segment_dir(record.name), record)
+                self._opened[key] = (segment, segment.read_index(manifest.index.metric))
+            cached_segment, index = self._opened[key]
+        # The deleted rows differ between generations: the record must be this generation's.
+        return Segment(cached_segment.folder, record), index
+
+    def keep_only(self, manifest: Manifest) -> None:
+        wanted = {(record.name, record.index_file) for record in manifest.segments}
+        with self._lock:
+            for key in [key for key in self._opened if key not in wanted]:
+                del self._opened[key]
+
+
+class IndexSnapshot:
+    """A generation opened for search; see the module docstring. Safe to share between threads."""
+
+    def __init__(
+        self, folder: IndexFolder, manifest: Manifest, cache: SegmentCache | None = None
+    ) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        cache = cache or SegmentCache()
+        self.segments: list[OpenSegment] = []
+        offset = 0
+        for position, record in enumerate(manifest.segments):
+            segment, index = cache.open(folder, manifest, position)
+            segment.ids  # noqa: B018 - checks the stored rows against the manifest now
+            self.segments.append(OpenSegment(segment, index, segment.live_mask(), offset))
+            offset += record.rows
+        self.live = (
+            np.concatenate([open_segment.live for open_segment in self.segments])
+            if self.segments
+            else np.zeros(0, dtype=bool)
+        )
+        tables = [open_segment.segment.metadata() for open_segment in self.segments]
+        self.metadata: pa.Table = (
+            pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+        )
+        self._where = WhereEvaluator(self.metadata)
+        self._where_cache: dict[str, np.ndarray] = {}
+        self._cache_lock = threading.Lock()
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+    @property
+    def live_rows(self) -> int:
+        return self.manifest.rows
+
+    def where_mask(self, expression: str) -> np.ndarray:
+        """Live rows that satisfy `expression` (cached per expression)."""
+        with self._cache_lock:
+            cached = self._where_cache.get(expression)
+        if cached is not None:
+            return cached
+        mask = self._where.mask(expression) & self.live
+        with self._cache_lock:
+            if len(self._where_cache) >= WHERE_CACHE_SIZE:
+                self._where_cache.pop(next(iter(self._where_cache)))
+            self._where_cache[expression] = mask
+        return mask
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        params: dict[str, int] | None = None,
+        where: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded.
+
+        `queries` come from `prepare_vectors`; L2 scores are squared distances.
+        """
+        params = {**self.manifest.index.search_params, **(params or {})}
+        allowed = self.where_mask(where) if where is not None else None
+        matches = int(allowed.sum()) if allowed is not None else self.live_rows
+        wanted = min(k, matches)
+        if wanted == 0:
+            return _empty(len(queries), k, self._higher_is_better)
+        if allowed is not None and (
+            matches <= EXACT_FILTER_ROWS or matches < EXACT_FILTER_SHARE * self.live_rows
+        ):
+            return self.exact_search(queries, k, allowed)
+        if allowed is not None:
+            params = _widened(params, self.live_rows / matches, self.segments)
+        scores, rows = self._approximate(queries, k, params, allowed)
+        short = np.sum(rows >= 0, axis=1) < wanted
+        if short.any():  # a structure reached too few allowed rows: answer those exactly
+            exact_scores, exact_rows = self.exact_search(
+                np.ascontiguousarray(queries[short]), k, allowed if allowed is not None else self.live
+            )
+            scores[short], rows[short] = exact_scores, exact_rows
+        return scores, rows
+
+    def exact_search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top-k over the `allowed` rows (default: every live row), from stored vectors."""
+        allowed = self.live if allowed is None else allowed
+        return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """float32 stored vectors of global `rows` (ascending)."""
+        parts = []
+        for open_segment in self.segments:
+            inside = rows[(rows >= open_segment.offset) & (rows < open_segment.offset + len(open_segment.live))]
+            if len(inside):
+                parts.append(open_segment.segment.vectors_at(inside - open_segment.offset))
+        dimension = self.manifest.model.dimension
+        return np.concatenate(parts) if parts else np.empty((0, dimension), np.float32)
+
+    def live_row_numbers(self) -> np.ndarray:
+        return np.flatnonzero(self.live)
+
+    @property
+    def _higher_is_better(self) -> bool:
+        return higher_is_better(self.manifest.index.metric)
+
+    def _approximate(
+        self, queries: np.ndarray, k: int, params: dict[str, int], allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        all_scores, all_rows = [], []
+        for open_segment in self.segments:
+            segment_allowed = open_segment.live
+            if allowed is not None:
+                segment_allowed = allowed[open_segment.offset : open_segment.offset + len(open_segment.live)]
+            if not segment_allowed.any():
+                continue
+            id_filter = None
+            if not segment_allowed.all():
+                ids = open_segment.segment.ids
+                id_filter = IdFilter.of(np.asarray(ids[segment_allowed]), int(ids[-1]) + 1)
+            segment_k = min(k, open_segment.index.size)
+            scores, ids = open_segment.index.search(queries, segment_k, params, id_filter)
+            positions = open_segment.segment.positions_of(ids.ravel()).reshape(ids.shape)
+            rows = np.where((ids >= 0) & (positions >= 0), positions + open_segment.offset, -1)
+            all_scores.append(scores)
+            all_rows.append(rows)
+        if not all_scores:
+            return _empty(len(queries), k, self._higher_is_better)
+        return _merge(np.hstack(all_scores), np.hstack(all_rows), k, self._higher_is_better)
+
+    def _allowed_parts(self, allowed: np.ndarray):
+        for open_segment in self.segments:
+            start = open_segment.offset
+            segment_allowed = allowed[start : start + len(open_segment.live)]
+            positions = np.flatnonzero(segment_allowed)
+            for chunk in range(0, len(positions), 65_536):
+                chosen = positions[chunk : chunk + 65_536]
+                yield chosen + start, open_segment.segment.vectors_at(chosen)
+
+
+def _merge(
+    scores: np.ndarray, rows: np.ndarray, k: int, higher_is_better: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best `k` of each line of several segments' results; missing results sort last."""
+    keyed = np.where(rows >= 0, scores, -np.inf if higher_is_better else np.inf)
+    order = np.argsort(-keyed if higher_is_better else keyed, axis=1, kind="stable")[:, :k]
+    merged_scores = np.take_along_axis(keyed, order, axis=1)
+    merged_rows = np.take_along_axis(rows, order, axis=1)
+    if merged_rows.shape[1] < k:
+        padding = k - merged_rows.shape[1]
+        merged_rows = np.pad(merged_rows, ((0, 0), (0, padding)), constant_values=-1)
+        merged_scores = np.pad(merged_scores, ((0, 0), (0, padding)), constant_values=np.nan)
+    merged_scores = np.where(merged_rows >= 0, merged_scores, np.nan).astype(np.float32)
+    return merged_scores, merged_rows
+
+
+def _empty(queries: int, k: int, higher_is_better: bool) -> tuple[np.ndarray, np.ndarray]:
+    return np.full((queries, k), np.nan, np.float32), np.full((queries, k), -1, np.int64)
+
+
+def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:
+    """Search parameters scaled for a filter that keeps 1/scale of the rows."""
+    scale = min(scale, MAX_PARAMETER_SCALE)
+    widened = dict(params)
+    if "nprobe" in params:
+        ceilings = [s.index.parameter_ceiling() or 0 for s in segments]
+        widened["nprobe"] = min(math.ceil(params["nprobe"] * scale), max(ceilings, default=1) or 1)
+    if "efSearch" in params:
+        widened["efSearch"] = min(math.ceil(params["efSearch"] * scale), MAX_EF_SEARCH)
+    return widened
+
+
+__all__ = ["ID_COLUMN", "IndexSnapshot", "OpenSegment", "SegmentCache"]

@@ -1,0 +1,244 @@
+"""`add` (upsert by id) and `delete` (by id or by filter): each writes one new generation.
+
+An add writes its rows as a new segment (vectors, metadata and a small FAISS index of its
+own; IVF segments start from the index's trained centroids), and marks the rows it
+replaces as deleted in the segments that held them. Its cost grows with the rows added,
+not with the index. Unchanged rows (same id, same text hash) are skipped without encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from semsearch.corpus import RowFilter, check_id_column, open_corpus, text_hashes, usable_rows
+from semsearch.errors import SemsearchError
+from semsearch.index.filling import add_parts
+from semsearch.index.generation import next_generation, next_segment_number, segment_name
+from semsearch.index.manifest import Manifest, SegmentRecord, write_manifest
+from semsearch.index.parts import encode_part
+from semsearch.index.rows import LiveRows
+from semsearch.index.segment import (
+    ID_COLUMN,
+    TEXT_HASH_COLUMN,
+    Segment,
+    SegmentWriter,
+    index_file_name,
+    write_deleted,
+)
+from semsearch.index.store import IndexFolder
+from semsearch.index.vector_index import VectorIndex
+from semsearch.index.where import WhereEvaluator
+
+log = logging.getLogger(__name__)
+
+PART_ROWS = 16_384
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    """What a change did, and the generation it wrote (None when nothing changed)."""
+
+    generation: int | None
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    not_found: int = 0
+    skipped_empty: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def add_rows(
+    folder: IndexFolder,
+    corpus_path,
+    encoder=None,
+    text_column: str | None = None,
+    id_column: str | None = None,
+    batch_size: int | None = None,
+) -> ChangeResult:
+    """Upsert the rows of a corpus file into the index; see the module docstring."""
+    started = time.perf_counter()
+    with folder.writer_lock("add"):
+        manifest = folder.manifest()
+        text_column, id_column = _columns(manifest, text_column, id_column)
+        corpus = open_corpus(corpus_path)
+        RowFilter(text_column, id_column).check_columns(corpus)
+        if id_column is not None:
+            check_id_column(corpus, id_column)
+        table, skipped = _read_usable(corpus, text_column)
+        if table.num_rows == 0:
+            raise SemsearchError(f"{corpus.path.name} has no rows with a {text_column!r} text to add")
+        live = LiveRows.read(folder, manifest)
+        hashes = text_hashes(table.column(text_column))
+        if id_column is not None:
+            existing = live.find(table.column(id_column).combine_chunks())
+        else:  # without ids a row is its text: a text already present is unchanged
+            existing = live.find_hashes(hashes)
+        old_hashes = live.table.column(TEXT_HASH_COLUMN).to_numpy()
+        unchanged = (existing >= 0) & (old_hashes[np.maximum(existing, 0)] == hashes)
+        replaced = (existing >= 0) & ~unchanged
+        fresh = existing < 0
+        if not (replaced.any() or fresh.any()):
+            log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
+            return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+        old_ids = live.table.column(ID_COLUMN).to_numpy()
+        ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
+        ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
+        todo = ~unchanged
+        if encoder is None:
+            from semsearch.models.bi_encoder import BiEncoder
+
+            encoder = BiEncoder.load(manifest.model.name, device="auto",
+                                     quantization=manifest.model.quantization)  # fmt: skip
+        _check_encoder(manifest, encoder)
+        rows = table.filter(pa.array(todo))
+        rows = _conform(rows, live.segments[0].metadata().schema, manifest)
+        record = _write_segment(folder, manifest, encoder, rows, ids[todo], text_column, batch_size)
+        deletions = live.deleted_by_segment(existing[replaced])
+        segments = _with_deletions(folder, manifest, deletions) + [record]
+        new = next_generation(
+            manifest, segments,
+            {"kind": "add", "source": str(corpus.path), "added": int(fresh.sum()),
+             "replaced": int(replaced.sum()), "unchanged": int(unchanged.sum())},
+            time.perf_counter() - started,
+            next_id=manifest.next_id + int(fresh.sum()),
+        )  # fmt: skip
+        write_manifest(folder.path, new)
+        return ChangeResult(new.generation, added=int(fresh.sum()), replaced=int(replaced.sum()),
+                            unchanged=int(unchanged.sum()), skipped_empty=skipped)  # fmt: skip
+
+
+def delete_rows(
+    folder: IndexFolder, ids: list[str] | None = None, where: str | None = None
+) -> ChangeResult:
+    """Delete the live rows with these ids (the index's id column, or its row ids) or those
+    satisfying `where`; they never come back from a query."""
+    if (ids is None) == (where is None):
+        raise SemsearchError("give either ids (--ids FILE) or a filter (--where EXPR), one of them")
+    started = time.perf_counter()
+    with folder.writer_lock("delete"):
+        manifest = folder.manifest()
+        if where is not None:
+            live = LiveRows.read(folder, manifest)
+            metadata = pa.concat_tables(
+                [segment.metadata() for segment in live.segments], promote_options="permissive"
+            )
+            rows = np.flatnonzero(WhereEvaluator(metadata).mask(where) & live.live)
+            not_found = 0
+        else:
+            if not ids:
+                raise SemsearchError("no ids to delete: give one id per line")
+            live = LiveRows.read(folder, manifest)
+            found = live.find(pa.array(ids))
+            rows = np.unique(found[found >= 0])
+            not_found = int(np.sum(found < 0))
+            if not_found:
+                log.warning("%d of the %d ids are not in the index (or were deleted before)",
+                            not_found, len(ids))  # fmt: skip
+        if len(rows) == 0:
+            return ChangeResult(None, not_found=not_found)
+        segments = _with_deletions(folder, manifest, live.deleted_by_segment(rows))
+        new = next_generation(
+            manifest, segments,
+            {"kind": "delete", "deleted": len(rows), **({"where": where} if where else {})},
+            time.perf_counter() - started,
+        )  # fmt: skip
+        write_manifest(folder.path, new)
+        return ChangeResult(new.generation, deleted=len(rows), not_found=not_found)
+
+
+def _columns(manifest: Manifest, text_column: str | None, id_column: str | None) -> tuple[str, str | None]:
+    if id_column is not None and id_column != manifest.id_column:
+        built = repr(manifest.id_column) if manifest.id_column else "no id column"
+        raise SemsearchError(
+            f"index {manifest.name!r} was built with {built}, not {id_column!r}: rows are "
+            "matched by the index's own id column, so leave --id-column out"
+        )
+    return text_column or manifest.text_column, manifest.id_column
+
+
+def _read_usable(corpus, text_column: str) -> tuple[pa.Table, int]:
+    batches, skipped, first_row = [], 0, 0
+    for batch in corpus.batches():
+        rows = usable_rows(batch, text_column, first_row)
+        batches.append(rows.batch)
+        skipped += rows.skipped
+        first_row += batch.num_rows
+    if not batches:
+        return pa.table({text_column: pa.array([], pa.string())}), 0
+    return pa.Table.from_batches(batches), skipped
+
+
+def _conform(rows: pa.Table, schema: pa.Schema, manifest: Manifest) -> pa.Table:
+    """The new rows with the index's column types, so every part reads as one table."""
+    for position, name in enumerate(rows.column_names):
+        if name in schema.names and rows.schema.field(name).type != schema.field(name).type:
+            try:
+                rows = rows.set_column(position, name, pc.cast(rows.column(name), schema.field(name).type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SemsearchError(
+                    f"column {name!r} holds {rows.schema.field(name).type} here but "
+                    f"{schema.field(name).type} in index {manifest.name!r}, and cannot be converted "
+                    f"({str(exc).splitlines()[0]}): make the types match"
+                ) from None
+    return rows
+
+
+def _write_segment(
+    folder: IndexFolder, manifest: Manifest, encoder, rows: pa.Table, ids: np.ndarray,
+    text_column: str, batch_size: int | None,
+) -> SegmentRecord:  # fmt: skip
+    """Encode `rows` into a new segment with its own index; renamed into place when complete."""
+    existing = [path.name for path in folder.segments_dir.iterdir()] if folder.segments_dir.is_dir() else []
+    name = segment_name(next_segment_number(manifest, existing))
+    temporary = folder.segments_dir / f".tmp-{name}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    writer = SegmentWriter(temporary, manifest.vector_dtype)
+    order = np.argsort(ids, kind="stable")
+    ids, rows = ids[order], rows.take(pa.array(order))
+    for part, start in enumerate(range(0, rows.num_rows, PART_ROWS)):
+        chunk = rows.slice(start, PART_ROWS)
+        encoded = encode_part(encoder, chunk, ids[start : start + PART_ROWS], text_column, batch_size)
+        writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
+    parts = writer.part_count()
+    segment = Segment(temporary, SegmentRecord(name, rows.num_rows, parts, "", 0))
+    index = _empty_index(folder, manifest)
+    add_parts(index, segment.iter_parts, rows.num_rows)
+    index_file = index_file_name(manifest.generation + 1)
+    size = index.write(temporary / index_file)
+    temporary.rename(folder.segment_dir(name))
+    return SegmentRecord(name, rows.num_rows, parts, index_file, size)
+
+
+def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:
+    """An empty index like the others: from the trained structure where there is one."""
+    if manifest.index.trained_file:
+        return VectorIndex.read(folder.trained_path(manifest.index.trained_file), manifest.index.metric)
+    return VectorIndex.create(manifest.index, manifest.model.dimension)
+
+
+def _with_deletions(
+    folder: IndexFolder, manifest: Manifest, deletions: dict[int, np.ndarray]
+) -> list[SegmentRecord]:
+    """The generation's segment records with new deletion files where `deletions` says."""
+    records = list(manifest.segments)
+    for position, ids in deletions.items():
+        record = records[position]
+        name = write_deleted(folder.segment_dir(record.name), manifest.generation + 1, ids)
+        records[position] = replace(record, deleted=len(ids), deleted_file=name)
+    return records
+
+
+def _check_encoder(manifest: Manifest, encoder) -> None:
+    from semsearch.search import _check_same_model
+
+    _check_same_model(manifest, encoder)

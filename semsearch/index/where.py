@@ -1,0 +1,80 @@
+"""`--where`: a SQL predicate over an index's metadata, evaluated by DuckDB into a row mask.
+
+DuckDB reads the memory-mapped Arrow metadata in place (only the columns the predicate
+names), parses real SQL (`license = 'MIT' AND year >= 2020`, `name LIKE 'py%'`, `IN`, `IS
+NULL`, functions) and names the column it cannot find. It runs with file access switched
+off, so a predicate can read nothing but the metadata.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.errors import SemsearchError
+
+MAX_EXPRESSION_LENGTH = 2_000
+
+
+class WhereEvaluator:
+    """Evaluates predicates over one metadata table; safe to share between threads."""
+
+    def __init__(self, metadata: pa.Table) -> None:
+        self.metadata = metadata
+        self._lock = threading.Lock()
+        self._connection = None
+
+    def mask(self, expression: str) -> np.ndarray:
+        """True for every row of the metadata that satisfies `expression`."""
+        check_expression(expression)
+        import duckdb  # imported on first use: most commands never filter
+
+        with self._lock:
+            relation = self._relation()
+            try:
+                result = relation.project(f"coalesce(({expression}), false) AS keep")
+                table = result.to_arrow_table()
+            except duckdb.Error as exc:
+                raise SemsearchError(self._explain(expression, exc)) from None
+        column = table.column("keep")
+        if not pa.types.is_boolean(column.type):
+            raise SemsearchError(
+                f"--where {expression!r} gives {column.type} values, not true/false: write a "
+                "condition such as \"year >= 2020\""
+            )
+        return column.to_numpy(zero_copy_only=False).astype(bool)
+
+    def _relation(self):
+        import duckdb
+
+        if self._connection is None:
+            connection = duckdb.connect(":memory:")
+            connection.register("metadata", self.metadata)
+            connection.execute("SET enable_external_access = false")
+            connection.execute("SET lock_configuration = true")
+            self._connection = connection
+        return self._connection.table("metadata")
+
+    def _explain(self, expression: str, exc: Exception) -> str:
+        message = str(exc).splitlines()[0]
+        columns = ", ".join(name for name in self.metadata.column_names if not name.startswith("_semsearch_"))
+        missing = re.search(r'Referenced column "([^"]+)" not found', message)
+        if missing:
+            return (
+                f"--where names the column {missing[1]!r}, which the index's metadata does not "
+                f"have; its columns are: {columns}"
+            )
+        return f"--where {expression!r} cannot be evaluated ({message}): check the expression"
+
+
+def check_expression(expression: str) -> None:
+    """Refuse what cannot be one predicate before DuckDB sees it."""
+    if not expression or not expression.strip():
+        raise SemsearchError("--where is empty: give a condition such as \"year >= 2020\"")
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise SemsearchError(
+            f"--where is {len(expression)} characters long; the limit is {MAX_EXPRESSION_LENGTH}"
+        )
