@@ -1,5 +1,6 @@
-"""Indexes: choosing a FAISS structure, building it from a corpus, and storing it in a folder.
+"""Indexes: a living store of segments (vectors, ids, metadata, a FAISS index each) and
+generations, built from a corpus, changed in place, searched with filters.
 
-An index folder `indexes/<name>/` holds `index.faiss`, `metadata.parquet` (row i describes
-vector i) and `manifest.json`, the one record of how the index was made.
+See `store` for the folder layout, `vector_index` for everything FAISS, and `living.Index`
+for the Python face of build/add/delete/reindex/compact/rollback.
 """
