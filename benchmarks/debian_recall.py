@@ -4,7 +4,8 @@ Why: it is a real retrieval task with one known answer per query, so recall@10 c
 whole path text -> vector -> FAISS index -> ranked rows. The anchor is sentence-transformers
 with exact cosine search in numpy on the same model; semsearch's exact (flat) index must
 match it within 0.002, and the approximate indexes (IVF, HNSW) show what they lose at a few
-nprobe / efSearch values. semsearch's indexes are built with its own factory functions.
+nprobe / efSearch values. semsearch's indexes are built as `semsearch build` builds them
+(`choose_index`, then `VectorIndex`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,8 @@ from common import (
     write_json,
 )
 
-from semsearch.index.factory import (
-    apply_search_params,
-    choose_index,
-    create_index,
-    prepare_vectors,
-    training_rows,
-)
+from semsearch.index.factory import choose_index
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models import BiEncoder
 
 METRIC = "cosine"
@@ -55,18 +51,18 @@ def semsearch_recalls(docs: np.ndarray, queries: np.ndarray, k: int) -> list[dic
     results = []
     for kind, (knob, values) in SWEEPS.items():
         spec = choose_index(kind, len(docs), docs.shape[1], METRIC)
-        index = create_index(spec, docs.shape[1])
+        index = VectorIndex.create(spec, docs.shape[1])
         started = time.perf_counter()
-        sample = training_rows(index, len(docs))
+        sample = index.training_rows(len(docs))
         if sample:  # a uniform sample, as `semsearch build` draws it
             chosen = np.sort(np.random.default_rng(0).choice(len(docs), sample, replace=False))
-            index.train(prepare_vectors(docs[chosen], METRIC))
-        index.add(prepare_vectors(docs, METRIC))
+            index.train(docs[chosen])  # train and add prepare (normalise) the vectors
+        index.add(docs, np.arange(len(docs)))  # ids = row numbers, as `wanted` counts them
         build_seconds = time.perf_counter() - started
+        prepared = prepare_vectors(queries, METRIC)
         for value in values:
             params = {knob: value} if knob else {}
-            apply_search_params(index, params)
-            _scores, found = index.search(prepare_vectors(queries, METRIC), k)
+            _scores, found = index.search(prepared, k, params)
             results.append({"engine": "semsearch", "index": spec.factory, "params": params,
                             "default_params": spec.search_params,
                             "build_seconds": round(build_seconds, 2),

@@ -15,7 +15,8 @@ With `--full-index NAME` it also measures that index's recall on out-of-domain q
 
 from __future__ import annotations
 
-import faiss
+from pathlib import Path
+
 import numpy as np
 from build_pypi import WARMUP, sample_queries
 from common import (
@@ -27,19 +28,33 @@ from common import (
     write_json,
 )
 
-from semsearch.index.factory import HNSW_EF_CONSTRUCTION, prepare_vectors
+from semsearch.index.manifest import IndexSpec
 from semsearch.index.store import IndexFolder
-from semsearch.index.tune import exact_search, stored_vectors, tie_aware_recall, tune_index
-from semsearch.models import BiEncoder
+from semsearch.index.tune import tie_aware_recall, tune_against_exact
+from semsearch.index.vector_index import (
+    VectorIndex,
+    exact_knn,
+    higher_is_better,
+    prepare_vectors,
+)
+from semsearch.search import Searcher
+from semsearch.training.vectors import index_vectors
 
 EF_SEARCH = (64, 256)
+HNSW = IndexSpec("HNSW32,Flat", "HNSW32,Flat", "cosine")
 
 
-def hnsw(vectors: np.ndarray) -> faiss.Index:
-    index = faiss.index_factory(vectors.shape[1], "HNSW32,Flat", faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    index.add(vectors)
+def hnsw(vectors: np.ndarray) -> VectorIndex:
+    """HNSW32,Flat over `vectors` (ids = their positions), as semsearch builds it: `create`
+    sets efConstruction to HNSW_EF_CONSTRUCTION (80)."""
+    index = VectorIndex.create(HNSW, vectors.shape[1])
+    index.add(vectors, np.arange(len(vectors)))
     return index
+
+
+def everything(vectors: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`vectors` as the one (ids, vectors) part of an exact search, ids = positions."""
+    return [(np.arange(len(vectors)), vectors)]
 
 
 def held_out(vectors: np.ndarray, queries: int, rng: np.random.Generator) -> dict[int, float]:
@@ -49,11 +64,10 @@ def held_out(vectors: np.ndarray, queries: int, rng: np.random.Generator) -> dic
     kept[rows] = False
     database, probes = vectors[kept], vectors[rows]
     index = hnsw(database)
-    scores, _ = exact_search(probes, [database], 10, "cosine")
+    scores, _ = exact_knn(probes, everything(database), 10, "cosine")
     recall = {}
     for ef in EF_SEARCH:
-        index.hnsw.efSearch = ef
-        found_scores, found = index.search(probes, 10)
+        found_scores, found = index.search(probes, 10, {"efSearch": ef})
         recall[ef] = round(tie_aware_recall(found_scores, found, scores[:, 9], 10, True), 4)
     return recall
 
@@ -61,40 +75,40 @@ def held_out(vectors: np.ndarray, queries: int, rng: np.random.Generator) -> dic
 def own_vectors(vectors: np.ndarray, queries: int, rng: np.random.Generator) -> dict:
     """`semsearch tune`'s measure: queries left in the graph, their own row dropped."""
     rows = rng.choice(len(vectors), queries, replace=False)
-    scores, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
-    result = tune_index(hnsw(vectors), vectors[rows], exact, target=0.95, k=10,
-                        query_rows=rows, exact_scores=scores)  # fmt: skip
+    # exact top-11 over all rows, then each query's own row dropped from both sides
+    result = tune_against_exact(hnsw(vectors), vectors[rows], everything(vectors), target=0.95,
+                                k=10, query_ids=rows)  # fmt: skip
     return {"efSearch_for_0.95": result.value, "met": result.met, "tried": result.tried}
 
 
 def out_of_domain(args, name: str) -> dict[int, float]:
     """Tie-aware recall@10 of Debian short descriptions on the full index `name`."""
-    folder = IndexFolder(args.index_dir / name)
-    index = folder.read_index(folder.manifest())
+    searcher = Searcher(IndexFolder(args.index_dir / name), device="cpu")  # the index's model
+    metric = searcher.manifest.index.metric
     texts = sample_queries(args.data_dir, "debian", WARMUP + args.queries, 0)[WARMUP:]
-    probes = prepare_vectors(BiEncoder.load("default", device="cpu").encode(texts), "cosine")
-    scores, _ = exact_search(probes, stored_vectors(index), 10, "cosine")
+    probes = prepare_vectors(searcher.encoder.encode(texts), metric)
+    scores, _ = searcher.snapshot.exact_search(probes, 10)  # over the stored vectors
     recall = {}
     for ef in (64, 128, 256, 512):
-        index.hnsw.efSearch = ef
-        found_scores, found = index.search(probes, 10)
-        recall[ef] = round(tie_aware_recall(found_scores, found, scores[:, 9], 10, True), 4)
+        found_scores, found = searcher.snapshot.search(probes, 10, {"efSearch": ef})
+        recall[ef] = round(tie_aware_recall(found_scores, found, scores[:, 9], 10,
+                                            higher_is_better(metric)), 4)  # fmt: skip
     return recall
 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--source", default="pypi", help="an index that keeps exact vectors")
+    parser.add_argument("--source", default="pypi", help="an index: its stored vectors")
     parser.add_argument("--rows", type=int, default=200_000, help="the slice of its vectors")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--full-index", default=None, help="an HNSW index for the Debian check")
-    parser.add_argument("--index-dir", default=DEFAULT_OUT_DIR / "indexes")
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
     source = IndexFolder(args.index_dir / args.source)
-    chunks = stored_vectors(source.read_index(source.manifest()))
-    vectors = np.vstack(list(chunks))[: args.rows]
+    # its stored vectors (live rows, row order), unit length as the cosine index holds them
+    vectors = prepare_vectors(index_vectors(source)[: args.rows], "cosine")
     unique = np.unique(vectors, axis=0)
     results = {
         "rows": len(vectors), "unique_rows": len(unique),

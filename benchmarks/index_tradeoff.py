@@ -7,12 +7,13 @@ script shows the whole trade-off they pick from, on the largest real corpus here
     python benchmarks/index_tradeoff.py --index pypi              # vectors of an index folder
     python benchmarks/index_tradeoff.py --index pypi-first20000 --types flat,ivf1024,hnsw16
 
-The vectors are read back from the index folder (an IVF-Flat or Flat index stores them
-exactly). `--queries` of them, drawn at random, are held out: removed from the database
-and used as queries, so no query finds itself. The truth is exact search over the rest.
-Each structure is built on the same database; recall@10 is measured on all queries at
-once, and queries/s one query at a time (what a user's search call does), with the
-threads given by `--threads`. Writes JSON, a Markdown table and a recall-vs-QPS PNG.
+The vectors are read back from the index folder, which stores them beside its FAISS
+structures (float16 ones are widened to float32). `--queries` of them, drawn at random, are
+held out: removed from the database and used as queries, so no query finds itself. The truth
+is exact search over the rest. Each structure is built on the same database; recall@10 is
+measured on all queries at once, and queries/s one query at a time (what a user's search
+call does, with nprobe / efSearch passed per call), with the threads given by `--threads`.
+Writes JSON, a Markdown table and a recall-vs-QPS PNG.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from common import (
     write_json,
 )
 
-from semsearch.index.factory import apply_search_params, prepare_vectors
 from semsearch.index.store import IndexFolder
-from semsearch.index.tune import stored_vectors
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.training.vectors import index_vectors
 
 K = 10
 NPROBES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -63,7 +64,8 @@ STRUCTURES = {
     "ivfpq96": Structure("ivfpq96", "IVF4096,PQ96", "nprobe", NPROBES),
 }
 DEFAULT_TYPES = ",".join(STRUCTURES)
-TRAIN_POINTS_PER_LIST = 64  # as semsearch.index.factory: k-means time grows with the sample
+# as semsearch.index.vector_index's TRAIN_POINTS_PER_CENTROID: k-means time grows with the sample
+TRAIN_POINTS_PER_LIST = 64
 
 
 def with_options(structure: Structure, args) -> Structure:
@@ -75,11 +77,10 @@ def with_options(structure: Structure, args) -> Structure:
 
 
 def load_vectors(folder: IndexFolder) -> tuple[np.ndarray, str]:
-    """All vectors of an index folder (in row order) and its metric, ready for search."""
-    manifest = folder.manifest()
-    index = folder.read_index(manifest)
-    vectors = np.concatenate(list(stored_vectors(index)))
-    return prepare_vectors(vectors, manifest.index.metric), manifest.index.metric
+    """All vectors of an index folder (its live rows, in row order) and its metric, ready for
+    search."""
+    metric = folder.manifest().index.metric
+    return prepare_vectors(index_vectors(folder), metric), metric
 
 
 def split_queries(vectors: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,11 +91,25 @@ def split_queries(vectors: np.ndarray, count: int, seed: int) -> tuple[np.ndarra
     return np.ascontiguousarray(vectors[kept]), np.ascontiguousarray(vectors[chosen])
 
 
+def faiss_metric(metric_name: str) -> int:
+    """Inner product for cosine and dot (the vectors are prepared), L2 otherwise."""
+    return faiss.METRIC_INNER_PRODUCT if metric_name in ("cosine", "dot") else faiss.METRIC_L2
+
+
 def build(
-    structure: Structure, database: np.ndarray, metric: int, seed: int, ef_construction: int | None
-) -> tuple:
-    """The filled index and its build seconds (training on TRAIN_POINTS_PER_LIST per list)."""
-    index = faiss.index_factory(database.shape[1], structure.factory, metric)
+    structure: Structure,
+    database: np.ndarray,
+    metric_name: str,
+    seed: int,
+    ef_construction: int | None,
+) -> tuple[VectorIndex, float]:
+    """The filled index and its build seconds (training on TRAIN_POINTS_PER_LIST per list).
+
+    The bare FAISS structure, without semsearch's id map or efConstruction: row numbers are
+    its ids, and `--ef-construction` alone sets the graph's. `VectorIndex` searches it with
+    per-call parameters.
+    """
+    index = faiss.index_factory(database.shape[1], structure.factory, faiss_metric(metric_name))
     if ef_construction and structure.parameter == "efSearch":
         faiss.downcast_index(index).hnsw.efConstruction = ef_construction
     started = time.perf_counter()
@@ -105,17 +120,17 @@ def build(
         index.train(database[np.sort(rows)])
     for start in range(0, len(database), 65_536):
         index.add(database[start : start + 65_536])
-    return index, time.perf_counter() - started
+    return VectorIndex(index, metric_name), time.perf_counter() - started
 
 
-def recall(index: faiss.Index, queries: np.ndarray, database: np.ndarray,
-           kth_exact: np.ndarray, metric: int) -> float:  # fmt: skip
+def recall(index: VectorIndex, params: dict[str, int], queries: np.ndarray,
+           database: np.ndarray, kth_exact: np.ndarray, metric: int) -> float:  # fmt: skip
     """recall@k, tie-aware: a found row counts if its true score is as good as the k-th exact.
 
     PyPI has many identical summaries, so comparing row ids would call a tie swapped at rank
     k a miss. The true score is recomputed from the database (PQ returns estimates).
     """
-    _, found = index.search(queries, K)
+    _, found = index.search(queries, K, params)
     rows = database[np.maximum(found, 0)]
     if metric == faiss.METRIC_INNER_PRODUCT:
         good = np.einsum("qkd,qd->qk", rows, queries) >= kth_exact[:, None] - 1e-5
@@ -124,16 +139,18 @@ def recall(index: faiss.Index, queries: np.ndarray, database: np.ndarray,
     return float(np.mean((good & (found >= 0)).sum(axis=1) / K))
 
 
-def single_query_rate(index: faiss.Index, queries: np.ndarray, min_seconds: float) -> dict:
+def single_query_rate(
+    index: VectorIndex, params: dict[str, int], queries: np.ndarray, min_seconds: float
+) -> dict:
     """Queries/s and latency percentiles, one query per call, for at least `min_seconds`."""
     for query in queries[:10]:
-        index.search(query[None, :], K)
+        index.search(query[None, :], K, params)
     times = []
     started = time.perf_counter()
     while True:
         for query in queries:
             tick = time.perf_counter()
-            index.search(query[None, :], K)
+            index.search(query[None, :], K, params)
             times.append(time.perf_counter() - tick)
             if time.perf_counter() - started >= min_seconds and len(times) >= 20:
                 break
@@ -148,20 +165,23 @@ def single_query_rate(index: faiss.Index, queries: np.ndarray, min_seconds: floa
 
 
 def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
-            kth_exact: np.ndarray, metric: int, args) -> dict:  # fmt: skip
+            kth_exact: np.ndarray, metric_name: str, args) -> dict:  # fmt: skip
     """Build one structure and sweep its search parameter."""
-    index, seconds = build(structure, database, metric, args.seed, args.ef_construction)
-    size = int(faiss.serialize_index(index).size)
+    index, seconds = build(structure, database, metric_name, args.seed, args.ef_construction)
+    size = int(faiss.serialize_index(index.faiss).size)
     print(f"{structure.label}: built in {seconds:.1f} s, {size / 2**20:.0f} MiB", flush=True)
+    metric = faiss_metric(metric_name)
     points = []
     for value in structure.values or (None,):
+        params = {}
         if value is not None:
-            if structure.parameter == "nprobe" and value > faiss.extract_index_ivf(index).nlist:
+            if structure.parameter == "nprobe" and value > index.parameter_ceiling():
                 continue
-            apply_search_params(index, {structure.parameter: value})
+            params = {structure.parameter: value}
+        measured = recall(index, params, queries, database, kth_exact, metric)
         point = {"parameter": structure.parameter, "value": value,
-                 "recall_at_10": round(recall(index, queries, database, kth_exact, metric), 4),
-                 **single_query_rate(index, queries, args.min_seconds)}  # fmt: skip
+                 "recall_at_10": round(measured, 4),
+                 **single_query_rate(index, params, queries, args.min_seconds)}  # fmt: skip
         print(f"  {structure.parameter}={value}: {point}", flush=True)
         points.append(point)
         if point["recall_at_10"] >= 0.999:
@@ -239,7 +259,7 @@ def main() -> None:
     vectors, metric_name = load_vectors(folder)
     database, queries = split_queries(vectors, args.queries, args.seed)
     del vectors
-    metric = faiss.METRIC_INNER_PRODUCT if metric_name in ("cosine", "dot") else faiss.METRIC_L2
+    metric = faiss_metric(metric_name)
     print(f"{len(database):,} vectors of {folder.name} ({metric_name}), "
           f"{len(queries):,} held-out queries", flush=True)  # fmt: skip
     exact = faiss.IndexFlat(database.shape[1], metric)
@@ -248,11 +268,12 @@ def main() -> None:
     kth_exact = exact_scores[:, -1]
     del exact
 
-    results = [measure(with_options(STRUCTURES[name], args), database, queries, kth_exact, metric, args)
+    results = [measure(with_options(STRUCTURES[name], args), database, queries, kth_exact,
+                       metric_name, args)
                for name in args.types.split(",")]  # fmt: skip
     flat = next((r for r in results if r["label"] == "flat"), None)
     if flat is None:
-        flat = measure(STRUCTURES["flat"], database, queries, kth_exact, metric, args)
+        flat = measure(STRUCTURES["flat"], database, queries, kth_exact, metric_name, args)
     exact_qps = flat["points"][0]["qps"]
 
     stem = f"index_tradeoff_{folder.name}" + (f"_{args.label}" if args.label else "")
