@@ -137,8 +137,8 @@ def remove_leftovers(folder: IndexFolder) -> None:
     for path in _children(folder.path / TRAINED_DIR):
         if path.name not in trained:
             path.unlink(missing_ok=True)
-    for path in _children(folder.path / GENERATIONS_DIR):
-        if path.name.startswith("."):
+    for path in [*_children(folder.path / GENERATIONS_DIR), folder.path / f".{MANIFEST_FILE}.tmp"]:
+        if path.name.startswith(".") and path.exists():
             path.unlink(missing_ok=True)
 
 

@@ -99,7 +99,9 @@ def tune_index(
             return TuningResult(
                 parameter, value, tried[value], target, k, len(queries), True, tried
             )
-    best = candidates[-1]
+    # Recall need not rise with the parameter (PQ codes rank by estimates): keep the best
+    # measured, the cheapest among equals.
+    best = min(tried, key=lambda value: (-tried[value], value))
     return TuningResult(parameter, best, tried[best], target, k, len(queries), False, tried)
 
 

@@ -11,7 +11,9 @@ import pytest
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
 from semsearch.index.store import IndexFolder
+from semsearch.index.vector_index import prepare_vectors
 
 
 def _options(corpus, out_dir, **changes) -> BuildOptions:
@@ -19,27 +21,78 @@ def _options(corpus, out_dir, **changes) -> BuildOptions:
                         show_progress=False, **changes)  # fmt: skip
 
 
-def test_folder_holds_index_metadata_and_manifest(
+def _only_segment(folder: IndexFolder) -> Segment:
+    (record,) = folder.manifest().segments
+    return Segment(folder.segment_dir(record.name), record)
+
+
+def test_folder_holds_a_segment_and_the_first_generation(
     corpus_file, tmp_path, tiny_encoder, sentences
 ) -> None:
     folder = build_index(_options(corpus_file, tmp_path), encoder=tiny_encoder)
     assert sorted(p.name for p in folder.path.iterdir()) == [
-        "index.faiss",
+        "generations",
         "manifest.json",
-        "metadata.parquet",
+        "segments",
     ]
+    assert [p.name for p in (folder.path / "generations").iterdir()] == ["g000001.json"]
     manifest = folder.manifest()
-    assert manifest.rows == len(sentences)
+    assert manifest.generation == 1 and manifest.operation["kind"] == "build"
+    assert manifest.rows == len(sentences) and manifest.next_id == len(sentences)
     assert manifest.index.factory == "Flat" and manifest.index.metric == "cosine"
+    assert manifest.index.trained_file is None  # a flat index needs no training
     assert manifest.model.fingerprint == tiny_encoder.fingerprint
     assert manifest.source.id_column == "doc_id" and len(manifest.source.sha256) == 64
-    metadata = pq.read_table(folder.metadata_file)
-    assert set(metadata.column_names) >= {"doc_id", "text", "topic", "_source_row"}
-    # Row i of the metadata is vector i: each text's own vector is its nearest neighbour.
-    index = folder.read_index(manifest)
-    vectors = tiny_encoder.encode(metadata.column("text").to_pylist())
-    _, nearest = index.search(vectors, 1)
+    assert manifest.vector_dtype == "float32"
+    segment = _only_segment(folder)
+    assert sorted(p.name for p in segment.folder.iterdir()) == [
+        "index-g000001.faiss",
+        "part-00000.ids.npy",
+        "part-00000.npy",
+        "part-00000.parquet",
+    ]
+    metadata = segment.metadata()
+    assert set(metadata.column_names) >= {"doc_id", "text", "topic", ID_COLUMN, TEXT_HASH_COLUMN}
+    # At a first build, ids are the source rows, and position i of the metadata is id i.
+    assert metadata.column(ID_COLUMN).to_pylist() == list(range(len(sentences)))
+    assert segment.ids.tolist() == list(range(len(sentences)))
+    texts = metadata.column("text").to_pylist()
+    assert texts == sentences
+    vectors = tiny_encoder.encode(texts)
+    np.testing.assert_allclose(segment.part_vectors(0), vectors, atol=1e-6)
+    # Each text's own vector is its nearest neighbour, found under its own id.
+    index = segment.read_index(manifest.index.metric)
+    assert index.size == len(sentences)
+    _, nearest = index.search(prepare_vectors(vectors, "cosine"), 1)
     assert nearest[:, 0].tolist() == list(range(len(sentences)))
+
+
+def test_ids_skip_the_source_rows_that_were_not_indexed(tmp_path, tiny_encoder) -> None:
+    path = tmp_path / "gaps.parquet"
+    pq.write_table(
+        pa.table({"doc_id": ["a", "b", "c", "d"], "text": ["one", "", None, "four"]}), path
+    )
+    folder = build_index(_options(path, tmp_path / "out"), encoder=tiny_encoder)
+    manifest = folder.manifest()
+    assert (manifest.rows, manifest.source.rows_read, manifest.source.rows_skipped) == (2, 4, 2)
+    assert manifest.next_id == 4  # ids are never given out twice, skipped rows included
+    segment = _only_segment(folder)
+    assert segment.ids.tolist() == [0, 3]
+    assert segment.metadata().column("doc_id").to_pylist() == ["a", "d"]
+
+
+def test_vectors_can_be_stored_in_half_precision(corpus_file, tmp_path, tiny_encoder) -> None:
+    folder = build_index(
+        _options(corpus_file, tmp_path, store_vectors="fp16"), encoder=tiny_encoder
+    )
+    assert folder.manifest().vector_dtype == "float16"
+    stored = _only_segment(folder).part_vectors(0)
+    assert stored.dtype == np.float16
+    texts = _only_segment(folder).metadata().column("text").to_pylist()
+    np.testing.assert_allclose(stored, tiny_encoder.encode(texts), atol=1e-2)
+    with pytest.raises(SemsearchError, match="--store-vectors"):
+        build_index(_options(corpus_file, tmp_path / "other", store_vectors="int4"),
+                    encoder=tiny_encoder)  # fmt: skip
 
 
 def test_existing_index_needs_overwrite(corpus_file, tmp_path, tiny_encoder) -> None:
@@ -50,6 +103,7 @@ def test_existing_index_needs_overwrite(corpus_file, tmp_path, tiny_encoder) -> 
         _options(corpus_file, tmp_path, overwrite=True, index="hnsw"), encoder=tiny_encoder
     )
     assert folder.manifest().index.factory.startswith("HNSW")
+    assert folder.manifest().generation == 1
     assert [p.name for p in tmp_path.iterdir() if p.name != "corpus.parquet"] == ["docs"]
 
 
@@ -57,8 +111,8 @@ def test_bad_input_leaves_no_folder(tmp_path, tiny_encoder) -> None:
     path = tmp_path / "dup.parquet"
     pq.write_table(pa.table({"doc_id": ["a", "b", "a"], "text": ["x", "y", "z"]}), path)
     with pytest.raises(SemsearchError, match="more than once"):
-        build_index(_options(path, tmp_path / "out", shard_rows=1), encoder=tiny_encoder)
-    assert not any((tmp_path / "out").iterdir())
+        build_index(_options(path, tmp_path / "out", part_rows=1), encoder=tiny_encoder)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_corpus_with_only_empty_texts_is_refused(tmp_path, tiny_encoder) -> None:
@@ -70,21 +124,32 @@ def test_corpus_with_only_empty_texts_is_refused(tmp_path, tiny_encoder) -> None
     assert not any((tmp_path / "out").iterdir())
 
 
-def test_ivf_index_trains_and_stores_nprobe(tmp_path, tiny_encoder) -> None:
+def test_ivf_index_trains_and_records_nprobe(tmp_path, tiny_encoder) -> None:
     texts = [f"document number {i} about topic {i % 17}" for i in range(400)]
     path = tmp_path / "many.jsonl"
     path.write_text(
         "".join(json.dumps({"doc_id": i, "text": t}) + "\n" for i, t in enumerate(texts))
     )
-    folder = build_index(
-        _options(path, tmp_path, index="ivf", shard_rows=128), encoder=tiny_encoder
-    )
+    folder = build_index(_options(path, tmp_path, index="ivf", part_rows=128), encoder=tiny_encoder)
     manifest = folder.manifest()
     assert manifest.index.factory.startswith("IVF") and manifest.rows == 400
-    assert folder.read_index(manifest).nprobe == manifest.index.search_params["nprobe"]
+    (record,) = manifest.segments
+    assert (record.rows, record.parts) == (400, 4)
+    # The trained, empty structure is kept, so that segments added later share its centroids.
+    assert manifest.index.trained_file is not None
+    assert folder.trained_path(manifest.index.trained_file).is_file()
+    index = _only_segment(folder).read_index(manifest.index.metric)
+    assert index.is_trained and index.size == 400 and index.tunable_parameter() == "nprobe"
+    # nprobe lives in the manifest and is passed with each search, within the index's lists.
+    nprobe = manifest.index.search_params["nprobe"]
+    assert 1 <= nprobe <= index.parameter_ceiling()
+    assert manifest.tuning is not None and manifest.tuning["value"] == nprobe
+    queries = prepare_vectors(tiny_encoder.encode(texts[:3]), "cosine")
+    _, nearest = index.search(queries, 1, manifest.index.search_params)
+    assert nearest[:, 0].tolist() == [0, 1, 2]
 
 
-def test_interrupted_build_resumes_from_its_shards(
+def test_interrupted_build_resumes_from_its_parts(
     corpus_file, tmp_path, tiny_encoder, monkeypatch
 ) -> None:
     calls = []
@@ -97,14 +162,12 @@ def test_interrupted_build_resumes_from_its_shards(
         return original(texts, **kwargs)
 
     monkeypatch.setattr(tiny_encoder, "encode", interrupting_encode)
-    options = _options(corpus_file, tmp_path / "out", shard_rows=4)
+    options = _options(corpus_file, tmp_path / "out", part_rows=4)
     with pytest.raises(KeyboardInterrupt):
         build_index(options, encoder=tiny_encoder)
     partial = tmp_path / "out" / ".docs.partial"
-    assert (
-        len(list((partial / "shards").glob("*.npy"))) == 2
-        and not (tmp_path / "out" / "docs").exists()
-    )
+    complete_parts = list((partial / "segments" / "s000000").glob("part-?????.npy"))
+    assert len(complete_parts) == 2 and not (tmp_path / "out" / "docs").exists()
 
     calls.clear()
     monkeypatch.setattr(
@@ -113,22 +176,29 @@ def test_interrupted_build_resumes_from_its_shards(
         lambda texts, **kw: (calls.append(len(texts)), original(texts, **kw))[1],
     )
     folder = build_index(options, encoder=tiny_encoder)
-    assert calls == [4]  # only the third shard was encoded again
+    assert calls == [4]  # only the third part was encoded again
     assert not partial.exists()
+    assert folder.manifest().segments[0].parts == 3
     reference = build_index(_options(corpus_file, tmp_path / "ref"), encoder=tiny_encoder)
-    ours, theirs = (IndexFolder(f.path).read_index(f.manifest()) for f in (folder, reference))
-    np.testing.assert_allclose(
-        ours.reconstruct_n(0, ours.ntotal), theirs.reconstruct_n(0, theirs.ntotal), atol=1e-6
-    )
+    ours, theirs = _only_segment(folder), _only_segment(reference)
+    assert ours.ids.tolist() == theirs.ids.tolist() == list(range(12))
+    np.testing.assert_allclose(ours.vectors_at(np.arange(12)), theirs.vectors_at(np.arange(12)),
+                               atol=1e-6)  # fmt: skip
+    assert ours.metadata().equals(theirs.metadata())
+    assert ours.read_index("cosine").size == theirs.read_index("cosine").size == 12
 
 
 def test_resume_state_from_another_build_is_discarded(corpus_file, tmp_path, tiny_encoder) -> None:
     partial = tmp_path / ".docs.partial"
-    (partial / "shards").mkdir(parents=True)
-    np.save(partial / "shards" / "000000.npy", np.zeros((3, 32), dtype=np.float32))
+    stale = partial / "segments" / "s000000"
+    stale.mkdir(parents=True)
+    np.save(stale / "part-00000.npy", np.zeros((3, 32), dtype=np.float32))
+    np.save(stale / "part-00000.ids.npy", np.arange(3, dtype=np.int64))
     (partial / "build_state.json").write_text('{"source_sha256": "other"}')
     folder = build_index(_options(corpus_file, tmp_path), encoder=tiny_encoder)
     assert folder.manifest().rows == 12
+    stored = _only_segment(folder).vectors_at(np.arange(12))
+    assert np.all(np.linalg.norm(stored, axis=1) > 0)  # none of the stale zero vectors
 
 
 def test_an_index_over_the_memory_budget_is_refused_before_encoding(

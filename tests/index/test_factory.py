@@ -1,4 +1,4 @@
-"""Choosing FAISS structures and setting their search parameters."""
+"""Choosing FAISS structures, and the per-call search parameters of the index they become."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import pytest
 from semsearch.errors import SemsearchError
 from semsearch.index.factory import (
     AUTO_EXACT_LIMIT,
-    apply_search_params,
     choose_index,
-    create_index,
     estimate_bytes,
     ivf_list_count,
     parse_bytes,
 )
+from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
 
 
 def test_auto_is_exact_for_small_corpora_and_ivf_above() -> None:
@@ -43,7 +42,7 @@ def test_unknown_type_and_metric_are_user_errors() -> None:
 def test_invalid_factory_string_is_a_user_error() -> None:
     spec = choose_index("IVF16,Nonsense", 1000, 32, "cosine")
     with pytest.raises(SemsearchError, match="FAISS cannot build"):
-        create_index(spec, 32)
+        VectorIndex.create(spec, 32)
 
 
 def test_list_count_leaves_enough_training_points() -> None:
@@ -52,14 +51,31 @@ def test_list_count_leaves_enough_training_points() -> None:
         assert rows // ivf_list_count(rows) >= 39
 
 
-def test_search_params_are_checked_against_the_index() -> None:
-    index = create_index(choose_index("ivf", 5_000, 8, "l2"), 8)
-    index.train(np.random.default_rng(0).normal(size=(5_000, 8)).astype("float32"))
-    apply_search_params(index, {"nprobe": 7})
+def test_search_params_travel_with_each_call_and_are_checked() -> None:
+    import faiss
+
+    vectors = prepare_vectors(np.random.default_rng(0).normal(size=(5_000, 8)), "l2")
+    index = VectorIndex.create(choose_index("ivf", 5_000, 8, "l2"), 8)
+    index.train(vectors)
+    index.add(vectors, np.arange(5_000))
+    queries = vectors[:20]
+    nlist = index.parameter_ceiling()
+    default_nprobe = faiss.extract_index_ivf(index.faiss).nprobe
+    _, probed = index.search(queries, 5, {"nprobe": 7})
+    assert probed.shape == (20, 5) and np.all(probed >= 0)
+    # Probing every list is exact search; the index itself is never changed by a call.
+    _, everything = index.search(queries, 5, {"nprobe": nlist})
+    _, exact = exact_knn(queries, [(np.arange(5_000), vectors)], 5, "l2")
+    assert everything.tolist() == exact.tolist()
+    assert faiss.extract_index_ivf(index.faiss).nprobe == default_nprobe
     with pytest.raises(SemsearchError, match="efSearch"):
-        apply_search_params(index, {"efSearch": 10})
+        index.search(queries, 5, {"efSearch": 10})
     with pytest.raises(SemsearchError, match="at least 1"):
-        apply_search_params(index, {"nprobe": 0})
+        index.search(queries, 5, {"nprobe": 0})
+    flat = VectorIndex.create(choose_index("flat", 5_000, 8, "l2"), 8)
+    flat.add(vectors, np.arange(5_000))
+    with pytest.raises(SemsearchError, match="nprobe"):
+        flat.search(queries, 5, {"nprobe": 7})
 
 
 def test_memory_budget_steers_auto_towards_smaller_structures() -> None:
@@ -82,10 +98,10 @@ def test_estimates_match_what_faiss_builds() -> None:
     vectors = np.random.default_rng(0).normal(size=(rows, dimension)).astype("float32")
     for kind in ("flat", "ivf", "hnsw"):
         spec = choose_index(kind, rows, dimension, "l2")
-        index = create_index(spec, dimension)
+        index = VectorIndex.create(spec, dimension)
         index.train(vectors)
-        index.add(vectors)
-        actual = len(faiss.serialize_index(index))
+        index.add(vectors, np.arange(rows))
+        actual = len(faiss.serialize_index(index.faiss))
         assert 0.7 < estimate_bytes(spec.factory, rows, dimension) / actual < 1.4, kind
 
 

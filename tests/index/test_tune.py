@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
-from semsearch.index.factory import choose_index, create_index, prepare_vectors
-from semsearch.index.retune import retune_folder
-from semsearch.index.tune import (
-    exact_search,
-    recall_at_k,
-    stored_vectors,
-    tie_aware_recall,
-    tune_index,
-)
+from semsearch.index.factory import choose_index
+from semsearch.index.maintain import retune
+from semsearch.index.tune import recall_at_k, tie_aware_recall, tune_index
+from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
 
 
 def _clustered(rows: int = 4000, dimension: int = 16, seed: int = 0) -> np.ndarray:
@@ -25,24 +22,29 @@ def _clustered(rows: int = 4000, dimension: int = 16, seed: int = 0) -> np.ndarr
     return prepare_vectors(points, "cosine")
 
 
-def _ivf(vectors: np.ndarray):
-    index = create_index(
+def _ivf(vectors: np.ndarray) -> VectorIndex:
+    index = VectorIndex.create(
         choose_index("ivf", len(vectors), vectors.shape[1], "cosine"), vectors.shape[1]
     )
     index.train(vectors)
-    index.add(vectors)
+    index.add(vectors, np.arange(len(vectors)))
     return index
 
 
-def test_exact_search_streamed_in_chunks_equals_brute_force() -> None:
+def _exact(queries: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact scores and ids (= row numbers) of each query's k nearest `vectors`."""
+    return exact_knn(queries, [(np.arange(len(vectors)), vectors)], k, "cosine")
+
+
+def test_exact_search_streamed_in_parts_equals_brute_force() -> None:
     vectors = _clustered(1000)
     queries = vectors[:50]
-    scores, streamed = exact_search(
-        queries, [vectors[:300], vectors[300:650], vectors[650:]], 5, "cosine"
-    )
+    cuts = [(0, 300), (300, 650), (650, 1000)]
+    ids = np.arange(1000) + 5000  # ids travel with their vectors
+    scores, streamed = exact_knn(queries, [(ids[a:b], vectors[a:b]) for a, b in cuts], 5, "cosine")
     similarity = queries @ vectors.T
     brute = np.argsort(-similarity, axis=1)[:, :5]
-    assert recall_at_k(streamed, brute, 5) == pytest.approx(1.0)
+    assert recall_at_k(streamed, brute + 5000, 5) == pytest.approx(1.0)
     assert np.allclose(scores, np.take_along_axis(similarity, brute, axis=1), atol=1e-5)
 
 
@@ -62,9 +64,9 @@ def test_duplicated_vectors_need_no_more_nprobe_when_ties_count() -> None:
     vectors = np.repeat(_clustered(1000), 3, axis=0)  # every vector three times
     index = _ivf(vectors)
     rows = np.arange(0, 3000, 30)
-    scores, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
-    by_rows = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_rows=rows)
-    tie_aware = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_rows=rows,
+    scores, exact = _exact(vectors[rows], vectors, 11)
+    by_rows = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_ids=rows)
+    tie_aware = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_ids=rows,
                            exact_scores=scores)  # fmt: skip
     assert tie_aware.met and tie_aware.value <= by_rows.value
     assert all(tie_aware.tried[v] >= by_rows.tried[v] - 1e-9
@@ -75,23 +77,24 @@ def test_tuning_picks_the_smallest_nprobe_meeting_the_target() -> None:
     vectors = _clustered()
     index = _ivf(vectors)
     rows = np.arange(0, 4000, 20)
-    _, exact = exact_search(vectors[rows], [vectors], 11, "cosine")
-    result = tune_index(index, vectors[rows], exact, target=0.9, k=10, query_rows=rows)
+    _, exact = _exact(vectors[rows], vectors, 11)
+    result = tune_index(index, vectors[rows], exact, target=0.9, k=10, query_ids=rows)
     assert result.met and result.parameter == "nprobe" and result.recall >= 0.9
     assert result.tried[result.value] >= 0.9
     if result.value > 1:
         assert result.tried[result.value - 1] < 0.9  # the value below was measured and missed
-    assert result.value < index.nlist
+    assert result.value < index.parameter_ceiling()
+    assert index.search(vectors[rows], 10)[1].shape == (len(rows), 10)  # tuning changed nothing
 
 
 def _tuned_hnsw(rows: int, target: float):
     """An HNSW index over clustered vectors, tuned on every 20th of them as held-out queries."""
     vectors = _clustered(rows)
-    index = create_index(choose_index("hnsw", rows, 16, "cosine"), 16)
-    index.add(vectors)
+    index = VectorIndex.create(choose_index("hnsw", rows, 16, "cosine"), 16)
+    index.add(vectors, np.arange(rows))
     queries = np.arange(0, rows, 20)
-    _, exact = exact_search(vectors[queries], [vectors], 11, "cosine")
-    return tune_index(index, vectors[queries], exact, target=target, k=10, query_rows=queries)
+    _, exact = _exact(vectors[queries], vectors, 11)
+    return tune_index(index, vectors[queries], exact, target=target, k=10, query_ids=queries)
 
 
 def test_unreachable_target_reports_the_best_it_found() -> None:
@@ -108,21 +111,42 @@ def test_efsearch_is_never_tuned_below_k_on_an_easy_corpus() -> None:
 
 def test_exact_index_and_bad_target_are_refused() -> None:
     vectors = _clustered(100)
-    flat = create_index(choose_index("flat", 100, 16, "cosine"), 16)
-    flat.add(vectors)
+    flat = VectorIndex.create(choose_index("flat", 100, 16, "cosine"), 16)
+    flat.add(vectors, np.arange(100))
     with pytest.raises(SemsearchError, match="nothing to tune"):
         tune_index(flat, vectors[:5], np.zeros((5, 10), dtype=np.int64), 0.9)
     with pytest.raises(SemsearchError, match="target recall"):
         tune_index(flat, vectors[:5], np.zeros((5, 10), dtype=np.int64), 1.5)
 
 
-def test_compressed_index_cannot_be_retuned_from_its_codes() -> None:
-    vectors = _clustered(1_000)
-    index = create_index(choose_index("IVF4,PQ4x4", 1_000, 16, "cosine"), 16)
-    index.train(vectors)
-    index.add(vectors)
-    with pytest.raises(SemsearchError, match="--target-recall"):
-        stored_vectors(index)
+def _corpus(tmp_path, rows: int, template: str):
+    path = tmp_path / "c.csv"
+    path.write_text("text\n" + "".join(template.format(i=i, a=i % 31, b=i % 7) + "\n"
+                                       for i in range(rows)))  # fmt: skip
+    return path
+
+
+def test_a_compressed_index_is_retuned_from_its_stored_vectors(tmp_path, tiny_encoder) -> None:
+    # The PQ codes cannot give back the vectors, but the segment stores them: exact search
+    # over those is the ground truth, and the retuned nprobe goes into a new generation.
+    path = _corpus(tmp_path, 1200, "record {i} in family {a} of kind {b}")
+    folder = build_index(BuildOptions(corpus=path, name="pq", out_dir=tmp_path / "idx",
+                                      index="ivfpq", target_recall=None, show_progress=False),
+                         encoder=tiny_encoder)  # fmt: skip
+    first = folder.manifest()
+    assert ",PQ" in first.index.factory and first.tuning is None
+    result = retune(folder, 0.6, sample=100)
+    assert result.parameter == "nprobe" and result.queries == 100 and result.target == 0.6
+    assert result.recall == result.tried[result.value] and 0 < result.recall <= 1
+    assert result.met == (result.recall >= 0.6)  # PQ scores are estimates: met is not certain
+    if not result.met:  # the best recall measured, not the largest value tried
+        assert result.recall == max(result.tried.values())
+    manifest = folder.manifest()
+    assert manifest.generation == first.generation + 1 and manifest.operation["kind"] == "tune"
+    assert manifest.index.search_params == {"nprobe": result.value}
+    assert manifest.tuning == json.loads(json.dumps(result.to_dict()))
+    assert manifest.segments == first.segments  # the index files are not rewritten
+    assert folder.manifest(first.generation) == first
 
 
 def test_build_with_target_recall_records_the_tuning(tmp_path, tiny_encoder) -> None:
@@ -166,12 +190,23 @@ def test_a_bad_target_recall_is_refused_before_encoding(tmp_path, tiny_encoder, 
     assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
 
 
-def test_retune_rewrites_the_manifest(tmp_path, tiny_encoder) -> None:
-    path = tmp_path / "c.csv"
-    path.write_text("text\n" + "".join(f"entry {i} about subject {i % 31}\n" for i in range(1500)))
+def test_retune_writes_a_new_generation(tmp_path, tiny_encoder) -> None:
+    path = _corpus(tmp_path, 1500, "entry {i} about subject {a}")
     folder = build_index(BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="hnsw",
                                       show_progress=False), encoder=tiny_encoder)  # fmt: skip
-    result = retune_folder(folder, 0.99, sample=100)
+    first = folder.manifest()
+    result = retune(folder, 0.99, sample=100)
     manifest = folder.manifest()
+    assert folder.generations() == [1, 2] and manifest.generation == 2
     assert manifest.index.search_params == {"efSearch": result.value}
-    assert manifest.tuning["target"] == 0.99
+    assert manifest.tuning["target"] == 0.99 and manifest.operation["kind"] == "tune"
+    assert folder.manifest(1).tuning == first.tuning  # the earlier generation is kept as it was
+
+
+def test_an_exact_index_is_not_retuned(tmp_path, tiny_encoder) -> None:
+    path = _corpus(tmp_path, 50, "line {i}")
+    folder = build_index(BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx",
+                                      index="flat", show_progress=False), encoder=tiny_encoder)  # fmt: skip
+    with pytest.raises(SemsearchError, match="nothing to tune"):
+        retune(folder, 0.9)
+    assert folder.generations() == [1]
