@@ -20,7 +20,13 @@ import pyarrow as pa
 from semsearch.index.manifest import Manifest
 from semsearch.index.segment import ID_COLUMN, Segment
 from semsearch.index.store import IndexFolder
-from semsearch.index.vector_index import IdFilter, VectorIndex, exact_knn, higher_is_better
+from semsearch.index.vector_index import (
+    IdFilter,
+    VectorIndex,
+    exact_knn,
+    higher_is_better,
+    prepare_vectors,
+)
 from semsearch.index.where import WhereEvaluator
 
 log = logging.getLogger(__name__)
@@ -98,6 +104,9 @@ class IndexSnapshot:
         )
         self._where = WhereEvaluator(self.metadata)
         self._where_cache: dict[str, np.ndarray] = {}
+        # The vectors of the rows a selective filter keeps, read once: gathering them from
+        # the memory-mapped parts costs more than searching them.
+        self._kept_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._cache_lock = threading.Lock()
 
     @property
@@ -141,7 +150,8 @@ class IndexSnapshot:
         if allowed is not None and (
             matches <= EXACT_FILTER_ROWS or matches < EXACT_FILTER_SHARE * self.live_rows
         ):
-            return self.exact_search(queries, k, allowed)
+            rows, vectors = self._kept_vectors(where, allowed)
+            return exact_knn(queries, [(rows, vectors)], k, self.manifest.index.metric)
         if allowed is not None:
             params = _widened(params, self.live_rows / matches, self.segments)
         scores, rows = self._approximate(queries, k, params, allowed)
@@ -159,6 +169,19 @@ class IndexSnapshot:
         """The exact top-k over the `allowed` rows (default: every live row), from stored vectors."""
         allowed = self.live if allowed is None else allowed
         return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
+
+    def _kept_vectors(self, where: str, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with self._cache_lock:
+            cached = self._kept_cache.get(where)
+        if cached is not None:
+            return cached
+        rows = np.flatnonzero(allowed)
+        kept = (rows, prepare_vectors(self.vectors(rows), self.manifest.index.metric))
+        with self._cache_lock:
+            if len(self._kept_cache) >= WHERE_CACHE_SIZE // 8:
+                self._kept_cache.pop(next(iter(self._kept_cache)))
+            self._kept_cache[where] = kept
+        return kept
 
     def vectors(self, rows: np.ndarray) -> np.ndarray:
         """float32 stored vectors of global `rows` (ascending)."""
