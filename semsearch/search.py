@@ -65,11 +65,7 @@ class Searcher:
         if encoder is None:
             from semsearch.models.bi_encoder import BiEncoder
 
-            encoder = BiEncoder.load(
-                manifest.model.name, pooling=manifest.model.pooling,
-                normalize=manifest.model.normalize, max_length=manifest.model.max_length,
-                device=device, quantization=manifest.model.quantization,
-            )  # fmt: skip
+            encoder = BiEncoder.for_index(manifest.model, device)
         self.encoder = encoder
         _check_same_model(manifest, self.encoder)
         if compile:

@@ -136,10 +136,7 @@ def rollback(
 def _encoder_for(folder, device: str):
     from semsearch.models.bi_encoder import BiEncoder
 
-    model = folder.manifest().model
-    return BiEncoder.load(model.name, pooling=model.pooling, normalize=model.normalize,
-                          max_length=model.max_length, device=device,
-                          quantization=model.quantization)  # fmt: skip
+    return BiEncoder.for_index(folder.manifest().model, device)
 
 
 def _report(name: str, result: ChangeResult, json_output: bool) -> None:

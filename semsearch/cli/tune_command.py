@@ -42,9 +42,7 @@ def tune(
     if texts:
         from semsearch.models.bi_encoder import BiEncoder
 
-        model = folder.manifest().model
-        encoder = BiEncoder.load(model.name, pooling=model.pooling, normalize=model.normalize,
-                                 max_length=model.max_length, quantization=model.quantization)  # fmt: skip
+        encoder = BiEncoder.for_index(folder.manifest().model)
         vectors = encoder.encode(texts)
     result = retune(folder, target_recall, vectors, k=k, sample=sample)
     if json_output:

@@ -97,8 +97,7 @@ def add_rows(
         if encoder is None:
             from semsearch.models.bi_encoder import BiEncoder
 
-            encoder = BiEncoder.load(manifest.model.name, device="auto",
-                                     quantization=manifest.model.quantization)  # fmt: skip
+            encoder = BiEncoder.for_index(manifest.model)
         _check_encoder(manifest, encoder)
         rows = table.filter(pa.array(todo))
         rows = _conform(rows, live.segments[0].metadata().schema, manifest)

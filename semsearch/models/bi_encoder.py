@@ -81,6 +81,13 @@ class BiEncoder(nn.Module):
         self._cast_copy: dict = {}
 
     @classmethod
+    def for_index(cls, spec: EncoderSpec, device: str = "auto") -> BiEncoder:
+        """The encoder an index records (name, pooling, normalisation, length, quantisation)."""
+        return cls.load(spec.name, pooling=spec.pooling, normalize=spec.normalize,
+                        max_length=spec.max_length, device=device,
+                        quantization=spec.quantization)  # fmt: skip
+
+    @classmethod
     def load(
         cls,
         name_or_path: str = DEFAULT_MODEL,
