@@ -7,6 +7,7 @@ import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.vector_index import prepare_vectors
 from semsearch.models import BiEncoder
 from semsearch.search import Searcher
 
@@ -51,7 +52,17 @@ def test_search_parameters_can_be_overridden(tmp_path, tiny_encoder) -> None:
     path = tmp_path / "c.csv"
     path.write_text("doc_id,text\n" + "".join(f"{i},text number {i}\n" for i in range(300)))
     searcher = Searcher(_build(path, tmp_path, tiny_encoder, index="ivf"), encoder=tiny_encoder)
-    assert len(searcher.search(["text number 5"], k=5, nprobe=2)[0]) == 5
+    queries = [f"text number {i}" for i in range(0, 300, 7)]
+    narrow = [[hit.id for hit in hits] for hits in searcher.search(queries, k=10, nprobe=1)]
+    nlist = int(searcher.manifest.index.factory.split(",")[0][3:])
+    wide = [[hit.id for hit in hits] for hits in searcher.search(queries, k=10, nprobe=nlist)]
+    exact = searcher.snapshot.exact_search(
+        prepare_vectors(tiny_encoder.encode(queries), "cosine"), 10
+    )[1]
+    ids = searcher.metadata.column("doc_id").to_pylist()
+    assert wide == [[ids[row] for row in line] for line in exact]  # every list visited: exact
+    assert narrow != wide  # the override took effect for that call...
+    assert searcher.manifest.index.search_params["nprobe"] < nlist  # ...and changed nothing stored
     with pytest.raises(SemsearchError, match="efSearch"):
         searcher.search(["text"], k=5, efSearch=10)
 
