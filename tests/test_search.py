@@ -34,6 +34,7 @@ def test_many_queries_in_one_call(corpus_file, tmp_path, tiny_encoder, sentences
     assert [hits[0].text for hits in results] == sentences[:3]
 
 
+@pytest.mark.slow  # torch.compile: about half a minute
 def test_a_compiled_searcher_finds_the_same_rows(corpus_file, tmp_path, tiny_model_dir) -> None:
     build = BiEncoder.load(str(tiny_model_dir), device="cpu")
     folder = _build(corpus_file, tmp_path, build, model=str(tiny_model_dir))

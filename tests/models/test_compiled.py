@@ -9,6 +9,7 @@ from semsearch.errors import SemsearchError
 from semsearch.models import BiEncoder
 
 
+@pytest.mark.slow  # torch.compile: about half a minute
 def test_a_compiled_encoder_gives_the_same_vectors(tiny_model_dir, sentences, tmp_path) -> None:
     eager = BiEncoder.load(str(tiny_model_dir), device="cpu")
     expected_one, expected_all = eager.encode(sentences[:1]), eager.encode(sentences)
