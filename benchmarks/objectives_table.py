@@ -39,7 +39,13 @@ from training_bench import (
 from semsearch.evaluation import STSEvaluator, read_sick, read_stsb
 from semsearch.models import BiEncoder
 from semsearch.models.model_folder import resolve_model
-from semsearch.training import DataOptions, TrainingConfig, train
+from semsearch.training import (
+    DataOptions,
+    OptimizationOptions,
+    RunOptions,
+    TrainingConfig,
+    train,
+)
 
 ROWS = ("softmax", "softmax-unnormalized", "bce", "contrastive", "online-contrastive", "cosine",
         "cosent", "triplet", "mnr", "floor")  # fmt: skip
@@ -66,8 +72,9 @@ def row_config(
         objective, model = "cosine", str(random_model(out_dir / "models" / "random-init"))
     return TrainingConfig(
         objective=objective, data=data, output_dir=out_dir / "models" / "objectives" / row,
-        model=model, objective_options=options, normalize=normalize, max_steps=steps, batch_size=16, device="cpu",
-        show_progress=sys.stderr.isatty(),
+        model=model, objective_options=options, normalize=normalize,
+        optimization=OptimizationOptions(max_steps=steps, batch_size=16),
+        run=RunOptions(device="cpu", show_progress=sys.stderr.isatty()),
     )  # fmt: skip
 
 

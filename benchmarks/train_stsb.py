@@ -38,7 +38,13 @@ from training_bench import (
 from semsearch.evaluation import STSEvaluator, read_sick, read_stsb
 from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
-from semsearch.training import DataOptions, TrainingConfig, train
+from semsearch.training import (
+    DataOptions,
+    OptimizationOptions,
+    RunOptions,
+    TrainingConfig,
+    train,
+)
 
 
 def main() -> None:
@@ -89,9 +95,11 @@ def main() -> None:
         objective=args.objective,
         data=DataOptions(train=train_data, dev=f"stsb:{files['stsb_dev']}",
                          test=f"stsb:{files['stsb_test']}"),  # fmt: skip
-        output_dir=output, model=args.model, epochs=args.epochs, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, eval_every=args.eval_every, seed=args.seed,
-        max_steps=args.max_steps, device="cpu", show_progress=sys.stderr.isatty(),
+        output_dir=output, model=args.model,
+        optimization=OptimizationOptions(epochs=args.epochs, batch_size=args.batch_size,
+                                         learning_rate=args.learning_rate, seed=args.seed,
+                                         max_steps=args.max_steps),
+        run=RunOptions(eval_every=args.eval_every, device="cpu", show_progress=sys.stderr.isatty()),
     )  # fmt: skip
     result = train(config, overwrite=args.overwrite)
     after = result.test_metrics or {}

@@ -24,6 +24,8 @@ from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.training import (
     AdapterConfig,
     DataOptions,
+    OptimizationOptions,
+    RunOptions,
     TrainingConfig,
     load_vectors,
     read_vector_pairs,
@@ -139,16 +141,17 @@ def train(
     """
     if objective is None and not cross_encoder:
         raise SemsearchError(f"--objective is required: choose one of {', '.join(OBJECTIVES)}")
-    config = TrainingConfig(
-        objective=objective or "bce", output_dir=output, model=model,
-        data=DataOptions(train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"),
-                         form=form, positive_at=positive_at, score_max=score_max, dev_task=dev_task),  # type: ignore[arg-type]
-        objective_options=parse_options(option), pooling=pooling, normalize=normalize, epochs=epochs,
-        batch_size=batch_size, learning_rate=learning_rate, warmup_fraction=warmup,
-        weight_decay=weight_decay, max_grad_norm=max_grad_norm, seed=seed, max_steps=max_steps,
-        eval_every=eval_every, checkpoint_every=checkpoint_every, precision=precision,  # type: ignore[arg-type]
-        device=device, show_progress=not json_output,
-    )  # fmt: skip
+    data_options = DataOptions(train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"),
+                               form=form, positive_at=positive_at, score_max=score_max, dev_task=dev_task)  # type: ignore[arg-type]  # fmt: skip
+    optimization = OptimizationOptions(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                                       warmup_fraction=warmup, weight_decay=weight_decay,
+                                       max_grad_norm=max_grad_norm, seed=seed, max_steps=max_steps,
+                                       precision=precision)  # type: ignore[arg-type]  # fmt: skip
+    run = RunOptions(eval_every=eval_every, checkpoint_every=checkpoint_every, device=device,
+                     show_progress=not json_output)  # fmt: skip
+    config = TrainingConfig(objective=objective or "bce", data=data_options, output_dir=output, model=model,
+                            objective_options=parse_options(option), pooling=pooling, normalize=normalize,
+                            optimization=optimization, run=run)  # fmt: skip
     result = (train_cross_encoder if cross_encoder else run_training)(config, overwrite=overwrite)
     if json_output:
         print_json_lines([result.to_dict()])

@@ -2,7 +2,8 @@
 
 The flow, one module per stage:
 
-    config.py     TrainingConfig / DataOptions: every option of a run
+    config.py     TrainingConfig: every option of a run, grouped in DataOptions,
+                  OptimizationOptions and RunOptions
     data.py       a file (or `stsb:` / `sick:` reader) -> named columns -> checked, labelled
     formation.py  scored pairs -> positives, triplets or binary pairs
     schedule.py   seeded batches (no duplicate texts for mnr), AdamW, warm-up + linear decay
@@ -13,16 +14,21 @@ The flow, one module per stage:
     heads.py      the softmax / bce heads saved in <output>/head/
     vectors.py, adapter.py  an MLP adapter trained on ready-made vectors
 
-    from semsearch.training import DataOptions, TrainingConfig, train
+    from semsearch.training import DataOptions, OptimizationOptions, TrainingConfig, train
     config = TrainingConfig("cosine", DataOptions("stsb:train.tsv.gz", dev="stsb:dev.tsv.gz"),
-                            output_dir="models/stsb", epochs=4)
+                            output_dir="models/stsb", optimization=OptimizationOptions(epochs=4))
     result = train(config)   # run it again after an interruption: it resumes
 """
 
 from __future__ import annotations
 
 from semsearch.training.adapter import AdapterConfig, AdapterResult, VectorAdapter, train_adapter
-from semsearch.training.config import DataOptions, TrainingConfig
+from semsearch.training.config import (
+    DataOptions,
+    OptimizationOptions,
+    RunOptions,
+    TrainingConfig,
+)
 from semsearch.training.data import TrainingData, prepare_training_data, read_source
 from semsearch.training.dev import make_evaluator
 from semsearch.training.formation import form_examples
@@ -34,6 +40,8 @@ __all__ = [
     "AdapterConfig",
     "AdapterResult",
     "DataOptions",
+    "OptimizationOptions",
+    "RunOptions",
     "TrainingConfig",
     "TrainingData",
     "TrainingResult",

@@ -25,12 +25,13 @@ class Card:
 
 def write_card(folder: Path, card: Card, config: TrainingConfig, result: dict[str, Any]) -> Path:
     """Write `folder/README.md`: intro, data, objective and hyper-parameters, figures, files."""
+    options = config.to_dict()  # flat: the groups' fields by their own names
     lines = [
         f"# {folder.name}", "", card.intro, "",
         "## Data", "", *_data_lines(result), "",
         "## Objective and hyper-parameters", "", "| option | value |", "|---|---|",
         *card.objective_rows,
-        *[f"| {name} | {getattr(config, name)} |" for name in card.parameters],
+        *[f"| {name} | {options[name]} |" for name in card.parameters],
         f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
         f"| device | {result['device']} |",
         f"| training time | {result['seconds']:.0f} s |", "",

@@ -188,10 +188,10 @@ def prepare_pair_data(config: TrainingConfig) -> tuple[TrainingData, str]:
     for scores in [0, 1], `bce` for 0/1 labels, `softmax` for classes).
     """
     if config.objective == "softmax":
-        return prepare_training_data("softmax", config.data, config.seed), "label"
+        return prepare_training_data("softmax", config.data, config.optimization.seed), "label"
     target = "score" if _has_score(config.data.train, config.data.columns) else "label"
     like = "cosine" if target == "score" else "bce"
-    return prepare_training_data(like, config.data, config.seed), target
+    return prepare_training_data(like, config.data, config.optimization.seed), target
 
 
 def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) -> CrossEncoder:
@@ -199,8 +199,8 @@ def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) 
     folder = resolve_model(config.model)
     if model_kind(folder.path) == "bi-encoder":
         return CrossEncoder.from_encoder(config.model, num_labels, label_names=data.label_names,
-                                         device=config.device)  # fmt: skip
-    model = CrossEncoder.load(config.model, device=config.device)
+                                         device=config.run.device)  # fmt: skip
+    model = CrossEncoder.load(config.model, device=config.run.device)
     if model.num_labels != num_labels:
         raise SemsearchError(
             f"cross-encoder {config.model!r} has {model.num_labels} output(s), the data needs "

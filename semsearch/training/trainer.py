@@ -79,20 +79,20 @@ class Trainer:
         saved = ckpt.read_checkpoint_state(self.output_dir) if resuming else None
         if saved is not None:
             self._check_resumable(saved[1])
-        torch.manual_seed(config.seed)
+        torch.manual_seed(config.optimization.seed)
         no_duplicates = self._build_objective()
         self._plan_and_resume(saved, no_duplicates)
 
     def _prepare_data(self) -> TrainingData:
         """The training data, read and checked for the objective."""
         config = self.config
-        return prepare_training_data(config.objective, config.data, config.seed)
+        return prepare_training_data(config.objective, config.data, config.optimization.seed)
 
     def _build_objective(self) -> bool:
         """Model, loss and the columns they read; True when batches must hold no duplicates."""
         config = self.config
         encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
-                                 device=config.device)  # fmt: skip
+                                 device=config.run.device)  # fmt: skip
         self.device = encoder.device
         self.objective_options = objective_options(config, self.data)
         self.loss = build_loss(config.objective, encoder, **self.objective_options)
@@ -103,11 +103,11 @@ class Trainer:
 
     def _plan_and_resume(self, saved, no_duplicates: bool) -> None:
         """Step counts, trainables, log and state; restored from `saved` when resuming."""
-        config = self.config
+        options = self.config.optimization
         self.no_duplicates = no_duplicates
-        self.steps = total_steps(self.text_columns, config.batch_size, config.seed, config.epochs,
-                                 no_duplicates, config.max_steps)  # fmt: skip
-        self.warmup_steps = math.ceil(self.steps * config.warmup_fraction)
+        self.steps = total_steps(self.text_columns, options.batch_size, options.seed, options.epochs,
+                                 no_duplicates, options.max_steps)  # fmt: skip
+        self.warmup_steps = math.ceil(self.steps * options.warmup_fraction)
         self.trainables = self._trainables()
         self.state = ckpt.TrainingState()
         self.log = TrainingLog(self.output_dir)
@@ -129,7 +129,7 @@ class Trainer:
             self._evaluate(baseline=True)
         self.loss.train()
         with tqdm(total=self.steps, initial=self.state.step, desc="training", unit="step",
-                  disable=not self.config.show_progress, dynamic_ncols=True) as self._bar:  # fmt: skip
+                  disable=not self.config.run.show_progress, dynamic_ncols=True) as self._bar:  # fmt: skip
             while self.state.step < self.steps:
                 self._train_epoch()
         self.loss.eval()
@@ -138,9 +138,9 @@ class Trainer:
         return self._finish()
 
     def _train_epoch(self) -> None:
-        state = self.state
-        batches = epoch_batches(self.text_columns, self.config.batch_size, self.config.seed,
-                                state.epoch, self.no_duplicates)  # fmt: skip
+        state, options = self.state, self.config.optimization
+        batches = epoch_batches(self.text_columns, options.batch_size, options.seed, state.epoch,
+                                self.no_duplicates)  # fmt: skip
         for rows in batches[state.batches_done :]:
             value = self._step(rows)
             state.step += 1
@@ -155,13 +155,13 @@ class Trainer:
 
     def _step(self, rows: list[int]) -> float:
         """One optimisation step on the batch `rows`; returns its loss."""
-        trainables, config = self.trainables, self.config
+        trainables, options = self.trainables, self.config.optimization
         columns, labels = self.loss.make_batch(self.data.columns, rows)
-        with _autocast(self.device, config.precision):  # type: ignore[arg-type]
+        with _autocast(self.device, options.precision):  # type: ignore[arg-type]
             value = self.loss(columns, labels)
         trainables.scaler.scale(value).backward()
         trainables.scaler.unscale_(trainables.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.loss.parameters(), config.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(self.loss.parameters(), options.max_grad_norm)
         trainables.scaler.step(trainables.optimizer)
         trainables.scaler.update()
         trainables.scheduler.step()
@@ -169,7 +169,7 @@ class Trainer:
         return float(value.detach())
 
     def _after_step(self, value: float) -> None:
-        step, config = self.state.step, self.config
+        step, run = self.state.step, self.config.run
         self._pending_losses.append(value)
         smoothed = self._running_loss
         self._running_loss = (
@@ -177,15 +177,15 @@ class Trainer:
         )
         self._bar.update(1)
         self._bar.set_postfix(loss=f"{self._running_loss:.4f}", refresh=False)
-        if step % config.log_every == 0 or step == self.steps:
+        if step % run.log_every == 0 or step == self.steps:
             mean = sum(self._pending_losses) / len(self._pending_losses)
             self.log.write("train", step=step, epoch=self.state.epoch, loss=mean,
                            lr=self.trainables.scheduler.get_last_lr()[0], seconds=self._clock())  # fmt: skip
             self._pending_losses = []
-        if config.eval_every and step % config.eval_every == 0:
+        if run.eval_every and step % run.eval_every == 0:
             self._evaluate()
             self._checkpoint()
-        elif step % config.checkpoint_every == 0:
+        elif step % run.checkpoint_every == 0:
             self._checkpoint()
 
     def _evaluate(self, baseline: bool = False) -> None:
@@ -292,13 +292,13 @@ class Trainer:
         return data, make_evaluator(data, self.config.data.dev_task, name)
 
     def _trainables(self) -> ckpt.Trainables:
-        config = self.config
-        if config.precision == "fp16" and self.device.type != "cuda":
+        options = self.config.optimization
+        if options.precision == "fp16" and self.device.type != "cuda":
             raise SemsearchError("fp16 training needs a CUDA GPU: use bf16 or fp32 on the CPU")
-        optimizer = make_optimizer(self.loss, config.learning_rate, config.weight_decay)
+        optimizer = make_optimizer(self.loss, options.learning_rate, options.weight_decay)
         scheduler = warmup_linear(optimizer, self.warmup_steps, self.steps)
         # Loss scaling is for fp16 only; disabled, the scaler passes every call through.
-        scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
+        scaler = torch.amp.GradScaler(self.device.type, enabled=options.precision == "fp16")
         return ckpt.Trainables(self.loss, optimizer, scheduler, scaler)
 
     def _check_resumable(self, saved_config: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ def test_a_few_steps_lower_the_loss_and_the_folder_is_a_cross_encoder(
 ) -> None:
     # Without dev data the folder keeps the last step's model.
     config = quick_config(objective="bce", epochs=8, learning_rate=1e-2, data={"dev": None})
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.optimization.seed)
     before = _pairs_loss(CrossEncoder.from_encoder(str(tiny_model_dir), device="cpu"))
     result = train_cross_encoder(config)
     after = _pairs_loss(CrossEncoder.load(str(config.output_dir), device="cpu"))
