@@ -1,7 +1,10 @@
-"""Shared fixtures: a tiny random BERT (fast, for behaviour) and small corpus files."""
+"""Shared fixtures: a tiny random BERT (fast, for behaviour), small corpus files and a
+small BEIR folder."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from training.tiny_data import PAIRS
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from semsearch.models import BiEncoder
@@ -102,3 +106,18 @@ def corpus_file(tmp_path: Path) -> Path:
     path = tmp_path / "corpus.parquet"
     pq.write_table(table, path)
     return path
+
+
+@pytest.fixture()
+def beir(tmp_path: Path) -> Path:
+    """A BEIR folder: each pair's first sentence a query, its second the relevant document."""
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    documents = [{"_id": f"doc{i}", "title": "", "text": pair[1]} for i, pair in enumerate(PAIRS)]
+    queries = [{"_id": f"q{i}", "text": pair[0]} for i, pair in enumerate(PAIRS[:6])]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents))
+    with gzip.open(folder / "queries.jsonl.gz", "wt") as handle:
+        handle.write("".join(json.dumps(q) + "\n" for q in queries))
+    qrels = "".join(f"q{i}\tdoc{i}\t1\n" for i in range(6))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return folder

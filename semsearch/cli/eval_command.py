@@ -1,23 +1,22 @@
 """`semsearch eval sts|pairs|ir|heatmap`: measure a model folder, or the model of an index.
 
-Each prints a table (one JSON line with `--json`) and, with `--out`, writes the figures to
-a JSON file. `--index NAME` measures the model recorded in that index's manifest (checked
-against its fingerprint); `eval ir --search-index` also ranks with the index itself
-instead of an exact search.
+The work is done by `semsearch.evaluation.tasks`, one function per subcommand; each command
+here parses its options, calls it, prints a table (one JSON line with `--json`) and, with
+`--out`, writes the figures to a JSON file. `--index NAME` measures the model recorded in
+that index's manifest (checked against its fingerprint); `eval ir --search-index` also
+ranks with the index itself instead of an exact search.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from semsearch import __version__
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
@@ -29,28 +28,16 @@ from semsearch.cli.common import (
     user_errors,
 )
 from semsearch.cli.train_command import Columns, parse_assignments
-from semsearch.errors import SemsearchError
-from semsearch.evaluation import (
-    InformationRetrievalEvaluator,
-    LabelledPairs,
-    PairClassificationEvaluator,
-    STSEvaluator,
-    ir_metrics,
-    read_beir,
-    similarity_heatmap,
-)
-from semsearch.evaluation.ir import DEPTH
 from semsearch.evaluation.similarity import SIMILARITIES
-from semsearch.index.store import find_index
-from semsearch.inputs import read_lines
-from semsearch.models import BiEncoder
-from semsearch.models.cross_encoder import CrossEncoder
-from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.rerank import DEFAULT_TOP, Reranker, exact_rankings
-from semsearch.search import Searcher
-from semsearch.training.config import DataOptions
-from semsearch.training.data import TrainingData, read_eval_data
-from semsearch.training.dev import choose_task
+from semsearch.evaluation.tasks import (
+    EvaluationResult,
+    ModelOptions,
+    evaluate_heatmap,
+    evaluate_ir,
+    evaluate_pairs,
+    evaluate_sts,
+)
+from semsearch.rerank import DEFAULT_TOP
 
 eval_app = typer.Typer(help="Measure a model (or an index's model) on labelled data.",
                        no_args_is_help=True)  # fmt: skip
@@ -76,12 +63,10 @@ def sts(
     quantize: Quantize = None, out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Spearman and Pearson correlation of four similarities with graded pairs."""
-    pairs = _read(data, column, score_max, "sts")
-    encoder, described, _ = load_encoder(model, index, index_dir, device, quantize)
-    evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
-    evaluator.batch_size = batch_size
-    facts = {"data": data, "rows": len(pairs)}
-    _run("sts", evaluator, encoder, described, facts, Output(out, json_output))
+    columns = parse_assignments(column, "--column")
+    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
+                          quantization=quantize, batch_size=batch_size)  # fmt: skip
+    _report(evaluate_sts(data, chosen, columns, score_max), Output(out, json_output))
 
 
 @eval_app.command("pairs")
@@ -94,14 +79,10 @@ def pairs(
     out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision."""
-    dev_pairs = _labelled(_read(dev, column, None, "pairs"))
-    test_pairs = _labelled(_read(test, column, None, "pairs")) if test else None
-    encoder, described, _ = load_encoder(model, index, index_dir, device)
-    evaluator = PairClassificationEvaluator(
-        dev_pairs, test_pairs, name=test or dev, batch_size=batch_size
-    )
-    facts = {"dev": dev, "test": test, "dev_rows": len(dev_pairs.labels)}
-    _run("pairs", evaluator, encoder, described, facts, Output(out, json_output))
+    columns = parse_assignments(column, "--column")
+    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
+                          batch_size=batch_size)  # fmt: skip
+    _report(evaluate_pairs(dev, chosen, test, columns), Output(out, json_output))
 
 
 @eval_app.command("ir")
@@ -117,39 +98,12 @@ def ir(
     out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder."""
-    data = read_beir(folder, split)
-    encoder, described, searcher = load_encoder(model, index, index_dir, device, quantize)
-    facts = {"data": str(folder), "split": split, "documents": len(data.corpus)}
-    if rerank is not None:
-        if search_index and searcher is None:
-            raise SemsearchError("--search-index needs --index NAME: the index to rank with")
-        reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
-        started = time.monotonic()
-        rankings = (index_rankings(searcher, data.queries, data.qrels) if search_index and searcher
-                    else exact_rankings(encoder, data, max(DEPTH, rerank_top), batch_size))  # fmt: skip
-        before = ir_metrics(rankings, data.qrels)
-        metrics = ir_metrics(
-            reranker.rerank_rankings(rankings, data.queries, data.corpus), data.qrels
-        )
-        if not json_output:
-            console.print(f"before re-ranking: ndcg@10 {before['ndcg@10']:.4f}")
-        facts.update(ranking="the index" if search_index else "exact search", rerank=rerank,
-                     rerank_top=rerank_top, before_rerank=before)  # fmt: skip
-        _report("ir", metrics, f"{described} re-ranked by {rerank}", facts,
-                time.monotonic() - started, Output(out, json_output))  # fmt: skip
-        return
-    if not search_index:
-        evaluator = InformationRetrievalEvaluator(data, name=folder.name, batch_size=batch_size)
-        _run("ir", evaluator, encoder, described, {**facts, "ranking": "exact search"},
-             Output(out, json_output))  # fmt: skip
-        return
-    if searcher is None:
-        raise SemsearchError("--search-index needs --index NAME: the index to rank with")
-    started = time.monotonic()
-    metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
-    ranking = f"the index ({searcher.manifest.index.factory})"
-    _report("ir", metrics, described, {**facts, "ranking": ranking}, time.monotonic() - started,
-            Output(out, json_output))  # fmt: skip
+    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
+                          quantization=quantize, batch_size=batch_size)  # fmt: skip
+    result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top)
+    if "before_rerank" in result.facts and not json_output:
+        console.print(f"before re-ranking: ndcg@10 {result.facts['before_rerank']['ndcg@10']:.4f}")
+    _report(result, Output(out, json_output))
 
 
 @eval_app.command("heatmap")
@@ -162,83 +116,19 @@ def heatmap(
     device: Device = "auto", out: Out = None,
 ) -> None:  # fmt: skip
     """A PNG of the cosine similarity of every pair of sentences, and the matrix as a table."""
-    texts = read_lines(sentences)
-    if len(texts) < 2:
-        raise SemsearchError(
-            f"{sentences} holds {len(texts)} sentence: a heat-map needs two or more"
-        )
-    encoder, described, _ = load_encoder(model, index, index_dir, device)
-    matrix = similarity_heatmap(encoder, texts, png, title)
-    console.print(f"[bold]heatmap[/bold]: cosine similarity, {described}")
+    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device)
+    result = evaluate_heatmap(sentences, png, chosen, title)
+    console.print(f"[bold]heatmap[/bold]: cosine similarity, {result.model}")
     table = Table()
     table.add_column("#", justify="right")
     table.add_column("sentence", overflow="fold", max_width=50)
-    for number in range(len(texts)):
+    for number in range(len(result.sentences)):
         table.add_column(str(number), justify="right")
-    for number, (text, row) in enumerate(zip(texts, matrix)):
+    for number, (text, row) in enumerate(zip(result.sentences, result.matrix)):
         table.add_row(str(number), text, *[f"{value:.2f}" for value in row])
     console.print(table)
     console.print(f"heat-map written to {png}")
-    _write_json(Output(out), {"task": "heatmap", "model": described, "png": str(png),
-                              "sentences": texts, "matrix": matrix.round(6).tolist()})  # fmt: skip
-
-
-def load_encoder(
-    model: str | None,
-    index: str | None,
-    index_dir: Path,
-    device: str,
-    quantization: str | None = None,
-) -> tuple[BiEncoder, str, Searcher | None]:
-    """The encoder to measure, a description of it, and the index's searcher when one was named."""
-    if model is not None and index is not None:
-        raise SemsearchError("give either --model or --index, not both")
-    if index is None:
-        described = (model or DEFAULT_MODEL) + (f" ({quantization})" if quantization else "")
-        encoder = BiEncoder.load(model or DEFAULT_MODEL, device=device, quantization=quantization)
-        return encoder, described, None
-    if quantization is not None:
-        raise SemsearchError(
-            "--quantize goes with --model: an index uses the encoder it was built with"
-        )
-    searcher = Searcher(find_index(index, index_dir), device=device)
-    described = f"index {searcher.folder.name} (model {searcher.manifest.model.name})"
-    return searcher.encoder, described, searcher
-
-
-def index_rankings(
-    searcher: Searcher, queries: dict[str, str], qrels: dict[str, dict[str, int]]
-) -> dict[str, list[str]]:
-    """Document ids the index returns for each judged query, best first."""
-    if searcher.manifest.source.id_column is None:
-        raise SemsearchError(f"index {searcher.folder.name!r} has no id column: build it from "
-                             "corpus.jsonl with --id-column _id to rank BEIR queries with it")  # fmt: skip
-    judged = [query for query in qrels if query in queries]
-    results = searcher.search([queries[query] for query in judged], k=DEPTH)
-    return {query: [str(hit.id) for hit in hits] for query, hits in zip(judged, results)}
-
-
-def _read(
-    source: str, column: list[str] | None, score_max: float | None, task: str
-) -> TrainingData:
-    options = DataOptions(
-        train=source, columns=parse_assignments(column, "--column"), score_max=score_max
-    )
-    data = read_eval_data(source, options)
-    choose_task(data, task)  # names the missing columns, if any
-    return data
-
-
-def _labelled(data: TrainingData) -> LabelledPairs:
-    try:
-        labels = [int(float(value)) for value in data.columns["label"]]
-    except (TypeError, ValueError):
-        raise SemsearchError(f"{data.source}: column 'label' must hold 0 or 1") from None
-    if not set(labels) <= {0, 1}:
-        raise SemsearchError(
-            f"{data.source}: column 'label' must hold 0 or 1, not {sorted(set(labels))[:5]}"
-        )
-    return LabelledPairs(data.columns["sentence1"], data.columns["sentence2"], labels)
+    _write_json(Output(out), result.to_dict())
 
 
 @dataclass(frozen=True)
@@ -249,24 +139,18 @@ class Output:
     json: bool = False
 
 
-def _run(
-    task: str, evaluator: Any, encoder: BiEncoder, described: str, facts: dict, output: Output
-) -> None:
-    started = time.monotonic()
-    metrics = evaluator(encoder)
-    _report(task, metrics, described, facts, time.monotonic() - started, output)
-
-
-def _report(task: str, metrics: dict[str, float], described: str, facts: dict, seconds: float,
-            output: Output) -> None:  # fmt: skip
-    payload = {"task": task, "model": described, **facts, "metrics": metrics,
-               "seconds": round(seconds, 2), "semsearch_version": __version__}  # fmt: skip
+def _report(result: EvaluationResult, output: Output) -> None:
+    """One JSON line, or a header and a table of the metrics; and the JSON file if asked."""
+    payload = result.to_dict()
     if output.json:
         typer.echo(json.dumps(payload, default=float))
     else:
+        facts = result.facts
         data = facts.get("data") or facts.get("test") or facts.get("dev")
-        console.print(f"[bold]{task}[/bold]: {described} on {data} ({seconds:.1f} s)")
-        console.print(metrics_table(metrics))
+        console.print(
+            f"[bold]{result.task}[/bold]: {result.model} on {data} ({result.seconds:.1f} s)"
+        )
+        console.print(metrics_table(result.metrics))
     _write_json(output, payload)
 
 

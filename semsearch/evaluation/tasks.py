@@ -1,0 +1,266 @@
+"""The `semsearch eval` tasks as functions: read the data, load the model, measure, time it.
+
+Each of `evaluate_sts`, `evaluate_pairs` and `evaluate_ir` returns an `EvaluationResult`
+(the figures and the facts a report needs); `evaluate_heatmap` returns a `HeatmapResult`.
+`ModelOptions` says what is measured: a model folder or hub name, or with `index` the model
+recorded in that index's manifest (and, for `evaluate_ir(search_index=True)`, the index
+itself ranks instead of an exact search).
+
+    from semsearch.evaluation.tasks import ModelOptions, evaluate_sts
+    result = evaluate_sts("stsb:sts-test.csv.gz", ModelOptions(model="models/stsb"))
+    result.metrics["spearman_cosine"]
+
+Labelled files are read as training reads its dev data (`stsb:` / `sick:` readers, column
+mapping), so a file that works as `--dev` works here too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch import __version__
+from semsearch.errors import SemsearchError
+from semsearch.evaluation.base import Evaluator
+from semsearch.evaluation.beir import RetrievalData, read_beir
+from semsearch.evaluation.heatmap import similarity_heatmap
+from semsearch.evaluation.ir import DEPTH, InformationRetrievalEvaluator, ir_metrics
+from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
+from semsearch.evaluation.sts import STSEvaluator
+from semsearch.index.store import DEFAULT_INDEX_DIR, find_index
+from semsearch.inputs import read_lines
+from semsearch.models import BiEncoder
+from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.rerank import DEFAULT_TOP, Reranker, exact_rankings
+from semsearch.search import Searcher
+from semsearch.training.config import DataOptions
+from semsearch.training.data import TrainingData, read_eval_data
+from semsearch.training.dev import choose_task
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Which model to measure and how to run it.
+
+    Args:
+        model: a model folder, hub name or `default` (None: the default model).
+        index: or the index (name or folder) whose recorded model to measure.
+        index_dir: where index names are looked up.
+        device: `auto`, `cpu`, `cuda`...
+        quantization: a quantised encoder (with `model` only: an index keeps its encoder).
+        batch_size: texts per forward pass.
+    """
+
+    model: str | None = None
+    index: str | None = None
+    index_dir: Path = DEFAULT_INDEX_DIR
+    device: str = "auto"
+    quantization: str | None = None
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The encoder to measure, how reports name it, and the index's searcher if one was named."""
+
+    encoder: BiEncoder
+    described: str
+    searcher: Searcher | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """What one task measured: `metrics`, and the facts (data, rows...) to report them with."""
+
+    task: str
+    model: str
+    facts: dict[str, Any]
+    metrics: dict[str, float]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record `semsearch eval --json` prints and `--out` writes."""
+        return {"task": self.task, "model": self.model, **self.facts, "metrics": self.metrics,
+                "seconds": round(self.seconds, 2), "semsearch_version": __version__}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HeatmapResult:
+    """The sentences, their cosine similarity matrix and the PNG it was drawn to."""
+
+    model: str
+    png: Path
+    sentences: list[str]
+    matrix: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": "heatmap", "model": self.model, "png": str(self.png),
+                "sentences": self.sentences, "matrix": self.matrix.round(6).tolist()}  # fmt: skip
+
+
+def load_model(options: ModelOptions) -> LoadedModel:
+    """The encoder `options` name: a model, or the model an index records (checked against
+    its fingerprint when the index opens)."""
+    if options.model is not None and options.index is not None:
+        raise SemsearchError("give either --model or --index, not both")
+    if options.index is None:
+        name, quantization = options.model or DEFAULT_MODEL, options.quantization
+        encoder = BiEncoder.load(name, device=options.device, quantization=quantization)
+        return LoadedModel(encoder, name + (f" ({quantization})" if quantization else ""))
+    if options.quantization is not None:
+        raise SemsearchError(
+            "--quantize goes with --model: an index uses the encoder it was built with"
+        )
+    searcher = Searcher(find_index(options.index, options.index_dir), device=options.device)
+    described = f"index {searcher.folder.name} (model {searcher.manifest.model.name})"
+    return LoadedModel(searcher.encoder, described, searcher)
+
+
+def evaluate_sts(
+    data: str,
+    model: ModelOptions,
+    columns: Mapping[str, str] | None = None,
+    score_max: float | None = None,
+) -> EvaluationResult:
+    """Spearman and Pearson correlation of four similarities with the graded pairs in `data`
+    (`stsb:PATH`, `sick:PATH` or a file with sentence1, sentence2, score)."""
+    pairs = read_labelled(data, "sts", columns, score_max)
+    loaded = load_model(model)
+    evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
+    evaluator.batch_size = model.batch_size
+    return _measure("sts", evaluator, loaded, {"data": data, "rows": len(pairs)})
+
+
+def evaluate_pairs(
+    dev: str,
+    model: ModelOptions,
+    test: str | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> EvaluationResult:
+    """Duplicate or not: accuracy, F1, precision and recall at thresholds chosen on `dev`
+    and applied to `test` (default: dev itself), and average precision."""
+    dev_pairs = labelled_pairs(read_labelled(dev, "pairs", columns))
+    test_pairs = labelled_pairs(read_labelled(test, "pairs", columns)) if test else None
+    loaded = load_model(model)
+    evaluator = PairClassificationEvaluator(
+        dev_pairs, test_pairs, name=test or dev, batch_size=model.batch_size
+    )
+    facts = {"dev": dev, "test": test, "dev_rows": len(dev_pairs.labels)}
+    return _measure("pairs", evaluator, loaded, facts)
+
+
+def evaluate_ir(
+    folder: Path,
+    model: ModelOptions,
+    split: str = "test",
+    search_index: bool = False,
+    rerank: str | None = None,
+    rerank_top: int = DEFAULT_TOP,
+) -> EvaluationResult:
+    """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR folder, ranked by exact search
+    or, with `search_index`, by the index `model.index` itself; with `rerank` (a cross-encoder
+    folder) each query's first `rerank_top` documents are re-ordered, and the figures before
+    it are in `facts["before_rerank"]`."""
+    data = read_beir(folder, split)
+    loaded = load_model(model)
+    if search_index and loaded.searcher is None:
+        raise SemsearchError("--search-index needs --index NAME: the index to rank with")
+    facts: dict[str, Any] = {"data": str(folder), "split": split, "documents": len(data.corpus)}
+    if rerank is not None:
+        return _reranked(data, loaded, model, facts, rerank, rerank_top, search_index)
+    if not search_index:
+        evaluator = InformationRetrievalEvaluator(
+            data, name=folder.name, batch_size=model.batch_size
+        )
+        return _measure("ir", evaluator, loaded, {**facts, "ranking": "exact search"})
+    searcher = loaded.searcher
+    assert searcher is not None  # checked above
+    started = time.monotonic()
+    metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
+    facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
+    return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
+
+
+def evaluate_heatmap(
+    sentences: Path, png: Path, model: ModelOptions, title: str = ""
+) -> HeatmapResult:
+    """Write a PNG of the cosine similarity of every pair of the sentences in a text file
+    (one a line, two or more); return the matrix."""
+    texts = read_lines(sentences)
+    if len(texts) < 2:
+        raise SemsearchError(
+            f"{sentences} holds {len(texts)} sentence: a heat-map needs two or more"
+        )
+    loaded = load_model(model)
+    matrix = similarity_heatmap(loaded.encoder, texts, png, title)
+    return HeatmapResult(loaded.described, png, texts, matrix)
+
+
+def index_rankings(
+    searcher: Searcher, queries: dict[str, str], qrels: dict[str, dict[str, int]]
+) -> dict[str, list[str]]:
+    """Document ids the index returns for each judged query, best first."""
+    if searcher.manifest.source.id_column is None:
+        raise SemsearchError(f"index {searcher.folder.name!r} has no id column: build it from "
+                             "corpus.jsonl with --id-column _id to rank BEIR queries with it")  # fmt: skip
+    judged = [query for query in qrels if query in queries]
+    results = searcher.search([queries[query] for query in judged], k=DEPTH)
+    return {query: [str(hit.id) for hit in hits] for query, hits in zip(judged, results)}
+
+
+def read_labelled(
+    source: str,
+    task: str,
+    columns: Mapping[str, str] | None = None,
+    score_max: float | None = None,
+) -> TrainingData:
+    """A labelled file read as training reads dev data, checked to have `task`'s columns."""
+    options = DataOptions(train=source, columns=dict(columns or {}), score_max=score_max)
+    data = read_eval_data(source, options)
+    choose_task(data, task)  # names the missing columns, if any
+    return data
+
+
+def labelled_pairs(data: TrainingData) -> LabelledPairs:
+    """The pairs of `data` with their `label` column checked to hold 0 or 1."""
+    try:
+        labels = [int(float(value)) for value in data.columns["label"]]
+    except (TypeError, ValueError):
+        raise SemsearchError(f"{data.source}: column 'label' must hold 0 or 1") from None
+    if not set(labels) <= {0, 1}:
+        raise SemsearchError(
+            f"{data.source}: column 'label' must hold 0 or 1, not {sorted(set(labels))[:5]}"
+        )
+    return LabelledPairs(data.columns["sentence1"], data.columns["sentence2"], labels)
+
+
+def _reranked(data: RetrievalData, loaded: LoadedModel, model: ModelOptions, facts: dict[str, Any],
+              rerank: str, rerank_top: int, search_index: bool) -> EvaluationResult:  # fmt: skip
+    """IR figures after a cross-encoder re-orders each ranking's head; those before in facts."""
+    reranker = Reranker(CrossEncoder.load(rerank, device=model.device), top=rerank_top)
+    started = time.monotonic()
+    if search_index and loaded.searcher is not None:
+        rankings = index_rankings(loaded.searcher, data.queries, data.qrels)
+    else:
+        depth = max(DEPTH, rerank_top)
+        rankings = exact_rankings(loaded.encoder, data, depth, model.batch_size)
+    before = ir_metrics(rankings, data.qrels)
+    metrics = ir_metrics(reranker.rerank_rankings(rankings, data.queries, data.corpus), data.qrels)
+    facts = {**facts, "ranking": "the index" if search_index else "exact search", "rerank": rerank,
+             "rerank_top": rerank_top, "before_rerank": before}  # fmt: skip
+    return EvaluationResult("ir", f"{loaded.described} re-ranked by {rerank}", facts, metrics,
+                            time.monotonic() - started)  # fmt: skip
+
+
+def _measure(
+    task: str, evaluator: Evaluator, loaded: LoadedModel, facts: dict[str, Any]
+) -> EvaluationResult:
+    started = time.monotonic()
+    metrics = evaluator(loaded.encoder)
+    return EvaluationResult(task, loaded.described, facts, metrics, time.monotonic() - started)

@@ -1,0 +1,87 @@
+"""The `semsearch eval` tasks as library functions, on the tiny model and real files."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_cross import make_tiny_cross_encoder
+from training.tiny_data import write_pairs_parquet, write_stsb
+
+from semsearch.errors import SemsearchError
+from semsearch.evaluation.tasks import (
+    ModelOptions,
+    evaluate_heatmap,
+    evaluate_ir,
+    evaluate_pairs,
+    evaluate_sts,
+    labelled_pairs,
+    load_model,
+    read_labelled,
+)
+
+DUPLICATES = {"sentence1": "question", "sentence2": "answer", "label": "is_dup"}
+
+
+@pytest.fixture()
+def tiny(tiny_model_dir) -> ModelOptions:
+    return ModelOptions(model=str(tiny_model_dir), device="cpu", batch_size=8)
+
+
+def test_sts_reports_the_figures_and_facts_in_the_json_order(tmp_path, tiny) -> None:
+    data = f"stsb:{write_stsb(tmp_path / 'sts.tsv.gz')}"
+    result = evaluate_sts(data, tiny)
+    assert result.task == "sts" and result.model == tiny.model
+    assert result.facts == {"data": data, "rows": 16}
+    assert -1 <= result.metrics["spearman_cosine"] <= 1 and "pearson_manhattan" in result.metrics
+    record = result.to_dict()
+    assert list(record)[:4] == ["task", "model", "data", "rows"]
+    assert list(record)[-3:] == ["metrics", "seconds", "semsearch_version"]
+
+
+def test_pairs_map_columns_and_apply_dev_thresholds_to_test(tmp_path, tiny) -> None:
+    pairs = str(write_pairs_parquet(tmp_path / "pairs.parquet"))
+    result = evaluate_pairs(pairs, tiny, test=pairs, columns=DUPLICATES)
+    assert result.facts["dev"] == result.facts["test"] == pairs and result.facts["dev_rows"] > 0
+    assert 0 <= result.metrics["cosine_accuracy"] <= 1 and "cosine_ap" in result.metrics
+
+
+def test_labels_other_than_0_and_1_are_refused(tmp_path) -> None:
+    pairs = str(write_pairs_parquet(tmp_path / "pairs.parquet"))
+    graded = read_labelled(pairs, "pairs", {**DUPLICATES, "label": "similarity"})
+    with pytest.raises(SemsearchError, match="column 'label' must hold 0 or 1"):
+        labelled_pairs(graded)
+    with pytest.raises(SemsearchError, match="cannot be measured as sts: it lacks"):
+        read_labelled(pairs, "sts")
+
+
+def test_ir_rerank_keeps_the_exact_figures_as_before(tmp_path, tiny, beir, tiny_model_dir) -> None:
+    exact = evaluate_ir(beir, tiny)
+    assert exact.facts["ranking"] == "exact search" and exact.metrics["queries"] == 6
+    cross = make_tiny_cross_encoder(tiny_model_dir, tmp_path / "cross")
+    reranked = evaluate_ir(beir, tiny, rerank=str(cross), rerank_top=5)
+    assert reranked.model == f"{tiny.model} re-ranked by {cross}"
+    assert reranked.facts["before_rerank"]["ndcg@10"] == pytest.approx(exact.metrics["ndcg@10"])
+    assert reranked.facts["rerank_top"] == 5 and reranked.metrics["queries"] == 6
+
+
+def test_ranking_with_the_index_needs_an_index(beir, tiny) -> None:
+    with pytest.raises(SemsearchError, match="--search-index needs --index"):
+        evaluate_ir(beir, tiny, search_index=True)
+
+
+def test_a_model_or_an_index_not_both_and_no_quantised_index() -> None:
+    with pytest.raises(SemsearchError, match="either --model or --index, not both"):
+        load_model(ModelOptions(model="x", index="y"))
+    with pytest.raises(SemsearchError, match="--quantize goes with --model"):
+        load_model(ModelOptions(index="y", quantization="int8"))
+
+
+def test_heatmap_writes_the_png_and_returns_the_matrix(tmp_path, tiny, sentences) -> None:
+    lines = tmp_path / "s.txt"
+    lines.write_text("\n".join(sentences[:3]))
+    result = evaluate_heatmap(lines, tmp_path / "h.png", tiny)
+    assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+    assert result.matrix.shape == (3, 3) and result.sentences == sentences[:3]
+    assert result.to_dict()["matrix"][1][1] == pytest.approx(1.0, abs=1e-5)
+    lines.write_text(sentences[0])
+    with pytest.raises(SemsearchError, match="holds 1 sentence: a heat-map needs two or more"):
+        evaluate_heatmap(lines, tmp_path / "one.png", tiny)
