@@ -143,11 +143,12 @@ class VectorIndex:
         copy.reset()
         return VectorIndex(copy, self.metric)
 
-    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+    def add(self, vectors: np.ndarray, ids: np.ndarray, prepared: bool = False) -> None:
+        """Add `vectors` under `ids`; `prepared` says they came from `prepare_vectors` already
+        (so they are not copied and normalised a second time)."""
         if len(vectors):
-            self.faiss.add_with_ids(
-                prepare_vectors(vectors, self.metric), np.ascontiguousarray(ids, dtype=np.int64)
-            )
+            vectors = vectors if prepared else prepare_vectors(vectors, self.metric)
+            self.faiss.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
 
     def remove(self, ids: np.ndarray) -> int:
         """Drop `ids` from the structure; the number removed."""

@@ -45,12 +45,12 @@ def search_structure(
     rows, dimension = vectors.shape
     if rows <= AUTO_EXACT_LIMIT:
         exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
-        exact.add(vectors, np.arange(rows))
+        exact.add(vectors, np.arange(rows), prepared=True)
         return SearchStructure(exact, {}), "Flat (exact)"
     params = {"nprobe": nprobe} if nprobe is not None else {}
     if trained is not None and trained[2].startswith(REFILLABLE):
         index, own_params, factory = trained
-        index.add(vectors, np.arange(rows))
+        index.add(vectors, np.arange(rows), prepared=True)
         return SearchStructure(index, {**own_params, **params}), f"{factory} (the index's own centroids)"
     return _train_ivf(vectors, metric, params)
 
@@ -97,5 +97,5 @@ def _train_ivf(
         len(vectors), size=index.training_rows(len(vectors)), replace=False
     )
     index.train(vectors[np.sort(sample)])
-    index.add(vectors, np.arange(len(vectors)))
+    index.add(vectors, np.arange(len(vectors)), prepared=True)
     return SearchStructure(index, {**spec.search_params, **params}), f"{spec.factory} (trained for mining)"
