@@ -67,7 +67,7 @@ class Searcher:
 
             encoder = BiEncoder.for_index(manifest.model, device)
         self.encoder = encoder
-        _check_same_model(manifest, self.encoder)
+        check_same_model(manifest, self.encoder)
         if compile:
             self.encoder.compile_for_queries()
 
@@ -146,7 +146,8 @@ class Searcher:
         return hits
 
 
-def _check_same_model(manifest: Manifest, encoder: BiEncoder) -> None:
+def check_same_model(manifest: Manifest, encoder: BiEncoder) -> None:
+    """Refuse an encoder whose vectors would not be comparable with the index's."""
     built_with = manifest.model.fingerprint
     if built_with and encoder.fingerprint != built_with:
         raise SemsearchError(

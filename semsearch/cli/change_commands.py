@@ -21,7 +21,6 @@ from semsearch.cli.common import (
     user_errors,
 )
 from semsearch.cli.output import print_json_lines
-from semsearch.errors import SemsearchError
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import find_index
 from semsearch.index.update import ChangeResult
@@ -72,8 +71,6 @@ def delete(
     from semsearch.index.update import delete_rows
 
     folder = find_index(name, index_dir)
-    if (ids is None) == (where is None):
-        raise SemsearchError("give either --ids FILE or --where EXPR (one of them)")
     result = delete_rows(folder, read_lines(ids) if ids else None, where)
     _report(folder.name, result, json_output)
 

@@ -46,7 +46,6 @@ from semsearch.index.parts import encode_part
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import (
     DEFAULT_INDEX_DIR,
-    TRAINED_DIR,
     IndexFolder,
     check_name,
     partial_folder,
@@ -128,12 +127,7 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
                 f"{corpus.path.name} has no non-empty {options.text_column!r} texts: nothing to index"
             )
         spec = _choose(options, total, encoder.dimension)
-        index = trained_index(spec, encoder.dimension, segment.iter_parts, total)
-        if _needs_training(spec, encoder.dimension):
-            trained_name = "t-g000001.faiss"
-            (partial / TRAINED_DIR).mkdir(exist_ok=True)
-            index.write(partial / TRAINED_DIR / trained_name)
-            spec = replace(spec, trained_file=trained_name)
+        index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder, 1)
         add_parts(index, segment.iter_parts, total, options.show_progress)
         tuning = None
         if options.target_recall is not None and index.tunable_parameter():
@@ -193,10 +187,6 @@ def _check_options(options: BuildOptions, name: str) -> None:
 
 def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
     return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
-
-
-def _needs_training(spec: IndexSpec, dimension: int) -> bool:
-    return not VectorIndex.create(spec, dimension).is_trained
 
 
 def _tune(index: VectorIndex, segment: Segment, encoder, options: BuildOptions) -> TuningResult:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from semsearch.index.manifest import IndexSpec
+from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -38,14 +40,21 @@ def sample_vectors(parts: Parts, count: int, seed: int = 0) -> tuple[np.ndarray,
     return np.concatenate(ids_out), np.concatenate(vectors_out)
 
 
-def trained_index(spec: IndexSpec, dimension: int, parts: Parts, total: int) -> VectorIndex:
-    """An empty index of `spec`, trained on a sample of the parts when its structure needs it."""
+def trained_index(
+    spec: IndexSpec, dimension: int, parts: Parts, total: int, folder: IndexFolder, generation: int
+) -> tuple[VectorIndex, IndexSpec]:
+    """An empty index of `spec`, trained on a sample of the parts when its structure needs it,
+    and the spec naming the trained copy kept in `folder` for segments added later."""
     index = VectorIndex.create(spec, dimension)
     sample_size = index.training_rows(total)
-    if sample_size:
-        log.info("training %s on %d of %d vectors", spec.factory, sample_size, total)
-        index.train(sample_vectors(parts, sample_size)[1])
-    return index
+    if not sample_size:
+        return index, replace(spec, trained_file=None)
+    log.info("training %s on %d of %d vectors", spec.factory, sample_size, total)
+    index.train(sample_vectors(parts, sample_size)[1])
+    name = f"t-g{generation:06d}.faiss"
+    folder.trained_path(name).parent.mkdir(exist_ok=True)
+    index.write(folder.trained_path(name))
+    return index, replace(spec, trained_file=name)
 
 
 def add_parts(index: VectorIndex, parts: Parts, total: int, show_progress: bool = False) -> None:

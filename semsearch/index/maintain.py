@@ -25,7 +25,7 @@ from semsearch.index.manifest import (
     write_manifest,
 )
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
-from semsearch.index.store import TRAINED_DIR, IndexFolder, remove_leftovers
+from semsearch.index.store import IndexFolder, remove_leftovers
 from semsearch.index.tune import DEFAULT_TUNING_QUERIES, TuningResult, tune_against_exact
 from semsearch.index.vector_index import prepare_vectors
 
@@ -67,8 +67,6 @@ def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> 
         if needs_merge:
             spec = choose_index(manifest.index.requested, max(manifest.rows, 1),
                                 manifest.model.dimension, manifest.index.metric)  # fmt: skip
-            if manifest.index.requested.lower() != "auto" and spec.factory != manifest.index.factory:
-                spec = replace(spec, factory=manifest.index.factory)
             target = (manifest.tuning or {}).get("target")
             manifest = _rebuild(folder, manifest, spec, target, show_progress, "compact", started)
             write_manifest(folder.path, manifest)
@@ -143,14 +141,8 @@ def _rebuild(
     total = segment.record.rows
     if total == 0:
         raise SemsearchError(f"index {manifest.name!r} has no live rows to {kind}")
-    index = trained_index(spec, manifest.model.dimension, segment.iter_parts, total)
-    if not _untrained_needed(index, spec, manifest):
-        trained_name = f"t-g{generation:06d}.faiss"
-        (folder.path / TRAINED_DIR).mkdir(exist_ok=True)
-        index.write(folder.trained_path(trained_name))
-        spec = replace(spec, trained_file=trained_name)
-    else:
-        spec = replace(spec, trained_file=None)
+    index, spec = trained_index(spec, manifest.model.dimension, segment.iter_parts, total,
+                                folder, generation)  # fmt: skip
     add_parts(index, segment.iter_parts, total, show_progress)
     tuning = None
     if target_recall and index.tunable_parameter():
@@ -166,13 +158,6 @@ def _rebuild(
         manifest, [record], {"kind": kind, "factory": spec.factory, "rows": total},
         time.perf_counter() - started, index=spec, tuning=tuning.to_dict() if tuning else None,
     )  # fmt: skip
-
-
-def _untrained_needed(index, spec, manifest) -> bool:
-    """True where the structure needs no training (Flat, HNSW): no trained file to keep."""
-    from semsearch.index.vector_index import VectorIndex
-
-    return VectorIndex.create(spec, manifest.model.dimension).is_trained
 
 
 def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:

@@ -144,10 +144,6 @@ class Manifest:
         _require(self.rows == sum(segment.live_rows for segment in self.segments), "rows")
 
     @property
-    def stored_rows(self) -> int:
-        return sum(segment.rows for segment in self.segments)
-
-    @property
     def text_column(self) -> str:
         return self.source.text_column
 

@@ -28,11 +28,10 @@ class LiveRows:
     live: np.ndarray
 
     @classmethod
-    def read(cls, folder: IndexFolder, manifest: Manifest, extra: list[str] | None = None) -> LiveRows:
+    def read(cls, folder: IndexFolder, manifest: Manifest) -> LiveRows:
         columns = [ID_COLUMN, TEXT_HASH_COLUMN]
         if manifest.id_column:
             columns.append(manifest.id_column)
-        columns += [name for name in extra or [] if name not in columns]
         segments, tables, live = [], [], []
         for position, record in enumerate(manifest.segments):
             segment = Segment(folder.segment_dir(record.name), record)

@@ -127,6 +127,10 @@ class Segment:
         ]
         return _concat(tables)
 
+    def schema(self) -> pa.Schema:
+        """The metadata's columns and types (every part has the same)."""
+        return pq.read_schema(_metadata_path(self.folder, 0))
+
     def deleted_ids(self) -> np.ndarray:
         if self.record.deleted_file is None:
             return np.empty(0, dtype=np.int64)

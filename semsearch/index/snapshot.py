@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from semsearch.index.manifest import IndexSpec, Manifest
-from semsearch.index.segment import ID_COLUMN, Segment
+from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import (
     IdFilter,
@@ -52,6 +52,19 @@ class OpenSegment:
     index: VectorIndex
     live: np.ndarray
     offset: int
+    live_filter: IdFilter | None = field(default=None, init=False)
+    live_filter_built: bool = field(default=False, init=False)
+
+    def id_filter(self, allowed: np.ndarray | None = None) -> IdFilter | None:
+        """The ids of this segment's `allowed` rows (default: its live rows), None for all."""
+        if allowed is None:
+            if not self.live_filter_built:  # the common case: built once per generation
+                self.live_filter, self.live_filter_built = self.id_filter(self.live), True
+            return self.live_filter
+        if allowed.all():
+            return None
+        ids = self.segment.ids
+        return IdFilter.of(np.asarray(ids[allowed]), int(ids[-1]) + 1)
 
 
 class SegmentCache:
@@ -146,7 +159,7 @@ class IndexSnapshot:
         matches = int(allowed.sum()) if allowed is not None else self.live_rows
         wanted = min(k, matches)
         if wanted == 0:
-            return _empty(len(queries), k, self._higher_is_better)
+            return _empty(len(queries), k)
         if allowed is not None and (
             matches <= EXACT_FILTER_ROWS or matches < EXACT_FILTER_SHARE * self.live_rows
         ):
@@ -196,9 +209,6 @@ class IndexSnapshot:
         dimension = self.manifest.model.dimension
         return np.concatenate(parts) if parts else np.empty((0, dimension), np.float32)
 
-    def live_row_numbers(self) -> np.ndarray:
-        return np.flatnonzero(self.live)
-
     @property
     def _higher_is_better(self) -> bool:
         return higher_is_better(self.manifest.index.metric)
@@ -213,10 +223,7 @@ class IndexSnapshot:
                 segment_allowed = allowed[open_segment.offset : open_segment.offset + len(open_segment.live)]
             if not segment_allowed.any():
                 continue
-            id_filter = None
-            if not segment_allowed.all():
-                ids = open_segment.segment.ids
-                id_filter = IdFilter.of(np.asarray(ids[segment_allowed]), int(ids[-1]) + 1)
+            id_filter = open_segment.id_filter(segment_allowed if allowed is not None else None)
             segment_k = min(k, open_segment.index.size)
             scores, ids = open_segment.index.search(queries, segment_k, params, id_filter)
             positions = open_segment.segment.positions_of(ids.ravel()).reshape(ids.shape)
@@ -224,7 +231,7 @@ class IndexSnapshot:
             all_scores.append(scores)
             all_rows.append(rows)
         if not all_scores:
-            return _empty(len(queries), k, self._higher_is_better)
+            return _empty(len(queries), k)
         return _merge(np.hstack(all_scores), np.hstack(all_rows), k, self._higher_is_better)
 
     def _allowed_parts(self, allowed: np.ndarray):
@@ -253,7 +260,7 @@ def _merge(
     return merged_scores, merged_rows
 
 
-def _empty(queries: int, k: int, higher_is_better: bool) -> tuple[np.ndarray, np.ndarray]:
+def _empty(queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full((queries, k), np.nan, np.float32), np.full((queries, k), -1, np.int64)
 
 
@@ -268,5 +275,3 @@ def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) 
         widened["efSearch"] = min(math.ceil(params["efSearch"] * scale), MAX_EF_SEARCH)
     return widened
 
-
-__all__ = ["ID_COLUMN", "IndexSnapshot", "OpenSegment", "SegmentCache"]

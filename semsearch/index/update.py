@@ -35,6 +35,7 @@ from semsearch.index.segment import (
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
 from semsearch.index.where import WhereEvaluator
+from semsearch.search import check_same_model
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,9 @@ def add_rows(
             from semsearch.models.bi_encoder import BiEncoder
 
             encoder = BiEncoder.for_index(manifest.model)
-        _check_encoder(manifest, encoder)
+        check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
-        rows = _conform(rows, live.segments[0].metadata().schema, manifest)
+        rows = _conform(rows, live.segments[0].schema(), manifest)
         record = _write_segment(folder, manifest, encoder, rows, ids[todo], text_column, batch_size)
         deletions = live.deleted_by_segment(existing[replaced])
         segments = _with_deletions(folder, manifest, deletions) + [record]
@@ -236,8 +237,3 @@ def _with_deletions(
         records[position] = replace(record, deleted=len(ids), deleted_file=name)
     return records
 
-
-def _check_encoder(manifest: Manifest, encoder) -> None:
-    from semsearch.search import _check_same_model
-
-    _check_same_model(manifest, encoder)

@@ -63,7 +63,7 @@ def test_a_day_of_changes(living) -> None:
         (["add", "{folder}/dup.parquet", "--index", "docs"], "appears more than once"),
         (["delete", "docs", "--where", "colour = 'red'"], "column 'colour'"),
         (["delete", "docs", "--where", "year >="], "cannot be evaluated"),
-        (["delete", "docs"], "either --ids FILE or --where"),
+        (["delete", "docs"], "either ids (--ids FILE) or a filter (--where EXPR)"),
         (["delete", "docs", "--ids", "{folder}/blank.txt"], "holds no text"),
         (["query", "x", "--index", "docs", "--where", "nope > 1"], "column 'nope'"),
         (["query", "x", "--index", "docs", "--at", "7"], "no generation 7"),
