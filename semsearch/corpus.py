@@ -7,6 +7,7 @@ corpus larger than memory is read a batch at a time.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,10 @@ from semsearch.errors import SemsearchError
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
            ".jsonl": "jsonl", ".ndjson": "jsonl"}  # fmt: skip
 SOURCE_ROW_COLUMN = "_source_row"
+# Columns semsearch adds to the rows it stores (`_source_row` here, the other two in
+# `semsearch.index.segment`): a corpus column of the same name would be overwritten.
+RESERVED_COLUMNS = (SOURCE_ROW_COLUMN, "_semsearch_id", "_semsearch_text_hash")
+ICONV_HINT = "convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 IN > OUT"
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,13 @@ class Corpus:
     def columns(self) -> list[str]:
         return list(self.schema.names)
 
-    def batches(self, rows: int = 8192) -> Iterator[pa.RecordBatch]:
-        """The corpus as record batches of at most `rows` rows, in file order."""
+    def batches(self, rows: int = 8192, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The corpus as record batches of at most `rows` rows (of `columns` only, when
+        given), in file order."""
         try:
-            yield from _read_batches(self, rows)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-            raise SemsearchError(
-                f"cannot read {self.path} as {self.format}: {_first_line(exc)}"
-            ) from exc
+            yield from _read_batches(self, rows, columns)
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+            raise SemsearchError(_unreadable(self.path, self.format, exc)) from exc
 
 
 def open_corpus(path: str | Path) -> Corpus:
@@ -60,12 +64,21 @@ def open_corpus(path: str | Path) -> Corpus:
     file_format = _format_of(path)
     try:
         schema, num_rows = _peek(path, file_format)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as exc:
-        raise SemsearchError(
-            f"{path} is not a readable {file_format} file ({_first_line(exc)}): check its format"
-        ) from exc
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        raise SemsearchError(_unreadable(path, file_format, exc)) from exc
     if not schema.names:
         raise SemsearchError(f"{path} has no columns: it needs at least a text column")
+    repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
+    if repeated:
+        raise SemsearchError(
+            f"{path.name} has more than one column named {repeated[0]!r}: give each column its own name"
+        )
+    if file_format in ("csv", "tsv"):
+        if any(pa.types.is_binary(column.type) for column in schema):
+            raise SemsearchError(f"{path.name} is not UTF-8 text: {ICONV_HINT}")
+        # Every delimited column is read as text (a CSV has no types to trust), so say so:
+        # a header-only file has text columns with no rows, not columns of type null.
+        schema = pa.schema([pa.field(name, pa.string()) for name in schema.names])
     return Corpus(path=path, format=file_format, schema=schema, num_rows=num_rows)
 
 
@@ -94,20 +107,27 @@ class RowFilter:
     _seen_ids: set = field(default_factory=set)
 
     def check_columns(self, corpus: Corpus) -> None:
+        """Refuse, before anything is read or encoded, columns that cannot work."""
         for role, column in (("text", self.text_column), ("id", self.id_column)):
             if column is not None and column not in corpus.columns:
                 raise SemsearchError(
                     f"{role} column {column!r} is not in {corpus.path.name}; its columns are: "
                     f"{', '.join(corpus.columns)} (choose one with --{role}-column)"
                 )
-            if column == SOURCE_ROW_COLUMN:
-                raise SemsearchError(f"column name {SOURCE_ROW_COLUMN!r} is reserved by semsearch")
+        reserved = [name for name in corpus.columns if name in RESERVED_COLUMNS]
+        if reserved:
+            raise SemsearchError(
+                f"{corpus.path.name} has a column named {reserved[0]!r}, which semsearch adds "
+                "itself: rename that column"
+            )
         text_type = corpus.schema.field(self.text_column).type
-        if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
+        if not (_is_text(text_type) or pa.types.is_null(text_type)):
             raise SemsearchError(
                 f"text column {self.text_column!r} holds {text_type}, not text: "
                 "choose a string column with --text-column"
             )
+        if self.id_column is not None:
+            _check_id_type(corpus.schema.field(self.id_column).type, self.id_column)
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The usable rows of `batch`, with `_source_row` added."""
@@ -116,7 +136,7 @@ class RowFilter:
         batch = batch.append_column(
             SOURCE_ROW_COLUMN, pa.array(range(first_row, first_row + batch.num_rows), pa.int64())
         )
-        texts = batch.column(self.text_column)
+        texts = _as_text(batch.column(self.text_column))
         usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
         unusable = batch.num_rows - pc.sum(usable).as_py() if batch.num_rows else 0
         if unusable and self.strict:
@@ -174,24 +194,29 @@ def _peek(path: Path, file_format: str) -> tuple[pa.Schema, int | None]:
         return reader.schema, None
 
 
-def _read_batches(corpus: Corpus, rows: int) -> Iterator[pa.RecordBatch]:
+def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
     if corpus.format == "parquet":
-        yield from pq.ParquetFile(corpus.path).iter_batches(batch_size=rows)
+        yield from pq.ParquetFile(corpus.path).iter_batches(batch_size=rows, columns=columns)
         return
     if corpus.format == "jsonl":
         reader = _open_json(corpus.path, block_size=1 << 22)
     else:  # every delimited column is read as text: a CSV has no types to trust
         types = {name: pa.string() for name in corpus.schema.names}
-        reader = _open_delimited(corpus.path, corpus.format, column_types=types)
+        reader = _open_delimited(corpus.path, corpus.format, column_types=types, columns=columns)
     with reader:
         for batch in reader:
+            if columns is not None and corpus.format == "jsonl":
+                batch = pa.RecordBatch.from_arrays([batch.column(name) for name in columns], columns)
             for start in range(0, batch.num_rows, rows):
                 yield batch.slice(start, rows)
 
 
-def _open_delimited(path: Path, file_format: str, column_types: dict | None):
+def _open_delimited(
+    path: Path, file_format: str, column_types: dict | None, columns: list[str] | None = None
+):
     delimiter = "\t" if file_format == "tsv" else ","
-    convert = pcsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False)
+    convert = pcsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False,
+                                  include_columns=columns)  # fmt: skip
     source = pa.input_stream(str(path), compression="detect")
     return pcsv.open_csv(
         source,
@@ -204,6 +229,39 @@ def _open_delimited(path: Path, file_format: str, column_types: dict | None):
 def _open_json(path: Path, block_size: int):
     source = pa.input_stream(str(path), compression="detect")
     return pjson.open_json(source, read_options=pjson.ReadOptions(block_size=block_size))
+
+
+def _unreadable(path: Path, file_format: str, exc: BaseException) -> str:
+    """The one line for a corpus pyarrow cannot read; text that is not UTF-8 gets the fix."""
+    reason = _first_line(exc)
+    if isinstance(exc, UnicodeDecodeError) or re.search(r"utf-?8", reason, re.IGNORECASE):
+        return f"{path.name} is not UTF-8 text ({reason}): {ICONV_HINT}"
+    return f"{path} is not a readable {file_format} file ({reason}): check its format"
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(data_type):
+        data_type = data_type.value_type
+    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+
+def _as_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Texts as plain strings: a dictionary-encoded column (a pandas category) or an
+    all-null one (every text missing) becomes a string column."""
+    if pa.types.is_dictionary(texts.type) or pa.types.is_null(texts.type):
+        return texts.cast(pa.string())
+    return texts
+
+
+def _check_id_type(id_type: pa.DataType, id_column: str) -> None:
+    """Ids are integers or strings: floats have NaN (never equal to itself), lists and
+    structs cannot be compared, so neither can be told apart reliably."""
+    if not (pa.types.is_integer(id_type) or pa.types.is_string(id_type)
+            or pa.types.is_large_string(id_type)):  # fmt: skip
+        raise SemsearchError(
+            f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
+            "choose another --id-column"
+        )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -227,7 +285,7 @@ def usable_rows(
 
     A pure function of its arguments, so batches can be filtered anywhere, in any order.
     """
-    texts = batch.column(text_column)
+    texts = _as_text(batch.column(text_column))
     usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
     kept = usable.to_numpy(zero_copy_only=False) if batch.num_rows else np.zeros(0, bool)
     skipped = int(batch.num_rows - kept.sum())
@@ -242,24 +300,45 @@ def usable_rows(
 
 def check_id_column(corpus: Corpus, id_column: str) -> None:
     """Refuse an id column with empty, unhashable or repeated values, before anything is encoded."""
-    id_type = corpus.schema.field(id_column).type
-    if not (pa.types.is_integer(id_type) or pa.types.is_string(id_type)
-            or pa.types.is_large_string(id_type)):  # fmt: skip
-        raise SemsearchError(
-            f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
-            "choose another --id-column"
-        )
+    _check_id_type(corpus.schema.field(id_column).type, id_column)
+    _check_ids(corpus.path, id_column, (batch.column(0) for batch in corpus.batches(columns=[id_column])))
+
+
+def count_usable_rows(
+    corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
+) -> int:
+    """Read the text (and id) column of the whole corpus once and count the rows with a text.
+
+    Run before encoding, so a file that stops being readable half-way (a stray byte that is
+    not UTF-8, a JSON line of another shape), an empty or repeated id, or a blank text under
+    `strict` fails in seconds, not after an hour of encoding, and the index type is chosen
+    for the rows that will really be indexed.
+    """
+    columns = [text_column] if id_column in (None, text_column) else [text_column, id_column]
+    usable = first_row = 0
+    ids: list[pa.Array] = []
+    for batch in corpus.batches(columns=columns):
+        usable += len(usable_rows(batch.select([text_column]), text_column, first_row, strict).source_rows)
+        if id_column is not None:
+            ids.append(batch.column(id_column))
+        first_row += batch.num_rows
+    if id_column is not None:
+        _check_id_type(corpus.schema.field(id_column).type, id_column)
+        _check_ids(corpus.path, id_column, ids)
+    return usable
+
+
+def _check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.Array]) -> None:
     seen: list[pa.Array] = []
     first_row = 0
-    for batch in corpus.batches():
-        ids = batch.column(id_column)
+    for ids in batches:
         if ids.null_count:
             row = first_row + pc.index(pc.is_null(ids), True).as_py()
             raise SemsearchError(
-                f"id column {id_column!r} is empty in row {row}: every row needs an id"
+                f"id column {id_column!r} is empty in row {row} of {path.name}: every row needs an id"
             )
         seen.append(ids)
-        first_row += batch.num_rows
+        first_row += len(ids)
     if not seen:
         return
     all_ids = pa.chunked_array(seen)

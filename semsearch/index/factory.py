@@ -9,11 +9,14 @@ knob, nprobe, trades speed for recall predictably.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import METRIC_NAMES, IndexSpec
+
+log = logging.getLogger(__name__)
 
 AUTO_EXACT_LIMIT = 100_000
 NAMED_TYPES = ("auto", "flat", "ivf", "hnsw", "ivfpq")
@@ -47,6 +50,12 @@ def choose_index(
                 return spec
         return _over_budget(specs[-1], rows, dimension, memory_budget)
     spec = _named_spec(requested.lower(), requested, rows, dimension, metric)
+    if rows < minimum_rows(spec.factory):
+        log.warning(
+            "%s needs at least %d vectors to train and there are %d: building a flat index "
+            "(exact search) instead", spec.factory, minimum_rows(spec.factory), rows,
+        )  # fmt: skip
+        spec = IndexSpec(requested, "Flat", metric, {})
     estimate = estimate_bytes(spec.factory, rows, dimension)
     if memory_budget is not None and estimate is not None and estimate > memory_budget:
         return _over_budget(spec, rows, dimension, memory_budget)
@@ -65,6 +74,17 @@ def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:
     if match := re.fullmatch(r"IVF(\d+),PQ(\d+)x8", factory):
         return rows * (int(match[2]) + 8) + int(match[1]) * vector + 256 * vector
     return None
+
+
+def minimum_rows(factory: str) -> int:
+    """Vectors FAISS needs to train `factory`: one per IVF list and 2**bits (256 for the usual
+    8) per product-quantizer codebook; fewer make its k-means fail."""
+    need = 1
+    if match := re.search(r"IVF(\d+)", factory):
+        need = max(need, int(match[1]))
+    for match in re.finditer(r"PQ\d+(?:x(\d+))?", factory):
+        need = max(need, 2 ** int(match[1] or 8))
+    return need
 
 
 def parse_bytes(text: str) -> int:

@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 from tqdm.auto import tqdm
 
+from semsearch.errors import SemsearchError
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
@@ -50,7 +51,14 @@ def trained_index(
     if not sample_size:
         return index, replace(spec, trained_file=None)
     log.info("training %s on %d of %d vectors", spec.factory, sample_size, total)
-    index.train(sample_vectors(parts, sample_size)[1])
+    try:
+        index.train(sample_vectors(parts, sample_size)[1])
+    except RuntimeError as exc:  # FAISS' own checks, e.g. fewer points than centroids
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise SemsearchError(
+            f"FAISS cannot train {spec.factory} on {sample_size} vectors ({reason}): "
+            "choose another index type"
+        ) from exc
     name = f"t-g{generation:06d}.faiss"
     folder.trained_path(name).parent.mkdir(exist_ok=True)
     index.write(folder.trained_path(name))

@@ -79,13 +79,15 @@ def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> 
 def rollback(folder: IndexFolder, generation: int) -> Manifest:
     """Make generation `generation` current again, as a new generation (history stays linear)."""
     with folder.writer_lock("rollback"):
-        current = folder.manifest()
         target = folder.manifest(generation)
         _check_files(folder, target)
+        # manifest.json may be the damaged file a rollback repairs: number from the records.
+        newest = max([target.generation, *folder.generations()])
+        next_id = max([target.next_id, *(_readable_next_ids(folder))])  # ids are never reused
         new = replace(
             target,
-            generation=current.generation + 1,
-            next_id=max(current.next_id, target.next_id),  # ids are never given out twice
+            generation=newest + 1,
+            next_id=next_id,
             operation={"kind": "rollback", "to": generation},
             created_at=now(),
             build_seconds=0.0,
@@ -198,6 +200,17 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     parts = writer.part_count()
     temporary.rename(folder.segment_dir(name))
     return Segment(folder.segment_dir(name), SegmentRecord(name, len(ids), parts, "", 0))
+
+
+def _readable_next_ids(folder: IndexFolder) -> list[int]:
+    """The next_id of every generation record that reads, and of manifest.json if it does."""
+    values = []
+    for number in [None, *folder.generations()]:
+        try:
+            values.append(folder.manifest(number).next_id)
+        except SemsearchError:
+            continue
+    return values
 
 
 def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
