@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,12 +13,14 @@ import pyarrow as pa
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import Manifest
 from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN
-from semsearch.index.snapshot import IndexSnapshot, SegmentCache
+from semsearch.index.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.index.vector_index import prepare_vectors
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
+
+log = logging.getLogger(__name__)
 
 DISTANCE_METRICS = ("l2", "manhattan")
 
@@ -53,29 +56,42 @@ class Searcher:
         device: str = "auto",
         compile: bool = False,
         at: int | None = None,
+        model_check: bool = True,
     ) -> None:
         """Open `folder` (at generation `at`, default the current one); `compile` compiles the
         CPU encoder for lower warm-query latency (`BiEncoder.compile_for_queries`: the first
-        query then takes 15-30 s longer)."""
+        query then takes 15-30 s longer). `model_check=False` skips the check that the
+        encoder's weights are those that built the index (needed for an index whose manifest
+        records no fingerprint)."""
         self.folder = folder
         self.pinned_generation = at
         self._cache = SegmentCache()
-        self.snapshot = IndexSnapshot(folder, folder.manifest(at), self._cache)
+        self.snapshot = open_snapshot(folder, at, self._cache)
         manifest = self.snapshot.manifest
+        if not model_check and manifest.model.fingerprint:
+            log.warning("--no-model-check: the model's weights are not compared with the index's")
+        self._check_fingerprint = model_check
+        if model_check and not manifest.model.fingerprint:
+            raise SemsearchError(
+                f"index {manifest.name!r} records no model fingerprint, so the model that "
+                "queries it cannot be checked: pass --no-model-check (model_check=False) if you "
+                "know it is the model that built it, or rebuild the index with --overwrite"
+            )
         if encoder is None:
             from semsearch.models.bi_encoder import BiEncoder
 
             encoder = BiEncoder.for_index(manifest.model, device)
         self.encoder = encoder
-        check_same_model(manifest, self.encoder)
+        check_same_model(manifest, self.encoder, check_fingerprint=model_check)
         if compile:
             self.encoder.compile_for_queries()
 
     @classmethod
     def open(
-        cls, name: str | None = None, index_dir: Path = DEFAULT_INDEX_DIR, device: str = "auto"
-    ) -> Searcher:
-        return cls(find_index(name, index_dir), device=device)
+        cls, name: str | None = None, index_dir: Path = DEFAULT_INDEX_DIR, device: str = "auto",
+        model_check: bool = True,
+    ) -> Searcher:  # fmt: skip
+        return cls(find_index(name, index_dir), device=device, model_check=model_check)
 
     @property
     def manifest(self) -> Manifest:
@@ -97,10 +113,12 @@ class Searcher:
         if self.pinned_generation is not None:
             return False
         current = self.folder.manifest()
-        if current.generation == self.snapshot.generation:
+        if (current.index_id, current.generation) == (self.manifest.index_id, self.generation):
             return False
-        self.snapshot = IndexSnapshot(self.folder, current, self._cache)
-        self._cache.keep_only(current)
+        snapshot = open_snapshot(self.folder, None, self._cache)
+        check_same_model(snapshot.manifest, self.encoder, check_fingerprint=self._check_fingerprint)
+        self.snapshot = snapshot
+        self._cache.keep_only(snapshot.manifest)
         return True
 
     @property
@@ -146,16 +164,20 @@ class Searcher:
         return hits
 
 
-def check_same_model(manifest: Manifest, encoder: BiEncoder) -> None:
-    """Refuse an encoder whose vectors would not be comparable with the index's."""
+def check_same_model(manifest: Manifest, encoder: BiEncoder, check_fingerprint: bool = True) -> None:
+    """Refuse an encoder whose vectors would not be comparable with the index's.
+
+    The weights are compared where the manifest records their fingerprint and
+    `check_fingerprint` is set; the vector size always.
+    """
     built_with = manifest.model.fingerprint
-    if built_with and encoder.fingerprint != built_with:
+    if check_fingerprint and built_with and encoder.fingerprint != built_with:
         raise SemsearchError(
             f"index {manifest.name!r} was built with model weights {built_with[:12]}…, but the "
             f"loaded model {encoder.name!r} has {encoder.fingerprint[:12] or 'none'}…: query with the "
             "model that built it, or rebuild the index with --overwrite"
         )
-    if encoder.quantization != manifest.model.quantization:
+    if check_fingerprint and encoder.quantization != manifest.model.quantization:
         built, given = manifest.model.quantization or "fp32", encoder.quantization or "fp32"
         raise SemsearchError(
             f"index {manifest.name!r} was built by the {built} encoder, this one is {given}: "

@@ -14,6 +14,7 @@ from semsearch.cli import (  # noqa: F401  (importing a command module registers
     query_command,
     train_command,
     tune_command,
+    verify_command,
 )
 from semsearch.cli.common import app
 

@@ -21,7 +21,7 @@ from semsearch.cli.common import (
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
 from semsearch.index.factory import parse_bytes
-from semsearch.index.store import find_index, list_indexes
+from semsearch.index.store import IndexFolder, find_index, scan_indexes
 from semsearch.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
 
@@ -124,6 +124,8 @@ def info(
                            "generations": generations}])  # fmt: skip
         return
     segments = manifest.pop("segments")
+    files = manifest.pop("files")
+    manifest["checksums"] = f"{len(files)} files" if files is not None else "none ('semsearch verify --record')"
     print_mapping(f"index {folder.name} ({folder.path}), {human_bytes(size)}", manifest, console)
     for segment in segments:
         console.print(f"  segment {segment['name']}: {segment['rows']} rows, {segment['deleted']} deleted")
@@ -146,18 +148,29 @@ def list_command(
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """List the indexes in INDEX_DIR, most recent first."""
+    """List the indexes in INDEX_DIR, most recently built first; broken ones and interrupted
+    builds after them, each with what to do."""
     rows = []
-    for folder in list_indexes(index_dir):
-        manifest = folder.manifest()
-        rows.append({"name": folder.name, "rows": manifest.rows, "index": manifest.index.factory,
-                     "model": manifest.model.name, "created_at": manifest.created_at,
-                     "bytes": folder.size_bytes()})  # fmt: skip
+    for entry in scan_indexes(index_dir):
+        row = {"name": entry.name, "status": entry.status, "path": str(entry.path)}
+        if entry.manifest is not None:
+            manifest = entry.manifest
+            row.update({"rows": manifest.rows, "index": manifest.index.factory,
+                        "model": manifest.model.name, "created_at": entry.created_at,
+                        "generation": manifest.generation, "bytes": IndexFolder(entry.path).size_bytes()})  # fmt: skip
+        else:
+            row["reason"] = entry.reason
+        rows.append(row)
     if json_output:
         print_json_lines(rows)
     elif not rows:
         console.print(f"no indexes in {index_dir}/")
     else:
         for row in rows:
+            if row["status"] != "ok":
+                console.print(f"{row['name']:<24} {row['status']}: {row['reason']}", markup=False,
+                              highlight=False, soft_wrap=True)  # fmt: skip
+                continue
             console.print(f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
-                          f"{human_bytes(row['bytes']):>10}  {row['created_at']}  {row['model']}")  # fmt: skip
+                          f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}",
+                          markup=False, highlight=False)  # fmt: skip

@@ -52,6 +52,11 @@ def query(
     at: Annotated[
         int | None, typer.Option(help="Search this generation instead of the current one.")
     ] = None,
+    model_check: Annotated[
+        bool,
+        typer.Option(help="Check that the model's weights are those that built the index "
+                     "(--no-model-check for an index that records none)."),
+    ] = True,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
 ) -> None:
@@ -61,7 +66,7 @@ def query(
     the best -k of them by its own score.
     """
     queries = _read_queries(text, file)
-    searcher = Searcher(find_index(index, index_dir), device=device, at=at)
+    searcher = Searcher(find_index(index, index_dir), device=device, at=at, model_check=model_check)
     missing = [column for column in show or [] if column not in searcher.metadata.column_names]
     if missing:
         raise SemsearchError(

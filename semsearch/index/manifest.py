@@ -2,7 +2,10 @@
 
 Every change to an index writes a new generation: `generations/g<N>.json` holds its
 record and `manifest.json`, replaced atomically, names the current one (it is a copy of
-that record). Nothing here imports torch or FAISS, so reading a manifest is cheap.
+that record). Each record lists the size and hash of every file its generation holds
+(`files`) and carries a hash of its own content (`checksum`), so an edited record or a
+changed file is refused instead of answering wrongly. Nothing here imports torch or FAISS,
+so reading a manifest is cheap.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields
+import uuid
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
+from semsearch.index.checksums import HASH_NAME, content_digest, describe_files
 from semsearch.models.spec import EncoderSpec
 
 MANIFEST_FILE = "manifest.json"
@@ -24,6 +30,20 @@ SEARCH_PARAMETERS = ("nprobe", "efSearch")
 VECTOR_DTYPES = ("float32", "float16")
 SEGMENT_NAME = re.compile(r"s\d{6}")
 FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+SEGMENTS_DIR = "segments"
+TRAINED_DIR = "trained"
+CHECKSUM_KEY = "checksum"
+# Known values of the model's and source's fields; tests/index/test_manifest.py checks that
+# they match semsearch.models and semsearch.corpus (which import torch and pyarrow).
+POOLING_MODES = ("mean", "max", "cls", "attention")
+QUANTIZATION_MODES = ("int8",)
+SOURCE_FORMATS = ("parquet", "csv", "tsv", "jsonl")
+HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def part_file_names(part: int) -> tuple[str, str, str]:
+    """The files of a segment's part: vectors, ids, metadata (see `semsearch.index.segment`)."""
+    return f"part-{part:05d}.npy", f"part-{part:05d}.ids.npy", f"part-{part:05d}.parquet"
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,13 @@ class Manifest:
     created_at: str
     build_seconds: float
     tuning: dict | None = None  # how the search parameter was chosen, when it was tuned
+    # Made by the first build and kept by every generation: which build this folder holds
+    # (an overwrite makes a new one), and when it was made (the listing's order).
+    index_id: str = ""
+    index_created_at: str = ""
+    # {path under the folder: {"bytes": size, "xxh3": hash}} for every file of the
+    # generation; None in indexes written before checksums were recorded.
+    files: dict[str, dict] | None = None
     format_version: int = FORMAT_VERSION
 
     def to_dict(self) -> dict:
@@ -113,35 +140,58 @@ class Manifest:
         return manifest
 
     def validate(self) -> None:
-        """Raise ValueError naming the first field that cannot be right."""
-        _require(isinstance(self.generation, int) and self.generation >= 1, "generation")
-        _require(isinstance(self.next_id, int) and self.next_id >= 0, "next_id")
-        _require(self.vector_dtype in VECTOR_DTYPES, "vector_dtype")
-        _require(self.index.metric in METRIC_NAMES, "index.metric")
-        _require(isinstance(self.index.factory, str) and bool(self.index.factory), "index.factory")
-        _require(isinstance(self.index.search_params, dict), "index.search_params")
-        for name, value in self.index.search_params.items():
-            _require(name in SEARCH_PARAMETERS, f"index.search_params.{name}")
-            _require(_positive_int(value), f"index.search_params.{name}")
-        if self.index.trained_file is not None:
-            _require(_file_name(self.index.trained_file), "index.trained_file")
-        for name in ("max_length", "dimension"):
-            _require(_positive_int(getattr(self.model, name)), f"model.{name}")
-        _require(isinstance(self.source.text_column, str) and bool(self.source.text_column),
-                 "source.text_column")  # fmt: skip
-        _require(self.source.id_column is None or isinstance(self.source.id_column, str),
-                 "source.id_column")  # fmt: skip
+        """Raise ValueError naming the first field whose type, range or value cannot be right."""
+        _require(_text(self.name), "name", self.name, "a non-empty string")
+        _require(_count(self.generation) and self.generation >= 1, "generation", self.generation,
+                 "an integer >= 1")  # fmt: skip
+        _require(_count(self.next_id), "next_id", self.next_id, "an integer >= 0")
+        _require(_count(self.rows), "rows", self.rows, "an integer >= 0")
+        _require(self.vector_dtype in VECTOR_DTYPES, "vector_dtype", self.vector_dtype,
+                 f"one of {', '.join(VECTOR_DTYPES)}")  # fmt: skip
+        _require(isinstance(self.operation, dict) and _text(self.operation.get("kind")),
+                 "operation", self.operation, "an object with a kind")  # fmt: skip
+        _require(isinstance(self.semsearch_version, str), "semsearch_version", self.semsearch_version,
+                 "a string")  # fmt: skip
+        _require(_timestamp(self.created_at), "created_at", self.created_at, "an ISO time")
+        _require(isinstance(self.build_seconds, int | float) and not isinstance(self.build_seconds, bool)
+                 and self.build_seconds >= 0, "build_seconds", self.build_seconds, "seconds >= 0")  # fmt: skip
+        _require(self.tuning is None or isinstance(self.tuning, dict), "tuning", self.tuning,
+                 "an object or null")  # fmt: skip
+        _require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
+        _require(self.index_created_at == "" or _timestamp(self.index_created_at),
+                 "index_created_at", self.index_created_at, "an ISO time")  # fmt: skip
+        _validate_model(self.model)
+        _validate_index(self.index)
+        _validate_source(self.source)
+        _require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
         for segment in self.segments:
-            _require(isinstance(segment.name, str) and bool(SEGMENT_NAME.fullmatch(segment.name)),
-                     "segments.name")  # fmt: skip
-            for name in ("rows", "parts", "index_file_bytes", "deleted"):
-                _require(isinstance(getattr(segment, name), int) and getattr(segment, name) >= 0,
-                         f"segments.{name}")  # fmt: skip
-            _require(segment.deleted <= segment.rows, "segments.deleted")
-            _require(_file_name(segment.index_file), "segments.index_file")
+            _validate_segment(segment)
+        _require(self.rows == sum(segment.live_rows for segment in self.segments), "rows",
+                 self.rows, "the live rows of the segments")  # fmt: skip
+        if self.files is not None:
+            _validate_files(self.files)
+
+    def file_names(self, opened_only: bool = False) -> list[str]:
+        """Every file of this generation, as paths under the index folder.
+
+        `opened_only`: only those opening it for search reads whole (ids, metadata, FAISS
+        files, deletions); vectors are memory-mapped and read piecemeal, trained
+        structures only by writers.
+        """
+        names = []
+        for segment in self.segments:
+            base = f"{SEGMENTS_DIR}/{segment.name}"
+            for part in range(segment.parts):
+                vectors, ids, metadata = part_file_names(part)
+                names += [f"{base}/{ids}", f"{base}/{metadata}"]
+                if not opened_only:
+                    names.append(f"{base}/{vectors}")
+            names.append(f"{base}/{segment.index_file}")
             if segment.deleted_file is not None:
-                _require(_file_name(segment.deleted_file), "segments.deleted_file")
-        _require(self.rows == sum(segment.live_rows for segment in self.segments), "rows")
+                names.append(f"{base}/{segment.deleted_file}")
+        if self.index.trained_file is not None and not opened_only:
+            names.append(f"{TRAINED_DIR}/{self.index.trained_file}")
+        return names
 
     @property
     def text_column(self) -> str:
@@ -159,14 +209,20 @@ def generation_file(folder: Path, generation: int) -> Path:
 def write_manifest(folder: Path, manifest: Manifest) -> None:
     """Record a generation, then make it current: each file appears whole or not at all.
 
-    A writer killed between the two renames leaves the generation's record unreferenced;
-    the next writer removes it (`store.remove_leftovers`).
+    The record gets the size and hash of each file the generation holds (only new files are
+    read: the others keep their entries from the generation this one was made from) and a
+    hash of its own content. A writer killed between the two renames leaves the
+    generation's record unreferenced; the next writer removes it (`store.remove_leftovers`).
     """
     try:
         manifest.validate()
     except ValueError as exc:
         raise SemsearchError(f"refusing to write a manifest with a bad {exc}") from None
-    text = json.dumps(manifest.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    manifest = _with_identity(folder, manifest)
+    manifest = replace(manifest, files=describe_files(folder, manifest.file_names(), manifest.files or {}))
+    data = json.loads(json.dumps(manifest.to_dict(), ensure_ascii=False))  # as a reader sees it
+    data[CHECKSUM_KEY] = content_digest(data)
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     record = generation_file(folder, manifest.generation)
     record.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(record, text)
@@ -174,10 +230,11 @@ def write_manifest(folder: Path, manifest: Manifest) -> None:
 
 
 def read_manifest(folder: Path, generation: int | None = None) -> Manifest:
-    """The current generation's record, or generation `generation`'s."""
+    """The current generation's record, or generation `generation`'s, checked field by field
+    and against its own checksum."""
     path = folder / MANIFEST_FILE if generation is None else generation_file(folder, generation)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return load_record(path)
     except FileNotFoundError:
         if generation is not None and (folder / MANIFEST_FILE).is_file():
             there = ", ".join(str(number) for number in generation_numbers(folder))
@@ -186,20 +243,55 @@ def read_manifest(folder: Path, generation: int | None = None) -> Manifest:
                 "see 'semsearch info'"
             ) from None
         raise SemsearchError(f"{folder} has no {MANIFEST_FILE}: it is not a semsearch index") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _damaged(path, exc) from None
-    if not isinstance(data, dict):
-        raise _damaged(path, ValueError("not a JSON object"))
-    if data.get("format_version") != FORMAT_VERSION:
+    except OldFormat as exc:
         raise SemsearchError(
-            f"index {folder.name!r} has format {data.get('format_version')!r} (an earlier semsearch, "
+            f"index {folder.name!r} has format {exc.args[0]!r} (an earlier semsearch, "
             f"before stored vectors and generations); this one reads format {FORMAT_VERSION}: "
             f"rebuild it with 'semsearch build CORPUS --name {folder.name} --overwrite'"
-        )
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SemsearchError(f"{path} is damaged ({exc}): {restore_advice(folder, path)}") from None
+
+
+class OldFormat(Exception):
+    """A manifest of another format version (its number is the argument)."""
+
+
+def load_record(path: Path) -> Manifest:
+    """A manifest file, checked; ValueError names what is wrong, FileNotFoundError and
+    OldFormat say it is absent or of another format."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not readable JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise OldFormat(data.get("format_version"))
+    recorded = data.pop(CHECKSUM_KEY, None)
+    if recorded is None and data.get("files") is not None:
+        raise ValueError(f"it lists file checksums but has no {CHECKSUM_KEY} of its own: it was edited")
+    if recorded is not None and recorded != content_digest(data):
+        raise ValueError("it was edited after semsearch wrote it: its checksum does not match its content")
     try:
         return Manifest.from_dict(data)
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise _damaged(path, exc) from None
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def restore_advice(folder: Path, damaged: Path | None = None) -> str:
+    """What to do about a damaged generation: roll back to the newest record that reads, or
+    rebuild."""
+    for number in reversed(generation_numbers(folder)):
+        candidate = generation_file(folder, number)
+        if candidate == damaged:
+            continue
+        try:
+            load_record(candidate)
+        except (OSError, ValueError, OldFormat):
+            continue
+        return f"roll back with 'semsearch rollback {folder.name} {number}', or rebuild the index with --overwrite"
+    return f"rebuild it with 'semsearch build CORPUS --name {folder.name} --overwrite'"
 
 
 def generation_numbers(folder: Path) -> list[int]:
@@ -211,17 +303,33 @@ def generation_numbers(folder: Path) -> list[int]:
     return sorted(numbers)
 
 
+def created_at(folder: Path, manifest: Manifest) -> str:
+    """When the index in `folder` was first built (older indexes: their oldest record's time)."""
+    if manifest.index_created_at:
+        return manifest.index_created_at
+    for number in generation_numbers(folder):
+        try:
+            value = json.loads(generation_file(folder, number).read_text(encoding="utf-8"))["created_at"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _timestamp(value):
+            return value
+    return manifest.created_at
+
+
+def _with_identity(folder: Path, manifest: Manifest) -> Manifest:
+    """A first build (or an index written before they existed) gets its id and creation time."""
+    if manifest.index_id:
+        return manifest
+    first = (datetime.now(timezone.utc).isoformat(timespec="microseconds")
+             if manifest.generation == 1 else created_at(folder, manifest))  # fmt: skip
+    return replace(manifest, index_id=uuid.uuid4().hex, index_created_at=first)
+
+
 def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
-
-
-def _damaged(path: Path, exc: BaseException) -> SemsearchError:
-    return SemsearchError(
-        f"{path} is damaged ({type(exc).__name__}: {exc}): roll back with 'semsearch rollback' "
-        "or rebuild the index with --overwrite"
-    )
 
 
 def _known(cls: type, data: dict) -> dict:
@@ -231,13 +339,90 @@ def _known(cls: type, data: dict) -> dict:
     return {key: value for key, value in data.items() if key in names}
 
 
-def _require(condition: bool, name: str) -> None:
+def _validate_model(model: EncoderSpec) -> None:
+    _require(_text(model.name), "model.name", model.name, "a non-empty string")
+    _require(isinstance(model.fingerprint, str), "model.fingerprint", model.fingerprint, "a string")
+    _require(model.pooling in POOLING_MODES, "model.pooling", model.pooling,
+             f"one of {', '.join(POOLING_MODES)}")  # fmt: skip
+    _require(isinstance(model.normalize, bool), "model.normalize", model.normalize, "true or false")
+    for name in ("max_length", "dimension"):
+        value = getattr(model, name)
+        _require(_count(value) and value >= 1, f"model.{name}", value, "an integer >= 1")
+    _require(model.quantization is None or model.quantization in QUANTIZATION_MODES,
+             "model.quantization", model.quantization, "null or int8")  # fmt: skip
+
+
+def _validate_index(index: IndexSpec) -> None:
+    _require(_text(index.requested), "index.requested", index.requested, "a non-empty string")
+    _require(_text(index.factory), "index.factory", index.factory, "a FAISS factory string")
+    _require(index.metric in METRIC_NAMES, "index.metric", index.metric,
+             f"one of {', '.join(METRIC_NAMES)}")  # fmt: skip
+    _require(isinstance(index.search_params, dict), "index.search_params", index.search_params,
+             f"an object of {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
+    for name, value in index.search_params.items():
+        _require(name in SEARCH_PARAMETERS, f"index.search_params.{name}", value,
+                 f"parameters are {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
+        _require(_count(value) and value >= 1, f"index.search_params.{name}", value, "an integer >= 1")
+    if index.trained_file is not None:
+        _require(_file_name(index.trained_file), "index.trained_file", index.trained_file, "a file name")
+
+
+def _validate_source(source: SourceSpec) -> None:
+    _require(isinstance(source.path, str), "source.path", source.path, "a string")
+    _require(source.format in SOURCE_FORMATS, "source.format", source.format,
+             f"one of {', '.join(SOURCE_FORMATS)}")  # fmt: skip
+    _require(isinstance(source.sha256, str), "source.sha256", source.sha256, "a string")
+    for name in ("rows_read", "rows_skipped"):
+        _require(_count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0")
+    _require(_text(source.text_column), "source.text_column", source.text_column, "a non-empty string")
+    _require(source.id_column is None or _text(source.id_column), "source.id_column",
+             source.id_column, "null or a non-empty string")  # fmt: skip
+
+
+def _validate_segment(segment: SegmentRecord) -> None:
+    _require(isinstance(segment.name, str) and bool(SEGMENT_NAME.fullmatch(segment.name)),
+             "segments.name", segment.name, "s and six digits")  # fmt: skip
+    for name in ("rows", "parts", "index_file_bytes", "deleted"):
+        value = getattr(segment, name)
+        _require(_count(value), f"segments.{name}", value, "an integer >= 0")
+    _require(segment.deleted <= segment.rows, "segments.deleted", segment.deleted, "at most its rows")
+    _require(_file_name(segment.index_file), "segments.index_file", segment.index_file, "a file name")
+    if segment.deleted_file is not None:
+        _require(_file_name(segment.deleted_file), "segments.deleted_file", segment.deleted_file,
+                 "a file name")  # fmt: skip
+
+
+def _validate_files(files: object) -> None:
+    _require(isinstance(files, dict), "files", files, "an object")
+    for name, entry in files.items():  # type: ignore[union-attr]
+        _require(isinstance(entry, dict) and _count(entry.get("bytes"))
+                 and isinstance(entry.get(HASH_NAME), str) and bool(HEX_DIGEST.fullmatch(entry[HASH_NAME])),
+                 f"files.{name}", entry, f"bytes and a 32-digit {HASH_NAME}")  # fmt: skip
+
+
+def _require(condition: bool, name: str, value: object = None, expected: str = "") -> None:
     if not condition:
-        raise ValueError(f"field {name}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
+        raise ValueError(f"field {name} = {shown}, expected {expected}")
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+def _count(value: object) -> bool:
+    """An integer >= 0 (JSON true/false are not numbers here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _timestamp(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _file_name(value: object) -> bool:

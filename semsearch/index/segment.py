@@ -18,14 +18,17 @@ import os
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semsearch.errors import SemsearchError
-from semsearch.index.manifest import SegmentRecord
-from semsearch.index.vector_index import VectorIndex
+from semsearch.index.manifest import SegmentRecord, part_file_names
+
+if TYPE_CHECKING:
+    from semsearch.index.vector_index import VectorIndex
 
 ID_COLUMN = "_semsearch_id"
 TEXT_HASH_COLUMN = "_semsearch_text_hash"
@@ -152,9 +155,18 @@ class Segment:
         return mask
 
     def read_index(self, metric: str) -> VectorIndex:
-        index = VectorIndex.read(
-            self.folder / self.record.index_file, metric, self.record.index_file_bytes
-        )
+        """The segment's FAISS index, refused when its size, row count or metric is not the
+        manifest's (FAISS records the metric it was built for)."""
+        from semsearch.index.vector_index import METRICS, VectorIndex  # FAISS once an index opens
+
+        path = self.folder / self.record.index_file
+        index = VectorIndex.read(path, metric, self.record.index_file_bytes)
+        if index.faiss.metric_type != METRICS[metric]:
+            built_for = "/".join(name for name, value in METRICS.items() if value == index.faiss.metric_type)
+            raise SemsearchError(
+                f"{path} was built for the {built_for or 'another'} metric but the manifest says "
+                f"{metric}: the manifest was edited; roll back or rebuild the index with --overwrite"
+            )
         if index.size != self.record.rows:
             raise SemsearchError(
                 f"{self.folder / self.record.index_file} holds {index.size} vectors, the manifest "
@@ -205,12 +217,12 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 
 
 def _vectors_path(folder: Path, part: int) -> Path:
-    return folder / f"part-{part:05d}.npy"
+    return folder / part_file_names(part)[0]
 
 
 def _ids_path(folder: Path, part: int) -> Path:
-    return folder / f"part-{part:05d}.ids.npy"
+    return folder / part_file_names(part)[1]
 
 
 def _metadata_path(folder: Path, part: int) -> Path:
-    return folder / f"part-{part:05d}.parquet"
+    return folder / part_file_names(part)[2]

@@ -5,6 +5,10 @@ a search returns those row numbers, which index `metadata`. Each segment is sear
 per-call parameters and an id filter (deleted rows and `--where`), and the segments'
 results are merged. A filter that keeps few rows is answered by exact search over the
 rows it keeps: an approximate structure would reach too few of them.
+
+Opening checks the generation's files against its record (`verify.check_opened_files`) and
+sees one whole generation even while `build --overwrite` replaces the folder
+(`open_snapshot`).
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
+from semsearch.errors import SemsearchError
 from semsearch.index.manifest import IndexSpec, Manifest
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
@@ -26,6 +32,7 @@ from semsearch.index.vector_index import (
     exact_knn,
     higher_is_better,
 )
+from semsearch.index.verify import check_opened_files
 from semsearch.index.where import WhereEvaluator
 
 log = logging.getLogger(__name__)
@@ -42,6 +49,8 @@ FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 MAX_EF_SEARCH = 8192
 WHERE_CACHE_SIZE = 64
+# An open that finds its folder replaced meanwhile starts again, this many times at most.
+OPEN_ATTEMPTS = 8
 
 
 @dataclass
@@ -68,15 +77,22 @@ class OpenSegment:
 
 
 class SegmentCache:
-    """Opened segments kept across generations, so reopening after a change reads only what is new."""
+    """Opened segments kept across generations, so reopening after a change reads only what is
+    new; `checked` holds the files already hashed (see `verify.check_opened_files`)."""
 
     def __init__(self) -> None:
-        self._opened: dict[tuple[str, str], tuple[Segment, VectorIndex]] = {}
+        self._opened: dict[tuple[str, str, str], tuple[Segment, VectorIndex]] = {}
         self._lock = threading.Lock()
+        self.checked: set[tuple] = set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._opened.clear()
+            self.checked.clear()
 
     def open(self, folder: IndexFolder, manifest: Manifest, position: int) -> tuple[Segment, VectorIndex]:
         record = manifest.segments[position]
-        key = (record.name, record.index_file)
+        key = (manifest.index_id, record.name, record.index_file)  # an overwrite reuses names
         with self._lock:
             if key not in self._opened:
                 segment = Segment(folder.segment_dir(record.name), record)
@@ -86,7 +102,7 @@ class SegmentCache:
         return Segment(cached_segment.folder, record), index
 
     def keep_only(self, manifest: Manifest) -> None:
-        wanted = {(record.name, record.index_file) for record in manifest.segments}
+        wanted = {(manifest.index_id, record.name, record.index_file) for record in manifest.segments}
         with self._lock:
             for key in [key for key in self._opened if key not in wanted]:
                 del self._opened[key]
@@ -101,6 +117,7 @@ class IndexSnapshot:
         self.folder = folder
         self.manifest = manifest
         cache = cache or SegmentCache()
+        check_opened_files(folder, manifest, cache.checked)
         self.segments: list[OpenSegment] = []
         offset = 0
         for position, record in enumerate(manifest.segments):
@@ -113,7 +130,7 @@ class IndexSnapshot:
             if self.segments
             else np.zeros(0, dtype=bool)
         )
-        tables = [open_segment.segment.metadata() for open_segment in self.segments]
+        tables = [_read_metadata(open_segment.segment) for open_segment in self.segments]
         self.metadata: pa.Table = (
             pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
         )
@@ -242,6 +259,49 @@ class IndexSnapshot:
             for chunk in range(0, len(positions), 65_536):
                 chosen = positions[chunk : chunk + 65_536]
                 yield chosen + start, open_segment.segment.vectors_at(chosen)
+
+
+def _read_metadata(segment: Segment) -> pa.Table:
+    """A segment's metadata; a part file missing or damaged is one clear line, not a traceback."""
+    try:
+        return segment.metadata()
+    except (OSError, pa.ArrowException) as exc:
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise SemsearchError(
+            f"the metadata of segment {segment.folder} cannot be read ({reason}): roll back or "
+            "rebuild the index with --overwrite"
+        ) from exc
+
+
+def open_snapshot(
+    folder: IndexFolder, at: int | None = None, cache: SegmentCache | None = None
+) -> IndexSnapshot:
+    """Generation `at` (default: the current one) opened for search, whole.
+
+    `build --overwrite` swaps the folder for a new one (`store.publish`); an open that read
+    the old manifest and then the new files would see sizes that disagree and call a healthy
+    index damaged. So the folder's identity is taken before and after opening: when it
+    changed (or a failure came with a change), the open starts again; only a failure on an
+    unchanged folder is the index's own.
+    """
+    cache = cache or SegmentCache()
+    for attempt in range(OPEN_ATTEMPTS):
+        before = folder.identity()
+        try:
+            snapshot = IndexSnapshot(folder, folder.manifest(at), cache)
+        except (SemsearchError, OSError, pa.ArrowException):
+            if before is not None and folder.identity() == before:
+                raise
+        else:
+            if before is not None and folder.identity() == before:
+                return snapshot
+        log.info("index %r was replaced while it was being opened: opening it again", folder.name)
+        cache.clear()
+        time.sleep(0.01 * (attempt + 1))
+    raise SemsearchError(
+        f"index {folder.name!r} was replaced {OPEN_ATTEMPTS} times while it was being opened "
+        "(is 'semsearch build --overwrite' running in a loop?): try again once it has finished"
+    )
 
 
 def _merge(

@@ -10,7 +10,8 @@
 A build writes into `.<name>.partial/` beside the final folder and renames it at the end,
 so a folder named `<name>` is always complete. Later changes write new files and a new
 generation; a writer killed at any point leaves files no generation names, which the
-next writer removes.
+next writer removes. An overwrite swaps whole folders (`publish`): a reader notices that
+the folder it opened was replaced by its identity (`IndexFolder.identity`) and opens again.
 """
 
 from __future__ import annotations
@@ -20,15 +21,20 @@ import fcntl
 import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import (
     GENERATIONS_DIR,
     MANIFEST_FILE,
+    SEGMENTS_DIR,
+    TRAINED_DIR,
     Manifest,
+    created_at,
     generation_file,
     generation_numbers,
     read_manifest,
@@ -37,11 +43,12 @@ from semsearch.index.manifest import (
 log = logging.getLogger(__name__)
 
 DEFAULT_INDEX_DIR = Path("indexes")
-SEGMENTS_DIR = "segments"
-TRAINED_DIR = "trained"
 LOCK_FILE = ".lock"
 PARTIAL_SUFFIX = ".partial"
+RETIRED_SUFFIX = ".old"
 MAX_NAME_LENGTH = 128
+# How long a lookup waits for an overwrite caught between its two renames (`publish`).
+REPLACE_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,14 @@ class IndexFolder:
     def size_bytes(self) -> int:
         return sum(path.stat().st_size for path in self.path.rglob("*") if path.is_file())
 
+    def identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the folder, None while it is absent: an overwrite changes it."""
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return status.st_dev, status.st_ino
+
     @contextlib.contextmanager
     def writer_lock(self, operation: str) -> Iterator[None]:
         """Hold the index's writer lock; a second writer gets a clear error, never waits.
@@ -107,15 +122,22 @@ class IndexFolder:
 
 
 def remove_leftovers(folder: IndexFolder) -> None:
-    """Delete what an interrupted writer left: files that no recorded generation names."""
-    current = folder.manifest().generation
+    """Delete what an interrupted writer left: files that no recorded generation names.
+
+    Nothing is deleted while a record cannot be read: its files would look unreferenced.
+    """
+    try:
+        current = folder.manifest().generation
+        recorded = [folder.manifest(number) for number in folder.generations() if number <= current]
+    except SemsearchError as exc:
+        log.warning("not removing leftovers: %s", exc)
+        return
     for number in folder.generations():
         if number > current:
             generation_file(folder.path, number).unlink(missing_ok=True)
     referenced_segments: dict[str, set[str]] = {}
     trained: set[str] = set()
-    for number in folder.generations():
-        manifest = folder.manifest(number)
+    for manifest in recorded:
         if manifest.index.trained_file:
             trained.add(manifest.index.trained_file)
         for segment in manifest.segments:
@@ -142,24 +164,76 @@ def remove_leftovers(folder: IndexFolder) -> None:
             path.unlink(missing_ok=True)
 
 
-def list_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexFolder]:
-    """Complete index folders under `index_dir`, most recently changed first."""
+@dataclass(frozen=True)
+class IndexEntry:
+    """A folder of an index directory as `semsearch list` shows it.
+
+    `status` is ok, broken (its manifest cannot be read: `reason` says why) or interrupted
+    (a build's partial folder: `reason` says how to resume or remove it).
+    """
+
+    name: str
+    path: Path
+    status: str
+    manifest: Manifest | None = None
+    reason: str = ""
+    created_at: str = ""
+
+
+def scan_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexEntry]:
+    """Every index, broken one and interrupted build under `index_dir`: readable indexes
+    first, most recently created first (the first build's time, not the last change's)."""
     if not index_dir.is_dir():
         return []
-    folders = [
-        IndexFolder(path)
-        for path in index_dir.iterdir()
-        if path.is_dir() and not path.name.startswith(".") and (path / MANIFEST_FILE).is_file()
-    ]
-    return sorted(folders, key=lambda folder: folder.manifest_file.stat().st_mtime, reverse=True)
+    entries = []
+    for path in sorted(index_dir.iterdir()):
+        if not path.is_dir():
+            continue
+        if path.name.startswith(".") and path.name.endswith(PARTIAL_SUFFIX):
+            entries.append(_interrupted(path))
+        elif not path.name.startswith(".") and (path / MANIFEST_FILE).is_file():
+            try:
+                manifest = read_manifest(path)
+            except SemsearchError as exc:
+                entries.append(IndexEntry(path.name, path, "broken", reason=str(exc)))
+                continue
+            entries.append(IndexEntry(path.name, path, "ok", manifest, created_at=created_at(path, manifest)))
+    order = {"ok": 0, "broken": 1, "interrupted": 2}
+    ok = sorted((e for e in entries if e.status == "ok"), key=lambda e: _time(e.created_at), reverse=True)
+    return ok + sorted((e for e in entries if e.status != "ok"), key=lambda e: order[e.status])
+
+
+def list_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexFolder]:
+    """Readable index folders under `index_dir`, most recently created first."""
+    return [IndexFolder(entry.path) for entry in scan_indexes(index_dir) if entry.status == "ok"]
 
 
 def find_index(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> IndexFolder:
-    """The index called `name`, or with no name the only (or the most recent) one."""
+    """The index called `name`, or with no name the most recently created one.
+
+    A lookup that lands between the two renames of an overwrite (`publish`) waits for the
+    new folder instead of saying there is no such index.
+    """
     if index_dir.exists() and not index_dir.is_dir():
         raise SemsearchError(f"--index-dir {index_dir} is a file, not a folder of indexes")
-    available = list_indexes(index_dir)
+    deadline = time.monotonic() + REPLACE_WAIT_SECONDS
+    while True:
+        try:
+            return _find_index(name, index_dir)
+        except SemsearchError:
+            if time.monotonic() > deadline or not _being_replaced(index_dir, name):
+                raise
+            time.sleep(0.01)
+        except OSError as exc:  # a name too long for a path, a folder we may not read
+            raise SemsearchError(
+                f"cannot look for index {name!r} in {index_dir}/ ({exc.strerror or exc}): "
+                "check the name and the folder"
+            ) from exc
+
+
+def _find_index(name: str | None, index_dir: Path) -> IndexFolder:
     if name is None:
+        available = list_indexes(index_dir)
         if not available:
             raise SemsearchError(
                 f"there is no index in {index_dir}/: build one with 'semsearch build CORPUS'"
@@ -168,11 +242,34 @@ def find_index(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> IndexFo
     candidate = Path(name).expanduser()
     if candidate.is_dir() and (candidate / MANIFEST_FILE).is_file():
         return IndexFolder(candidate)
-    for folder in available:
-        if folder.name == name:
-            return folder
-    there = ", ".join(folder.name for folder in available) or "none"
+    if "/" not in name and (index_dir / name / MANIFEST_FILE).is_file():
+        return IndexFolder(index_dir / name)  # a damaged one too: opening it says what is wrong
+    there = ", ".join(folder.name for folder in list_indexes(index_dir)) or "none"
     raise SemsearchError(f"no index named {name!r} in {index_dir}/ (indexes there: {there})")
+
+
+def _being_replaced(index_dir: Path, name: str | None) -> bool:
+    """True while an overwrite has retired the old folder and not yet finished (`publish`)."""
+    if name is not None:
+        return (index_dir / f".{Path(name).name}{RETIRED_SUFFIX}").is_dir()
+    return index_dir.is_dir() and any(
+        path.name.startswith(".") and path.name.endswith(RETIRED_SUFFIX) for path in index_dir.iterdir()
+    )
+
+
+def _interrupted(path: Path) -> IndexEntry:
+    name = path.name[1 : -len(PARTIAL_SUFFIX)]
+    parts = len(list((path / SEGMENTS_DIR).glob("s*/part-[0-9][0-9][0-9][0-9][0-9].npy")))
+    reason = (f"interrupted build ({parts} parts encoded): run the same 'semsearch build' command "
+              f"again to resume it, or remove it with: rm -rf {path}")  # fmt: skip
+    return IndexEntry(name, path, "interrupted", reason=reason)
+
+
+def _time(value: str) -> float:
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def partial_folder(index_dir: Path, name: str) -> Path:
@@ -182,7 +279,9 @@ def partial_folder(index_dir: Path, name: str) -> Path:
 
 def check_name(name: str) -> None:
     usable = name and not name.startswith(".") and "/" not in name and "\\" not in name
-    if not usable or len(name) > MAX_NAME_LENGTH or not name.isprintable():
+    usable = usable and len(name) <= MAX_NAME_LENGTH and name.isprintable()
+    # A folder name has at most 255 bytes, and `.NAME.partial` needs 9 more than NAME.
+    if not usable or len(name.encode("utf-8")) > 2 * MAX_NAME_LENGTH - 10:
         raise SemsearchError(
             f"index name {name!r} is not usable: use up to {MAX_NAME_LENGTH} letters, digits, - and _"
         )
@@ -194,7 +293,7 @@ def publish(partial: Path, final: Path, overwrite: bool) -> None:
         raise SemsearchError(
             f"index {final.name!r} already exists in {final.parent}/: pass --overwrite to replace it"
         )
-    retired = final.with_name(f".{final.name}.old")
+    retired = final.with_name(f".{final.name}{RETIRED_SUFFIX}")
     if final.exists():
         shutil.rmtree(retired, ignore_errors=True)
         final.rename(retired)

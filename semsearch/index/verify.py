@@ -1,0 +1,232 @@
+"""Checking an index's files against the sizes and hashes its manifest records.
+
+Two depths:
+
+- On open (`check_opened_files`, run by every search snapshot): the size of every file of
+  the generation, and the hash of the files an open reads whole anyway (ids, metadata,
+  FAISS files, deletions). Hashing those costs little next to reading them (XXH3 runs at
+  about 14 GB/s from the page cache), needs no state on disk, and catches a same-size
+  edit of exactly the files whose content decides the answers. A "verified" stamp keyed
+  by (size, mtime_ns) was rejected: a reader would have to write into the index folder,
+  and an edit within one tick of the coarse file clock keeps the stamp valid. Vectors are
+  memory-mapped and read piecemeal, so only their size is checked; `verify` hashes them.
+- In full (`verify_index`, `semsearch verify`): every file's size and hash, the FAISS
+  files' metric and row counts, the manifest against its generation's record; a damaged
+  index is told which earlier generation verifies, to roll back to.
+
+Indexes written before checksums were recorded are checked by size where the manifest
+records one (FAISS files) and by row counts; `record_checksums` (`semsearch verify NAME
+--record`) hashes their files as they are now and records the result in a new generation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from semsearch.errors import SemsearchError
+from semsearch.index.checksums import HASH_NAME, file_digest
+from semsearch.index.generation import next_generation
+from semsearch.index.manifest import Manifest, generation_file, load_record, write_manifest
+from semsearch.index.store import IndexFolder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class VerifyReport:
+    """What `verify_index` found: `status` is ok, damaged or unchecked (no checksums recorded)."""
+
+    name: str
+    generation: int | None
+    status: str
+    files: int = 0
+    bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+    rollback_to: int | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        """One line: the verdict, or the first problem and what to do about it."""
+        where = f"index {self.name!r} generation {self.generation}"
+        if self.status == "ok":
+            return f"{where}: {self.files} files, {self.bytes} bytes verified in {self.seconds:.2f} s"
+        if self.status == "unchecked":
+            return (f"{where} records no checksums (written before they were): sizes and row counts "
+                    f"are fine; record them with 'semsearch verify {self.name} --record'")  # fmt: skip
+        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
+        if self.rollback_to is not None:
+            advice = (f"roll back with 'semsearch rollback {self.name} {self.rollback_to}' "
+                      f"(generation {self.rollback_to} verifies) or rebuild the index with --overwrite")  # fmt: skip
+        else:
+            advice = f"rebuild it with 'semsearch build CORPUS --name {self.name} --overwrite'"
+        return f"{where}: {self.problems[0]}{more}: {advice}"
+
+
+def check_opened_files(folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None) -> None:
+    """Refuse a generation whose files differ from its record in size, or (for the files an
+    open reads whole) in content; see the module docstring. `checked` remembers the files
+    already hashed by this reader (by name and stat), so reopening a generation is cheap."""
+    if manifest.files is None:
+        log.warning("index %r records no checksums: its files are checked by size only; "
+                    "'semsearch verify %s --record' records them", folder.name, folder.name)  # fmt: skip
+        return
+    checked = set() if checked is None else checked
+    opened = set(manifest.file_names(opened_only=True))
+    for name in manifest.file_names():
+        status = _stat(folder.path / name)
+        problem = _size_problem(name, status, manifest.files.get(name))
+        key = (name, status.st_size, status.st_mtime_ns, status.st_ino) if status else None
+        if problem is None and name in opened and key not in checked:
+            problem = _content_problem(folder.path / name, name, manifest.files[name])
+            checked.add(key)
+        if problem:
+            raise SemsearchError(
+                f"index {folder.name!r}: {problem}; the file changed after semsearch wrote it: run "
+                f"'semsearch verify {folder.name}' to find a generation to roll back to, or rebuild "
+                "the index with --overwrite"
+            )
+
+
+def verify_index(folder: IndexFolder, generation: int | None = None) -> VerifyReport:
+    """Check every file of the current generation (or `generation`) in full; see the module
+    docstring. Never raises for damage: the report says what is wrong."""
+    started = time.perf_counter()
+    try:
+        manifest = folder.manifest(generation)
+    except SemsearchError as exc:
+        return VerifyReport(folder.name, generation, "damaged", problems=[str(exc)])
+    report = VerifyReport(folder.name, manifest.generation, "ok")
+    results: dict[str, str | None] = {}
+    if generation is None:
+        report.problems += _record_problems(folder, manifest)
+    report.problems += _file_problems(folder, manifest, results)
+    if not report.problems:
+        report.problems += _structure_problems(folder, manifest)
+    report.files = len(manifest.file_names())
+    report.bytes = sum((_stat(folder.path / name) or os.stat_result((0,) * 10)).st_size
+                       for name in manifest.file_names())  # fmt: skip
+    if report.problems:
+        report.status = "damaged"
+        report.rollback_to = _verifying_generation(folder, manifest.generation, results)
+    elif manifest.files is None:
+        report.status = "unchecked"
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+def record_checksums(folder: IndexFolder) -> Manifest:
+    """Hash the files of an index written before checksums were recorded, after checking
+    their sizes and row counts, and record them in a new generation."""
+    started = time.perf_counter()
+    with folder.writer_lock("verify --record"):
+        manifest = folder.manifest()
+        if manifest.files is not None:
+            return manifest
+        report = verify_index(folder)
+        if report.status == "damaged":
+            raise SemsearchError(report.line())
+        new = next_generation(manifest, list(manifest.segments), {"kind": "record-checksums"},
+                              time.perf_counter() - started)  # fmt: skip
+        write_manifest(folder.path, new)
+        return folder.manifest()
+
+
+def _record_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
+    """manifest.json must be a copy of its generation's record."""
+    record = generation_file(folder.path, manifest.generation)
+    try:
+        same = load_record(record) == manifest
+    except (OSError, ValueError) as exc:
+        return [f"{record.relative_to(folder.path)} cannot be read ({exc})"]
+    except Exception as exc:  # noqa: BLE001 - another format version: report, do not crash
+        return [f"{record.relative_to(folder.path)} cannot be read ({type(exc).__name__})"]
+    return [] if same else [f"manifest.json differs from {record.relative_to(folder.path)}"]
+
+
+def _file_problems(folder: IndexFolder, manifest: Manifest, results: dict[str, str | None]) -> list[str]:
+    problems = []
+    for name in manifest.file_names():
+        if name not in results:
+            results[name] = _file_problem(folder.path / name, name, manifest)
+        if results[name]:
+            problems.append(results[name])
+    return problems
+
+
+def _file_problem(path: Path, name: str, manifest: Manifest) -> str | None:
+    status = _stat(path)
+    if manifest.files is None:  # an older index: only the FAISS files' sizes are recorded
+        sizes = {f"segments/{s.name}/{s.index_file}": s.index_file_bytes for s in manifest.segments}
+        return _size_problem(name, status, {"bytes": sizes[name]} if name in sizes else {})
+    recorded = manifest.files.get(name)
+    return _size_problem(name, status, recorded) or _content_problem(path, name, recorded)
+
+
+def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
+    """Row counts of ids, metadata and FAISS files, and the FAISS files' metric."""
+    import pyarrow.parquet as pq
+
+    from semsearch.index.segment import Segment
+
+    problems = []
+    for record in manifest.segments:
+        segment = Segment(folder.segment_dir(record.name), record)
+        try:
+            segment.ids  # noqa: B018 - checks the stored rows against the manifest
+            segment.deleted_ids()
+            segment.read_index(manifest.index.metric)
+            for part, ids in enumerate(segment.part_ids):
+                path = segment.folder / f"part-{part:05d}.parquet"
+                if pq.ParquetFile(path).metadata.num_rows != len(ids):
+                    problems.append(f"{path.relative_to(folder.path)} holds another number of rows than its ids")
+        except SemsearchError as exc:
+            problems.append(str(exc).split(": roll back")[0].split("; roll back")[0])
+        except Exception as exc:  # noqa: BLE001 - an unreadable file is a finding, not a crash
+            problems.append(f"segment {record.name} cannot be read ({type(exc).__name__}: {exc})")
+    return problems
+
+
+def _verifying_generation(folder: IndexFolder, damaged: int, results: dict[str, str | None]) -> int | None:
+    """The newest generation before `damaged` whose record and files all verify."""
+    for number in reversed([n for n in folder.generations() if n < damaged]):
+        try:
+            manifest = folder.manifest(number)
+        except SemsearchError:
+            continue
+        if manifest.files is not None and not _file_problems(folder, manifest, results):
+            return number
+    return None
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
+
+
+def _size_problem(name: str, status: os.stat_result | None, recorded: dict | None) -> str | None:
+    if status is None:
+        return f"{name} is missing"
+    if recorded is None:
+        return f"{name} is not in the manifest's list of checksums"
+    if "bytes" in recorded and status.st_size != recorded["bytes"]:
+        return f"{name} is {status.st_size} bytes, the manifest records {recorded['bytes']} (truncated or replaced)"
+    return None
+
+
+def _content_problem(path: Path, name: str, recorded: dict) -> str | None:
+    try:
+        actual = file_digest(path)
+    except OSError as exc:
+        return f"{name} cannot be read ({type(exc).__name__})"
+    if actual != recorded[HASH_NAME]:
+        return f"{name} has the recorded size but not the recorded {HASH_NAME} hash (its content changed)"
+    return None

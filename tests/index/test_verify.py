@@ -1,0 +1,153 @@
+"""Checksums: recorded for every file, checked on open and in full; the tester's four
+tamper cases are refused in one line instead of answering wrongly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from index.living_support import build, generated_table, write
+
+from semsearch.errors import SemsearchError
+from semsearch.index.checksums import file_digest
+from semsearch.index.store import IndexFolder
+from semsearch.index.update import add_rows, delete_rows
+from semsearch.index.verify import record_checksums, verify_index
+from semsearch.search import Searcher
+
+
+@pytest.fixture()
+def folder(tmp_path, tiny_encoder) -> IndexFolder:
+    return build(write(generated_table(40), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+
+
+def _index_file(folder: IndexFolder):
+    record = folder.manifest().segments[-1]
+    return folder.segment_dir(record.name) / record.index_file
+
+
+def _refused(folder: IndexFolder, tiny_encoder, match: str) -> str:
+    with pytest.raises(SemsearchError, match=match) as caught:
+        Searcher(folder, encoder=tiny_encoder).search(["guitar"], k=3)
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+def test_every_file_of_a_generation_is_recorded_with_its_size_and_hash(folder) -> None:
+    manifest = folder.manifest()
+    assert set(manifest.files) == set(manifest.file_names())
+    assert any(name.endswith(".parquet") for name in manifest.files)
+    for name, entry in manifest.files.items():
+        path = folder.path / name
+        assert entry == {"bytes": path.stat().st_size, "xxh3": file_digest(path)}
+    report = verify_index(folder)
+    assert report.status == "ok" and report.files == len(manifest.files) and not report.problems
+
+
+def test_a_change_hashes_only_its_new_files_and_keeps_the_rest(folder, tmp_path, tiny_encoder) -> None:
+    before = folder.manifest().files
+    add_rows(folder, write(generated_table(5, start=100), tmp_path / "b.parquet"), tiny_encoder)
+    delete_rows(folder, ids=["d1"])
+    after = folder.manifest()
+    assert {name: after.files[name] for name in before} == before
+    assert any("deleted-g000003" in name for name in after.files)
+    assert verify_index(folder).status == "ok"
+
+
+def test_zeroed_bytes_in_a_faiss_file_of_the_same_size_are_refused(folder, tiny_encoder) -> None:
+    path = _index_file(folder)
+    data = bytearray(path.read_bytes())
+    data[100:300] = bytes(200)
+    path.write_bytes(bytes(data))
+    line = _refused(folder, tiny_encoder, r"index-g000001\.faiss has the recorded size but not")
+    assert "semsearch verify docs" in line and "--overwrite" in line
+
+
+def test_a_metadata_file_swapped_for_one_with_as_many_rows_is_refused(folder, tmp_path, tiny_encoder) -> None:
+    part = folder.segment_dir("s000000") / "part-00000.parquet"
+    table = pq.read_table(part)
+    swapped = table.set_column(table.column_names.index("text"), "text",
+                               pa.array(["swapped"] * table.num_rows))  # fmt: skip
+    pq.write_table(swapped, part)
+    _refused(folder, tiny_encoder, r"part-00000\.parquet (has the recorded size but not|is \d+ bytes)")
+
+
+def test_an_edited_metric_is_refused(folder, tiny_encoder) -> None:
+    data = json.loads(folder.manifest_file.read_text())
+    data["index"]["metric"] = "l2"
+    folder.manifest_file.write_text(json.dumps(data))
+    line = _refused(folder, tiny_encoder, "edited after semsearch wrote it")
+    assert "semsearch rollback docs 1" in line
+
+
+def test_a_metric_edited_without_checksums_is_caught_by_the_faiss_file(folder, tiny_encoder) -> None:
+    data = json.loads(folder.manifest_file.read_text())
+    data["index"]["metric"] = "l2"
+    for key in ("checksum", "files"):  # as an index written before checksums
+        del data[key]
+    folder.manifest_file.write_text(json.dumps(data))
+    _refused(folder, tiny_encoder, "built for the cosine/dot metric but the manifest says l2")
+
+
+def test_an_emptied_fingerprint_is_refused(folder, tiny_encoder) -> None:
+    data = json.loads(folder.manifest_file.read_text())
+    data["model"]["fingerprint"] = ""
+    folder.manifest_file.write_text(json.dumps(data))
+    _refused(folder, tiny_encoder, "edited after semsearch wrote it")
+    del data["checksum"], data["files"]  # the manifest's own check out of the way
+    folder.manifest_file.write_text(json.dumps(data))
+    _refused(folder, tiny_encoder, "records no model fingerprint.*--no-model-check")
+    hits = Searcher(folder, encoder=tiny_encoder, model_check=False).search(["guitar"], k=3)
+    assert len(hits[0]) == 3
+
+
+def test_full_verify_names_the_file_and_a_generation_that_verifies(folder, tmp_path, tiny_encoder) -> None:
+    add_rows(folder, write(generated_table(5, start=100), tmp_path / "b.parquet"), tiny_encoder)
+    vectors = folder.segment_dir("s000001") / "part-00000.npy"  # only gen 2 holds it
+    data = bytearray(vectors.read_bytes())
+    data[-8:] = bytes(8)
+    vectors.write_bytes(bytes(data))
+    report = verify_index(folder)
+    assert report.status == "damaged" and report.rollback_to == 1
+    assert report.problems == [
+        "segments/s000001/part-00000.npy has the recorded size but not the recorded xxh3 hash "
+        "(its content changed)"
+    ]
+    assert "'semsearch rollback docs 1' (generation 1 verifies)" in report.line()
+    vectors.write_bytes(b"short")
+    assert "is 5 bytes, the manifest records" in verify_index(folder).problems[0]
+
+
+def test_an_index_without_checksums_is_checked_by_size_and_can_record_them(folder, tiny_encoder) -> None:
+    data = json.loads(folder.manifest_file.read_text())
+    del data["checksum"], data["files"]
+    folder.manifest_file.write_text(json.dumps(data))
+    (folder.path / "generations" / "g000001.json").write_text(json.dumps(data))
+    report = verify_index(folder)
+    assert report.status == "unchecked" and "--record" in report.line()
+    Searcher(folder, encoder=tiny_encoder).search(["guitar"], k=1)  # still opens
+    manifest = record_checksums(folder)
+    assert manifest.generation == 2 and set(manifest.files) == set(manifest.file_names())
+    assert verify_index(folder).status == "ok"
+
+
+def test_rollback_repairs_an_edited_manifest(folder) -> None:
+    from semsearch.index.maintain import rollback
+
+    data = json.loads(folder.manifest_file.read_text())
+    data["rows"] = 3
+    folder.manifest_file.write_text(json.dumps(data))
+    manifest = rollback(folder, 1)
+    assert manifest.generation == 2 and manifest.rows == 40
+    assert verify_index(folder).status == "ok"
+
+
+def test_verify_imports_no_faiss_nor_torch_to_start() -> None:
+    code = ("import sys, semsearch.index.verify, semsearch.cli.verify_command; "
+            "print('torch' in sys.modules, 'faiss' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
