@@ -23,9 +23,10 @@ from semsearch.evaluation.beir import RetrievalData
 from semsearch.evaluation.ir import exact_search
 from semsearch.evaluation.similarity import normalize_rows
 from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.options import DEFAULT_RERANK_TOP
 from semsearch.search import Hit, Searcher
 
-DEFAULT_TOP = 100
+DEFAULT_TOP = DEFAULT_RERANK_TOP
 # The name the re-ranked score goes by in tables and JSON (the bi-encoder's is kept apart).
 RERANK_SCORE = "rerank_score"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +44,19 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def traced_encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Traced query encoders go to a temporary folder, not the user's cache."""
+    folder = tmp_path_factory.mktemp("semsearch-cache")
+    previous = os.environ.get("SEMSEARCH_CACHE_DIR")
+    os.environ["SEMSEARCH_CACHE_DIR"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("SEMSEARCH_CACHE_DIR", None)
+    else:
+        os.environ["SEMSEARCH_CACHE_DIR"] = previous
 
 
 @pytest.fixture()

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.datasets import read_stsb
 from semsearch.inputs import read_lines
+from semsearch.options import DEFAULT_DATA_DIR
 
-DEFAULT_DATA_DIR = Path("../shared/data")
 STSB_FILES = tuple(f"stsb/stsb_{split}.tsv.gz" for split in ("train", "dev", "test"))
 PYPI_FILE = "pypi/pypi_summaries.parquet"
 

@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from semsearch.bench import (
-    PairsBenchOptions,
-    PairsBenchResult,
-    load_sentences,
-    run_pairs_bench,
-    write_pairs_result,
-)
-from semsearch.bench.report import (
-    HEADERS,
-    best_pair_lines,
-    models_line,
-    pairs_rows,
-    quoted_line,
-    result_paths,
-)
-from semsearch.bench.sentences import DEFAULT_DATA_DIR
 from semsearch.cli.common import Device, JsonFlag, app, console, user_errors
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
-from semsearch.models.bi_encoder import BiEncoder
-from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.options import DEFAULT_DATA_DIR
+
+if TYPE_CHECKING:
+    from semsearch.bench import PairsBenchResult
 
 bench_app = typer.Typer(help="Benchmarks: semsearch's methods measured against each other.",
                         no_args_is_help=True)  # fmt: skip
@@ -59,6 +45,16 @@ def pairs(
 ) -> None:  # fmt: skip
     """Time to find the most similar pair among n sentences: a cross-encoder scoring every
     pair (measured on a sample, extrapolated) vs a bi-encoder (measured end to end)."""
+    from semsearch.bench import (
+        PairsBenchOptions,
+        load_sentences,
+        run_pairs_bench,
+        write_pairs_result,
+    )
+    from semsearch.bench.report import result_paths
+    from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.cross_encoder import CrossEncoder
+
     options = PairsBenchOptions(min_pairs=min_pairs, min_seconds=min_seconds, top_k=top_k,
                                 top=top, batch_size=batch_size, seed=seed)  # fmt: skip
     options.check()
@@ -81,6 +77,14 @@ def pairs(
 
 
 def _print_result(result: PairsBenchResult) -> None:
+    from semsearch.bench.report import (
+        HEADERS,
+        best_pair_lines,
+        models_line,
+        pairs_rows,
+        quoted_line,
+    )
+
     table = Table(title="[bold]most similar pair among n sentences[/bold]", title_justify="left")
     for header in HEADERS:
         table.add_column(header, overflow="fold")

@@ -6,7 +6,7 @@ Each writes a new generation; a searcher opened on an older one keeps answering 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,8 +23,10 @@ from semsearch.cli.common import (
 from semsearch.cli.output import print_json_lines
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import find_index
-from semsearch.index.update import ChangeResult
 from semsearch.inputs import read_lines
+
+if TYPE_CHECKING:
+    from semsearch.index.update import ChangeResult
 
 IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the index to change.")]
 IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]

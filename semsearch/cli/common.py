@@ -4,19 +4,49 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
+import click
 import typer
+import typer.core
 from rich.console import Console
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import DEFAULT_INDEX_DIR
 
+# The order `semsearch --help` lists commands in: the order a user meets them.
+COMMAND_ORDER = (
+    "build", "query", "list", "info", "tune", "mine", "serve",
+    "add", "delete", "reindex", "compact", "rollback", "verify",
+    "train", "train-adapter", "eval", "bench",
+)  # fmt: skip
+
+
+class _CommandsInUseOrder(typer.core.TyperGroup):
+    """Lists commands in COMMAND_ORDER (anything not named there after them) instead of in
+    the order their modules happened to be imported."""
+
+    def list_commands(self, ctx) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: number for number, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: rank.get(name, len(rank)))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from semsearch import __version__
+
+        typer.echo(f"semsearch {__version__}")
+        raise typer.Exit()
+
+
 app = typer.Typer(
     help="Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them.",
+    cls=_CommandsInUseOrder,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -36,12 +66,25 @@ class _CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
+DEBUG_ENV = "SEMSEARCH_DEBUG"
+_debug_flag = {"on": False}  # set by --debug for the command that runs next
+
+
 @app.callback()
 def configure_logging(
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Say more about each step.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help=f"Show the full traceback of any error (or set {DEBUG_ENV}=1)."),
+    ] = False,
 ) -> None:
     """Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them."""
+    _debug_flag["on"] = debug
     level = logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
     handler = _CurrentStderrHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
@@ -73,20 +116,47 @@ Quantize = Annotated[
 
 
 def user_errors(command: Command) -> Command:
-    """Print a user's mistake as one line on stderr and exit 2, with no traceback."""
+    """Print any failure as one line on stderr, with no traceback: a user's mistake
+    (`SemsearchError`) exits 2, anything unexpected exits 1 and says how to see the
+    traceback (--debug or SEMSEARCH_DEBUG=1, which re-raise instead)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise  # typer's own exits and usage errors
         except SemsearchError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            if debugging():
+                raise
+            typer.echo(f"error: {_one_line(exc)}", err=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
+        except Exception as exc:
+            if debugging():
+                raise
+            typer.echo(
+                f"error: {command.__name__.replace('_command', '')} failed unexpectedly with "
+                f"{type(exc).__name__}: {_one_line(exc)} (run with --debug or {DEBUG_ENV}=1 for "
+                "the full traceback)",
+                err=True,
+            )
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def debugging() -> bool:
+    """True when --debug or SEMSEARCH_DEBUG=1 asked for full tracebacks."""
+    return _debug_flag["on"] or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
+
+
+def _one_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception's message on one line (FAISS and pyarrow write several), not too long."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or "no message"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -28,16 +28,10 @@ from semsearch.cli.common import (
     user_errors,
 )
 from semsearch.cli.train_command import Columns, parse_assignments
-from semsearch.evaluation.similarity import SIMILARITIES
-from semsearch.evaluation.tasks import (
-    EvaluationResult,
-    ModelOptions,
-    evaluate_heatmap,
-    evaluate_ir,
-    evaluate_pairs,
-    evaluate_sts,
-)
-from semsearch.rerank import DEFAULT_TOP
+from semsearch.options import DEFAULT_RERANK_TOP, SIMILARITIES
+
+if TYPE_CHECKING:
+    from semsearch.evaluation.tasks import EvaluationResult
 
 eval_app = typer.Typer(help="Measure a model (or an index's model) on labelled data.",
                        no_args_is_help=True)  # fmt: skip
@@ -63,6 +57,8 @@ def sts(
     quantize: Quantize = None, out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Spearman and Pearson correlation of four similarities with graded pairs."""
+    from semsearch.evaluation.tasks import ModelOptions, evaluate_sts
+
     columns = parse_assignments(column, "--column")
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
                           quantization=quantize, batch_size=batch_size)  # fmt: skip
@@ -79,6 +75,8 @@ def pairs(
     out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision."""
+    from semsearch.evaluation.tasks import ModelOptions, evaluate_pairs
+
     columns = parse_assignments(column, "--column")
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
                           batch_size=batch_size)  # fmt: skip
@@ -92,12 +90,14 @@ def ir(
     split: Annotated[str, typer.Option(help="Which qrels file to read.")] = "test",
     search_index: Annotated[bool, typer.Option(help="Rank with the --index itself (built from corpus.jsonl with --id-column _id).")] = False,
     rerank: Annotated[str | None, typer.Option(help="A cross-encoder folder that re-orders each query's first --rerank-top documents.")] = None,
-    rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_TOP,
+    rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_RERANK_TOP,
     model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
     device: Device = "auto", batch_size: BatchSize = 64, quantize: Quantize = None,
     out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder."""
+    from semsearch.evaluation.tasks import ModelOptions, evaluate_ir
+
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
                           quantization=quantize, batch_size=batch_size)  # fmt: skip
     result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top)
@@ -116,6 +116,8 @@ def heatmap(
     device: Device = "auto", out: Out = None,
 ) -> None:  # fmt: skip
     """A PNG of the cosine similarity of every pair of sentences, and the matrix as a table."""
+    from semsearch.evaluation.tasks import ModelOptions, evaluate_heatmap
+
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device)
     result = evaluate_heatmap(sentences, png, chosen, title)
     console.print(f"[bold]heatmap[/bold]: cosine similarity, {result.model}")

@@ -19,11 +19,11 @@ from semsearch.cli.common import (
     user_errors,
 )
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
-from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import IndexFolder, find_index, scan_indexes
 from semsearch.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.options import DEFAULT_TARGET_RECALL
 
 
 @app.command()
@@ -43,9 +43,11 @@ def build(
         str,
         typer.Option(help="'default' (embedded all-MiniLM-L6-v2), a model folder or a hub name."),
     ] = DEFAULT_MODEL,
-    index: Annotated[
+    index_type: Annotated[
         str, typer.Option(help="auto, flat, ivf, hnsw, ivfpq, or a FAISS factory string.")
     ] = "auto",
+    # The first release's spelling: `--index` names an index everywhere else.
+    old_index_type: Annotated[str | None, typer.Option("--index", hidden=True)] = None,
     metric: Annotated[str, typer.Option(help="cosine, dot, l2 or manhattan.")] = "cosine",
     batch_size: EncodeBatch = None,
     device: Device = "auto",
@@ -83,9 +85,15 @@ def build(
 
     An interrupted build resumes from its last complete shard when run again.
     """
+    from semsearch.index.build import BuildOptions, build_index
+
+    if old_index_type is not None:
+        typer.echo("note: build's --index is now --index-type (the old spelling goes in the "
+                   "next release)", err=True)  # fmt: skip
+        index_type = old_index_type
     options = BuildOptions(
         corpus=corpus, name=name, text_column=text_column, id_column=id_column, model=model,
-        index=index, metric=metric, batch_size=batch_size, device=device, quantization=quantize,
+        index=index_type, metric=metric, batch_size=batch_size, device=device, quantization=quantize,
         out_dir=out_dir,
         overwrite=overwrite, strict=strict, show_progress=sys.stderr.isatty() or not json_output,
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,

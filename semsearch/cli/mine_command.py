@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -21,14 +21,10 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
-from semsearch.mining import (
-    CorpusSource,
-    MiningOptions,
-    MiningResult,
-    mine_corpus,
-    mine_index,
-)
 from semsearch.models.model_folder import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from semsearch.mining import MiningResult
 
 CELL_CHARS = 70
 LARGEST_GROUPS = 10
@@ -86,6 +82,8 @@ def mine(
 
     Each text's --top-k nearest neighbours are searched; every pair is kept once, best first.
     """
+    from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
+
     options = MiningOptions(
         top_k=top_k, threshold=threshold, top=top, exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
         nprobe=nprobe, show_progress=sys.stderr.isatty(),

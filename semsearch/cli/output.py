@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from semsearch.search import Hit
+if TYPE_CHECKING:
+    from semsearch.search import Hit
 
 TABLE_TEXT_CHARS = 160
 

@@ -12,9 +12,7 @@ from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
-from semsearch.models.cross_encoder import CrossEncoder
-from semsearch.rerank import DEFAULT_TOP, RERANK_SCORE, Reranker
-from semsearch.search import Searcher
+from semsearch.options import DEFAULT_RERANK_TOP
 
 
 @app.command()
@@ -44,7 +42,7 @@ def query(
     ] = None,
     rerank_top: Annotated[
         int, typer.Option(help="Candidates retrieved per query for --rerank to re-order.")
-    ] = DEFAULT_TOP,
+    ] = DEFAULT_RERANK_TOP,
     where: Annotated[
         str | None,
         typer.Option(help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."),
@@ -66,7 +64,12 @@ def query(
     the best -k of them by its own score.
     """
     queries = _read_queries(text, file)
-    searcher = Searcher(find_index(index, index_dir), device=device, at=at, model_check=model_check)
+    folder = find_index(index, index_dir)
+    from semsearch.models.query_encoder import encoder_for_queries
+    from semsearch.search import Searcher
+
+    encoder = encoder_for_queries(folder.manifest(at).model, device)
+    searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
     missing = [column for column in show or [] if column not in searcher.metadata.column_names]
     if missing:
         raise SemsearchError(
@@ -77,6 +80,9 @@ def query(
     if rerank is None:
         results = searcher.search(queries, k=k, where=where, nprobe=nprobe, efSearch=ef_search)
     else:
+        from semsearch.models.cross_encoder import CrossEncoder
+        from semsearch.rerank import RERANK_SCORE, Reranker
+
         reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
         results = reranker.search(searcher, queries, k=k, where=where, nprobe=nprobe, efSearch=ef_search)
         score_name = RERANK_SCORE

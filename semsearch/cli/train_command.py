@@ -19,20 +19,8 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_json_lines, print_mapping
 from semsearch.errors import SemsearchError
-from semsearch.losses import OBJECTIVES
 from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.training import (
-    AdapterConfig,
-    DataOptions,
-    OptimizationOptions,
-    RunOptions,
-    TrainingConfig,
-    load_vectors,
-    read_vector_pairs,
-    train_adapter,
-)
-from semsearch.training import train as run_training
-from semsearch.training.cross_trainer import CROSS_METRICS, train_cross_encoder
+from semsearch.options import CROSS_METRICS, OBJECTIVES
 
 DataSource = Annotated[
     str,
@@ -141,6 +129,15 @@ def train(
     """
     if objective is None and not cross_encoder:
         raise SemsearchError(f"--objective is required: choose one of {', '.join(OBJECTIVES)}")
+    from semsearch.training import (
+        DataOptions,
+        OptimizationOptions,
+        RunOptions,
+        TrainingConfig,
+    )
+    from semsearch.training import train as run_training
+    from semsearch.training.cross_trainer import train_cross_encoder
+
     data_options = DataOptions(train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"),
                                form=form, positive_at=positive_at, score_max=score_max, dev_task=dev_task)  # type: ignore[arg-type]  # fmt: skip
     optimization = OptimizationOptions(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
@@ -208,6 +205,8 @@ def train_adapter_command(
     json_output: JsonFlag = False,
 ) -> None:
     """Train an MLP adapter on ready-made vectors (no model needed) from labelled pairs."""
+    from semsearch.training import AdapterConfig, load_vectors, read_vector_pairs, train_adapter
+
     config = AdapterConfig(objective=objective, objective_options=parse_options(option), hidden=hidden,
                            epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed)  # fmt: skip
     if output.exists() and any(output.iterdir()) and not overwrite:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import numpy as np
-
-Similarity = Literal["cosine", "dot", "euclidean", "manhattan"]
-SIMILARITIES: tuple[str, ...] = get_args(Similarity)
 
 
 def paired_similarities(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:

@@ -26,8 +26,9 @@ from semsearch.index.manifest import (
 )
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
-from semsearch.index.tune import DEFAULT_TUNING_QUERIES, TuningResult, tune_against_exact
+from semsearch.index.tune import TuningResult, tune_against_exact
 from semsearch.index.vector_index import prepare_vectors
+from semsearch.options import DEFAULT_TUNING_QUERIES
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ For `mnr`, batch with `NoDuplicatesBatchSampler`, so no text is another row's ne
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal, get_args
+from typing import Any
 
 from semsearch.errors import SemsearchError
 from semsearch.losses.base import SiameseLoss
@@ -37,11 +37,7 @@ from semsearch.losses.sampler import NoDuplicatesBatchSampler
 from semsearch.losses.softmax import SoftmaxLoss
 from semsearch.losses.triplet import TripletLoss
 from semsearch.models import BiEncoder
-
-Objective = Literal[
-    "softmax", "bce", "cosine", "cosent", "triplet", "contrastive", "online-contrastive", "mnr"
-]
-OBJECTIVES: tuple[str, ...] = get_args(Objective)
+from semsearch.options import OBJECTIVES, Objective
 
 LOSSES: dict[str, type[SiameseLoss]] = {
     "softmax": SoftmaxLoss,

@@ -34,6 +34,7 @@ from semsearch.evaluation.pairs import average_precision
 from semsearch.evaluation.sts import _correlation
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import model_kind, resolve_model
+from semsearch.options import CROSS_OBJECTIVES
 from semsearch.training import checkpoint as ckpt
 from semsearch.training.card import HYPER_PARAMETERS, Card, write_card
 from semsearch.training.config import TrainingConfig
@@ -45,9 +46,6 @@ from semsearch.training.data import (
 )
 from semsearch.training.trainer import Trainer, TrainingResult, objective_options
 
-CROSS_OBJECTIVES = ("bce", "softmax")
-# The metrics a cross-encoder run reports.
-CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
 TEXT_COLUMNS = ("sentence1", "sentence2")
 
 

@@ -74,7 +74,7 @@ def test_existing_index_name(built, corpus_file) -> None:
     [
         (["build", "missing.parquet"], "does not exist"),
         (["build", "{corpus}", "--text-column", "body"], "columns are: doc_id, text, topic"),
-        (["build", "{corpus}", "--index", "annoy"], "unknown index type"),
+        (["build", "{corpus}", "--index-type", "annoy"], "unknown index type"),
         (["query", "x", "--index", "nope"], "no index named 'nope'"),
         (["query"], "give either a query"),
     ],

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import DEFAULT_TARGET_RECALL, BuildOptions, build_index
+from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.factory import choose_index
 from semsearch.index.maintain import retune
 from semsearch.index.tune import recall_at_k, tie_aware_recall, tune_index
 from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
+from semsearch.options import DEFAULT_TARGET_RECALL
 
 
 def _clustered(rows: int = 4000, dimension: int = 16, seed: int = 0) -> np.ndarray:

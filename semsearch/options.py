@@ -1,0 +1,35 @@
+"""The names and defaults a user chooses from, kept free of heavy imports.
+
+Why a module of its own: `semsearch --help` shows these in every command's options, and
+it must answer without importing torch, transformers or FAISS (seconds on a small
+machine). The modules that act on them import them from here, so each fact has one home.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, get_args
+
+# Training objectives (semsearch.losses has one module per objective).
+Objective = Literal[
+    "softmax", "bce", "cosine", "cosent", "triplet", "contrastive", "online-contrastive", "mnr"
+]
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+# The objectives a cross-encoder trains with, and the metrics its runs report.
+CROSS_OBJECTIVES = ("bce", "softmax")
+CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
+
+# The similarity functions STS and pair evaluations report side by side.
+Similarity = Literal["cosine", "dot", "euclidean", "manhattan"]
+SIMILARITIES: tuple[str, ...] = get_args(Similarity)
+
+# A fixed nprobe that suits 20k vectors loses a sixth of the neighbours at 300k (measured:
+# recall@10 0.84 at nprobe 32 on IVF2048), so approximate indexes are tuned by default.
+DEFAULT_TARGET_RECALL = 0.95
+DEFAULT_TUNING_QUERIES = 1000
+
+# Candidates the bi-encoder retrieves per query for a cross-encoder to re-order.
+DEFAULT_RERANK_TOP = 100
+
+# The shared data folder beside the project (STS-B, PyPI summaries) that benchmarks read.
+DEFAULT_DATA_DIR = Path("../shared/data")

@@ -1,0 +1,92 @@
+"""The command line starts without the heavy libraries, and its help reads in use order."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from cli.support import runner
+
+from semsearch import __version__
+from semsearch.cli.app import app
+from semsearch.cli.common import COMMAND_ORDER
+
+# Together about 5 s to import on this project's machines: commands that need no model skip
+# them. (FAISS takes 0.1 s, so a build may import it before it checks its corpus.)
+HEAVY = ("torch", "transformers", "scipy", "matplotlib", "sentence_transformers")
+
+
+def _heavy_modules_after(args: list[str]) -> list[str]:
+    """Run `semsearch ARGS` in a fresh interpreter and list the heavy modules it imported."""
+    script = (
+        "import sys\n"
+        "from semsearch.cli.app import app\n"
+        "try:\n"
+        f"    app({args!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('\\nHEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    line = process.stdout.strip().splitlines()[-1]
+    assert line.startswith("HEAVY="), process.stdout + process.stderr
+    return [name for name in line.removeprefix("HEAVY=").split(",") if name]
+
+
+@pytest.fixture()
+def built(cli, corpus_file):
+    result = cli("build", str(corpus_file), "--name", "docs", "--model", cli.model,
+                 "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return cli
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["build", "--help"], ["query", "--help"], ["train", "--help"], ["eval", "sts", "--help"]],
+)
+def test_help_imports_no_heavy_library(args) -> None:
+    assert _heavy_modules_after(args) == []
+
+
+def test_list_info_and_errors_import_no_heavy_library(built) -> None:
+    for args in (["list", "--index-dir", built.index_dir],
+                 ["info", "docs", "--index-dir", built.index_dir],
+                 ["query", "x", "--index", "nope", "--index-dir", built.index_dir],
+                 ["build", "missing.parquet", "--out-dir", built.index_dir]):  # fmt: skip
+        assert _heavy_modules_after(args) == [], args
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"semsearch {__version__}"
+
+
+def test_help_lists_commands_in_use_order() -> None:
+    text = runner.invoke(app, ["--help"]).stdout
+    listed = [line.split()[1] for line in text.splitlines()
+              if line.startswith("│ ") and len(line.split()) > 1 and line.split()[1] in COMMAND_ORDER]  # fmt: skip
+    assert listed[:6] == ["build", "query", "list", "info", "tune", "mine"]
+    assert listed.index("train") > listed.index("rollback") and listed[-1] == "bench"
+
+
+def test_old_index_option_of_build_still_works(cli, corpus_file) -> None:
+    result = cli("build", str(corpus_file), "--name", "old", "--index", "flat", "--model",
+                 cli.model, "--out-dir", cli.index_dir, "--device", "cpu", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "--index-type" in result.stderr
+    assert json.loads(result.stdout)["index"]["factory"].startswith("Flat")
+
+
+def test_second_query_skips_transformers_and_answers_the_same(built) -> None:
+    args = ["query", "guitar", "--index-dir", built.index_dir, "-k", "5", "--json"]
+    first = built(*args)
+    second = built(*args)  # on the traced encoder the first query cached
+    hits = [[json.loads(line) for line in run.stdout.splitlines()] for run in (first, second)]
+    assert first.exit_code == 0 and len(hits[0]) == 5
+    assert [hit["id"] for hit in hits[1]] == [hit["id"] for hit in hits[0]]
+    assert [hit["score"] for hit in hits[1]] == pytest.approx([hit["score"] for hit in hits[0]], abs=1e-5)
+    assert "transformers" not in _heavy_modules_after(args)
