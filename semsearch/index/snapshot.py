@@ -49,8 +49,8 @@ FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 MAX_EF_SEARCH = 8192
 WHERE_CACHE_SIZE = 64
-# An open that finds its folder replaced meanwhile starts again, this many times at most.
-OPEN_ATTEMPTS = 8
+# An open that finds its folder replaced meanwhile starts again, for this long at most.
+OPEN_RETRY_SECONDS = 10.0
 
 
 @dataclass
@@ -285,7 +285,10 @@ def open_snapshot(
     unchanged folder is the index's own.
     """
     cache = cache or SegmentCache()
-    for attempt in range(OPEN_ATTEMPTS):
+    deadline = time.monotonic() + OPEN_RETRY_SECONDS
+    attempt = 0
+    while attempt == 0 or time.monotonic() < deadline:
+        attempt += 1
         before = folder.identity()
         try:
             snapshot = IndexSnapshot(folder, folder.manifest(at), cache)
@@ -297,10 +300,11 @@ def open_snapshot(
                 return snapshot
         log.info("index %r was replaced while it was being opened: opening it again", folder.name)
         cache.clear()
-        time.sleep(0.01 * (attempt + 1))
+        time.sleep(min(0.01 * attempt, 0.2))
     raise SemsearchError(
-        f"index {folder.name!r} was replaced {OPEN_ATTEMPTS} times while it was being opened "
-        "(is 'semsearch build --overwrite' running in a loop?): try again once it has finished"
+        f"index {folder.name!r} was replaced {attempt} times while it was being opened, for "
+        f"{OPEN_RETRY_SECONDS:.0f} s (is 'semsearch build --overwrite' running in a loop?): try "
+        "again once it has finished"
     )
 
 

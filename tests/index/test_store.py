@@ -7,14 +7,24 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
+from index.living_support import build, generated_table, write
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.manifest import generation_file
 from semsearch.index.segment import Segment
-from semsearch.index.store import IndexFolder, find_index, list_indexes, remove_leftovers
+from semsearch.index.store import (
+    IndexFolder,
+    find_index,
+    list_indexes,
+    remove_leftovers,
+    scan_indexes,
+)
+from semsearch.search import Searcher
 
 # Takes the writer lock of the index folder given as argv[1], says so, and holds it.
 HOLD_THE_LOCK = """
@@ -117,3 +127,70 @@ def test_leftovers_of_an_interrupted_writer_are_removed(built) -> None:
     assert built.generations() == [current.generation]
     assert built.manifest() == current
     assert _segment(built).read_index(current.index.metric).size == current.rows
+
+
+def overwrite_while_opening(tmp_path, encoder, seconds: float = 3.0, min_builds: int = 6) -> tuple[int, int, list]:
+    """Rebuild index `docs` with --overwrite in a loop (two corpora of different sizes, so
+    a mixed open sees sizes that disagree) while this thread opens and searches it; the
+    number of opens, of builds, and the errors of the opens."""
+    out = tmp_path / "idx"
+    corpora = [write(generated_table(rows), tmp_path / f"c{rows}.parquet") for rows in (12, 70)]
+    build(corpora[0], out, encoder)
+    stop, builds, failures, opens = threading.Event(), [0], [], 0
+
+    def overwrite() -> None:
+        while not stop.is_set():
+            build(corpora[builds[0] % 2], out, encoder, overwrite=True)
+            builds[0] += 1
+
+    writer = threading.Thread(target=overwrite)
+    writer.start()
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline or builds[0] < min_builds:
+            try:
+                [hits] = Searcher(find_index("docs", out), encoder=encoder).search(["guitar"], k=3)
+                assert len(hits) == 3
+            except Exception as exc:  # noqa: BLE001 - unfixed, a mixed open also raised IndexError
+                failures.append(f"{type(exc).__name__}: {exc}")
+            opens += 1
+    finally:
+        stop.set()
+        writer.join()
+    return opens, builds[0], failures
+
+
+def test_opening_while_build_overwrite_replaces_the_index(tmp_path, tiny_encoder) -> None:
+    opens, builds, failures = overwrite_while_opening(tmp_path, tiny_encoder)
+    assert failures == [] and builds >= 6 and opens > builds
+
+
+def test_the_default_index_is_the_most_recently_built_not_the_last_changed(tmp_path, tiny_encoder) -> None:
+    from semsearch.index.maintain import retune
+
+    out = tmp_path / "idx"
+    corpus = write(generated_table(40), tmp_path / "a.parquet")
+    older = build(corpus, out, tiny_encoder, index="IVF4,Flat", name="older", target_recall=None)
+    build(corpus, out, tiny_encoder, name="newer")
+    retune(older, 0.9)  # a new generation of the older index: manifest.json is the newest file
+    assert older.manifest().generation == 2
+    assert [folder.name for folder in list_indexes(out)] == ["newer", "older"]
+    assert find_index(None, out).name == "newer"
+
+
+def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> None:
+    out = tmp_path / "idx"
+    (out / "bad").mkdir()
+    (out / "bad" / "manifest.json").write_text("{not json")
+    partial = out / ".half.partial"
+    (partial / "segments" / "s000000").mkdir(parents=True)
+    (partial / "segments" / "s000000" / "part-00000.npy").write_bytes(b"x")
+    (out / "notes").mkdir()  # not an index: left out
+    entries = {entry.name: entry for entry in scan_indexes(out)}
+    assert [entry.status for entry in scan_indexes(out)] == ["ok", "broken", "interrupted"]
+    assert "bad/manifest.json is damaged" in entries["bad"].reason and "\n" not in entries["bad"].reason
+    assert "1 parts encoded" in entries["half"].reason and f"rm -rf {partial}" in entries["half"].reason
+    assert [folder.name for folder in list_indexes(out)] == ["docs"]
+    assert find_index("bad", out).name == "bad"  # by name, so that opening it says what is wrong
+    with pytest.raises(SemsearchError, match="is damaged"):
+        find_index("bad", out).manifest()
