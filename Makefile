@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-slow lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,8 +22,12 @@ demo: setup
 	$(VENV)/bin/semsearch query "play chess against the computer" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 
+# The quick suite (under 90 s on a 2-core machine); the slow tests run on the real model.
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(VENV)/bin/python -m pytest -q -m slow
 
 lint: setup
 	$(VENV)/bin/ruff check semsearch tests benchmarks

@@ -1,0 +1,142 @@
+"""How fast the command line answers from a cold start, and where a cold query's time goes.
+
+Each command runs in a fresh interpreter, `--runs` times; the table gives the median wall
+time and the median CPU time (user + system, which a busy machine inflates less). The cold
+query is measured three ways: on the traced encoder (the cache warm, the usual case), on
+the full encoder (`SEMSEARCH_NO_TRACE=1`), and with the trace cache empty (the first query
+after installing, which also writes the trace). The peer is the script a user of
+sentence-transformers and FAISS would write for the same query on the same index files.
+
+    python benchmarks/startup.py --runs 5
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import REPO_ROOT, base_parser, environment, markdown_table, reference_model_path
+
+DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "debian_packages.parquet"
+INDEX = "debian-demo"
+QUERY = "edit photos and images"
+SEMSEARCH = [sys.executable, "-m", "semsearch"]
+
+# Where a cold query's time goes: each stage timed in one fresh interpreter.
+STAGES = """
+import json, sys, time
+from pathlib import Path
+marks = [("start", time.perf_counter())]
+def mark(name): marks.append((name, time.perf_counter()))
+import semsearch.cli.app; mark("import semsearch CLI")
+import torch; mark("import torch")
+import faiss; mark("import faiss")
+import pyarrow.parquet; mark("import pyarrow")
+from semsearch.index.store import find_index
+from semsearch.models.query_encoder import encoder_for_queries
+from semsearch.search import Searcher; mark("import semsearch.search")
+folder = find_index(sys.argv[1], Path(sys.argv[2]))
+encoder = encoder_for_queries(folder.manifest().model, "cpu"); mark("load the encoder")
+searcher = Searcher(folder, encoder=encoder); mark("open the index")
+searcher.search([sys.argv[3]], k=5); mark("first query")
+searcher.search([sys.argv[3]], k=5); mark("second query")
+print(json.dumps({name: round(t - marks[i][1], 4) for i, (name, t) in enumerate(marks[1:])}))
+"""
+
+# The peer: sentence-transformers for the vector, FAISS for the search, pyarrow for the rows.
+PEER = """
+import sys
+import faiss, numpy as np, pyarrow.parquet as pq
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer(sys.argv[1], device="cpu")
+index = faiss.read_index(sys.argv[2])
+vector = model.encode([sys.argv[4]], normalize_embeddings=True).astype(np.float32)
+scores, ids = index.search(vector, 5)
+table = pq.read_table(sys.argv[3])
+print(table.take(ids[0][ids[0] >= 0].tolist()).column("package").to_pylist())
+"""
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child) for one run; a failure stops the benchmark."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 2):
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}): {stderr[-500:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def measure(command: list[str], env: dict[str, str], runs: int, before=None) -> dict:
+    walls, cpus = [], []
+    for _ in range(runs):
+        if before is not None:
+            before()
+        wall, cpu = timed(command, env)
+        walls.append(wall)
+        cpus.append(cpu)
+    return {"wall_s": round(statistics.median(walls), 3), "cpu_s": round(statistics.median(cpus), 3),
+            "wall_runs": [round(w, 3) for w in walls]}  # fmt: skip
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="fresh starts per command")
+    parser.add_argument("--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup")
+    args = parser.parse_args()
+    cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
+    env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache), "SEMSEARCH_NO_TRACE": "0"}
+    index_dir = str(args.index_dir)
+    if not (args.index_dir / INDEX / "manifest.json").is_file():
+        subprocess.run([*SEMSEARCH, "build", str(DEMO_CORPUS), "--name", INDEX, "--id-column",
+                        "package", "--out-dir", index_dir, "--overwrite", "-q"], check=True, env=env)  # fmt: skip
+    query = [*SEMSEARCH, "query", QUERY, "--index", INDEX, "--index-dir", index_dir, "-k", "5"]
+    segment = args.index_dir / INDEX / "segments" / "s000000"
+    peer = [sys.executable, "-c", PEER, str(reference_model_path()),
+            str(next(segment.glob("index-g*.faiss"))), str(next(segment.glob("part-*.parquet"))), QUERY]  # fmt: skip
+
+    def empty_cache() -> None:
+        shutil.rmtree(cache, ignore_errors=True)
+
+    rows = {
+        "semsearch --help": measure([*SEMSEARCH, "--help"], env, args.runs),
+        "semsearch list": measure([*SEMSEARCH, "list", "--index-dir", index_dir], env, args.runs),
+        "semsearch info": measure([*SEMSEARCH, "info", INDEX, "--index-dir", index_dir], env, args.runs),
+        "an error (no such index)": measure([*SEMSEARCH, "query", "x", "--index", "nope",
+                                             "--index-dir", index_dir], env, args.runs),  # fmt: skip
+        "query, first after install (traces)": measure(query, env, args.runs, before=empty_cache),
+        "query, traced encoder": measure(query, env, args.runs),
+        "query, full encoder (SEMSEARCH_NO_TRACE=1)": measure(query, {**env, "SEMSEARCH_NO_TRACE": "1"}, args.runs),
+        "peer: sentence-transformers + FAISS script": measure(peer, env, args.runs),
+    }  # fmt: skip
+    stages = json.loads(subprocess.run([sys.executable, "-c", STAGES, INDEX, index_dir, QUERY],
+                                       check=True, capture_output=True, text=True, env=env).stdout)  # fmt: skip
+    shutil.rmtree(cache, ignore_errors=True)
+    peer_wall = rows["peer: sentence-transformers + FAISS script"]["wall_s"]
+    record = {"benchmark": "startup", "runs": args.runs, "commands": rows, "cold_query_stages_s": stages,
+              "traced_query_vs_peer": round(rows["query, traced encoder"]["wall_s"] / peer_wall, 3),
+              "environment": environment(), "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    results = REPO_ROOT / "benchmarks" / "results" / "startup.jsonl"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    print(markdown_table(["command", "median wall s", "median CPU s", "vs peer (wall)"],
+                         [[name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
+                          for name, row in rows.items()]))  # fmt: skip
+    print()
+    print(markdown_table(["cold query stage", "seconds"], [[k, v] for k, v in stages.items()]))
+    print(f"\nload average at the end: {os.getloadavg()}; appended to {results}")
+
+
+if __name__ == "__main__":
+    main()
