@@ -19,26 +19,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
-from semsearch.index.checksums import HASH_NAME, content_digest, describe_files
+from semsearch.index.checksums import content_digest, describe_files
+from semsearch.index.manifest_fields import (  # noqa: F401 - METRIC_NAMES and SEARCH_PARAMETERS are read from here
+    METRIC_NAMES,
+    SEARCH_PARAMETERS,
+    VECTOR_DTYPES,
+    count,
+    require,
+    text,
+    timestamp,
+    validate_files,
+    validate_index,
+    validate_model,
+    validate_segment,
+    validate_source,
+)
 from semsearch.models.spec import EncoderSpec
 
 MANIFEST_FILE = "manifest.json"
 GENERATIONS_DIR = "generations"
 FORMAT_VERSION = 2
-METRIC_NAMES = ("cosine", "dot", "l2", "manhattan")
-SEARCH_PARAMETERS = ("nprobe", "efSearch")
-VECTOR_DTYPES = ("float32", "float16")
-SEGMENT_NAME = re.compile(r"s\d{6}")
-FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 SEGMENTS_DIR = "segments"
 TRAINED_DIR = "trained"
 CHECKSUM_KEY = "checksum"
-# Known values of the model's and source's fields; tests/index/test_manifest.py checks that
-# they match semsearch.models and semsearch.corpus (which import torch and pyarrow).
-POOLING_MODES = ("mean", "max", "cls", "attention")
-QUANTIZATION_MODES = ("int8",)
-SOURCE_FORMATS = ("parquet", "csv", "tsv", "jsonl")
-HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
 def part_file_names(part: int) -> tuple[str, str, str]:
@@ -141,35 +144,35 @@ class Manifest:
 
     def validate(self) -> None:
         """Raise ValueError naming the first field whose type, range or value cannot be right."""
-        _require(_text(self.name), "name", self.name, "a non-empty string")
-        _require(_count(self.generation) and self.generation >= 1, "generation", self.generation,
+        require(text(self.name), "name", self.name, "a non-empty string")
+        require(count(self.generation) and self.generation >= 1, "generation", self.generation,
                  "an integer >= 1")  # fmt: skip
-        _require(_count(self.next_id), "next_id", self.next_id, "an integer >= 0")
-        _require(_count(self.rows), "rows", self.rows, "an integer >= 0")
-        _require(self.vector_dtype in VECTOR_DTYPES, "vector_dtype", self.vector_dtype,
+        require(count(self.next_id), "next_id", self.next_id, "an integer >= 0")
+        require(count(self.rows), "rows", self.rows, "an integer >= 0")
+        require(self.vector_dtype in VECTOR_DTYPES, "vector_dtype", self.vector_dtype,
                  f"one of {', '.join(VECTOR_DTYPES)}")  # fmt: skip
-        _require(isinstance(self.operation, dict) and _text(self.operation.get("kind")),
+        require(isinstance(self.operation, dict) and text(self.operation.get("kind")),
                  "operation", self.operation, "an object with a kind")  # fmt: skip
-        _require(isinstance(self.semsearch_version, str), "semsearch_version", self.semsearch_version,
+        require(isinstance(self.semsearch_version, str), "semsearch_version", self.semsearch_version,
                  "a string")  # fmt: skip
-        _require(_timestamp(self.created_at), "created_at", self.created_at, "an ISO time")
-        _require(isinstance(self.build_seconds, int | float) and not isinstance(self.build_seconds, bool)
+        require(timestamp(self.created_at), "created_at", self.created_at, "an ISO time")
+        require(isinstance(self.build_seconds, int | float) and not isinstance(self.build_seconds, bool)
                  and self.build_seconds >= 0, "build_seconds", self.build_seconds, "seconds >= 0")  # fmt: skip
-        _require(self.tuning is None or isinstance(self.tuning, dict), "tuning", self.tuning,
+        require(self.tuning is None or isinstance(self.tuning, dict), "tuning", self.tuning,
                  "an object or null")  # fmt: skip
-        _require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
-        _require(self.index_created_at == "" or _timestamp(self.index_created_at),
+        require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
+        require(self.index_created_at == "" or timestamp(self.index_created_at),
                  "index_created_at", self.index_created_at, "an ISO time")  # fmt: skip
-        _validate_model(self.model)
-        _validate_index(self.index)
-        _validate_source(self.source)
-        _require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
+        validate_model(self.model)
+        validate_index(self.index)
+        validate_source(self.source)
+        require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
         for segment in self.segments:
-            _validate_segment(segment)
-        _require(self.rows == sum(segment.live_rows for segment in self.segments), "rows",
+            validate_segment(segment)
+        require(self.rows == sum(segment.live_rows for segment in self.segments), "rows",
                  self.rows, "the live rows of the segments")  # fmt: skip
         if self.files is not None:
-            _validate_files(self.files)
+            validate_files(self.files)
 
     def file_names(self, opened_only: bool = False) -> list[str]:
         """Every file of this generation, as paths under the index folder.
@@ -312,7 +315,7 @@ def created_at(folder: Path, manifest: Manifest) -> str:
             value = json.loads(generation_file(folder, number).read_text(encoding="utf-8"))["created_at"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if _timestamp(value):
+        if timestamp(value):
             return value
     return manifest.created_at
 
@@ -339,91 +342,3 @@ def _known(cls: type, data: dict) -> dict:
     return {key: value for key, value in data.items() if key in names}
 
 
-def _validate_model(model: EncoderSpec) -> None:
-    _require(_text(model.name), "model.name", model.name, "a non-empty string")
-    _require(isinstance(model.fingerprint, str), "model.fingerprint", model.fingerprint, "a string")
-    _require(model.pooling in POOLING_MODES, "model.pooling", model.pooling,
-             f"one of {', '.join(POOLING_MODES)}")  # fmt: skip
-    _require(isinstance(model.normalize, bool), "model.normalize", model.normalize, "true or false")
-    for name in ("max_length", "dimension"):
-        value = getattr(model, name)
-        _require(_count(value) and value >= 1, f"model.{name}", value, "an integer >= 1")
-    _require(model.quantization is None or model.quantization in QUANTIZATION_MODES,
-             "model.quantization", model.quantization, "null or int8")  # fmt: skip
-
-
-def _validate_index(index: IndexSpec) -> None:
-    _require(_text(index.requested), "index.requested", index.requested, "a non-empty string")
-    _require(_text(index.factory), "index.factory", index.factory, "a FAISS factory string")
-    _require(index.metric in METRIC_NAMES, "index.metric", index.metric,
-             f"one of {', '.join(METRIC_NAMES)}")  # fmt: skip
-    _require(isinstance(index.search_params, dict), "index.search_params", index.search_params,
-             f"an object of {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
-    for name, value in index.search_params.items():
-        _require(name in SEARCH_PARAMETERS, f"index.search_params.{name}", value,
-                 f"parameters are {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
-        _require(_count(value) and value >= 1, f"index.search_params.{name}", value, "an integer >= 1")
-    if index.trained_file is not None:
-        _require(_file_name(index.trained_file), "index.trained_file", index.trained_file, "a file name")
-
-
-def _validate_source(source: SourceSpec) -> None:
-    _require(isinstance(source.path, str), "source.path", source.path, "a string")
-    _require(source.format in SOURCE_FORMATS, "source.format", source.format,
-             f"one of {', '.join(SOURCE_FORMATS)}")  # fmt: skip
-    _require(isinstance(source.sha256, str), "source.sha256", source.sha256, "a string")
-    for name in ("rows_read", "rows_skipped"):
-        _require(_count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0")
-    _require(_text(source.text_column), "source.text_column", source.text_column, "a non-empty string")
-    _require(source.id_column is None or _text(source.id_column), "source.id_column",
-             source.id_column, "null or a non-empty string")  # fmt: skip
-
-
-def _validate_segment(segment: SegmentRecord) -> None:
-    _require(isinstance(segment.name, str) and bool(SEGMENT_NAME.fullmatch(segment.name)),
-             "segments.name", segment.name, "s and six digits")  # fmt: skip
-    for name in ("rows", "parts", "index_file_bytes", "deleted"):
-        value = getattr(segment, name)
-        _require(_count(value), f"segments.{name}", value, "an integer >= 0")
-    _require(segment.deleted <= segment.rows, "segments.deleted", segment.deleted, "at most its rows")
-    _require(_file_name(segment.index_file), "segments.index_file", segment.index_file, "a file name")
-    if segment.deleted_file is not None:
-        _require(_file_name(segment.deleted_file), "segments.deleted_file", segment.deleted_file,
-                 "a file name")  # fmt: skip
-
-
-def _validate_files(files: object) -> None:
-    _require(isinstance(files, dict), "files", files, "an object")
-    for name, entry in files.items():  # type: ignore[union-attr]
-        _require(isinstance(entry, dict) and _count(entry.get("bytes"))
-                 and isinstance(entry.get(HASH_NAME), str) and bool(HEX_DIGEST.fullmatch(entry[HASH_NAME])),
-                 f"files.{name}", entry, f"bytes and a 32-digit {HASH_NAME}")  # fmt: skip
-
-
-def _require(condition: bool, name: str, value: object = None, expected: str = "") -> None:
-    if not condition:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
-        raise ValueError(f"field {name} = {shown}, expected {expected}")
-
-
-def _count(value: object) -> bool:
-    """An integer >= 0 (JSON true/false are not numbers here)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _text(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
-def _timestamp(value: object) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        datetime.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _file_name(value: object) -> bool:
-    return isinstance(value, str) and bool(FILE_NAME.fullmatch(value)) and value not in (".", "..")
