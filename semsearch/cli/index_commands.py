@@ -181,4 +181,4 @@ def list_command(
                 continue
             console.print(f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
                           f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}",
-                          markup=False, highlight=False)  # fmt: skip
+                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
