@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,7 +51,12 @@ def plot_heatmap(
             )
     if title:
         axes.set_title(title)
-    figure.savefig(Path(path), dpi=120)
+    # Drawn to a temporary name and renamed, so a failed or interrupted run leaves no
+    # half-written picture under the name asked for.
+    path = Path(path)
+    partial = path.with_name(f".{path.stem}.partial{path.suffix}")
+    figure.savefig(partial, dpi=120)
+    os.replace(partial, path)
 
 
 def _shorten(text: str) -> str:

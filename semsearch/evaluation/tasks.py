@@ -192,6 +192,8 @@ def evaluate_heatmap(
 ) -> HeatmapResult:
     """Write a PNG of the cosine similarity of every pair of the sentences in a text file
     (one a line, two or more); return the matrix."""
+    if png.suffix.lower() != ".png" or png.is_dir():
+        raise SemsearchError(f"--png {png} must name a .png file, e.g. {png / 'heatmap.png' if png.is_dir() else png.with_suffix('.png')}")
     texts = read_lines(sentences)
     if len(texts) < 2:
         raise SemsearchError(

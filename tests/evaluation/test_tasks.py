@@ -85,3 +85,13 @@ def test_heatmap_writes_the_png_and_returns_the_matrix(tmp_path, tiny, sentences
     lines.write_text(sentences[0])
     with pytest.raises(SemsearchError, match="holds 1 sentence: a heat-map needs two or more"):
         evaluate_heatmap(lines, tmp_path / "one.png", tiny)
+
+
+@pytest.mark.parametrize("name", ["folder", "picture.jpg"])
+def test_heatmap_refuses_a_path_that_is_not_a_png_file(tmp_path, tiny, sentences, name) -> None:
+    lines = tmp_path / "s.txt"
+    lines.write_text("\n".join(sentences[:3]))
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SemsearchError, match="must name a .png file"):
+        evaluate_heatmap(lines, tmp_path / name, tiny)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["folder", "s.txt"]
