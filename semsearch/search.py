@@ -135,9 +135,19 @@ class Searcher:
             raise SemsearchError(f"-k must be at least 1, not {k}")
         if not queries or any(not query.strip() for query in queries):
             raise SemsearchError("a query is empty: give some text to search for")
+        return self.search_vectors(queries, self.encoder.encode(queries), k, where, **search_params)
+
+    def search_vectors(
+        self, queries: list[str], vectors: np.ndarray, k: int = 10, where: str | None = None,
+        **search_params: int | None,
+    ) -> list[list[Hit]]:  # fmt: skip
+        """`search` for queries this index's encoder has already embedded (a server encodes
+        the queries of many requests in one batch, then searches each request's own way)."""
+        if k < 1:
+            raise SemsearchError(f"-k must be at least 1, not {k}")
         snapshot = self.snapshot  # one generation for the whole call
         params = {name: int(value) for name, value in search_params.items() if value is not None}
-        vectors = prepare_vectors(self.encoder.encode(queries), snapshot.manifest.index.metric)
+        vectors = prepare_vectors(vectors, snapshot.manifest.index.metric)
         scores, rows = snapshot.search(vectors, k, params, where)
         if snapshot.manifest.index.metric == "l2":
             scores = np.sqrt(np.maximum(scores, 0))  # FAISS returns squared L2 distances
