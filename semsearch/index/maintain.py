@@ -28,6 +28,7 @@ from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
 from semsearch.index.tune import TuningResult, tune_against_exact
 from semsearch.index.vector_index import prepare_vectors
+from semsearch.index.verify import check_opened_files
 from semsearch.options import DEFAULT_TUNING_QUERIES
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ def reindex(
     started = time.perf_counter()
     with folder.writer_lock("reindex"):
         manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
         spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
                             manifest.index.metric, memory_budget)  # fmt: skip
         new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started)
@@ -64,6 +66,7 @@ def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> 
     started = time.perf_counter()
     with folder.writer_lock("compact"):
         manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
         needs_merge = len(manifest.segments) > 1 or any(s.deleted for s in manifest.segments)
         if needs_merge:
             spec = choose_index(manifest.index.requested, max(manifest.rows, 1),
@@ -110,6 +113,7 @@ def retune(
     started = time.perf_counter()
     with folder.writer_lock("tune"):
         manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
         record = max(manifest.segments, key=lambda s: s.rows)
         segment = Segment(folder.segment_dir(record.name), record)
         index = segment.read_index(manifest.index.metric)

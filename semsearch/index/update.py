@@ -21,7 +21,7 @@ from semsearch.corpus import RowFilter, check_id_column, open_corpus, text_hashe
 from semsearch.errors import SemsearchError
 from semsearch.index.filling import add_parts
 from semsearch.index.generation import next_generation, next_segment_number, segment_name
-from semsearch.index.manifest import Manifest, SegmentRecord, write_manifest
+from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.index.parts import encode_part
 from semsearch.index.rows import LiveRows
 from semsearch.index.segment import (
@@ -34,6 +34,7 @@ from semsearch.index.segment import (
 )
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
+from semsearch.index.verify import check_file, check_opened_files
 from semsearch.index.where import WhereEvaluator
 from semsearch.search import check_same_model
 
@@ -70,6 +71,7 @@ def add_rows(
     started = time.perf_counter()
     with folder.writer_lock("add"):
         manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
         text_column, id_column = _columns(manifest, text_column, id_column)
         corpus = open_corpus(corpus_path)
         RowFilter(text_column, id_column).check_columns(corpus)
@@ -127,6 +129,7 @@ def delete_rows(
     started = time.perf_counter()
     with folder.writer_lock("delete"):
         manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
         if where is not None:
             live = LiveRows.read(folder, manifest)
             metadata = pa.concat_tables(
@@ -222,6 +225,7 @@ def _write_segment(
 def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:
     """An empty index like the others: from the trained structure where there is one."""
     if manifest.index.trained_file:
+        check_file(folder, manifest, f"{TRAINED_DIR}/{manifest.index.trained_file}")
         return VectorIndex.read(folder.trained_path(manifest.index.trained_file), manifest.index.metric)
     return VectorIndex.create(manifest.index, manifest.model.dimension)
 

@@ -87,11 +87,26 @@ def check_opened_files(folder: IndexFolder, manifest: Manifest, checked: set[tup
             problem = _content_problem(folder.path / name, name, manifest.files[name])
             checked.add(key)
         if problem:
-            raise SemsearchError(
-                f"index {folder.name!r}: {problem}; the file changed after semsearch wrote it: run "
-                f"'semsearch verify {folder.name}' to find a generation to roll back to, or rebuild "
-                "the index with --overwrite"
-            )
+            raise _changed(folder, problem)
+
+
+def check_file(folder: IndexFolder, manifest: Manifest, name: str) -> None:
+    """Refuse one file of the generation (a trained structure a writer starts from) whose size
+    or hash is not the recorded one."""
+    if manifest.files is None:
+        return
+    problem = _size_problem(name, _stat(folder.path / name), manifest.files.get(name))
+    problem = problem or _content_problem(folder.path / name, name, manifest.files[name])
+    if problem:
+        raise _changed(folder, problem)
+
+
+def _changed(folder: IndexFolder, problem: str) -> SemsearchError:
+    return SemsearchError(
+        f"index {folder.name!r}: {problem}; the file changed after semsearch wrote it: run "
+        f"'semsearch verify {folder.name}' to find a generation to roll back to, or rebuild "
+        "the index with --overwrite"
+    )
 
 
 def verify_index(folder: IndexFolder, generation: int | None = None) -> VerifyReport:

@@ -151,3 +151,20 @@ def test_verify_imports_no_faiss_nor_torch_to_start() -> None:
             "print('torch' in sys.modules, 'faiss' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_writers_refuse_to_build_on_a_changed_file(tmp_path, tiny_encoder) -> None:
+    folder = build(write(generated_table(300), tmp_path / "a.parquet"), tmp_path / "idx",
+                   tiny_encoder, index="IVF4,Flat", target_recall=None)  # fmt: skip
+    trained = folder.path / "trained" / folder.manifest().index.trained_file
+    more = write(generated_table(5, start=1000), tmp_path / "b.parquet")
+    data = bytearray(trained.read_bytes())
+    data[-100:] = bytes(100)
+    trained.write_bytes(bytes(data))
+    with pytest.raises(SemsearchError, match=r"trained/t-g000001\.faiss has the recorded size"):
+        add_rows(folder, more, tiny_encoder)
+    ids = folder.segment_dir("s000000") / "part-00000.ids.npy"
+    ids.write_bytes(ids.read_bytes()[:-8] + bytes(8))
+    with pytest.raises(SemsearchError, match=r"part-00000\.ids\.npy has the recorded size"):
+        delete_rows(folder, ids=["d1"])
+    assert folder.generations() == [1]
