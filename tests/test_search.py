@@ -94,3 +94,13 @@ def test_empty_query_and_bad_k_are_refused(corpus_file, tmp_path, tiny_encoder) 
         searcher.search(["  "])
     with pytest.raises(SemsearchError, match="at least 1"):
         searcher.search(["x"], k=0)
+
+
+def test_refresh_moves_to_a_rebuilt_index_of_the_same_generation(tmp_path, tiny_encoder) -> None:
+    small, large = tmp_path / "small.csv", tmp_path / "large.csv"
+    small.write_text("doc_id,text\n" + "".join(f"{i},small text {i}\n" for i in range(5)))
+    large.write_text("doc_id,text\n" + "".join(f"{i},large text {i}\n" for i in range(30)))
+    searcher = Searcher(_build(small, tmp_path, tiny_encoder), encoder=tiny_encoder)
+    _build(large, tmp_path, tiny_encoder, overwrite=True)  # generation 1 again, another build
+    assert searcher.refresh() and searcher.generation == 1
+    assert len(searcher.search(["text"], k=50)[0]) == 30
