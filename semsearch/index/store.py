@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Iterator
@@ -260,8 +261,8 @@ def _being_replaced(index_dir: Path, name: str | None) -> bool:
 def _interrupted(path: Path) -> IndexEntry:
     name = path.name[1 : -len(PARTIAL_SUFFIX)]
     parts = len(list((path / SEGMENTS_DIR).glob("s*/part-[0-9][0-9][0-9][0-9][0-9].npy")))
-    reason = (f"interrupted build ({parts} parts encoded): run the same 'semsearch build' command "
-              f"again to resume it, or remove it with: rm -rf {path}")  # fmt: skip
+    reason = (f"a build stopped after encoding {parts} parts: run the same 'semsearch build' "
+              f"command again to resume it, or remove it with: rm -rf {shlex.quote(str(path))}")  # fmt: skip
     return IndexEntry(name, path, "interrupted", reason=reason)
 
 

@@ -99,7 +99,7 @@ def test_list_shows_broken_indexes_and_interrupted_builds(built, corpus_file) ->
     assert listing.exit_code == 0, listing.output
     lines = listing.stdout.splitlines()
     assert lines[0].startswith("second") and lines[1].startswith("docs") and "broken:" in lines[1]
-    assert "interrupted build" in lines[2] and f"rm -rf {partial}" in lines[2]
+    assert "interrupted: a build stopped" in lines[2] and f"rm -rf {partial}" in lines[2]
     records = [json.loads(line) for line in built("list", "--index-dir", built.index_dir, "--json").stdout.splitlines()]
     assert [(r["name"], r["status"]) for r in records] == [("second", "ok"), ("docs", "broken"), ("half", "interrupted")]
     assert "manifest.json is damaged" in records[1]["reason"]

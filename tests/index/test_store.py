@@ -189,7 +189,7 @@ def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> No
     entries = {entry.name: entry for entry in scan_indexes(out)}
     assert [entry.status for entry in scan_indexes(out)] == ["ok", "broken", "interrupted"]
     assert "bad/manifest.json is damaged" in entries["bad"].reason and "\n" not in entries["bad"].reason
-    assert "1 parts encoded" in entries["half"].reason and f"rm -rf {partial}" in entries["half"].reason
+    assert "after encoding 1 parts" in entries["half"].reason and f"rm -rf {partial}" in entries["half"].reason
     assert [folder.name for folder in list_indexes(out)] == ["docs"]
     assert find_index("bad", out).name == "bad"  # by name, so that opening it says what is wrong
     with pytest.raises(SemsearchError, match="is damaged"):
