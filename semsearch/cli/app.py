@@ -12,6 +12,7 @@ from semsearch.cli import (  # noqa: F401  (importing a command module registers
     index_commands,
     mine_command,
     query_command,
+    serve_command,
     train_command,
     tune_command,
     verify_command,

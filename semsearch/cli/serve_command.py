@@ -1,0 +1,48 @@
+"""`semsearch serve`: the HTTP API and search page over the indexes in a folder."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, user_errors
+
+
+@app.command()
+@user_errors
+def serve(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Indexes to serve (default: every index in --index-dir).")
+    ] = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    host: Annotated[str, typer.Option(help="Address to bind; 0.0.0.0 exposes the server to the network.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(help="Required on every request when set, and what turns the write "
+                     "endpoints on (default: $SEMSEARCH_API_KEY)."),
+    ] = None,
+    max_batch: Annotated[int, typer.Option(help="Most queries encoded in one model call.")] = 64,
+    max_wait_ms: Annotated[
+        float, typer.Option(help="How long the first query of a batch waits for others.")
+    ] = 3.0,
+    device: Device = "auto",
+) -> None:  # fmt: skip
+    """Serve indexes over HTTP: a JSON API (docs at /docs), Prometheus /metrics and a search page at /.
+
+    Queries arriving together are encoded in one batch; changes made through the API or by
+    `semsearch add`/`delete` in another process are answered from within a second.
+    """
+    import uvicorn
+
+    from semsearch.server.app import create_app
+    from semsearch.server.schemas import ServerConfig
+
+    config = ServerConfig(index_dir=index_dir, names=list(names or []), device=device,
+                          api_key=api_key or os.environ.get("SEMSEARCH_API_KEY") or None,
+                          max_batch=max_batch, max_wait_ms=max_wait_ms)  # fmt: skip
+    typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs); Ctrl-C stops", err=True)
+    uvicorn.run(create_app(config), host=host, port=port, log_level="warning",
+                timeout_graceful_shutdown=30)  # fmt: skip

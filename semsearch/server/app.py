@@ -1,0 +1,269 @@
+"""The HTTP API and search page: `create_app(ServerConfig(...))` gives a FastAPI app.
+
+The model and indexes load once, in the app's lifespan; `/health` answers only after that.
+Queries are encoded by the registry's micro-batchers (a worker thread) and searched in
+the thread pool, so the event loop never waits on the model or on FAISS. Every error is a
+JSON body `{"error": ...}`: 4xx for what the client can fix, 500 with a request id (logged
+with its traceback) for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Annotated
+
+import pyarrow as pa
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from semsearch import __version__
+from semsearch.errors import SemsearchError
+from semsearch.index.living import Index
+from semsearch.server.metrics import ServerMetrics
+from semsearch.server.registry import IndexRegistry, ServedIndex
+from semsearch.server.schemas import DeleteRequest, DocumentsRequest, SearchRequest, ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+class ClientError(Exception):
+    """A request the client must change: answered with `status` and the message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _registry(request: Request) -> IndexRegistry:
+    return request.app.state.registry
+
+
+# Route functions are read by FastAPI from their annotations, which resolve at module level.
+Registry = Annotated[IndexRegistry, Depends(_registry)]
+
+
+def create_app(config: ServerConfig) -> FastAPI:
+    """The API over the indexes `config` names (every index in its folder by default)."""
+    metrics = ServerMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry = await run_in_threadpool(
+            IndexRegistry, config.index_dir, config.names or None, config.device,
+            (config.max_batch, config.max_wait_ms), metrics.batch_size.observe,
+        )  # fmt: skip
+        registry.start_refreshing(config.refresh_every_s)
+        app.state.registry = registry
+        log.info("serving %s", ", ".join(registry.indexes))
+        try:
+            yield
+        finally:
+            registry.close()
+
+    app = FastAPI(title="semsearch", version=__version__, lifespan=lifespan,
+                  description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
+    app.state.config, app.state.metrics = config, metrics
+    _add_error_handling(app, config, metrics)
+    _add_routes(app, config, metrics)
+    return app
+
+
+def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> None:
+    @app.middleware("http")
+    async def measure_and_limit(request: Request, call_next):
+        request.state.request_id = uuid.uuid4().hex[:12]
+        started = time.perf_counter()
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > config.limits.max_body_bytes):
+            response = _error(413, f"the request body is over {config.limits.max_body_bytes} bytes")
+        else:
+            try:
+                response = await call_next(request)
+            except Exception:  # what the handlers below did not turn into a response
+                log.exception("request %s failed", request.state.request_id)
+                response = _error(500, f"internal error (request id {request.state.request_id})")
+        route = request.scope.get("route")
+        metrics.observe(getattr(route, "path", "unmatched"), response.status_code,
+                        time.perf_counter() - started)  # fmt: skip
+        response.headers["X-Request-ID"] = request.state.request_id
+        return response
+
+    @app.exception_handler(ClientError)
+    async def client_error(request: Request, exc: ClientError) -> JSONResponse:
+        return _error(exc.status, str(exc))
+
+    @app.exception_handler(SemsearchError)
+    async def user_error(request: Request, exc: SemsearchError) -> JSONResponse:
+        return _error(400, str(exc))
+
+    @app.exception_handler(LookupError)
+    async def not_found(request: Request, exc: LookupError) -> JSONResponse:
+        return _error(404, str(exc.args[0] if exc.args else exc))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        return _error(422, f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", "invalid"))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        request_id = getattr(request.state, "request_id", "?")
+        log.error("request %s failed", request_id, exc_info=exc)
+        return _error(500, f"internal error (request id {request_id})")
+
+
+def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> None:
+    limits = config.limits
+
+    def authorised(request: Request) -> None:
+        """With an API key set, every endpoint but the page wants it (Bearer or X-API-Key)."""
+        if config.api_key is None:
+            return
+        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+        if not secrets.compare_digest(given.encode(), config.api_key.encode()):
+            raise ClientError(401, "missing or wrong API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'")
+
+    def may_write(request: Request) -> None:
+        if config.api_key is None:
+            raise ClientError(403, "writes are off: start the server with --api-key (or SEMSEARCH_API_KEY) to allow them")
+        authorised(request)
+
+    reader, writer = [Depends(authorised)], [Depends(may_write)]
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> str:
+        return resources.files("semsearch.server").joinpath("page.html").read_text(encoding="utf-8")
+
+    @app.get("/health", dependencies=reader)
+    def health(indexes: Registry) -> JSONResponse:
+        states = {name: {"healthy": s.healthy, "problem": s.problem, "generation": _generation(s)}
+                  for name, s in indexes.indexes.items()}  # fmt: skip
+        ok = all(state["healthy"] for state in states.values())
+        return JSONResponse({"status": "ok" if ok else "degraded", "indexes": states},
+                            status_code=200 if ok else 503)  # fmt: skip
+
+    @app.get("/metrics", dependencies=reader)
+    def prometheus(indexes: Registry) -> Response:
+        for name, served in indexes.indexes.items():
+            metrics.healthy.labels(name).set(1 if served.healthy else 0)
+            if served.searcher is not None:
+                metrics.generation.labels(name).set(served.searcher.generation)
+                metrics.rows.labels(name).set(served.searcher.manifest.rows)
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    @app.get("/search", dependencies=reader)
+    async def search_get(
+        indexes: Registry,
+        q: Annotated[str, Query(description="The query.")],
+        k: Annotated[int, Query(ge=1)] = 10,
+        index: str | None = None,
+        where: str | None = None,
+        nprobe: Annotated[int | None, Query(ge=1)] = None,
+        ef_search: Annotated[int | None, Query(ge=1)] = None,
+    ) -> dict:
+        request = SearchRequest(q=q, k=k, index=index, where=where, nprobe=nprobe, ef_search=ef_search)
+        return await _search(indexes, request)
+
+    @app.post("/search", dependencies=reader)
+    async def search_post(indexes: Registry, request: SearchRequest) -> dict:
+        return await _search(indexes, request)
+
+    async def _search(indexes: IndexRegistry, request: SearchRequest) -> dict:
+        queries = _queries(request)
+        served = _healthy(indexes, request.index)
+        vectors = await asyncio.wrap_future(served.batcher.submit(queries))
+        searcher = served.searcher
+        results = await run_in_threadpool(searcher.search_vectors, queries, vectors, request.k,
+                                          request.where, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
+        return {"index": served.name, "generation": searcher.generation,
+                "results": [{"query": query, "hits": [hit.to_dict(searcher.score_name) for hit in hits]}
+                            for query, hits in zip(queries, results)]}  # fmt: skip
+
+    def _queries(request: SearchRequest) -> list[str]:
+        if (request.q is None) == (request.queries is None):
+            raise ClientError(422, "give either q (one query) or queries (a list), not both")
+        queries = [request.q] if request.q is not None else list(request.queries or [])
+        if not queries or len(queries) > limits.max_queries:
+            raise ClientError(422, f"send 1 to {limits.max_queries} queries per request, not {len(queries)}")
+        if any(not query.strip() for query in queries):
+            raise ClientError(422, "a query is empty: give some text to search for")
+        longest = max(len(query) for query in queries)
+        if longest > limits.max_query_chars:
+            raise ClientError(422, f"a query has {longest} characters; the limit is {limits.max_query_chars}")
+        if request.k > limits.max_k:
+            raise ClientError(422, f"k is {request.k}; the limit is {limits.max_k}")
+        return queries
+
+    @app.get("/indexes", dependencies=reader)
+    def list_served(indexes: Registry) -> list[dict]:
+        return [_summary(served) for served in indexes.indexes.values()]
+
+    @app.get("/indexes/{name}", dependencies=reader)
+    def describe(indexes: Registry, name: str) -> dict:
+        served = indexes.get(name)
+        folder = served.folder
+        generations = [{"generation": m.generation, "created_at": m.created_at, "rows": m.rows,
+                        "operation": {k: v for k, v in m.operation.items() if k != "tried"}}
+                       for m in (folder.manifest(number) for number in folder.generations())]  # fmt: skip
+        return {**_summary(served), "manifest": folder.manifest().to_dict(), "generations": generations}
+
+    @app.post("/indexes/{name}/documents", dependencies=writer)
+    def upsert(indexes: Registry, name: str, body: DocumentsRequest) -> dict:
+        served = _healthy(indexes, name)
+        if len(body.rows) > limits.max_documents:
+            raise ClientError(422, f"{len(body.rows)} rows; the limit is {limits.max_documents} per request")
+        try:
+            table = pa.Table.from_pylist(body.rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ClientError(422, f"the rows do not form a table: {exc}") from None
+        result = Index(served.folder).add(table, encoder=served.searcher.encoder)
+        indexes.refresh(served)
+        return {"index": name, **result.to_dict()}
+
+    @app.delete("/indexes/{name}/documents", dependencies=writer)
+    def delete(indexes: Registry, name: str, body: DeleteRequest) -> dict:
+        served = _healthy(indexes, name)
+        if (body.ids is None) == (body.where is None):
+            raise ClientError(422, "give either ids or where, not both")
+        result = Index(served.folder).delete(ids=body.ids, where=body.where)
+        indexes.refresh(served)
+        return {"index": name, **result.to_dict()}
+
+
+def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:
+    served = indexes.get(name)
+    if not served.healthy or served.batcher is None:
+        raise ClientError(503, f"index {served.name!r} is unavailable: {served.problem}")
+    return served
+
+
+def _generation(served: ServedIndex) -> int | None:
+    return served.searcher.generation if served.searcher is not None else None
+
+
+def _summary(served: ServedIndex) -> dict:
+    if served.searcher is None:
+        return {"name": served.name, "healthy": False, "problem": served.problem}
+    manifest = served.searcher.manifest
+    return {"name": served.name, "healthy": served.healthy, "problem": served.problem,
+            "generation": manifest.generation, "rows": manifest.rows, "index": manifest.index.factory,
+            "metric": manifest.index.metric, "model": manifest.model.name,
+            "columns": [c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")]}  # fmt: skip
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)

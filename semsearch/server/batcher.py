@@ -1,0 +1,102 @@
+"""Dynamic micro-batching: queries that arrive together are encoded in one model call.
+
+Why: a transformer encodes 32 short queries in little more time than one, so a server that
+encodes each request on its own spends its CPU on per-call overhead as load grows. Requests
+put their texts on a queue; one worker thread takes what has arrived, waits at most
+`max_wait_ms` after the first text for more (up to `max_batch` texts), encodes them in one
+call and hands each request its rows. The event loop only awaits a future, so it never
+blocks on the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+@dataclass
+class _Pending:
+    texts: list[str]
+    future: Future
+
+
+class MicroBatcher:
+    """Encodes texts submitted from any thread in shared batches, on one worker thread."""
+
+    def __init__(
+        self,
+        encode: Encode,
+        max_batch: int = 64,
+        max_wait_ms: float = 3.0,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        if max_batch < 1 or max_wait_ms < 0:
+            raise ValueError("max_batch must be at least 1 and max_wait_ms at least 0")
+        self.encode = encode
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_ms / 1000
+        self.on_batch = on_batch
+        self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._run, name="semsearch-encoder", daemon=True)
+        self._worker.start()
+
+    def submit(self, texts: Sequence[str]) -> Future:
+        """A future of the texts' vectors [len(texts), dimension]."""
+        future: Future = Future()
+        self._queue.put(_Pending(list(texts), future))
+        return future
+
+    def close(self) -> None:
+        """Finish what is queued, then stop the worker."""
+        self._queue.put(None)
+        self._worker.join()
+
+    def _run(self) -> None:
+        carried: _Pending | None = None
+        while True:
+            first = carried or self._queue.get()
+            carried = None
+            if first is None:
+                return
+            batch, size = [first], len(first.texts)
+            deadline = time.monotonic() + self.max_wait_s
+            while size < self.max_batch:
+                try:
+                    waiting = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if waiting is None:  # closing: encode what we have, then stop
+                    self._queue.put(None)
+                    break
+                if size + len(waiting.texts) > self.max_batch:
+                    carried = waiting  # it starts the next batch
+                    break
+                batch.append(waiting)
+                size += len(waiting.texts)
+            self._encode(batch, size)
+
+    def _encode(self, batch: list[_Pending], size: int) -> None:
+        texts = [text for pending in batch for text in pending.texts]
+        try:
+            vectors = self.encode(texts)
+        except BaseException as exc:  # each waiting request gets the failure, the worker lives
+            for pending in batch:
+                pending.future.set_exception(exc)
+            return
+        if self.on_batch is not None:
+            self.on_batch(size)
+        start = 0
+        for pending in batch:
+            pending.future.set_result(vectors[start : start + len(pending.texts)])
+            start += len(pending.texts)

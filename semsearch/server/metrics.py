@@ -1,0 +1,44 @@
+"""What `GET /metrics` reports, in Prometheus' text format (the `prometheus_client` library).
+
+Each app gets its own registry, so two servers in one process (tests) count apart.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class ServerMetrics:
+    """Requests, errors, latency, encoder batch sizes and each index's generation and rows."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("semsearch_requests", "HTTP requests answered",
+                                ["route", "status"], registry=self.registry)  # fmt: skip
+        self.errors = Counter("semsearch_errors", "Requests answered with a 4xx or 5xx",
+                              ["route", "status"], registry=self.registry)  # fmt: skip
+        self.latency = Histogram("semsearch_request_seconds", "Time to answer a request",
+                                 ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)  # fmt: skip
+        self.batch_size = Histogram("semsearch_encoder_batch_texts", "Texts per encoder call",
+                                    buckets=BATCH_BUCKETS, registry=self.registry)  # fmt: skip
+        self.generation = Gauge("semsearch_index_generation", "The generation each index answers from",
+                                ["index"], registry=self.registry)  # fmt: skip
+        self.rows = Gauge("semsearch_index_rows", "Live rows of each index", ["index"],
+                          registry=self.registry)  # fmt: skip
+        self.healthy = Gauge("semsearch_index_healthy", "1 when the index answers, 0 when broken",
+                             ["index"], registry=self.registry)  # fmt: skip
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, str(status)).inc()
+        if status >= 400:
+            self.errors.labels(route, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,134 @@
+"""The indexes a server answers from: opened once, kept on their current generation.
+
+Each index gets a `Searcher`; indexes built by the same model share one encoder and one
+micro-batcher. A background thread looks at every index's manifest a few times a second
+and moves its searcher to a new generation (written by the API, or by `semsearch add` in
+another process), so answers follow changes within a second without a restart; searches
+in flight finish on the generation they started with. An index whose folder disappears or
+stops opening is marked unhealthy with the reason, and the others keep serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from semsearch.errors import SemsearchError
+from semsearch.index.store import IndexFolder, find_index, list_indexes
+from semsearch.search import Searcher
+from semsearch.server.batcher import MicroBatcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServedIndex:
+    """One index as the server holds it: its searcher, its encoder's batcher, its health."""
+
+    name: str
+    folder: IndexFolder
+    searcher: Searcher | None
+    batcher: MicroBatcher | None
+    problem: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def healthy(self) -> bool:
+        return self.problem is None and self.searcher is not None
+
+
+class IndexRegistry:
+    """Name -> `ServedIndex`, with one shared encoder per model and a refresher thread."""
+
+    def __init__(
+        self,
+        index_dir: Path,
+        names: list[str] | None,
+        device: str,
+        batching: tuple[int, float],
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        self.index_dir = index_dir
+        self.device = device
+        self.batching = batching
+        self.on_batch = on_batch
+        self._encoders: dict[tuple, tuple[object, MicroBatcher]] = {}
+        folders = [find_index(name, index_dir) for name in names] if names else list_indexes(index_dir)
+        if not folders:
+            raise SemsearchError(
+                f"no indexes to serve in {index_dir}/: build one with `semsearch build`, or "
+                "pass --index-dir"
+            )
+        self.indexes = {folder.name: self._open(folder) for folder in folders}
+        self._stop = threading.Event()
+        self._refresher: threading.Thread | None = None
+
+    def get(self, name: str | None) -> ServedIndex:
+        """The index `name` (or the only one served); a SemsearchError names the choices."""
+        if name is None:
+            if len(self.indexes) == 1:
+                return next(iter(self.indexes.values()))
+            raise SemsearchError(f"several indexes are served: choose one of {', '.join(self.indexes)}")
+        served = self.indexes.get(name)
+        if served is None:
+            raise LookupError(f"no index named {name!r}: served indexes are {', '.join(self.indexes)}")
+        return served
+
+    def start_refreshing(self, every_s: float = 0.25) -> None:
+        self._refresher = threading.Thread(
+            target=self._refresh_loop, args=(every_s,), name="semsearch-refresh", daemon=True
+        )
+        self._refresher.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._refresher is not None:
+            self._refresher.join()
+        for _, batcher in self._encoders.values():
+            batcher.close()
+
+    def refresh(self, served: ServedIndex) -> None:
+        """Move `served` to its current generation, or record why it cannot be opened."""
+        with served.lock:
+            try:
+                if not served.folder.path.is_dir():
+                    raise SemsearchError(f"the index folder {served.folder.path} is gone")
+                if served.searcher is None:
+                    served.searcher, served.batcher = self._searcher(served.folder)
+                elif served.searcher.refresh():
+                    log.info("index %s: now at generation %d", served.name, served.searcher.generation)
+                if served.problem is not None:
+                    log.info("index %s is healthy again", served.name)
+                served.problem = None
+            except Exception as exc:  # one broken index must not stop the others
+                message = str(exc) if isinstance(exc, SemsearchError) else f"{type(exc).__name__}: {exc}"
+                if served.problem != message:
+                    log.warning("index %s is unhealthy: %s", served.name, message)
+                served.problem = message
+
+    def _refresh_loop(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            for served in list(self.indexes.values()):
+                self.refresh(served)
+
+    def _open(self, folder: IndexFolder) -> ServedIndex:
+        searcher, batcher = self._searcher(folder)
+        return ServedIndex(folder.name, folder, searcher, batcher)
+
+    def _searcher(self, folder: IndexFolder) -> tuple[Searcher, MicroBatcher]:
+        """A searcher on `folder` whose encoder is shared with every index of the same model."""
+        spec = folder.manifest().model
+        key = (spec.name, spec.fingerprint, spec.pooling, spec.normalize, spec.max_length,
+               spec.quantization)  # fmt: skip
+        if key not in self._encoders:
+            from semsearch.models.bi_encoder import BiEncoder
+
+            encoder = BiEncoder.for_index(spec, self.device)
+            max_batch, max_wait_ms = self.batching
+            batcher = MicroBatcher(encoder.encode, max_batch, max_wait_ms, self.on_batch)
+            self._encoders[key] = (encoder, batcher)
+        encoder, batcher = self._encoders[key]
+        return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]

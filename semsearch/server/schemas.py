@@ -1,0 +1,67 @@
+"""The server's settings, its limits, and the shapes of its request bodies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from semsearch.index.store import DEFAULT_INDEX_DIR
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask; beyond it the answer is a 4xx naming the limit."""
+
+    max_k: int = 1000
+    max_query_chars: int = 2000
+    max_queries: int = 64
+    max_body_bytes: int = 8 * 2**20
+    max_documents: int = 10_000
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Which indexes to serve and how; `api_key` None turns the write endpoints off."""
+
+    index_dir: Path = DEFAULT_INDEX_DIR
+    names: list[str] = field(default_factory=list)  # empty: every index in index_dir
+    device: str = "auto"
+    api_key: str | None = None
+    limits: Limits = Limits()
+    max_batch: int = 64
+    max_wait_ms: float = 3.0
+    refresh_every_s: float = 0.25
+
+
+class SearchRequest(BaseModel):
+    """`POST /search`: one query (`q`) or many (`queries`), searched the same way."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    q: str | None = Field(None, description="One query.")
+    queries: list[str] | None = Field(None, description="Several queries (instead of q).")
+    k: int = Field(10, ge=1, description="Results per query.")
+    index: str | None = Field(None, description="Index name (optional when one is served).")
+    where: str | None = Field(None, description="SQL condition on the metadata.")
+    nprobe: int | None = Field(None, ge=1, description="IVF lists to visit, this call only.")
+    ef_search: int | None = Field(None, ge=1, description="HNSW candidate list, this call only.")
+
+
+class DocumentsRequest(BaseModel):
+    """`POST /indexes/{name}/documents`: rows to upsert, each with the index's id and text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rows: list[dict[str, Any]] = Field(..., min_length=1)
+
+
+class DeleteRequest(BaseModel):
+    """`DELETE /indexes/{name}/documents`: by ids, or by a SQL condition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[str | int] | None = None
+    where: str | None = None

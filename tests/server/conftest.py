@@ -1,0 +1,44 @@
+"""A served index on the tiny model, and a test client that runs the app's lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.server.app import create_app
+from semsearch.server.schemas import Limits, ServerConfig
+
+API_KEY = "test-key"
+
+
+@pytest.fixture()
+def index_dir(tmp_path: Path, corpus_file: Path, tiny_model_dir: Path) -> Path:
+    folder = tmp_path / "indexes"
+    build_index(BuildOptions(corpus=corpus_file, name="docs", id_column="doc_id",
+                             model=str(tiny_model_dir), out_dir=folder, device="cpu",
+                             show_progress=False))  # fmt: skip
+    return folder
+
+
+def serve(index_dir: Path, **options) -> TestClient:
+    config = ServerConfig(index_dir=index_dir, device="cpu", refresh_every_s=0.05,
+                          limits=Limits(max_k=50, max_queries=8, max_query_chars=200,
+                                        max_body_bytes=100_000), **options)  # fmt: skip
+    return TestClient(create_app(config), raise_server_exceptions=False)
+
+
+@pytest.fixture()
+def client(index_dir: Path) -> Iterator[TestClient]:
+    with serve(index_dir) as test_client:
+        yield test_client
+
+
+@pytest.fixture()
+def writer(index_dir: Path) -> Iterator[TestClient]:
+    with serve(index_dir, api_key=API_KEY) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {API_KEY}"
+        yield test_client

@@ -1,0 +1,39 @@
+"""Starting `semsearch serve` as a real process on a free local port, for the tests that need one."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_server(index_dir: Path, timeout_s: float = 60) -> tuple[subprocess.Popen, str]:
+    """The server process and its base URL, once `/health` answers 200."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(index_dir),
+                                "--port", str(port), "--device", "cpu"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                if response.status == 200:
+                    return process, base
+        except OSError:
+            pass
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited: {process.stderr.read()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s")
+        time.sleep(0.2)

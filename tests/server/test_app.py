@@ -1,0 +1,146 @@
+"""The HTTP API end to end on the tiny model: answers, bad input, auth, writes, live updates."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from server.conftest import API_KEY, serve
+
+from semsearch.index.living import Index
+from semsearch.index.store import find_index
+from semsearch.search import Searcher
+
+
+def _ids(body: dict, query: int = 0) -> list:
+    return [hit["id"] for hit in body["results"][query]["hits"]]
+
+
+def test_health_and_indexes(client) -> None:
+    health = client.get("/health")
+    assert health.status_code == 200 and health.json()["indexes"]["docs"]["generation"] == 1
+    listing = client.get("/indexes").json()
+    assert [(i["name"], i["rows"], i["healthy"]) for i in listing] == [("docs", 12, True)]
+    described = client.get("/indexes/docs").json()
+    assert described["manifest"]["rows"] == 12 and [g["generation"] for g in described["generations"]] == [1]
+
+
+def test_search_answers_like_the_library(client, index_dir, tiny_model_dir, sentences) -> None:
+    searcher = Searcher(find_index("docs", index_dir), device="cpu")
+    expected = [[hit.to_dict() for hit in hits] for hits in searcher.search(sentences[:3], k=4)]
+    got = client.post("/search", json={"queries": sentences[:3], "k": 4}).json()
+    assert got["index"] == "docs" and got["generation"] == 1
+    for query, (result, hits) in enumerate(zip(got["results"], expected)):
+        assert result["query"] == sentences[query]
+        assert [h["id"] for h in result["hits"]] == [h["id"] for h in hits]
+        assert [h["score"] for h in result["hits"]] == pytest.approx([h["score"] for h in hits], abs=1e-5)
+        assert set(result["hits"][0]) == {"query", "rank", "score", "id", "text", "topic"}
+    single = client.get("/search", params={"q": sentences[2], "k": 2, "where": "topic = 'pets'"}).json()
+    assert _ids(single) == ["d2", "d3"] or set(_ids(single)) == {"d2", "d3"}
+
+
+@pytest.mark.parametrize(
+    "method,path,payload,status,message",
+    [
+        ("get", "/search", {"q": " "}, 422, "empty"),
+        ("get", "/search", {"q": "x", "k": 0}, 422, "k"),
+        ("get", "/search", {"q": "x", "k": 51}, 422, "limit is 50"),
+        ("get", "/search", {"q": "x" * 201}, 422, "limit is 200"),
+        ("get", "/search", {"q": "x", "index": "nope"}, 404, "no index named 'nope'"),
+        ("get", "/search", {"q": "x", "where": "topic >>> 1"}, 400, ""),
+        ("get", "/search", {"q": "x", "where": "missing = 1"}, 400, "missing"),
+        ("get", "/search", {"q": "x", "nprobe": -1}, 422, "nprobe"),
+        ("get", "/search", {}, 422, "q"),
+        ("post", "/search", {"q": "x", "queries": ["y"]}, 422, "not both"),
+        ("post", "/search", {"queries": ["x"] * 9}, 422, "1 to 8 queries"),
+        ("post", "/search", {"q": "x", "colour": "red"}, 422, "colour"),
+        ("post", "/search", {"q": 5}, 422, "q"),
+        ("get", "/indexes/nope", None, 404, "no index named 'nope'"),
+        ("post", "/indexes/docs/documents", {"rows": [{"doc_id": "n", "text": "t"}]}, 403, "writes are off"),
+        ("delete", "/indexes/docs/documents", {"ids": ["d1"]}, 403, "writes are off"),
+    ],
+)
+def test_bad_requests_get_one_json_error(client, method, path, payload, status, message) -> None:
+    if method == "get":
+        response = client.get(path, params=payload)
+    else:
+        response = client.request(method.upper(), path, json=payload)
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"] and "Traceback" not in response.text
+
+
+def test_body_over_the_limit(client) -> None:
+    response = client.post("/search", content=b"{" + b" " * 200_000 + b"}",
+                           headers={"content-type": "application/json"})  # fmt: skip
+    assert response.status_code == 413 and "bytes" in response.json()["error"]
+
+
+def test_unexpected_failure_is_a_500_with_a_request_id(client, monkeypatch) -> None:
+    served = client.app.state.registry.get("docs")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(served.searcher, "search_vectors", broken)
+    response = client.get("/search", params={"q": "guitar"})
+    assert response.status_code == 500
+    assert response.json()["error"] == f"internal error (request id {response.headers['x-request-id']})"
+    assert "disk on fire" not in response.text
+
+
+def test_api_key_guards_every_endpoint(index_dir) -> None:
+    with serve(index_dir, api_key=API_KEY) as client:
+        assert client.get("/search", params={"q": "x"}).status_code == 401
+        assert client.get("/indexes").status_code == 401
+        assert client.get("/search", params={"q": "x"}, headers={"X-API-Key": "wrong"}).status_code == 401
+        assert client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY}).status_code == 200
+        assert client.get("/").status_code == 200  # the page holds no data; it sends the key
+
+
+def test_upsert_and_delete_through_the_api(writer) -> None:
+    added = writer.post("/indexes/docs/documents",
+                        json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music"}]})  # fmt: skip
+    assert added.status_code == 200, added.text
+    body = writer.get("/search", params={"q": "A violin concert tonight.", "k": 1}).json()
+    assert _ids(body) == ["n1"] and body["generation"] == 2
+    deleted = writer.request("DELETE", "/indexes/docs/documents", json={"ids": ["n1"]})
+    assert deleted.status_code == 200, deleted.text
+    assert "n1" not in _ids(writer.get("/search", params={"q": "A violin concert tonight.", "k": 12}).json())
+    missing_text = writer.post("/indexes/docs/documents", json={"rows": [{"doc_id": "n2"}]})
+    assert missing_text.status_code == 400 and "text" in missing_text.json()["error"]
+
+
+def test_changes_from_another_writer_are_served_within_a_second(client, index_dir) -> None:
+    Index.open("docs", index_dir).delete(ids=["d0"])
+    deadline = time.monotonic() + 1.0
+    while client.get("/health").json()["indexes"]["docs"]["generation"] != 2:
+        assert time.monotonic() < deadline, "the server did not move to generation 2 within 1 s"
+        time.sleep(0.02)
+    assert "d0" not in _ids(client.get("/search", params={"q": "guitar", "k": 12}).json())
+
+
+def test_a_vanished_index_is_unhealthy_not_fatal(client, index_dir) -> None:
+    import shutil
+
+    shutil.rmtree(index_dir / "docs")
+    deadline = time.monotonic() + 2.0
+    while client.get("/health").status_code != 503:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert client.get("/search", params={"q": "x"}).status_code == 503
+    assert client.get("/metrics").status_code == 200
+
+
+def test_metrics_count_requests_and_batches(client) -> None:
+    client.get("/search", params={"q": "guitar"})
+    client.get("/search", params={"q": "x", "k": 0})
+    text = client.get("/metrics").text
+    assert 'semsearch_requests_total{route="/search",status="200"} 1.0' in text
+    assert 'semsearch_errors_total{route="/search",status="422"} 1.0' in text
+    assert "semsearch_encoder_batch_texts_count 1.0" in text
+    assert 'semsearch_index_generation{index="docs"} 1.0' in text
+
+
+def test_the_page(client) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and '<form id="search">' in page.text

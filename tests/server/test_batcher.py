@@ -1,0 +1,42 @@
+"""Queries submitted together share encoder calls, and each gets its own rows back."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from semsearch.server.batcher import MicroBatcher
+
+
+def test_concurrent_queries_share_batches_and_get_their_own_vectors(tiny_encoder, sentences) -> None:
+    sizes: list[int] = []
+    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50, on_batch=sizes.append)
+    expected = tiny_encoder.encode(sentences)
+    results: dict[int, np.ndarray] = {}
+    start = threading.Barrier(len(sentences))
+
+    def ask(row: int) -> None:
+        start.wait()
+        results[row] = batcher.submit([sentences[row]]).result(timeout=30)
+
+    threads = [threading.Thread(target=ask, args=(row,)) for row in range(len(sentences))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    batcher.close()
+    assert sum(sizes) == len(sentences) and max(sizes) <= 8 and len(sizes) < len(sentences)
+    for row, vector in results.items():
+        np.testing.assert_allclose(vector[0], expected[row], atol=1e-5)
+
+
+def test_a_large_request_is_one_batch_and_a_failure_reaches_its_caller(tiny_encoder, sentences) -> None:
+    sizes: list[int] = []
+    batcher = MicroBatcher(tiny_encoder.encode, max_batch=4, max_wait_ms=1, on_batch=sizes.append)
+    assert batcher.submit(sentences).result(timeout=30).shape == (len(sentences), tiny_encoder.dimension)
+    failing = batcher.submit([None])  # type: ignore[list-item]  (the tokenizer refuses it)
+    assert isinstance(failing.exception(timeout=30), Exception)
+    assert batcher.submit(sentences[:1]).result(timeout=30).shape[0] == 1  # the worker lives on
+    batcher.close()
+    assert sizes == [len(sentences), 1]

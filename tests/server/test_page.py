@@ -1,0 +1,62 @@
+"""The search page in a real headless browser: Debian's chromium, driven by Playwright.
+
+Skipped, saying why, where Playwright or a chromium binary is missing (`.ci/run` installs
+both). With SEMSEARCH_SCREENSHOT=PATH the test also saves its screenshot there (the README's).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+from server.live import start_server
+
+CHROMIUM = os.environ.get("SEMSEARCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture()
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+    if CHROMIUM is None:
+        pytest.skip("no chromium binary: `apt-get install chromium` (or set SEMSEARCH_CHROMIUM)")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def test_typing_a_query_shows_ranked_results(browser, index_dir, tmp_path) -> None:
+    process, base = start_server(index_dir)
+    try:
+        page = browser.new_page(viewport={"width": 1100, "height": 620})
+        page.goto(base)
+        page.wait_for_selector("#index option[value='docs']", state="attached")
+        page.fill("#q", "The cat sleeps on the sofa.")
+        page.fill("#k", "4")
+        page.click("#go")
+        page.wait_for_selector("tr.hit")
+        ids = page.locator("tr.hit td.id").all_inner_texts()
+        assert len(ids) == 4 and ids[0] == "d2"
+        assert "topic" in page.locator("#head").inner_text()
+        page.fill("#where", "topic = 'finance'")
+        page.click("#go")
+        page.wait_for_function("document.querySelectorAll('tr.hit').length === 2")
+        assert set(page.locator("tr.hit td.id").all_inner_texts()) == {"d4", "d5"}
+        page.fill("#where", "nope = 1")
+        page.click("#go")
+        page.wait_for_selector("#status.error")
+        assert "nope" in page.locator("#status").inner_text()
+        page.fill("#where", "")
+        page.click("#go")
+        page.wait_for_selector("tr.hit")
+        shot = tmp_path / "search-page.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.read_bytes()[:4] == b"\x89PNG"
+        if os.environ.get("SEMSEARCH_SCREENSHOT"):
+            shutil.copyfile(shot, Path(os.environ["SEMSEARCH_SCREENSHOT"]))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
