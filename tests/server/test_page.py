@@ -14,7 +14,18 @@ from pathlib import Path
 import pytest
 from server.live import start_server
 
+from semsearch.index.build import BuildOptions, build_index
+
 CHROMIUM = os.environ.get("SEMSEARCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture()
+def real_index_dir(tmp_path: Path, corpus_file: Path) -> Path:
+    """The test corpus indexed by the real default model, so the screenshot shows real ranks."""
+    folder = tmp_path / "indexes"
+    build_index(BuildOptions(corpus=corpus_file, name="docs", id_column="doc_id", out_dir=folder,
+                             device="cpu", show_progress=False))  # fmt: skip
+    return folder
 
 
 @pytest.fixture()
@@ -28,8 +39,9 @@ def browser():
         browser.close()
 
 
-def test_typing_a_query_shows_ranked_results(browser, index_dir, tmp_path) -> None:
-    process, base = start_server(index_dir)
+@pytest.mark.slow
+def test_typing_a_query_shows_ranked_results(browser, real_index_dir, tmp_path) -> None:
+    process, base = start_server(real_index_dir)
     try:
         page = browser.new_page(viewport={"width": 1100, "height": 620})
         page.goto(base)
@@ -50,6 +62,8 @@ def test_typing_a_query_shows_ranked_results(browser, index_dir, tmp_path) -> No
         page.wait_for_selector("#status.error")
         assert "nope" in page.locator("#status").inner_text()
         page.fill("#where", "")
+        page.fill("#q", "my cat naps on the couch")
+        page.fill("#k", "5")
         page.click("#go")
         page.wait_for_selector("tr.hit")
         shot = tmp_path / "search-page.png"
