@@ -54,6 +54,7 @@ from semsearch.index.store import (
 from semsearch.index.tune import DEFAULT_TUNING_QUERIES, TuningResult, tune_against_exact
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.models.truncation import truncation_report
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
     folder = IndexFolder(partial)
     try:
         writer = SegmentWriter(folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors])
-        rows_read, skipped = _encode_parts(corpus, encoder, writer, options)
+        with truncation_report(encoder) as truncated:
+            rows_read, skipped = _encode_parts(corpus, encoder, writer, options)
         parts = writer.part_count()
         segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
         total = sum(len(ids) for ids in segment.part_ids)
@@ -144,7 +146,8 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
         manifest = Manifest(
             name=name, generation=1, rows=total, model=encoder.spec, index=spec, source=source,
             segments=(record,), next_id=rows_read, vector_dtype=STORE_VECTORS[options.store_vectors],
-            operation={"kind": "build", "rows": total, "skipped": skipped},
+            operation={"kind": "build", "rows": total, "skipped": skipped,
+                       "truncated": truncated.cut},
             semsearch_version=__version__, created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
             tuning=tuning.to_dict() if tuning else None,

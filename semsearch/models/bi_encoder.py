@@ -30,6 +30,9 @@ from semsearch.models.model_folder import (
     ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
     ModelFolder,
+    check_model_type,
+    check_tokenizer,
+    loading_errors,
     require_kind,
     resolve_model,
     weights_fingerprint,
@@ -37,6 +40,7 @@ from semsearch.models.model_folder import (
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import check_quantization, quantize_dynamic_int8
 from semsearch.models.spec import EncoderSpec
+from semsearch.models.truncation import TruncationCount
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -76,16 +80,20 @@ class BiEncoder(nn.Module):
         self.name = name
         self.do_lower_case = do_lower_case
         self.quantization: str | None = None
+        self.truncation = TruncationCount()  # texts tokenised and cut, for a build's report
         self._fingerprint: str | None = None
         # A plain dict, so the copy is not registered as a submodule (nor saved, nor trained).
         self._cast_copy: dict = {}
 
     @classmethod
     def for_index(cls, spec: EncoderSpec, device: str = "auto") -> BiEncoder:
-        """The encoder an index records (name, pooling, normalisation, length, quantisation)."""
+        """The encoder an index records (name, pooling, normalisation, length, quantisation).
+
+        A hub model comes from the local cache only: opening an index never downloads.
+        """
         return cls.load(spec.name, pooling=spec.pooling, normalize=spec.normalize,
                         max_length=spec.max_length, device=device,
-                        quantization=spec.quantization)  # fmt: skip
+                        quantization=spec.quantization, local_files_only=True)  # fmt: skip
 
     @classmethod
     def load(
@@ -97,13 +105,15 @@ class BiEncoder(nn.Module):
         max_length: int | None = None,
         device: str = "auto",
         quantization: str | None = None,
+        local_files_only: bool = False,
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config.
 
-        `quantization="int8"` quantises the linear layers for CPU inference (not for training).
+        `quantization="int8"` quantises the linear layers for CPU inference (not for training);
+        `local_files_only` takes a hub model from the local cache, never from the network.
         """
         check_quantization(quantization)
-        folder = resolve_model(name_or_path)
+        folder = resolve_model(name_or_path, local_files_only)
         require_kind(folder, "bi-encoder")
         if pooling is not None and pooling not in POOLING_MODES:
             raise SemsearchError(
@@ -174,7 +184,7 @@ class BiEncoder(nn.Module):
         return self._pool(tokens.last_hidden_state, attention_mask)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, truncated at `max_length`, unpadded."""
+        """Token ids per text, truncated at `max_length` (counted in `truncation`), unpadded."""
         if self.do_lower_case:
             texts = [text.lower() for text in texts]
         encoded = self.tokenizer(
@@ -185,6 +195,7 @@ class BiEncoder(nn.Module):
             return_attention_mask=False,
             return_token_type_ids=False,
         )
+        self.truncation.add(encoded)
         return encoded["input_ids"]
 
     def encode(
@@ -368,13 +379,16 @@ def _autocast(device: torch.device, precision: Precision) -> contextlib.Abstract
 
 def _load_transformer(folder: ModelFolder) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     hf_utils.logging.disable_progress_bar()  # a bar per load is noise in a command's output
-    try:
-        transformer = AutoModel.from_pretrained(folder.transformer_path, attn_implementation="sdpa")
-    except (ValueError, ImportError):  # architectures without SDPA support
-        transformer = AutoModel.from_pretrained(folder.transformer_path)
-    except (OSError, RuntimeError) as exc:
-        raise SemsearchError(f"cannot load the model in {folder.path}: {exc}") from exc
-    tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
+    check_model_type(folder.transformer_path)
+    with loading_errors(folder.path):
+        try:
+            transformer = AutoModel.from_pretrained(
+                folder.transformer_path, attn_implementation="sdpa"
+            )
+        except (ValueError, ImportError):  # architectures without SDPA support
+            transformer = AutoModel.from_pretrained(folder.transformer_path)
+        tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
+    check_tokenizer(folder.path, len(tokenizer), getattr(transformer.config, "vocab_size", 0) or 0)
     if not tokenizer.is_fast:
         raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
     return transformer, tokenizer

@@ -46,6 +46,9 @@ from semsearch.models.model_folder import (
     CROSS_ENCODER_FILE,
     DEFAULT_MODEL,
     ModelFolder,
+    check_model_type,
+    check_tokenizer,
+    loading_errors,
     require_kind,
     resolve_model,
 )
@@ -240,16 +243,16 @@ def _load_classifier(
     hf_utils.logging.disable_progress_bar()
     # A new head is expected to be untrained: the library's warning about it is noise here.
     hf_utils.logging.set_verbosity_error()
+    check_model_type(folder.transformer_path)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            folder.transformer_path, **options
-        )
-        tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
-    except (OSError, ValueError, RuntimeError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SemsearchError(f"cannot load a cross-encoder from {folder.path}: {reason}") from exc
+        with loading_errors(folder.path, "a cross-encoder"):
+            model = AutoModelForSequenceClassification.from_pretrained(
+                folder.transformer_path, **options
+            )
+            tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
     finally:
         hf_utils.logging.set_verbosity(verbosity)
+    check_tokenizer(folder.path, len(tokenizer), getattr(model.config, "vocab_size", 0) or 0)
     if not tokenizer.is_fast:
         raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
     return model, tokenizer

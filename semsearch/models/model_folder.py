@@ -13,11 +13,13 @@ refused with a line that says which it is (`require_kind`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
 from semsearch.errors import SemsearchError
@@ -53,8 +55,12 @@ class ModelFolder:
     pooling_weights: Path | None = None  # the attention scorer, for `attention` pooling
 
 
-def resolve_model(name: str) -> ModelFolder:
-    """Turn a user's model name into a folder, verifying the default model's weights."""
+def resolve_model(name: str, local_files_only: bool = False) -> ModelFolder:
+    """Turn a user's model name into a folder, verifying the default model's weights.
+
+    Only a hub-shaped name (`name` or `org/name`) goes to the Hugging Face hub, and with
+    `local_files_only` (an index's recorded model) only to its local cache.
+    """
     if name == DEFAULT_MODEL:
         folder = _default_model_path()
     elif Path(name).expanduser().is_dir():
@@ -62,9 +68,63 @@ def resolve_model(name: str) -> ModelFolder:
         name = str(folder)  # an absolute path still finds the model from another directory
     elif Path(name).expanduser().exists():
         raise SemsearchError(f"model {name!r} is a file, not a folder: pass a model folder")
+    elif looks_like_path(name):
+        raise SemsearchError(
+            f"no model folder at {name}: pass an existing model folder, a hub name "
+            "(org/name) or 'default' for the embedded model"
+        )
     else:
-        folder = _download_from_hub(name)
+        folder = _download_from_hub(name, local_files_only)
     return _read_folder(name, folder)
+
+
+def looks_like_path(name: str) -> bool:
+    """A name the user meant as a folder: it starts with `.`, `/` or `~`, or has more path
+    separators than a hub name's single `org/name`."""
+    # Hub ids hold neither a backslash nor a colon; on Windows both mark a path.
+    marks = name.startswith((".", "/", "~")) or "\\" in name or ":" in name
+    return marks or name.count("/") > 1
+
+
+def check_model_type(folder: Path) -> None:
+    """Refuse, in one line, a `config.json` whose `model_type` this transformers does not know."""
+    config = _read_json(folder / "config.json")
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type is None:
+        return
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        raise SemsearchError(
+            f"the model in {folder} has model_type {model_type!r}, which transformers "
+            f"{transformers.__version__} does not know: upgrade transformers "
+            "(pip install -U transformers) or use a model of a supported architecture"
+        )
+
+
+def check_tokenizer(folder: Path, tokens: int, model_vocabulary: int) -> None:
+    """Refuse a tokenizer far smaller than the model's vocabulary: transformers builds an
+    empty one, silently, when a folder lacks its tokenizer files."""
+    if tokens * 2 < model_vocabulary:
+        raise SemsearchError(
+            f"the tokenizer in {folder} knows {tokens} tokens but the model has "
+            f"{model_vocabulary}: its tokenizer files (tokenizer.json, vocab.txt, ...) are "
+            "missing or incomplete; copy them from the model's source"
+        )
+
+
+@contextlib.contextmanager
+def loading_errors(folder: Path, what: str = "the model") -> Iterator[None]:
+    """Turn whatever transformers or safetensors raise while loading `folder` (corrupt
+    weights, missing tokenizer files) into one line naming the folder and the problem."""
+    try:
+        yield
+    except SemsearchError:
+        raise
+    except Exception as exc:  # their errors have no common base: OSError, ValueError, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SemsearchError(f"cannot load {what} in {folder}: {reason}") from exc
 
 
 def model_kind(folder: Path) -> ModelKind:
@@ -145,13 +205,18 @@ def _default_model_path() -> Path:
     return folder
 
 
-def _download_from_hub(name: str) -> Path:
+def _download_from_hub(name: str, local_files_only: bool = False) -> Path:
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(repo_id=name))
+        return Path(snapshot_download(repo_id=name, local_files_only=local_files_only))
     except Exception as exc:  # the hub's many errors all mean "not here"
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if local_files_only:
+            raise SemsearchError(
+                f"the index's model {name!r} is not in the local Hugging Face cache, and opening "
+                f"an index never downloads one: fetch it first with `hf download {name}`"
+            ) from exc
         raise SemsearchError(
             f"model {name!r} is not a local folder and could not be fetched from the hub "
             f"({reason}): pass a model folder, or 'default' for the embedded model"
@@ -165,11 +230,12 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
         for module in _read_json(modules_file):
             kind = module.get("type", "").rsplit(".", 1)[-1]
             if kind == "Transformer":
-                transformer_path = folder / module.get("path", "")
+                transformer_path = _module_folder(folder, module.get("path", ""))
             elif kind == "Pooling":
-                pooling = _pooling_mode(_read_json(folder / module["path"] / "config.json"))
+                pooling_folder = _module_folder(folder, module.get("path", ""))
+                pooling = _pooling_mode(_read_json(pooling_folder / "config.json"))
                 if pooling == "attention":
-                    pooling_weights = _attention_weights(folder / module["path"])
+                    pooling_weights = _attention_weights(pooling_folder)
             elif kind == "Normalize":
                 normalize = True
         normalize = bool(normalize)
@@ -187,6 +253,19 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
         do_lower_case=bool(st_config.get("do_lower_case", False)),
         pooling_weights=pooling_weights,
     )
+
+
+def _module_folder(folder: Path, relative: str) -> Path:
+    """A module's folder from `modules.json`, refused if it leads outside the model folder
+    (`../x` or an absolute path): a downloaded folder must not read files elsewhere."""
+    # Windows rules read both separators and drive letters, so they catch either form.
+    windows = PureWindowsPath(relative)
+    if PurePosixPath(relative).is_absolute() or windows.anchor or ".." in windows.parts:
+        raise SemsearchError(
+            f"{folder / 'modules.json'} points a module at {relative!r}, outside the model "
+            "folder: refusing to load it; fix the module's path or use another model"
+        )
+    return folder / relative
 
 
 def _pooling_mode(config: dict) -> str:
