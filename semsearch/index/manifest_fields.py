@@ -102,7 +102,8 @@ def count(value: object) -> bool:
 
 
 def text(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
+    """A non-empty string (a column may be named " ")."""
+    return isinstance(value, str) and value != ""
 
 
 def timestamp(value: object) -> bool:

@@ -60,6 +60,8 @@ class VerifyReport:
         if self.status == "unchecked":
             return (f"{where} records no checksums (written before they were): sizes and row counts "
                     f"are fine; record them with 'semsearch verify {self.name} --record'")  # fmt: skip
+        if self.generation is None:  # the record itself: its message says what to do
+            return self.problems[0]
         more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
         if self.rollback_to is not None:
             advice = (f"roll back with 'semsearch rollback {self.name} {self.rollback_to}' "
@@ -125,8 +127,8 @@ def verify_index(folder: IndexFolder, generation: int | None = None) -> VerifyRe
     if not report.problems:
         report.problems += _structure_problems(folder, manifest)
     report.files = len(manifest.file_names())
-    report.bytes = sum((_stat(folder.path / name) or os.stat_result((0,) * 10)).st_size
-                       for name in manifest.file_names())  # fmt: skip
+    report.bytes = sum(status.st_size for name in manifest.file_names()
+                       if (status := _stat(folder.path / name)) is not None)  # fmt: skip
     if report.problems:
         report.status = "damaged"
         report.rollback_to = _verifying_generation(folder, manifest.generation, results)

@@ -112,3 +112,9 @@ def test_list_and_verify_start_quickly(built) -> None:
                                  capture_output=True, text=True, timeout=60)  # fmt: skip
         assert process.returncode == 0, process.stderr
         assert time.perf_counter() - started < 3  # < 0.5 s unloaded; generous on a busy machine
+
+
+def test_verify_names_an_edited_record_once(built) -> None:
+    _edit_manifest(built, lambda data: data["index"].update(metric="l2"))
+    line = error_line(built("verify", "docs", "--index-dir", built.index_dir))
+    assert "edited after semsearch wrote it" in line and line.count("semsearch rollback docs 1") == 1
