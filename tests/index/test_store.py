@@ -162,7 +162,7 @@ def overwrite_while_opening(tmp_path, encoder, seconds: float = 3.0, min_builds:
 
 def test_opening_while_build_overwrite_replaces_the_index(tmp_path, tiny_encoder) -> None:
     opens, builds, failures = overwrite_while_opening(tmp_path, tiny_encoder)
-    assert failures == [] and builds >= 6 and opens > builds
+    assert failures == [] and builds >= 6 and opens >= 20
 
 
 def test_the_default_index_is_the_most_recently_built_not_the_last_changed(tmp_path, tiny_encoder) -> None:
