@@ -109,11 +109,21 @@ class RowFilter:
     def check_columns(self, corpus: Corpus) -> None:
         """Refuse, before anything is read or encoded, columns that cannot work."""
         for role, column in (("text", self.text_column), ("id", self.id_column)):
+            if column is not None and not column.strip():
+                raise SemsearchError(
+                    f"the {role} column's name is blank: give it a name in {corpus.path.name} "
+                    f"and pass that with --{role}-column"
+                )
             if column is not None and column not in corpus.columns:
                 raise SemsearchError(
                     f"{role} column {column!r} is not in {corpus.path.name}; its columns are: "
                     f"{', '.join(corpus.columns)} (choose one with --{role}-column)"
                 )
+        if self.id_column == self.text_column:
+            raise SemsearchError(
+                f"{self.text_column!r} is both the text and the id column: choose a column of "
+                "ids with --id-column, or leave it out to number the rows"
+            )
         reserved = [name for name in corpus.columns if name in RESERVED_COLUMNS]
         if reserved:
             raise SemsearchError(
@@ -205,6 +215,8 @@ def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Itera
         reader = _open_delimited(corpus.path, corpus.format, column_types=types, columns=columns)
     with reader:
         for batch in reader:
+            if corpus.format == "jsonl":
+                batch.validate(full=True)  # pyarrow's JSON reader takes bytes that are not UTF-8
             if columns is not None and corpus.format == "jsonl":
                 batch = pa.RecordBatch.from_arrays([batch.column(name) for name in columns], columns)
             for start in range(0, batch.num_rows, rows):
@@ -236,6 +248,8 @@ def _unreadable(path: Path, file_format: str, exc: BaseException) -> str:
     reason = _first_line(exc)
     if isinstance(exc, UnicodeDecodeError) or re.search(r"utf-?8", reason, re.IGNORECASE):
         return f"{path.name} is not UTF-8 text ({reason}): {ICONV_HINT}"
+    if "changed from" in reason:  # pyarrow's JSON reader wants one type per field
+        return f"{path.name}: {reason}: give each field one type on every line (e.g. quote numbers)"
     return f"{path} is not a readable {file_format} file ({reason}): check its format"
 
 
@@ -332,8 +346,12 @@ def _check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa
     seen: list[pa.Array] = []
     first_row = 0
     for ids in batches:
-        if ids.null_count:
-            row = first_row + pc.index(pc.is_null(ids), True).as_py()
+        empty = pc.is_null(ids)
+        if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+            blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(ids), ""), False)
+            empty = pc.or_(empty, blank)  # "" is how a CSV writes a missing id
+        if pc.any(empty).as_py():
+            row = first_row + pc.index(empty, True).as_py()
             raise SemsearchError(
                 f"id column {id_column!r} is empty in row {row} of {path.name}: every row needs an id"
             )

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from semsearch.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
+from semsearch.corpus import SOURCE_ROW_COLUMN, RowFilter, count_usable_rows, open_corpus
 from semsearch.errors import SemsearchError
 
 ROWS = [("a", "first text"), ("b", "second, with a comma"), ("c", 'third "quoted"')]
@@ -109,3 +109,85 @@ def test_ids_of_skipped_rows_do_not_count() -> None:
     rows = RowFilter("text", "id")
     kept = rows.apply(pa.record_batch({"id": ["x", "x"], "text": ["", "kept"]}))
     assert kept.num_rows == 1
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [pa.array([[1], [2]]), pa.array([{"x": 1}, {"x": 2}]), pa.array([float("nan"), float("nan")]),
+     pa.array([True, False])],  # fmt: skip
+    ids=["lists", "structs", "NaN", "booleans"],
+)
+def test_ids_that_cannot_be_compared_are_refused_when_the_columns_are_checked(tmp_path, ids) -> None:
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"id": ids, "text": ["a", "b"]}), path)
+    with pytest.raises(SemsearchError, match="ids must be integers or strings"):
+        RowFilter("text", "id").check_columns(open_corpus(path))
+
+
+@pytest.mark.parametrize("reserved", ["_source_row", "_semsearch_id", "_semsearch_text_hash"])
+def test_a_column_named_like_one_of_semsearchs_own_is_refused(tmp_path, reserved) -> None:
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": ["a"], reserved: [1]}), path)
+    with pytest.raises(SemsearchError, match=f"named '{reserved}'.*rename"):
+        RowFilter("text").check_columns(open_corpus(path))
+
+
+def test_a_repeated_header_name_is_refused(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("text,note,note\na,b,c\n")
+    with pytest.raises(SemsearchError, match="more than one column named 'note'"):
+        open_corpus(path)
+
+
+def test_a_latin1_csv_is_refused_with_the_conversion_to_make(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_bytes("text\ncafé au lait\n".encode("latin-1"))
+    with pytest.raises(SemsearchError, match="not UTF-8 text.*iconv -f latin1 -t utf-8"):
+        open_corpus(path)
+
+
+def test_a_byte_that_is_not_utf8_deep_in_a_jsonl_file_says_so(tmp_path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"text": "fine"}\n' * 3 + '{"text": "café"}\n'.encode("latin-1"))
+    with pytest.raises(SemsearchError, match="iconv"):
+        count_usable_rows(open_corpus(path), "text")
+
+
+def test_a_header_only_csv_has_text_columns_and_no_rows(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("id,text\n")
+    corpus = open_corpus(path)
+    assert corpus.schema.field("text").type == pa.string()
+    RowFilter("text", "id").check_columns(corpus)
+    assert count_usable_rows(corpus, "text", "id") == 0
+
+
+def test_a_dictionary_encoded_text_column_is_text(tmp_path) -> None:
+    path = tmp_path / "c.parquet"
+    texts = pa.array(["a", " ", None, "a", "b"]).dictionary_encode()
+    pq.write_table(pa.table({"text": texts}), path)
+    corpus = open_corpus(path)
+    RowFilter("text").check_columns(corpus)
+    assert count_usable_rows(corpus, "text") == 3
+
+
+def test_counting_usable_rows_reads_the_whole_file_and_checks_ids(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("id,text\n1,a\n2,\n3,c\n")
+    corpus = open_corpus(path)
+    assert count_usable_rows(corpus, "text", "id") == 2
+    with pytest.raises(SemsearchError, match="row 1 has a null or empty 'text'"):
+        count_usable_rows(corpus, "text", "id", strict=True)
+    path.write_text("id,text\n1,a\n,b\n")  # a CSV writes a missing id as nothing
+    with pytest.raises(SemsearchError, match="id column 'id' is empty in row 1"):
+        count_usable_rows(open_corpus(path), "text", "id")
+
+
+def test_text_and_id_must_be_named_and_different_columns(tmp_path) -> None:
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"": ["x"], "text": ["a"]}), path)
+    corpus = open_corpus(path)
+    with pytest.raises(SemsearchError, match="name is blank"):
+        RowFilter("").check_columns(corpus)
+    with pytest.raises(SemsearchError, match="both the text and the id column"):
+        RowFilter("text", "text").check_columns(corpus)
