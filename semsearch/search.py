@@ -37,8 +37,13 @@ class Hit:
     metadata: dict
 
     def to_dict(self, score_name: str = "score") -> dict:
-        return {"query": self.query, "rank": self.rank, score_name: self.score, "id": self.id,
-                "text": self.text, **self.metadata}  # fmt: skip
+        """The hit as one flat record; a corpus column named like one of the hit's own fields
+        (a `text` column beside the one embedded) comes as `column:<name>`, not over it."""
+        record = {"query": self.query, "rank": self.rank, score_name: self.score, "id": self.id,
+                  "text": self.text}  # fmt: skip
+        for name, value in self.metadata.items():
+            record[f"column:{name}" if name in record else name] = value
+        return record
 
 
 class Searcher:

@@ -107,9 +107,10 @@ def build(
         print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])
         return
     console.print(
-        f"built [bold]{manifest.name}[/bold]: {manifest.rows} vectors, {manifest.index.factory} "
+        f"built {manifest.name}: {manifest.rows} vectors, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
-        f"in {manifest.build_seconds:.1f} s"
+        f"in {manifest.build_seconds:.1f} s",
+        markup=False,  # a name or path may hold [brackets]
     )
 
 

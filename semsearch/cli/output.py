@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ def print_hits(
     query: str, hits: list[Hit], score_name: str, console: Console, extra: list[str]
 ) -> None:
     """One table per query: rank, score, id, text, then the `extra` columns asked for."""
-    table = Table(title=f"[bold]{query}[/bold]", title_justify="left", expand=False)
+    # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is.
+    table = Table(title=f"[bold]{escape(query)}[/bold]", title_justify="left", expand=False)
     for column in ("rank", score_name, "id", "text", *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
     for hit in hits:
@@ -36,7 +38,7 @@ def print_hits(
         )
         cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id), text]
         cells += [_short(hit.metadata.get(key)) for key in extra]
-        table.add_row(*cells)
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
 
 

@@ -9,10 +9,9 @@ import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
 from semsearch.cli.output import print_json_lines
-from semsearch.index.maintain import retune
 from semsearch.index.store import find_index
-from semsearch.index.tune import DEFAULT_TUNING_QUERIES
 from semsearch.inputs import read_lines
+from semsearch.options import DEFAULT_TUNING_QUERIES
 
 
 @app.command()
@@ -37,6 +36,14 @@ def tune(
 ) -> None:
     """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
     folder = find_index(name, index_dir)
+    index_spec = folder.manifest().index
+    if not index_spec.search_params:  # Flat (or a structure with no knob): a fact, not an error
+        how = "searches exactly" if index_spec.factory == "Flat" else "has no search parameter"
+        if json_output:
+            print_json_lines([{"index": folder.name, "factory": index_spec.factory, "parameter": None}])
+        else:
+            console.print(f"{folder.name}: {index_spec.factory} {how}: nothing to tune", markup=False)
+        return
     texts = read_lines(queries) if queries else None
     vectors = None
     if texts:
@@ -44,6 +51,8 @@ def tune(
 
         encoder = BiEncoder.for_index(folder.manifest().model)
         vectors = encoder.encode(texts)
+    from semsearch.index.maintain import retune
+
     result = retune(folder, target_recall, vectors, k=k, sample=sample)
     if json_output:
         print_json_lines([{"index": folder.name, **result.to_dict()}])
@@ -52,5 +61,6 @@ def tune(
     verdict = "meets" if result.met else "does NOT meet (best found)"
     console.print(
         f"{folder.name}: {result.parameter}={result.value} gives recall@{result.k} {result.recall:.3f} "
-        f"on {result.queries} queries, which {verdict} the target {result.target}\ntried {tried}"
+        f"on {result.queries} queries, which {verdict} the target {result.target}\ntried {tried}",
+        markup=False,
     )

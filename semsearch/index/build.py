@@ -26,7 +26,7 @@ from semsearch import __version__
 from semsearch.corpus import (
     Corpus,
     RowFilter,
-    check_id_column,
+    count_usable_rows,
     file_sha256,
     open_corpus,
     usable_rows,
@@ -51,19 +51,21 @@ from semsearch.index.store import (
     partial_folder,
     publish,
 )
-from semsearch.index.tune import DEFAULT_TUNING_QUERIES, TuningResult, tune_against_exact
+from semsearch.index.tune import TuningResult, tune_against_exact
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.models.truncation import truncation_report
+from semsearch.options import DEFAULT_TARGET_RECALL, DEFAULT_TUNING_QUERIES
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PART_ROWS = 16_384
 TUNING_K = 10
-# A fixed nprobe that suits 20k vectors loses a sixth of the neighbours at 300k (measured:
-# recall@10 0.84 at nprobe 32 on IVF2048), so approximate indexes are tuned by default.
-DEFAULT_TARGET_RECALL = 0.95
 STATE_FILE = "build_state.json"
+# Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
+# SIGTERM handler that exits) or running out of memory (retry with a smaller --batch-size).
+# Any other failure removes the partial folder.
+RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError)
 STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
 
 
@@ -105,17 +107,28 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
     final = Path(options.out_dir) / name
     corpus = open_corpus(options.corpus)
     RowFilter(options.text_column, options.id_column).check_columns(corpus)
-    if options.id_column is not None:
-        check_id_column(corpus, options.id_column)
+    usable = count_usable_rows(corpus, options.text_column, options.id_column, options.strict)
+    if usable == 0:
+        raise SemsearchError(
+            f"{corpus.path.name} has no non-empty {options.text_column!r} texts: nothing to index"
+        )
     if encoder is None:
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
 
         encoder = BiEncoder.load(options.model, device=options.device, quantization=options.quantization)
-    # Check the index choice now, not after an hour of encoding.
-    VectorIndex.create(_choose(options, corpus.num_rows or 1, encoder.dimension), encoder.dimension)
+    # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
+    # not after an hour of encoding.
+    spec = _choose(options, usable, encoder.dimension)
+    VectorIndex.create(spec, encoder.dimension)
     partial = partial_folder(Path(options.out_dir), name)
     source_sha256 = file_sha256(corpus.path)
-    _prepare_partial(partial, _build_state(options, encoder, source_sha256))
+    try:
+        _prepare_partial(partial, _build_state(options, encoder, source_sha256))
+    except OSError as exc:
+        raise SemsearchError(
+            f"cannot write the index into {options.out_dir} ({exc.strerror or exc}): "
+            "choose a folder you can write to with --out-dir"
+        ) from exc
     folder = IndexFolder(partial)
     try:
         writer = SegmentWriter(folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors])
@@ -124,16 +137,17 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
         parts = writer.part_count()
         segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
         total = sum(len(ids) for ids in segment.part_ids)
-        if total == 0:
+        if total != usable:
             raise SemsearchError(
-                f"{corpus.path.name} has no non-empty {options.text_column!r} texts: nothing to index"
+                f"{corpus.path.name} changed while it was being indexed ({usable} rows with a text, "
+                f"then {total}): build again once it stays the same"
             )
-        spec = _choose(options, total, encoder.dimension)
         index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder, 1)
         add_parts(index, segment.iter_parts, total, options.show_progress)
         tuning = None
         if options.target_recall is not None and index.tunable_parameter():
             tuning = _tune(index, segment, encoder, options)
+        if tuning is not None:
             spec = replace(spec, search_params={tuning.parameter: tuning.value})
         index_file = index_file_name(1)
         index_bytes = index.write(writer.folder / index_file)
@@ -155,11 +169,11 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
         write_manifest(partial, manifest)
         (partial / STATE_FILE).unlink()
         publish(partial, final, options.overwrite)
-    except SemsearchError:
-        shutil.rmtree(partial, ignore_errors=True)  # bad input: leave nothing half-written
-        raise
-    except KeyboardInterrupt:
+    except RESUMABLE:
         log.warning("interrupted: run the same command again to resume from %s", partial)
+        raise
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
 
@@ -192,8 +206,17 @@ def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
     return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
 
 
-def _tune(index: VectorIndex, segment: Segment, encoder, options: BuildOptions) -> TuningResult:
-    """Measure recall against exact search over the stored vectors; keep the smallest good value."""
+def _tune(
+    index: VectorIndex, segment: Segment, encoder, options: BuildOptions
+) -> TuningResult | None:
+    """Measure recall against exact search over the stored vectors; keep the smallest good value.
+
+    None for a single row without tuning queries: a sampled row is left out of its own
+    results, so nothing is left to measure recall on (and a search over one row is exact).
+    """
+    if not options.tuning_queries and segment_rows(segment) < 2:
+        log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
+        return None
     if options.tuning_queries:
         query_ids = None
         queries = prepare_vectors(encoder.encode(options.tuning_queries), index.metric)

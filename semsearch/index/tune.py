@@ -21,7 +21,6 @@ import numpy as np
 from semsearch.errors import SemsearchError
 from semsearch.index.vector_index import VectorIndex, exact_knn, higher_is_better
 
-DEFAULT_TUNING_QUERIES = 1000
 SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes differ by rounding
 
 
@@ -86,6 +85,7 @@ def tune_index(
     parameter = index.tunable_parameter()
     if parameter is None:
         raise SemsearchError("this index searches exactly (recall 1.0): there is nothing to tune")
+    k = _reachable_k(exact, query_ids, k)
     if exact_scores is not None and not index.keeps_exact_vectors():
         exact_scores = None  # PQ scores are estimates: compare ids instead
     measure = _recall_measure(index, queries, exact, k, query_ids, parameter, exact_scores)
@@ -103,6 +103,19 @@ def tune_index(
     # measured, the cheapest among equals.
     best = min(tried, key=lambda value: (-tried[value], value))
     return TuningResult(parameter, best, tried[best], target, k, len(queries), False, tried)
+
+
+def _reachable_k(exact: np.ndarray, query_ids: np.ndarray | None, k: int) -> int:
+    """k, or fewer where the index holds fewer other rows than k: with 4 rows a query has at
+    most 3 neighbours besides itself, and recall@10 would never pass 0.3 whatever the setting."""
+    own = 0 if query_ids is None else 1
+    reachable = int(np.min(np.sum(exact >= 0, axis=1))) - own if len(exact) else 0
+    if reachable < 1:
+        raise SemsearchError(
+            "too few rows to measure recall (a sampled row is left out of its own results): "
+            "tune an index of at least 2 rows, or give queries"
+        )
+    return min(k, reachable)
 
 
 def _recall_measure(

@@ -13,7 +13,7 @@ def test_tune_reports_and_stores_the_chosen_value(tmp_path, tiny_model_dir) -> N
     corpus = tmp_path / "c.csv"
     corpus.write_text("text\n" + "".join(f"line {i} on theme {i % 19}\n" for i in range(1200)))
     index_dir = str(tmp_path / "idx")
-    built = runner.invoke(app, ["build", str(corpus), "--index", "ivf", "--model", str(tiny_model_dir),
+    built = runner.invoke(app, ["build", str(corpus), "--index-type", "ivf", "--model", str(tiny_model_dir),
                                 "--out-dir", index_dir])  # fmt: skip
     assert built.exit_code == 0, built.output
     result = runner.invoke(app, ["tune", "c", "--target-recall", "0.9", "--sample", "200",
@@ -25,7 +25,7 @@ def test_tune_reports_and_stores_the_chosen_value(tmp_path, tiny_model_dir) -> N
     assert report["recall"] >= 0.9 or not report["met"]
 
 
-def test_tuning_a_flat_index_is_a_clear_error(tmp_path, tiny_model_dir) -> None:
+def test_tuning_a_flat_index_says_there_is_nothing_to_tune(tmp_path, tiny_model_dir) -> None:
     corpus = tmp_path / "c.csv"
     corpus.write_text("text\nalpha\nbeta\ngamma\n")
     index_dir = str(tmp_path / "idx")
@@ -33,4 +33,19 @@ def test_tuning_a_flat_index_is_a_clear_error(tmp_path, tiny_model_dir) -> None:
         app, ["build", str(corpus), "--model", str(tiny_model_dir), "--out-dir", index_dir]
     )
     result = runner.invoke(app, ["tune", "c", "--index-dir", index_dir])
-    assert result.exit_code == 2 and "nothing to tune" in result.stderr
+    assert result.exit_code == 0 and "nothing to tune" in result.stdout, result.output
+    generations = json.loads(runner.invoke(app, ["info", "c", "--index-dir", index_dir, "--json"]).stdout)
+    assert len(generations["generations"]) == 1  # nothing was written
+
+
+def test_tuning_a_tiny_ivf_index_measures_recall_over_the_rows_there_are(tmp_path, tiny_model_dir) -> None:
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("text\nalpha\nbeta\ngamma\ndelta\n")
+    index_dir = str(tmp_path / "idx")
+    built = runner.invoke(app, ["build", str(corpus), "--index-type", "ivf", "--model",
+                                str(tiny_model_dir), "--out-dir", index_dir])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    result = runner.invoke(app, ["tune", "c", "--index-dir", index_dir, "--json"])
+    report = json.loads(result.stdout)
+    # 4 rows: 3 neighbours besides each sampled row, all found with the one list.
+    assert report["met"] and report["k"] == 3 and report["recall"] == 1.0
