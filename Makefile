@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
-.PHONY: setup demo test test-slow lint bench clean
+.PHONY: setup demo test test-slow fuzz lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,6 +28,13 @@ test: setup
 
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow
+
+# A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
+# through build and query; `make test` runs 100 fixed ones.
+FUZZ_EXAMPLES ?= 2000
+fuzz: setup
+	SEMSEARCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/cli/test_fuzz.py --hypothesis-show-statistics
 
 lint: setup
 	$(VENV)/bin/ruff check semsearch tests benchmarks
