@@ -17,8 +17,9 @@ from semsearch.index.vector_index import prepare_vectors
 
 
 def _options(corpus, out_dir, **changes) -> BuildOptions:
-    return BuildOptions(corpus=corpus, name="docs", id_column="doc_id", out_dir=out_dir,
-                        show_progress=False, **changes)  # fmt: skip
+    changes = {"name": "docs", **changes}
+    return BuildOptions(corpus=corpus, id_column="doc_id", out_dir=out_dir, show_progress=False,
+                        **changes)  # fmt: skip
 
 
 def _only_segment(folder: IndexFolder) -> Segment:
@@ -212,3 +213,73 @@ def test_an_index_over_the_memory_budget_is_refused_before_encoding(
             _options(corpus_file, tmp_path, index="flat", memory_budget=64), encoder=tiny_encoder
         )
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_a_crash_that_is_not_an_interrupt_leaves_no_partial_folder(
+    corpus_file, tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    original = tiny_encoder.encode
+    calls = []
+
+    def crashing_encode(texts, **kwargs):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("a bug, not an interrupt")
+        return original(texts, **kwargs)
+
+    monkeypatch.setattr(tiny_encoder, "encode", crashing_encode)
+    with pytest.raises(RuntimeError):
+        build_index(_options(corpus_file, tmp_path / "out", part_rows=4), encoder=tiny_encoder)
+    assert list((tmp_path / "out").iterdir()) == []  # no hidden .docs.partial to resume
+
+
+def test_a_reserved_column_is_refused_before_encoding(tmp_path, tiny_encoder, monkeypatch) -> None:
+    monkeypatch.setattr(tiny_encoder, "encode", lambda *a, **k: pytest.fail("encoded first"))
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"doc_id": ["a"], "text": ["x"], ID_COLUMN: [7]}), path)
+    with pytest.raises(SemsearchError, match=f"column named '{ID_COLUMN}'"):
+        build_index(_options(path, tmp_path / "out"), encoder=tiny_encoder)
+    assert not (tmp_path / "out").exists()
+
+
+def _texts(tmp_path, rows: int):
+    path = tmp_path / "t.csv"
+    path.write_text("doc_id,text\n" + "".join(f"d{i},text number {i}\n" for i in range(rows)))
+    return path
+
+
+def test_ivfpq_on_too_few_rows_for_its_codebooks_builds_flat_and_says_so(
+    tmp_path, tiny_encoder, caplog
+) -> None:
+    folder = build_index(_options(_texts(tmp_path, 40), tmp_path / "out", index="ivfpq"),
+                         encoder=tiny_encoder)  # fmt: skip
+    spec = folder.manifest().index
+    assert (spec.requested, spec.factory, spec.search_params) == ("ivfpq", "Flat", {})
+    assert "needs at least 256 vectors to train and there are 40" in caplog.text
+
+
+def test_a_one_row_hnsw_index_keeps_its_default_and_is_not_tuned(tmp_path, tiny_encoder) -> None:
+    folder = build_index(_options(_texts(tmp_path, 1), tmp_path / "out", index="hnsw"),
+                         encoder=tiny_encoder)  # fmt: skip
+    manifest = folder.manifest()
+    assert manifest.tuning is None and manifest.index.search_params == {"efSearch": 64}
+
+
+def test_a_four_row_ivf_index_is_tuned_over_the_rows_it_has(tmp_path, tiny_encoder) -> None:
+    folder = build_index(_options(_texts(tmp_path, 4), tmp_path / "out", index="ivf"),
+                         encoder=tiny_encoder)  # fmt: skip
+    tuning = folder.manifest().tuning
+    assert tuning["met"] and tuning["k"] == 3 and tuning["recall"] == 1.0
+
+
+def test_an_out_dir_that_cannot_be_made_is_one_error(corpus_file, tmp_path, tiny_encoder) -> None:
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(SemsearchError, match="cannot write the index into .*--out-dir"):
+        build_index(_options(corpus_file, tmp_path / "a-file" / "indexes"), encoder=tiny_encoder)
+
+
+@pytest.mark.parametrize("name", ["", "x" * 300, "🙂" * 100, ".hidden", "a/b"])
+def test_unusable_names_are_refused(corpus_file, tmp_path, tiny_encoder, name) -> None:
+    with pytest.raises(SemsearchError, match="is not usable"):
+        build_index(_options(corpus_file, tmp_path / "out", name=name), encoder=tiny_encoder)
+    assert not (tmp_path / "out").exists()

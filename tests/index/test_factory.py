@@ -11,6 +11,7 @@ from semsearch.index.factory import (
     choose_index,
     estimate_bytes,
     ivf_list_count,
+    minimum_rows,
     parse_bytes,
 )
 from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
@@ -109,3 +110,23 @@ def test_sizes_parse() -> None:
     assert parse_bytes("4G") == 4 * 2**30 and parse_bytes("512MiB") == 512 * 2**20
     with pytest.raises(SemsearchError, match="size"):
         parse_bytes("lots")
+
+
+def test_minimum_rows_counts_ivf_lists_and_pq_codebooks() -> None:
+    assert minimum_rows("Flat") == minimum_rows("HNSW32,Flat") == 1
+    assert minimum_rows("IVF1024,Flat") == 1024
+    assert minimum_rows("IVF8,PQ48x8") == minimum_rows("OPQ16,IVF4,PQ16") == 256
+    assert minimum_rows("PQ16x4") == 16
+
+
+@pytest.mark.parametrize("requested", ["ivfpq", "IVF1024,Flat", "IVF64,PQ8x8"])
+def test_a_type_that_cannot_train_on_so_few_rows_falls_back_to_flat(requested, caplog) -> None:
+    spec = choose_index(requested, 200, 384, "cosine")
+    assert (spec.requested, spec.factory, spec.search_params) == (requested, "Flat", {})
+    assert "building a flat index (exact search) instead" in caplog.text
+    assert choose_index(requested, 5000, 384, "cosine").factory != "Flat"
+
+
+def test_tiny_ivf_and_hnsw_are_kept_they_can_train_on_any_count() -> None:
+    assert choose_index("ivf", 4, 384, "cosine").factory == "IVF1,Flat"
+    assert choose_index("hnsw", 1, 384, "cosine").factory.startswith("HNSW")

@@ -211,3 +211,23 @@ def test_an_exact_index_is_not_retuned(tmp_path, tiny_encoder) -> None:
     with pytest.raises(SemsearchError, match="nothing to tune"):
         retune(folder, 0.9)
     assert folder.generations() == [1]
+
+
+def test_recall_is_measured_at_the_k_a_tiny_index_can_reach() -> None:
+    vectors = _clustered(4)
+    index = VectorIndex.create(choose_index("ivf", 4, 16, "cosine"), 16)
+    index.train(vectors)
+    index.add(vectors, np.arange(4))
+    queries = np.arange(4)
+    _, exact = _exact(vectors, vectors, 11)
+    result = tune_index(index, vectors, exact, target=0.95, k=10, query_ids=queries)
+    assert result.met and result.k == 3 and result.recall == 1.0 and result.value == 1
+
+
+def test_a_single_row_leaves_nothing_to_measure() -> None:
+    vectors = _clustered(1)
+    index = VectorIndex.create(choose_index("hnsw", 1, 16, "cosine"), 16)
+    index.add(vectors, np.arange(1))
+    _, exact = _exact(vectors, vectors, 11)
+    with pytest.raises(SemsearchError, match="too few rows to measure recall"):
+        tune_index(index, vectors, exact, target=0.95, k=10, query_ids=np.arange(1))
