@@ -129,7 +129,7 @@ def user_errors(command: Command) -> Command:
         except SemsearchError as exc:
             if debugging():
                 raise
-            typer.echo(f"error: {_one_line(exc)}", err=True)
+            typer.echo(f"error: {_one_line(exc, limit=None)}", err=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
@@ -153,10 +153,10 @@ def debugging() -> bool:
     return _debug_flag["on"] or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
 
 
-def _one_line(exc: BaseException, limit: int = 400) -> str:
-    """An exception's message on one line (FAISS and pyarrow write several), not too long."""
+def _one_line(exc: BaseException, limit: int | None = 400) -> str:
+    """An exception's message on one line (FAISS and pyarrow write several), cut at `limit`."""
     text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or "no message"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]

@@ -1,0 +1,106 @@
+"""Every way into the CLI fails cleanly: one line on stderr, a non-zero exit, no traceback,
+nothing left behind; --debug (or SEMSEARCH_DEBUG=1) shows the traceback instead."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cli.support import error_line, runner
+
+from semsearch.cli.app import app
+from semsearch.models.bi_encoder import BiEncoder
+
+
+@pytest.fixture()
+def crashing_encoder(monkeypatch):
+    """The model fails mid-build the way a bug would (not a user's mistake, not an interrupt)."""
+
+    def encode(self, texts, **kwargs):
+        raise RuntimeError("boom\nsecond line of the message")
+
+    monkeypatch.setattr(BiEncoder, "encode", encode)
+
+
+def _corpus(tmp_path):
+    path = tmp_path / "c.csv"
+    path.write_text("text\nalpha\nbeta\ngamma\n")
+    return str(path)
+
+
+def test_an_unexpected_failure_is_one_line_exit_1_and_removes_the_partial_build(
+    tmp_path, cli, crashing_encoder
+) -> None:
+    result = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir, "--json")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert lines[0].startswith("error: build failed unexpectedly with RuntimeError: boom second line")
+    assert "--debug or SEMSEARCH_DEBUG=1" in lines[0]
+    assert [path.name for path in (tmp_path / "idx").iterdir()] == []  # no hidden .c.partial
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_debug_shows_the_traceback(tmp_path, cli, crashing_encoder, monkeypatch, how) -> None:
+    args = ["build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir, "--json"]
+    if how == "flag":
+        args.insert(0, "--debug")
+    else:
+        monkeypatch.setenv("SEMSEARCH_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.invoke(app, args, catch_exceptions=False)
+    # --debug lasts one command: the next one is back to one line.
+    monkeypatch.delenv("SEMSEARCH_DEBUG", raising=False)
+    again = cli(*args[args.index("build"):])
+    assert again.exit_code == 1 and len(again.stderr.strip().splitlines()) == 1
+
+
+def test_user_mistakes_about_folders_and_names_are_one_line(tmp_path, cli) -> None:
+    (tmp_path / "a-file").write_text("x")
+    corpus = _corpus(tmp_path)
+    build = ["build", corpus, "--model", cli.model]
+    assert "is a file" in error_line(cli(*build, "--out-dir", str(tmp_path / "a-file")))
+    assert "cannot write the index" in error_line(
+        cli(*build, "--out-dir", str(tmp_path / "a-file" / "sub"))
+    )
+    assert "'' is not usable" in error_line(cli(*build, "--out-dir", cli.index_dir, "--name", ""))
+    assert "is not usable" in error_line(cli(*build, "--out-dir", cli.index_dir, "--name", "n" * 300))
+    assert not (tmp_path / "idx").exists()
+    query = error_line(cli("query", "alpha", "--index", "n" * 300, "--index-dir", cli.index_dir))
+    assert "File name too long" in query or "no index named" in query
+
+
+def test_a_damaged_metadata_file_is_one_line_when_the_index_opens(tmp_path, cli) -> None:
+    built = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir)
+    assert built.exit_code == 0, built.output
+    (part,) = (tmp_path / "idx" / "c").rglob("part-00000.parquet")
+    data = bytearray(part.read_bytes())
+    data[4:-8] = bytes(len(data) - 12)  # same size, content gone
+    part.write_bytes(bytes(data))
+    error_line(cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir))
+    part.unlink()
+    error_line(cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir))
+
+
+def test_a_corpus_column_named_like_semsearchs_own_is_refused_before_encoding(tmp_path, cli) -> None:
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"text": ["a", "b"], "_semsearch_text_hash": [1, 2]}), path)
+    line = error_line(cli("build", str(path), "--model", cli.model, "--out-dir", cli.index_dir))
+    assert "'_semsearch_text_hash'" in line and "rename" in line
+    assert "encoding" not in line and not (tmp_path / "idx").exists()
+
+
+def test_a_json_hit_keeps_a_column_named_like_its_own_fields(tmp_path, cli) -> None:
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"title": ["alpha", "beta"], "text": ["x", None], "rank": [7, 8]}), path)
+    built = cli("build", str(path), "--text-column", "title", "--model", cli.model,
+                "--out-dir", cli.index_dir)  # fmt: skip
+    assert built.exit_code == 0, built.output
+    result = cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "-k", "2", "--json")
+    hits = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {hit["text"] for hit in hits} == {"alpha", "beta"}
+    assert [hit["rank"] for hit in hits] == [1, 2]
+    assert {hit["column:text"] for hit in hits} == {"x", None}
+    assert {hit["column:rank"] for hit in hits} == {7, 8}
