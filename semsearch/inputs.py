@@ -11,8 +11,13 @@ def read_lines(path: Path) -> list[str]:
     """Non-blank lines of a UTF-8 text file (queries, sentences), stripped."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SemsearchError(f"cannot read {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SemsearchError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): convert it first, "
+            "e.g. iconv -f latin1 -t utf-8 IN > OUT"
+        ) from exc
+    except OSError as exc:
+        raise SemsearchError(f"cannot read {path}: {exc.strerror or exc}") from exc
     texts = [line.strip() for line in lines if line.strip()]
     if not texts:
         raise SemsearchError(f"{path} holds no text: write one per line")

@@ -151,6 +151,7 @@ class Searcher:
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
         snapshot = self.snapshot  # one generation for the whole call
+        k = min(k, max(snapshot.live_rows, 1))  # -k 10**12 must not allocate 10**12 result slots
         params = {name: int(value) for name, value in search_params.items() if value is not None}
         vectors = prepare_vectors(vectors, snapshot.manifest.index.metric)
         scores, rows = snapshot.search(vectors, k, params, where)

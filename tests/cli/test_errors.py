@@ -104,3 +104,15 @@ def test_a_json_hit_keeps_a_column_named_like_its_own_fields(tmp_path, cli) -> N
     assert [hit["rank"] for hit in hits] == [1, 2]
     assert {hit["column:text"] for hit in hits} == {"x", None}
     assert {hit["column:rank"] for hit in hits} == {7, 8}
+
+
+def test_a_huge_k_returns_every_row_and_a_latin1_query_file_says_what_to_do(tmp_path, cli) -> None:
+    built = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir)
+    assert built.exit_code == 0, built.output
+    result = cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir,
+                 "-k", str(10**12), "--json")  # fmt: skip
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 3
+    queries = tmp_path / "q.txt"
+    queries.write_bytes("café\n".encode("latin-1"))
+    line = error_line(cli("query", "--file", str(queries), "--index", "c", "--index-dir", cli.index_dir))
+    assert "not UTF-8" in line and "iconv" in line
