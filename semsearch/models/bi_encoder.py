@@ -38,7 +38,7 @@ from semsearch.models.model_folder import (
     weights_fingerprint,
 )
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
-from semsearch.models.quantize import check_quantization, quantize_dynamic_int8
+from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.truncation import TruncationCount
 
@@ -136,7 +136,10 @@ class BiEncoder(nn.Module):
         encoder.eval()
         encoder = encoder.to(resolve_device(device))
         if quantization == "int8":
-            encoder.transformer = quantize_dynamic_int8(encoder.transformer, encoder.device)
+            texts = list(CALIBRATION_TEXTS)  # one at a time: no padding in the ranges
+            encoder.transformer = quantize_int8(encoder.transformer,
+                                                lambda: encoder.encode(texts, batch_size=1),
+                                                encoder.device)  # fmt: skip
             encoder.quantization = quantization
         return encoder
 
