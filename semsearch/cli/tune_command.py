@@ -9,6 +9,7 @@ import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
 from semsearch.cli.output import print_json_lines
+from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -35,6 +36,8 @@ def tune(
     json_output: JsonFlag = False,
 ) -> None:
     """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
+    if k < 1 or sample < 1:
+        raise SemsearchError(f"-k and --sample must be at least 1, not {min(k, sample)}")
     folder = find_index(name, index_dir)
     index_spec = folder.manifest().index
     if not index_spec.search_params:  # Flat (or a structure with no knob): a fact, not an error

@@ -77,19 +77,21 @@ def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:
 
 
 def minimum_rows(factory: str) -> int:
-    """Vectors FAISS needs to train `factory`: one per IVF list and 2**bits (256 for the usual
-    8) per product-quantizer codebook; fewer make its k-means fail."""
+    """Vectors FAISS needs to make `factory`: one per IVF list, 2**bits (256 for the usual 8)
+    per product-quantizer codebook, 101 for an NSG graph; fewer make FAISS fail."""
     need = 1
     if match := re.search(r"IVF(\d+)", factory):
         need = max(need, int(match[1]))
     for match in re.finditer(r"PQ\d+(?:x(\d+))?", factory):
         need = max(need, 2 ** int(match[1] or 8))
+    if "NSG" in factory:  # its NN-descent graph needs more than 100 points
+        need = max(need, 101)
     return need
 
 
 def parse_bytes(text: str) -> int:
     """'4G', '512MB', '1.5GiB' -> bytes (powers of 1024)."""
-    match = re.fullmatch(r"\s*([\d.]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?b)?\s*", text.lower())
     if not match:
         raise SemsearchError(f"cannot read {text!r} as a size: write it like 512M or 4G")
     return int(float(match[1]) * 1024 ** " kmgt".index(match[2] or " "))
@@ -121,6 +123,12 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
             f"unknown index type {requested!r}: use {', '.join(NAMED_TYPES)} or a FAISS factory "
             "string such as 'IVF1024,Flat' or 'HNSW32,Flat'"
         )
+    if requested.startswith("IDMap"):
+        raise SemsearchError(
+            f"{requested!r}: semsearch keeps each vector's id itself; drop the IDMap prefix"
+        )
+    if (lists := re.search(r"IVF(\d+)", requested)) and int(lists[1]) < 1:
+        raise SemsearchError(f"{requested!r}: an IVF index needs at least 1 list, e.g. IVF16,Flat")
     return IndexSpec(requested, requested, metric, _default_params(requested))
 
 

@@ -54,9 +54,8 @@ def trained_index(
     try:
         index.train(sample_vectors(parts, sample_size)[1])
     except RuntimeError as exc:  # FAISS' own checks, e.g. fewer points than centroids
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise SemsearchError(
-            f"FAISS cannot train {spec.factory} on {sample_size} vectors ({reason}): "
+            f"FAISS cannot train {spec.factory} on {sample_size} vectors ({_faiss_reason(exc)}): "
             "choose another index type"
         ) from exc
     name = f"t-g{generation:06d}.faiss"
@@ -69,5 +68,17 @@ def add_parts(index: VectorIndex, parts: Parts, total: int, show_progress: bool 
     """Add every (ids, vectors) part to `index`, with a progress bar."""
     with tqdm(total=total, desc="indexing", unit="vec", disable=not show_progress) as bar:
         for ids, vectors in parts():
-            index.add(np.asarray(vectors, dtype=np.float32), ids)
+            try:
+                index.add(np.asarray(vectors, dtype=np.float32), ids)
+            except RuntimeError as exc:  # FAISS' own checks, e.g. a graph that needs more rows
+                raise SemsearchError(
+                    f"FAISS cannot add {len(ids)} vectors to this index ({_faiss_reason(exc)}): "
+                    "choose another index type"
+                ) from exc
             bar.update(len(ids))
+
+
+def _faiss_reason(exc: RuntimeError) -> str:
+    """The last line of a FAISS error: the check that failed, without the C++ location."""
+    lines = str(exc).strip().splitlines()
+    return lines[-1].split("Error: ")[-1] if lines else type(exc).__name__

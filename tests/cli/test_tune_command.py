@@ -49,3 +49,9 @@ def test_tuning_a_tiny_ivf_index_measures_recall_over_the_rows_there_are(tmp_pat
     report = json.loads(result.stdout)
     # 4 rows: 3 neighbours besides each sampled row, all found with the one list.
     assert report["met"] and report["k"] == 3 and report["recall"] == 1.0
+
+
+def test_k_and_sample_below_one_are_refused(tmp_path) -> None:
+    for option in ("-k", "--sample"):
+        result = runner.invoke(app, ["tune", "--index-dir", str(tmp_path), option, "0"])
+        assert result.exit_code == 2 and "must be at least 1" in result.stderr

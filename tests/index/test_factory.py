@@ -130,3 +130,17 @@ def test_a_type_that_cannot_train_on_so_few_rows_falls_back_to_flat(requested, c
 def test_tiny_ivf_and_hnsw_are_kept_they_can_train_on_any_count() -> None:
     assert choose_index("ivf", 4, 384, "cosine").factory == "IVF1,Flat"
     assert choose_index("hnsw", 1, 384, "cosine").factory.startswith("HNSW")
+
+
+def test_factory_strings_semsearch_cannot_use_are_refused_up_front() -> None:
+    with pytest.raises(SemsearchError, match="drop the IDMap prefix"):
+        choose_index("IDMap,Flat", 1000, 32, "cosine")
+    with pytest.raises(SemsearchError, match="at least 1 list"):
+        choose_index("IVF0,Flat", 1000, 32, "cosine")
+    assert choose_index("NSG32,Flat", 40, 32, "cosine").factory == "Flat"
+
+
+@pytest.mark.parametrize("text", ["...", "1..2G", "1e9", "G", ""])
+def test_sizes_that_are_not_sizes_are_one_error(text) -> None:
+    with pytest.raises(SemsearchError, match="cannot read"):
+        parse_bytes(text)
