@@ -20,19 +20,16 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
-from transformers import utils as hf_utils
+from transformers import AutoModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from semsearch.errors import SemsearchError
 from semsearch.models.batching import BatchShape, pad, prepared_batches
 from semsearch.models.compiled import FrozenCompiled
+from semsearch.models.loading import load_pretrained, model_max_length
 from semsearch.models.model_folder import (
     ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
     ModelFolder,
-    check_model_type,
-    check_tokenizer,
-    loading_errors,
     require_kind,
     resolve_model,
     weights_fingerprint,
@@ -119,8 +116,8 @@ class BiEncoder(nn.Module):
             raise SemsearchError(
                 f"unknown pooling {pooling!r}: choose one of {', '.join(POOLING_MODES)}"
             )
-        transformer, tokenizer = _load_transformer(folder)
-        model_limit = _model_max_length(transformer, tokenizer)
+        transformer, tokenizer = load_pretrained(folder, AutoModel)
+        model_limit = model_max_length(transformer, tokenizer)
         pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
         encoder = cls(
             transformer=transformer,
@@ -380,23 +377,6 @@ def _autocast(device: torch.device, precision: Precision) -> contextlib.Abstract
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def _load_transformer(folder: ModelFolder) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    hf_utils.logging.disable_progress_bar()  # a bar per load is noise in a command's output
-    check_model_type(folder.transformer_path)
-    with loading_errors(folder.path):
-        try:
-            transformer = AutoModel.from_pretrained(
-                folder.transformer_path, attn_implementation="sdpa"
-            )
-        except (ValueError, ImportError):  # architectures without SDPA support
-            transformer = AutoModel.from_pretrained(folder.transformer_path)
-        tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
-    check_tokenizer(folder.path, len(tokenizer), getattr(transformer.config, "vocab_size", 0) or 0)
-    if not tokenizer.is_fast:
-        raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
-    return transformer, tokenizer
-
-
 def _load_pooling(folder: ModelFolder, mode: PoolingMode | None, dimension: int) -> Pooling:
     """The folder's pooling (with its trained scorer), unless the caller asks for another mode."""
     pooling = Pooling(mode or folder.pooling or "mean", dimension=dimension)
@@ -407,16 +387,6 @@ def _load_pooling(folder: ModelFolder, mode: PoolingMode | None, dimension: int)
 
 def _uses_saved_scorer(folder: ModelFolder, pooling: Pooling) -> bool:
     return pooling.scorer is not None and folder.pooling_weights is not None
-
-
-def _model_max_length(transformer: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
-    positions = getattr(transformer.config, "max_position_embeddings", 512)
-    # RoBERTa-style models reserve two positions for the padding offset.
-    offset = 2 if getattr(transformer.config, "model_type", "") in ("roberta", "xlm-roberta") else 0
-    limits = [positions - offset]
-    if 0 < tokenizer.model_max_length < 1_000_000:
-        limits.append(tokenizer.model_max_length)
-    return min(limits)
 
 
 def _write_json(path: Path, value: object) -> None:

@@ -27,7 +27,6 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSequenceClassification,
-    AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
@@ -39,16 +38,13 @@ from semsearch.models.batching import SORT_CHUNK, pad, plan_batches
 from semsearch.models.bi_encoder import (
     Precision,
     _autocast,
-    _model_max_length,
     resolve_device,
 )
+from semsearch.models.loading import load_pretrained, model_max_length
 from semsearch.models.model_folder import (
     CROSS_ENCODER_FILE,
     DEFAULT_MODEL,
     ModelFolder,
-    check_model_type,
-    check_tokenizer,
-    loading_errors,
     require_kind,
     resolve_model,
 )
@@ -118,7 +114,7 @@ class CrossEncoder(nn.Module):
         label_names: list[str] | None,
         device: str,
     ) -> CrossEncoder:
-        limit = _model_max_length(model, tokenizer)
+        limit = model_max_length(model, tokenizer)
         encoder = cls(model, tokenizer, min(max_length or limit, limit), name, label_names)
         encoder.eval()
         return encoder.to(resolve_device(device))
@@ -240,21 +236,13 @@ def _load_classifier(
     """The transformer with a sequence-classification head; with `num_labels`, a new head."""
     options: dict[str, Any] = {} if num_labels is None else {"num_labels": num_labels}
     verbosity = hf_utils.logging.get_verbosity()
-    hf_utils.logging.disable_progress_bar()
     # A new head is expected to be untrained: the library's warning about it is noise here.
     hf_utils.logging.set_verbosity_error()
-    check_model_type(folder.transformer_path)
     try:
-        with loading_errors(folder.path, "a cross-encoder"):
-            model = AutoModelForSequenceClassification.from_pretrained(
-                folder.transformer_path, **options
-            )
-            tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
+        model, tokenizer = load_pretrained(folder, AutoModelForSequenceClassification,
+                                           "a cross-encoder", sdpa=False, **options)  # fmt: skip
     finally:
         hf_utils.logging.set_verbosity(verbosity)
-    check_tokenizer(folder.path, len(tokenizer), getattr(model.config, "vocab_size", 0) or 0)
-    if not tokenizer.is_fast:
-        raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
     return model, tokenizer
 
 

@@ -13,10 +13,8 @@ refused with a line that says which it is (`require_kind`).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -86,47 +84,6 @@ def looks_like_path(name: str) -> bool:
     return marks or name.count("/") > 1
 
 
-def check_model_type(folder: Path) -> None:
-    """Refuse, in one line, a `config.json` whose `model_type` this transformers does not know."""
-    config = _read_json(folder / "config.json")
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type is None:
-        return
-    import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-
-    if model_type not in CONFIG_MAPPING_NAMES:
-        raise SemsearchError(
-            f"the model in {folder} has model_type {model_type!r}, which transformers "
-            f"{transformers.__version__} does not know: upgrade transformers "
-            "(pip install -U transformers) or use a model of a supported architecture"
-        )
-
-
-def check_tokenizer(folder: Path, tokens: int, model_vocabulary: int) -> None:
-    """Refuse a tokenizer far smaller than the model's vocabulary: transformers builds an
-    empty one, silently, when a folder lacks its tokenizer files."""
-    if tokens * 2 < model_vocabulary:
-        raise SemsearchError(
-            f"the tokenizer in {folder} knows {tokens} tokens but the model has "
-            f"{model_vocabulary}: its tokenizer files (tokenizer.json, vocab.txt, ...) are "
-            "missing or incomplete; copy them from the model's source"
-        )
-
-
-@contextlib.contextmanager
-def loading_errors(folder: Path, what: str = "the model") -> Iterator[None]:
-    """Turn whatever transformers or safetensors raise while loading `folder` (corrupt
-    weights, missing tokenizer files) into one line naming the folder and the problem."""
-    try:
-        yield
-    except SemsearchError:
-        raise
-    except Exception as exc:  # their errors have no common base: OSError, ValueError, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SemsearchError(f"cannot load {what} in {folder}: {reason}") from exc
-
-
 def model_kind(folder: Path) -> ModelKind:
     """`cross-encoder` for a folder saved as one by semsearch or sentence-transformers, or a
     Hugging Face sequence classifier without sentence-transformers modules; `bi-encoder`
@@ -134,12 +91,12 @@ def model_kind(folder: Path) -> ModelKind:
     if (folder / CROSS_ENCODER_FILE).is_file():
         return "cross-encoder"
     st_config = folder / "config_sentence_transformers.json"
-    if st_config.is_file() and _read_json(st_config).get("model_type") == "CrossEncoder":  # type: ignore[union-attr]
+    if st_config.is_file() and read_json(st_config).get("model_type") == "CrossEncoder":  # type: ignore[union-attr]
         return "cross-encoder"
     config = folder / "config.json"
     if (folder / "modules.json").is_file() or not config.is_file():
         return "bi-encoder"
-    architectures = _read_json(config).get("architectures") or []  # type: ignore[union-attr]
+    architectures = read_json(config).get("architectures") or []  # type: ignore[union-attr]
     classifier = any(str(name).endswith("ForSequenceClassification") for name in architectures)
     return "cross-encoder" if classifier else "bi-encoder"
 
@@ -227,13 +184,13 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
     transformer_path, pooling, normalize, pooling_weights = folder, None, None, None
     modules_file = folder / "modules.json"
     if modules_file.is_file():
-        for module in _read_json(modules_file):
+        for module in read_json(modules_file):
             kind = module.get("type", "").rsplit(".", 1)[-1]
             if kind == "Transformer":
                 transformer_path = _module_folder(folder, module.get("path", ""))
             elif kind == "Pooling":
                 pooling_folder = _module_folder(folder, module.get("path", ""))
-                pooling = _pooling_mode(_read_json(pooling_folder / "config.json"))
+                pooling = _pooling_mode(read_json(pooling_folder / "config.json"))
                 if pooling == "attention":
                     pooling_weights = _attention_weights(pooling_folder)
             elif kind == "Normalize":
@@ -242,7 +199,7 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
     if not (transformer_path / "config.json").is_file():
         raise SemsearchError(f"{folder} holds no config.json: it is not a Hugging Face model")
     st_config_file = transformer_path / "sentence_bert_config.json"
-    st_config = _read_json(st_config_file) if st_config_file.is_file() else {}
+    st_config = read_json(st_config_file) if st_config_file.is_file() else {}
     return ModelFolder(
         name=name,
         path=folder,
@@ -294,7 +251,7 @@ def _attention_weights(pooling_folder: Path) -> Path:
     return path
 
 
-def _read_json(path: Path) -> dict | list:
+def read_json(path: Path) -> dict | list:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:

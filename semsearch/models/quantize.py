@@ -32,7 +32,8 @@ SMOOTHING = 0.5  # SmoothQuant's alpha: the share of the activation range moved 
 LEVELS = 127  # symmetric int8
 RESIDUAL_LEVELS = 254  # the second digit: steps of 1/254 of the first digit's step
 # Varied short and long texts whose activations set the smoothing factors; fixed, so the
-# quantised model (and so every vector) is the same at every load.
+# quantised model (and so every vector) is the same at every load. Changing them changes
+# every int8 vector: int8 indexes built before would then need rebuilding.
 CALIBRATION_TEXTS = (
     "A man is playing a guitar.",
     "How do I compress a folder on Linux?",
@@ -128,6 +129,7 @@ def quantize_int8(
         raise SemsearchError(
             "int8 quantisation runs on CPU only: pass --device cpu, or drop --quantize on a GPU"
         )
+    _check_int_mm()
     ranges: dict[str, torch.Tensor] = {}
 
     def recorder(name: str) -> Callable:
@@ -151,3 +153,14 @@ def quantize_int8(
         ranges.setdefault(name, torch.ones(linear.in_features))  # a layer calibration missed
         setattr(parent, attribute, Int8Linear(linear, ranges[name], second))
     return transformer
+
+
+def _check_int_mm() -> None:
+    """torch's int8 matrix product on CPU arrived after the oldest torch semsearch allows."""
+    try:
+        torch._int_mm(torch.ones((17, 8), dtype=torch.int8), torch.ones((8, 8), dtype=torch.int8))
+    except (AttributeError, RuntimeError, NotImplementedError) as exc:
+        raise SemsearchError(
+            f"int8 needs torch's int8 matrix product on CPU, which torch {torch.__version__} "
+            "lacks: upgrade torch (pip install -U torch) or drop --quantize"
+        ) from exc

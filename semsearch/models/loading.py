@@ -1,0 +1,92 @@
+"""Loading a model folder's transformer and tokenizer with transformers, failures as one line.
+
+Why: transformers reports a broken folder in many ways (a `ValueError` for an unknown
+`model_type`, a safetensors error for corrupt weights, an `OSError` for a missing file) and
+builds an empty tokenizer, silently, when the tokenizer files are missing. Both encoders
+load through `load_pretrained`, so every such folder is refused with one line that names
+it and says what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import transformers
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import utils as hf_utils
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+from semsearch.errors import SemsearchError
+from semsearch.models.model_folder import ModelFolder, read_json
+
+
+def load_pretrained(
+    folder: ModelFolder, auto_class: Any, what: str = "the model", sdpa: bool = True, **options: Any
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """`auto_class.from_pretrained(**options)` (with `sdpa`, SDPA attention where the
+    architecture has it) and the folder's fast tokenizer; `what` names the model in errors."""
+    hf_utils.logging.disable_progress_bar()  # a bar per load is noise in a command's output
+    check_model_type(folder.transformer_path)
+    with loading_errors(folder.path, what):
+        try:
+            attention = {"attn_implementation": "sdpa"} if sdpa else {}
+            model = auto_class.from_pretrained(folder.transformer_path, **attention, **options)
+        except (ValueError, ImportError):  # architectures without SDPA support
+            if not sdpa:
+                raise
+            model = auto_class.from_pretrained(folder.transformer_path, **options)
+        tokenizer = AutoTokenizer.from_pretrained(folder.transformer_path)
+    check_tokenizer(folder.path, len(tokenizer), getattr(model.config, "vocab_size", 0) or 0)
+    if not tokenizer.is_fast:
+        raise SemsearchError(f"the tokenizer in {folder.path} has no fast (Rust) version")
+    return model, tokenizer
+
+
+def model_max_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
+    """The most tokens the model's positions and its tokenizer allow."""
+    positions = getattr(model.config, "max_position_embeddings", 512)
+    # RoBERTa-style models reserve two positions for the padding offset.
+    offset = 2 if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta") else 0
+    limits = [positions - offset]
+    if 0 < tokenizer.model_max_length < 1_000_000:
+        limits.append(tokenizer.model_max_length)
+    return min(limits)
+
+
+def check_model_type(folder: Path) -> None:
+    """Refuse, in one line, a `config.json` whose `model_type` this transformers does not know."""
+    config = read_json(folder / "config.json")
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type is not None and model_type not in CONFIG_MAPPING_NAMES:
+        raise SemsearchError(
+            f"the model in {folder} has model_type {model_type!r}, which transformers "
+            f"{transformers.__version__} does not know: upgrade transformers "
+            "(pip install -U transformers) or use a model of a supported architecture"
+        )
+
+
+def check_tokenizer(folder: Path, tokens: int, model_vocabulary: int) -> None:
+    """Refuse a tokenizer far smaller than the model's vocabulary: transformers builds an
+    empty one, silently, when a folder lacks its tokenizer files."""
+    if tokens * 2 < model_vocabulary:
+        raise SemsearchError(
+            f"the tokenizer in {folder} knows {tokens} tokens but the model has "
+            f"{model_vocabulary}: its tokenizer files (tokenizer.json, vocab.txt, ...) are "
+            "missing or incomplete; copy them from the model's source"
+        )
+
+
+@contextlib.contextmanager
+def loading_errors(folder: Path, what: str = "the model") -> Iterator[None]:
+    """Turn whatever transformers or safetensors raise while loading `folder` (corrupt
+    weights, missing files) into one line naming the folder and the problem."""
+    try:
+        yield
+    except SemsearchError:
+        raise
+    except Exception as exc:  # their errors have no common base: OSError, ValueError, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SemsearchError(f"cannot load {what} in {folder}: {reason}") from exc
