@@ -25,6 +25,7 @@ DEFAULT_EF_SEARCH = 64
 DEFAULT_NPROBE = 32
 # FAISS wants about 39 training points per centroid at least; more gives better centroids.
 MIN_POINTS_PER_CENTROID = 39
+MANHATTAN_FACTORIES = re.compile(r"(PCA\d+,)?(Flat|IVF\d+,Flat|HNSW\d*(,Flat)?)")
 
 
 def choose_index(
@@ -42,6 +43,7 @@ def choose_index(
         kinds = ["flat"] if rows <= AUTO_EXACT_LIMIT else []
         kinds += ["ivf", "ivfpq"] if memory_budget is not None else ["ivf"]
         specs = [_named_spec(kind, requested, rows, dimension, metric) for kind in kinds]
+        specs = [spec for spec in specs if _usable(spec, rows)]  # flat and ivf always are
         for spec in specs:
             if (
                 memory_budget is None
@@ -56,10 +58,24 @@ def choose_index(
             "(exact search) instead", spec.factory, minimum_rows(spec.factory), rows,
         )  # fmt: skip
         spec = IndexSpec(requested, "Flat", metric, {})
+    if not _usable(spec, rows):
+        raise SemsearchError(
+            f"{spec.factory} cannot compute the manhattan metric (FAISS computes it on full "
+            "vectors only): choose flat, ivf or hnsw, or another --metric"
+        )
     estimate = estimate_bytes(spec.factory, rows, dimension)
     if memory_budget is not None and estimate is not None and estimate > memory_budget:
         return _over_budget(spec, rows, dimension, memory_budget)
     return spec
+
+
+def _usable(spec: IndexSpec, rows: int) -> bool:
+    """Whether FAISS can make `spec` over `rows` vectors. Manhattan distances are computed on
+    full vectors only: codes (PQ, SQ) or an HNSW quantizer fail, some of them by aborting the
+    process from a worker thread, so they are refused before anything runs."""
+    if rows < minimum_rows(spec.factory):
+        return False
+    return spec.metric != "manhattan" or bool(MANHATTAN_FACTORIES.fullmatch(spec.factory))
 
 
 def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:

@@ -144,3 +144,17 @@ def test_factory_strings_semsearch_cannot_use_are_refused_up_front() -> None:
 def test_sizes_that_are_not_sizes_are_one_error(text) -> None:
     with pytest.raises(SemsearchError, match="cannot read"):
         parse_bytes(text)
+
+
+@pytest.mark.parametrize("requested", ["ivfpq", "IVF4,SQ8", "HNSW8,SQ8", "IVF4_HNSW8,Flat"])
+def test_manhattan_is_refused_where_faiss_cannot_compute_it(requested) -> None:
+    # HNSW8,SQ8 would abort the whole process from a FAISS worker thread.
+    with pytest.raises(SemsearchError, match="cannot compute the manhattan metric"):
+        choose_index(requested, 5000, 32, "manhattan")
+
+
+def test_manhattan_auto_never_picks_codes() -> None:
+    for rows in (10, 500_000):
+        spec = choose_index("auto", rows, 32, "manhattan", memory_budget=2**40)
+        assert "PQ" not in spec.factory
+    assert choose_index("hnsw", 5000, 32, "manhattan").factory == "HNSW32,Flat"
