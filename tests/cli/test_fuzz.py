@@ -50,7 +50,8 @@ AWKWARD_TEXTS = ["", " ", "\t", "a\nb", "[bold]", "[/]", "[link=x]y", '"quoted"'
 COLUMN_NAMES = ["text", "id", "title", "tëxt", "текст", "📝 body", "a,b", 'q"t', "tab\tname", "n"]
 ODD_COLUMN_NAMES = ["", " ", "_source_row", "_semsearch_id", "text"]
 KINDS = ["string", "string", "string", "int", "float", "list", "bool", "mixed"]
-INDEX_TYPES = ["auto", "flat", "ivf", "hnsw", "ivfpq", "IVF4,Flat", "HNSW8,Flat", "nonsense"]
+INDEX_TYPES = ["auto", "flat", "ivf", "hnsw", "ivfpq", "IVF4,Flat", "HNSW8,Flat", "IVF2,PQ4x4",
+               "PCA8,Flat", "NSG16,Flat", "IVF4,SQ8", "nonsense"]  # fmt: skip
 FORMATS = ["parquet", "csv", "tsv", "jsonl"]
 
 
@@ -127,7 +128,7 @@ def cases(draw) -> Case:
         index_type=draw(st.sampled_from(INDEX_TYPES)),
         metric=draw(st.sampled_from(["cosine", "cosine", "dot", "l2", "manhattan"])),
         strict=draw(st.booleans()) and draw(st.booleans()),
-        name=draw(st.one_of(*[st.none()] * 6, st.sampled_from(["docs", "dé-jà_vu", "", ".x", "a/b"]))),
+        name=draw(st.sampled_from([None] * 12 + ["docs", "dé-jà_vu", "", ".x", "a/b"])),
         query=draw(st.one_of(st.sampled_from(["guitar", "[/]", "café 🙂"]), st.text(min_size=1, max_size=12))),
         k=draw(st.integers(1, 50)),
     )
