@@ -64,6 +64,7 @@ def open_corpus(path: str | Path) -> Corpus:
     file_format = _format_of(path)
     try:
         schema, num_rows = _peek(path, file_format)
+        schema.names  # noqa: B018 - pyarrow decodes a header's names only when asked
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise SemsearchError(_unreadable(path, file_format, exc)) from exc
     if not schema.names:

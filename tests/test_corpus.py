@@ -146,6 +146,13 @@ def test_a_latin1_csv_is_refused_with_the_conversion_to_make(tmp_path) -> None:
         open_corpus(path)
 
 
+def test_a_latin1_header_of_a_file_with_no_rows_says_so(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_bytes("tëxt,text\n".encode("latin-1"))  # found by make fuzz
+    with pytest.raises(SemsearchError, match="not UTF-8 text.*iconv"):
+        open_corpus(path)
+
+
 def test_a_byte_that_is_not_utf8_deep_in_a_jsonl_file_says_so(tmp_path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"text": "fine"}\n' * 3 + '{"text": "café"}\n'.encode("latin-1"))

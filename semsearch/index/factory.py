@@ -94,7 +94,8 @@ def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:
 
 def minimum_rows(factory: str) -> int:
     """Vectors FAISS needs to make `factory`: one per IVF list, 2**bits (256 for the usual 8)
-    per product-quantizer codebook, 101 for an NSG graph; fewer make FAISS fail."""
+    per product-quantizer codebook, 101 for an NSG graph, d for a PCA to d dimensions;
+    fewer make FAISS fail."""
     need = 1
     if match := re.search(r"IVF(\d+)", factory):
         need = max(need, int(match[1]))
@@ -102,6 +103,8 @@ def minimum_rows(factory: str) -> int:
         need = max(need, 2 ** int(match[1] or 8))
     if "NSG" in factory:  # its NN-descent graph needs more than 100 points
         need = max(need, 101)
+    if match := re.search(r"PCAW?R?(\d+)", factory):  # as many as the dimensions it keeps
+        need = max(need, int(match[1]))
     return need
 
 

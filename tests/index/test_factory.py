@@ -117,6 +117,7 @@ def test_minimum_rows_counts_ivf_lists_and_pq_codebooks() -> None:
     assert minimum_rows("IVF1024,Flat") == 1024
     assert minimum_rows("IVF8,PQ48x8") == minimum_rows("OPQ16,IVF4,PQ16") == 256
     assert minimum_rows("PQ16x4") == 16
+    assert minimum_rows("NSG32,Flat") == 101 and minimum_rows("PCA8,Flat") == 8
 
 
 @pytest.mark.parametrize("requested", ["ivfpq", "IVF1024,Flat", "IVF64,PQ8x8"])
