@@ -1,0 +1,229 @@
+"""`semsearch serve` under concurrent load, side by side with txtai's API on the same vectors.
+
+For each concurrency, a bounded load (a fixed count of requests, capped by a duration) of
+STS-B sentences as queries, on 127.0.0.1 only: queries/s, p50/p95/p99 latency and errors,
+first against `semsearch serve`, then against txtai's API (`benchmarks/txtai_peer.py`).
+`--soak-minutes` then runs semsearch alone at concurrency 8 while 1,000 rows are added
+through the API every 30 s: errors and the server's RSS growth.
+
+    python benchmarks/serve_load.py --index pypi --index-dir benchmarks/out/indexes
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+from common import REPO_ROOT, base_parser, environment, markdown_table, reference_model_path
+from txtai_peer import MODEL_ENV, build_txtai_index
+
+API_KEY = "serve-load-benchmark"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 600) -> None:
+    """Return once `url` answers 200; stop the server and the benchmark if it never does."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the server exited: {process.stderr.read() if process.stderr else ''}")
+        try:
+            if httpx.get(url, timeout=2, headers={"X-API-Key": API_KEY}).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    process.kill()
+    raise SystemExit(f"{url} did not answer in {timeout_s:.0f} s")
+
+
+def start_semsearch(index: str, index_dir: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", index, "--index-dir", str(index_dir),
+                                "--port", str(port), "--device", "cpu", "--api-key", API_KEY],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_healthy(f"http://127.0.0.1:{port}/health", process)
+    return process, f"http://127.0.0.1:{port}"
+
+
+def start_txtai(txtai_index: Path, out_dir: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    config = out_dir / "txtai_api.yml"
+    # `path` loads the saved index; the `embeddings` key is what turns its routes on.
+    config.write_text(f"path: {txtai_index}\nembeddings:\n", encoding="utf-8")
+    env = {**os.environ, "CONFIG": str(config), "ALLOW_RESOLVE_TRANSFORM": "True",
+           "PYTHONPATH": str(REPO_ROOT / "benchmarks"), MODEL_ENV: str(reference_model_path())}  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "txtai.api:app", "--port", str(port),
+                                "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_healthy(f"http://127.0.0.1:{port}/search?query=warm+up&limit=1", process)
+    return process, f"http://127.0.0.1:{port}"
+
+
+async def load(url_for, queries: list[str], concurrency: int, count: int, max_s: float) -> dict:
+    """`count` GET requests from `concurrency` clients (stopping early after `max_s`)."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    issued = 0
+    started = time.perf_counter()
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    # semsearch wants its key; txtai ignores the header.
+    async with httpx.AsyncClient(timeout=30, limits=limits, headers={"X-API-Key": API_KEY}) as client:
+
+        async def worker() -> None:
+            nonlocal issued
+            while issued < count and time.perf_counter() - started < max_s:
+                query = queries[issued % len(queries)]
+                issued += 1
+                sent = time.perf_counter()
+                try:
+                    response = await client.get(url_for(query))
+                    if response.status_code != 200:
+                        errors.append(f"{response.status_code}: {response.text[:100]}")
+                        continue
+                except httpx.HTTPError as exc:
+                    errors.append(type(exc).__name__)
+                    continue
+                latencies.append(time.perf_counter() - sent)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    ordered = sorted(latencies) or [float("nan")]
+
+    def pct(p: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1)
+
+    return {"concurrency": concurrency, "requests": len(latencies) + len(errors), "errors": len(errors),
+            "error_examples": errors[:3], "qps": round(len(latencies) / elapsed, 1), "p50_ms": pct(0.50),
+            "p95_ms": pct(0.95), "p99_ms": pct(0.99), "seconds": round(elapsed, 1)}  # fmt: skip
+
+
+def semsearch_url(base: str, k: int):
+    return lambda query: httpx.URL(f"{base}/search", params={"q": query, "k": k})
+
+
+def txtai_url(base: str, k: int):
+    return lambda query: httpx.URL(f"{base}/search", params={"query": query, "limit": k})
+
+
+async def soak(base: str, index: str, queries: list[str], minutes: float, rows: list[dict], pid: int) -> dict:
+    """Concurrency-8 load for `minutes` while 1,000 rows are upserted every 30 s."""
+    process = psutil.Process(pid)
+    rss_start = process.memory_info().rss
+    stop_at = time.monotonic() + 60 * minutes
+    added, add_errors = 0, []
+
+    async def adder() -> None:
+        nonlocal added
+        async with httpx.AsyncClient(timeout=300, headers={"X-API-Key": API_KEY}) as client:
+            while time.monotonic() + 30 < stop_at:
+                await asyncio.sleep(30)
+                batch = rows[added : added + 1000]
+                response = await client.post(f"{base}/indexes/{index}/documents", json={"rows": batch})
+                if response.status_code != 200:
+                    add_errors.append(response.text[:200])
+                added += len(batch)
+
+    load_task = load(semsearch_url(base, 10), queries, 8, 10**9, 60 * minutes)
+    result, _ = await asyncio.gather(load_task, adder())
+    rss_end = process.memory_info().rss
+    return {**result, "rows_added": added, "add_errors": add_errors, "rss_start_mib": round(rss_start / 2**20),
+            "rss_end_mib": round(rss_end / 2**20), "rss_growth": round(rss_end / rss_start - 1, 4)}  # fmt: skip
+
+
+def stsb_queries(data_dir: Path, count: int, seed: int = 0) -> list[str]:
+    with gzip.open(data_dir / "stsb" / "stsb_test.tsv.gz", "rt", encoding="utf-8") as handle:
+        lines = handle.read().splitlines()[1:]
+    sentences = sorted({part for line in lines for part in line.split("\t")[:2] if part.strip()})
+    random.Random(seed).shuffle(sentences)
+    return sentences[:count]
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--index", default="pypi")
+    parser.add_argument("--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "indexes")
+    parser.add_argument("--concurrency", default="1,8,32,128")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per concurrency level")
+    parser.add_argument("--max-seconds", type=float, default=120, help="cap per concurrency level")
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--soak-minutes", type=float, default=0, help="0: no soak")
+    parser.add_argument("--no-peer", action="store_true")
+    args = parser.parse_args()
+    queries = stsb_queries(args.data_dir, 2000)
+    levels = [int(level) for level in args.concurrency.split(",")]
+    record: dict = {"benchmark": "serve_load", "index": args.index, "k": args.k, "levels": {},
+                    "command": "python benchmarks/serve_load.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    for name in ("semsearch", "txtai"):
+        if name == "txtai" and args.no_peer:
+            continue
+        if name == "semsearch":
+            process, base = start_semsearch(args.index, args.index_dir)
+            url = semsearch_url(base, args.k)
+        else:
+            txtai_index = build_txtai_index(args.index_dir / args.index, args.out_dir / f"txtai-{args.index}")
+            process, base = start_txtai(txtai_index, args.out_dir)
+            url = txtai_url(base, args.k)
+        try:
+            asyncio.run(load(url, queries, 4, 50, 60))  # warm-up, not recorded
+            for level in levels:
+                result = asyncio.run(load(url, queries, level, args.requests, args.max_seconds))
+                record["levels"].setdefault(str(level), {})[name] = result
+                print(name, json.dumps(result), flush=True)
+        finally:
+            stop(process)
+    if args.soak_minutes:
+        import pyarrow.parquet as pq
+
+        source = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
+        rows = [{"name": f"soak-{i}-{r['name']}", "summary": r["summary"] or "empty"}
+                for i, r in enumerate(source.slice(0, 30_000).to_pylist())]  # fmt: skip
+        process, base = start_semsearch(args.index, args.index_dir)
+        try:
+            record["soak"] = asyncio.run(soak(base, args.index, queries, args.soak_minutes, rows, process.pid))
+            print("soak", json.dumps(record["soak"]), flush=True)
+        finally:
+            stop(process)
+    record["environment"] = environment()
+    results = REPO_ROOT / "benchmarks" / "results" / "serve_load.jsonl"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    table = []
+    for level, both in record["levels"].items():
+        ours, peer = both["semsearch"], both.get("txtai")
+        ratio = f"{ours['qps'] / peer['qps']:.2f}" if peer and peer["qps"] else "-"
+        table.append([level, ours["qps"], ours["p50_ms"], ours["p99_ms"], ours["errors"],
+                      peer["qps"] if peer else "-", peer["p99_ms"] if peer else "-", ratio])  # fmt: skip
+    print(markdown_table(["concurrency", "semsearch q/s", "p50 ms", "p99 ms", "errors", "txtai q/s",
+                          "txtai p99 ms", "q/s ratio"], table))  # fmt: skip
+    print(f"appended to {results}; median query chars {statistics.median(map(len, queries))}")
+
+
+if __name__ == "__main__":
+    main()
