@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from semsearch.cli.common import (
@@ -160,7 +161,7 @@ def _print_json(result: MiningResult) -> None:
 
 def _print_tables(result: MiningResult, show: int) -> None:
     stats = result.stats
-    table = Table(title=f"[bold]most similar pairs in {result.collection.name}[/bold]",
+    table = Table(title=f"[bold]most similar pairs in {escape(result.collection.name)}[/bold]",
                   title_justify="left")  # fmt: skip
     for column in ("rank", "score", "id_a", "id_b", "text_a", "text_b"):
         table.add_column(column, justify="right" if column == "rank" else "left")
@@ -187,4 +188,5 @@ def _print_tables(result: MiningResult, show: int) -> None:
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+    """A cell's text, cut to CELL_CHARS and escaped: a "[/]" in a corpus is text, not markup."""
+    return escape(text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…")

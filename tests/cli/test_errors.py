@@ -116,3 +116,14 @@ def test_a_huge_k_returns_every_row_and_a_latin1_query_file_says_what_to_do(tmp_
     queries.write_bytes("café\n".encode("latin-1"))
     line = error_line(cli("query", "--file", str(queries), "--index", "c", "--index-dir", cli.index_dir))
     assert "not UTF-8" in line and "iconv" in line
+
+
+def test_markup_in_texts_prints_as_text_in_query_and_mine_tables(tmp_path, cli) -> None:
+    corpus = tmp_path / "m.csv"
+    corpus.write_text("text\nhello [/] world\nhello [/] world!\nsomething else [/x]\n")
+    mined = cli("mine", str(corpus), "--model", cli.model)
+    assert mined.exit_code == 0 and "[/x]" in mined.stdout, mined.output
+    built = cli("build", str(corpus), "--model", cli.model, "--out-dir", cli.index_dir)
+    assert built.exit_code == 0, built.output
+    found = cli("query", "[/]", "--index", "m", "--index-dir", cli.index_dir, "-k", "3")
+    assert found.exit_code == 0 and "[/x]" in found.stdout, found.output
