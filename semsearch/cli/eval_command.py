@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from semsearch.cli.common import (
@@ -127,7 +128,7 @@ def heatmap(
     for number in range(len(result.sentences)):
         table.add_column(str(number), justify="right")
     for number, (text, row) in enumerate(zip(result.sentences, result.matrix)):
-        table.add_row(str(number), text, *[f"{value:.2f}" for value in row])
+        table.add_row(str(number), escape(text), *[f"{value:.2f}" for value in row])  # text, not markup
     console.print(table)
     console.print(f"heat-map written to {png}")
     _write_json(Output(out), result.to_dict())

@@ -127,3 +127,10 @@ def test_markup_in_texts_prints_as_text_in_query_and_mine_tables(tmp_path, cli) 
     assert built.exit_code == 0, built.output
     found = cli("query", "[/]", "--index", "m", "--index-dir", cli.index_dir, "-k", "3")
     assert found.exit_code == 0 and "[/x]" in found.stdout, found.output
+
+
+def test_markup_in_heatmap_sentences_prints_as_text(tmp_path, cli) -> None:
+    lines = tmp_path / "s.txt"
+    lines.write_text("one [/] two\n[bold]three\n")
+    result = cli("eval", "heatmap", str(lines), "--png", str(tmp_path / "h.png"), "--model", cli.model)
+    assert result.exit_code == 0 and "one [/] two" in result.stdout, result.output
