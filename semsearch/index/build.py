@@ -169,8 +169,9 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
         write_manifest(partial, manifest)
         (partial / STATE_FILE).unlink()
         publish(partial, final, options.overwrite)
-    except RESUMABLE:
-        log.warning("interrupted: run the same command again to resume from %s", partial)
+    except RESUMABLE as exc:
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+        log.warning("%s: run the same command again to resume from %s", stopped, partial)
         raise
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written

@@ -283,3 +283,25 @@ def test_unusable_names_are_refused(corpus_file, tmp_path, tiny_encoder, name) -
     with pytest.raises(SemsearchError, match="is not usable"):
         build_index(_options(corpus_file, tmp_path / "out", name=name), encoder=tiny_encoder)
     assert not (tmp_path / "out").exists()
+
+
+def test_running_out_of_memory_keeps_the_partial_folder_to_resume_from(
+    corpus_file, tmp_path, tiny_encoder, monkeypatch, caplog
+) -> None:
+    original = tiny_encoder.encode
+    calls = []
+
+    def exhausted_encode(texts, **kwargs):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise MemoryError
+        return original(texts, **kwargs)
+
+    monkeypatch.setattr(tiny_encoder, "encode", exhausted_encode)
+    options = _options(corpus_file, tmp_path / "out", part_rows=4)
+    with pytest.raises(MemoryError):
+        build_index(options, encoder=tiny_encoder)
+    assert (tmp_path / "out" / ".docs.partial").is_dir()
+    assert "MemoryError: run the same command again to resume" in caplog.text
+    monkeypatch.setattr(tiny_encoder, "encode", original)
+    assert build_index(options, encoder=tiny_encoder).manifest().rows == 12
