@@ -134,6 +134,9 @@ def user_errors(command: Command) -> Command:
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # `semsearch query ... | head`: the reader has all it wanted
+            _silence_stdout()
+            raise typer.Exit(141) from None  # what a shell reports for SIGPIPE
         except Exception as exc:
             if debugging():
                 raise
@@ -146,6 +149,15 @@ def user_errors(command: Command) -> Command:
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (a test runner)
+        pass
 
 
 def debugging() -> bool:

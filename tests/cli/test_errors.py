@@ -134,3 +134,19 @@ def test_markup_in_heatmap_sentences_prints_as_text(tmp_path, cli) -> None:
     lines.write_text("one [/] two\n[bold]three\n")
     result = cli("eval", "heatmap", str(lines), "--png", str(tmp_path / "h.png"), "--model", cli.model)
     assert result.exit_code == 0 and "one [/] two" in result.stdout, result.output
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    import typer
+
+    from semsearch.cli.common import user_errors
+
+    small = typer.Typer()
+
+    @small.command()
+    @user_errors
+    def emit() -> None:
+        raise BrokenPipeError(32, "Broken pipe")  # what printing into `| head` raises
+
+    result = runner.invoke(small, [], catch_exceptions=False)
+    assert result.exit_code == 141 and result.stderr == ""
