@@ -184,6 +184,7 @@ class IndexEntry:
 def scan_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexEntry]:
     """Every index, broken one and interrupted build under `index_dir`: readable indexes
     first, most recently created first (the first build's time, not the last change's)."""
+    _check_index_dir(index_dir)
     if not index_dir.is_dir():
         return []
     entries = []
@@ -209,14 +210,18 @@ def list_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexFolder]:
     return [IndexFolder(entry.path) for entry in scan_indexes(index_dir) if entry.status == "ok"]
 
 
+def _check_index_dir(index_dir: Path) -> None:
+    if index_dir.exists() and not index_dir.is_dir():
+        raise SemsearchError(f"--index-dir {index_dir} is a file, not a folder of indexes")
+
+
 def find_index(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> IndexFolder:
     """The index called `name`, or with no name the most recently created one.
 
     A lookup that lands between the two renames of an overwrite (`publish`) waits for the
     new folder instead of saying there is no such index.
     """
-    if index_dir.exists() and not index_dir.is_dir():
-        raise SemsearchError(f"--index-dir {index_dir} is a file, not a folder of indexes")
+    _check_index_dir(index_dir)
     deadline = time.monotonic() + REPLACE_WAIT_SECONDS
     while True:
         try:

@@ -194,3 +194,11 @@ def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> No
     assert find_index("bad", out).name == "bad"  # by name, so that opening it says what is wrong
     with pytest.raises(SemsearchError, match="is damaged"):
         find_index("bad", out).manifest()
+
+
+def test_an_index_dir_that_is_a_file_is_named_as_such(tmp_path) -> None:
+    a_file = tmp_path / "corpus.parquet"
+    a_file.write_text("not a folder")
+    for look in (lambda: scan_indexes(a_file), lambda: find_index("docs", a_file)):
+        with pytest.raises(SemsearchError, match="is a file, not a folder of indexes"):
+            look()
