@@ -5,7 +5,9 @@ random column names, types, nulls, NaN, lists, unicode and blank texts; 0-40 row
 runs `semsearch build` and `semsearch query` on them in-process with the tiny model. Every
 run must either succeed with consistent counts (rows indexed == rows with a text; a query
 returns min(k, rows) hits) or exit 2 with one `error:` line, and leave no hidden partial
-folder behind. Anything else (exit 1 from the catch-all, a traceback) is a bug.
+folder behind. One time in three a second random corpus is then `add`ed: it works or fails
+in one line, and the index still answers. Anything else (exit 1 from the catch-all, a
+traceback) is a bug.
 
 `make test` runs a fixed set of examples (derandomized, about ten seconds); `make fuzz`
 sets SEMSEARCH_FUZZ_EXAMPLES for a long random run.
@@ -227,16 +229,45 @@ def cached_models(tiny_model_dir: Path):
 
 
 @FUZZ_SETTINGS
-@given(case=cases())
-def test_any_corpus_builds_and_answers_or_fails_with_one_line(cached_models: str, case: Case) -> None:
+@given(case=cases(), more=st.one_of(st.none(), st.none(), cases()))
+def test_any_corpus_builds_and_answers_or_fails_with_one_line(
+    cached_models: str, case: Case, more: Case | None
+) -> None:
+    """Build `case`, query it, and (one time in three) `add` the corpus `more` to it."""
     folder = Path(tempfile.mkdtemp(prefix="fuzz-"))
     try:
-        _check(case, folder, cached_models)
+        name = _check(case, folder, cached_models)
+        if name is not None and more is not None:
+            _check_add(more, name, folder, case)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _check(case: Case, folder: Path, model: str) -> None:
+def _check_add(more: Case, name: str, folder: Path, case: Case) -> None:
+    """`add` another random corpus: it works or fails in one line, and the index still answers."""
+    (folder / "more").mkdir()
+    corpus = _write(more, folder / "more")
+    index_dir = str(folder / "idx")
+    args = ["add", str(corpus), "--index", name, "--index-dir", index_dir, "--json",
+            "--text-column", more.text_column, "--device", "cpu"]  # fmt: skip
+    args += ["--id-column", more.id_column] if more.id_column is not None else []
+    added = runner.invoke(app, args, catch_exceptions=False)
+    if added.exit_code == 0:
+        event("added")
+    else:
+        reason = _one_error_line(added, "add").replace(str(folder) + "/", "")
+        event(f"add refused: {reason.removeprefix('error: ')[:60]}")
+    info = runner.invoke(app, ["info", name, "--index-dir", index_dir, "--json"], catch_exceptions=False)
+    assert info.exit_code == 0, info.output
+    rows = json.loads(info.stdout)["rows"]
+    answered = runner.invoke(app, ["query", case.query, "--index", name, "--index-dir", index_dir,
+                                   "-k", str(case.k), "--json"], catch_exceptions=False)  # fmt: skip
+    assert answered.exit_code == 0, answered.output
+    assert len([line for line in answered.stdout.split("\n") if line]) == min(case.k, rows)
+
+
+def _check(case: Case, folder: Path, model: str) -> str | None:
+    """Build and query `case`; the index's name when it was built and queried."""
     corpus = _write(case, folder)
     index_dir = folder / "idx"
     args = ["build", str(corpus), "--model", model, "--out-dir", str(index_dir), "--json",
@@ -251,11 +282,11 @@ def _check(case: Case, folder: Path, model: str) -> None:
     if built.exit_code != 0:
         reason = _one_error_line(built, "build").replace(str(folder) + "/", "")
         event(f"refused: {reason.removeprefix('error: ')[:70]}")
-        return
+        return None
     event("built")
     manifest = json.loads(built.stdout)
     if case.format != "parquet" and case.encoding != "utf-8" and not corpus_is_ascii(corpus):
-        return  # Latin-1 bytes that happen to be valid UTF-8 read as other texts: no oracle
+        return None  # Latin-1 bytes that happen to be valid UTF-8 read as other texts: no oracle
     expected = _expected_texts(case)
     assert manifest["rows"] == len(expected), (manifest["rows"], expected)
     assert manifest["source"]["rows_read"] == len(case.rows)
@@ -271,10 +302,11 @@ def _check(case: Case, folder: Path, model: str) -> None:
     answered = runner.invoke(app, [*query, "--json"], catch_exceptions=False)
     if not case.query.strip():
         _one_error_line(answered, "blank query")
-        return
+        return None
     assert answered.exit_code == 0, answered.output
     hits = [json.loads(line) for line in answered.stdout.split("\n") if line]
     assert len(hits) == min(case.k, len(expected))
     assert {hit["text"] for hit in hits} <= set(expected)
     table = runner.invoke(app, query, catch_exceptions=False)  # the table printer too
     assert table.exit_code == 0, table.output
+    return manifest["name"]
