@@ -98,8 +98,8 @@ def main() -> None:
     env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache), "SEMSEARCH_NO_TRACE": "0"}
     index_dir = str(args.index_dir)
     if not (args.index_dir / INDEX / "manifest.json").is_file():
-        subprocess.run([*SEMSEARCH, "build", str(DEMO_CORPUS), "--name", INDEX, "--id-column",
-                        "package", "--out-dir", index_dir, "--overwrite", "-q"], check=True, env=env)  # fmt: skip
+        subprocess.run([*SEMSEARCH, "-q", "build", str(DEMO_CORPUS), "--name", INDEX, "--id-column",
+                        "package", "--out-dir", index_dir, "--overwrite"], check=True, env=env)  # fmt: skip
     query = [*SEMSEARCH, "query", QUERY, "--index", INDEX, "--index-dir", index_dir, "-k", "5"]
     segment = args.index_dir / INDEX / "segments" / "s000000"
     peer = [sys.executable, "-c", PEER, str(reference_model_path()),
