@@ -56,6 +56,11 @@ class IndexRegistry:
         self.batching = batching
         self.on_batch = on_batch
         self._encoders: dict[tuple, tuple[object, MicroBatcher]] = {}
+        # Requests already run in parallel; FAISS's own threads on top of them would only
+        # contend for the same cores.
+        import faiss
+
+        faiss.omp_set_num_threads(1)
         folders = [find_index(name, index_dir) for name in names] if names else list_indexes(index_dir)
         if not folders:
             raise SemsearchError(
