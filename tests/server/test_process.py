@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import urllib.request
 
+import pytest
 from server.live import start_server
 
 
@@ -21,3 +23,50 @@ def test_serve_answers_and_stops_on_sigterm(index_dir) -> None:
     # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells of it.
     assert process.returncode in (0, -signal.SIGTERM), stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_adds_by_another_process_under_load_fail_no_request(index_dir, tmp_path) -> None:
+    """Clients search without pause while `semsearch add` (another process) writes two
+    generations: every request succeeds, and the answers move to the new generations."""
+    import subprocess
+    import sys
+    import threading
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    process, base = start_server(index_dir)
+    failures, generations, stop = [], set(), threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(f"{base}/search?q=a+violin+concert&k=5", timeout=30) as response:
+                    generations.add(json.load(response)["generation"])
+            except Exception as exc:  # any failure is what this test looks for
+                failures.append(repr(exc))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for batch in range(2):
+            rows = tmp_path / f"more{batch}.parquet"
+            pq.write_table(pa.table({"doc_id": [f"n{batch}"], "text": [f"A violin concert, number {batch}."],
+                                     "topic": ["music"]}), rows)  # fmt: skip
+            added = subprocess.run([sys.executable, "-m", "semsearch", "add", str(rows), "--index", "docs",
+                                    "--index-dir", str(index_dir), "--device", "cpu"],
+                                   capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert added.returncode == 0, added.stderr
+        deadline = time.monotonic() + 5
+        while 3 not in generations and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert failures == []
+    assert {1, 3} <= generations
