@@ -18,6 +18,7 @@ from semsearch.cli.common import (
     JsonFlag,
     app,
     console,
+    show_progress,
     user_errors,
 )
 from semsearch.cli.output import print_json_lines
@@ -98,7 +99,7 @@ def reindex(
 
     folder = find_index(name, index_dir)
     budget = parse_bytes(memory_budget) if memory_budget else None
-    manifest = rebuild(folder, index_type, target_recall or None, budget, show_progress=True)
+    manifest = rebuild(folder, index_type, target_recall or None, budget, show_progress=show_progress())
     _report_manifest(folder.name, manifest, json_output)
 
 
@@ -114,7 +115,7 @@ def compact(
     from semsearch.index.maintain import compact as merge
 
     folder = find_index(name, index_dir)
-    _report_manifest(folder.name, merge(folder, keep, show_progress=True), json_output)
+    _report_manifest(folder.name, merge(folder, keep, show_progress=show_progress()), json_output)
 
 
 @app.command()

@@ -171,6 +171,13 @@ def _one_line(exc: BaseException, limit: int | None = 400) -> str:
     return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
+def show_progress(json_output: bool = False) -> bool:
+    """Progress bars unless `-q` asked for errors only, or JSON goes to a pipe without a terminal."""
+    if logging.getLogger().getEffectiveLevel() > logging.WARNING:
+        return False
+    return sys.stderr.isatty() or not json_output
+
+
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
 __all__ = ["DEFAULT_INDEX_DIR", "Device", "IndexDir", "JsonFlag", "Quantize", "app", "console",
            "user_errors"]  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from semsearch.cli.common import (
     Quantize,
     app,
     console,
+    show_progress,
     user_errors,
 )
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
@@ -95,7 +95,7 @@ def build(
         corpus=corpus, name=name, text_column=text_column, id_column=id_column, model=model,
         index=index_type, metric=metric, batch_size=batch_size, device=device, quantization=quantize,
         out_dir=out_dir,
-        overwrite=overwrite, strict=strict, show_progress=sys.stderr.isatty() or not json_output,
+        overwrite=overwrite, strict=strict, show_progress=show_progress(json_output),
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,

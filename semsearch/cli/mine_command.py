@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,6 +17,7 @@ from semsearch.cli.common import (
     JsonFlag,
     app,
     console,
+    show_progress,
     user_errors,
 )
 from semsearch.cli.output import print_json_lines
@@ -87,7 +87,7 @@ def mine(
 
     options = MiningOptions(
         top_k=top_k, threshold=threshold, top=top, exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
-        nprobe=nprobe, show_progress=sys.stderr.isatty(),
+        nprobe=nprobe, show_progress=show_progress(json_output=True),
     )  # fmt: skip
     duplicates_out = _duplicates_path(out, duplicates_out, exact_duplicates)
     for path in (out, duplicates_out):

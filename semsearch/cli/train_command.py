@@ -15,6 +15,7 @@ from semsearch.cli.common import (
     JsonFlag,
     app,
     console,
+    show_progress,
     user_errors,
 )
 from semsearch.cli.output import print_json_lines, print_mapping
@@ -145,7 +146,7 @@ def train(
                                        max_grad_norm=max_grad_norm, seed=seed, max_steps=max_steps,
                                        precision=precision)  # type: ignore[arg-type]  # fmt: skip
     run = RunOptions(eval_every=eval_every, checkpoint_every=checkpoint_every, device=device,
-                     show_progress=not json_output)  # fmt: skip
+                     show_progress=show_progress() and not json_output)  # fmt: skip
     config = TrainingConfig(objective=objective or "bce", data=data_options, output_dir=output, model=model,
                             objective_options=parse_options(option), pooling=pooling, normalize=normalize,
                             optimization=optimization, run=run)  # fmt: skip

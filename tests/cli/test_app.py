@@ -112,3 +112,9 @@ def test_help_explains_the_commands() -> None:
     result = runner.invoke(app, ["--help"])
     for command in ("build", "query", "info", "list"):
         assert command in result.stdout
+
+
+def test_quiet_build_prints_no_progress(cli, corpus_file) -> None:
+    result = cli("-q", "build", str(corpus_file), "--name", "quiet", "--model", cli.model,
+                 "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    assert result.exit_code == 0 and result.stderr == "" and "built quiet" in result.stdout
