@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
 from semsearch.server.batcher import MicroBatcher
 
 
-def test_concurrent_queries_share_batches_and_get_their_own_vectors(tiny_encoder, sentences) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_concurrent_queries_share_batches_and_get_their_own_vectors(tiny_encoder, sentences, workers) -> None:
     sizes: list[int] = []
-    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50, on_batch=sizes.append)
+    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50, on_batch=sizes.append,
+                           workers=workers)  # fmt: skip
     expected = tiny_encoder.encode(sentences)
     results: dict[int, np.ndarray] = {}
     start = threading.Barrier(len(sentences))
