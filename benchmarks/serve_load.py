@@ -54,10 +54,10 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 600) ->
     raise SystemExit(f"{url} did not answer in {timeout_s:.0f} s")
 
 
-def start_semsearch(index: str, index_dir: Path) -> tuple[subprocess.Popen, str]:
+def start_semsearch(index: str, index_dir: Path, extra: list[str] = ()) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", index, "--index-dir", str(index_dir),
-                                "--port", str(port), "--device", "cpu", "--api-key", API_KEY],
+                                "--port", str(port), "--device", "cpu", "--api-key", API_KEY, *extra],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     wait_healthy(f"http://127.0.0.1:{port}/health", process)
     return process, f"http://127.0.0.1:{port}"
@@ -174,6 +174,7 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--soak-minutes", type=float, default=0, help="0: no soak")
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--serve-args", default="", help="more options for semsearch serve, e.g. '--max-batch 16'")
     args = parser.parse_args()
     queries = stsb_queries(args.data_dir, 2000)
     levels = [int(level) for level in args.concurrency.split(",")]
@@ -183,7 +184,7 @@ def main() -> None:
         if name == "txtai" and args.no_peer:
             continue
         if name == "semsearch":
-            process, base = start_semsearch(args.index, args.index_dir)
+            process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
             url = semsearch_url(base, args.k)
         else:
             txtai_index = build_txtai_index(args.index_dir / args.index, args.out_dir / f"txtai-{args.index}")
@@ -203,7 +204,7 @@ def main() -> None:
         source = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
         rows = [{"name": f"soak-{i}-{r['name']}", "summary": r["summary"] or "empty"}
                 for i, r in enumerate(source.slice(0, 30_000).to_pylist())]  # fmt: skip
-        process, base = start_semsearch(args.index, args.index_dir)
+        process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
         try:
             record["soak"] = asyncio.run(soak(base, args.index, queries, args.soak_minutes, rows, process.pid))
             print("soak", json.dumps(record["soak"]), flush=True)

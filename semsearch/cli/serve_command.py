@@ -24,7 +24,7 @@ def serve(
         typer.Option(help="Required on every request when set, and what turns the write "
                      "endpoints on (default: $SEMSEARCH_API_KEY)."),
     ] = None,
-    max_batch: Annotated[int, typer.Option(help="Most queries encoded in one model call.")] = 64,
+    max_batch: Annotated[int, typer.Option(help="Most queries one encoder worker takes at a time (small batches keep the workers evenly loaded).")] = 16,
     max_wait_ms: Annotated[
         float, typer.Option(help="How long the first query of a batch waits for others.")
     ] = 3.0,

@@ -31,7 +31,7 @@ class ServerConfig:
     device: str = "auto"
     api_key: str | None = None
     limits: Limits = Limits()
-    max_batch: int = 64
+    max_batch: int = 16
     max_wait_ms: float = 3.0
     refresh_every_s: float = 0.25
 
