@@ -113,7 +113,7 @@ def weights_fingerprint(folder: Path, extra: tuple[Path, ...] = ()) -> str:
 
     `extra` adds weight files outside the transformer (a learned pooling scorer).
     """
-    files = _weight_files(folder)
+    files = weight_files(folder)
     if not files:
         raise SemsearchError(f"no weight files (*.safetensors, pytorch_model.bin) in {folder}")
     digests = [_file_sha256(str(file), *_stamp(file)) for file in [*files, *extra]]
@@ -128,7 +128,7 @@ def _stamp(file: Path) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def _weight_files(folder: Path) -> list[Path]:
+def weight_files(folder: Path) -> list[Path]:
     for pattern in WEIGHT_PATTERNS:
         files = sorted(folder.glob(pattern))
         if files:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from semsearch.models.batching import BatchShape, prepared_batches
-from semsearch.models.model_folder import DEFAULT_MODEL, WEIGHT_PATTERNS, ModelFolder, resolve_model
+from semsearch.models.model_folder import DEFAULT_MODEL, ModelFolder, resolve_model, weight_files
 from semsearch.models.spec import EncoderSpec
 
 if TYPE_CHECKING:
@@ -144,8 +144,9 @@ class TraceKey:
     """Where the trace of one model folder, with one set of encoder settings, is kept."""
 
     def __init__(self, folder: ModelFolder, spec: EncoderSpec) -> None:
-        weights = [path for pattern in WEIGHT_PATTERNS for path in folder.path.glob(pattern)]
-        weights += list(folder.transformer_path.glob("*.safetensors"))
+        # The weights beside the model's config (what `weights_fingerprint` reads) and the
+        # transformer's own, where a sentence-transformers folder keeps it in a subfolder.
+        weights = [*weight_files(folder.path), *weight_files(folder.transformer_path)]
         if folder.pooling_weights is not None:
             weights.append(folder.pooling_weights)
         stamps = sorted({(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in weights})
