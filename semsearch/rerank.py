@@ -26,7 +26,6 @@ from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.options import DEFAULT_RERANK_TOP
 from semsearch.search import Hit, Searcher
 
-DEFAULT_TOP = DEFAULT_RERANK_TOP
 # The name the re-ranked score goes by in tables and JSON (the bi-encoder's is kept apart).
 RERANK_SCORE = "rerank_score"
 
@@ -36,7 +35,7 @@ class Reranker:
     """Re-orders each query's first `top` candidates by a one-score cross-encoder."""
 
     cross_encoder: CrossEncoder
-    top: int = DEFAULT_TOP
+    top: int = DEFAULT_RERANK_TOP
     batch_size: int = 32
 
     def __post_init__(self) -> None:

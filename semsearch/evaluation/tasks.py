@@ -37,7 +37,8 @@ from semsearch.inputs import read_lines
 from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.rerank import DEFAULT_TOP, Reranker, exact_rankings
+from semsearch.options import DEFAULT_RERANK_TOP
+from semsearch.rerank import Reranker, exact_rankings
 from semsearch.search import Searcher
 from semsearch.training.config import DataOptions
 from semsearch.training.data import TrainingData, read_eval_data
@@ -161,7 +162,7 @@ def evaluate_ir(
     split: str = "test",
     search_index: bool = False,
     rerank: str | None = None,
-    rerank_top: int = DEFAULT_TOP,
+    rerank_top: int = DEFAULT_RERANK_TOP,
 ) -> EvaluationResult:
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR folder, ranked by exact search
     or, with `search_index`, by the index `model.index` itself; with `rerank` (a cross-encoder
