@@ -35,6 +35,12 @@ def serve(
     Queries arriving together are encoded in one batch; changes made through the API or by
     `semsearch add`/`delete` in another process are answered from within a second.
     """
+    from semsearch.server.registry import served_folders
+
+    # Checked before uvicorn starts, so that a wrong name or an empty folder is one line,
+    # not a failed application start-up with uvicorn's traceback.
+    served_folders(index_dir, list(names or []))
+
     import uvicorn
 
     from semsearch.server.app import create_app

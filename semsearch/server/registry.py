@@ -43,6 +43,16 @@ class ServedIndex:
         return self.problem is None and self.searcher is not None
 
 
+def served_folders(index_dir: Path, names: list[str] | None) -> list[IndexFolder]:
+    """The folders `names` (default: every index in `index_dir`); none is an error."""
+    folders = [find_index(name, index_dir) for name in names] if names else list_indexes(index_dir)
+    if not folders:
+        raise SemsearchError(
+            f"no indexes to serve in {index_dir}/: build one with `semsearch build`, or pass --index-dir"
+        )
+    return folders
+
+
 class IndexRegistry:
     """Name -> `ServedIndex`, with one shared encoder per model and a refresher thread."""
 
@@ -64,12 +74,7 @@ class IndexRegistry:
         import faiss
 
         faiss.omp_set_num_threads(1)
-        folders = [find_index(name, index_dir) for name in names] if names else list_indexes(index_dir)
-        if not folders:
-            raise SemsearchError(
-                f"no indexes to serve in {index_dir}/: build one with `semsearch build`, or "
-                "pass --index-dir"
-            )
+        folders = served_folders(index_dir, names)
         self.indexes = {folder.name: self._open(folder) for folder in folders}
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None

@@ -70,3 +70,14 @@ def test_adds_by_another_process_under_load_fail_no_request(index_dir, tmp_path)
         process.communicate(timeout=30)
     assert failures == []
     assert {1, 3} <= generations
+
+
+def test_serve_with_nothing_to_serve_is_one_line(tmp_path, index_dir) -> None:
+    import subprocess
+    import sys
+
+    for args in (["--index-dir", str(tmp_path / "empty")], ["nope", "--index-dir", str(index_dir)]):
+        process = subprocess.run([sys.executable, "-m", "semsearch", "serve", *args, "--port", "1"],
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert process.returncode == 2 and "Traceback" not in process.stderr
+        assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith("error: ")
