@@ -72,6 +72,7 @@ def test_adds_by_another_process_under_load_fail_no_request(index_dir, tmp_path)
     assert {1, 3} <= generations
 
 
+@pytest.mark.slow
 def test_serve_with_nothing_to_serve_is_one_line(tmp_path, index_dir) -> None:
     import subprocess
     import sys
