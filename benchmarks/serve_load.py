@@ -3,6 +3,8 @@
 For each concurrency, a bounded load (a fixed count of requests, capped by a duration) of
 STS-B sentences as queries, on 127.0.0.1 only: queries/s, p50/p95/p99 latency and errors,
 first against `semsearch serve`, then against txtai's API (`benchmarks/txtai_peer.py`).
+The client is `http_load.py` (raw keep-alive HTTP/1.1: it shares the 2 cores with the
+server, so it must cost little).
 `--soak-minutes` then runs semsearch alone at concurrency 8 while 1,000 rows are added
 through the API every 30 s: errors and the server's RSS growth.
 
@@ -27,9 +29,11 @@ from pathlib import Path
 import httpx
 import psutil
 from common import REPO_ROOT, base_parser, environment, markdown_table, reference_model_path
+from http_load import load, target_for
 from txtai_peer import MODEL_ENV, build_txtai_index
 
 API_KEY = "serve-load-benchmark"
+HEADERS = {"X-API-Key": API_KEY}  # semsearch wants its key; txtai ignores the header
 
 
 def free_port() -> int:
@@ -77,50 +81,12 @@ def start_txtai(txtai_index: Path, out_dir: Path) -> tuple[subprocess.Popen, str
     return process, f"http://127.0.0.1:{port}"
 
 
-async def load(url_for, queries: list[str], concurrency: int, count: int, max_s: float) -> dict:
-    """`count` GET requests from `concurrency` clients (stopping early after `max_s`)."""
-    latencies: list[float] = []
-    errors: list[str] = []
-    issued = 0
-    started = time.perf_counter()
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    # semsearch wants its key; txtai ignores the header.
-    async with httpx.AsyncClient(timeout=30, limits=limits, headers={"X-API-Key": API_KEY}) as client:
-
-        async def worker() -> None:
-            nonlocal issued
-            while issued < count and time.perf_counter() - started < max_s:
-                query = queries[issued % len(queries)]
-                issued += 1
-                sent = time.perf_counter()
-                try:
-                    response = await client.get(url_for(query))
-                    if response.status_code != 200:
-                        errors.append(f"{response.status_code}: {response.text[:100]}")
-                        continue
-                except httpx.HTTPError as exc:
-                    errors.append(type(exc).__name__)
-                    continue
-                latencies.append(time.perf_counter() - sent)
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - started
-    ordered = sorted(latencies) or [float("nan")]
-
-    def pct(p: float) -> float:
-        return round(1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1)
-
-    return {"concurrency": concurrency, "requests": len(latencies) + len(errors), "errors": len(errors),
-            "error_examples": errors[:3], "qps": round(len(latencies) / elapsed, 1), "p50_ms": pct(0.50),
-            "p95_ms": pct(0.95), "p99_ms": pct(0.99), "seconds": round(elapsed, 1)}  # fmt: skip
+def semsearch_target(k: int):
+    return target_for("/search", "q", {"k": k})
 
 
-def semsearch_url(base: str, k: int):
-    return lambda query: httpx.URL(f"{base}/search", params={"q": query, "k": k})
-
-
-def txtai_url(base: str, k: int):
-    return lambda query: httpx.URL(f"{base}/search", params={"query": query, "limit": k})
+def txtai_target(k: int):
+    return target_for("/search", "query", {"limit": k})
 
 
 async def soak(base: str, index: str, queries: list[str], minutes: float, rows: list[dict], pid: int) -> dict:
@@ -141,7 +107,7 @@ async def soak(base: str, index: str, queries: list[str], minutes: float, rows: 
                     add_errors.append(response.text[:200])
                 added += len(batch)
 
-    load_task = load(semsearch_url(base, 10), queries, 8, 10**9, 60 * minutes)
+    load_task = load(base, semsearch_target(10), queries, 8, 10**9, 60 * minutes, HEADERS)
     result, _ = await asyncio.gather(load_task, adder())
     rss_end = process.memory_info().rss
     return {**result, "rows_added": added, "add_errors": add_errors, "rss_start_mib": round(rss_start / 2**20),
@@ -179,21 +145,22 @@ def main() -> None:
     queries = stsb_queries(args.data_dir, 2000)
     levels = [int(level) for level in args.concurrency.split(",")]
     record: dict = {"benchmark": "serve_load", "index": args.index, "k": args.k, "levels": {},
+                    "client": "http_load (asyncio, keep-alive HTTP/1.1)",
                     "command": "python benchmarks/serve_load.py " + " ".join(sys.argv[1:])}  # fmt: skip
     for name in ("semsearch", "txtai"):
         if name == "txtai" and args.no_peer:
             continue
         if name == "semsearch":
             process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
-            url = semsearch_url(base, args.k)
+            target = semsearch_target(args.k)
         else:
             txtai_index = build_txtai_index(args.index_dir / args.index, args.out_dir / f"txtai-{args.index}")
             process, base = start_txtai(txtai_index, args.out_dir)
-            url = txtai_url(base, args.k)
+            target = txtai_target(args.k)
         try:
-            asyncio.run(load(url, queries, 4, 50, 60))  # warm-up, not recorded
+            asyncio.run(load(base, target, queries, 4, 50, 60, HEADERS))  # warm-up, not recorded
             for level in levels:
-                result = asyncio.run(load(url, queries, level, args.requests, args.max_seconds))
+                result = asyncio.run(load(base, target, queries, level, args.requests, args.max_seconds, HEADERS))
                 record["levels"].setdefault(str(level), {})[name] = result
                 print(name, json.dumps(result), flush=True)
         finally:

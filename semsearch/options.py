@@ -33,3 +33,7 @@ DEFAULT_RERANK_TOP = 100
 
 # The shared data folder beside the project (STS-B, PyPI summaries) that benchmarks read.
 DEFAULT_DATA_DIR = Path("../shared/data")
+
+# How a server encodes queries on a CPU (semsearch.models.query_precision measures `auto`).
+QueryPrecision = Literal["auto", "fp32", "bf16"]
+QUERY_PRECISIONS: tuple[str, ...] = get_args(QueryPrecision)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated
 
+import numpy as np
 import pyarrow as pa
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from semsearch import __version__
 from semsearch.errors import SemsearchError
 from semsearch.index.living import Index
+from semsearch.server.guard import RequestGuard, json_bytes
 from semsearch.server.metrics import ServerMetrics
 from semsearch.server.registry import IndexRegistry, ServedIndex
 from semsearch.server.schemas import DeleteRequest, DocumentsRequest, SearchRequest, ServerConfig
@@ -43,7 +43,7 @@ class ClientError(Exception):
         self.status = status
 
 
-def _registry(request: Request) -> IndexRegistry:
+async def _registry(request: Request) -> IndexRegistry:
     return request.app.state.registry
 
 
@@ -57,10 +57,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = await run_in_threadpool(
-            IndexRegistry, config.index_dir, config.names or None, config.device,
-            (config.max_batch, config.max_wait_ms), metrics.batch_size.observe,
-        )  # fmt: skip
+        registry = await run_in_threadpool(IndexRegistry, config, metrics.batch_size.observe)
         registry.start_refreshing(config.refresh_every_s)
         app.state.registry = registry
         log.info("serving %s", ", ".join(registry.indexes))
@@ -78,24 +75,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
 
 def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> None:
-    @app.middleware("http")
-    async def measure_and_limit(request: Request, call_next):
-        request.state.request_id = uuid.uuid4().hex[:12]
-        started = time.perf_counter()
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > config.limits.max_body_bytes):
-            response = _error(413, f"the request body is over {config.limits.max_body_bytes} bytes")
-        else:
-            try:
-                response = await call_next(request)
-            except Exception:  # what the handlers below did not turn into a response
-                log.exception("request %s failed", request.state.request_id)
-                response = _error(500, f"internal error (request id {request.state.request_id})")
-        route = request.scope.get("route")
-        metrics.observe(getattr(route, "path", "unmatched"), response.status_code,
-                        time.perf_counter() - started)  # fmt: skip
-        response.headers["X-Request-ID"] = request.state.request_id
-        return response
+    app.add_middleware(RequestGuard, max_body_bytes=config.limits.max_body_bytes, metrics=metrics)
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, exc: ClientError) -> JSONResponse:
@@ -119,17 +99,13 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         return _error(422, f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", "invalid"))
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        request_id = getattr(request.state, "request_id", "?")
-        log.error("request %s failed", request_id, exc_info=exc)
-        return _error(500, f"internal error (request id {request_id})")
-
 
 def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> None:
     limits = config.limits
 
-    def authorised(request: Request) -> None:
+    # Dependencies are `async`: FastAPI runs a plain `def` one in its thread pool, a thread
+    # hop per request for a few microseconds of work.
+    async def authorised(request: Request) -> None:
         """With an API key set, every endpoint but the page wants it (Bearer or X-API-Key)."""
         if config.api_key is None:
             return
@@ -137,10 +113,10 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         if not secrets.compare_digest(given.encode(), config.api_key.encode()):
             raise ClientError(401, "missing or wrong API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'")
 
-    def may_write(request: Request) -> None:
+    async def may_write(request: Request) -> None:
         if config.api_key is None:
             raise ClientError(403, "writes are off: start the server with --api-key (or SEMSEARCH_API_KEY) to allow them")
-        authorised(request)
+        await authorised(request)
 
     reader, writer = [Depends(authorised)], [Depends(may_write)]
 
@@ -174,24 +150,29 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         where: str | None = None,
         nprobe: Annotated[int | None, Query(ge=1)] = None,
         ef_search: Annotated[int | None, Query(ge=1)] = None,
-    ) -> dict:
+    ) -> Response:
         request = SearchRequest(q=q, k=k, index=index, where=where, nprobe=nprobe, ef_search=ef_search)
         return await _search(indexes, request)
 
     @app.post("/search", dependencies=reader)
-    async def search_post(indexes: Registry, request: SearchRequest) -> dict:
+    async def search_post(indexes: Registry, request: SearchRequest) -> Response:
         return await _search(indexes, request)
 
-    async def _search(indexes: IndexRegistry, request: SearchRequest) -> dict:
+    async def _search(indexes: IndexRegistry, request: SearchRequest) -> Response:
         queries = _queries(request)
         served = _healthy(indexes, request.index)
-        vectors = await asyncio.wrap_future(served.batcher.submit(queries))
-        searcher = served.searcher
-        results = await run_in_threadpool(searcher.search_vectors, queries, vectors, request.k,
-                                          request.where, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
-        return {"index": served.name, "generation": searcher.generation,
-                "results": [{"query": query, "hits": [hit.to_dict(searcher.score_name) for hit in hits]}
-                            for query, hits in zip(queries, results)]}  # fmt: skip
+        searcher = served.searcher  # one generation for the whole request
+
+        def answer(vectors: np.ndarray) -> bytes:
+            """Search and render on the encoder's worker thread, right after encoding."""
+            results = searcher.search_vectors(queries, vectors, request.k, request.where,
+                                              nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
+            return json_bytes({"index": served.name, "generation": searcher.generation,
+                               "results": [{"query": query, "hits": [hit.to_dict(searcher.score_name) for hit in hits]}
+                                           for query, hits in zip(queries, results)]})  # fmt: skip
+
+        body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
+        return Response(body, media_type="application/json")
 
     def _queries(request: SearchRequest) -> list[str]:
         if (request.q is None) == (request.queries is None):

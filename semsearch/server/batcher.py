@@ -4,8 +4,9 @@ Why: a transformer encodes 32 short queries in little more time than one, so a s
 encodes each request on its own spends its CPU on per-call overhead as load grows. Requests
 put their texts on a queue; one worker thread takes what has arrived, waits at most
 `max_wait_ms` after the first text for more (up to `max_batch` texts), encodes them in one
-call and hands each request its rows. The event loop only awaits a future, so it never
-blocks on the model. With `workers` > 1, as many threads each gather and encode their own
+call and hands each request its rows, after running the request's own `then` on them in
+the same thread (the server searches and renders there: no second hop to another thread
+per request). The event loop only awaits a future, so it never blocks on the model. With `workers` > 1, as many threads each gather and encode their own
 batches (on a CPU, one single-threaded encoder per core outruns one encoder spread over
 every core: no threads waiting on each other inside each layer).
 """
@@ -31,6 +32,7 @@ Encode = Callable[[list[str]], np.ndarray]
 class _Pending:
     texts: list[str]
     future: Future
+    then: Callable[[np.ndarray], object] | None = None
 
 
 class MicroBatcher:
@@ -58,10 +60,11 @@ class MicroBatcher:
         for worker in self._workers:
             worker.start()
 
-    def submit(self, texts: Sequence[str]) -> Future:
-        """A future of the texts' vectors [len(texts), dimension]."""
+    def submit(self, texts: Sequence[str], then: Callable[[np.ndarray], object] | None = None) -> Future:
+        """A future of the texts' vectors [len(texts), dimension], or of `then(vectors)`
+        (run on the worker thread; what it raises goes to the future)."""
         future: Future = Future()
-        self._queue.put(_Pending(list(texts), future))
+        self._queue.put(_Pending(list(texts), future, then))
         return future
 
     def close(self) -> None:
@@ -107,5 +110,14 @@ class MicroBatcher:
             self.on_batch(size)
         start = 0
         for pending in batch:
-            pending.future.set_result(vectors[start : start + len(pending.texts)])
+            rows = vectors[start : start + len(pending.texts)]
             start += len(pending.texts)
+            if pending.then is None:
+                pending.future.set_result(rows)
+                continue
+            try:
+                result = pending.then(rows)
+            except BaseException as exc:  # this request's failure only
+                pending.future.set_exception(exc)
+            else:
+                pending.future.set_result(result)

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import IndexFolder, find_index, list_indexes
+from semsearch.models.query_precision import choose_query_precision
 from semsearch.search import Searcher
 from semsearch.server.batcher import MicroBatcher
+from semsearch.server.schemas import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +58,9 @@ def served_folders(index_dir: Path, names: list[str] | None) -> list[IndexFolder
 class IndexRegistry:
     """Name -> `ServedIndex`, with one shared encoder per model and a refresher thread."""
 
-    def __init__(
-        self,
-        index_dir: Path,
-        names: list[str] | None,
-        device: str,
-        batching: tuple[int, float],
-        on_batch: Callable[[int], None] | None = None,
-    ) -> None:
-        self.index_dir = index_dir
-        self.device = device
-        self.batching = batching
+    def __init__(self, config: ServerConfig, on_batch: Callable[[int], None] | None = None) -> None:
+        self.config = config
+        self.index_dir = config.index_dir
         self.on_batch = on_batch
         self._encoders: dict[tuple, tuple[object, MicroBatcher]] = {}
         # Requests already run in parallel; FAISS's own threads on top of them would only
@@ -74,7 +68,7 @@ class IndexRegistry:
         import faiss
 
         faiss.omp_set_num_threads(1)
-        folders = served_folders(index_dir, names)
+        folders = served_folders(config.index_dir, config.names or None)
         self.indexes = {folder.name: self._open(folder) for folder in folders}
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
@@ -141,8 +135,7 @@ class IndexRegistry:
 
             from semsearch.models.bi_encoder import BiEncoder
 
-            encoder = BiEncoder.for_index(spec, self.device)
-            max_batch, max_wait_ms = self.batching
+            encoder = BiEncoder.for_index(spec, self.config.device)
             # The queries gathered from many requests are encoded in sorted sub-batches of
             # CPU_SUB_BATCH: on a CPU, 32 STS-B sentences take 101 ms as four length-sorted
             # batches of 8 and 154 ms as one batch of 32, padded to its longest (measured).
@@ -153,11 +146,13 @@ class IndexRegistry:
             workers = max(1, len(os.sched_getaffinity(0))) if on_cpu else 1
             if on_cpu:
                 torch.set_num_threads(1)
+            precision = choose_query_precision(encoder, self.config.precision)
 
-            def encode(texts: list[str], encoder=encoder, sub_batch=sub_batch):
-                return encoder.encode(texts, batch_size=sub_batch)
+            def encode(texts: list[str], encoder=encoder, sub_batch=sub_batch, precision=precision):
+                return encoder.encode(texts, batch_size=sub_batch, precision=precision)
 
-            batcher = MicroBatcher(encode, max_batch, max_wait_ms, self.on_batch, workers=workers)
+            batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms, self.on_batch,
+                                   workers=workers)  # fmt: skip
             self._encoders[key] = (encoder, batcher)
         encoder, batcher = self._encoders[key]
         return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]

@@ -31,8 +31,9 @@ class ServerConfig:
     device: str = "auto"
     api_key: str | None = None
     limits: Limits = Limits()
-    max_batch: int = 16
+    max_batch: int = 32
     max_wait_ms: float = 3.0
+    precision: str = "auto"  # of query encoding on a CPU: see models/query_precision.py
     refresh_every_s: float = 0.25
 
 

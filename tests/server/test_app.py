@@ -75,6 +75,18 @@ def test_body_over_the_limit(client) -> None:
     assert response.status_code == 413 and "bytes" in response.json()["error"]
 
 
+def _chunked(body: bytes, size: int = 1000):
+    yield from (body[start : start + size] for start in range(0, len(body), size))
+
+
+def test_a_chunked_body_is_limited_too_and_read_whole_when_it_fits(client, sentences) -> None:
+    headers = {"content-type": "application/json"}
+    over = client.post("/search", content=_chunked(b"{" + b" " * 200_000 + b"}"), headers=headers)
+    assert over.status_code == 413 and "bytes" in over.json()["error"]
+    fits = client.post("/search", content=_chunked(b'{"q": "%s", "k": 2}' % sentences[0].encode()), headers=headers)
+    assert fits.status_code == 200 and len(fits.json()["results"][0]["hits"]) == 2
+
+
 def test_unexpected_failure_is_a_500_with_a_request_id(client, monkeypatch) -> None:
     served = client.app.state.registry.get("docs")
 

@@ -43,3 +43,25 @@ def test_a_large_request_is_one_batch_and_a_failure_reaches_its_caller(tiny_enco
     assert batcher.submit(sentences[:1]).result(timeout=30).shape[0] == 1  # the worker lives on
     batcher.close()
     assert sizes == [len(sentences), 1]
+
+
+def test_then_runs_on_the_worker_with_its_own_rows_and_its_failure_is_its_own(tiny_encoder, sentences) -> None:
+    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50)
+    worker_threads: set[str] = set()
+
+    def norms(vectors: np.ndarray) -> list[float]:
+        worker_threads.add(threading.current_thread().name)
+        return np.linalg.norm(vectors, axis=1).tolist()
+
+    def fails(vectors: np.ndarray) -> None:
+        raise RuntimeError(f"no search for {len(vectors)} rows")
+
+    good = batcher.submit(sentences[:3], then=norms)
+    bad = batcher.submit(sentences[3:4], then=fails)
+    plain = batcher.submit(sentences[4:5])
+    expected = np.linalg.norm(tiny_encoder.encode(sentences[:3]), axis=1)
+    np.testing.assert_allclose(good.result(timeout=30), expected, rtol=1e-5)
+    assert "no search for 1 rows" in str(bad.exception(timeout=30))
+    assert plain.result(timeout=30).shape == (1, tiny_encoder.dimension)
+    batcher.close()
+    assert worker_threads == {"semsearch-encoder-0"}
