@@ -37,3 +37,14 @@ DEFAULT_DATA_DIR = Path("../shared/data")
 # How a server encodes queries on a CPU (semsearch.models.query_precision measures `auto`).
 QueryPrecision = Literal["auto", "fp32", "bf16"]
 QUERY_PRECISIONS: tuple[str, ...] = get_args(QueryPrecision)
+
+# Query modes: the vectors, the BM25 index beside them, or both fused (semsearch.hybrid).
+SearchMode = Literal["dense", "lexical", "hybrid"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+# How hybrid fuses the two rankings: reciprocal rank fusion (ranks only, k=60 as in Cormack
+# et al. 2009), or a convex combination of min-max normalised scores weighted by alpha.
+FusionMethod = Literal["rrf", "convex"]
+FUSION_METHODS: tuple[str, ...] = get_args(FusionMethod)
+DEFAULT_RRF_K = 60
+DEFAULT_ALPHA = 0.5  # the dense side's weight in convex fusion; tune it with `eval ir --tune-alpha`
+HYBRID_DEPTH = 100  # candidates each side contributes to the fusion (at least k)

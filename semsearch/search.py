@@ -1,4 +1,8 @@
-"""Searching an index: encode the query once, find its neighbours, attach their metadata."""
+"""Searching an index: encode the query once, find its neighbours, attach their metadata.
+
+A query runs in one of three modes: `dense` (the vectors, the default), `lexical` (the BM25
+part beside them, no encoding) or `hybrid` (both, fused: `semsearch.hybrid`).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
+from semsearch.hybrid import Fusion, check_mode, fuse
 from semsearch.index.manifest import Manifest
 from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN
 from semsearch.index.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
-from semsearch.index.vector_index import prepare_vectors
+from semsearch.index.vector_index import higher_is_better, prepare_vectors
+from semsearch.options import SearchMode
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -129,38 +135,69 @@ class Searcher:
     @property
     def score_name(self) -> str:
         """`distance` (lower is closer) for L2/Manhattan indexes, `score` otherwise."""
-        return "distance" if self.manifest.index.metric in DISTANCE_METRICS else "score"
+        return self.score_name_for("dense")
+
+    def score_name_for(self, mode: SearchMode) -> str:
+        """What a hit's score is called in `mode`: lexical and fused scores are `score`s."""
+        dense_distance = self.manifest.index.metric in DISTANCE_METRICS
+        return "distance" if mode == "dense" and dense_distance else "score"
 
     def search(
-        self, queries: list[str], k: int = 10, where: str | None = None, **search_params: int | None
-    ) -> list[list[Hit]]:
-        """The `k` nearest live rows for each query (those satisfying the SQL predicate
-        `where`, if given); `search_params` override nprobe/efSearch for this call only."""
+        self, queries: list[str], k: int = 10, where: str | None = None,
+        mode: SearchMode = "dense", fusion: Fusion | None = None, **search_params: int | None,
+    ) -> list[list[Hit]]:  # fmt: skip
+        """The `k` best live rows for each query (those satisfying the SQL predicate `where`,
+        if given) in `mode` (dense, lexical or hybrid, fused as `fusion` says, default RRF);
+        `search_params` override nprobe/efSearch for this call only."""
+        check_mode(mode)
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
         if not queries or any(not query.strip() for query in queries):
             raise SemsearchError("a query is empty: give some text to search for")
-        return self.search_vectors(queries, self.encoder.encode(queries), k, where, **search_params)
+        vectors = None if mode == "lexical" else self.encoder.encode(queries)
+        return self.search_vectors(queries, vectors, k, where, mode=mode, fusion=fusion, **search_params)
 
     def search_vectors(
-        self, queries: list[str], vectors: np.ndarray, k: int = 10, where: str | None = None,
-        **search_params: int | None,
+        self, queries: list[str], vectors: np.ndarray | None, k: int = 10, where: str | None = None,
+        mode: SearchMode = "dense", fusion: Fusion | None = None, **search_params: int | None,
     ) -> list[list[Hit]]:  # fmt: skip
         """`search` for queries this index's encoder has already embedded (a server encodes
-        the queries of many requests in one batch, then searches each request's own way)."""
+        the queries of many requests in one batch, then searches each request's own way);
+        `vectors` may be None in `lexical` mode."""
+        check_mode(mode)
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
         snapshot = self.snapshot  # one generation for the whole call
         k = min(k, max(snapshot.live_rows, 1))  # -k 10**12 must not allocate 10**12 result slots
+        if mode == "lexical":
+            scores, rows = snapshot.lexical_search(queries, k, where)
+        elif mode == "dense":
+            scores, rows = self._dense(snapshot, vectors, k, where, search_params)
+        else:
+            fusion = fusion or Fusion()
+            depth = min(max(k, fusion.depth), max(snapshot.live_rows, 1))
+            lexical = snapshot.lexical_search(queries, depth, where)  # before encoding's cost
+            dense = self._dense(snapshot, vectors, depth, where, search_params)
+            metric = snapshot.manifest.index.metric
+            scores, rows = fuse(dense, lexical, k, fusion, higher_is_better(metric))
+        return [
+            self._hits(snapshot, query, row_scores, row_numbers)
+            for query, row_scores, row_numbers in zip(queries, scores, rows)
+        ]
+
+    @staticmethod
+    def _dense(
+        snapshot: IndexSnapshot, vectors: np.ndarray | None, k: int, where: str | None,
+        search_params: dict[str, int | None],
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        if vectors is None:
+            raise SemsearchError("dense and hybrid searches need the queries' vectors")
         params = {name: int(value) for name, value in search_params.items() if value is not None}
         vectors = prepare_vectors(vectors, snapshot.manifest.index.metric)
         scores, rows = snapshot.search(vectors, k, params, where)
         if snapshot.manifest.index.metric == "l2":
             scores = np.sqrt(np.maximum(scores, 0))  # FAISS returns squared L2 distances
-        return [
-            self._hits(snapshot, query, row_scores, row_numbers)
-            for query, row_scores, row_numbers in zip(queries, scores, rows)
-        ]
+        return scores, rows
 
     def _hits(
         self, snapshot: IndexSnapshot, query: str, scores: np.ndarray, rows: np.ndarray

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from semsearch.errors import SemsearchError
+from semsearch.hybrid import Fusion
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.models import BiEncoder
@@ -104,3 +105,17 @@ def test_refresh_moves_to_a_rebuilt_index_of_the_same_generation(tmp_path, tiny_
     _build(large, tmp_path, tiny_encoder, overwrite=True)  # generation 1 again, another build
     assert searcher.refresh() and searcher.generation == 1
     assert len(searcher.search(["text"], k=50)[0]) == 30
+
+
+def test_lexical_and_hybrid_modes_with_a_filter(corpus_file, tmp_path, tiny_encoder) -> None:
+    searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), encoder=tiny_encoder)
+    [lexical] = searcher.search_vectors(["fast JSON parsing"], None, k=5, mode="lexical")
+    assert [hit.id for hit in lexical] == ["d10", "d11"]  # the rows sharing a term, best first
+    dense = [hit.id for hit in searcher.search(["guitar on stage"], k=3)[0]]
+    convex = Fusion("convex", alpha=1.0)
+    assert [hit.id for hit in searcher.search(["guitar on stage"], k=3, mode="hybrid", fusion=convex)[0]] == dense
+    [hybrid] = searcher.search(["guitar cake"], k=12, mode="hybrid", where="topic = 'food'")
+    assert {hit.metadata["topic"] for hit in hybrid} == {"food"} and len(hybrid) == 2
+    assert searcher.score_name_for("hybrid") == "score"
+    with pytest.raises(SemsearchError, match="--mode 'bm25' is not known"):
+        searcher.search(["guitar"], mode="bm25")

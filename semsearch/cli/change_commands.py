@@ -83,8 +83,12 @@ def delete(
 def reindex(
     name: IndexArgument,
     index_type: Annotated[
-        str, typer.Option(help="flat, ivf, hnsw, ivfpq, auto or a FAISS factory string.")
-    ],
+        str | None, typer.Option(help="flat, ivf, hnsw, ivfpq, auto or a FAISS factory string.")
+    ] = None,
+    lexical: Annotated[
+        bool | None, typer.Option("--lexical/--no-lexical", help="Build the BM25 part from the "
+                                  "stored texts (for query --mode lexical|hybrid), or drop it.")
+    ] = None,
     target_recall: Annotated[
         float, typer.Option(help="Tune nprobe/efSearch to this recall@10 (0: skip).")
     ] = 0.95,
@@ -94,12 +98,21 @@ def reindex(
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
 ) -> None:
-    """Rebuild the FAISS structure from the stored vectors, without loading the model."""
+    """Rebuild the FAISS structure from the stored vectors, or add (--lexical) or drop
+    (--no-lexical) the BM25 part built from the stored texts, without loading the model."""
+    from semsearch.errors import SemsearchError
     from semsearch.index.maintain import reindex as rebuild
+    from semsearch.index.maintain import set_lexical
+    from semsearch.index.manifest import LexicalSpec
 
+    if index_type is None and lexical is None:
+        raise SemsearchError("say what to rebuild: --index-type TYPE, --lexical or --no-lexical")
     folder = find_index(name, index_dir)
     budget = parse_bytes(memory_budget) if memory_budget else None
-    manifest = rebuild(folder, index_type, target_recall or None, budget, show_progress=show_progress())
+    if index_type is not None:
+        manifest = rebuild(folder, index_type, target_recall or None, budget, show_progress=show_progress())
+    if lexical is not None:
+        manifest = set_lexical(folder, LexicalSpec() if lexical else None)
     _report_manifest(folder.name, manifest, json_output)
 
 
@@ -153,8 +166,10 @@ def _report_manifest(name: str, manifest, json_output: bool) -> None:
     if json_output:
         print_json_lines([{"index": name, **manifest.to_dict()}])
         return
+    lexical = "BM25" if manifest.lexical is not None else "no lexical part"
     console.print(
         f"{name}: generation {manifest.generation}, {manifest.rows} rows in "
-        f"{len(manifest.segments)} segment(s), {manifest.index.factory} {manifest.index.search_params}"
+        f"{len(manifest.segments)} segment(s), {manifest.index.factory} {manifest.index.search_params}, "
+        f"{lexical}"
     )
 

@@ -29,7 +29,7 @@ from semsearch.cli.common import (
     user_errors,
 )
 from semsearch.cli.train_command import Columns, parse_assignments
-from semsearch.options import DEFAULT_RERANK_TOP, SIMILARITIES
+from semsearch.options import DEFAULT_ALPHA, DEFAULT_RERANK_TOP, FUSION_METHODS, SIMILARITIES
 
 if TYPE_CHECKING:
     from semsearch.evaluation.tasks import EvaluationResult
@@ -92,19 +92,49 @@ def ir(
     search_index: Annotated[bool, typer.Option(help="Rank with the --index itself (built from corpus.jsonl with --id-column _id).")] = False,
     rerank: Annotated[str | None, typer.Option(help="A cross-encoder folder that re-orders each query's first --rerank-top documents.")] = None,
     rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_RERANK_TOP,
+    fusion: Annotated[str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")] = "rrf",
+    alpha: Annotated[float, typer.Option(help="The dense side's weight in --fusion convex.")] = DEFAULT_ALPHA,
+    tune_alpha: Annotated[bool, typer.Option(help="Also tune convex fusion's alpha on a dev split of the queries and report it.")] = False,
     model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
     device: Device = "auto", batch_size: BatchSize = 64, quantize: Quantize = None,
     out: Out = None, json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
-    """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder."""
+    """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder, for dense,
+    lexical (BM25) and hybrid retrieval side by side."""
     from semsearch.evaluation.tasks import ModelOptions, evaluate_ir
+    from semsearch.hybrid import Fusion
 
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
                           quantization=quantize, batch_size=batch_size)  # fmt: skip
-    result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top)
+    fused = Fusion(fusion, alpha=alpha)
+    result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top, fused, tune_alpha)
     if "before_rerank" in result.facts and not json_output:
         console.print(f"before re-ranking: ndcg@10 {result.facts['before_rerank']['ndcg@10']:.4f}")
+    if "modes" in result.facts and not json_output:
+        _report_modes(result)
+        _write_json(Output(out), result.to_dict())
+        return
     _report(result, Output(out, json_output))
+
+
+def _report_modes(result: EvaluationResult) -> None:
+    """A header, then one row per retrieval mode, and the tuned alpha if there is one."""
+    facts = result.facts
+    console.print(f"[bold]{result.task}[/bold]: {escape(result.model)} on {escape(facts['data'])} "
+                  f"({result.seconds:.1f} s)")  # fmt: skip
+    table = Table()
+    table.add_column("mode", style="bold")
+    measures = [name for name in result.metrics if name != "queries"]
+    for measure in measures:
+        table.add_column(measure, justify="right")
+    for mode, metrics in facts["modes"].items():
+        table.add_row(escape(mode), *[_cell(metrics.get(measure)) for measure in measures])
+    console.print(table)
+    tuned = facts.get("tuned_alpha")
+    if tuned:
+        console.print(f"convex alpha tuned on every query: {tuned['all_queries']:g} (on each fold's "
+                      f"dev half: {', '.join(f'{a:g}' for a in tuned['folds'])}); query with "
+                      f"--mode hybrid --fusion convex --alpha {tuned['all_queries']:g}")  # fmt: skip
 
 
 @eval_app.command("heatmap")

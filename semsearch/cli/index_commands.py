@@ -77,6 +77,10 @@ def build(
     store_vectors: Annotated[
         str, typer.Option(help="fp32, or fp16 to halve the vectors kept on disk for reindexing.")
     ] = "fp32",
+    lexical: Annotated[
+        bool, typer.Option(help="Build the BM25 index beside the vectors (for query --mode "
+                           "lexical|hybrid); --no-lexical skips it.")
+    ] = True,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the manifest as JSON.")
     ] = False,
@@ -86,6 +90,7 @@ def build(
     An interrupted build resumes from its last complete shard when run again.
     """
     from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.manifest import LexicalSpec
 
     if old_index_type is not None:
         typer.echo("note: build's --index is now --index-type (the old spelling goes in the "
@@ -99,7 +104,7 @@ def build(
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
-        store_vectors=store_vectors,
+        store_vectors=store_vectors, lexical=LexicalSpec() if lexical else None,
     )  # fmt: skip
     folder = build_index(options)
     manifest = folder.manifest()

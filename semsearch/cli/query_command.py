@@ -12,7 +12,13 @@ from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
-from semsearch.options import DEFAULT_RERANK_TOP
+from semsearch.options import (
+    DEFAULT_ALPHA,
+    DEFAULT_RERANK_TOP,
+    DEFAULT_RRF_K,
+    FUSION_METHODS,
+    SEARCH_MODES,
+)
 
 
 @app.command()
@@ -50,6 +56,17 @@ def query(
     at: Annotated[
         int | None, typer.Option(help="Search this generation instead of the current one.")
     ] = None,
+    mode: Annotated[
+        str, typer.Option(help=f"{' | '.join(SEARCH_MODES)}: the vectors, the BM25 index, or both fused.")
+    ] = "dense",
+    fusion: Annotated[
+        str, typer.Option(help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (reciprocal rank "
+                          f"fusion, k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical).")
+    ] = "rrf",
+    alpha: Annotated[
+        float, typer.Option(help="The dense side's weight in --fusion convex (tune it with "
+                            "'semsearch eval ir --tune-alpha').")
+    ] = DEFAULT_ALPHA,
     model_check: Annotated[
         bool,
         typer.Option(help="Check that the model's weights are those that built the index "
@@ -63,6 +80,10 @@ def query(
     With --rerank, the index retrieves --rerank-top candidates and the cross-encoder keeps
     the best -k of them by its own score.
     """
+    from semsearch.hybrid import Fusion, check_mode
+
+    check_mode(mode)
+    fused = Fusion(fusion, alpha=alpha)
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
     from semsearch.models.query_encoder import encoder_for_queries
@@ -76,15 +97,16 @@ def query(
             f"no column {missing[0]!r} in the index's metadata; its columns are: "
             f"{', '.join(searcher.metadata.column_names)}"
         )
-    score_name = searcher.score_name
+    score_name = searcher.score_name_for(mode)
+    options = {"where": where, "mode": mode, "fusion": fused, "nprobe": nprobe, "efSearch": ef_search}
     if rerank is None:
-        results = searcher.search(queries, k=k, where=where, nprobe=nprobe, efSearch=ef_search)
+        results = searcher.search(queries, k=k, **options)
     else:
         from semsearch.models.cross_encoder import CrossEncoder
         from semsearch.rerank import RERANK_SCORE, Reranker
 
         reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
-        results = reranker.search(searcher, queries, k=k, where=where, nprobe=nprobe, efSearch=ef_search)
+        results = reranker.search(searcher, queries, k=k, **options)
         score_name = RERANK_SCORE
     if json_output:
         print_json_lines(hit.to_dict(score_name) for hits in results for hit in hits)

@@ -16,9 +16,10 @@ mapping), so a file that works as `--dev` works here too.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,18 @@ from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import Evaluator
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.heatmap import similarity_heatmap
-from semsearch.evaluation.ir import DEPTH, InformationRetrievalEvaluator, ir_metrics
+from semsearch.evaluation.hybrid import (
+    SideRankings,
+    cross_validated_convex,
+    exact_modes,
+    index_modes,
+    mode_metrics,
+    tune_alpha,
+)
+from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
 from semsearch.evaluation.sts import STSEvaluator
+from semsearch.hybrid import Fusion
 from semsearch.index.store import DEFAULT_INDEX_DIR, find_index
 from semsearch.inputs import read_lines
 from semsearch.models import BiEncoder
@@ -43,6 +53,8 @@ from semsearch.search import Searcher
 from semsearch.training.config import DataOptions
 from semsearch.training.data import TrainingData, read_eval_data
 from semsearch.training.dev import choose_task
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -163,11 +175,19 @@ def evaluate_ir(
     search_index: bool = False,
     rerank: str | None = None,
     rerank_top: int = DEFAULT_RERANK_TOP,
+    fusion: Fusion | None = None,
+    tune: bool = False,
 ) -> EvaluationResult:
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR folder, ranked by exact search
     or, with `search_index`, by the index `model.index` itself; with `rerank` (a cross-encoder
     folder) each query's first `rerank_top` documents are re-ordered, and the figures before
-    it are in `facts["before_rerank"]`."""
+    it are in `facts["before_rerank"]`.
+
+    Without `rerank`, `metrics` are the dense figures and `facts["modes"]` holds dense,
+    lexical (BM25) and hybrid (as `fusion` says; default RRF) side by side; `tune` adds
+    "hybrid convex tuned", convex fusion with alpha tuned on a dev split (2-fold: each half
+    ranked with the alpha of the other), and the alpha tuned on every query in
+    `facts["tuned_alpha"]`."""
     data = read_beir(folder, split)
     loaded = load_model(model)
     if search_index and loaded.searcher is None:
@@ -175,17 +195,40 @@ def evaluate_ir(
     facts: dict[str, Any] = {"data": str(folder), "split": split, "documents": len(data.corpus)}
     if rerank is not None:
         return _reranked(data, loaded, model, facts, rerank, rerank_top, search_index)
-    if not search_index:
-        evaluator = InformationRetrievalEvaluator(
-            data, name=folder.name, batch_size=model.batch_size
-        )
-        return _measure("ir", evaluator, loaded, {**facts, "ranking": "exact search"})
-    searcher = loaded.searcher
-    assert searcher is not None  # checked above
     started = time.monotonic()
-    metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
-    facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
+    if search_index:
+        searcher = loaded.searcher
+        assert searcher is not None  # checked above
+        facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
+        if searcher.manifest.lexical is None:
+            name = searcher.folder.name
+            log.warning("index %r has no lexical part: dense figures only ('semsearch reindex %s "
+                        "--lexical' adds one)", name, name)  # fmt: skip
+            metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
+            facts["modes"] = {"dense": metrics}
+            return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
+        sides = index_modes(searcher, data)
+    else:
+        facts["ranking"] = "exact search"
+        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size)
+    facts["fusion"] = asdict(fusion or Fusion())
+    facts["modes"] = mode_metrics(sides, data.qrels, fusion or Fusion())
+    if tune:
+        tuned, facts["tuned_alpha"] = _tuned(sides, data.qrels, fusion)
+        facts["modes"].update(tuned)
+    metrics = facts["modes"]["dense"]
     return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
+
+
+def _tuned(sides: SideRankings, qrels: dict, fusion: Fusion | None) -> tuple[dict, dict]:
+    """Convex fusion's figures with alpha tuned on a dev split, and the alphas tuned."""
+    base = Fusion("convex", depth=(fusion or Fusion()).depth)
+    metrics, folds = cross_validated_convex(sides, qrels, fusion=base)
+    every = [line for line, query in enumerate(sides.queries)
+             if any(grade > 0 for grade in qrels.get(query, {}).values())]  # fmt: skip
+    alpha, figures = tune_alpha(sides, qrels, every, fusion=base)
+    return ({"hybrid convex tuned": metrics},
+            {"all_queries": alpha, "folds": folds, "ndcg@10_by_alpha": figures})  # fmt: skip
 
 
 def evaluate_heatmap(

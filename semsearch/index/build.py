@@ -35,8 +35,10 @@ from semsearch.errors import SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
+from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
     IndexSpec,
+    LexicalSpec,
     Manifest,
     SegmentRecord,
     SourceSpec,
@@ -93,6 +95,8 @@ class BuildOptions:
     target_recall: float | None = DEFAULT_TARGET_RECALL
     tuning_queries: list[str] | None = None  # default: a sample of the corpus' own vectors
     store_vectors: str = "fp32"  # "fp16" halves the stored vectors on disk
+    # The lexical (BM25) part for `--mode lexical|hybrid` queries; None builds none.
+    lexical: LexicalSpec | None = field(default_factory=LexicalSpec)
 
     @property
     def index_name(self) -> str:
@@ -151,7 +155,12 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
             spec = replace(spec, search_params={tuning.parameter: tuning.value})
         index_file = index_file_name(1)
         index_bytes = index.write(writer.folder / index_file)
-        record = SegmentRecord(segment_name(0), total, parts, index_file, index_bytes)
+        lexical_dir = None
+        if options.lexical is not None:
+            lexical_dir = index_segment_texts(writer.folder, options.text_column, total, parts,
+                                              options.lexical, 1)  # fmt: skip
+        record = SegmentRecord(segment_name(0), total, parts, index_file, index_bytes,
+                               lexical_dir=lexical_dir)  # fmt: skip
         source = SourceSpec(
             path=str(corpus.path.resolve()), format=corpus.format, sha256=source_sha256,
             rows_read=rows_read, rows_skipped=skipped, text_column=options.text_column,
@@ -164,7 +173,7 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
                        "truncated": truncated.cut},
             semsearch_version=__version__, created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
-            tuning=tuning.to_dict() if tuning else None,
+            tuning=tuning.to_dict() if tuning else None, lexical=options.lexical,
         )  # fmt: skip
         write_manifest(partial, manifest)
         (partial / STATE_FILE).unlink()

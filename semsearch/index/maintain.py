@@ -1,7 +1,8 @@
 """`reindex`, `compact`, `rollback` and `tune`: new generations made from the stored vectors.
 
 None of them loads the model (except `tune` with text queries): the vectors on disk are
-enough to rebuild any FAISS structure, merge segments, or measure recall.
+enough to rebuild any FAISS structure, merge segments, or measure recall, and the stored
+texts to build the lexical (BM25) parts (`set_lexical`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,9 @@ from semsearch.errors import SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import next_generation, next_segment_number, now, segment_name
+from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
+    LexicalSpec,
     Manifest,
     SegmentRecord,
     generation_file,
@@ -78,6 +81,32 @@ def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> 
             generation_file(folder.path, number).unlink(missing_ok=True)
         remove_leftovers(folder)
         return manifest
+
+
+def set_lexical(folder: IndexFolder, spec: LexicalSpec | None) -> Manifest:
+    """Give every segment a lexical (BM25) part made with `spec` from its stored texts, or
+    with None drop the lexical part; the new generation's manifest (the current one when
+    the index already is that way)."""
+    started = time.perf_counter()
+    with folder.writer_lock("reindex --lexical"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
+        if spec == manifest.lexical:
+            log.warning("index %r already %s", manifest.name,
+                        "has no lexical part" if spec is None else "has this lexical part")  # fmt: skip
+            return manifest
+        generation = manifest.generation + 1
+        records = []
+        for record in manifest.segments:
+            lexical_dir = None
+            if spec is not None:
+                lexical_dir = index_segment_texts(folder.segment_dir(record.name), manifest.text_column,
+                                                  record.rows, record.parts, spec, generation)  # fmt: skip
+            records.append(replace(record, lexical_dir=lexical_dir))
+        operation = {"kind": "lexical", "lexical": None if spec is None else asdict(spec)}
+        new = next_generation(manifest, records, operation, time.perf_counter() - started, lexical=spec)
+        write_manifest(folder.path, new)
+        return new
 
 
 def rollback(folder: IndexFolder, generation: int) -> Manifest:
@@ -161,6 +190,10 @@ def _rebuild(
     index_file = index_file_name(generation)
     size = index.write(segment.folder / index_file)
     record = replace(segment.record, index_file=index_file, index_file_bytes=size)
+    if manifest.lexical is not None and record.lexical_dir is None:  # a merged segment
+        lexical_dir = index_segment_texts(segment.folder, manifest.text_column, record.rows,
+                                          record.parts, manifest.lexical, generation)  # fmt: skip
+        record = replace(record, lexical_dir=lexical_dir)
     return next_generation(
         manifest, [record], {"kind": kind, "factory": spec.factory, "rows": total},
         time.perf_counter() - started, index=spec, tuning=tuning.to_dict() if tuning else None,
@@ -222,6 +255,7 @@ def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
     missing = [
         record.name for record in manifest.segments
         if not (folder.segment_dir(record.name) / record.index_file).is_file()
+        or (record.lexical_dir and not (folder.segment_dir(record.name) / record.lexical_dir).is_dir())
     ]  # fmt: skip
     if missing:
         raise SemsearchError(

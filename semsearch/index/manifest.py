@@ -30,6 +30,7 @@ from semsearch.index.manifest_fields import (  # noqa: F401 - METRIC_NAMES and S
     timestamp,
     validate_files,
     validate_index,
+    validate_lexical,
     validate_model,
     validate_segment,
     validate_source,
@@ -42,6 +43,16 @@ FORMAT_VERSION = 2
 SEGMENTS_DIR = "segments"
 TRAINED_DIR = "trained"
 CHECKSUM_KEY = "checksum"
+
+
+# The files of a segment's lexical folder, as bm25s writes them (semsearch.index.lexical).
+LEXICAL_FILES = (
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+    "vocab.index.json",
+    "params.index.json",
+)
 
 
 def part_file_names(part: int) -> tuple[str, str, str]:
@@ -62,6 +73,21 @@ class IndexSpec:
     metric: str
     search_params: dict[str, int] = field(default_factory=dict)
     trained_file: str | None = None
+
+
+@dataclass(frozen=True)
+class LexicalSpec:
+    """How the lexical (BM25) part scores and which terms it makes of a text.
+
+    k1 and b are baked into the stored scores (bm25s scores eagerly), so changing them means
+    rebuilding the part (`semsearch reindex NAME --lexical`).
+    """
+
+    method: str = "lucene"  # or robertson, atire: the BM25 variants bm25s offers
+    k1: float = 1.5
+    b: float = 0.75
+    stemmer: str = "english"  # a PyStemmer language; "" for none
+    stopwords: str = "en"  # a bm25s stop-word list; "" for none
 
 
 @dataclass(frozen=True)
@@ -88,6 +114,7 @@ class SegmentRecord:
     index_file_bytes: int
     deleted: int = 0
     deleted_file: str | None = None  # sorted int64 ids, under the segment's folder
+    lexical_dir: str | None = None  # the segment's BM25 folder (see semsearch.index.lexical)
 
     @property
     def live_rows(self) -> int:
@@ -120,6 +147,9 @@ class Manifest:
     # generation; None in indexes written before checksums were recorded.
     files: dict[str, dict] | None = None
     format_version: int = FORMAT_VERSION
+    # The lexical (BM25) part's settings; None: the index has none (every segment then has
+    # no lexical_dir, and every segment has one otherwise).
+    lexical: LexicalSpec | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -134,6 +164,8 @@ class Manifest:
                 "model": EncoderSpec(**_known(EncoderSpec, data["model"])),
                 "index": IndexSpec(**_known(IndexSpec, data["index"])),
                 "source": SourceSpec(**_known(SourceSpec, data["source"])),
+                "lexical": (None if data.get("lexical") is None
+                            else LexicalSpec(**_known(LexicalSpec, data["lexical"]))),  # fmt: skip
                 "segments": tuple(
                     SegmentRecord(**_known(SegmentRecord, item)) for item in data["segments"]
                 ),
@@ -171,6 +203,12 @@ class Manifest:
             validate_segment(segment)
         require(self.rows == sum(segment.live_rows for segment in self.segments), "rows",
                  self.rows, "the live rows of the segments")  # fmt: skip
+        if self.lexical is not None:
+            validate_lexical(self.lexical)
+        for segment in self.segments:
+            require((segment.lexical_dir is not None) == (self.lexical is not None),
+                     "segments.lexical_dir", segment.lexical_dir,
+                     "a folder name exactly when the index has a lexical part")  # fmt: skip
         if self.files is not None:
             validate_files(self.files)
 
@@ -179,7 +217,8 @@ class Manifest:
 
         `opened_only`: only those opening it for search reads whole (ids, metadata, FAISS
         files, deletions); vectors are memory-mapped and read piecemeal, trained
-        structures only by writers.
+        structures only by writers, lexical parts by the first lexical search (which checks
+        them then).
         """
         names = []
         for segment in self.segments:
@@ -192,6 +231,8 @@ class Manifest:
             names.append(f"{base}/{segment.index_file}")
             if segment.deleted_file is not None:
                 names.append(f"{base}/{segment.deleted_file}")
+            if segment.lexical_dir is not None and not opened_only:  # read when first asked for
+                names += [f"{base}/{segment.lexical_dir}/{name}" for name in LEXICAL_FILES]
         if self.index.trained_file is not None and not opened_only:
             names.append(f"{TRAINED_DIR}/{self.index.trained_file}")
         return names

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from semsearch.index.checksums import HASH_NAME
 
 if TYPE_CHECKING:
-    from semsearch.index.manifest import IndexSpec, SegmentRecord, SourceSpec
+    from semsearch.index.manifest import IndexSpec, LexicalSpec, SegmentRecord, SourceSpec
     from semsearch.models.spec import EncoderSpec
 
 METRIC_NAMES = ("cosine", "dot", "l2", "manhattan")
@@ -24,6 +24,7 @@ VECTOR_DTYPES = ("float32", "float16")
 POOLING_MODES = ("mean", "max", "cls", "attention")
 QUANTIZATION_MODES = ("int8",)
 SOURCE_FORMATS = ("parquet", "csv", "tsv", "jsonl")
+BM25_METHODS = ("lucene", "robertson", "atire")
 SEGMENT_NAME = re.compile(r"s\d{6}")
 FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
@@ -80,6 +81,22 @@ def validate_segment(segment: SegmentRecord) -> None:
     if segment.deleted_file is not None:
         require(file_name(segment.deleted_file), "segments.deleted_file", segment.deleted_file,
                  "a file name")  # fmt: skip
+    if segment.lexical_dir is not None:
+        require(file_name(segment.lexical_dir), "segments.lexical_dir", segment.lexical_dir,
+                 "a folder name")  # fmt: skip
+
+
+def validate_lexical(lexical: LexicalSpec) -> None:
+    require(lexical.method in BM25_METHODS, "lexical.method", lexical.method,
+             f"one of {', '.join(BM25_METHODS)}")  # fmt: skip
+    for name in ("k1", "b"):
+        value = getattr(lexical, name)
+        require(isinstance(value, int | float) and not isinstance(value, bool) and value >= 0,
+                 f"lexical.{name}", value, "a number >= 0")  # fmt: skip
+    require(lexical.b <= 1, "lexical.b", lexical.b, "at most 1")
+    for name in ("stemmer", "stopwords"):
+        require(isinstance(getattr(lexical, name), str), f"lexical.{name}", getattr(lexical, name),
+                 "a string (empty for none)")  # fmt: skip
 
 
 def validate_files(files: object) -> None:

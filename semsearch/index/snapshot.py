@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
-from semsearch.index.manifest import IndexSpec, Manifest
+from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
+from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, Manifest
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import (
@@ -32,7 +33,7 @@ from semsearch.index.vector_index import (
     exact_knn,
     higher_is_better,
 )
-from semsearch.index.verify import check_opened_files
+from semsearch.index.verify import check_file, check_opened_files
 from semsearch.index.where import WhereEvaluator
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class SegmentCache:
     new; `checked` holds the files already hashed (see `verify.check_opened_files`)."""
 
     def __init__(self) -> None:
-        self._opened: dict[tuple[str, str, str], tuple[Segment, VectorIndex]] = {}
+        self._opened: dict[tuple, tuple[Segment, VectorIndex] | LexicalPart] = {}
         self._lock = threading.Lock()
         self.checked: set[tuple] = set()
 
@@ -101,8 +102,22 @@ class SegmentCache:
         # The deleted rows differ between generations: the record must be this generation's.
         return Segment(cached_segment.folder, record), index
 
+    def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
+        """A segment's lexical part, read (and its files checked) on first use: a dense query
+        never pays for it."""
+        record = manifest.segments[position]
+        key = (manifest.index_id, record.name, record.lexical_dir)
+        with self._lock:
+            if key not in self._opened:
+                base = f"{SEGMENTS_DIR}/{record.name}/{record.lexical_dir}"
+                for name in LEXICAL_FILES:
+                    check_file(folder, manifest, f"{base}/{name}")
+                self._opened[key] = LexicalPart.read(folder.path / base, record.rows)
+            return self._opened[key]
+
     def keep_only(self, manifest: Manifest) -> None:
         wanted = {(manifest.index_id, record.name, record.index_file) for record in manifest.segments}
+        wanted |= {(manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments}
         with self._lock:
             for key in [key for key in self._opened if key not in wanted]:
                 del self._opened[key]
@@ -134,6 +149,7 @@ class IndexSnapshot:
         self.metadata: pa.Table = (
             pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
         )
+        self._cache = cache
         self._where = WhereEvaluator(self.metadata)
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
@@ -191,6 +207,26 @@ class IndexSnapshot:
             )
             scores[short], rows[short] = exact_scores, exact_rows
         return scores, rows
+
+    def lexical_search(
+        self, queries: list[str], k: int, where: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 scores and global rows of each query's `k` best live rows (satisfying `where`)
+        that share a term with it, -1 padded; see `semsearch.index.lexical`."""
+        spec = self.manifest.lexical
+        if spec is None:
+            name = self.manifest.name
+            raise SemsearchError(
+                f"index {name!r} has no lexical (BM25) part, which --mode lexical and hybrid "
+                f"search: add one with 'semsearch reindex {name} --lexical' (from the stored "
+                "texts, no model needed), or query with --mode dense"
+            )
+        allowed = self.where_mask(where) if where is not None else self.live
+        segments = [
+            LexicalSegment(self._cache.lexical(self.folder, self.manifest, position), open_segment.offset)
+            for position, open_segment in enumerate(self.segments)
+        ]
+        return lexical_search(segments, spec, queries, k, allowed)
 
     def exact_search(
         self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None

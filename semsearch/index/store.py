@@ -146,16 +146,20 @@ def remove_leftovers(folder: IndexFolder) -> None:
             names.add(segment.index_file)
             if segment.deleted_file:
                 names.add(segment.deleted_file)
+            if segment.lexical_dir:
+                names.add(segment.lexical_dir)
     for path in _children(folder.segments_dir):
         if path.name not in referenced_segments:
             log.info("removing %s, left by an interrupted change", path)
             shutil.rmtree(path, ignore_errors=True)
             continue
         for file in path.iterdir():
-            unreferenced = file.name.startswith(("index-", "deleted-")) and (
+            unreferenced = file.name.startswith(("index-", "deleted-", "lexical-")) and (
                 file.name not in referenced_segments[path.name]
             )
-            if unreferenced or file.name.startswith("."):
+            if (unreferenced or file.name.startswith(".")) and file.is_dir():
+                shutil.rmtree(file, ignore_errors=True)  # a lexical folder
+            elif unreferenced or file.name.startswith("."):
                 file.unlink(missing_ok=True)
     for path in _children(folder.path / TRAINED_DIR):
         if path.name not in trained:

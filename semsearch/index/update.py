@@ -21,6 +21,7 @@ from semsearch.corpus import RowFilter, check_id_column, open_corpus, text_hashe
 from semsearch.errors import SemsearchError
 from semsearch.index.filling import add_parts
 from semsearch.index.generation import next_generation, next_segment_number, segment_name
+from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.index.parts import encode_part
 from semsearch.index.rows import LiveRows
@@ -218,8 +219,12 @@ def _write_segment(
     add_parts(index, segment.iter_parts, rows.num_rows)
     index_file = index_file_name(manifest.generation + 1)
     size = index.write(temporary / index_file)
+    lexical_dir = None
+    if manifest.lexical is not None:  # the new rows' BM25 part, like their FAISS index
+        lexical_dir = index_segment_texts(temporary, text_column, rows.num_rows, parts,
+                                          manifest.lexical, manifest.generation + 1)  # fmt: skip
     temporary.rename(folder.segment_dir(name))
-    return SegmentRecord(name, rows.num_rows, parts, index_file, size)
+    return SegmentRecord(name, rows.num_rows, parts, index_file, size, lexical_dir=lexical_dir)
 
 
 def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:

@@ -199,6 +199,10 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
             segment.ids  # noqa: B018 - checks the stored rows against the manifest
             segment.deleted_ids()
             segment.read_index(manifest.index.metric)
+            if record.lexical_dir is not None:
+                from semsearch.index.lexical import LexicalPart
+
+                LexicalPart.read(segment.folder / record.lexical_dir, record.rows)
             for part, ids in enumerate(segment.part_ids):
                 path = segment.folder / f"part-{part:05d}.parquet"
                 if pq.ParquetFile(path).metadata.num_rows != len(ids):

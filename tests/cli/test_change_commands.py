@@ -96,3 +96,21 @@ def test_a_second_writer_is_refused(living) -> None:
         line = error_line(living("delete", "docs", "--where", "year > 2000", "--index-dir", living.index_dir))
     assert "is being changed by" in line
     assert folder.manifest().generation == 1
+
+
+def test_query_modes_and_reindex_lexical(cli, tmp_path) -> None:
+    index_dir = ["--index", "docs", "--index-dir", cli.index_dir]
+    write(generated_table(30), tmp_path / "a.parquet")
+    built = cli("build", str(tmp_path / "a.parquet"), "--name", "docs", "--id-column", "doc",
+                "--model", cli.model, "--out-dir", cli.index_dir, "--no-lexical")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    missing = error_line(cli("query", "guitar", "--mode", "hybrid", *index_dir))
+    assert "no lexical (BM25) part" in missing and "'semsearch reindex docs --lexical'" in missing
+    assert "is not known: use dense, lexical, hybrid" in error_line(cli("query", "guitar", "--mode", "bm25", *index_dir))
+    assert "--index-type TYPE, --lexical" in error_line(cli("reindex", "docs", "--index-dir", cli.index_dir))
+    added = _json(cli("reindex", "docs", "--lexical", "--index-dir", cli.index_dir, "--json"))
+    assert added["lexical"]["method"] == "lucene" and added["segments"][0]["lexical_dir"]
+    lexical = cli("query", "guitar", "--mode", "lexical", "-k", "10", "--json", *index_dir)
+    assert {json.loads(line)["id"] for line in lexical.stdout.splitlines()} == {"d0", "d3", "d24", "d27"}
+    hybrid = cli("query", "guitar", "--mode", "hybrid", "--fusion", "convex", "--alpha", "0.2", "-k", "3", *index_dir)
+    assert hybrid.exit_code == 0 and "guitar" in hybrid.stdout

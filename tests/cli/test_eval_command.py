@@ -72,6 +72,11 @@ def test_ir_exact_and_through_the_index_agree_on_a_flat_index(
     exact_metrics, index_metrics = (json.loads(p.read_text())["metrics"] for p in (exact, searched))
     assert exact_metrics["ndcg@10"] == pytest.approx(index_metrics["ndcg@10"], abs=1e-6)
     assert exact_metrics["queries"] == 6 and "ndcg@10" in first.stdout
+    exact_modes, index_modes = (json.loads(p.read_text())["modes"] for p in (exact, searched))
+    assert list(exact_modes) == ["dense", "lexical", "hybrid rrf k=60"] == list(index_modes)
+    for mode in exact_modes:  # BM25 and fusion are the same code either way
+        assert exact_modes[mode]["ndcg@10"] == pytest.approx(index_modes[mode]["ndcg@10"], abs=1e-6)
+    assert "lexical" in first.stdout and "hybrid" in second.stdout
     assert json.loads(searched.read_text())["ranking"].startswith("the index (Flat")
 
 

@@ -63,6 +63,17 @@ def test_ir_rerank_keeps_the_exact_figures_as_before(tmp_path, tiny, beir, tiny_
     assert reranked.facts["rerank_top"] == 5 and reranked.metrics["queries"] == 6
 
 
+def test_ir_reports_dense_lexical_and_hybrid_and_tunes_alpha(beir, tiny) -> None:
+    result = evaluate_ir(beir, tiny, tune=True)
+    modes = result.facts["modes"]
+    assert list(modes) == ["dense", "lexical", "hybrid rrf k=60", "hybrid convex tuned"]
+    assert modes["dense"] == result.metrics and all(m["queries"] == 6 for m in modes.values())
+    assert modes["lexical"]["recall@100"] > 0  # each query shares words with its document
+    tuned = result.facts["tuned_alpha"]
+    assert 0 <= tuned["all_queries"] <= 1 and len(tuned["folds"]) == 2
+    assert max(tuned["ndcg@10_by_alpha"].values()) == tuned["ndcg@10_by_alpha"][tuned["all_queries"]]
+
+
 def test_ranking_with_the_index_needs_an_index(beir, tiny) -> None:
     with pytest.raises(SemsearchError, match="--search-index needs --index"):
         evaluate_ir(beir, tiny, search_index=True)
