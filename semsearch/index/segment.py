@@ -80,6 +80,15 @@ class Segment:
     def name(self) -> str:
         return self.record.name
 
+    def in_generation(self, record: SegmentRecord) -> Segment:
+        """This segment as another generation's `record` has it (only deletions differ),
+        sharing the ids already read: a segment's rows never change once written."""
+        other = Segment(self.folder, record)
+        for name in ("part_ids", "ids"):
+            if name in self.__dict__:
+                other.__dict__[name] = self.__dict__[name]
+        return other
+
     @cached_property
     def part_ids(self) -> list[np.ndarray]:
         return [self._load(_ids_path(self.folder, part)) for part in range(self.record.parts)]

@@ -28,6 +28,7 @@ from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, Man
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import (
+    ExactStandIn,
     IdFilter,
     VectorIndex,
     exact_knn,
@@ -97,10 +98,13 @@ class SegmentCache:
         with self._lock:
             if key not in self._opened:
                 segment = Segment(folder.segment_dir(record.name), record)
-                self._opened[key] = (segment, segment.read_index(manifest.index.metric))
+                # A small added segment of an IVF index is searched exactly (ExactStandIn).
+                index = ExactStandIn.replacing(segment.read_index(manifest.index.metric), segment.iter_parts())
+                self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
+            cached_segment.ids  # noqa: B018 - read once, shared by every generation's copy
         # The deleted rows differ between generations: the record must be this generation's.
-        return Segment(cached_segment.folder, record), index
+        return cached_segment.in_generation(record), index
 
     def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
         """A segment's lexical part, read (and its files checked) on first use: a dense query

@@ -232,6 +232,38 @@ class VectorIndex:
         return knobs
 
 
+class ExactStandIn(VectorIndex):
+    """Exact search standing in for an IVF structure that holds fewer rows than it has lists.
+
+    Why: a segment added to an IVF index carries the whole coarse quantizer (4,096 centroids
+    are 6.3 MB at 384-d), and searching it compares every query with all of them before
+    scanning any list; an exact scan of its few rows costs less in both memory and time,
+    and is exact. The IVF parameter (`nprobe`) the other segments take is accepted and unused.
+    """
+
+    def __init__(self, index: faiss.Index, metric: str, stands_for: str | None) -> None:
+        super().__init__(index, metric)
+        self.stands_for = stands_for
+
+    @classmethod
+    def replacing(cls, source: VectorIndex, parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> VectorIndex:
+        """`source`, or an exact index over the same (ids, vectors) when that is cheaper."""
+        ivf = faiss.try_extract_index_ivf(source.faiss)
+        if ivf is None or source.size > ivf.nlist:
+            return source
+        exact = VectorIndex.create(IndexSpec("flat", "Flat", source.metric), source.dimension)
+        for ids, vectors in parts:
+            exact.add(np.asarray(vectors, dtype=np.float32), ids)
+        return cls(exact.faiss, source.metric, "nprobe")
+
+    def search(
+        self, queries: np.ndarray, k: int, params: dict[str, int] | None = None,
+        allowed: IdFilter | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        params = {name: value for name, value in (params or {}).items() if name != self.stands_for}
+        return super().search(queries, k, params, allowed)
+
+
 def exact_knn(
     queries: np.ndarray, parts: Iterable[tuple[np.ndarray, np.ndarray]], k: int, metric: str
 ) -> tuple[np.ndarray, np.ndarray]:

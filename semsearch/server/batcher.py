@@ -6,7 +6,8 @@ put their texts on a queue; one worker thread takes what has arrived, waits at m
 `max_wait_ms` after the first text for more (up to `max_batch` texts), encodes them in one
 call and hands each request its rows, after running the request's own `then` on them in
 the same thread (the server searches and renders there: no second hop to another thread
-per request). The event loop only awaits a future, so it never blocks on the model. With `workers` > 1, as many threads each gather and encode their own
+per request). The event loop only awaits a future, so it never blocks on the model. With `group`, a gathered batch is encoded and answered in groups of
+that many texts. With `workers` > 1, as many threads each gather and encode their own
 batches (on a CPU, one single-threaded encoder per core outruns one encoder spread over
 every core: no threads waiting on each other inside each layer).
 """
@@ -45,11 +46,13 @@ class MicroBatcher:
         max_wait_ms: float = 3.0,
         on_batch: Callable[[int], None] | None = None,
         workers: int = 1,
+        group: int | None = None,
     ) -> None:
-        if max_batch < 1 or max_wait_ms < 0 or workers < 1:
-            raise ValueError("max_batch and workers must be at least 1, max_wait_ms at least 0")
+        if max_batch < 1 or max_wait_ms < 0 or workers < 1 or (group is not None and group < 1):
+            raise ValueError("max_batch, workers and group must be at least 1, max_wait_ms at least 0")
         self.encode = encode
         self.max_batch = max_batch
+        self.group = group
         self.max_wait_s = max_wait_ms / 1000
         self.on_batch = on_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
@@ -96,9 +99,29 @@ class MicroBatcher:
                     break
                 batch.append(waiting)
                 size += len(waiting.texts)
-            self._encode(batch, size)
+            if self.on_batch is not None:
+                self.on_batch(size)
+            for group in self._groups(batch):
+                self._encode(group)
 
-    def _encode(self, batch: list[_Pending], size: int) -> None:
+    def _groups(self, batch: list[_Pending]) -> list[list[_Pending]]:
+        """The batch in encoder calls of about `group` texts, shortest requests first: texts
+        of like length pad little, and the first group's requests are answered while the
+        next is encoded instead of all waiting for the whole batch."""
+        if self.group is None:
+            return [batch]
+        ordered = sorted(batch, key=lambda pending: max(map(len, pending.texts), default=0))
+        groups: list[list[_Pending]] = [[]]
+        size = 0
+        for pending in ordered:
+            if groups[-1] and size + len(pending.texts) > self.group:
+                groups.append([])
+                size = 0
+            groups[-1].append(pending)
+            size += len(pending.texts)
+        return groups
+
+    def _encode(self, batch: list[_Pending]) -> None:
         texts = [text for pending in batch for text in pending.texts]
         try:
             vectors = self.encode(texts)
@@ -106,8 +129,6 @@ class MicroBatcher:
             for pending in batch:
                 pending.future.set_exception(exc)
             return
-        if self.on_batch is not None:
-            self.on_batch(size)
         start = 0
         for pending in batch:
             rows = vectors[start : start + len(pending.texts)]

@@ -87,3 +87,20 @@ def test_a_searcher_keeps_its_generation_until_refreshed(tmp_path, tiny_encoder)
     assert len(old.search(["cat"], k=50)[0]) == 50 and not old.refresh()
     with pytest.raises(SemsearchError, match="no generation 9"):
         index.searcher(encoder=tiny_encoder, at=9)
+
+
+def test_a_small_added_segment_of_an_ivf_index_is_searched_exactly(tmp_path, tiny_encoder) -> None:
+    from semsearch.index.living import Index
+    from semsearch.index.vector_index import ExactStandIn
+
+    folder = build(write(generated_table(400), tmp_path / "a.parquet"), tmp_path / "idx",
+                   tiny_encoder, "IVF16,Flat", target_recall=None)  # fmt: skip
+    Index(folder).add(write(generated_table(12, start=400), tmp_path / "b.parquet"), encoder=tiny_encoder)
+    Index(folder).delete(ids=["d405"])
+    searcher = Searcher(folder, tiny_encoder)
+    big, small = (open_segment.index for open_segment in searcher.snapshot.segments)
+    assert not isinstance(big, ExactStandIn) and isinstance(small, ExactStandIn)  # 400 > 16 lists > 12
+    rows = np.flatnonzero(searcher.snapshot.live)
+    expected = _brute_force(searcher, rows, 5)
+    got = [[hit.id for hit in hits] for hits in searcher.search(QUERIES, k=5, nprobe=16)]
+    assert got == expected and "d405" not in {i for ids in got for i in ids}

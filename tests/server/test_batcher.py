@@ -42,7 +42,7 @@ def test_a_large_request_is_one_batch_and_a_failure_reaches_its_caller(tiny_enco
     assert isinstance(failing.exception(timeout=30), Exception)
     assert batcher.submit(sentences[:1]).result(timeout=30).shape[0] == 1  # the worker lives on
     batcher.close()
-    assert sizes == [len(sentences), 1]
+    assert sizes == [len(sentences), 1, 1]  # a failed batch is a batch too
 
 
 def test_then_runs_on_the_worker_with_its_own_rows_and_its_failure_is_its_own(tiny_encoder, sentences) -> None:
@@ -65,3 +65,20 @@ def test_then_runs_on_the_worker_with_its_own_rows_and_its_failure_is_its_own(ti
     assert plain.result(timeout=30).shape == (1, tiny_encoder.dimension)
     batcher.close()
     assert worker_threads == {"semsearch-encoder-0"}
+
+
+def test_a_batch_is_encoded_in_groups_shortest_first(tiny_encoder, sentences) -> None:
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(texts)
+        return tiny_encoder.encode(texts)
+
+    batcher = MicroBatcher(encode, max_batch=8, max_wait_ms=200, group=3)
+    futures = [batcher.submit([text]) for text in sentences[:7]]
+    vectors = np.concatenate([future.result(timeout=30) for future in futures])
+    batcher.close()
+    np.testing.assert_allclose(vectors, tiny_encoder.encode(sentences[:7]), atol=1e-5)
+    assert [len(texts) for texts in calls] == [3, 3, 1]
+    lengths = [len(text) for texts in calls for text in texts]
+    assert lengths == sorted(lengths)
