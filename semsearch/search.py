@@ -154,6 +154,8 @@ class Searcher:
             raise SemsearchError(f"-k must be at least 1, not {k}")
         if not queries or any(not query.strip() for query in queries):
             raise SemsearchError("a query is empty: give some text to search for")
+        if mode != "dense":
+            self.snapshot.check_lexical()  # before the encoding's cost
         vectors = None if mode == "lexical" else self.encoder.encode(queries)
         return self.search_vectors(queries, vectors, k, where, mode=mode, fusion=fusion, **search_params)
 
@@ -176,7 +178,7 @@ class Searcher:
         else:
             fusion = fusion or Fusion()
             depth = min(max(k, fusion.depth), max(snapshot.live_rows, 1))
-            lexical = snapshot.lexical_search(queries, depth, where)  # before encoding's cost
+            lexical = snapshot.lexical_search(queries, depth, where)
             dense = self._dense(snapshot, vectors, depth, where, search_params)
             metric = snapshot.manifest.index.metric
             scores, rows = fuse(dense, lexical, k, fusion, higher_is_better(metric))

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from semsearch.errors import SemsearchError
 from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
-from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, Manifest
+from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, LexicalSpec, Manifest
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import (
@@ -212,19 +212,23 @@ class IndexSnapshot:
             scores[short], rows[short] = exact_scores, exact_rows
         return scores, rows
 
-    def lexical_search(
-        self, queries: list[str], k: int, where: str | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """BM25 scores and global rows of each query's `k` best live rows (satisfying `where`)
-        that share a term with it, -1 padded; see `semsearch.index.lexical`."""
-        spec = self.manifest.lexical
-        if spec is None:
+    def check_lexical(self) -> LexicalSpec:
+        """The lexical part's settings; a one-line error saying how to add one if there is none."""
+        if self.manifest.lexical is None:
             name = self.manifest.name
             raise SemsearchError(
                 f"index {name!r} has no lexical (BM25) part, which --mode lexical and hybrid "
                 f"search: add one with 'semsearch reindex {name} --lexical' (from the stored "
                 "texts, no model needed), or query with --mode dense"
             )
+        return self.manifest.lexical
+
+    def lexical_search(
+        self, queries: list[str], k: int, where: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 scores and global rows of each query's `k` best live rows (satisfying `where`)
+        that share a term with it, -1 padded; see `semsearch.index.lexical`."""
+        spec = self.check_lexical()
         allowed = self.where_mask(where) if where is not None else self.live
         segments = [
             LexicalSegment(self._cache.lexical(self.folder, self.manifest, position), open_segment.offset)

@@ -1,0 +1,219 @@
+"""Hybrid search measured: dense, lexical (BM25) and hybrid quality, and each mode's latency.
+
+Why: the issue asks whether fusing BM25 with the vectors improves what users get. Quality is
+nDCG@10 and recall@100 on the DBPedia subset (BEIR, graded) and on Debian short -> long
+descriptions (first 5,000 packages, as `debian_recall.py`), by exact search on the default
+model and an in-memory BM25 (the same code a built index runs: `semsearch.evaluation.hybrid`).
+Convex fusion's alpha is tuned on a dev split: 2 folds, each ranked with the alpha of the
+other. `--sweep` also tries BM25 settings (k1, b, method, stemming, stop words). Latency is
+the p50 of single-query `Searcher.search` calls, encoding included, in each mode on an index
+of the 841k PyPI summaries (its lexical part is added with `set_lexical` if missing), the
+modes interleaved query by query so that each sees the same machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+from build_pypi import sample_queries
+from common import REPO_ROOT, args_dict, base_parser, environment, markdown_table, set_threads
+
+from semsearch.evaluation.beir import RetrievalData, read_beir
+from semsearch.evaluation.hybrid import (
+    SideRankings,
+    cross_validated_convex,
+    exact_modes,
+    mode_metrics,
+)
+from semsearch.evaluation.ir import ir_metrics
+from semsearch.hybrid import Fusion
+from semsearch.index.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
+from semsearch.index.manifest import LexicalSpec
+from semsearch.models import BiEncoder
+
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "hybrid_quality.jsonl"
+SWEEP = {
+    "default (lucene k1=1.5 b=0.75, stemmed, stop words)": LexicalSpec(),
+    "k1=1.2": LexicalSpec(k1=1.2),
+    "k1=0.9 b=0.4": LexicalSpec(k1=0.9, b=0.4),
+    "robertson": LexicalSpec(method="robertson"),
+    "atire": LexicalSpec(method="atire"),
+    "no stemming": LexicalSpec(stemmer=""),
+    "no stop words": LexicalSpec(stopwords=""),
+}
+MODES_SHOWN = ("dense", "lexical", "hybrid rrf k=60", "hybrid convex 0.5", "hybrid convex tuned",
+               "oracle: per query the better of dense and lexical")  # fmt: skip
+WARMUP = 20
+
+
+class CachedEncoder:
+    """The default encoder, its vectors kept in `folder` by a hash of the texts (reruns of
+    the benchmark then skip minutes of encoding)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder, self.encoder = folder, BiEncoder.load("default", device="cpu")
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        key = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:20]
+        path = self.folder / f"{key}.npy" if self.folder else None
+        if path is not None and path.is_file():
+            return np.load(path)
+        vectors = self.encoder.encode(texts, batch_size=batch_size)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, vectors)
+        return vectors
+
+
+def debian_task(data_dir: Path, rows: int) -> RetrievalData:
+    """Query: a package's synopsis; its one relevant document: its long description."""
+    table = pq.read_table(data_dir / "debian" / "debian_packages.parquet").slice(0, rows)
+    long_texts = table.column("long_description").to_pylist()
+    short_texts = table.column("short_description").to_pylist()
+    ids = [str(row) for row in range(rows)]
+    return RetrievalData(dict(zip(ids, (t or "" for t in long_texts))), dict(zip(ids, short_texts)),
+                         {i: {i: 1} for i in ids})  # fmt: skip
+
+
+def with_lexical(sides: SideRankings, data: RetrievalData, spec: LexicalSpec) -> SideRankings:
+    """The same dense side with BM25 made with `spec`."""
+    part = LexicalPart.of(build_bm25(list(data.corpus.values()), spec))
+    texts = [data.queries[query] for query in sides.queries]
+    lexical = lexical_search(
+        [LexicalSegment(part, 0)], spec, texts, 100, np.ones(part.documents, bool)
+    )
+    return replace(sides, lexical=lexical)
+
+
+def quality(name: str, data: RetrievalData, encoder: CachedEncoder, sweep: bool) -> list[dict]:
+    """Every mode's figures on one task (and with --sweep, per BM25 setting)."""
+    sides = exact_modes(encoder, data, batch_size=32)
+    rows = []
+    for label, spec in SWEEP.items() if sweep else [("default", LexicalSpec())]:
+        current = sides if spec == LexicalSpec() else with_lexical(sides, data, spec)
+        modes = mode_metrics(current, data.qrels, Fusion())
+        modes.update({k: v for k, v in mode_metrics(current, data.qrels, Fusion("convex")).items()
+                      if k.startswith("hybrid")})  # fmt: skip
+        modes["hybrid convex tuned"], folds = cross_validated_convex(current, data.qrels)
+        modes["oracle: per query the better of dense and lexical"] = oracle(current, data.qrels)
+        rows.append({"task": name, "bm25": label, "lexical_spec": asdict(spec), "alpha_folds": folds,
+                     "modes": {mode: {"ndcg@10": round(m["ndcg@10"], 4),
+                                      "recall@100": round(m["recall@100"], 4)}
+                               for mode, m in modes.items()},
+                     "queries": int(modes["dense"]["queries"])})  # fmt: skip
+        print(f"{name} / {label}: " + ", ".join(f"{mode} {m['ndcg@10']:.4f}"
+                                                for mode, m in rows[-1]["modes"].items()), flush=True)  # fmt: skip
+    return rows
+
+
+def oracle(sides: SideRankings, qrels: dict) -> dict[str, float]:
+    """What a perfect per-query choice between the dense and the lexical ranking would score:
+    a bound on what choosing (rather than mixing) could reach."""
+    best = {name: [] for name in ("ndcg@10", "recall@100")}
+    dense, lexical = sides.ids(sides.dense), sides.ids(sides.lexical)
+    for query in sides.queries:
+        if not any(grade > 0 for grade in qrels[query].values()):
+            continue
+        figures = [
+            ir_metrics({query: ranking[query]}, {query: qrels[query]})
+            for ranking in (dense, lexical)
+        ]
+        for name in best:
+            best[name].append(max(figure[name] for figure in figures))
+    return {name: float(np.mean(values)) for name, values in best.items()}
+
+
+def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
+    """p50/p90 ms of single-query searches in each mode on `index` (a lexical part added first
+    if it has none, timed)."""
+    from semsearch.index.maintain import set_lexical
+    from semsearch.index.store import IndexFolder
+    from semsearch.search import Searcher
+
+    folder = IndexFolder(index)
+    facts: dict = {"index": str(index), "rows": folder.manifest().rows}
+    if folder.manifest().lexical is None:
+        started = time.perf_counter()
+        set_lexical(folder, LexicalSpec())
+        facts["lexical_build_seconds"] = round(time.perf_counter() - started, 1)
+    manifest = folder.manifest()
+    facts["lexical_bytes"] = sum(
+        path.stat().st_size for record in manifest.segments
+        for path in (folder.segment_dir(record.name) / record.lexical_dir).iterdir()
+    )  # fmt: skip
+    started = time.perf_counter()
+    searcher = Searcher(folder, device="cpu")
+    facts["open_seconds"] = round(time.perf_counter() - started, 2)
+    texts = sample_queries(data_dir, "debian", WARMUP + queries, seed=0)
+    runs = {"dense": ("dense", None), "lexical": ("lexical", None),
+            "hybrid rrf": ("hybrid", Fusion()), "hybrid convex": ("hybrid", Fusion("convex"))}  # fmt: skip
+    started = time.perf_counter()
+    searcher.search(texts[:1], k=k, mode="lexical")
+    facts["lexical_first_load_seconds"] = round(time.perf_counter() - started, 2)
+    for text in texts[:WARMUP]:  # every query length's first run (kernel set-up) untimed
+        for mode, fusion in runs.values():
+            searcher.search([text], k=k, mode=mode, fusion=fusion)
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    for number, text in enumerate(texts[WARMUP:]):  # modes interleaved, in turn first
+        labels = list(runs)[number % len(runs) :] + list(runs)[: number % len(runs)]
+        for label in labels:
+            mode, fusion = runs[label]
+            started = time.perf_counter()
+            searcher.search([text], k=k, mode=mode, fusion=fusion)
+            times[label].append((time.perf_counter() - started) * 1000)
+    facts["modes"] = {}
+    for label, measured in times.items():
+        p50, p90 = np.percentile(measured, [50, 90])
+        facts["modes"][label] = {"p50_ms": round(p50, 2), "p90_ms": round(p90, 2),
+                                 "mean_ms": round(float(np.mean(measured)), 2)}  # fmt: skip
+        print(f"latency {label}: p50 {p50:.2f} ms, p90 {p90:.2f} ms", flush=True)
+    dense = facts["modes"]["dense"]["p50_ms"]
+    for label in ("hybrid rrf", "hybrid convex"):
+        facts["modes"][label]["vs_dense_p50"] = round(facts["modes"][label]["p50_ms"] / dense, 2)
+    facts["queries"], facts["k"], facts["query_source"] = queries, k, "debian synopses"
+    return facts
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--debian-rows", type=int, default=5_000)
+    parser.add_argument("--sweep", action="store_true", help="also try BM25 settings")
+    parser.add_argument("--vectors-cache", type=Path, default=None,
+                        help="keep the encoded vectors here between runs")  # fmt: skip
+    parser.add_argument("--latency-index", type=Path, default=None,
+                        help="an index of the PyPI summaries to time each mode on")  # fmt: skip
+    parser.add_argument("--latency-queries", type=int, default=500)
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    set_threads(args.threads)
+    record = {"benchmark": "hybrid_quality", "args": args_dict(args), "environment": environment()}
+    started = time.perf_counter()
+    if not args.skip_quality:
+        encoder = CachedEncoder(args.vectors_cache)
+        dbpedia = read_beir(args.data_dir / "beir_dbpedia-entity-mini")
+        rows = quality("dbpedia-mini", dbpedia, encoder, args.sweep)
+        rows += quality(f"debian-{args.debian_rows}", debian_task(args.data_dir, args.debian_rows),
+                        encoder, args.sweep)  # fmt: skip
+        record["quality"] = rows
+        table = [[row["task"], row["bm25"], mode, f"{m['ndcg@10']:.4f}", f"{m['recall@100']:.4f}",
+                  f"{m['ndcg@10'] - row['modes']['dense']['ndcg@10']:+.4f}"]
+                 for row in rows for mode, m in row["modes"].items() if mode in MODES_SHOWN]  # fmt: skip
+        print(markdown_table(["task", "BM25", "mode", "nDCG@10", "recall@100", "vs dense"], table))
+    if args.latency_index is not None:
+        record["latency"] = latency(args.latency_index, args.data_dir, args.latency_queries, 10)
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, default=str) + "\n")
+    print(f"appended to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
