@@ -114,6 +114,13 @@ async def soak(base: str, index: str, queries: list[str], minutes: float, rows: 
             "rss_end_mib": round(rss_end / 2**20), "rss_growth": round(rss_end / rss_start - 1, 4)}  # fmt: skip
 
 
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the server process and its children so far."""
+    process = psutil.Process(pid)
+    times = process.cpu_times()
+    return times.user + times.system + sum(c.cpu_times().user + c.cpu_times().system for c in process.children(recursive=True))
+
+
 def stsb_queries(data_dir: Path, count: int, seed: int = 0) -> list[str]:
     with gzip.open(data_dir / "stsb" / "stsb_test.tsv.gz", "rt", encoding="utf-8") as handle:
         lines = handle.read().splitlines()[1:]
@@ -160,7 +167,12 @@ def main() -> None:
         try:
             asyncio.run(load(base, target, queries, 4, 50, 60, HEADERS))  # warm-up, not recorded
             for level in levels:
+                before = server_cpu_seconds(process.pid)
                 result = asyncio.run(load(base, target, queries, level, args.requests, args.max_seconds, HEADERS))
+                # CPU the server spent per answer: its efficiency, whatever else shares the machine
+                result["server_cpu_ms_per_request"] = round(
+                    1000 * (server_cpu_seconds(process.pid) - before) / max(result["requests"], 1), 2
+                )
                 record["levels"].setdefault(str(level), {})[name] = result
                 print(name, json.dumps(result), flush=True)
         finally:

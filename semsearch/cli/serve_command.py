@@ -26,7 +26,7 @@ def serve(
         typer.Option(help="Required on every request when set, and what turns the write "
                      "endpoints on (default: $SEMSEARCH_API_KEY)."),
     ] = None,
-    max_batch: Annotated[int, typer.Option(help="Most queries one encoder worker takes at a time (encoded in length-sorted sub-batches of 8 on a CPU).")] = 32,
+    max_batch: Annotated[int, typer.Option(help="Most queries one encoder worker takes at a time (on a CPU, more than 8 are encoded 8 at a time, shortest first); small batches answer in arrival order.")] = 8,
     max_wait_ms: Annotated[
         float, typer.Option(help="How long the first query of a batch waits for others.")
     ] = 3.0,
