@@ -16,11 +16,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(index_dir: Path, timeout_s: float = 60) -> tuple[subprocess.Popen, str]:
-    """The server process and its base URL, once `/health` answers 200."""
+def start_server(index_dir: Path, timeout_s: float = 60, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """The server process (with `extra` options) and its base URL, once `/health` answers 200."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(index_dir),
-                                "--port", str(port), "--device", "cpu"],
+                                "--port", str(port), "--device", "cpu", *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s

@@ -6,17 +6,29 @@ import json
 import signal
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from server.live import start_server
 
 
-def test_serve_answers_and_stops_on_sigterm(index_dir) -> None:
-    process, base = start_server(index_dir)
+def _search(base: str, query: str) -> int:
+    with urllib.request.urlopen(f"{base}/search?q={query}&k=3", timeout=30) as response:
+        assert len(json.load(response)["results"][0]["hits"]) == 3
+        return response.status
+
+
+def test_serve_answers_and_finishes_requests_in_flight_on_sigterm(index_dir) -> None:
+    # Batches wait up to 1.5 s for more queries, so the requests below are still in flight
+    # when SIGTERM arrives; a graceful stop answers them all before the process exits.
+    process, base = start_server(index_dir, extra=("--max-wait-ms", "1500"))
     try:
-        with urllib.request.urlopen(f"{base}/search?q=guitar&k=3", timeout=10) as response:
-            body = json.load(response)
-        assert len(body["results"][0]["hits"]) == 3
+        with ThreadPoolExecutor(4) as pool:
+            answers = [pool.submit(_search, base, query) for query in ("guitar", "cat", "rocket", "cake")]
+            time.sleep(0.5)
+            assert not any(answer.done() for answer in answers)
+            process.send_signal(signal.SIGTERM)
+            assert [answer.result(timeout=30) for answer in answers] == [200] * 4
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
