@@ -64,7 +64,8 @@ def build_bm25(texts: Sequence[str], spec: LexicalSpec):
     if not vocab:  # no text has a word: one unused term keeps the matrices well formed
         vocab = {"": 0}
     model = bm25s.BM25(k1=spec.k1, b=spec.b, method=spec.method)
-    model.index((ids, vocab), create_empty_token=False, show_progress=False)
+    with np.errstate(invalid="ignore", divide="ignore"):  # no text has a word: mean length 0
+        model.index((ids, vocab), create_empty_token=False, show_progress=False)
     return model
 
 

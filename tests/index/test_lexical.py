@@ -3,12 +3,15 @@ versioned with the generations, and scored with index-wide IDF."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
 from index.living_support import build, generated_table, write
 
 from semsearch.errors import SemsearchError
+from semsearch.index.checksums import content_digest
 from semsearch.index.lexical import (
     LexicalPart,
     LexicalSegment,
@@ -137,3 +140,28 @@ def test_a_changed_lexical_file_is_refused_when_first_read(tmp_path, tiny_encode
     with pytest.raises(SemsearchError, match="data.csc.index.npy has the recorded size but not"):
         searcher.search(["cat"], k=2, mode="lexical")
     assert verify_index(folder).status == "damaged"
+
+
+def test_a_manifest_written_before_lexical_parts_reads_as_one_without(
+    tmp_path, tiny_encoder
+) -> None:
+    folder = build(
+        write(generated_table(10), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        lexical=None,
+    )
+    for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
+        data = json.loads(path.read_text())
+        data.pop("checksum"), data.pop("lexical")
+        for segment in data["segments"]:
+            segment.pop("lexical_dir")
+        path.write_text(json.dumps({**data, "checksum": content_digest(data)}))
+    assert folder.manifest().lexical is None and verify_index(folder).status == "ok"
+    assert len(Searcher(folder, encoder=tiny_encoder).search(["cat"], k=2)[0]) == 2
+
+
+def test_texts_without_a_single_term_make_a_part_that_finds_nothing() -> None:
+    part = LexicalPart.of(build_bm25(["the a an", "!!", "x y"], SPEC))
+    scores, rows = lexical_search([LexicalSegment(part, 0)], SPEC, ["the x"], 3, np.ones(3, bool))
+    assert rows.tolist() == [[-1, -1, -1]] and np.isnan(scores).all()
