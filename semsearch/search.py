@@ -68,20 +68,26 @@ class Searcher:
         compile: bool = False,
         at: int | None = None,
         model_check: bool = True,
+        lexical_only: bool = False,
     ) -> None:
         """Open `folder` (at generation `at`, default the current one); `compile` compiles the
         CPU encoder for lower warm-query latency (`BiEncoder.compile_for_queries`: the first
         query then takes 15-30 s longer). `model_check=False` skips the check that the
         encoder's weights are those that built the index (needed for an index whose manifest
-        records no fingerprint)."""
+        records no fingerprint). `lexical_only` loads no model (seconds saved by a one-off BM25
+        query): only `mode="lexical"` then searches."""
         self.folder = folder
         self.pinned_generation = at
         self._cache = SegmentCache()
         self.snapshot = open_snapshot(folder, at, self._cache)
         manifest = self.snapshot.manifest
+        self.encoder: BiEncoder | None = None
+        self._check_fingerprint = model_check
+        if lexical_only:
+            self.snapshot.check_lexical()
+            return
         if not model_check and manifest.model.fingerprint:
             log.warning("--no-model-check: the model's weights are not compared with the index's")
-        self._check_fingerprint = model_check
         if model_check and not manifest.model.fingerprint:
             raise SemsearchError(
                 f"index {manifest.name!r} records no model fingerprint, so the model that "
@@ -127,7 +133,8 @@ class Searcher:
         if (current.index_id, current.generation) == (self.manifest.index_id, self.generation):
             return False
         snapshot = open_snapshot(self.folder, None, self._cache)
-        check_same_model(snapshot.manifest, self.encoder, check_fingerprint=self._check_fingerprint)
+        if self.encoder is not None:
+            check_same_model(snapshot.manifest, self.encoder, check_fingerprint=self._check_fingerprint)
         self.snapshot = snapshot
         self._cache.keep_only(snapshot.manifest)
         return True
@@ -156,6 +163,8 @@ class Searcher:
             raise SemsearchError("a query is empty: give some text to search for")
         if mode != "dense":
             self.snapshot.check_lexical()  # before the encoding's cost
+        if mode != "lexical" and self.encoder is None:
+            raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
         vectors = None if mode == "lexical" else self.encoder.encode(queries)
         return self.search_vectors(queries, vectors, k, where, mode=mode, fusion=fusion, **search_params)
 

@@ -119,3 +119,11 @@ def test_lexical_and_hybrid_modes_with_a_filter(corpus_file, tmp_path, tiny_enco
     assert searcher.score_name_for("hybrid") == "score"
     with pytest.raises(SemsearchError, match="--mode 'bm25' is not known"):
         searcher.search(["guitar"], mode="bm25")
+
+
+def test_a_lexical_only_searcher_loads_no_model(corpus_file, tmp_path, tiny_encoder) -> None:
+    searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), lexical_only=True)
+    assert searcher.encoder is None
+    assert [hit.id for hit in searcher.search(["cat on the sofa"], k=3, mode="lexical")[0]] == ["d2"]
+    with pytest.raises(SemsearchError, match="loaded no model: --mode hybrid needs one"):
+        searcher.search(["cat"], mode="hybrid")

@@ -89,8 +89,11 @@ def query(
     from semsearch.models.query_encoder import encoder_for_queries
     from semsearch.search import Searcher
 
-    encoder = encoder_for_queries(folder.manifest(at).model, device)
-    searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
+    if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
+        searcher = Searcher(folder, at=at, lexical_only=True)
+    else:
+        encoder = encoder_for_queries(folder.manifest(at).model, device)
+        searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
     missing = [column for column in show or [] if column not in searcher.metadata.column_names]
     if missing:
         raise SemsearchError(
