@@ -6,7 +6,8 @@ first against `semsearch serve`, then against txtai's API (`benchmarks/txtai_pee
 The client is `http_load.py` (raw keep-alive HTTP/1.1: it shares the 2 cores with the
 server, so it must cost little).
 `--soak-minutes` then runs semsearch alone at concurrency 8 while 1,000 rows are added
-through the API every 30 s: errors and the server's RSS growth.
+through the API every 30 s: errors and the server's RSS growth (from after a minute of
+queries alone, and from start, with a sample before each add).
 
     python benchmarks/serve_load.py --index pypi --index-dir benchmarks/out/indexes
 """
@@ -89,18 +90,34 @@ def txtai_target(k: int):
     return target_for("/search", "query", {"limit": k})
 
 
+SOAK_WARMUP_S = 60
+
+
 async def soak(base: str, index: str, queries: list[str], minutes: float, rows: list[dict], pid: int) -> dict:
-    """Concurrency-8 load for `minutes` while 1,000 rows are upserted every 30 s."""
+    """Concurrency-8 load for `minutes` while 1,000 rows are upserted every 30 s.
+
+    RSS is taken at start, after a minute of queries alone (the baseline: encoder workers'
+    buffers, FAISS' per-thread scratch and the allocator's arenas are made by the first
+    queries and then reused), before each add and at the end; a leak shows as a slope
+    across the adds, a one-off cost as a step before them.
+    """
     process = psutil.Process(pid)
-    rss_start = process.memory_info().rss
+
+    def rss_mib() -> int:
+        return round(process.memory_info().rss / 2**20)
+
+    rss_cold = rss_mib()
+    await load(base, semsearch_target(10), queries, 8, 10**9, SOAK_WARMUP_S, HEADERS)
+    rss_start = rss_mib()
     stop_at = time.monotonic() + 60 * minutes
-    added, add_errors = 0, []
+    added, add_errors, series = 0, [], [rss_start]
 
     async def adder() -> None:
         nonlocal added
         async with httpx.AsyncClient(timeout=300, headers={"X-API-Key": API_KEY}) as client:
             while time.monotonic() + 30 < stop_at:
                 await asyncio.sleep(30)
+                series.append(rss_mib())
                 batch = rows[added : added + 1000]
                 response = await client.post(f"{base}/indexes/{index}/documents", json={"rows": batch})
                 if response.status_code != 200:
@@ -109,9 +126,12 @@ async def soak(base: str, index: str, queries: list[str], minutes: float, rows: 
 
     load_task = load(base, semsearch_target(10), queries, 8, 10**9, 60 * minutes, HEADERS)
     result, _ = await asyncio.gather(load_task, adder())
-    rss_end = process.memory_info().rss
-    return {**result, "rows_added": added, "add_errors": add_errors, "rss_start_mib": round(rss_start / 2**20),
-            "rss_end_mib": round(rss_end / 2**20), "rss_growth": round(rss_end / rss_start - 1, 4)}  # fmt: skip
+    rss_end = rss_mib()
+    series.append(rss_end)
+    return {**result, "rows_added": added, "add_errors": add_errors, "rss_cold_mib": rss_cold,
+            "rss_start_mib": rss_start, "rss_end_mib": rss_end, "rss_growth": round(rss_end / rss_start - 1, 4),
+            "rss_growth_from_cold": round(rss_end / rss_cold - 1, 4), "rss_series_mib": series,
+            "warmup_s": SOAK_WARMUP_S}  # fmt: skip
 
 
 def server_cpu_seconds(pid: int) -> float:

@@ -4,7 +4,8 @@ Why: a transformer encodes 32 short queries in little more time than one, so a s
 encodes each request on its own spends its CPU on per-call overhead as load grows. Requests
 put their texts on a queue; one worker thread takes what has arrived, waits at most
 `max_wait_ms` after the first text for more (up to `max_batch` texts), encodes them in one
-call and hands each request its rows, after running the request's own `then` on them in
+call (waiting only while other requests are in flight: a lone client never waits) and
+hands each request its rows, after running the request's own `then` on them in
 the same thread (the server searches and renders there: no second hop to another thread
 per request). The event loop only awaits a future, so it never blocks on the model. With `group`, a gathered batch is encoded and answered in groups of
 that many texts. With `workers` > 1, as many threads each gather and encode their own
@@ -56,6 +57,8 @@ class MicroBatcher:
         self.max_wait_s = max_wait_ms / 1000
         self.on_batch = on_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
+        self._in_flight = 0  # submitted and not yet answered
+        self._count_lock = threading.Lock()
         self._workers = [
             threading.Thread(target=self._run, name=f"semsearch-encoder-{number}", daemon=True)
             for number in range(workers)
@@ -67,8 +70,15 @@ class MicroBatcher:
         """A future of the texts' vectors [len(texts), dimension], or of `then(vectors)`
         (run on the worker thread; what it raises goes to the future)."""
         future: Future = Future()
+        with self._count_lock:
+            self._in_flight += 1
+        future.add_done_callback(self._finished)
         self._queue.put(_Pending(list(texts), future, then))
         return future
+
+    def _finished(self, _: Future) -> None:
+        with self._count_lock:
+            self._in_flight -= 1
 
     def close(self) -> None:
         """Finish what is queued, then stop the workers."""
@@ -85,7 +95,10 @@ class MicroBatcher:
             if first is None:
                 return
             batch, size = [first], len(first.texts)
-            deadline = time.monotonic() + self.max_wait_s
+            # Waiting pays only while other requests are being served: their clients are
+            # the ones likely to ask again within the wait. A lone client is answered at once.
+            wait_s = self.max_wait_s if self._in_flight > 1 else 0.0
+            deadline = time.monotonic() + wait_s
             while size < self.max_batch:
                 try:
                     waiting = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -69,16 +70,32 @@ def test_then_runs_on_the_worker_with_its_own_rows_and_its_failure_is_its_own(ti
 
 def test_a_batch_is_encoded_in_groups_shortest_first(tiny_encoder, sentences) -> None:
     calls: list[list[str]] = []
+    busy, release = threading.Event(), threading.Event()
 
     def encode(texts: list[str]) -> np.ndarray:
+        busy.set()
+        release.wait(timeout=30)  # the first call holds the worker while the rest queue up
         calls.append(texts)
         return tiny_encoder.encode(texts)
 
     batcher = MicroBatcher(encode, max_batch=8, max_wait_ms=200, group=3)
+    blocker = batcher.submit(["the first request"])
+    assert busy.wait(timeout=30)
     futures = [batcher.submit([text]) for text in sentences[:7]]
+    release.set()
     vectors = np.concatenate([future.result(timeout=30) for future in futures])
+    blocker.result(timeout=30)
     batcher.close()
     np.testing.assert_allclose(vectors, tiny_encoder.encode(sentences[:7]), atol=1e-5)
-    assert [len(texts) for texts in calls] == [3, 3, 1]
-    lengths = [len(text) for texts in calls for text in texts]
+    assert [len(texts) for texts in calls] == [1, 3, 3, 1]
+    lengths = [len(text) for texts in calls[1:] for text in texts]
     assert lengths == sorted(lengths)
+
+
+def test_a_lone_request_does_not_wait_for_company(tiny_encoder, sentences) -> None:
+    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=2000)
+    batcher.submit(sentences[:1]).result(timeout=30)  # the first call pays for warming up
+    started = time.monotonic()
+    batcher.submit(sentences[1:2]).result(timeout=30)
+    assert time.monotonic() - started < 1.0
+    batcher.close()
