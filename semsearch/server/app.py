@@ -26,7 +26,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from semsearch import __version__
 from semsearch.errors import SemsearchError
+from semsearch.hybrid import Fusion
 from semsearch.index.living import Index
+from semsearch.options import FusionMethod, SearchMode
 from semsearch.server.guard import RequestGuard, json_bytes
 from semsearch.server.metrics import ServerMetrics
 from semsearch.server.registry import IndexRegistry, ServedIndex
@@ -150,8 +152,12 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         where: str | None = None,
         nprobe: Annotated[int | None, Query(ge=1)] = None,
         ef_search: Annotated[int | None, Query(ge=1)] = None,
+        mode: Annotated[SearchMode, Query(description="dense, lexical (BM25) or hybrid.")] = "dense",
+        fusion: Annotated[FusionMethod, Query(description="rrf or convex (hybrid only).")] = "rrf",
+        alpha: Annotated[float | None, Query(ge=0, le=1)] = None,
     ) -> Response:
-        request = SearchRequest(q=q, k=k, index=index, where=where, nprobe=nprobe, ef_search=ef_search)
+        request = SearchRequest(q=q, k=k, index=index, where=where, nprobe=nprobe, ef_search=ef_search,
+                                mode=mode, fusion=fusion, alpha=alpha)  # fmt: skip
         return await _search(indexes, request)
 
     @app.post("/search", dependencies=reader)
@@ -162,16 +168,23 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         queries = _queries(request)
         served = _healthy(indexes, request.index)
         searcher = served.searcher  # one generation for the whole request
+        fusion = Fusion(request.fusion, **({"alpha": request.alpha} if request.alpha is not None else {}))
+        if request.mode != "dense":
+            searcher.snapshot.check_lexical()  # refused before anything is encoded
 
-        def answer(vectors: np.ndarray) -> bytes:
-            """Search and render on the encoder's worker thread, right after encoding."""
-            results = searcher.search_vectors(queries, vectors, request.k, request.where,
-                                              nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
-            return json_bytes({"index": served.name, "generation": searcher.generation,
-                               "results": [{"query": query, "hits": [hit.to_dict(searcher.score_name) for hit in hits]}
+        def answer(vectors: np.ndarray | None) -> bytes:
+            """Search and render (on the encoder's worker thread, right after encoding)."""
+            results = searcher.search_vectors(queries, vectors, request.k, request.where, mode=request.mode,
+                                              fusion=fusion, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
+            score_name = searcher.score_name_for(request.mode)
+            return json_bytes({"index": served.name, "generation": searcher.generation, "mode": request.mode,
+                               "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
                                            for query, hits in zip(queries, results)]})  # fmt: skip
 
-        body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
+        if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
+            body = await run_in_threadpool(answer, None)
+        else:
+            body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
         return Response(body, media_type="application/json")
 
     def _queries(request: SearchRequest) -> list[str]:
@@ -243,6 +256,7 @@ def _summary(served: ServedIndex) -> dict:
     return {"name": served.name, "healthy": served.healthy, "problem": served.problem,
             "generation": manifest.generation, "rows": manifest.rows, "index": manifest.index.factory,
             "metric": manifest.index.metric, "model": manifest.model.name,
+            "modes": ["dense", "lexical", "hybrid"] if manifest.lexical is not None else ["dense"],
             "columns": [c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")]}  # fmt: skip
 
 

@@ -7,6 +7,8 @@ import time
 import pytest
 from server.conftest import API_KEY, serve
 
+from semsearch.hybrid import Fusion
+from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.living import Index
 from semsearch.index.store import find_index
 from semsearch.search import Searcher
@@ -156,3 +158,31 @@ def test_metrics_count_requests_and_batches(client) -> None:
 def test_the_page(client) -> None:
     page = client.get("/")
     assert page.status_code == 200 and '<form id="search">' in page.text
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_lexical_and_hybrid_answer_like_the_library(client, index_dir, sentences, mode, monkeypatch) -> None:
+    searcher = Searcher(find_index("docs", index_dir), device="cpu")
+    expected = [[hit.id for hit in hits] for hits in searcher.search(sentences[:2], k=4, mode=mode)]
+    if mode == "lexical":  # BM25 alone never waits for the encoder
+        served = client.app.state.registry.get("docs")
+        monkeypatch.setattr(served.batcher, "submit", lambda *a, **k: pytest.fail("lexical encoded"))
+    body = client.post("/search", json={"queries": sentences[:2], "k": 4, "mode": mode}).json()
+    assert body["mode"] == mode and [_ids(body, 0), _ids(body, 1)] == expected
+    single = client.get("/search", params={"q": sentences[0], "k": 4, "mode": mode, "fusion": "convex",
+                                           "alpha": 0.5}).json()  # fmt: skip
+    convex = searcher.search(sentences[:1], k=4, mode=mode, fusion=Fusion("convex", alpha=0.5))
+    assert _ids(single) == [hit.id for hit in convex[0]] and _ids(single)
+
+
+def test_bad_modes_and_an_index_without_bm25(client, tmp_path, corpus_file, tiny_model_dir) -> None:
+    assert client.get("/search", params={"q": "x", "mode": "sparse"}).status_code == 422
+    assert client.get("/search", params={"q": "x", "mode": "hybrid", "alpha": 2}).status_code == 422
+    assert client.get("/indexes").json()[0]["modes"] == ["dense", "lexical", "hybrid"]
+    folder = tmp_path / "plain"
+    build_index(BuildOptions(corpus=corpus_file, name="plain", id_column="doc_id", model=str(tiny_model_dir),
+                             out_dir=folder, device="cpu", show_progress=False, lexical=None))  # fmt: skip
+    with serve(folder) as plain:
+        response = plain.get("/search", params={"q": "x", "mode": "hybrid"})
+        assert response.status_code == 400 and "semsearch reindex plain --lexical" in response.json()["error"]
+        assert plain.get("/indexes").json()[0]["modes"] == ["dense"]
