@@ -30,7 +30,7 @@ test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow
 
 # A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
-# through build and query; `make test` runs 100 fixed ones.
+# through build and query; `make test` runs 40 fixed ones, `make test-slow` 300 more.
 FUZZ_EXAMPLES ?= 2000
 fuzz: setup
 	SEMSEARCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \

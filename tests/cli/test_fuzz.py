@@ -9,7 +9,8 @@ folder behind. One time in three a second random corpus is then `add`ed: it work
 in one line, and the index still answers. Anything else (exit 1 from the catch-all, a
 traceback) is a bug.
 
-`make test` runs a fixed set of examples (derandomized, about ten seconds); `make fuzz`
+`make test` runs a fixed set of 40 examples (derandomized, about five seconds), `make
+test-slow` 300 random ones; `make fuzz`
 sets SEMSEARCH_FUZZ_EXAMPLES for a long random run.
 """
 
@@ -38,7 +39,7 @@ from semsearch.models import BiEncoder
 
 LONG_RUN = os.environ.get("SEMSEARCH_FUZZ_EXAMPLES")
 FUZZ_SETTINGS = settings(
-    max_examples=int(LONG_RUN) if LONG_RUN else 100,
+    max_examples=int(LONG_RUN) if LONG_RUN else 40,
     derandomize=not LONG_RUN,  # `make test` runs the same examples every time
     deadline=None,
     database=None,
@@ -234,6 +235,20 @@ def test_any_corpus_builds_and_answers_or_fails_with_one_line(
     cached_models: str, case: Case, more: Case | None
 ) -> None:
     """Build `case`, query it, and (one time in three) `add` the corpus `more` to it."""
+    _build_query_add(cached_models, case, more)
+
+
+@pytest.mark.slow
+@settings(FUZZ_SETTINGS, max_examples=300, derandomize=False)
+@given(case=cases(), more=st.one_of(st.none(), st.none(), cases()))
+def test_any_corpus_builds_and_answers_or_fails_with_one_line_random(
+    cached_models: str, case: Case, more: Case | None
+) -> None:
+    """The same property on 300 new random examples each run (`make test-slow`, CI)."""
+    _build_query_add(cached_models, case, more)
+
+
+def _build_query_add(cached_models: str, case: Case, more: Case | None) -> None:
     folder = Path(tempfile.mkdtemp(prefix="fuzz-"))
     try:
         name = _check(case, folder, cached_models)

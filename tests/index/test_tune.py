@@ -127,6 +127,7 @@ def _corpus(tmp_path, rows: int, template: str):
     return path
 
 
+@pytest.mark.slow  # about 7 s: it trains and searches a PQ index
 def test_a_compressed_index_is_retuned_from_its_stored_vectors(tmp_path, tiny_encoder) -> None:
     # The PQ codes cannot give back the vectors, but the segment stores them: exact search
     # over those is the ground truth, and the retuned nprobe goes into a new generation.

@@ -19,14 +19,14 @@ def _search(base: str, query: str) -> int:
 
 
 def test_serve_answers_and_finishes_requests_in_flight_on_sigterm(index_dir) -> None:
-    # With others in flight, a batch waits up to 1.5 s for more queries, so some of the
+    # With others in flight, a batch waits up to 1 s for more queries, so some of the
     # requests below are still being served when SIGTERM arrives (a request that found the
     # server idle is answered at once); a graceful stop answers them all before exiting.
-    process, base = start_server(index_dir, extra=("--max-wait-ms", "1500"))
+    process, base = start_server(index_dir, extra=("--max-wait-ms", "1000"))
     try:
         with ThreadPoolExecutor(4) as pool:
             answers = [pool.submit(_search, base, query) for query in ("guitar", "cat", "rocket", "cake")]
-            time.sleep(0.5)
+            time.sleep(0.3)
             in_flight = sum(not answer.done() for answer in answers)
             process.send_signal(signal.SIGTERM)
             assert [answer.result(timeout=30) for answer in answers] == [200] * 4
