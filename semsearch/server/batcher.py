@@ -48,23 +48,28 @@ class MicroBatcher:
         on_batch: Callable[[int], None] | None = None,
         workers: int = 1,
         group: int | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0 or workers < 1 or (group is not None and group < 1):
             raise ValueError("max_batch, workers and group must be at least 1, max_wait_ms at least 0")
         self.encode = encode
         self.max_batch = max_batch
         self.group = group
+        self.on_start = on_start
         self.max_wait_s = max_wait_ms / 1000
         self.on_batch = on_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._in_flight = 0  # submitted and not yet answered
         self._count_lock = threading.Lock()
         self._workers = [
-            threading.Thread(target=self._run, name=f"semsearch-encoder-{number}", daemon=True)
+            threading.Thread(target=self._run, args=(number,), name=f"semsearch-encoder-{number}", daemon=True)
             for number in range(workers)
         ]
+        self._started = [threading.Event() for _ in self._workers]
         for worker in self._workers:
             worker.start()
+        for started in self._started:  # ready only once every worker has run `on_start`
+            started.wait()
 
     def submit(self, texts: Sequence[str], then: Callable[[np.ndarray], object] | None = None) -> Future:
         """A future of the texts' vectors [len(texts), dimension], or of `then(vectors)`
@@ -87,7 +92,13 @@ class MicroBatcher:
         for worker in self._workers:
             worker.join()
 
-    def _run(self) -> None:
+    def _run(self, number: int) -> None:
+        if self.on_start is not None:  # e.g. per-thread warm-up; a failure costs speed only
+            try:
+                self.on_start()
+            except Exception:
+                log.exception("the encoder worker's start-up step failed")
+        self._started[number].set()
         carried: _Pending | None = None
         while True:
             first = carried or self._queue.get()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import IndexFolder, find_index, list_indexes
-from semsearch.models.query_precision import choose_query_precision
+from semsearch.models.query_precision import choose_query_precision, warm_kernels
 from semsearch.search import Searcher
 from semsearch.server.batcher import MicroBatcher
 from semsearch.server.schemas import ServerConfig
@@ -170,8 +170,13 @@ class IndexRegistry:
             def encode(texts: list[str], encoder=encoder, precision=precision):
                 return encoder.encode(texts, batch_size=len(texts) if on_cpu else None, precision=precision)
 
+            largest = min(self.config.max_batch, group or self.config.max_batch)
+
+            def warm(encoder=encoder, precision=precision, largest=largest) -> None:
+                warm_kernels(encoder, precision, largest)
+
             batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms, self.on_batch,
-                                   workers=workers, group=group)  # fmt: skip
+                                   workers=workers, group=group, on_start=warm)  # fmt: skip
             self._encoders[key] = (encoder, batcher)
         encoder, batcher = self._encoders[key]
         return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]
