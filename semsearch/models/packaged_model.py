@@ -14,7 +14,6 @@ has changed.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import logging
@@ -193,7 +192,9 @@ def check_weights(model: PackagedModel, folder: Path) -> None:
 
 def _verify_and_mark(model: PackagedModel, folder: Path, assembled: bool) -> None:
     weights = folder / WEIGHTS_FILE
-    actual = _sha256(weights) if weights.is_file() else "missing"
+    from semsearch.corpus import file_sha256  # pyarrow comes with it: only when assembling
+
+    actual = file_sha256(weights) if weights.is_file() else "missing"
     if actual != model.weights_sha256:
         if assembled:
             advice = f"a piece is damaged; reinstall the pieces: {model.reinstall_hint}"
@@ -221,11 +222,3 @@ def _read_marker(folder: Path) -> dict | None:
         return json.loads((folder / VERIFIED_MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
