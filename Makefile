@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
-.PHONY: setup demo test test-slow fuzz lint bench clean
+.PHONY: setup demo test test-slow test-ray fuzz lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,7 +27,16 @@ test: setup
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
 test-slow: setup
-	$(VENV)/bin/python -m pytest -q -m slow
+	$(VENV)/bin/python -m pytest -q -m "slow and not ray"
+
+# `--engine ray` on a local Ray instance and a simulated two-node cluster (about three minutes
+# on 2 cores); installs the `ray` extra first.
+$(VENV)/.ray-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[ray]"
+	touch $@
+
+test-ray: $(VENV)/.ray-installed
+	$(VENV)/bin/python -m pytest -q -m ray
 
 # A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
 # through build and query; `make test` runs 40 fixed ones, `make test-slow` 300 more.

@@ -28,6 +28,7 @@ SOURCE_ROW_COLUMN = "_source_row"
 # `semsearch.index.segment`): a corpus column of the same name would be overwritten.
 RESERVED_COLUMNS = (SOURCE_ROW_COLUMN, "_semsearch_id", "_semsearch_text_hash")
 ICONV_HINT = "convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 IN > OUT"
+GLOB_CHARACTERS = "*?["
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,23 @@ def open_corpus(path: str | Path) -> Corpus:
         # a header-only file has text columns with no rows, not columns of type null.
         schema = pa.schema([pa.field(name, pa.string()) for name in schema.names])
     return Corpus(path=path, format=file_format, schema=schema, num_rows=num_rows)
+
+
+def is_many_files(corpus: str | Path) -> bool:
+    """True for a folder or a glob pattern (`semsearch.index.corpus_files` reads those)."""
+    path = Path(corpus).expanduser()
+    return path.is_dir() or (not path.is_file() and any(c in str(corpus) for c in GLOB_CHARACTERS))
+
+
+def default_name(corpus: str | Path) -> str:
+    """An index name for a folder (its name) or a glob (the folder its pattern starts in)."""
+    plain: list[str] = []
+    for part in Path(corpus).expanduser().parts:
+        if any(character in part for character in GLOB_CHARACTERS):
+            break
+        plain.append(part)
+    name = Path(*plain).name if plain else ""
+    return name or Path.cwd().name
 
 
 def file_sha256(path: Path) -> str:
@@ -316,7 +334,7 @@ def usable_rows(
 def check_id_column(corpus: Corpus, id_column: str) -> None:
     """Refuse an id column with empty, unhashable or repeated values, before anything is encoded."""
     _check_id_type(corpus.schema.field(id_column).type, id_column)
-    _check_ids(corpus.path, id_column, (batch.column(0) for batch in corpus.batches(columns=[id_column])))
+    check_ids(corpus.path, id_column, (batch.column(0) for batch in corpus.batches(columns=[id_column])))
 
 
 def count_usable_rows(
@@ -339,11 +357,12 @@ def count_usable_rows(
         first_row += batch.num_rows
     if id_column is not None:
         _check_id_type(corpus.schema.field(id_column).type, id_column)
-        _check_ids(corpus.path, id_column, ids)
+        check_ids(corpus.path, id_column, ids)
     return usable
 
 
-def _check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.Array]) -> None:
+def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.Array]) -> None:
+    """Refuse an empty id, or one that repeats, among `batches` of `path`'s id column."""
     seen: list[pa.Array] = []
     first_row = 0
     for ids in batches:
@@ -370,6 +389,24 @@ def _check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa
             f"id {value!r} appears more than once in {id_column!r} (rows {rows[0]} and {rows[1]}): "
             "ids must be unique; deduplicate or choose another --id-column"
         )
+
+
+def rechunk(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """`batches` re-cut into batches of exactly `rows` rows (the last may be short), so parts
+    start at fixed row numbers however the file was written."""
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for batch in batches:
+        pending.append(batch)
+        pending_rows += batch.num_rows
+        while pending_rows >= rows:
+            table = pa.Table.from_batches(pending).combine_chunks()
+            yield table.slice(0, rows).to_batches()[0]
+            rest = table.slice(rows)
+            pending = rest.to_batches()
+            pending_rows = rest.num_rows
+    if pending_rows:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def text_hashes(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -8,3 +8,8 @@ class SemsearchError(Exception):
 
     The message names the problem and what to do about it, in one line.
     """
+
+
+class ResumableError(SemsearchError):
+    """A failure that leaves a build's finished parts worth keeping (a cluster job that
+    failed after its retries): the same command resumes from them."""

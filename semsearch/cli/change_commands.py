@@ -21,6 +21,7 @@ from semsearch.cli.common import (
     show_progress,
     user_errors,
 )
+from semsearch.cli.engine_options import Address, Engine, Workers, ray_options
 from semsearch.cli.output import print_json_lines
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import find_index
@@ -48,14 +49,24 @@ def add(
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
+    engine: Engine = "local",
+    address: Address = None,
+    workers: Workers = None,
 ) -> None:
     """Upsert CORPUS's rows into an index: new ids are added, changed texts re-encoded,
     unchanged rows skipped without encoding."""
     from semsearch.index.update import add_rows
 
+    on_ray = ray_options(engine, address, workers, show_progress(json_output))
     folder = find_index(index, index_dir)
     encoder = _encoder_for(folder, device)
-    result = add_rows(folder, corpus, encoder, text_column, id_column, batch_size)
+    if on_ray is not None:
+        from semsearch.distributed.update import add_rows_on_ray
+
+        result = add_rows_on_ray(folder, corpus, encoder, text_column, id_column, batch_size,
+                                 on_ray, device)  # fmt: skip
+    else:
+        result = add_rows(folder, corpus, encoder, text_column, id_column, batch_size)
     _report(folder.name, result, json_output)
 
 

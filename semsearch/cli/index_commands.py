@@ -18,6 +18,7 @@ from semsearch.cli.common import (
     show_progress,
     user_errors,
 )
+from semsearch.cli.engine_options import Address, Engine, Workers, ray_options
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import IndexFolder, find_index, scan_indexes
@@ -30,10 +31,11 @@ from semsearch.options import DEFAULT_TARGET_RECALL
 @user_errors
 def build(
     corpus: Annotated[
-        Path, typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz).")
+        Path, typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); "
+                             "or a folder of them, or a quoted glob ('data/*.parquet').")
     ],
     name: Annotated[
-        str | None, typer.Option(help="Index name (default: the corpus file's name).")
+        str | None, typer.Option(help="Index name (default: the corpus file's or folder's name).")
     ] = None,
     text_column: Annotated[str, typer.Option(help="Column holding the text to embed.")] = "text",
     id_column: Annotated[
@@ -84,6 +86,9 @@ def build(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the manifest as JSON.")
     ] = False,
+    engine: Engine = "local",
+    address: Address = None,
+    workers: Workers = None,
 ) -> None:
     """Embed a corpus and store a FAISS index beside its metadata in OUT_DIR/NAME/.
 
@@ -106,7 +111,13 @@ def build(
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
         store_vectors=store_vectors, lexical=LexicalSpec() if lexical else None,
     )  # fmt: skip
-    folder = build_index(options)
+    on_ray = ray_options(engine, address, workers, options.show_progress)
+    if on_ray is not None:
+        from semsearch.distributed.build import build_index_on_ray
+
+        folder = build_index_on_ray(options, on_ray)
+    else:
+        folder = build_index(options)
     manifest = folder.manifest()
     if json_output:
         print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])

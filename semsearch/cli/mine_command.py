@@ -20,6 +20,7 @@ from semsearch.cli.common import (
     show_progress,
     user_errors,
 )
+from semsearch.cli.engine_options import Address, Engine, Workers, ray_options
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -78,17 +79,21 @@ def mine(
     device: Device = "auto",
     json_output: JsonFlag = False,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    engine: Engine = "local",
+    address: Address = None,
+    workers: Workers = None,
 ) -> None:
     """Find the most similar pairs of texts in COLLECTION (or in --index NAME).
 
     Each text's --top-k nearest neighbours are searched; every pair is kept once, best first.
     """
-    from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
+    from semsearch.mining import CorpusSource, MiningOptions
 
     options = MiningOptions(
         top_k=top_k, threshold=threshold, top=top, exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
         nprobe=nprobe, show_progress=show_progress(json_output=True),
     )  # fmt: skip
+    on_ray = ray_options(engine, address, workers, options.show_progress)
     duplicates_out = _duplicates_path(out, duplicates_out, exact_duplicates)
     for path in (out, duplicates_out):
         _check_writable(path)
@@ -100,13 +105,13 @@ def mine(
                 "--text-column, --id-column and --model are fixed by the index's manifest: "
                 "leave them out with --index"
             )
-        result = mine_index(index, index_dir, options)
+        result = _mine_index(index, index_dir, options, on_ray)
     else:
         source = CorpusSource(
             path=_corpus_path(collection), text_column=text_column or "text", id_column=id_column,
             model=model or DEFAULT_MODEL, batch_size=batch_size, device=device,
         )  # fmt: skip
-        result = mine_corpus(source, options)
+        result = _mine_corpus(source, options, on_ray)
     if out is not None:
         result.write(out)
     if duplicates_out is not None and result.duplicates is not None:
@@ -118,6 +123,26 @@ def mine(
     for path in (out, duplicates_out):
         if path is not None:
             typer.echo(f"wrote {path}", err=json_output)
+
+
+def _mine_index(index: str, index_dir: Path, options, on_ray) -> MiningResult:
+    if on_ray is None:
+        from semsearch.mining import mine_index
+
+        return mine_index(index, index_dir, options)
+    from semsearch.distributed.mine import mine_index_on_ray
+
+    return mine_index_on_ray(index, index_dir, options, on_ray)
+
+
+def _mine_corpus(source, options, on_ray) -> MiningResult:
+    if on_ray is None:
+        from semsearch.mining import mine_corpus
+
+        return mine_corpus(source, options)
+    from semsearch.distributed.mine import mine_corpus_on_ray
+
+    return mine_corpus_on_ray(source, options, on_ray)
 
 
 def _corpus_path(collection: Path) -> Path:

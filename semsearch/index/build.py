@@ -6,6 +6,9 @@ segment, then trains the FAISS structure on a sample of the stored vectors, fill
 by part and tunes its search parameter: memory stays bounded by one part plus the index.
 Everything is written into a partial folder renamed into place at the end; an interrupted
 build leaves that folder behind and the same command resumes from the last complete part.
+Where the rows come from and where they are encoded is a `PartSource`: one file encoded in
+this process here, many files (`semsearch.index.corpus_files`) in this process or on a Ray
+cluster (`semsearch.distributed`); every source writes the same parts.
 """
 
 
@@ -18,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 from tqdm.auto import tqdm
@@ -27,11 +31,14 @@ from semsearch.corpus import (
     Corpus,
     RowFilter,
     count_usable_rows,
+    default_name,
     file_sha256,
+    is_many_files,
     open_corpus,
+    rechunk,
     usable_rows,
 )
-from semsearch.errors import SemsearchError
+from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
@@ -66,8 +73,9 @@ TUNING_K = 10
 STATE_FILE = "build_state.json"
 # Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
 # SIGTERM handler that exits) or running out of memory (retry with a smaller --batch-size).
-# Any other failure removes the partial folder.
-RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError)
+# A `ResumableError` (a cluster job that failed after its retries) too. Any other failure
+# removes the partial folder.
+RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError, ResumableError)
 STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
 
 
@@ -100,21 +108,105 @@ class BuildOptions:
 
     @property
     def index_name(self) -> str:
-        return self.name if self.name is not None else _stem(Path(self.corpus))
+        if self.name is not None:
+            return self.name
+        return default_name(self.corpus) if is_many_files(self.corpus) else _stem(Path(self.corpus))
 
 
-def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
-    """Build the index `options` describe and return its folder; see the module docstring."""
+@dataclass(frozen=True)
+class EncodedRows:
+    """What encoding the input found: rows read, rows skipped (no text), texts cut at max_length."""
+
+    read: int
+    skipped: int
+    truncated: int = 0
+
+
+class PartSource(Protocol):
+    """Where a build's rows come from and where they are encoded into the first segment's parts.
+
+    Every source numbers parts and ids the same way (ids are row numbers in the input), so
+    the parts a source wrote can be resumed by another.
+    """
+
+    name: str  # what messages call the input
+
+    def usable_rows(self) -> int:
+        """Check the input and count the rows with a text, before anything is encoded."""
+
+    def fingerprint(self) -> str:
+        """A hash of the input's content: a resumed build needs it unchanged."""
+
+    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        """Encode and write every part `writer` does not hold yet."""
+
+    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
+        """Add the segment's parts to the trained, empty `index`."""
+
+    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        """What the manifest records as the first source."""
+
+    def operation(self) -> dict:
+        """What the manifest's `operation` records about how the build ran."""
+
+
+class FilePartSource:
+    """One corpus file, encoded part by part in this process."""
+
+    def __init__(self, options: BuildOptions) -> None:
+        self.corpus = open_corpus(options.corpus)
+        RowFilter(options.text_column, options.id_column).check_columns(self.corpus)
+        self.name = self.corpus.path.name
+        self.options = options
+        self._sha256: str | None = None
+
+    def usable_rows(self) -> int:
+        options = self.options
+        return count_usable_rows(self.corpus, options.text_column, options.id_column, options.strict)
+
+    def fingerprint(self) -> str:
+        if self._sha256 is None:
+            self._sha256 = file_sha256(self.corpus.path)
+        return self._sha256
+
+    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        with truncation_report(encoder) as truncated:
+            rows_read, skipped = _encode_parts(self.corpus, encoder, writer, options)
+        return EncodedRows(rows_read, skipped, truncated.cut)
+
+    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
+        add_parts(index, segment.iter_parts, segment_rows(segment), options.show_progress)
+
+    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        return SourceSpec(
+            path=str(self.corpus.path.resolve()), format=self.corpus.format,
+            sha256=self.fingerprint(), rows_read=rows.read, rows_skipped=rows.skipped,
+            text_column=options.text_column, id_column=options.id_column,
+        )  # fmt: skip
+
+    def operation(self) -> dict:
+        return {}
+
+
+def build_index(options: BuildOptions, encoder=None, source: PartSource | None = None) -> IndexFolder:
+    """Build the index `options` describe and return its folder; see the module docstring.
+
+    `source` says where the rows come from and where they are encoded (default: the corpus
+    file, folder or glob of `options`, in this process).
+    """
     started = time.perf_counter()
     name = options.index_name
     _check_options(options, name)
     final = Path(options.out_dir) / name
-    corpus = open_corpus(options.corpus)
-    RowFilter(options.text_column, options.id_column).check_columns(corpus)
-    usable = count_usable_rows(corpus, options.text_column, options.id_column, options.strict)
+    if source is None and is_many_files(options.corpus):
+        from semsearch.index.corpus_files import ManyFilesSource  # it builds on this module
+
+        source = ManyFilesSource(options)
+    source = source if source is not None else FilePartSource(options)
+    usable = source.usable_rows()
     if usable == 0:
         raise SemsearchError(
-            f"{corpus.path.name} has no non-empty {options.text_column!r} texts: nothing to index"
+            f"{source.name} has no non-empty {options.text_column!r} texts: nothing to index"
         )
     if encoder is None:
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
@@ -125,7 +217,7 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
     spec = _choose(options, usable, encoder.dimension)
     VectorIndex.create(spec, encoder.dimension)
     partial = partial_folder(Path(options.out_dir), name)
-    source_sha256 = file_sha256(corpus.path)
+    source_sha256 = source.fingerprint()
     try:
         _prepare_partial(partial, _build_state(options, encoder, source_sha256))
     except OSError as exc:
@@ -136,18 +228,17 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
     folder = IndexFolder(partial)
     try:
         writer = SegmentWriter(folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors])
-        with truncation_report(encoder) as truncated:
-            rows_read, skipped = _encode_parts(corpus, encoder, writer, options)
+        encoded = source.encode_parts(encoder, writer, options)
         parts = writer.part_count()
         segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
         total = sum(len(ids) for ids in segment.part_ids)
         if total != usable:
             raise SemsearchError(
-                f"{corpus.path.name} changed while it was being indexed ({usable} rows with a text, "
+                f"{source.name} changed while it was being indexed ({usable} rows with a text, "
                 f"then {total}): build again once it stays the same"
             )
         index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder, 1)
-        add_parts(index, segment.iter_parts, total, options.show_progress)
+        source.fill(index, segment, options)
         tuning = None
         if options.target_recall is not None and index.tunable_parameter():
             tuning = _tune(index, segment, encoder, options)
@@ -161,16 +252,12 @@ def build_index(options: BuildOptions, encoder=None) -> IndexFolder:
                                               options.lexical, 1)  # fmt: skip
         record = SegmentRecord(segment_name(0), total, parts, index_file, index_bytes,
                                lexical_dir=lexical_dir)  # fmt: skip
-        source = SourceSpec(
-            path=str(corpus.path.resolve()), format=corpus.format, sha256=source_sha256,
-            rows_read=rows_read, rows_skipped=skipped, text_column=options.text_column,
-            id_column=options.id_column,
-        )  # fmt: skip
         manifest = Manifest(
-            name=name, generation=1, rows=total, model=encoder.spec, index=spec, source=source,
-            segments=(record,), next_id=rows_read, vector_dtype=STORE_VECTORS[options.store_vectors],
-            operation={"kind": "build", "rows": total, "skipped": skipped,
-                       "truncated": truncated.cut},
+            name=name, generation=1, rows=total, model=encoder.spec, index=spec,
+            source=source.source_spec(encoded, options), segments=(record,), next_id=encoded.read,
+            vector_dtype=STORE_VECTORS[options.store_vectors],
+            operation={"kind": "build", "rows": total, "skipped": encoded.skipped,
+                       "truncated": encoded.truncated, **source.operation()},
             semsearch_version=__version__, created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
             tuning=tuning.to_dict() if tuning else None, lexical=options.lexical,
@@ -304,19 +391,7 @@ def _encode_parts(
 
 def _chunks(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
     """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short)."""
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-    for batch in corpus.batches(min(rows_per_chunk, 8192)):
-        pending.append(batch)
-        pending_rows += batch.num_rows
-        while pending_rows >= rows_per_chunk:
-            table = pa.Table.from_batches(pending).combine_chunks()
-            yield table.slice(0, rows_per_chunk).to_batches()[0]
-            rest = table.slice(rows_per_chunk)
-            pending = rest.to_batches()
-            pending_rows = rest.num_rows
-    if pending_rows:
-        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+    return rechunk(corpus.batches(min(rows_per_chunk, 8192)), rows_per_chunk)
 
 
 def _stem(path: Path) -> str:

@@ -8,9 +8,11 @@ not with the index. Unchanged rows (same id, same text hash) are skipped without
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -42,6 +44,9 @@ from semsearch.search import check_same_model
 log = logging.getLogger(__name__)
 
 PART_ROWS = 16_384
+# Encodes rows (sorted by id) with their ids into parts of PART_ROWS rows written by the
+# writer; `add_rows` does it in this process unless given one (`semsearch.distributed`).
+PartsWriter = Callable[[SegmentWriter, pa.Table, np.ndarray], None]
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ def add_rows(
     text_column: str | None = None,
     id_column: str | None = None,
     batch_size: int | None = None,
+    write_parts: PartsWriter | None = None,
 ) -> ChangeResult:
     """Upsert the rows of a corpus file into the index; see the module docstring."""
     started = time.perf_counter()
@@ -105,7 +111,9 @@ def add_rows(
         check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
         rows = _conform(rows, live.segments[0].schema(), manifest)
-        record = _write_segment(folder, manifest, encoder, rows, ids[todo], text_column, batch_size)
+        if write_parts is None:
+            write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size)
+        record = _write_segment(folder, manifest, rows, ids[todo], text_column, write_parts)
         deletions = live.deleted_by_segment(existing[replaced])
         segments = _with_deletions(folder, manifest, deletions) + [record]
         new = next_generation(
@@ -198,8 +206,8 @@ def _conform(rows: pa.Table, schema: pa.Schema, manifest: Manifest) -> pa.Table:
 
 
 def _write_segment(
-    folder: IndexFolder, manifest: Manifest, encoder, rows: pa.Table, ids: np.ndarray,
-    text_column: str, batch_size: int | None,
+    folder: IndexFolder, manifest: Manifest, rows: pa.Table, ids: np.ndarray, text_column: str,
+    write_parts: PartsWriter,
 ) -> SegmentRecord:  # fmt: skip
     """Encode `rows` into a new segment with its own index; renamed into place when complete."""
     existing = [path.name for path in folder.segments_dir.iterdir()] if folder.segments_dir.is_dir() else []
@@ -208,11 +216,7 @@ def _write_segment(
     shutil.rmtree(temporary, ignore_errors=True)
     writer = SegmentWriter(temporary, manifest.vector_dtype)
     order = np.argsort(ids, kind="stable")
-    ids, rows = ids[order], rows.take(pa.array(order))
-    for part, start in enumerate(range(0, rows.num_rows, PART_ROWS)):
-        chunk = rows.slice(start, PART_ROWS)
-        encoded = encode_part(encoder, chunk, ids[start : start + PART_ROWS], text_column, batch_size)
-        writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
+    write_parts(writer, rows.take(pa.array(order)), ids[order])
     parts = writer.part_count()
     segment = Segment(temporary, SegmentRecord(name, rows.num_rows, parts, "", 0))
     index = _empty_index(folder, manifest)
@@ -225,6 +229,17 @@ def _write_segment(
                                           manifest.lexical, manifest.generation + 1)  # fmt: skip
     temporary.rename(folder.segment_dir(name))
     return SegmentRecord(name, rows.num_rows, parts, index_file, size, lexical_dir=lexical_dir)
+
+
+def _encode_parts(
+    encoder, text_column: str, batch_size: int | None, writer: SegmentWriter, rows: pa.Table,
+    ids: np.ndarray,
+) -> None:  # fmt: skip
+    """Encode `rows` here, part by part (the default `PartsWriter`)."""
+    for part, start in enumerate(range(0, rows.num_rows, PART_ROWS)):
+        chunk = rows.slice(start, PART_ROWS)
+        encoded = encode_part(encoder, chunk, ids[start : start + PART_ROWS], text_column, batch_size)
+        writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
 
 
 def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -70,9 +71,17 @@ class MiningOptions:
             )
 
 
-def mine_paraphrases(collection: Collection, options: MiningOptions | None = None) -> MiningResult:
-    """The most similar pairs of `collection`, best first; see the module docstring."""
+def mine_paraphrases(
+    collection: Collection, options: MiningOptions | None = None,
+    search_pairs: SearchPairs | None = None,
+) -> MiningResult:  # fmt: skip
+    """The most similar pairs of `collection`, best first; see the module docstring.
+
+    `search_pairs` finds every row's neighbours and feeds them to the accumulator (default:
+    in this process; `semsearch.distributed.mine` on a Ray cluster).
+    """
     options = options or MiningOptions()
+    search_pairs = search_pairs or _search_pairs
     options.check(collection.metric)
     if len(collection) < 2:
         raise SemsearchError(
@@ -90,7 +99,7 @@ def mine_paraphrases(collection: Collection, options: MiningOptions | None = Non
     pairs = PairAccumulator(rows, len(collection), options.threshold)
     structure = "none: fewer than two distinct texts"
     if len(rows) >= 2:
-        structure = _search_pairs(collection, vectors, options, pairs, timings)
+        structure = search_pairs(collection, vectors, options, pairs, timings)
     del vectors
 
     started = time.perf_counter()
@@ -109,6 +118,10 @@ def mine_paraphrases(collection: Collection, options: MiningOptions | None = Non
         timings={name: round(seconds, 3) for name, seconds in timings.items()},
     )
     return MiningResult(rows_a, rows_b, scores, collection, found, stats, duplicates)
+
+
+# (collection, its search-ready vectors, options, the accumulator, timings) -> the structure used
+SearchPairs = Callable[[Collection, np.ndarray, "MiningOptions", PairAccumulator, dict[str, float]], str]
 
 
 def _search_pairs(
@@ -143,7 +156,7 @@ def mine_corpus(
     started = time.perf_counter()
     collection = EncodedCollection(source, encoder)
     read_seconds = time.perf_counter() - started
-    return _timed_reading(mine_paraphrases(collection, options), read_seconds)
+    return timed_reading(mine_paraphrases(collection, options), read_seconds)
 
 
 def mine_index(
@@ -153,9 +166,9 @@ def mine_index(
     started = time.perf_counter()
     collection = IndexedCollection(name, index_dir)
     read_seconds = time.perf_counter() - started
-    return _timed_reading(mine_paraphrases(collection, options), read_seconds)
+    return timed_reading(mine_paraphrases(collection, options), read_seconds)
 
 
-def _timed_reading(result: MiningResult, seconds: float) -> MiningResult:
+def timed_reading(result: MiningResult, seconds: float) -> MiningResult:
     result.stats.timings = {"read_collection": round(seconds, 3), **result.stats.timings}
     return result

@@ -67,17 +67,20 @@ class SearchStructure:
 
 
 def search_in_chunks(
-    index: SearchStructure, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False
-) -> Iterator[Neighbours]:
-    """The `k` nearest other rows of every row, `chunk` query rows at a time."""
+    index: SearchStructure, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
+    queries: range | None = None,
+) -> Iterator[Neighbours]:  # fmt: skip
+    """The `k` nearest other rows of every row (of the rows in `queries`, default all),
+    `chunk` query rows at a time, the chunks starting at multiples of `chunk`."""
     k = min(k, len(vectors) - 1)
-    with tqdm(total=len(vectors), desc="searching", unit="text", disable=not show_progress) as bar:
-        for start in range(0, len(vectors), chunk):
-            queries = vectors[start : start + chunk]
+    queries = queries if queries is not None else range(len(vectors))
+    with tqdm(total=len(queries), desc="searching", unit="text", disable=not show_progress) as bar:
+        for start in range(queries.start, queries.stop, chunk):
+            query_vectors = vectors[start : min(start + chunk, queries.stop)]
             # One extra neighbour: each row normally finds itself first.
-            scores, positions = index.search(queries, k + 1)
+            scores, positions = index.search(query_vectors, k + 1)
             yield Neighbours(start, _without_self(positions, start, k), scores)
-            bar.update(len(queries))
+            bar.update(len(query_vectors))
 
 
 def _without_self(positions: np.ndarray, start: int, k: int) -> np.ndarray:

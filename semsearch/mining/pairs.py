@@ -29,6 +29,9 @@ class PairAccumulator:
         self.threshold = threshold
         self._keys: list[np.ndarray] = []
         self._scores: list[np.ndarray] = []
+        # Set when workers cut their blocks to the best pairs before merging: the pairs they
+        # found (one found from both sides in two blocks counts twice).
+        self.found_in_blocks: int | None = None
 
     def add(self, chunk: Neighbours) -> None:
         found = chunk.positions >= 0
@@ -42,8 +45,14 @@ class PairAccumulator:
         self._keys.append(low * self.row_count + high)
         self._scores.append(chunk.scores[found].astype(np.float32, copy=False))
 
-    def finish(self, top: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """(rows_a, rows_b, scores) best first, at most `top` of them, and how many distinct pairs."""
+    def add_candidates(self, keys: np.ndarray, scores: np.ndarray) -> None:
+        """Pairs already keyed, e.g. those `reduce` kept of a block of queries on a worker."""
+        self._keys.append(np.asarray(keys, dtype=np.int64))
+        self._scores.append(np.asarray(scores, dtype=np.float32))
+
+    def reduce(self, top: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """(keys, scores) best first, each pair once with its best score, at most `top` of
+        them; and how many distinct pairs there were before the cut."""
         keys = np.concatenate(self._keys) if self._keys else np.empty(0, np.int64)
         scores = np.concatenate(self._scores) if self._scores else np.empty(0, np.float32)
         self._keys, self._scores = [], []
@@ -55,7 +64,12 @@ class PairAccumulator:
         keys, scores = keys[first], scores[first]
         distinct = len(keys)
         order = np.lexsort((keys, -scores))[:top]
-        keys, scores = keys[order], scores[order]
+        return keys[order], scores[order], distinct
+
+    def finish(self, top: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(rows_a, rows_b, scores) best first, at most `top` of them, and how many distinct pairs."""
+        keys, scores, distinct = self.reduce(top)
+        distinct = self.found_in_blocks if self.found_in_blocks is not None else distinct
         return keys // self.row_count, keys % self.row_count, scores, distinct
 
 

@@ -1,0 +1,259 @@
+"""The encode stage on Ray: readers cut the files into parts, an actor pool encodes and writes them.
+
+Ray Data runs it as reader -> encoder -> writer. `PartReader` actors turn each
+`ReadUnit` into one row per part, the part's rows serialised as Arrow IPC, so a part never
+splits or merges with another on its way; `PartEncoder` actors (the model loaded once per
+actor: one per GPU, or N on CPUs) run `encode_part` and write the part into the index's
+folder, which every node must see (a shared filesystem). A part is written whole or not at
+all, so a task Ray retries after a worker dies rewrites the same part, and a job run again
+skips the parts already there. `RayTextEncoder` encodes plain texts the same way, for mining.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.distributed.cluster import RayConnection, Workers, require_ray
+from semsearch.errors import ResumableError, SemsearchError
+from semsearch.index.corpus_files import ReadUnit, read_unit
+from semsearch.index.parts import encode_part
+from semsearch.index.segment import SegmentWriter
+from semsearch.models.truncation import truncation_report
+
+log = logging.getLogger(__name__)
+
+# Texts an actor encodes per call when the job is plain texts (mining).
+TEXTS_PER_TASK = 4096
+
+
+def to_ipc(rows: pa.Table | pa.RecordBatch) -> bytes:
+    """Rows as Arrow IPC bytes: one value in a Ray Data row, whatever their columns."""
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def part_row(part: int, rows: pa.Table | pa.RecordBatch, ids: np.ndarray) -> dict:
+    """The Ray Data row that carries one part to an encoder."""
+    return {"part": part, "rows": to_ipc(rows), "ids": np.asarray(ids, np.int64).tobytes()}
+
+
+def unit_row(unit: ReadUnit) -> dict:
+    """The Ray Data row that carries a `ReadUnit` to a reader (plain columns: Arrow keeps them)."""
+    return {**asdict(unit), "wanted": list(unit.wanted)}
+
+
+class PartReader:
+    """Ray Data actor: every wanted part of the units in its batch, one row each.
+
+    An actor, not a task: on a node whose CPUs the encoders hold, Ray ends an idle task
+    worker within a second, and each new one would import semsearch again.
+    """
+
+    def __init__(self, text_column: str, part_rows: int, strict: bool) -> None:
+        self.text_column, self.part_rows, self.strict = text_column, part_rows, strict
+
+    def __call__(self, units: dict[str, np.ndarray]) -> Iterator[dict]:
+        for position in range(len(units["path"])):
+            unit = ReadUnit(
+                str(units["path"][position]), int(units["start"][position]),
+                int(units["stop"][position]), int(units["first_part"][position]),
+                int(units["first_id"][position]), tuple(int(p) for p in units["wanted"][position]),
+            )  # fmt: skip
+            for part in read_unit(unit, self.text_column, self.part_rows, self.strict):
+                row = part_row(part.part, part.batch, part.ids)
+                yield {name: np.array([value], dtype=object if name != "part" else np.int64)
+                       for name, value in row.items()}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EncoderSetup:
+    """How each actor gets its encoder: `load` (picklable, e.g. a partial of
+    `BiEncoder.load`), checked against the driver's model by `fingerprint`."""
+
+    load: Callable
+    fingerprint: str
+    device: str
+    batch_size: int | None = None
+
+
+class _EncoderActor:
+    """Loads the model once per actor; refuses a node whose model differs from the driver's."""
+
+    def __init__(self, setup: EncoderSetup) -> None:
+        if setup.device == "cpu":
+            import torch
+
+            torch.set_num_threads(1)  # one CPU per actor: threads would wait on each other
+        self.encoder = setup.load()
+        if setup.fingerprint and self.encoder.spec.fingerprint != setup.fingerprint:
+            raise SemsearchError(
+                f"the model on a worker ({self.encoder.spec.fingerprint[:12]}) is not the driver's "
+                f"({setup.fingerprint[:12]}): install the same model on every node"
+            )
+        self.batch_size = setup.batch_size
+
+
+class PartEncoder(_EncoderActor):
+    """Ray Data actor: encodes each part it is given and writes it into `folder`."""
+
+    def __init__(self, setup: EncoderSetup, folder: str, vector_dtype: str, text_column: str) -> None:
+        super().__init__(setup)
+        self.writer = SegmentWriter(Path(folder), vector_dtype)
+        self.text_column = text_column
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        parts, rows, truncated = [], [], []
+        for part, data, ids in zip(batch["part"], batch["rows"], batch["ids"]):
+            table = from_ipc(data)
+            ids = np.frombuffer(ids, dtype=np.int64)
+            with truncation_report(self.encoder) as cut:
+                encoded = encode_part(self.encoder, table, ids, self.text_column, self.batch_size)
+            self.writer.write(int(part), encoded.ids, encoded.vectors, encoded.metadata)
+            parts.append(int(part))
+            rows.append(len(encoded))
+            truncated.append(cut.cut)
+        return {"part": np.array(parts, np.int64), "rows": np.array(rows, np.int64),
+                "truncated": np.array(truncated, np.int64)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EncodedParts:
+    """What a job's encoders reported: the parts they wrote, their rows, the texts they cut."""
+
+    parts: list[int]
+    rows: int
+    truncated: int
+
+
+def encode_units(units: list[ReadUnit], workers: Workers, setup: EncoderSetup, folder: Path,
+                 vector_dtype: str, text_column: str, part_rows: int, strict: bool) -> EncodedParts:  # fmt: skip
+    """Read, encode and write the parts of `units` on the cluster."""
+    ray = require_ray()
+    workers = workers.at_most(sum(len(unit.wanted) for unit in units))
+    dataset = ray.data.from_items([unit_row(unit) for unit in units]).map_batches(
+        PartReader, batch_size=1, **workers.reader_args(),
+        fn_constructor_kwargs={"text_column": text_column, "part_rows": part_rows, "strict": strict},
+    )  # fmt: skip
+    return _encode(dataset, workers, setup, folder, vector_dtype, text_column, resumable=True)
+
+
+def encode_rows(rows: list[dict], workers: Workers, setup: EncoderSetup, folder: Path,
+                vector_dtype: str, text_column: str) -> EncodedParts:  # fmt: skip
+    """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows."""
+    ray = require_ray()
+    dataset = ray.data.from_items(rows)
+    workers = workers.at_most(len(rows))
+    return _encode(dataset, workers, setup, folder, vector_dtype, text_column, resumable=False)
+
+
+def _encode(dataset, workers: Workers, setup: EncoderSetup, folder: Path, vector_dtype: str,
+            text_column: str, resumable: bool) -> EncodedParts:  # fmt: skip
+    dataset = dataset.map_batches(
+        PartEncoder, batch_size=1, **workers.actor_args(),
+        fn_constructor_kwargs={"setup": setup, "folder": str(folder), "vector_dtype": vector_dtype,
+                               "text_column": text_column},
+    )  # fmt: skip
+    parts, rows, truncated = [], 0, 0
+    with job_errors("encoding", resumable=resumable):
+        for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
+            parts.extend(int(part) for part in batch["part"])
+            rows += int(batch["rows"].sum())
+            truncated += int(batch["truncated"].sum())
+    return EncodedParts(sorted(parts), rows, truncated)
+
+
+class TextEncoder(_EncoderActor):
+    """Ray Data actor: texts in, vectors out, each with its position."""
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        texts = [str(text) for text in batch["text"]]
+        vectors = self.encoder.encode(texts, batch_size=self.batch_size)
+        return {"position": batch["position"], "vector": vectors}
+
+
+class RayTextEncoder:
+    """Stands in for a `BiEncoder` where only `encode` is needed (mining a corpus): the texts
+    are encoded by an actor pool, TEXTS_PER_TASK at a time, and come back in their order."""
+
+    def __init__(self, connection: RayConnection, model: str) -> None:
+        self.connection = connection
+        self.model = model
+
+    def encode(self, texts: list[str], batch_size: int | None = None,
+               show_progress: bool = False) -> np.ndarray:  # fmt: skip
+        from semsearch.models.bi_encoder import BiEncoder
+
+        ray = require_ray()
+        workers = self.connection.workers().at_most(-(-len(texts) // TEXTS_PER_TASK))
+        load = functools.partial(BiEncoder.load, self.model, device=workers.device)
+        setup = EncoderSetup(load, "", workers.device, batch_size)
+        table = pa.table({"position": np.arange(len(texts)), "text": pa.array(texts, pa.large_string())})
+        dataset = ray.data.from_arrow(table).map_batches(
+            TextEncoder, batch_size=TEXTS_PER_TASK, **workers.actor_args(),
+            fn_constructor_kwargs={"setup": setup},
+        )  # fmt: skip
+        output: np.ndarray | None = None
+        with job_errors("encoding", resumable=False):
+            for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
+                if output is None:
+                    output = np.empty((len(texts), batch["vector"].shape[1]), dtype=np.float32)
+                output[batch["position"]] = batch["vector"]
+        return output if output is not None else np.empty((0, 0), dtype=np.float32)
+
+
+@contextlib.contextmanager
+def job_errors(stage: str, resumable: bool) -> Iterator[None]:
+    """A Ray job's failure as one line: a user's mistake found on a worker as itself, anything
+    else (a node lost beyond Ray's retries, a bug) as a `ResumableError` for resumable jobs."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        mistake = _semsearch_error(exc)
+        if mistake is not None:
+            raise SemsearchError(str(mistake)) from None
+        reason = f"{type(exc).__name__}: {_first_line(exc)}"
+        if resumable:
+            raise ResumableError(
+                f"the Ray job failed while {stage} ({reason}); the parts written so far are kept: "
+                "run the same command again to resume"
+            ) from exc
+        raise SemsearchError(f"the Ray job failed while {stage} ({reason}): run it again") from exc
+
+
+def _semsearch_error(exc: BaseException) -> SemsearchError | None:
+    """The SemsearchError a worker raised, unwrapped from Ray's task errors."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if type(current) in (SemsearchError, ResumableError) or (
+            isinstance(current, SemsearchError) and type(current).__module__.startswith("semsearch")
+        ):
+            return current
+        pending += [getattr(current, "cause", None), current.__cause__, current.__context__]
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "no message"

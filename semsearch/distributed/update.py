@@ -1,0 +1,55 @@
+"""`semsearch add --engine ray`: an add whose new rows are encoded by a Ray actor pool.
+
+Everything else is the local add (`semsearch.index.update.add_rows`): the writer lock, the
+upsert by id, the new segment's FAISS index and the new generation; only its `PartsWriter`
+runs on the cluster, writing the new segment's parts into the index folder every node sees.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.distributed.cluster import RayConnection, RayOptions
+from semsearch.distributed.encode import EncoderSetup, encode_rows, part_row
+from semsearch.index.manifest import Manifest
+from semsearch.index.segment import SegmentWriter
+from semsearch.index.store import IndexFolder
+from semsearch.index.update import PART_ROWS, ChangeResult, add_rows
+
+
+def add_rows_on_ray(
+    folder: IndexFolder, corpus_path: Path, encoder=None, text_column: str | None = None,
+    id_column: str | None = None, batch_size: int | None = None,
+    ray_options: RayOptions | None = None, device: str = "auto",
+) -> ChangeResult:  # fmt: skip
+    """`add_rows`, with the new rows encoded on Ray (by GPU actors where `device` allows)."""
+    manifest = folder.manifest()
+    with RayConnection(ray_options or RayOptions(), device) as connection:
+        writer = RayPartsWriter(connection, manifest, text_column or manifest.text_column, batch_size)
+        return add_rows(folder, corpus_path, encoder, text_column, id_column, batch_size, writer)
+
+
+class RayPartsWriter:
+    """A `PartsWriter`: cuts the rows into parts here and has the actor pool encode and write them."""
+
+    def __init__(self, connection: RayConnection, manifest: Manifest, text_column: str,
+                 batch_size: int | None) -> None:  # fmt: skip
+        self.connection = connection
+        self.manifest = manifest
+        self.text_column = text_column
+        self.batch_size = batch_size
+
+    def __call__(self, writer: SegmentWriter, rows: pa.Table, ids: np.ndarray) -> None:
+        from semsearch.models.bi_encoder import BiEncoder
+
+        workers = self.connection.workers()
+        load = functools.partial(BiEncoder.for_index, self.manifest.model, device=workers.device)
+        fingerprint = self.manifest.model.fingerprint or ""
+        setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size)
+        parts = [part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
+                 for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))]  # fmt: skip
+        encode_rows(parts, workers, setup, writer.folder, writer.vector_dtype, self.text_column)

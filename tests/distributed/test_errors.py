@@ -1,0 +1,54 @@
+"""Bad input to `--engine ray`: one line and exit status 2 each, and a partial build stays resumable."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from cli.support import error_line, runner
+from distributed.conftest import ray_tests, write_corpus
+
+from semsearch.cli.app import app
+from semsearch.index import build as build_module
+from semsearch.index.store import partial_folder
+
+pytestmark = ray_tests
+
+
+def _build(*args: str):
+    return runner.invoke(app, ["-q", "build", *args], catch_exceptions=False)
+
+
+def test_an_unreachable_cluster_is_one_line_and_the_partial_build_stays(tmp_path, tiny_model_dir,
+                                                                        monkeypatch) -> None:  # fmt: skip
+    corpus = write_corpus(tmp_path / "corpus.parquet", 200)
+    common = [str(corpus), "--name", "docs", "--model", str(tiny_model_dir), "--out-dir",
+              str(tmp_path / "idx"), "--index-type", "flat"]  # fmt: skip
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "trained_index", stop)
+    assert _build(*common).exit_code == 130  # interrupted after encoding: the parts are kept
+    monkeypatch.undo()
+    partial = partial_folder(tmp_path / "idx", "docs")
+    before = sorted(path.name for path in partial.rglob("*"))
+    line = error_line(_build(*common, "--engine", "ray", "--address", "127.0.0.1:9"))
+    assert "cannot reach the Ray cluster at 127.0.0.1:9" in line
+    assert "cannot connect to the Ray cluster" in error_line(_build(*common, "--engine", "ray", "--address", "auto"))
+    assert sorted(path.name for path in partial.rglob("*")) == before
+    resumed = _build(*common, "--engine", "ray", "--workers", "2")  # a Ray instance of its own
+    assert resumed.exit_code == 0, resumed.output
+    assert not partial.exists() and (tmp_path / "idx" / "docs" / "manifest.json").is_file()
+
+
+def test_files_that_cannot_be_one_corpus_are_refused_before_ray_starts(tmp_path) -> None:
+    folder = tmp_path / "data"
+    write_corpus(folder / "a.parquet", 10)
+    pq.write_table(pa.table({"doc_id": ["x"], "text": ["hello"], "n": ["one"]}), folder / "b.parquet")
+    line = error_line(_build(str(folder), "--engine", "ray", "--out-dir", str(tmp_path / "idx")))
+    assert "'n' is string in b.parquet but int64 in a.parquet" in line
+    line = error_line(_build(str(tmp_path / "none" / "*.parquet"), "--engine", "ray"))
+    assert "no file matches" in line
+    line = error_line(_build(str(folder / "a.parquet"), "--engine", "ray", "--workers", "0"))
+    assert "--workers must be at least 1" in line
+
