@@ -28,7 +28,8 @@ Address = Annotated[
 ]  # fmt: skip
 Workers = Annotated[
     int | None,
-    typer.Option(help="--engine ray: encoder actors (default: one per GPU, else one per CPU)."),
+    typer.Option(help="--engine ray: encoder actors (default: one per GPU; else one per 4 CPUs, "
+                 "or per node where nodes have fewer, sharing the CPUs as threads)."),
 ]
 
 

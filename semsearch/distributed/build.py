@@ -84,7 +84,8 @@ class RaySource(ManyFilesSource):
 
             load = functools.partial(BiEncoder.load, options.model, device=workers.device,
                                      quantization=options.quantization)  # fmt: skip
-            setup = EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size)
+            setup = EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size,
+                                 workers.threads)  # fmt: skip
             done = encode_units(units, workers, setup, writer.folder, writer.vector_dtype,
                                 options.text_column, options.part_rows, options.strict)  # fmt: skip
             truncated = done.truncated
@@ -110,7 +111,7 @@ class RaySource(ManyFilesSource):
     def operation(self) -> dict:
         workers = self.connection.workers()
         return {**super().operation(), "engine": "ray", "workers": workers.count,
-                "worker_device": workers.device}  # fmt: skip
+                "worker_device": workers.device, "worker_threads": workers.threads}  # fmt: skip
 
 
 def fill_in_parallel(index: VectorIndex, segment: Segment, ranges: list[tuple[int, int]]) -> tuple[float, float]:

@@ -89,6 +89,7 @@ class EncoderSetup:
     fingerprint: str
     device: str
     batch_size: int | None = None
+    threads: int = 1  # torch threads of a CPU actor
 
 
 class _EncoderActor:
@@ -98,7 +99,7 @@ class _EncoderActor:
         if setup.device == "cpu":
             import torch
 
-            torch.set_num_threads(1)  # one CPU per actor: threads would wait on each other
+            torch.set_num_threads(setup.threads)  # the CPUs the actor holds, no more
         self.encoder = setup.load()
         if setup.fingerprint and self.encoder.spec.fingerprint != setup.fingerprint:
             raise SemsearchError(
@@ -201,7 +202,7 @@ class RayTextEncoder:
         ray = require_ray()
         workers = self.connection.workers().at_most(-(-len(texts) // TEXTS_PER_TASK))
         load = functools.partial(BiEncoder.load, self.model, device=workers.device)
-        setup = EncoderSetup(load, "", workers.device, batch_size)
+        setup = EncoderSetup(load, "", workers.device, batch_size, workers.threads)
         table = pa.table({"position": np.arange(len(texts)), "text": pa.array(texts, pa.large_string())})
         dataset = ray.data.from_arrow(table).map_batches(
             TextEncoder, batch_size=TEXTS_PER_TASK, **workers.actor_args(),

@@ -78,7 +78,7 @@ class RayPairSearch:
         dataset = ray.data.from_items([{"start": b.start, "stop": b.stop} for b in blocks]).map_batches(
             BlockMiner, batch_size=1, **workers.actor_args(),
             fn_constructor_kwargs={"shared": shared, "metric": collection.metric,
-                                   "params": structure.params, "job": job},
+                                   "params": structure.params, "job": job, "threads": workers.threads},
         )  # fmt: skip
         found = 0
         with job_errors("mining", resumable=False):
@@ -95,9 +95,10 @@ class RayPairSearch:
 class BlockMiner:
     """Ray Data actor: holds the search structure and the vectors, mines the blocks it is given."""
 
-    def __init__(self, shared: list, metric: str, params: dict[str, int], job: BlockJob) -> None:
+    def __init__(self, shared: list, metric: str, params: dict[str, int], job: BlockJob,
+                 threads: int = 1) -> None:  # fmt: skip
         ray = require_ray()
-        faiss.omp_set_num_threads(1)  # one CPU per actor
+        faiss.omp_set_num_threads(threads)  # the CPUs the actor holds
         index_bytes, self.vectors = ray.get(shared)
         self.structure = SearchStructure(VectorIndex(faiss.deserialize_index(index_bytes), metric), params)
         self.job = job

@@ -49,7 +49,7 @@ class RayPartsWriter:
         workers = self.connection.workers()
         load = functools.partial(BiEncoder.for_index, self.manifest.model, device=workers.device)
         fingerprint = self.manifest.model.fingerprint or ""
-        setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size)
+        setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size, workers.threads)
         parts = [part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
                  for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))]  # fmt: skip
         encode_rows(parts, workers, setup, writer.folder, writer.vector_dtype, self.text_column)

@@ -1,0 +1,133 @@
+"""What does `build --engine ray` cost or gain against the local build, on the same corpus?
+
+The first `--rows` PyPI summaries (column `summary`, id `name`; 0: all 841,708) are written
+to one Parquet file and built twice with the default model and the same options: by the
+local engine (one process, torch on every core) and by `--engine ray` (a Ray instance
+started for the job on this machine, `--workers` encoder actors: on a CPU one core each, on
+a GPU machine one GPU actor with CPU readers). Each build's wall time includes everything a
+user waits for (Ray's start, the model loads, encoding, index, BM25 part, manifest). Appends
+one JSON line per engine to `benchmarks/results/ray_build.jsonl`. With `--merge`, the Ray
+line also times an IVF index filled from the built vectors: on one process against filled
+as copies on the workers and merged (`semsearch.distributed.build.fill_in_parallel`).
+
+    flock /tmp/cpu.lock python benchmarks/ray_build.py --rows 100000 --workers 2
+    python benchmarks/ray_build.py --rows 0 --workers 1 --device cuda   # a GPU machine
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from common import REPO_ROOT, base_parser, environment, markdown_table
+
+from semsearch.distributed import RayOptions, build_index_on_ray
+from semsearch.distributed.build import fill_in_parallel, part_ranges
+from semsearch.distributed.cluster import ray_session
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.factory import choose_index
+from semsearch.index.filling import add_parts, sample_vectors
+from semsearch.index.segment import Segment
+from semsearch.index.store import IndexFolder
+from semsearch.index.vector_index import VectorIndex
+
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "ray_build.jsonl"
+
+
+def corpus_file(args) -> tuple[str, int]:
+    """The first `args.rows` summaries as one Parquet file (its path, its rows)."""
+    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
+    if args.rows:
+        table = table.slice(0, args.rows)
+    assert pc.count_distinct(table.column("name")).as_py() == table.num_rows, "names must be unique"
+    folder = args.out_dir / "ray_build"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"pypi_{table.num_rows}.parquet"
+    pq.write_table(table, path)
+    return str(path), table.num_rows
+
+
+def build(engine: str, corpus: str, args) -> dict:
+    out_dir = args.out_dir / "ray_build" / "indexes"
+    options = BuildOptions(corpus=corpus, name=f"pypi-{engine}", text_column="summary",
+                           id_column="name", out_dir=out_dir, overwrite=True, device=args.device,
+                           show_progress=False)  # fmt: skip
+    started = time.perf_counter()
+    if engine == "ray":
+        folder = build_index_on_ray(options, RayOptions(workers=args.workers, show_progress=False))
+    else:
+        folder = build_index(options)
+    seconds = time.perf_counter() - started
+    manifest = folder.manifest()
+    result = {"rows": manifest.rows, "seconds": round(seconds, 1),
+              "texts_per_s": round(manifest.rows / seconds, 1), "index": manifest.index.factory,
+              "workers": manifest.operation.get("workers", 1),
+              "worker_device": manifest.operation.get("worker_device", args.device)}  # fmt: skip
+    if engine == "ray" and args.merge:
+        result["ivf_fill"] = ivf_fill(folder, args.workers)
+    shutil.rmtree(folder.path)
+    return result
+
+
+def ivf_fill(folder: IndexFolder, workers: int) -> dict:
+    """Seconds to fill the IVF index `auto` would choose beyond 100k rows from the built
+    vectors: in one process, and as copies on the Ray workers merged on the driver."""
+    (record,) = folder.manifest().segments
+    segment = Segment(folder.segment_dir(record.name), record)
+    rows, dimension = record.rows, segment.part_vectors(0).shape[1]
+    index = VectorIndex.create(choose_index("ivf", rows, dimension, "cosine"), dimension)
+    index.train(sample_vectors(segment.iter_parts, index.training_rows(rows))[1])
+    started = time.perf_counter()
+    add_parts(index.empty_copy(), segment.iter_parts, rows)
+    local = time.perf_counter() - started
+    merged = index.empty_copy()
+    with ray_session(RayOptions(show_progress=False)):
+        started = time.perf_counter()
+        fill, merge = fill_in_parallel(merged, segment, part_ranges(record.parts, workers))
+        total = time.perf_counter() - started
+    assert merged.size == rows
+    return {"factory": str(index.faiss.__class__.__name__), "lists": int(index.parameter_ceiling()),
+            "one_process_s": round(local, 2), "ray_total_s": round(total, 2),
+            "ray_fill_s": round(fill, 2), "merge_s": round(merge, 2), "copies": min(workers, record.parts)}  # fmt: skip
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000, help="summaries to build (0: all)")
+    parser.add_argument("--workers", type=int, default=2, help="Ray encoder actors")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (both engines)")
+    parser.add_argument("--engines", default="local,ray", help="which builds, in order")
+    parser.add_argument("--merge", action="store_true", help="also time an IVF fill and merge")
+    args = parser.parse_args()
+    corpus, rows = corpus_file(args)
+    env = environment()
+    device = env["gpu"] or f"cpu: {env['cpu']} ({env['cpu_count']} cores)"
+    command = "python benchmarks/ray_build.py " + shlex.join(sys.argv[1:])
+    results = {}
+    for engine in args.engines.split(","):
+        result = build(engine, corpus, args)
+        results[engine] = result
+        line = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
+                "engine": engine, "workers": result["workers"] if engine == "ray" else 1,
+                "rows": result["rows"], "seconds": result["seconds"], "command": command,
+                "corpus_rows": rows, **result, "environment": env}  # fmt: skip
+        print(json.dumps({key: value for key, value in line.items() if key != "environment"}), flush=True)
+        RESULTS.parent.mkdir(exist_ok=True)
+        with open(RESULTS, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line, default=str) + "\n")
+    base = results.get("local", {}).get("seconds")
+    table = [[engine, r["workers"] if engine == "ray" else 1, r["worker_device"], r["rows"], r["seconds"],
+              r["texts_per_s"], f"{r['seconds'] / base:.2f}x" if base else "-"]
+             for engine, r in results.items()]  # fmt: skip
+    print(markdown_table(["engine", "workers", "device", "rows", "seconds", "texts/s",
+                          "time / local"], table))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
