@@ -19,7 +19,7 @@ ENGINES = ("local", "ray")
 
 Engine = Annotated[
     str,
-    typer.Option(help="local (this process) or ray (a Ray cluster; pip install 'semsearch[ray]')."),
+    typer.Option(help="local (this process) or ray (a Ray cluster; pip install 'semsearch\\[ray]')."),
 ]
 Address = Annotated[
     str | None,
