@@ -52,3 +52,12 @@ def test_files_that_cannot_be_one_corpus_are_refused_before_ray_starts(tmp_path)
     line = error_line(_build(str(folder / "a.parquet"), "--engine", "ray", "--workers", "0"))
     assert "--workers must be at least 1" in line
 
+
+
+def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_dir) -> None:
+    corpus = write_corpus(tmp_path / "corpus.parquet", 20)  # row 7's text is blank
+    result = _build(str(corpus), "--strict", "--model", str(tiny_model_dir), "--out-dir",
+                    str(tmp_path / "idx"), "--engine", "ray", "--workers", "1")  # fmt: skip
+    line = error_line(result)  # raised in a Ray task that scanned the file
+    assert line.startswith("error: row 7 has a null or empty 'text' (--strict)")
+    assert not (tmp_path / "idx" / ".corpus.partial").exists()
