@@ -337,10 +337,21 @@ def check_id_column(corpus: Corpus, id_column: str) -> None:
     check_ids(corpus.path, id_column, (batch.column(0) for batch in corpus.batches(columns=[id_column])))
 
 
-def count_usable_rows(
+@dataclass(frozen=True)
+class ColumnScan:
+    """The text (and id) column of a whole corpus read once: its rows, those with a text, and
+    the id column's batches (checked: none empty, none repeated, of a usable type)."""
+
+    rows: int
+    usable: int
+    ids: list[pa.Array]
+
+
+def scan_columns(
     corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
-) -> int:
-    """Read the text (and id) column of the whole corpus once and count the rows with a text.
+) -> ColumnScan:
+    """Read the text (and id) column of the whole corpus once, count the rows with a text and
+    check the ids.
 
     Run before encoding, so a file that stops being readable half-way (a stray byte that is
     not UTF-8, a JSON line of another shape), an empty or repeated id, or a blank text under
@@ -358,7 +369,14 @@ def count_usable_rows(
     if id_column is not None:
         _check_id_type(corpus.schema.field(id_column).type, id_column)
         check_ids(corpus.path, id_column, ids)
-    return usable
+    return ColumnScan(first_row, usable, ids)
+
+
+def count_usable_rows(
+    corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
+) -> int:
+    """The rows of `corpus` with a text, after `scan_columns` has checked it whole."""
+    return scan_columns(corpus, text_column, id_column, strict).usable
 
 
 def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.Array]) -> None:

@@ -28,10 +28,10 @@ from semsearch.corpus import (
     GLOB_CHARACTERS,
     Corpus,
     RowFilter,
-    check_ids,
     file_sha256,
     open_corpus,
     rechunk,
+    scan_columns,
     usable_rows,
 )
 from semsearch.errors import SemsearchError
@@ -119,19 +119,11 @@ class FileScan:
 def scan_file(path: str, text_column: str, id_column: str | None, strict: bool) -> FileScan:
     """Count `path`'s rows and usable rows, check its texts and ids, and hash it."""
     corpus = open_corpus(path)
-    columns = [text_column] if id_column is None else [text_column, id_column]
-    rows = usable = 0
-    ids: list[pa.Array] = []
-    for batch in corpus.batches(columns=columns):
-        usable += len(usable_rows(batch.select([text_column]), text_column, rows, strict).source_rows)
-        if id_column is not None:
-            ids.append(batch.column(id_column))
-        rows += batch.num_rows
+    scan = scan_columns(corpus, text_column, id_column, strict)
     id_values = None
     if id_column is not None:
-        check_ids(corpus.path, id_column, ids)
-        id_values = pa.chunked_array(ids, corpus.schema.field(id_column).type).combine_chunks()
-    return FileScan(str(path), rows, usable, file_sha256(corpus.path), id_values)
+        id_values = pa.chunked_array(scan.ids, corpus.schema.field(id_column).type).combine_chunks()
+    return FileScan(str(path), scan.rows, scan.usable, file_sha256(corpus.path), id_values)
 
 
 def check_unique_ids(scans: list[FileScan], id_column: str) -> None:

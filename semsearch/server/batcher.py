@@ -2,15 +2,14 @@
 
 Why: a transformer encodes 32 short queries in little more time than one, so a server that
 encodes each request on its own spends its CPU on per-call overhead as load grows. Requests
-put their texts on a queue; one worker thread takes what has arrived, waits at most
-`max_wait_ms` after the first text for more (up to `max_batch` texts), encodes them in one
-call (waiting only while other requests are in flight: a lone client never waits) and
-hands each request its rows, after running the request's own `then` on them in
-the same thread (the server searches and renders there: no second hop to another thread
-per request). The event loop only awaits a future, so it never blocks on the model. With `group`, a gathered batch is encoded and answered in groups of
-that many texts. With `workers` > 1, as many threads each gather and encode their own
-batches (on a CPU, one single-threaded encoder per core outruns one encoder spread over
-every core: no threads waiting on each other inside each layer).
+put their texts on a queue; a worker thread takes what has arrived, waits at most
+`max_wait_ms` after the first text for more (up to `max_batch` texts; only while other
+requests are in flight: a lone client never waits), encodes them (in groups of `group`
+texts, shortest first, when given) and hands each request its rows after running the
+request's own `then` on them in the same thread: the server searches and renders there, so
+a request changes threads once and the event loop only awaits a future. With `workers` > 1,
+as many threads each gather and encode their own batches (on a CPU, one single-threaded
+encoder per core outruns one encoder spread over every core).
 """
 
 from __future__ import annotations
