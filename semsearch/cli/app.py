@@ -16,6 +16,7 @@ from semsearch.cli import (  # noqa: F401  (importing a command module registers
     train_command,
     tune_command,
     verify_command,
+    word_commands,
 )
 from semsearch.cli.common import app
 

@@ -31,6 +31,7 @@ from semsearch.losses.bce import BCEPairLoss
 from semsearch.losses.contrastive import ContrastiveLoss
 from semsearch.losses.cosent import CoSENTLoss
 from semsearch.losses.cosine import CosineLoss
+from semsearch.losses.manhattan import MaLSTMLoss, ManhattanSigmoidLoss
 from semsearch.losses.mnr import MultipleNegativesRankingLoss
 from semsearch.losses.online_contrastive import OnlineContrastiveLoss
 from semsearch.losses.sampler import NoDuplicatesBatchSampler
@@ -48,6 +49,8 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "contrastive": ContrastiveLoss,
     "online-contrastive": OnlineContrastiveLoss,
     "mnr": MultipleNegativesRankingLoss,
+    "l1-sigmoid": ManhattanSigmoidLoss,
+    "malstm": MaLSTMLoss,
 }
 
 
@@ -88,6 +91,8 @@ def require_columns(name: str, available: Iterable[str]) -> tuple[str, ...]:
 
 __all__ = [
     "LOSSES",
+    "MaLSTMLoss",
+    "ManhattanSigmoidLoss",
     "OBJECTIVES",
     "BCEPairLoss",
     "CoSENTLoss",

@@ -12,11 +12,21 @@ PAIR_PARTS: tuple[str, ...] = get_args(PairPart)
 DEFAULT_PARTS: tuple[PairPart, ...] = ("u", "v", "abs_diff")
 
 
-def check_parts(parts: Sequence[PairPart]) -> tuple[PairPart, ...]:
+# The way papers write the parts (SBERT's Table 6), accepted in a comma-separated string.
+PART_SYMBOLS = {"|u-v|": "abs_diff", "u*v": "product"}
+
+
+def check_parts(parts: Sequence[PairPart] | str) -> tuple[PairPart, ...]:
+    """The parts as a tuple; a string such as `u,v,|u-v|,u*v` is read as a list."""
+    if isinstance(parts, str):
+        parts = [PART_SYMBOLS.get(p.strip(), p.strip()) for p in parts.split(",")]  # type: ignore[misc]
     unknown = [part for part in parts if part not in PAIR_PARTS]
     if unknown or not parts:
-        raise ValueError(f"pair parts must be a non-empty choice of {', '.join(PAIR_PARTS)}")
-    return tuple(parts)
+        raise ValueError(
+            f"unknown pair features {', '.join(map(str, unknown)) or '(none)'}: choose from "
+            f"{', '.join(PAIR_PARTS)} (or write them u,v,|u-v|,u*v)"
+        )
+    return tuple(parts)  # type: ignore[arg-type]
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor, parts: Sequence[PairPart]) -> torch.Tensor:

@@ -38,6 +38,7 @@ from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.truncation import TruncationCount
+from semsearch.models.word_encoder import WordNetwork
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -116,6 +117,11 @@ class BiEncoder(nn.Module):
             raise SemsearchError(
                 f"unknown pooling {pooling!r}: choose one of {', '.join(POOLING_MODES)}"
             )
+        if folder.word_model:
+            from semsearch.models.word_model import load_word_encoder
+
+            return load_word_encoder(cls, folder, pooling, normalize, max_length, device,
+                                     quantization)  # fmt: skip
         transformer, tokenizer = load_pretrained(folder, AutoModel)
         model_limit = model_max_length(transformer, tokenizer)
         pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
@@ -304,6 +310,10 @@ class BiEncoder(nn.Module):
             )
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.transformer, WordNetwork):
+            from semsearch.models.word_model import save_word_model
+
+            return save_word_model(self, folder)
         self.transformer.save_pretrained(folder, safe_serialization=True)
         self.tokenizer.save_pretrained(folder)
         modules = [

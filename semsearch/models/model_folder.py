@@ -54,6 +54,7 @@ class ModelFolder:
     max_length: int | None
     do_lower_case: bool
     pooling_weights: Path | None = None  # the attention scorer, for `attention` pooling
+    word_model: bool = False  # word embeddings (+ LSTM / CNN) instead of a transformer
 
 
 def resolve_model(name: str, local_files_only: bool = False) -> ModelFolder:
@@ -197,12 +198,16 @@ def _download_from_hub(name: str, local_files_only: bool = False) -> Path:
 
 def _read_folder(name: str, folder: Path) -> ModelFolder:
     transformer_path, pooling, normalize, pooling_weights = folder, None, None, None
+    word_model = False
     modules_file = folder / "modules.json"
     if modules_file.is_file():
         for module in read_json(modules_file):
             kind = module.get("type", "").rsplit(".", 1)[-1]
             if kind == "Transformer":
                 transformer_path = _module_folder(folder, module.get("path", ""))
+            elif kind == "WordEmbeddings":  # see semsearch.models.word_model
+                transformer_path = _module_folder(folder, module.get("path", ""))
+                word_model = True
             elif kind == "Pooling":
                 pooling_folder = _module_folder(folder, module.get("path", ""))
                 pooling = _pooling_mode(read_json(pooling_folder / "config.json"))
@@ -211,7 +216,7 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
             elif kind == "Normalize":
                 normalize = True
         normalize = bool(normalize)
-    if not (transformer_path / "config.json").is_file():
+    if not word_model and not (transformer_path / "config.json").is_file():
         raise SemsearchError(f"{folder} holds no config.json: it is not a Hugging Face model")
     st_config_file = transformer_path / "sentence_bert_config.json"
     st_config = read_json(st_config_file) if st_config_file.is_file() else {}
@@ -224,6 +229,7 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
         max_length=st_config.get("max_seq_length"),
         do_lower_case=bool(st_config.get("do_lower_case", False)),
         pooling_weights=pooling_weights,
+        word_model=word_model,
     )
 
 

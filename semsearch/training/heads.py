@@ -24,7 +24,7 @@ HEAD_DIR = "head"
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "config.json"
 # The submodule that holds each objective's head.
-HEAD_ATTRIBUTES = {"softmax": "classifier", "bce": "head"}
+HEAD_ATTRIBUTES = {"softmax": "classifier", "bce": "head", "l1-sigmoid": "head"}
 
 
 def trained_head(loss: SiameseLoss, objective: str) -> nn.Module | None:
