@@ -23,11 +23,26 @@ from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import CROSS_METRICS, OBJECTIVES
 
+# Test metrics the summary shows (each similarity's and each set's, for a plan).
+SHOWN_METRICS = ("spearman_cosine", "cosine_ap", "ndcg@10")
+
 DataSource = Annotated[
-    str,
+    str | None,
     typer.Argument(help="A corpus file (.parquet, .csv, .tsv, .jsonl, optionally .gz), or "
-                   "stsb:PATH / sick:PATH for the STS-B and SICK files."),
+                   "stsb:PATH / sick:PATH for the STS-B and SICK files (or give --plan)."),
 ]  # fmt: skip
+Plan = Annotated[
+    Path | None,
+    typer.Option(help="A YAML or JSON training plan: several datasets, each with its own "
+                 "objective (e.g. cosent on STS-B and mnr on retrieval pairs), batches mixed "
+                 "round-robin or proportionally, and dev sets whose metrics combine to pick the "
+                 "best checkpoint (see the README). Replaces DATA, --objective, --column, --form, "
+                 "--dev, --test and the other data options."),
+]  # fmt: skip
+# Options a plan gives per dataset: with --plan, setting one of them on the command line is a
+# mistake (the value the user typed would be ignored). Name -> its default here.
+PLAN_OWNS = {"objective": None, "column": None, "form": "none", "positive_at": 0.8,
+             "score_max": None, "dev_task": "auto", "option": None, "dev": None, "test": None}  # fmt: skip
 Columns = Annotated[
     list[str] | None,
     typer.Option("--column", help="NAME=FILE_COLUMN: read the objective's column NAME from "
@@ -43,8 +58,9 @@ ObjectiveOptions = Annotated[
 @app.command()
 @user_errors
 def train(
-    data: DataSource,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The model folder to write.")],
+    data: DataSource = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The model folder to write.")] = ...,  # type: ignore[assignment]
+    plan: Plan = None,
     objective: Annotated[
         str | None,
         typer.Option(
@@ -124,11 +140,23 @@ def train(
     json_output: JsonFlag = False,
 ) -> None:
     """Fine-tune a bi-encoder on DATA with a siamese objective (or, with --cross-encoder, train
-    a cross-encoder on its pairs); OUTPUT becomes a model folder.
+    a cross-encoder on its pairs), or on the several datasets of a --plan; OUTPUT becomes a
+    model folder.
+
+    A --plan file (YAML or JSON), e.g. cosent on STS-B with mnr on query/doc pairs:
+      datasets: a list of {source, objective, columns, options, weight}
+      mixing:   round-robin | proportional
+      dev/test: a list of {source, task: sts|pairs|ir, columns, weight}
+    The run keeps the checkpoint with the best weighted mean of the dev sets' metrics.
 
     An interrupted run resumes from its last checkpoint when the same command is run again.
     """
-    if objective is None and not cross_encoder:
+    given = {"objective": objective, "column": column, "form": form, "positive_at": positive_at,
+             "score_max": score_max, "dev_task": dev_task, "option": option, "dev": dev, "test": test}  # fmt: skip
+    training_plan = _read_plan(plan, data, cross_encoder, given)
+    if training_plan is None and data is None:
+        raise SemsearchError("give the training DATA, or --plan FILE for several datasets")
+    if objective is None and not cross_encoder and training_plan is None:
         raise SemsearchError(f"--objective is required: choose one of {', '.join(OBJECTIVES)}")
     from semsearch.training import (
         DataOptions,
@@ -139,8 +167,9 @@ def train(
     from semsearch.training import train as run_training
     from semsearch.training.cross_trainer import train_cross_encoder
 
-    data_options = DataOptions(train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"),
-                               form=form, positive_at=positive_at, score_max=score_max, dev_task=dev_task)  # type: ignore[arg-type]  # fmt: skip
+    data_options = None if training_plan is not None else DataOptions(
+        train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"), form=form,  # type: ignore[arg-type]
+        positive_at=positive_at, score_max=score_max, dev_task=dev_task)  # type: ignore[arg-type]  # fmt: skip
     optimization = OptimizationOptions(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                                        warmup_fraction=warmup, weight_decay=weight_decay,
                                        max_grad_norm=max_grad_norm, seed=seed, max_steps=max_steps,
@@ -149,7 +178,7 @@ def train(
                      show_progress=show_progress() and not json_output)  # fmt: skip
     config = TrainingConfig(objective=objective or "bce", data=data_options, output_dir=output, model=model,
                             objective_options=parse_options(option), pooling=pooling, normalize=normalize,
-                            optimization=optimization, run=run)  # fmt: skip
+                            optimization=optimization, run=run, plan=training_plan)  # fmt: skip
     result = (train_cross_encoder if cross_encoder else run_training)(config, overwrite=overwrite)
     if json_output:
         print_json_lines([result.to_dict()])
@@ -163,9 +192,28 @@ def train(
             f"{result.dev_best:.4f} at step {result.dev_best_step}"
         )
     for name, value in (result.test_metrics or {}).items():
-        if name.startswith(("spearman_cosine", "cosine_ap", "ndcg@10")) or name in CROSS_METRICS:
+        measure = name.split("/")[-1]  # a plan's test sets report NAME/metric
+        if measure.startswith(SHOWN_METRICS) or measure in CROSS_METRICS or name == "combined":
             summary[f"test {name}"] = f"{value:.4f}"
     print_mapping("training finished", summary, console)
+
+
+def _read_plan(plan: Path | None, data: str | None, cross_encoder: bool, given: dict[str, Any]):
+    """The --plan file read and checked, refusing the options it replaces; None without it."""
+    if plan is None:
+        return None
+    clashes = [name for name, value in given.items() if value != PLAN_OWNS[name]]
+    if data is not None:
+        clashes.insert(0, "DATA")
+    if cross_encoder:
+        clashes.append("cross-encoder")
+    if clashes:
+        flags = ", ".join(name if name == "DATA" else f"--{name.replace('_', '-')}" for name in clashes)
+        raise SemsearchError(f"--plan gives the datasets, objectives and dev/test sets: drop {flags} "
+                             "(a plan trains a bi-encoder)")  # fmt: skip
+    from semsearch.training.plan import read_plan
+
+    return read_plan(plan)
 
 
 @app.command("train-adapter")

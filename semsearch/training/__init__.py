@@ -8,6 +8,9 @@ The flow, one module per stage:
     formation.py  scored pairs -> positives, triplets or binary pairs
     schedule.py   seeded batches (no duplicate texts for mnr), AdamW, warm-up + linear decay
     trainer.py    the loop: steps, dev checks, best model, checkpoints, resume
+    plan.py       a training plan: several datasets, each with its objective, and dev sets
+    mixing.py     the batch order of several datasets (round-robin or proportional)
+    multi.py      the loop for a plan: one loss per dataset on one encoder, combined dev
     dev.py        which evaluator measures dev/test data (sts, pairs, ir)
     checkpoint.py the resumable state in <output>/checkpoint/, the output folder's rules
     report.py     train_log.jsonl and training.png;  card.py: the README.md model card
@@ -18,6 +21,7 @@ The flow, one module per stage:
     config = TrainingConfig("cosine", DataOptions("stsb:train.tsv.gz", dev="stsb:dev.tsv.gz"),
                             output_dir="models/stsb", optimization=OptimizationOptions(epochs=4))
     result = train(config)   # run it again after an interruption: it resumes
+    plan = read_plan("plan.yaml")   # several datasets: TrainingConfig(None, None, ..., plan=plan)
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from semsearch.training.data import TrainingData, prepare_training_data, read_so
 from semsearch.training.dev import make_evaluator
 from semsearch.training.formation import form_examples
 from semsearch.training.heads import load_head
+from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan, read_plan
 from semsearch.training.trainer import TrainingResult, train
 from semsearch.training.vectors import VectorPairs, load_vectors, read_vector_pairs
 
@@ -40,10 +45,13 @@ __all__ = [
     "AdapterConfig",
     "AdapterResult",
     "DataOptions",
+    "DatasetSpec",
+    "EvaluationSpec",
     "OptimizationOptions",
     "RunOptions",
     "TrainingConfig",
     "TrainingData",
+    "TrainingPlan",
     "TrainingResult",
     "VectorAdapter",
     "VectorPairs",
@@ -52,6 +60,7 @@ __all__ = [
     "load_vectors",
     "make_evaluator",
     "prepare_training_data",
+    "read_plan",
     "read_source",
     "read_vector_pairs",
     "train",

@@ -10,6 +10,8 @@ from semsearch.training.config import TrainingConfig
 
 HYPER_PARAMETERS = ("epochs", "max_steps", "batch_size", "learning_rate", "warmup_fraction",
                     "weight_decay", "max_grad_norm", "seed", "precision", "pooling", "normalize")  # fmt: skip
+# Test metrics a card shows besides the primary (also those of a combined test, `NAME/metric`).
+CARD_METRICS = ("pearson_cosine", "spearman_cosine", "cosine_ap", "ndcg@10")
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any
 
 
 def _data_lines(result: dict[str, Any]) -> list[str]:
+    if "mixing" in result["data"]:
+        return _plan_lines(result["data"])
     train = result["data"]["train"]
     lines = [
         f"- training: `{train['source']}`, {train['rows_used']} examples "
@@ -82,6 +86,21 @@ def _data_lines(result: dict[str, Any]) -> list[str]:
         if result["data"].get(role):
             summary = result["data"][role]
             lines.append(f"- {role}: `{summary['source']}`, {summary['rows_read']} rows")
+    return lines
+
+
+def _plan_lines(data: dict[str, Any]) -> list[str]:
+    """The datasets of a multi-dataset run, how they mixed, and the dev and test sets."""
+    lines = [f"- {len(data['train'])} datasets, batches mixed {data['mixing']}:"]
+    for name, train in data["train"].items():
+        lines.append(f"  - {name}: `{train['source']}`, {train['rows_used']} examples, objective "
+                     f"`{train['objective']}` (weight {train['weight']:g}), columns "
+                     f"{', '.join(train['columns'])}")  # fmt: skip
+    for role in ("dev", "test"):
+        if data.get(role):
+            sets = ", ".join(f"{name} (`{summary['source']}`, {summary['rows_read']} rows)"
+                             for name, summary in data[role]["sets"].items())  # fmt: skip
+            lines.append(f"- {role}: {sets}; {data[role]['combined']}")
     return lines
 
 
@@ -99,6 +118,6 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
     test = result.get("test")
     if test:
         shown = ", ".join(f"{name} {value:.4f}" for name, value in test["metrics"].items()
-                          if name == test["primary"] or name.startswith("pearson_cosine"))  # fmt: skip
+                          if name == test["primary"] or name.split("/")[-1] in CARD_METRICS)  # fmt: skip
         lines.append(f"- test (the model in this folder): {shown}")
     return lines

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from semsearch.errors import SemsearchError
 from semsearch.losses import loss_class
 from semsearch.models.model_folder import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from semsearch.training.plan import TrainingPlan
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -129,6 +132,9 @@ FREE_ON_RESUME = frozenset({"output_dir", "test", *(item.name for item in fields
 class TrainingConfig:
     """A training run: the objective, the data, the model, the optimisation and the run.
 
+    One dataset is `objective` and `data`; several, each with its own objective, are a
+    `plan` (then `data` is None and `objective` names the plan's objectives, `cosent+mnr`).
+
     Args:
         objective: a name from `semsearch.losses.OBJECTIVES`.
         data: see `DataOptions`.
@@ -141,10 +147,11 @@ class TrainingConfig:
             on unnormalised ones.
         optimization: see `OptimizationOptions`.
         run: see `RunOptions`.
+        plan: several datasets and dev sets instead of `data`; see `semsearch.training.plan`.
     """
 
-    objective: str
-    data: DataOptions
+    objective: str | None
+    data: DataOptions | None
     output_dir: Path
     model: str = DEFAULT_MODEL
     objective_options: dict[str, Any] = field(default_factory=dict)
@@ -152,9 +159,19 @@ class TrainingConfig:
     normalize: bool | None = None
     optimization: OptimizationOptions = field(default_factory=OptimizationOptions)
     run: RunOptions = field(default_factory=RunOptions)
+    plan: TrainingPlan | None = None
 
     def __post_init__(self) -> None:
         self.output_dir = Path(self.output_dir)
+        if (self.data is None) == (self.plan is None):
+            raise SemsearchError("a training run reads either one dataset or a plan of several")
+        if self.plan is not None:
+            if self.objective_options:
+                raise SemsearchError("a plan gives each dataset's objective options ('options')")
+            self.objective = self.plan.objective
+            return
+        if self.objective is None:
+            raise SemsearchError("a one-dataset run needs an objective")
         loss_class(self.objective)  # an unknown objective fails here, with the list
         self.objective = self.objective.replace("_", "-")
 
@@ -163,6 +180,8 @@ class TrainingConfig:
         checkpoints and `training.json` have always held; paths become strings."""
         values = asdict(self)
         values["output_dir"] = str(self.output_dir)
+        if self.plan is None:
+            del values["plan"]  # a one-dataset run's record stays as it always was
         for group in GROUPS:
             values.update(values.pop(group))
         return values
@@ -172,7 +191,12 @@ class TrainingConfig:
         """Read `to_dict`'s form back; keys no field knows are ignored."""
         known = {item.name for item in fields(cls)}
         options = {key: value for key, value in values.items() if key in known}
-        options["data"] = DataOptions(**options["data"])
+        if options.get("plan") is not None:
+            from semsearch.training.plan import TrainingPlan
+
+            options["plan"] = TrainingPlan.from_dict(options["plan"])
+        if options.get("data") is not None:
+            options["data"] = DataOptions(**options["data"])
         for group, group_class in GROUPS.items():
             names = {item.name for item in fields(group_class)}
             options[group] = group_class(**{k: v for k, v in values.items() if k in names})
@@ -187,8 +211,14 @@ class TrainingConfig:
         for key in keys:
             if key in FREE_ON_RESUME:
                 continue
-            if key == "data":
-                before, after = saved.get(key, {}), current[key]
+            if key == "plan":  # its test sets, like `data.test`, may change
+                before, after = (
+                    dict(values or {}, test=None) for values in (saved.get(key), current.get(key))
+                )
+                if before != after:
+                    changed.append(key)
+            elif key == "data":
+                before, after = saved.get(key) or {}, current[key] or {}
                 changed += [
                     f"data.{name}"
                     for name in sorted(set(before) | set(after))

@@ -51,6 +51,8 @@ TEXT_COLUMNS = ("sentence1", "sentence2")
 
 def train_cross_encoder(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
     """Train a cross-encoder as `config` says (objective `bce` or `softmax`)."""
+    if config.plan is not None:
+        raise SemsearchError("a cross-encoder trains on one dataset: a plan is for bi-encoders")
     return CrossEncoderTrainer(config, overwrite).run()
 
 
@@ -137,12 +139,13 @@ class CrossEncoderTrainer(Trainer):
         self.text_columns = [self.data.columns[name] for name in TEXT_COLUMNS]
         return False
 
-    def _evaluation_data(self, source: str | None, name: str):
+    def _evaluation_data(self, role: str):
+        source = getattr(self.config.data, role)
         if source is None:
             return None, None
         data = read_eval_data(source, self.config.data)
         classes = self.config.objective == "softmax"
-        evaluator = CrossEncoderEvaluator(data, self.target, name, classes, self.data.label_names)
+        evaluator = CrossEncoderEvaluator(data, self.target, role, classes, self.data.label_names)
         return data, evaluator
 
     def _save_model(self) -> None:

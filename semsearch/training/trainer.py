@@ -62,7 +62,12 @@ class TrainingResult:
 
 
 def train(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
-    """Train as `config` says; with `overwrite`, a previous run in the folder is replaced."""
+    """Train as `config` says; with `overwrite`, a previous run in the folder is replaced.
+    A config with a `plan` trains on its several datasets (`semsearch.training.multi`)."""
+    if config.plan is not None:
+        from semsearch.training.multi import MultiDatasetTrainer
+
+        return MultiDatasetTrainer(config, overwrite).run()
     return Trainer(config, overwrite).run()
 
 
@@ -73,8 +78,8 @@ class Trainer:
         self.config = config
         self.output_dir = config.output_dir
         self.data = self._prepare_data()
-        self.dev, self.dev_evaluator = self._evaluation_data(config.data.dev, "dev")
-        self.test, self.test_evaluator = self._evaluation_data(config.data.test, "test")
+        self.dev, self.dev_evaluator = self._evaluation_data("dev")
+        self.test, self.test_evaluator = self._evaluation_data("test")
         resuming = ckpt.prepare_output_dir(self.output_dir, overwrite)
         saved = ckpt.read_checkpoint_state(self.output_dir) if resuming else None
         if saved is not None:
@@ -105,8 +110,7 @@ class Trainer:
         """Step counts, trainables, log and state; restored from `saved` when resuming."""
         options = self.config.optimization
         self.no_duplicates = no_duplicates
-        self.steps = total_steps(self.text_columns, options.batch_size, options.seed, options.epochs,
-                                 no_duplicates, options.max_steps)  # fmt: skip
+        self.steps = self._count_steps()
         self.warmup_steps = math.ceil(self.steps * options.warmup_fraction)
         self.trainables = self._trainables()
         self.state = ckpt.TrainingState()
@@ -137,12 +141,28 @@ class Trainer:
             self._evaluate()
         return self._finish()
 
+    def _count_steps(self) -> int:
+        """The steps the schedule spans."""
+        options = self.config.optimization
+        return total_steps(self.text_columns, options.batch_size, options.seed, options.epochs,
+                           self.no_duplicates, options.max_steps)  # fmt: skip
+
+    def _epoch_batches(self, epoch: int) -> list[Any]:
+        """The batches of `epoch` in order, each what `_batch_loss` takes (here: row indices)."""
+        options = self.config.optimization
+        return epoch_batches(self.text_columns, options.batch_size, options.seed, epoch,
+                             self.no_duplicates)  # fmt: skip
+
+    def _batch_loss(self, rows: list[int]) -> torch.Tensor:
+        """The loss of one batch, differentiable."""
+        columns, labels = self.loss.make_batch(self.data.columns, rows)
+        return self.loss(columns, labels)
+
     def _train_epoch(self) -> None:
-        state, options = self.state, self.config.optimization
-        batches = epoch_batches(self.text_columns, options.batch_size, options.seed, state.epoch,
-                                self.no_duplicates)  # fmt: skip
-        for rows in batches[state.batches_done :]:
-            value = self._step(rows)
+        state = self.state
+        batches = self._epoch_batches(state.epoch)
+        for batch in batches[state.batches_done :]:
+            value = self._step(batch)
             state.step += 1
             state.batches_done += 1
             self._after_step(value)
@@ -153,12 +173,11 @@ class Trainer:
             self._evaluate()
             self._checkpoint()
 
-    def _step(self, rows: list[int]) -> float:
-        """One optimisation step on the batch `rows`; returns its loss."""
+    def _step(self, batch: Any) -> float:
+        """One optimisation step on `batch` (see `_epoch_batches`); returns its loss."""
         trainables, options = self.trainables, self.config.optimization
-        columns, labels = self.loss.make_batch(self.data.columns, rows)
         with _autocast(self.device, options.precision):  # type: ignore[arg-type]
-            value = self.loss(columns, labels)
+            value = self._batch_loss(batch)
         trainables.scaler.scale(value).backward()
         trainables.scaler.unscale_(trainables.optimizer)
         torch.nn.utils.clip_grad_norm_(self.loss.parameters(), options.max_grad_norm)
@@ -254,11 +273,7 @@ class Trainer:
             **self._model_facts(),
             "config": self.config.to_dict(),
             "objective_options": self.objective_options,
-            "data": {
-                "train": self.data.summary(),
-                "dev": _summary(self.dev),
-                "test": _summary(self.test),
-            },
+            "data": self._data_summary(),
             "steps": self.state.step,
             "warmup_steps": self.warmup_steps,
             "device": str(self.device),
@@ -277,6 +292,14 @@ class Trainer:
             }
         return record
 
+    def _data_summary(self) -> dict[str, Any]:
+        """What `training.json` and the card say of the data."""
+        return {
+            "train": self.data.summary(),
+            "dev": _summary(self.dev),
+            "test": _summary(self.test),
+        }
+
     def _model_facts(self) -> dict[str, Any]:
         """What `training.json` says of the trained model beyond the shared fields."""
         return {
@@ -285,11 +308,13 @@ class Trainer:
             "head": (self.output_dir / "head").is_dir() or None,
         }
 
-    def _evaluation_data(self, source: str | None, name: str):
+    def _evaluation_data(self, role: str):
+        """The `role` ("dev" or "test") data and its evaluator, or (None, None)."""
+        source = getattr(self.config.data, role)
         if source is None:
             return None, None
         data = read_eval_data(source, self.config.data)
-        return data, make_evaluator(data, self.config.data.dev_task, name)
+        return data, make_evaluator(data, self.config.data.dev_task, role)
 
     def _trainables(self) -> ckpt.Trainables:
         options = self.config.optimization
