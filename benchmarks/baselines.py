@@ -1,0 +1,219 @@
+"""The recipes semsearch replaces, measured side by side (issue 17).
+
+Rows: averaged word vectors (the default model's input token embeddings, and word2vec
+trained here on the Debian and PyPI texts), the frozen default model (CLS, mean, mean of
+its input embeddings), siamese BiLSTMs (l1-sigmoid, malstm, contrastive on Euclidean
+distance), the transformer with the BCE pair head (pos_weight 2), the softmax objective on
+SICK entailment labels for each pooling x feature set (SBERT's Table 6), and the
+bi-encoder fine-tuned on STS-B as semsearch does it today. Every trained row has the same
+seed and budget (one epoch, batches of 16). Per row: STS-B test Spearman, SICK trial
+Spearman, accuracy / F1 on STS-B test binarised at score >= 4 (thresholds chosen on STS-B
+dev), training seconds, CPU encoding texts/s and model size.
+
+Each row appends one JSON line to `benchmarks/results/baselines.jsonl` as it finishes;
+rows already there are skipped, so the grid runs in chunks (`--rows a,b` or globs such
+as `--rows 'softmax-mean-*'`). `--report` prints the table of every row measured so far
+and draws `benchmarks/baselines.png`.
+
+    python benchmarks/baselines.py --list
+    python benchmarks/baselines.py --rows avg-minilm-input,frozen-minilm-mean
+    python benchmarks/baselines.py --report
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baselines_report import write_report
+from common import DEFAULT_OUT_DIR, REPO_ROOT, base_parser, environment
+
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "baselines.jsonl"
+WORK = DEFAULT_OUT_DIR / "baselines"
+VECTORS = {"minilm-input": WORK / "minilm_input.txt.gz", "w2v": WORK / "w2v_debian_pypi.txt.gz"}
+BUDGET = {"epochs": 1, "batch_size": 16, "seed": 0, "warmup_fraction": 0.1}
+# SBERT's Table 6 feature sets: row-name slug -> (label, pair parts of the softmax head).
+FEATURES = {
+    "uv": ("(u, v)", ["u", "v"]),
+    "diff": ("(|u-v|)", ["abs_diff"]),
+    "prod": ("(u*v)", ["product"]),
+    "diff-prod": ("(|u-v|, u*v)", ["abs_diff", "product"]),
+    "uv-prod": ("(u, v, u*v)", ["u", "v", "product"]),
+    "uv-diff": ("(u, v, |u-v|)", ["u", "v", "abs_diff"]),
+    "uv-diff-prod": ("(u, v, |u-v|, u*v)", ["u", "v", "abs_diff", "product"]),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model to measure: how it is made (and trained), and the similarity it is judged by."""
+
+    name: str
+    group: str
+    start: str  # "default", "vectors:<source>" (a word model) or "input-embeddings"
+    objective: str | None = None
+    data: str = "stsb"  # "stsb" (scores), "stsb-binary" (score >= 4) or "sick" (labels)
+    options: dict = field(default_factory=dict)
+    pooling: str = "mean"
+    layer: str = "none"
+    normalize: bool | None = None
+    learning_rate: float = 2e-5
+    similarity: str = "cosine"
+
+
+def rows() -> dict[str, Row]:
+    """Every row of the table, in its order."""
+    grid = [
+        Row("avg-minilm-input", "averaged word vectors", "vectors:minilm-input"),
+        Row("avg-w2v", "averaged word vectors", "vectors:w2v"),
+        Row("frozen-minilm-cls", "frozen transformer", "default", pooling="cls"),
+        Row("frozen-minilm-mean", "frozen transformer", "default"),
+        Row("frozen-minilm-input-mean", "frozen transformer", "input-embeddings"),
+    ]
+    lstm = {"layer": "lstm", "learning_rate": 1e-3, "normalize": False}
+    grid += [
+        Row("bilstm-l1-sigmoid", "siamese BiLSTM", "vectors:w2v", "l1-sigmoid", "stsb-binary",
+            pooling="max", similarity="manhattan", **lstm),
+        Row("bilstm-malstm", "siamese BiLSTM", "vectors:w2v", "malstm", similarity="manhattan",
+            **lstm),
+        Row("bilstm-contrastive-euclidean", "siamese BiLSTM", "vectors:w2v", "contrastive",
+            "stsb-binary", {"distance": "euclidean", "margin": 1.0}, pooling="max",
+            similarity="euclidean", **lstm),
+        Row("minilm-bce-pw2", "transformer pair head", "default", "bce", "stsb-binary",
+            {"pos_weight": 2.0}),
+        Row("minilm-cosine-stsb", "semsearch today", "default", "cosine"),
+    ]  # fmt: skip
+    for pooling in ("mean", "max", "cls"):
+        for slug, (label, parts) in FEATURES.items():
+            if pooling != "mean" and slug != "uv-diff":
+                continue  # SBERT's Table 6: features at mean pooling, poolings at (u,v,|u-v|)
+            grid.append(Row(f"softmax-{pooling}-{slug}", f"softmax on SICK {label}", "default",
+                            "softmax", "sick", {"parts": parts}, pooling=pooling,
+                            normalize=False))  # fmt: skip
+    return {row.name: row for row in grid}
+
+
+def main() -> None:
+    parser = base_parser(__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="", help="comma-separated names or globs (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the rows and which are done")
+    parser.add_argument("--rerun", action="store_true", help="measure rows already measured")
+    parser.add_argument("--report", action="store_true", help="only print the table and draw the PNG")
+    args = parser.parse_args()
+    grid, done = rows(), measured()
+    if args.list:
+        for name, row in grid.items():
+            print(f"{'done' if name in done else '    '}  {name}  ({row.group})")
+        return
+    if not args.report:
+        chosen = select(grid, args.rows)
+        for row in chosen:
+            if row.name in done and not args.rerun:
+                print(f"{row.name}: measured already (--rerun to measure again)", file=sys.stderr)
+                continue
+            record(row, measure(row, args.data_dir), " ".join(["python", *sys.argv]))
+    write_report(grid, measured(), REPO_ROOT / "benchmarks" / "baselines.png")
+
+
+def select(grid: dict[str, Row], patterns: str) -> list[Row]:
+    if not patterns:
+        return list(grid.values())
+    wanted = [p.strip() for p in patterns.split(",") if p.strip()]
+    chosen = [row for name, row in grid.items() if any(fnmatch.fnmatch(name, p) for p in wanted)]
+    if not chosen:
+        raise SystemExit(f"no row matches {patterns!r}: see --list")
+    return chosen
+
+
+def measured() -> dict[str, dict]:
+    """The newest result line of each row measured so far."""
+    if not RESULTS.is_file():
+        return {}
+    lines = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+    return {line["row"]: line for line in lines}
+
+
+def record(row: Row, figures: dict, command: str) -> None:
+    line = {"row": row.name, "group": row.group, "command": command, "budget": BUDGET,
+            **figures, "environment": environment()}  # fmt: skip
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+    print(json.dumps({k: v for k, v in line.items() if k != "environment"}))
+
+
+def measure(row: Row, data_dir: Path) -> dict:
+    """Make (and train) the row's model, then evaluate it."""
+    from baselines_eval import evaluate_row, input_embedding_encoder
+
+    from semsearch.models import BiEncoder
+
+    folder = WORK / "models" / row.name
+    seconds, head = 0.0, None
+    if row.start == "input-embeddings":
+        encoder = input_embedding_encoder()
+    else:
+        start = make_start(row)
+        if row.objective is None:
+            encoder = BiEncoder.load(start, pooling=row.pooling if row.start == "default" else None,
+                                     device="cpu")  # fmt: skip
+        else:
+            seconds, head = train_row(row, start, folder, data_dir)
+            encoder = BiEncoder.load(str(folder), device="cpu")
+    figures = evaluate_row(encoder, row.similarity, data_dir, folder if head else None)
+    return {"train_seconds": round(seconds, 1), **figures}
+
+
+def make_start(row: Row) -> str:
+    """The model a row starts from: `default`, or a new word-vector model folder."""
+    if not row.start.startswith("vectors:"):
+        return row.start
+    from sentence_transformers.models.tokenizer import ENGLISH_STOP_WORDS
+
+    from semsearch.models.word_encoder import WordLayerConfig
+    from semsearch.models.word_model import WordModelOptions, make_word_model
+
+    source = VECTORS[row.start.split(":", 1)[1]]
+    folder = WORK / "models" / f"{row.name}-start"
+    options = WordModelOptions(layer=WordLayerConfig(row.layer, hidden=128),  # type: ignore[arg-type]
+                               pooling=row.pooling, normalize=bool(row.normalize),
+                               stop_words=sorted(ENGLISH_STOP_WORDS))  # fmt: skip
+    return str(make_word_model(source, folder, options))
+
+
+def train_row(row: Row, start: str, folder: Path, data_dir: Path) -> tuple[float, bool]:
+    """Train with `semsearch.training.train`; (seconds, whether a pair head was saved)."""
+    from semsearch.training import train
+    from semsearch.training.config import (
+        DataOptions,
+        OptimizationOptions,
+        RunOptions,
+        TrainingConfig,
+    )
+
+    sources = {
+        "stsb": f"stsb:{data_dir / 'stsb' / 'stsb_train.tsv.gz'}",
+        "stsb-binary": f"stsb:{data_dir / 'stsb' / 'stsb_train.tsv.gz'}",
+        "sick": f"sick:{data_dir / 'sick' / 'sick_train.tsv.gz'}",
+    }
+    data = DataOptions(train=sources[row.data], form="binary" if row.data == "stsb-binary" else "none")
+    config = TrainingConfig(
+        objective=row.objective,  # type: ignore[arg-type]
+        data=data,
+        output_dir=folder,
+        model=start,
+        objective_options=row.options,
+        pooling=row.pooling if row.start == "default" else None,
+        normalize=row.normalize,
+        optimization=OptimizationOptions(learning_rate=row.learning_rate, **BUDGET),
+        run=RunOptions(device="cpu", show_progress=False, checkpoint_every=10_000),
+    )
+    result = train(config, overwrite=True)
+    return result.seconds, row.objective in ("bce", "l1-sigmoid")
+
+
+if __name__ == "__main__":
+    main()
