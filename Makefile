@@ -29,7 +29,7 @@ test: setup
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m "slow and not ray"
 
-# `--engine ray` on a local Ray instance and a simulated two-node cluster (about three minutes
+# `--engine ray` on a local Ray instance and a simulated two-node cluster (about four minutes
 # on 2 cores); installs the `ray` extra first.
 $(VENV)/.ray-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[ray]"

@@ -1,7 +1,8 @@
 """Reading a corpus in record batches, whatever its format, and keeping only usable rows.
 
 Parquet, CSV, TSV and JSON lines (each optionally gzipped) are streamed with pyarrow, so a
-corpus larger than memory is read a batch at a time.
+corpus larger than memory is read a batch at a time, from a local path or from a URI of a
+pyarrow (or fsspec) filesystem (`semsearch.filesystems`).
 """
 
 from __future__ import annotations
@@ -10,16 +11,25 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+import pyarrow.fs as pafs
 import pyarrow.json as pjson
-import pyarrow.parquet as pq
 
 from semsearch.errors import SemsearchError
+from semsearch.filesystems import (
+    GLOB_CHARACTERS,
+    RemoteFile,
+    as_location,
+    input_stream,
+    is_uri,
+    parquet_file,
+    sha256,
+)
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
            ".jsonl": "jsonl", ".ndjson": "jsonl"}  # fmt: skip
@@ -28,14 +38,13 @@ SOURCE_ROW_COLUMN = "_source_row"
 # `semsearch.index.segment`): a corpus column of the same name would be overwritten.
 RESERVED_COLUMNS = (SOURCE_ROW_COLUMN, "_semsearch_id", "_semsearch_text_hash")
 ICONV_HINT = "convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 IN > OUT"
-GLOB_CHARACTERS = "*?["
 
 
 @dataclass(frozen=True)
 class Corpus:
     """A readable corpus file: its format, columns and (when the format says) row count."""
 
-    path: Path
+    path: Path | RemoteFile  # a RemoteFile for a URI (`s3://…`, `file://…`)
     format: str
     schema: pa.Schema
     num_rows: int | None
@@ -53,15 +62,11 @@ class Corpus:
             raise SemsearchError(_unreadable(self.path, self.format, exc)) from exc
 
 
-def open_corpus(path: str | Path) -> Corpus:
-    """Check that `path` exists and is a corpus semsearch can read, and learn its columns."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise SemsearchError(f"corpus file {path} does not exist: check the path")
-    if not path.is_file():
-        raise SemsearchError(
-            f"corpus {path} is not a file: pass a .parquet, .csv, .tsv or .jsonl file"
-        )
+def open_corpus(path: str | Path | RemoteFile) -> Corpus:
+    """Check that `path` (a local path or a URI) exists and is a corpus semsearch can read,
+    and learn its columns."""
+    path = as_location(path)
+    _check_is_file(path)
     file_format = _format_of(path)
     try:
         schema, num_rows = _peek(path, file_format)
@@ -84,30 +89,51 @@ def open_corpus(path: str | Path) -> Corpus:
     return Corpus(path=path, format=file_format, schema=schema, num_rows=num_rows)
 
 
+def _check_is_file(path: Path | RemoteFile) -> None:
+    if isinstance(path, RemoteFile):
+        kind = path.info().type
+        exists, is_file = kind != pafs.FileType.NotFound, kind == pafs.FileType.File
+    else:
+        exists, is_file = path.exists(), path.is_file()
+    if not exists:
+        what = "URI" if isinstance(path, RemoteFile) else "path"
+        raise SemsearchError(f"corpus file {path} does not exist: check the {what}")
+    if not is_file:
+        raise SemsearchError(
+            f"corpus {path} is not a file: pass a .parquet, .csv, .tsv or .jsonl file"
+        )
+
+
 def is_many_files(corpus: str | Path) -> bool:
-    """True for a folder or a glob pattern (`semsearch.index.corpus_files` reads those)."""
+    """True for a folder, a glob pattern or a URI (`semsearch.index.corpus_files` reads those:
+    a URI may name a file, a folder or a glob)."""
+    if is_uri(corpus):
+        return True
     path = Path(corpus).expanduser()
     return path.is_dir() or (not path.is_file() and any(c in str(corpus) for c in GLOB_CHARACTERS))
 
 
 def default_name(corpus: str | Path) -> str:
-    """An index name for a folder (its name) or a glob (the folder its pattern starts in)."""
+    """An index name for a folder (its name) or a glob (the folder its pattern starts in);
+    for a URI, also of one file (its name without suffixes)."""
+    parts = as_location(corpus).parts
     plain: list[str] = []
-    for part in Path(corpus).expanduser().parts:
+    for part in parts:
         if any(character in part for character in GLOB_CHARACTERS):
             break
         plain.append(part)
+    if is_uri(corpus):
+        name = plain[-1] if plain else ""
+        if len(plain) == len(parts) and name.lower().removesuffix(".gz").endswith(tuple(FORMATS)):
+            name = name[: -len("".join(PurePosixPath(name).suffixes))] or name
+        return name or Path.cwd().name
     name = Path(*plain).name if plain else ""
     return name or Path.cwd().name
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path | RemoteFile) -> str:
     """Checksum of the source file, recorded in the manifest and used to resume builds."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256(path)
 
 
 @dataclass
@@ -214,8 +240,8 @@ def _format_of(path: Path) -> str:
 
 def _peek(path: Path, file_format: str) -> tuple[pa.Schema, int | None]:
     if file_format == "parquet":
-        parquet = pq.ParquetFile(path)
-        return parquet.schema_arrow, parquet.metadata.num_rows
+        with parquet_file(path) as parquet:
+            return parquet.schema_arrow, parquet.metadata.num_rows
     if file_format == "jsonl":
         with _open_json(path, block_size=1 << 20) as reader:
             return reader.schema, None
@@ -225,7 +251,8 @@ def _peek(path: Path, file_format: str) -> tuple[pa.Schema, int | None]:
 
 def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
     if corpus.format == "parquet":
-        yield from pq.ParquetFile(corpus.path).iter_batches(batch_size=rows, columns=columns)
+        with parquet_file(corpus.path) as parquet:
+            yield from parquet.iter_batches(batch_size=rows, columns=columns)
         return
     if corpus.format == "jsonl":
         reader = _open_json(corpus.path, block_size=1 << 22)
@@ -248,7 +275,7 @@ def _open_delimited(
     delimiter = "\t" if file_format == "tsv" else ","
     convert = pcsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False,
                                   include_columns=columns)  # fmt: skip
-    source = pa.input_stream(str(path), compression="detect")
+    source = input_stream(path, compression="detect")
     return pcsv.open_csv(
         source,
         read_options=pcsv.ReadOptions(block_size=1 << 22),
@@ -258,7 +285,7 @@ def _open_delimited(
 
 
 def _open_json(path: Path, block_size: int):
-    source = pa.input_stream(str(path), compression="detect")
+    source = input_stream(path, compression="detect")
     return pjson.open_json(source, read_options=pjson.ReadOptions(block_size=block_size))
 
 

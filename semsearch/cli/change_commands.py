@@ -21,7 +21,14 @@ from semsearch.cli.common import (
     show_progress,
     user_errors,
 )
-from semsearch.cli.engine_options import Address, Engine, Workers, ray_options
+from semsearch.cli.engine_options import (
+    Address,
+    Engine,
+    Workers,
+    corpus_location,
+    index_folder,
+    ray_options,
+)
 from semsearch.cli.output import print_json_lines
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import find_index
@@ -37,7 +44,9 @@ IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.
 @app.command()
 @user_errors
 def add(
-    corpus: Annotated[Path, typer.Argument(help="Corpus file with the rows to add or update.")],
+    corpus: Annotated[
+        str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
+    ],
     index: IndexName,
     text_column: Annotated[
         str | None, typer.Option(help="Column holding the text (default: the index's).")
@@ -58,15 +67,17 @@ def add(
     from semsearch.index.update import add_rows
 
     on_ray = ray_options(engine, address, workers, show_progress(json_output))
-    folder = find_index(index, index_dir)
+    index_folder(index, "--index")  # a name or a folder, never a URI
+    folder = find_index(index, index_folder(index_dir))
     encoder = _encoder_for(folder, device)
+    rows = corpus_location(corpus)
     if on_ray is not None:
         from semsearch.distributed.update import add_rows_on_ray
 
-        result = add_rows_on_ray(folder, corpus, encoder, text_column, id_column, batch_size,
+        result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
                                  on_ray, device)  # fmt: skip
     else:
-        result = add_rows(folder, corpus, encoder, text_column, id_column, batch_size)
+        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size)
     _report(folder.name, result, json_output)
 
 

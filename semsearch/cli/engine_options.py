@@ -1,4 +1,5 @@
-"""`--engine`, `--address` and `--workers`: where `build`, `add` and `mine` run.
+"""`--engine`, `--address` and `--workers`: where `build`, `add` and `mine` run; and where
+their corpus and index folder may be (`corpus_location`, `index_folder`).
 
 Kept apart so a command imports nothing of Ray's unless `--engine ray` is given.
 """
@@ -6,11 +7,13 @@ Kept apart so a command imports nothing of Ray's unless `--engine ray` is given.
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from semsearch.errors import SemsearchError
+from semsearch.filesystems import check_local_folder, is_uri
 
 if TYPE_CHECKING:
     from semsearch.distributed.cluster import RayOptions
@@ -31,6 +34,18 @@ Workers = Annotated[
     typer.Option(help="--engine ray: encoder actors (default: one per GPU; else one per 4 CPUs, "
                  "or per node where nodes have fewer, sharing the CPUs as threads)."),
 ]
+
+
+def corpus_location(corpus: str) -> str | Path:
+    """A corpus argument as given: a URI stays text (a `Path` would fold `s3://` into `s3:/`)."""
+    return corpus if is_uri(corpus) else Path(corpus)
+
+
+def index_folder(folder: str | Path, option: str = "--index-dir") -> str | Path:
+    """An index folder (or the folder of the indexes), refused in one line when it is a URI:
+    semsearch writes it with POSIX calls (on a cluster, a shared filesystem every node mounts)."""
+    check_local_folder(folder, option)
+    return folder
 
 
 def ray_options(engine: str, address: str | None, workers: int | None,

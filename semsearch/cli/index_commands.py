@@ -18,7 +18,14 @@ from semsearch.cli.common import (
     show_progress,
     user_errors,
 )
-from semsearch.cli.engine_options import Address, Engine, Workers, ray_options
+from semsearch.cli.engine_options import (
+    Address,
+    Engine,
+    Workers,
+    corpus_location,
+    index_folder,
+    ray_options,
+)
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.index.factory import parse_bytes
 from semsearch.index.store import IndexFolder, find_index, scan_indexes
@@ -31,8 +38,9 @@ from semsearch.options import DEFAULT_TARGET_RECALL
 @user_errors
 def build(
     corpus: Annotated[
-        Path, typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); "
-                             "or a folder of them, or a quoted glob ('data/*.parquet').")
+        str, typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); "
+                            "or a folder of them, or a quoted glob ('data/*.parquet'); local or a "
+                            "URI (s3://bucket/prefix/*.parquet, gs://, hdfs://, file://).")
     ],
     name: Annotated[
         str | None, typer.Option(help="Index name (default: the corpus file's or folder's name).")
@@ -102,9 +110,9 @@ def build(
                    "next release)", err=True)  # fmt: skip
         index_type = old_index_type
     options = BuildOptions(
-        corpus=corpus, name=name, text_column=text_column, id_column=id_column, model=model,
-        index=index_type, metric=metric, batch_size=batch_size, device=device, quantization=quantize,
-        out_dir=out_dir,
+        corpus=corpus_location(corpus), name=name, text_column=text_column, id_column=id_column,
+        model=model, index=index_type, metric=metric, batch_size=batch_size, device=device,
+        quantization=quantize, out_dir=index_folder(out_dir, "--out-dir"),
         overwrite=overwrite, strict=strict, show_progress=show_progress(json_output),
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,

@@ -20,7 +20,14 @@ from semsearch.cli.common import (
     show_progress,
     user_errors,
 )
-from semsearch.cli.engine_options import Address, Engine, Workers, ray_options
+from semsearch.cli.engine_options import (
+    Address,
+    Engine,
+    Workers,
+    corpus_location,
+    index_folder,
+    ray_options,
+)
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -36,8 +43,9 @@ LARGEST_GROUPS = 10
 @user_errors
 def mine(
     collection: Annotated[
-        Path | None,
-        typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz)."),
+        str | None,
+        typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); a "
+                       "path or a URI (s3://bucket/docs.parquet, gs://, hdfs://, file://)."),
     ] = None,
     index: Annotated[
         str | None,
@@ -105,7 +113,8 @@ def mine(
                 "--text-column, --id-column and --model are fixed by the index's manifest: "
                 "leave them out with --index"
             )
-        result = _mine_index(index, index_dir, options, on_ray)
+        index_folder(index, "--index")  # a name or a folder, never a URI
+        result = _mine_index(index, index_folder(index_dir), options, on_ray)
     else:
         source = CorpusSource(
             path=_corpus_path(collection), text_column=text_column or "text", id_column=id_column,
@@ -145,13 +154,15 @@ def _mine_corpus(source, options, on_ray) -> MiningResult:
     return mine_corpus_on_ray(source, options, on_ray)
 
 
-def _corpus_path(collection: Path) -> Path:
-    if not collection.exists():
+def _corpus_path(collection: str) -> str | Path:
+    """The corpus to mine; a URI is checked when it is opened."""
+    location = corpus_location(collection)
+    if isinstance(location, Path) and not location.exists():
         raise SemsearchError(
             f"corpus file {collection} does not exist: check the path (to mine an index, "
             "use --index NAME)"
         )
-    return collection
+    return location
 
 
 def _duplicates_path(out: Path | None, chosen: Path | None, mode: str) -> Path | None:

@@ -13,21 +13,16 @@ Importing this package does not import Ray; the first job does, through `require
 
 from __future__ import annotations
 
-import importlib
+from semsearch.lazy_exports import lazy_getattr
 
 # Exported names and their modules, imported when first used: a Ray worker that unpickles a
 # reader imports `semsearch.distributed.encode` only, not the model's libraries.
 _EXPORTS = {
-    "RayOptions": "cluster",
-    "build_index_on_ray": "build",
-    "add_rows_on_ray": "update",
-    "mine_corpus_on_ray": "mine",
-    "mine_index_on_ray": "mine",
+    "RayOptions": ".cluster",
+    "build_index_on_ray": ".build",
+    "add_rows_on_ray": ".update",
+    "mine_corpus_on_ray": ".mine",
+    "mine_index_on_ray": ".mine",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

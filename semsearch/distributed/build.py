@@ -24,6 +24,7 @@ import numpy as np
 from semsearch.distributed.cluster import RayConnection, RayOptions, require_ray
 from semsearch.distributed.encode import EncoderSetup, encode_units, job_errors
 from semsearch.errors import ResumableError
+from semsearch.filesystems import check_local_folder, location_text
 from semsearch.index.build import BuildOptions, EncodedRows, build_index
 from semsearch.index.corpus_files import (
     FileScan,
@@ -47,8 +48,11 @@ def build_index_on_ray(options: BuildOptions, ray_options: RayOptions | None = N
                        encoder=None) -> IndexFolder:  # fmt: skip
     """Build the index `options` describe on a Ray cluster; the folder is the local build's.
 
-    `options.corpus` may be one file, a folder or a glob of files of one format and columns.
+    `options.corpus` may be one file, a folder or a glob of files of one format and columns,
+    local or a URI (`s3://bucket/prefix/*.parquet`) every node can read; `options.out_dir` is
+    a folder every node sees.
     """
+    check_local_folder(options.out_dir, "--out-dir")
     ray_options = ray_options or RayOptions(show_progress=options.show_progress)
     with RayConnection(ray_options, options.device) as connection:
         return build_index(options, encoder, RaySource(options, connection))
@@ -68,7 +72,7 @@ class RaySource(ManyFilesSource):
         self.connection.workers()
         scan = ray.remote(num_cpus=1, max_retries=3)(scan_file)
         options = self.options
-        refs = [scan.remote(str(path), options.text_column, options.id_column, options.strict)
+        refs = [scan.remote(location_text(path), options.text_column, options.id_column, options.strict)
                 for path in self.files]  # fmt: skip
         with job_errors("reading the files", resumable=False):
             return ray.get(refs)

@@ -19,6 +19,7 @@ import numpy as np
 
 from semsearch.distributed.cluster import RayConnection, RayOptions, require_ray
 from semsearch.distributed.encode import RayTextEncoder, job_errors
+from semsearch.filesystems import check_local_folder
 from semsearch.index.store import DEFAULT_INDEX_DIR
 from semsearch.index.vector_index import VectorIndex
 from semsearch.mining.blocks import BlockJob, mine_block, plan_blocks
@@ -47,6 +48,7 @@ def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,
                       options: MiningOptions | None = None,
                       ray_options: RayOptions | None = None) -> MiningResult:  # fmt: skip
     """`mine_index` with the search on Ray (the index's stored vectors, never re-encoded)."""
+    check_local_folder(index_dir, "--index-dir")
     with RayConnection(ray_options or RayOptions(), "cpu") as connection:
         started = time.perf_counter()
         collection = IndexedCollection(name, index_dir)

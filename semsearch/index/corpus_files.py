@@ -1,4 +1,5 @@
-"""A corpus of many files (a folder or a glob): found, checked, and cut into numbered parts.
+"""A corpus of many files (a folder or a glob, local or a URI): found, checked, and cut into
+numbered parts.
 
 Each file is cut every `part_rows` rows, parts are numbered across the files in name order,
 and a row's id is its row number across all the files, so a part depends on nothing but the
@@ -20,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from semsearch.corpus import (
@@ -35,6 +35,15 @@ from semsearch.corpus import (
     usable_rows,
 )
 from semsearch.errors import SemsearchError
+from semsearch.filesystems import (
+    RemoteFile,
+    as_location,
+    file_name,
+    is_uri,
+    location_text,
+    parquet_file,
+    resolve_uri_files,
+)
 from semsearch.index.build import BuildOptions, EncodedRows
 from semsearch.index.filling import add_parts
 from semsearch.index.manifest import SourceSpec
@@ -49,9 +58,12 @@ log = logging.getLogger(__name__)
 PARTS_PER_READ = 4
 
 
-def resolve_files(corpus: str | Path) -> list[Path]:
+def resolve_files(corpus: str | Path) -> list[Path] | list[RemoteFile]:
     """The corpus files `corpus` names, sorted: itself, a folder's supported files (hidden
-    ones and those of other types left out, as Spark's `_SUCCESS` markers), or a glob's."""
+    ones and those of other types left out, as Spark's `_SUCCESS` markers), or a glob's;
+    the same for a URI of a pyarrow or fsspec filesystem (`semsearch.filesystems`)."""
+    if is_uri(corpus):
+        return resolve_uri_files(location_text(corpus), _supported)
     path = Path(corpus).expanduser()
     if path.is_file():
         return [path]
@@ -71,7 +83,7 @@ def resolve_files(corpus: str | Path) -> list[Path]:
     return files
 
 
-def open_all(files: list[Path]) -> list[Corpus]:
+def open_all(files: list[Path] | list[RemoteFile]) -> list[Corpus]:
     """Open every file and check they are one format with the same columns and types."""
     corpora = [open_corpus(path) for path in files]
     first = corpora[0]
@@ -109,7 +121,7 @@ def _check_same_columns(first: Corpus, other: Corpus) -> None:
 class FileScan:
     """One file read once before encoding: its rows, those with a text, its hash and ids."""
 
-    path: str
+    path: str  # a local path or a URI in full (`location_text`)
     rows: int
     usable: int
     sha256: str
@@ -123,7 +135,7 @@ def scan_file(path: str, text_column: str, id_column: str | None, strict: bool) 
     id_values = None
     if id_column is not None:
         id_values = pa.chunked_array(scan.ids, corpus.schema.field(id_column).type).combine_chunks()
-    return FileScan(str(path), scan.rows, scan.usable, file_sha256(corpus.path), id_values)
+    return FileScan(location_text(path), scan.rows, scan.usable, file_sha256(corpus.path), id_values)
 
 
 def check_unique_ids(scans: list[FileScan], id_column: str) -> None:
@@ -135,7 +147,7 @@ def check_unique_ids(scans: list[FileScan], id_column: str) -> None:
     repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
     if len(repeated):
         value = repeated[0]["values"].as_py()
-        where = [Path(scan.path).name for scan in scans
+        where = [file_name(scan.path) for scan in scans
                  if scan.ids is not None and pc.any(pc.equal(scan.ids, pa.scalar(value, scan.ids.type))).as_py()]  # fmt: skip
         raise SemsearchError(
             f"id {value!r} appears in more than one file ({' and '.join(where[:2])}) in "
@@ -147,7 +159,7 @@ def fingerprint(scans: list[FileScan]) -> str:
     """One file's sha256, or a hash of every file's name and sha256 for many."""
     if len(scans) == 1:
         return scans[0].sha256
-    lines = "".join(f"{Path(scan.path).name}\t{scan.sha256}\n" for scan in scans)
+    lines = "".join(f"{file_name(scan.path)}\t{scan.sha256}\n" for scan in scans)
     return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
@@ -232,16 +244,16 @@ def _rows_from(corpus: Corpus, start: int, batch_rows: int = 8192) -> Iterator[p
 def _parquet_batches(corpus: Corpus, start: int, batch_rows: int) -> Iterator:
     """First the rows to skip, then the batches of the row groups from the one holding `start`."""
     try:
-        parquet = pq.ParquetFile(corpus.path)
-        offset, groups, skip = 0, [], 0
-        for group in range(parquet.metadata.num_row_groups):
-            rows = parquet.metadata.row_group(group).num_rows
-            if offset + rows > start:
-                skip = skip if groups else start - offset
-                groups.append(group)
-            offset += rows
-        yield skip
-        yield from parquet.iter_batches(batch_size=batch_rows, row_groups=groups)
+        with parquet_file(corpus.path) as parquet:
+            offset, groups, skip = 0, [], 0
+            for group in range(parquet.metadata.num_row_groups):
+                rows = parquet.metadata.row_group(group).num_rows
+                if offset + rows > start:
+                    skip = skip if groups else start - offset
+                    groups.append(group)
+                offset += rows
+            yield skip
+            yield from parquet.iter_batches(batch_size=batch_rows, row_groups=groups)
     except (pa.ArrowException, OSError) as exc:
         raise SemsearchError(f"{corpus.path} cannot be read as Parquet ({exc}): check the file") from exc
 
@@ -253,7 +265,7 @@ class ManyFilesSource:
         self.files = resolve_files(options.corpus)
         self.corpora = open_all(self.files)
         RowFilter(options.text_column, options.id_column).check_columns(self.corpora[0])
-        self.name = str(options.corpus) if len(self.files) > 1 else self.files[0].name
+        self.name = str(as_location(options.corpus)) if len(self.files) > 1 else self.files[0].name
         self.options = options
         self.scans: list[FileScan] = []
 
@@ -265,7 +277,7 @@ class ManyFilesSource:
 
     def scan(self) -> list[FileScan]:
         options = self.options
-        return [scan_file(str(path), options.text_column, options.id_column, options.strict)
+        return [scan_file(location_text(path), options.text_column, options.id_column, options.strict)
                 for path in self.files]  # fmt: skip
 
     def fingerprint(self) -> str:
@@ -297,7 +309,8 @@ class ManyFilesSource:
                   options.show_progress)  # fmt: skip
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
-        path = self.files[0].resolve() if len(self.files) == 1 else Path(options.corpus).expanduser().absolute()
+        many = as_location(options.corpus)
+        path = self.files[0].resolve() if len(self.files) == 1 else many if is_uri(many) else many.absolute()
         return SourceSpec(
             path=str(path), format=self.corpora[0].format, sha256=self.fingerprint(),
             rows_read=rows.read, rows_skipped=rows.skipped, text_column=options.text_column,
@@ -308,7 +321,7 @@ class ManyFilesSource:
         return {"files": len(self.files)}
 
 
-def _supported(path: Path) -> bool:
+def _supported(path: Path | RemoteFile) -> bool:
     suffixes = [suffix.lower() for suffix in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
@@ -316,5 +329,5 @@ def _supported(path: Path) -> bool:
 
 
 def _format(path: str) -> str:
-    suffixes = [suffix.lower() for suffix in Path(path).suffixes if suffix.lower() != ".gz"]
+    suffixes = [suffix.lower() for suffix in as_location(path).suffixes if suffix.lower() != ".gz"]
     return FORMATS.get(suffixes[-1], "") if suffixes else ""

@@ -6,7 +6,7 @@ manifest) does not pull in torch.
 
 from __future__ import annotations
 
-import importlib
+from semsearch.lazy_exports import lazy_getattr
 
 _NAMES = {
     "BiEncoder": "semsearch.models.bi_encoder",
@@ -15,9 +15,4 @@ _NAMES = {
     "PoolingMode": "semsearch.models.pooling",
 }
 __all__ = list(_NAMES)
-
-
-def __getattr__(name: str):
-    if name not in _NAMES:
-        raise AttributeError(f"module 'semsearch.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(_NAMES[name]), name)
+__getattr__ = lazy_getattr(__name__, _NAMES)

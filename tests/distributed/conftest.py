@@ -1,7 +1,9 @@
-"""Ray test fixtures: a local Ray instance (2 CPUs), corpora of a few hundred texts, helpers.
+"""Ray test fixtures: a local Ray instance (2 CPUs), corpora of a few hundred texts, and the
+checks the modules share (same rows as a local build, every row once, top-10, recall@10).
 
-Every test here is marked `ray` and `slow` (`make test-ray`) and skipped without Ray; the
-modules use `ray_tests`, and importing this file does not import Ray.
+Every test here that starts Ray is marked `ray` and `slow` (`make test-ray`) and skipped
+without Ray: those modules use `ray_tests` (test_workers.py needs no Ray and runs with the
+quick suite); importing this file does not import Ray.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import pytest
 from semsearch.index.build import BuildOptions
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
+from semsearch.index.vector_index import exact_knn
+from semsearch.search import Searcher
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 ray_tests = [
@@ -65,6 +69,40 @@ def stored(folder: IndexFolder) -> tuple[np.ndarray, np.ndarray]:
     segment = only_segment(folder)
     vectors = np.concatenate([np.asarray(v, np.float32) for _, v in segment.iter_parts()])
     return np.asarray(segment.ids), vectors
+
+
+def assert_same_rows(local: IndexFolder, on_ray: IndexFolder) -> None:
+    """Both builds stored the same ids, in order, and the same vectors (to float error)."""
+    local_ids, local_vectors = stored(local)
+    ray_ids, ray_vectors = stored(on_ray)
+    np.testing.assert_array_equal(ray_ids, local_ids)
+    np.testing.assert_allclose(ray_vectors, local_vectors, atol=1e-6)
+
+
+def assert_every_row_once(folder: IndexFolder, rows: int) -> None:
+    """The index of `write_corpus(…, rows)` holds each row with a text once, in order."""
+    expected = [i for i in range(rows) if i % 50 != 7]
+    assert only_segment(folder).ids.tolist() == expected
+    metadata = only_segment(folder).metadata(["doc_id"])
+    assert metadata.column("doc_id").to_pylist() == [f"d{i}" for i in expected]
+    assert folder.manifest().rows == len(expected)
+
+
+QUERIES = ["cat on the sofa", "fast json parser", "encrypt a backup", "resize a photo"]
+
+
+def top10(folder: IndexFolder, encoder, queries: list[str] = QUERIES) -> list[list[object]]:
+    hits = Searcher(folder, encoder=encoder).search(queries, k=10)
+    return [[hit.id for hit in query_hits] for query_hits in hits]
+
+
+def recall_at_10(folder: IndexFolder, queries: np.ndarray) -> float:
+    """Recall@10 of the index's own search (its tuned parameters) against exact search."""
+    segment = only_segment(folder)
+    _, found = segment.read_index("cosine").search(queries, 10, folder.manifest().index.search_params)
+    _, exact = exact_knn(queries, segment.iter_parts(), 10, "cosine")
+    assert Searcher(folder, model_check=False, lexical_only=True).snapshot.live_rows == len(segment.ids)
+    return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)]))
 
 
 def encoder_actors() -> list[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from cli.support import error_line, runner
 from distributed.conftest import ray_tests, write_corpus
 
@@ -61,3 +62,32 @@ def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_d
     line = error_line(result)  # raised in a Ray task that scanned the file
     assert line.startswith("error: row 7 has a null or empty 'text' (--strict)")
     assert not (tmp_path / "idx" / ".corpus.partial").exists()
+
+
+@pytest.mark.usefixtures("local_ray")  # the last test here: the commands join it, not start their own
+def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(tmp_path, tiny_model_dir, monkeypatch) -> None:
+    import ray.exceptions
+
+    from semsearch.distributed import encode as encode_module
+
+    corpus = write_corpus(tmp_path / "corpus.parquet", 200)
+    common = [str(corpus), "--name", "docs", "--model", str(tiny_model_dir), "--out-dir",
+              str(tmp_path / "idx"), "--index-type", "flat", "--engine", "ray", "--workers", "1"]  # fmt: skip
+    real = encode_module._encode
+
+    def node_lost(*args, **kwargs):
+        real(*args, **kwargs)  # the parts are written, then the job fails for good
+        with encode_module.job_errors("encoding", resumable=True):
+            raise ray.exceptions.NodeDiedError("node 10.0.0.7 died and its tasks ran out of retries")
+
+    monkeypatch.setattr(encode_module, "_encode", node_lost)
+    line = error_line(_build(*common))
+    assert line == ("error: the Ray job failed while encoding (NodeDiedError: node 10.0.0.7 died and its "
+                    "tasks ran out of retries); the parts written so far are kept: run the same command "
+                    "again to resume")  # fmt: skip
+    parts = partial_folder(tmp_path / "idx", "docs") / "segments" / "s000000"
+    (written,) = parts.glob("part-*[0-9].npy")  # 200 rows: one part
+    monkeypatch.undo()
+    before = written.stat().st_mtime_ns
+    assert _build(*common).exit_code == 0
+    assert (tmp_path / "idx" / "docs" / "segments" / "s000000" / written.name).stat().st_mtime_ns == before
