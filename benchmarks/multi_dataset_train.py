@@ -91,13 +91,19 @@ def write_plan(folder: Path, data_dir: Path, debian: dict, mixing: str) -> Path:
     return path
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt
+    (a shell starts background jobs with SIGINT ignored, and the child would inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def semsearch(*arguments: str) -> list[str]:
     return [str(Path(sys.executable).with_name("semsearch")), *arguments]
 
 
 def train_chunk(command: list[str], minutes: float) -> bool:
     """Run the training command for at most `minutes`; True when the run has finished."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT)
+    process = subprocess.Popen(command, cwd=REPO_ROOT, preexec_fn=_interruptible)
     try:
         return process.wait(timeout=minutes * 60) == 0
     except subprocess.TimeoutExpired:
@@ -107,11 +113,12 @@ def train_chunk(command: list[str], minutes: float) -> bool:
 
 
 def evaluate(model_dir: Path, data_dir: Path) -> tuple[dict, list[str]]:
-    """STS-B test Spearman (cosine) and DBPedia nDCG@10 / recall@100 (dense and hybrid RRF)."""
+    """STS-B test Spearman (cosine) and DBPedia nDCG@10 / recall@100: dense, lexical, hybrid
+    RRF and convex with alpha tuned on a dev split of the queries (2 folds)."""
     figures, commands = {}, []
     tasks = {
         "sts": ["eval", "sts", f"stsb:{data_dir / 'stsb' / 'stsb_test.tsv.gz'}"],
-        "ir": ["eval", "ir", str(data_dir / "beir_dbpedia-entity-mini")],
+        "ir": ["eval", "ir", str(data_dir / "beir_dbpedia-entity-mini"), "--tune-alpha"],
     }
     for task, arguments in tasks.items():
         out = model_dir / f"eval_{task}.json"
@@ -126,10 +133,21 @@ def evaluate(model_dir: Path, data_dir: Path) -> tuple[dict, list[str]]:
             figures["stsb_test_spearman"] = round(result["metrics"]["spearman_cosine"], 4)
             continue
         for mode, metrics in result["modes"].items():
-            key = mode.split()[0]
+            key = "hybrid_convex_tuned" if mode == "hybrid convex tuned" else mode.split()[0]
             figures[f"dbpedia_ndcg@10_{key}"] = round(metrics["ndcg@10"], 4)
             figures[f"dbpedia_recall@100_{key}"] = round(metrics["recall@100"], 4)
     return figures, commands
+
+
+def run_record(output: Path) -> dict:
+    """`training.json` of a finished run; for one still under way (`--evaluate-now`), the
+    same facts read from its checkpoint: the model in the folder is the best dev one so far."""
+    if (output / "training.json").is_file():
+        return {**json.loads((output / "training.json").read_text()), "finished": True}
+    state = json.loads((output / "checkpoint" / "state.json").read_text())["state"]
+    return {"finished": False, "steps": state["step"], "seconds": round(state["seconds"], 1),
+            "dev": {"primary": "combined", "best": state["best_metric"],
+                    "best_step": state["best_step"]}}  # fmt: skip
 
 
 def main() -> None:
@@ -145,6 +163,8 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=150)
     parser.add_argument("--precision", default="auto", help="auto (fp32 on CPU) or bf16")
     parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--evaluate-now", action="store_true",
+                        help="evaluate the best checkpoint so far of an unfinished run")  # fmt: skip
     parser.add_argument("--minutes", type=float, default=24.0,
                         help="stop the training chunk after this long (run again to resume)")  # fmt: skip
     args = parser.parse_args()
@@ -160,12 +180,11 @@ def main() -> None:
     if args.max_steps:
         arguments += ["--max-steps", str(args.max_steps)]
     print("training:", " ".join(["semsearch", *arguments]), flush=True)
-    if not (output / "training.json").is_file() and not train_chunk(
-        semsearch(*arguments), args.minutes
-    ):
+    finished = (output / "training.json").is_file()
+    if not (finished or args.evaluate_now or train_chunk(semsearch(*arguments), args.minutes)):
         print(f"stopped after {args.minutes} min: run the same command again to resume", flush=True)
         return
-    record = json.loads((output / "training.json").read_text())
+    record = run_record(output)
     figures, commands = evaluate(output, args.data_dir)
     line = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -175,6 +194,7 @@ def main() -> None:
         "command": " ".join(["semsearch", *arguments]),
         "eval_commands": commands,
         "options": {key: str(value) for key, value in vars(args).items()},
+        "finished": record["finished"],
         "steps": record["steps"],
         "training_seconds": record["seconds"],
         "dev": record["dev"],

@@ -7,7 +7,8 @@ pass per pair, far too slow for a whole collection) and the best `k` by its scor
     reranker = Reranker(CrossEncoder.load("models/cross-stsb"), top=100)
     results = reranker.search(Searcher.open("docs"), ["how do I zip a folder"], k=10)
 
-`rerank_rankings` does the same to document-id rankings, for `ir_metrics`.
+`rerank_rankings` does the same to document-id rankings, for `ir_metrics`; `rerank_many`
+to several rankings of the same queries (dense, lexical, hybrid), scoring each pair once.
 """
 
 from __future__ import annotations
@@ -80,14 +81,31 @@ class Reranker:
         """Document-id rankings with each one's first `top` ids re-ordered by the
         cross-encoder (query text from `queries`, document text from `documents`); ids past
         `top` keep their places after them."""
-        query_ids = list(rankings)
-        heads = [list(rankings[query][: self.top]) for query in query_ids]
-        texts = [[documents[document] for document in head] for head in heads]
+        return self.rerank_many({"": rankings}, queries, documents)[""]
+
+    def rerank_many(
+        self,
+        rankings: Mapping[str, Mapping[str, Sequence[str]]],
+        queries: Mapping[str, str],
+        documents: Mapping[str, str],
+    ) -> dict[str, dict[str, list[str]]]:
+        """Several rankings of the same queries (e.g. dense, lexical, hybrid), each re-ranked
+        as `rerank_rankings` does; a (query, document) pair they share is scored once."""
+        heads: dict[str, dict[str, None]] = {}
+        for ranking in rankings.values():
+            for query, ids in ranking.items():
+                heads.setdefault(query, {}).update(dict.fromkeys(ids[: self.top]))
+        query_ids = list(heads)
+        texts = [[documents[document] for document in heads[query]] for query in query_ids]
         scores = self.scores([queries[query] for query in query_ids], texts)
+        score_of = {query: dict(zip(heads[query], values))
+                    for query, values in zip(query_ids, scores)}  # fmt: skip
         return {
-            query: [head[i] for i in np.argsort(-score, kind="stable")]
-            + list(rankings[query][self.top :])
-            for query, head, score in zip(query_ids, heads, scores)
+            name: {
+                query: _reordered(list(ids), score_of[query], self.top)
+                for query, ids in ranking.items()
+            }  # fmt: skip
+            for name, ranking in rankings.items()
         }
 
     def scores(
@@ -117,6 +135,13 @@ def exact_rankings(
     )
     top = exact_search(queries, documents, depth)
     return {query: [document_ids[i] for i in row] for query, row in zip(judged, top)}
+
+
+def _reordered(ids: list[str], score_of: Mapping[str, float], top: int) -> list[str]:
+    """The first `top` ids by descending score (ties keep their order), then the rest."""
+    head = ids[:top]
+    order = np.argsort(-np.array([score_of[i] for i in head], dtype=np.float64), kind="stable")
+    return [head[i] for i in order] + ids[top:]
 
 
 def _rescored(hit: Hit, query: str, rank: int, score: float) -> Hit:

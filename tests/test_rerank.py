@@ -72,6 +72,24 @@ def test_rankings_keep_the_ids_past_top_in_place(cross) -> None:
     assert list(scores) == sorted(scores, reverse=True)
 
 
+def test_several_rankings_are_re_ranked_with_each_pair_scored_once(cross, monkeypatch) -> None:
+    documents = {f"d{i}": f"document number {i} about topic {i % 3}" for i in range(8)}
+    queries = {"q1": "topic 1", "q2": "topic 2"}
+    rankings = {"dense": {q: [f"d{i}" for i in range(8)] for q in queries},
+                "lexical": {q: [f"d{i}" for i in reversed(range(8))] for q in queries}}  # fmt: skip
+    reranker = Reranker(cross, top=4)
+    scored = []
+    original = cross.predict
+    monkeypatch.setattr(
+        cross, "predict", lambda pairs, **kw: scored.extend(pairs) or original(pairs, **kw)
+    )
+    both = reranker.rerank_many(rankings, queries, documents)
+    assert len(scored) == len(set(scored)) == 2 * 8  # heads d0-d3 and d7-d4: 8 per query
+    monkeypatch.setattr(cross, "predict", original)
+    for name, ranking in rankings.items():
+        assert both[name] == reranker.rerank_rankings(ranking, queries, documents)
+
+
 def test_exact_rankings_are_the_evaluators_candidates(tiny_encoder, sentences) -> None:
     corpus = {f"d{i}": text for i, text in enumerate(sentences)}
     queries = {f"q{i}": sentences[i] for i in range(0, 12, 2)}

@@ -92,11 +92,17 @@ def mode_metrics(
     sides: SideRankings, qrels: Mapping[str, Mapping[str, int]], fusion: Fusion
 ) -> dict[str, dict[str, float]]:
     """IR metrics of dense, lexical and hybrid (as `fusion` says) over the same queries."""
+    dense, lexical, hybrid = mode_names(fusion)
     return {
-        "dense": ir_metrics(sides.ids(sides.dense), qrels),
-        "lexical": ir_metrics(sides.ids(sides.lexical), qrels),
-        f"hybrid {_describe(fusion)}": ir_metrics(sides.ids(sides.hybrid(fusion)), qrels),
+        dense: ir_metrics(sides.ids(sides.dense), qrels),
+        lexical: ir_metrics(sides.ids(sides.lexical), qrels),
+        hybrid: ir_metrics(sides.ids(sides.hybrid(fusion)), qrels),
     }
+
+
+def mode_names(fusion: Fusion) -> tuple[str, str, str]:
+    """How reports name the three modes: `dense`, `lexical`, `hybrid rrf k=60`."""
+    return "dense", "lexical", f"hybrid {_describe(fusion)}"
 
 
 def tune_alpha(

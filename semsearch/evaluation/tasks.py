@@ -36,6 +36,7 @@ from semsearch.evaluation.hybrid import (
     exact_modes,
     index_modes,
     mode_metrics,
+    mode_names,
     tune_alpha,
 )
 from semsearch.evaluation.ir import DEPTH, ir_metrics
@@ -48,13 +49,16 @@ from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import DEFAULT_RERANK_TOP
-from semsearch.rerank import Reranker, exact_rankings
+from semsearch.rerank import Reranker
 from semsearch.search import Searcher
 from semsearch.training.config import DataOptions
 from semsearch.training.data import TrainingData, read_eval_data
 from semsearch.training.dev import choose_task
 
 log = logging.getLogger(__name__)
+# A change of nDCG@10 smaller than this is reported as none (40 queries move it by 0.0005
+# when one document swaps places with its neighbour).
+RERANK_TOLERANCE = 0.0005
 
 
 @dataclass(frozen=True)
@@ -189,12 +193,16 @@ def evaluate_ir(
     ranked with the alpha of the other), and the alpha tuned on every query in
     `facts["tuned_alpha"]`."""
     data = read_beir(folder, split)
+    # The re-ranker is checked before the bi-encoder loads: a wrong folder fails at once.
+    reranker = None
+    if rerank is not None:
+        reranker = Reranker(CrossEncoder.load(rerank, device=model.device), top=rerank_top)
     loaded = load_model(model)
     if search_index and loaded.searcher is None:
         raise SemsearchError("--search-index needs --index NAME: the index to rank with")
     facts: dict[str, Any] = {"data": str(folder), "split": split, "documents": len(data.corpus)}
-    if rerank is not None:
-        return _reranked(data, loaded, model, facts, rerank, rerank_top, search_index)
+    if reranker is not None:
+        return _reranked(data, loaded, model, facts, reranker, str(rerank), search_index, fusion)
     started = time.monotonic()
     if search_index:
         searcher = loaded.searcher
@@ -206,7 +214,9 @@ def evaluate_ir(
                         "--lexical' adds one)", name, name)  # fmt: skip
             metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
             facts["modes"] = {"dense": metrics}
-            return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
+            return EvaluationResult(
+                "ir", loaded.described, facts, metrics, time.monotonic() - started
+            )
         sides = index_modes(searcher, data)
     else:
         facts["ranking"] = "exact search"
@@ -237,7 +247,9 @@ def evaluate_heatmap(
     """Write a PNG of the cosine similarity of every pair of the sentences in a text file
     (one a line, two or more); return the matrix."""
     if png.suffix.lower() != ".png" or png.is_dir():
-        raise SemsearchError(f"--png {png} must name a .png file, e.g. {png / 'heatmap.png' if png.is_dir() else png.with_suffix('.png')}")
+        raise SemsearchError(
+            f"--png {png} must name a .png file, e.g. {png / 'heatmap.png' if png.is_dir() else png.with_suffix('.png')}"
+        )
     texts = read_lines(sentences)
     if len(texts) < 2:
         raise SemsearchError(
@@ -287,21 +299,61 @@ def labelled_pairs(data: TrainingData) -> LabelledPairs:
 
 
 def _reranked(data: RetrievalData, loaded: LoadedModel, model: ModelOptions, facts: dict[str, Any],
-              rerank: str, rerank_top: int, search_index: bool) -> EvaluationResult:  # fmt: skip
-    """IR figures after a cross-encoder re-orders each ranking's head; those before in facts."""
-    reranker = Reranker(CrossEncoder.load(rerank, device=model.device), top=rerank_top)
+              reranker: Reranker, rerank: str, search_index: bool,
+              fusion: Fusion | None) -> EvaluationResult:  # fmt: skip
+    """Each retrieval mode before and after the cross-encoder re-orders its rankings' heads.
+
+    `metrics` are dense re-ranked, `facts["before_rerank"]` dense as retrieved;
+    `facts["modes"]` has every mode and `MODE + rerank`, and `facts["rerank_verdicts"]`
+    says in words, per mode, whether re-ranking raised or lowered nDCG@10.
+    """
     started = time.monotonic()
-    if search_index and loaded.searcher is not None:
-        rankings = index_rankings(loaded.searcher, data.queries, data.qrels)
-    else:
-        depth = max(DEPTH, rerank_top)
-        rankings = exact_rankings(loaded.encoder, data, depth, model.batch_size)
-    before = ir_metrics(rankings, data.qrels)
-    metrics = ir_metrics(reranker.rerank_rankings(rankings, data.queries, data.corpus), data.qrels)
+    rankings = _first_stages(data, loaded, model, reranker.top, search_index, fusion or Fusion())
+    reranked = reranker.rerank_many(rankings, data.queries, data.corpus)
+    modes: dict[str, dict[str, float]] = {}
+    for mode, ranking in rankings.items():
+        modes[mode] = ir_metrics(ranking, data.qrels)
+        modes[f"{mode} + rerank"] = ir_metrics(reranked[mode], data.qrels)
     facts = {**facts, "ranking": "the index" if search_index else "exact search", "rerank": rerank,
-             "rerank_top": rerank_top, "before_rerank": before}  # fmt: skip
-    return EvaluationResult("ir", f"{loaded.described} re-ranked by {rerank}", facts, metrics,
-                            time.monotonic() - started)  # fmt: skip
+             "rerank_top": reranker.top, "before_rerank": modes["dense"], "modes": modes,
+             "rerank_verdicts": rerank_verdicts(modes)}  # fmt: skip
+    return EvaluationResult("ir", f"{loaded.described} re-ranked by {rerank}", facts,
+                            modes["dense + rerank"], time.monotonic() - started)  # fmt: skip
+
+
+def _first_stages(data: RetrievalData, loaded: LoadedModel, model: ModelOptions, top: int,
+                  search_index: bool, fusion: Fusion) -> dict[str, dict[str, list[str]]]:  # fmt: skip
+    """Document-id rankings per mode, at least `top` deep: dense, lexical and hybrid (only
+    dense from an index without a lexical part)."""
+    depth = max(DEPTH, top)
+    if search_index and loaded.searcher is not None:
+        if loaded.searcher.manifest.lexical is None:
+            return {"dense": index_rankings(loaded.searcher, data.queries, data.qrels)}
+        sides = index_modes(loaded.searcher, data)
+    else:
+        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
+    hybrid = next(name for name in mode_names(fusion) if name.startswith("hybrid"))
+    return {"dense": sides.ids(sides.dense), "lexical": sides.ids(sides.lexical),
+            hybrid: sides.ids(sides.hybrid(fusion, depth))}  # fmt: skip
+
+
+def rerank_verdicts(modes: dict[str, dict[str, float]], metric: str = "ndcg@10") -> list[str]:
+    """One plain sentence per re-ranked mode: did the cross-encoder raise or lower `metric`?"""
+    verdicts = []
+    for mode, after in modes.items():
+        if not mode.endswith(" + rerank"):
+            continue
+        first = mode.removesuffix(" + rerank")
+        before, now = modes[first][metric], after[metric]
+        change = f"{metric} {before:.4f} -> {now:.4f} ({now - before:+.4f})"
+        if now < before - RERANK_TOLERANCE:
+            verdicts.append(f"re-ranking LOWERS {first} {change}: this cross-encoder hurts on "
+                            "this data; search without --rerank")  # fmt: skip
+        elif now > before + RERANK_TOLERANCE:
+            verdicts.append(f"re-ranking raises {first} {change}")
+        else:
+            verdicts.append(f"re-ranking leaves {first} unchanged: {change}")
+    return verdicts
 
 
 def _measure(

@@ -16,6 +16,7 @@ from semsearch.evaluation.tasks import (
     labelled_pairs,
     load_model,
     read_labelled,
+    rerank_verdicts,
 )
 
 DUPLICATES = {"sentence1": "question", "sentence2": "answer", "label": "is_dup"}
@@ -63,6 +64,46 @@ def test_ir_rerank_keeps_the_exact_figures_as_before(tmp_path, tiny, beir, tiny_
     assert reranked.facts["rerank_top"] == 5 and reranked.metrics["queries"] == 6
 
 
+def test_ir_rerank_reports_every_mode_before_and_after_with_a_verdict(
+    tmp_path, tiny, beir, tiny_model_dir
+) -> None:
+    plain = evaluate_ir(beir, tiny)
+    cross = make_tiny_cross_encoder(tiny_model_dir, tmp_path / "cross")
+    result = evaluate_ir(beir, tiny, rerank=str(cross), rerank_top=5)
+    modes = result.facts["modes"]
+    assert list(modes) == ["dense", "dense + rerank", "lexical", "lexical + rerank",
+                           "hybrid rrf k=60", "hybrid rrf k=60 + rerank"]  # fmt: skip
+    for mode in ("dense", "lexical", "hybrid rrf k=60"):
+        assert modes[mode]["ndcg@10"] == pytest.approx(plain.facts["modes"][mode]["ndcg@10"])
+    assert result.metrics == modes["dense + rerank"]
+    verdicts = result.facts["rerank_verdicts"]
+    assert len(verdicts) == 3 and verdicts[0].startswith("re-ranking ")
+
+
+def test_rerank_verdicts_say_plainly_when_re_ranking_hurts() -> None:
+    modes = {"dense": {"ndcg@10": 0.5114}, "dense + rerank": {"ndcg@10": 0.2311},
+             "hybrid": {"ndcg@10": 0.50}, "hybrid + rerank": {"ndcg@10": 0.56},
+             "lexical": {"ndcg@10": 0.40}, "lexical + rerank": {"ndcg@10": 0.4002}}  # fmt: skip
+    lowered, raised, unchanged = rerank_verdicts(modes)
+    assert lowered == ("re-ranking LOWERS dense ndcg@10 0.5114 -> 0.2311 (-0.2803): this "
+                       "cross-encoder hurts on this data; search without --rerank")  # fmt: skip
+    assert raised == "re-ranking raises hybrid ndcg@10 0.5000 -> 0.5600 (+0.0600)"
+    assert unchanged.startswith("re-ranking leaves lexical unchanged")
+
+
+def test_a_reranker_that_is_not_a_cross_encoder_fails_before_the_model_loads(
+    tmp_path, beir, monkeypatch
+) -> None:
+    not_a_model = tmp_path / "notes"
+    not_a_model.mkdir()
+    (not_a_model / "readme.txt").write_text("hello")
+    monkeypatch.setattr("semsearch.evaluation.tasks.load_model", lambda options: 1 / 0)
+    with pytest.raises(SemsearchError, match="holds no config.json"):
+        evaluate_ir(beir, ModelOptions(device="cpu"), rerank=str(not_a_model))
+    with pytest.raises(SemsearchError, match="is a bi-encoder"):
+        evaluate_ir(beir, ModelOptions(device="cpu"), rerank="default")
+
+
 def test_ir_reports_dense_lexical_and_hybrid_and_tunes_alpha(beir, tiny) -> None:
     result = evaluate_ir(beir, tiny, tune=True)
     modes = result.facts["modes"]
@@ -71,7 +112,9 @@ def test_ir_reports_dense_lexical_and_hybrid_and_tunes_alpha(beir, tiny) -> None
     assert modes["lexical"]["recall@100"] > 0  # each query shares words with its document
     tuned = result.facts["tuned_alpha"]
     assert 0 <= tuned["all_queries"] <= 1 and len(tuned["folds"]) == 2
-    assert max(tuned["ndcg@10_by_alpha"].values()) == tuned["ndcg@10_by_alpha"][tuned["all_queries"]]
+    assert (
+        max(tuned["ndcg@10_by_alpha"].values()) == tuned["ndcg@10_by_alpha"][tuned["all_queries"]]
+    )
 
 
 def test_ranking_with_the_index_needs_an_index(beir, tiny) -> None:
