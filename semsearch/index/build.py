@@ -322,7 +322,7 @@ def _tune(
         query_ids, vectors = sample_vectors(segment.iter_parts, count, seed=1)
         queries = prepare_vectors(vectors, index.metric)
     result = tune_against_exact(
-        index, queries, segment.iter_parts(), options.target_recall, TUNING_K, query_ids
+        index, queries, segment.iter_parts, options.target_recall, TUNING_K, query_ids
     )
     verdict = "meets" if result.met else "does NOT meet (the best found)"
     log.warning(

@@ -156,7 +156,7 @@ def retune(
             queries = prepare_vectors(vectors, manifest.index.metric)
         else:
             query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
-        result = tune_against_exact(index, queries, segment.iter_parts(), target, k, query_ids)
+        result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
         params = {**manifest.index.search_params, result.parameter: result.value}
         new = next_generation(
             manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
@@ -184,7 +184,7 @@ def _rebuild(
     if target_recall and index.tunable_parameter():
         query_ids, vectors = sample_vectors(segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1)
         tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
-                                    segment.iter_parts(), target_recall, TUNING_K, query_ids)  # fmt: skip
+                                    segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
         spec = replace(spec, search_params={tuning.parameter: tuning.value})
         log.warning("tuned %s=%d: recall@%d %.3f", tuning.parameter, tuning.value, TUNING_K, tuning.recall)
     index_file = index_file_name(generation)

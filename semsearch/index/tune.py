@@ -5,23 +5,27 @@ queries (each query's own row is left out of both result lists, so that finding 
 does not count), or the user's queries encoded by the index's model. The smallest nprobe
 (IVF) or efSearch (HNSW) whose recall meets the target is kept.
 
-Where the index keeps exact vectors (IVF-Flat, HNSW-Flat) its scores are exact, and recall
-is tie-aware: a result counts when it scores as well as the exact k-th neighbour. Real
-corpora hold identical texts (95,268 of PyPI's 841,708 summaries), whose rows swap freely
-at rank k; comparing row ids called those misses and asked for twice the nprobe needed.
+Recall is tie-aware: a result counts when it scores as well as the exact k-th neighbour.
+Real corpora hold identical texts (95,268 of PyPI's 841,708 summaries), whose rows swap
+freely at rank k; comparing row ids called those misses and asked for twice the nprobe
+needed. Where the index keeps exact vectors (IVF-Flat, HNSW-Flat) its own scores are exact;
+where it keeps codes (SQ, PQ) its scores are estimates, so its answers are scored again
+from the stored vectors (`StoredScores`) before they are compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.vector_index import VectorIndex, exact_knn, higher_is_better
+from semsearch.index.filling import Parts
+from semsearch.index.vector_index import VectorIndex, exact_knn, higher_is_better, prepare_vectors
 
 SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes differ by rounding
+Rescore = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -71,11 +75,13 @@ def tune_index(
     k: int = 10,
     query_ids: np.ndarray | None = None,
     exact_scores: np.ndarray | None = None,
+    rescore: Rescore | None = None,
 ) -> TuningResult:
     """The smallest nprobe/efSearch whose recall@k on `queries` meets `target`.
 
     `exact` holds each query's exact neighbours' ids (and `exact_scores` their scores, which
-    make recall tie-aware where the index keeps exact vectors); with `query_ids` (the
+    make recall tie-aware where the index keeps exact vectors, or where `rescore` gives the
+    exact scores of what a coded index found); with `query_ids` (the
     queries' own ids in the index) those are dropped from both sides, so the queries act as
     held-out ones. Each value is tried through per-call search parameters: the index is
     never changed.
@@ -86,9 +92,11 @@ def tune_index(
     if parameter is None:
         raise SemsearchError("this index searches exactly (recall 1.0): there is nothing to tune")
     k = _reachable_k(exact, query_ids, k)
-    if exact_scores is not None and not index.keeps_exact_vectors():
-        exact_scores = None  # PQ scores are estimates: compare ids instead
-    measure = _recall_measure(index, queries, exact, k, query_ids, parameter, exact_scores)
+    if exact_scores is not None and rescore is None and not index.keeps_exact_vectors():
+        exact_scores = None  # PQ/SQ scores are estimates: without the vectors, compare ids
+    if index.keeps_exact_vectors():
+        rescore = None  # its own scores are exact already
+    measure = _recall_measure(index, queries, exact, k, query_ids, parameter, exact_scores, rescore)
     candidates = index.parameter_candidates(k)
     tried: dict[int, float] = {}
     for position, value in enumerate(candidates):
@@ -126,6 +134,7 @@ def _recall_measure(
     query_ids: np.ndarray | None,
     parameter: str,
     exact_scores: np.ndarray | None,
+    rescore: Rescore | None = None,
 ) -> Callable[[int], float]:
     extra = 0 if query_ids is None else 1
     truth = _without_self(exact, query_ids, k)
@@ -136,6 +145,8 @@ def _recall_measure(
 
     def measure(value: int) -> float:
         scores, found = index.search(queries, k + extra, {parameter: value})
+        if rescore is not None:
+            scores = rescore(queries, found)
         if kth_exact is None:
             return recall_at_k(_without_self(found, query_ids, k), truth, k)
         return tie_aware_recall(_scores_without_self(scores, found, query_ids, k),
@@ -185,15 +196,65 @@ def _smallest_meeting(
 def tune_against_exact(
     index: VectorIndex,
     queries: np.ndarray,
-    parts: Iterable[tuple[np.ndarray, np.ndarray]],
+    parts: Parts,
     target: float,
     k: int = 10,
     query_ids: np.ndarray | None = None,
 ) -> TuningResult:
-    """Tune `index` on `queries` (prepared) against exact search over (ids, vectors) `parts`.
+    """Tune `index` on `queries` (prepared) against exact search over the (ids, vectors)
+    that `parts()` yields.
 
     With `query_ids` the queries are stored rows, each left out of its own results.
     """
     extra = 0 if query_ids is None else 1
-    scores, exact = exact_knn(queries, parts, k + extra, index.metric)
-    return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores)
+    scores, exact = exact_knn(queries, parts(), k + extra, index.metric)
+    rescore = None if index.keeps_exact_vectors() else StoredScores(parts, index.metric)
+    return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores,
+                      rescore=rescore)  # fmt: skip
+
+
+class StoredScores:
+    """Exact scores of stored rows found by id: what a coded index (SQ, PQ) answered,
+    scored as exact search scores it, so that tie-aware recall can judge it."""
+
+    def __init__(self, parts: Parts, metric: str) -> None:
+        self.parts, self.metric = parts, metric
+        ids = [np.asarray(part_ids, dtype=np.int64) for part_ids, _ in parts()]
+        self._part_starts = np.cumsum([0, *(len(part_ids) for part_ids in ids)])
+        every_id = np.concatenate(ids) if ids else np.empty(0, np.int64)
+        self._order = np.argsort(every_id, kind="stable")
+        self._sorted_ids = every_id[self._order]
+
+    def __call__(self, queries: np.ndarray, found: np.ndarray) -> np.ndarray:
+        """Scores [queries, results] of `found` ids (NaN where an id is -1)."""
+        wanted = np.unique(found[found >= 0])
+        at = np.minimum(
+            np.searchsorted(self._sorted_ids, wanted), max(len(self._sorted_ids) - 1, 0)
+        )
+        if len(wanted) and not np.array_equal(self._sorted_ids[at], wanted):
+            raise SemsearchError("the index returned ids that are not stored: rebuild the index")
+        vectors = self._vectors_at(self._order[at])
+        candidates = vectors[np.searchsorted(wanted, np.maximum(found, 0))] if len(wanted) else None
+        if candidates is None:
+            return np.full(found.shape, np.nan, dtype=np.float32)
+        if higher_is_better(self.metric):
+            scores = np.einsum("qd,qkd->qk", queries, candidates)
+        elif self.metric == "manhattan":
+            scores = np.abs(candidates - queries[:, None, :]).sum(axis=2)
+        else:  # FAISS' L2 scores are squared distances
+            scores = np.square(candidates - queries[:, None, :]).sum(axis=2)
+        return np.where(found >= 0, scores, np.nan).astype(np.float32)
+
+    def _vectors_at(self, positions: np.ndarray) -> np.ndarray:
+        """Prepared float32 vectors at global `positions` (in any order)."""
+        order = np.argsort(positions)
+        chunks = []
+        for part, (_, vectors) in enumerate(self.parts()):
+            low, high = self._part_starts[part], self._part_starts[part + 1]
+            inside = positions[order][(positions[order] >= low) & (positions[order] < high)]
+            if len(inside):
+                chunks.append(np.asarray(vectors[inside - low], dtype=np.float32))
+        gathered = np.concatenate(chunks) if chunks else np.empty((0, 0), np.float32)
+        result = np.empty_like(gathered)
+        result[order] = gathered
+        return prepare_vectors(result, self.metric)

@@ -11,7 +11,14 @@ from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.factory import choose_index
 from semsearch.index.maintain import retune
-from semsearch.index.tune import recall_at_k, tie_aware_recall, tune_index
+from semsearch.index.manifest import IndexSpec
+from semsearch.index.tune import (
+    StoredScores,
+    recall_at_k,
+    tie_aware_recall,
+    tune_against_exact,
+    tune_index,
+)
 from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
 from semsearch.options import DEFAULT_TARGET_RECALL
 
@@ -72,6 +79,32 @@ def test_duplicated_vectors_need_no_more_nprobe_when_ties_count() -> None:
     assert tie_aware.met and tie_aware.value <= by_rows.value
     assert all(tie_aware.tried[v] >= by_rows.tried[v] - 1e-9
                for v in tie_aware.tried.keys() & by_rows.tried.keys())  # fmt: skip
+
+
+def test_a_coded_index_is_judged_on_exact_scores_of_what_it_found() -> None:
+    """SQfp16 scores are estimates: its answers are scored again from the stored vectors,
+    so rows tied at rank k count as found, as for IVF-Flat, and nothing else does."""
+    vectors = np.repeat(_clustered(1000), 3, axis=0)  # neighbours come in identical triples
+    ids = np.arange(len(vectors)) + 100  # ids are not row numbers
+    index = VectorIndex.create(IndexSpec("IVF16,SQfp16", "IVF16,SQfp16", "cosine", {}), 16)
+    index.train(vectors)
+    index.add(vectors, ids)
+    rows = np.arange(0, 3000, 30)
+    parts = lambda: iter([(ids[:1000], vectors[:1000]), (ids[1000:], vectors[1000:])])  # noqa: E731
+    scores, exact = exact_knn(vectors[rows], parts(), 11, "cosine")
+    by_ids = tune_index(index, vectors[rows], exact, 0.95, k=10, query_ids=ids[rows],
+                        exact_scores=scores)  # fmt: skip
+    rescored = tune_against_exact(index, vectors[rows], parts, 0.95, k=10, query_ids=ids[rows])
+    assert rescored.met and rescored.value <= by_ids.value
+    assert all(rescored.tried[v] >= by_ids.tried[v] - 1e-9
+               for v in rescored.tried.keys() & by_ids.tried.keys())  # fmt: skip
+    every_list = tune_index(index, vectors[rows], exact, 1.0, k=10, query_ids=ids[rows],
+                            exact_scores=scores, rescore=StoredScores(parts, "cosine"))  # fmt: skip
+    assert every_list.recall >= 0.99  # fp16 may only swap neighbours closer than its rounding
+    found = index.search(vectors[rows], 5)[1]
+    exact_again = StoredScores(parts, "cosine")(vectors[rows], found)
+    expected = np.einsum("qd,qkd->qk", vectors[rows], vectors[found - 100])
+    assert np.allclose(exact_again, expected, atol=1e-5)
 
 
 def test_tuning_picks_the_smallest_nprobe_meeting_the_target() -> None:
