@@ -94,7 +94,7 @@ def prepare_data(args) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"train": folder / "train_pairs.parquet", "dev": folder / "dev_pairs.parquet",
              "debian_beir": folder / "debian_first5000"}  # fmt: skip
-    if args.phase not in ("data", "all") and paths["train"].is_file():
+    if args.phase != "data" and paths["train"].is_file():
         return paths
     started = time.monotonic()
     parts = [mined_pairs(*debian_rows(args.data_dir, 10_000, 10**9, args.debian_queries, 0,
