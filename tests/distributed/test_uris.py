@@ -1,12 +1,15 @@
-"""`build --engine ray` from a URI of a pyarrow filesystem: a `file://` glob, and S3 (a local moto
-server, skipped without moto), read by the workers themselves, give the build of the plain folder."""
+"""`build --engine ray` from a URI of a pyarrow filesystem: a `file://` glob of JSONL or gzipped
+CSV files, and a prefix of Parquet files on S3 (a local moto server, skipped without moto),
+read by the workers themselves, give the local build of the plain folder."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -20,18 +23,30 @@ pytestmark = [*support.ray_tests, pytest.mark.usefixtures("local_ray")]
 FILES = ((0, 130), (130, 90))  # (first row, rows) of each file
 
 
-def _folder(tmp_path):
+def _folder(tmp_path, suffix: str = "parquet"):
+    """Two files of `write_corpus` rows as Parquet, JSON lines or gzipped CSV."""
     folder = tmp_path / "data"
     for number, (first, rows) in enumerate(FILES):
-        support.write_corpus(folder / f"part-{number}.parquet", rows, seed=number, first_id=first)
+        path = support.write_corpus(folder / f"part-{number}.parquet", rows, seed=number, first_id=first)
+        if suffix == "jsonl":
+            path.with_suffix(".jsonl").write_text("".join(
+                json.dumps(row) + "\n" for row in pq.read_table(path).to_pylist()), encoding="utf-8")  # fmt: skip
+        elif suffix == "csv.gz":
+            with pa.CompressedOutputStream(str(path.with_suffix(".csv.gz")), "gzip") as stream:
+                pcsv.write_csv(pq.read_table(path), stream)
+        if suffix != "parquet":
+            path.unlink()
     return folder
 
 
-def test_a_file_uri_glob_on_ray_is_the_local_build_of_the_folder(tmp_path, tiny_model_dir, tiny_encoder) -> None:
-    folder = _folder(tmp_path)
+@pytest.mark.parametrize("suffix", ["jsonl", "csv.gz"])
+def test_a_file_uri_glob_on_ray_is_the_local_build_of_the_folder(suffix, tmp_path, tiny_model_dir,
+                                                                 tiny_encoder) -> None:  # fmt: skip
+    folder = _folder(tmp_path, suffix)
     settings = {"model": str(tiny_model_dir), "part_rows": 50, "index": "flat"}
     local = build_index(support.options(folder, tmp_path / "local", None, **settings), encoder=tiny_encoder)
-    uri = folder.as_uri() + "/*.parquet"
+    assert local.manifest().source.format == suffix.removesuffix(".gz")
+    uri = folder.as_uri() + f"/*.{suffix}"
     on_ray = build_index_on_ray(support.options(uri, tmp_path / "ray", None, **settings), RayOptions(workers=2))
     assert on_ray.name == "data" and on_ray.manifest().source.path == uri
     assert on_ray.manifest().source.sha256 == local.manifest().source.sha256
