@@ -79,6 +79,8 @@ def evaluate_row(encoder, similarity: str, data_dir: Path, head_folder: Path | N
         "pair_f1": pairs[f"{similarity}_f1"],
         "pair_ap": pairs[f"{similarity}_ap"],
         "pair_from": similarity,
+        "similarity_pair_accuracy": pairs[f"{similarity}_accuracy"],
+        "similarity_pair_f1": pairs[f"{similarity}_f1"],
     }
     if head_folder is not None:
         from semsearch.evaluation.classification import evaluate_head
