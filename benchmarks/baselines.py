@@ -97,11 +97,12 @@ def rows() -> dict[str, Row]:
             {"pos_weight": 2.0}),
         Row("minilm-cosine-stsb", "semsearch today", "default", "cosine"),
     ]  # fmt: skip
-    for pooling in ("mean", "max", "cls"):
-        for slug, (label, parts) in FEATURES.items():
-            if pooling != "mean" and slug != "uv-diff":
-                continue  # SBERT's Table 6: features at mean pooling, poolings at (u,v,|u-v|)
-            grid.append(Row(f"softmax-{pooling}-{slug}", f"softmax on SICK {label}", "default",
+    # SBERT's Table 6: the poolings at (u, v, |u-v|), then the feature sets at mean pooling.
+    ablation = [(pooling, "uv-diff") for pooling in ("mean", "max", "cls")]
+    ablation += [("mean", slug) for slug in FEATURES if slug != "uv-diff"]
+    for pooling, slug in ablation:
+        label, parts = FEATURES[slug]
+        grid.append(Row(f"softmax-{pooling}-{slug}", f"softmax on SICK {label}", "default",
                             "softmax", "sick", {"parts": parts}, pooling=pooling,
                             normalize=False))  # fmt: skip
     return {row.name: row for row in grid}
