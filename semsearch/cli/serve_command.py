@@ -42,10 +42,8 @@ def serve(
     Queries arriving together are encoded in one batch; changes made through the API or by
     `semsearch add`/`delete` in another process are answered from within a second.
     """
-    from semsearch.models.query_precision import keep_every_warmed_kernel
     from semsearch.server.registry import served_folders
 
-    keep_every_warmed_kernel()  # before anything in this process runs oneDNN
     # Checked before uvicorn starts, so that a wrong name or an empty folder is one line,
     # not a failed application start-up with uvicorn's traceback.
     served_folders(index_dir, list(names or []))

@@ -31,10 +31,6 @@ PROBE_BATCH = 8
 # Queries up to this many tokens (about 250 characters of English) get their bf16 kernels
 # compiled at start-up; longer ones compile on first use.
 WARM_TOKENS = 64
-# Kernels oneDNN (and torch's cache in front of it) may keep: the warm-up compiles about
-# 2,000 (a few matrix shapes for each of 496 group shapes), more than their default 1,024.
-KERNEL_CACHE_CAPACITY = 8192
-KERNEL_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 PROBE_TEXTS = (
     "how do I read a parquet file in python",
     "a library for parsing command line arguments",
@@ -88,22 +84,6 @@ def choose_query_precision(encoder: BiEncoder, requested: str = "auto") -> str:
     log.info("query precision %s: bf16 %.1fx the speed of fp32 on this CPU, vectors within cosine %.5f",
              chosen, full_s / half_s, cosine)  # fmt: skip
     return chosen
-
-
-def keep_every_warmed_kernel() -> None:
-    """Make room in oneDNN's kernel caches for every kernel `warm_kernels` compiles, unless
-    the environment already sizes them.
-
-    Why: with the default 1,024 entries the cache holds about half of them, so serving kept
-    evicting and compiling kernels again: at concurrency 32 the server spent 5.6-7.1 ms of
-    CPU per request, rising the longer it ran, and 4.7-5.0 ms with room for all
-    (benchmarks/RESULTS.md). The caches read these variables when oneDNN first runs, so
-    this must come before any encoding in the process (a later call changes nothing).
-    """
-    import os
-
-    for variable in KERNEL_CACHE_VARIABLES:
-        os.environ.setdefault(variable, str(KERNEL_CACHE_CAPACITY))
 
 
 def warm_kernels(encoder: BiEncoder, precision: str, max_batch: int, max_tokens: int = WARM_TOKENS) -> None:

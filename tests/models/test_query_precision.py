@@ -33,13 +33,3 @@ def test_bf16_query_vectors_stay_close_to_fp32(tiny_encoder, sentences) -> None:
     half = tiny_encoder.encode(sentences, precision="bf16")
     cosine = np.sum(full * half, axis=1) / (np.linalg.norm(full, axis=1) * np.linalg.norm(half, axis=1))
     assert cosine.min() > 0.99
-
-
-def test_the_kernel_caches_get_room_unless_the_environment_sizes_them(monkeypatch) -> None:
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
-    monkeypatch.setenv("LRU_CACHE_CAPACITY", "64")  # a user's own choice is kept
-    query_precision.keep_every_warmed_kernel()
-    import os
-
-    assert int(os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"]) >= 2048  # the warm-up's ~2,000
-    assert os.environ["LRU_CACHE_CAPACITY"] == "64"
