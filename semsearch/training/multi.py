@@ -30,7 +30,7 @@ from semsearch.training.data import TrainingData, prepare_training_data, read_ev
 from semsearch.training.dev import make_evaluator
 from semsearch.training.mixing import BatchSource, mixed_batches, mixed_steps
 from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan
-from semsearch.training.trainer import Trainer, _summary
+from semsearch.training.trainer import Trainer, _summary, options_for
 
 
 class MultiObjective(nn.Module):
@@ -147,9 +147,4 @@ def _prepared(spec: DatasetSpec, seed: int) -> TrainingData:
 
 
 def _options(spec: DatasetSpec, data: TrainingData) -> dict[str, Any]:
-    """The objective's options, with `num_labels` of `softmax` read off the data if not given."""
-    options = dict(spec.options)
-    if spec.objective == "softmax" and "num_labels" not in options:
-        labels = data.columns["label"]
-        options["num_labels"] = len(data.label_names) if data.label_names else max(labels) + 1
-    return options
+    return options_for(spec.objective, spec.options, data)

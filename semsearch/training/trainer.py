@@ -342,8 +342,13 @@ class Trainer:
 
 def objective_options(config: TrainingConfig, data: TrainingData) -> dict[str, Any]:
     """The objective's options, with `num_labels` of `softmax` read off the data if not given."""
-    options = dict(config.objective_options)
-    if config.objective == "softmax" and "num_labels" not in options:
+    return options_for(config.objective, config.objective_options, data)
+
+
+def options_for(objective: str, given: dict[str, Any], data: TrainingData) -> dict[str, Any]:
+    """`given` options of `objective`, with `num_labels` of `softmax` read off the data if absent."""
+    options = dict(given)
+    if objective == "softmax" and "num_labels" not in options:
         labels = data.columns["label"]
         options["num_labels"] = len(data.label_names) if data.label_names else max(labels) + 1
     return options
