@@ -1,0 +1,75 @@
+"""One-thread FAISS search time of an IVF index's lists as full vectors (Flat) or fp16 codes.
+
+Why: in `semsearch serve` on the 841,708 PyPI summaries the IVF scan is about a third of a
+request's CPU; `IVF4096,SQfp16` reads half the bytes. Both are filled from the index's own
+stored vectors and share its trained centroids, so only the list format differs. Recall@10
+is each one's overlap with exact search at the index's tuned nprobe.
+
+    python benchmarks/ivf_code_search.py --index-dir benchmarks/out/indexes --index pypi
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+from common import DEFAULT_OUT_DIR, REPO_ROOT, base_parser, environment, markdown_table
+
+QUERIES = 500
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    parser.add_argument("--index", default="pypi")
+    args = parser.parse_args()
+    from semsearch.index.store import IndexFolder
+
+    folder = IndexFolder(args.index_dir / args.index)
+    manifest = folder.manifest()
+    segment = folder.path / "segments" / manifest.segments[0].name
+    flat = faiss.read_index(str(segment / manifest.segments[0].index_file))
+    ivf = faiss.extract_index_ivf(flat)
+    parts = sorted(p for p in segment.glob("part-*.npy") if not p.name.endswith(".ids.npy"))
+    vectors = np.concatenate([np.load(p) for p in parts]).astype(np.float32)
+    ids = np.concatenate([np.load(str(p).replace(".npy", ".ids.npy")) for p in parts])
+    rng = np.random.default_rng(0)
+    queries = vectors[rng.choice(len(vectors), QUERIES, replace=False)]
+    queries += rng.normal(0, 0.02, queries.shape).astype(np.float32)  # near, not equal, to rows
+    faiss.normalize_L2(queries)
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact.add(vectors)
+    truth = ids[exact.search(queries, 10)[1]]
+    nprobe = manifest.index.search_params["nprobe"]
+    fp16 = faiss.IndexIVFScalarQuantizer(ivf.quantizer, ivf.d, ivf.nlist, faiss.ScalarQuantizer.QT_fp16,
+                                         faiss.METRIC_INNER_PRODUCT)  # fmt: skip
+    fp16.train(vectors[:1000])  # fp16 codes need no statistics; the centroids are shared
+    fp16.add_with_ids(vectors, ids)
+    faiss.omp_set_num_threads(1)
+    rows, record = [], {"benchmark": "ivf_code_search", "index": args.index, "rows": len(vectors),
+                        "nprobe": nprobe, "queries": QUERIES, "structures": {},
+                        "command": "python benchmarks/ivf_code_search.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    for name, index in ((f"IVF{ivf.nlist},Flat", ivf), (f"IVF{ivf.nlist},SQfp16", fp16)):
+        index.nprobe = nprobe
+        index.search(queries[:20], 10)
+        started = time.thread_time()
+        found = np.concatenate([index.search(queries[i : i + 1], 10)[1] for i in range(QUERIES)])
+        ms = 1000 * (time.thread_time() - started) / QUERIES
+        recall = float(np.mean([len(set(f) & set(w)) / 10 for f, w in zip(found, truth)]))
+        size_mib = (index.ntotal * (index.code_size + 8)) / 2**20
+        record["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
+                                      "lists_mib": round(size_mib, 1)}  # fmt: skip
+        rows.append([name, f"{ms:.2f}", f"{recall:.4f}", f"{size_mib:.0f}"])
+    record["environment"] = environment()
+    results = REPO_ROOT / "benchmarks" / "results" / "ivf_code_search.jsonl"
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    print(markdown_table(["structure", "ms per query (1 thread)", "recall@10", "lists MiB"], rows))
+
+
+if __name__ == "__main__":
+    main()
