@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,19 @@ def restore_checkpoint(output_dir: Path, trainables: Trainables) -> None:
 def remove_checkpoint(output_dir: Path) -> None:
     for name in (CHECKPOINT_DIR, f".{CHECKPOINT_DIR}.partial", f".{CHECKPOINT_DIR}.old"):
         shutil.rmtree(output_dir / name, ignore_errors=True)
+
+
+@contextmanager
+def no_empty_folder_if_refused(output_dir: Path) -> Iterator[None]:
+    """A run refused while it is being set up (a bad objective option, say) leaves no empty
+    output folder behind; a folder that was there before is left as it was."""
+    existed = output_dir.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed and output_dir.is_dir() and not any(output_dir.iterdir()):
+            output_dir.rmdir()
+        raise
 
 
 def prepare_output_dir(output_dir: Path, overwrite: bool) -> bool:

@@ -53,7 +53,9 @@ def train_cross_encoder(config: TrainingConfig, overwrite: bool = False) -> Trai
     """Train a cross-encoder as `config` says (objective `bce` or `softmax`)."""
     if config.plan is not None:
         raise SemsearchError("a cross-encoder trains on one dataset: a plan is for bi-encoders")
-    return CrossEncoderTrainer(config, overwrite).run()
+    with ckpt.no_empty_folder_if_refused(config.output_dir):
+        trainer = CrossEncoderTrainer(config, overwrite)
+    return trainer.run()
 
 
 class PairObjective(nn.Module):

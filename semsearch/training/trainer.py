@@ -64,11 +64,14 @@ class TrainingResult:
 def train(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
     """Train as `config` says; with `overwrite`, a previous run in the folder is replaced.
     A config with a `plan` trains on its several datasets (`semsearch.training.multi`)."""
-    if config.plan is not None:
-        from semsearch.training.multi import MultiDatasetTrainer
+    with ckpt.no_empty_folder_if_refused(config.output_dir):
+        if config.plan is not None:
+            from semsearch.training.multi import MultiDatasetTrainer
 
-        return MultiDatasetTrainer(config, overwrite).run()
-    return Trainer(config, overwrite).run()
+            trainer: Trainer = MultiDatasetTrainer(config, overwrite)
+        else:
+            trainer = Trainer(config, overwrite)
+    return trainer.run()
 
 
 class Trainer:

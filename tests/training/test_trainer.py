@@ -167,6 +167,14 @@ def test_a_missing_column_fails_before_the_model_loads(
         train(config)
 
 
+def test_a_run_refused_while_setting_up_leaves_no_empty_folder(quick_config, sick_file) -> None:
+    config = quick_config(objective="softmax", objective_options={"parts": ("u", "bogus")},
+                          data={"train": f"sick:{sick_file}", "dev": None})  # fmt: skip
+    with pytest.raises(SemsearchError, match="bogus"):
+        train(config)
+    assert not config.output_dir.exists()
+
+
 def test_attention_pooling_learns_its_scorer_and_is_saved(quick_config) -> None:
     config = quick_config(pooling="attention", max_steps=3, data={"dev": None})
     train(config)
