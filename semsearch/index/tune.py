@@ -248,10 +248,11 @@ class StoredScores:
     def _vectors_at(self, positions: np.ndarray) -> np.ndarray:
         """Prepared float32 vectors at global `positions` (in any order)."""
         order = np.argsort(positions)
+        ascending = positions[order]
         chunks = []
         for part, (_, vectors) in enumerate(self.parts()):
             low, high = self._part_starts[part], self._part_starts[part + 1]
-            inside = positions[order][(positions[order] >= low) & (positions[order] < high)]
+            inside = ascending[(ascending >= low) & (ascending < high)]
             if len(inside):
                 chunks.append(np.asarray(vectors[inside - low], dtype=np.float32))
         gathered = np.concatenate(chunks) if chunks else np.empty((0, 0), np.float32)
