@@ -41,6 +41,16 @@ def test_search_answers_like_the_library(client, index_dir, tiny_model_dir, sent
     assert set(_ids(single)) == {"d2", "d3"}  # the filter keeps the two pets rows
 
 
+def test_get_search_documents_its_parameters_and_ignores_unknown_ones(client, sentences) -> None:
+    parameters = client.get("/openapi.json").json()["paths"]["/search"]["get"]["parameters"]
+    by_name = {parameter["name"]: parameter for parameter in parameters}
+    assert {"q", "k", "where", "nprobe", "mode", "alpha"} <= set(by_name) and "queries" not in by_name
+    assert by_name["q"]["required"] and not by_name["k"]["required"]
+    plain = client.get("/search", params={"q": sentences[0], "k": 3}).json()
+    busted = client.get("/search", params={"q": sentences[0], "k": 3, "_": "1700000000"}).json()
+    assert len(_ids(plain)) == 3 and _ids(busted) == _ids(plain)
+
+
 @pytest.mark.parametrize(
     "method,path,payload,status,message",
     [

@@ -1,0 +1,43 @@
+"""Metadata rows by row number, as Python dicts: what every search hit carries.
+
+Why a module: a server turns about ten row numbers per query into dicts, on the path where
+Python holds the GIL. Slicing the table once per hit costs about 15 microseconds (a Table is
+built for each, every column looking up its chunk); finding each row's record batch with
+one `searchsorted` and reading its cells costs a third of that (measured on the 841k-row
+PyPI metadata: 0.148 against 0.054 ms per 10 hits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+
+class MetadataRows:
+    """Rows of `table` (the `columns` given, in table order) by row number."""
+
+    def __init__(self, table: pa.Table, columns: Sequence[str] | None = None) -> None:
+        wanted = set(table.column_names if columns is None else columns)
+        self.names = [name for name in table.column_names if name in wanted]
+        batches = table.select(self.names).to_batches()  # zero-copy views, columns aligned
+        self._starts = np.cumsum([0, *(batch.num_rows for batch in batches)], dtype=np.int64)
+        self._cells = [[batch.column(i) for batch in batches] for i in range(len(self.names))]
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def rows(self, numbers: np.ndarray | Sequence[int]) -> list[dict]:
+        """One dict per row number (each in [0, len)), in the order given."""
+        numbers = np.asarray(numbers, dtype=np.int64)
+        if len(numbers) and (numbers.min() < 0 or numbers.max() >= len(self)):
+            raise IndexError(f"row numbers must lie in [0, {len(self)})")
+        batch_of = np.searchsorted(self._starts, numbers, side="right") - 1
+        offsets = (numbers - self._starts[batch_of]).tolist()
+        batch_of = batch_of.tolist()
+        records: list[dict] = [{} for _ in offsets]
+        for name, arrays in zip(self.names, self._cells):
+            for record, batch, offset in zip(records, batch_of, offsets):
+                record[name] = arrays[batch][offset].as_py()
+        return records
