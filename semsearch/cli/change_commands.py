@@ -105,7 +105,7 @@ def delete(
 def reindex(
     name: IndexArgument,
     index_type: Annotated[
-        str | None, typer.Option(help="flat, ivf, hnsw, ivfpq, auto or a FAISS factory string.")
+        str | None, typer.Option(help="flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, auto or a FAISS factory string.")
     ] = None,
     lexical: Annotated[
         bool | None, typer.Option("--lexical/--no-lexical", help="Build the BM25 part from the "

@@ -54,7 +54,7 @@ def build(
         typer.Option(help="'default' (embedded all-MiniLM-L6-v2), a model folder or a hub name."),
     ] = DEFAULT_MODEL,
     index_type: Annotated[
-        str, typer.Option(help="auto, flat, ivf, hnsw, ivfpq, or a FAISS factory string.")
+        str, typer.Option(help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, or a FAISS factory string.")
     ] = "auto",
     # The first release's spelling: `--index` names an index everywhere else.
     old_index_type: Annotated[str | None, typer.Option("--index", hidden=True)] = None,

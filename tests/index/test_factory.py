@@ -20,7 +20,10 @@ from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
 def test_auto_is_exact_for_small_corpora_and_ivf_above() -> None:
     assert choose_index("auto", AUTO_EXACT_LIMIT, 384, "cosine").factory == "Flat"
     large = choose_index("auto", 841_708, 384, "cosine")
-    assert large.factory.startswith("IVF") and large.search_params["nprobe"] >= 1
+    assert large.factory == "IVF4096,SQfp16" and large.search_params["nprobe"] >= 1
+    # Manhattan distances need the full vectors: IVF-Flat there.
+    assert choose_index("auto", 841_708, 384, "manhattan").factory == "IVF4096,Flat"
+    assert choose_index("ivfsq", 841_708, 384, "l2").factory == "IVF4096,SQfp16"
 
 
 def test_named_types() -> None:
@@ -83,7 +86,7 @@ def test_memory_budget_steers_auto_towards_smaller_structures() -> None:
     rows, dimension = 841_708, 384
     assert choose_index(
         "auto", rows, dimension, "cosine", memory_budget=4 * 2**30
-    ).factory.endswith(",Flat")
+    ).factory.endswith(",SQfp16")
     squeezed = choose_index("auto", rows, dimension, "cosine", memory_budget=300 * 2**20)
     assert ",PQ" in squeezed.factory
     with pytest.raises(SemsearchError, match="memory budget"):
@@ -97,7 +100,7 @@ def test_estimates_match_what_faiss_builds() -> None:
 
     rows, dimension = 20_000, 32
     vectors = np.random.default_rng(0).normal(size=(rows, dimension)).astype("float32")
-    for kind in ("flat", "ivf", "hnsw"):
+    for kind in ("flat", "ivf", "ivfsq", "hnsw"):
         spec = choose_index(kind, rows, dimension, "l2")
         index = VectorIndex.create(spec, dimension)
         index.train(vectors)
