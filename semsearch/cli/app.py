@@ -10,6 +10,7 @@ from semsearch.cli import (  # noqa: F401  (importing a command module registers
     change_commands,
     eval_command,
     index_commands,
+    interpolate_command,
     mine_command,
     query_command,
     serve_command,

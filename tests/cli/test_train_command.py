@@ -92,3 +92,12 @@ def test_train_adapter_on_a_npy_file(tmp_path) -> None:
     again = runner.invoke(app, ["train-adapter", str(tmp_path / "pairs.csv"), "--vectors", str(tmp_path / "v.npy"),
                                 "-o", str(tmp_path / "adapter")])  # fmt: skip
     assert "pass --overwrite" in error_line(again)
+
+
+def test_interpolate_writes_a_model_and_refuses_a_bad_weight(tmp_path, cli, tiny_model_dir) -> None:
+    output = tmp_path / "mixed"
+    result = cli("interpolate", str(tiny_model_dir), str(tiny_model_dir), "-o", str(output), "--weight", "0.5")
+    assert result.exit_code == 0, result.output
+    assert (output / "modules.json").exists()
+    refused = cli("interpolate", str(tiny_model_dir), str(tiny_model_dir), "-o", str(tmp_path / "x"), "--weight", "-1")
+    assert "between 0" in error_line(refused) and not (tmp_path / "x").exists()
