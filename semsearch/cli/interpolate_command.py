@@ -13,7 +13,9 @@ from semsearch.cli.common import app, console, user_errors
 @app.command("interpolate")
 @user_errors
 def interpolate(
-    base: Annotated[str, typer.Argument(help="The model fine-tuning started from (name or folder).")],
+    base: Annotated[
+        str, typer.Argument(help="The model fine-tuning started from (name or folder).")
+    ],
     tuned: Annotated[str, typer.Argument(help="The fine-tuned model folder.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The model folder to write.")],
     weight: Annotated[

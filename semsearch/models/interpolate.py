@@ -30,9 +30,13 @@ def interpolate_models(base: str, tuned: str, weight: float, output: Path) -> Bi
     """Write `base + weight * (tuned - base)` as a model folder at `output` (the tuned model's
     tokenizer, pooling and settings); refuses models of different shapes."""
     if not 0.0 <= weight <= 1.0:
-        raise SemsearchError(f"--weight must lie between 0 (the base) and 1 (the tuned model), not {weight}")
+        raise SemsearchError(
+            f"--weight must lie between 0 (the base) and 1 (the tuned model), not {weight}"
+        )
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise SemsearchError(f"{output} already exists and is not an empty folder: choose another -o")
+        raise SemsearchError(
+            f"{output} already exists and is not an empty folder: choose another -o"
+        )
     base_encoder = BiEncoder.load(base, device="cpu")
     mixed = BiEncoder.load(tuned, device="cpu")
     _mix(base_encoder.transformer, mixed.transformer, weight, base, tuned)

@@ -29,17 +29,26 @@ def tuned_dir(tmp_path, tiny_model_dir):
 
 
 def _weights(folder) -> dict[str, torch.Tensor]:
-    return {name: tensor.clone() for name, tensor in BiEncoder.load(str(folder), device="cpu").transformer.state_dict().items()}
+    return {
+        name: tensor.clone()
+        for name, tensor in BiEncoder.load(str(folder), device="cpu")
+        .transformer.state_dict()
+        .items()
+    }
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.3, 1.0])
-def test_weights_lie_on_the_line_between_the_models(tmp_path, tiny_model_dir, tuned_dir, weight) -> None:
+def test_weights_lie_on_the_line_between_the_models(
+    tmp_path, tiny_model_dir, tuned_dir, weight
+) -> None:
     output = tmp_path / f"mixed-{weight}"
     interpolate_models(str(tiny_model_dir), str(tuned_dir), weight, output)
     base, tuned, mixed = _weights(tiny_model_dir), _weights(tuned_dir), _weights(output)
     for name, tensor in mixed.items():
         if tensor.is_floating_point():
-            torch.testing.assert_close(tensor, base[name] + weight * (tuned[name] - base[name]), rtol=0, atol=1e-6)
+            torch.testing.assert_close(
+                tensor, base[name] + weight * (tuned[name] - base[name]), rtol=0, atol=1e-6
+            )
     assert json.loads((output / RECORD_FILE).read_text())["weight"] == weight
     vectors = BiEncoder.load(str(output), device="cpu").encode(["a small test", "another one"])
     assert vectors.shape == (2, 32) and np.isfinite(vectors).all()
