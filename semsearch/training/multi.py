@@ -30,7 +30,7 @@ from semsearch.training.data import TrainingData, prepare_training_data, read_ev
 from semsearch.training.dev import make_evaluator
 from semsearch.training.mixing import BatchSource, mixed_batches, mixed_steps
 from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan
-from semsearch.training.trainer import Trainer, _summary, options_for
+from semsearch.training.trainer import Trainer, data_summary, options_for
 
 
 class MultiObjective(nn.Module):
@@ -134,7 +134,7 @@ class MultiDatasetTrainer(Trainer):
             evaluator = getattr(self, f"{role}_evaluator")
             evaluations[role] = None if evaluator is None else {
                 "combined": evaluator.describe(),
-                "sets": {spec.name: _summary(data) for spec, data in zip(getattr(self.plan, role), sets)},
+                "sets": {spec.name: data_summary(data) for spec, data in zip(getattr(self.plan, role), sets)},
             }  # fmt: skip
         return {"mixing": self.plan.mixing, "train": summaries, **evaluations}
 

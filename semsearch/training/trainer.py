@@ -299,8 +299,8 @@ class Trainer:
         """What `training.json` and the card say of the data."""
         return {
             "train": self.data.summary(),
-            "dev": _summary(self.dev),
-            "test": _summary(self.test),
+            "dev": data_summary(self.dev),
+            "test": data_summary(self.test),
         }
 
     def _model_facts(self) -> dict[str, Any]:
@@ -357,5 +357,6 @@ def options_for(objective: str, given: dict[str, Any], data: TrainingData) -> di
     return options
 
 
-def _summary(data: TrainingData | None) -> dict[str, Any] | None:
+def data_summary(data: TrainingData | None) -> dict[str, Any] | None:
+    """Where a dataset came from and how many rows were read, for the training log."""
     return None if data is None else {"source": data.source, "rows_read": data.rows_read}
