@@ -146,7 +146,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     # GET /search reads its parameters itself, with one validation of the same model POST
     # takes: FastAPI solving ten query parameters one by one cost about 85 microseconds a
     # request of Python (holding the GIL the encoder threads also want), a third of that.
-    @app.get("/search", openapi_extra={"parameters": _query_parameters(SearchRequest, skip={"queries"})})
+    @app.get("/search", openapi_extra={"parameters": _query_parameters(SearchRequest, skip={"queries"}, required={"q"})})
     async def search_get(request: Request) -> Response:
         """One query, in the URL: the parameters are POST /search's, `queries` aside."""
         await authorised(request)
@@ -240,10 +240,10 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
 GET_FIELDS = frozenset(SearchRequest.model_fields) - {"queries"}
 
 
-def _query_parameters(model: type[BaseModel], skip: set[str]) -> list[dict]:
+def _query_parameters(model: type[BaseModel], skip: set[str], required: set[str]) -> list[dict]:
     """OpenAPI query parameters for `model`'s fields, for a route that validates them itself."""
     schema = model.model_json_schema()
-    return [{"name": name, "in": "query", "required": name == "q",
+    return [{"name": name, "in": "query", "required": name in required,
              "description": field.get("description", ""), "schema": {k: v for k, v in field.items() if k != "description"}}
             for name, field in schema["properties"].items() if name not in skip]  # fmt: skip
 
