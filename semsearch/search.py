@@ -17,7 +17,7 @@ import pyarrow as pa
 from semsearch.errors import SemsearchError
 from semsearch.hybrid import Fusion, check_mode, fuse
 from semsearch.index.manifest import Manifest
-from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN
+from semsearch.index.segment import ID_COLUMN
 from semsearch.index.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.index.vector_index import higher_is_better, prepare_vectors
@@ -215,10 +215,7 @@ class Searcher:
     ) -> list[Hit]:
         found = rows >= 0  # fewer than k rows were reached, or match the filter
         manifest = snapshot.manifest
-        # The text hash is internal, and the internal id is the hit's id only without an id column.
-        skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if manifest.id_column else {TEXT_HASH_COLUMN}
-        columns = tuple(name for name in snapshot.metadata.column_names if name not in skipped)
-        records = snapshot.metadata_rows(columns).rows(rows[found])
+        records = snapshot.hit_metadata.rows(rows[found])
         hits = []
         for rank, (score, record) in enumerate(zip(scores[found].tolist(), records), start=1):
             text = record.pop(manifest.text_column)

@@ -136,13 +136,10 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
     nlist = ivf_list_count(rows)
     if kind == "flat":
         return IndexSpec(requested, "Flat", metric, {})
-    if kind == "ivf":
+    if kind in ("ivf", "ivfsq"):
+        codes = "Flat" if kind == "ivf" else "SQfp16"
         return IndexSpec(
-            requested, f"IVF{nlist},Flat", metric, {"nprobe": min(DEFAULT_NPROBE, nlist)}
-        )
-    if kind == "ivfsq":
-        return IndexSpec(
-            requested, f"IVF{nlist},SQfp16", metric, {"nprobe": min(DEFAULT_NPROBE, nlist)}
+            requested, f"IVF{nlist},{codes}", metric, {"nprobe": min(DEFAULT_NPROBE, nlist)}
         )
     if kind == "hnsw":
         return IndexSpec(requested, f"HNSW{HNSW_M},Flat", metric, {"efSearch": DEFAULT_EF_SEARCH})

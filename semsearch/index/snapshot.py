@@ -18,6 +18,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +27,7 @@ from semsearch.errors import SemsearchError
 from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
 from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, LexicalSpec, Manifest
 from semsearch.index.metadata_rows import MetadataRows
-from semsearch.index.segment import Segment
+from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import (
     ExactStandIn,
@@ -160,17 +161,17 @@ class IndexSnapshot:
         )
         self._cache = cache
         self._where = WhereEvaluator(self.metadata)
-        self._metadata_rows: dict[tuple[str, ...], MetadataRows] = {}
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
         self._cache_lock = threading.Lock()
 
-    def metadata_rows(self, columns: tuple[str, ...]) -> MetadataRows:
-        """Rows of the metadata's `columns` by row number (made once per column set)."""
-        rows = self._metadata_rows.get(columns)
-        if rows is None:  # two threads may both make it: the same, cheap (zero-copy views)
-            rows = self._metadata_rows[columns] = MetadataRows(self.metadata, columns)
-        return rows
+    @cached_property
+    def hit_metadata(self) -> MetadataRows:
+        """The metadata a hit carries, by row number: every column but the internal text
+        hash, and but the internal id where the index has an id column of its own."""
+        skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if self.manifest.id_column else {TEXT_HASH_COLUMN}
+        columns = [name for name in self.metadata.column_names if name not in skipped]
+        return MetadataRows(self.metadata, columns)
 
     @property
     def generation(self) -> int:

@@ -68,15 +68,14 @@ class MultiDatasetTrainer(Trainer):
         encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
                                  device=config.run.device)  # fmt: skip
         self.device = encoder.device
-        losses = []
+        losses, self.objective_options = [], {}
         for spec, data in zip(self.plan.datasets, self.datasets):
+            options = self.objective_options[spec.name] = options_for(spec.objective, spec.options, data)
             try:
-                losses.append(build_loss(spec.objective, encoder, **_options(spec, data)))
+                losses.append(build_loss(spec.objective, encoder, **options))
             except SemsearchError as exc:
                 raise SemsearchError(f"dataset {spec.name!r}: {exc}") from None
         self.loss = MultiObjective(encoder, losses, [spec.weight for spec in self.plan.datasets])
-        self.objective_options = {spec.name: _options(spec, data)
-                                  for spec, data in zip(self.plan.datasets, self.datasets)}  # fmt: skip
         self.sources = [
             BatchSource(
                 [data.columns[name] for name in loss.input_columns(data.names)],
@@ -144,7 +143,3 @@ def _prepared(spec: DatasetSpec, seed: int) -> TrainingData:
         return prepare_training_data(spec.objective, spec.data_options(), seed)
     except SemsearchError as exc:
         raise SemsearchError(f"dataset {spec.name!r}: {exc}") from None
-
-
-def _options(spec: DatasetSpec, data: TrainingData) -> dict[str, Any]:
-    return options_for(spec.objective, spec.options, data)
