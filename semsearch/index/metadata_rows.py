@@ -3,8 +3,8 @@
 Why a module: a server turns about ten row numbers per query into dicts, on the path where
 Python holds the GIL. Slicing the table once per hit costs about 15 microseconds (a Table is
 built for each, every column looking up its chunk); finding each row's record batch with
-one `searchsorted` and reading its cells costs a third of that (measured on the 841k-row
-PyPI metadata: 0.148 against 0.054 ms per 10 hits).
+one `searchsorted` and reading its cells costs less than half of that (on the 841k-row
+PyPI metadata: 0.081 against 0.037 ms per 10 hits, `benchmarks/hit_metadata.py`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,64 @@
+"""Turning search hits' row numbers into metadata dicts: one table slice per hit against
+`MetadataRows` (each row's record batch found by `searchsorted`, its cells read directly).
+
+Why: a server does this for about ten rows per query while holding the GIL, so its cost
+is paid in every request's latency. Both ways read the same opened snapshot's metadata and
+must give the same dicts (checked); the figure is one thread's CPU per 10 hits.
+
+    python benchmarks/hit_metadata.py --index-dir benchmarks/out/indexes --index pypi-fp16
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import DEFAULT_OUT_DIR, REPO_ROOT, base_parser, environment, markdown_table
+
+QUERIES = 2000
+HITS = 10
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    parser.add_argument("--index", default="pypi")
+    args = parser.parse_args()
+    from semsearch.index.snapshot import open_snapshot
+    from semsearch.index.store import IndexFolder
+
+    snapshot = open_snapshot(IndexFolder(args.index_dir / args.index))
+    rows_of = snapshot.hit_metadata
+    table = snapshot.metadata.select(rows_of.names)
+    rng = np.random.default_rng(0)
+    queries = [np.sort(rng.choice(table.num_rows, HITS, replace=False)) for _ in range(QUERIES)]
+
+    def sliced(rows: np.ndarray) -> list[dict]:
+        return [table.slice(int(row), 1).to_pylist()[0] for row in rows]
+
+    assert all(sliced(rows) == rows_of.rows(rows) for rows in queries[:50])
+    record = {"benchmark": "hit_metadata", "index": args.index, "rows": table.num_rows,
+              "columns": len(rows_of.names), "queries": QUERIES, "hits": HITS, "ms_per_10_hits": {},
+              "command": "python benchmarks/hit_metadata.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    for name, way in (("table slice per hit", sliced), ("MetadataRows", rows_of.rows)):
+        started = time.thread_time()
+        for rows in queries:
+            way(rows)
+        record["ms_per_10_hits"][name] = round(1000 * (time.thread_time() - started) / QUERIES, 4)
+    record["environment"] = environment()
+    results = REPO_ROOT / "benchmarks" / "results" / "hit_metadata.jsonl"
+    with results.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    print(
+        markdown_table(
+            ["way", "ms per 10 hits (1 thread)"],
+            [[k, v] for k, v in record["ms_per_10_hits"].items()],
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
