@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
-.PHONY: setup demo test test-slow test-ray fuzz lint bench clean
+.PHONY: setup setup-gpu demo test test-slow test-ray test-gpu fuzz lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -37,6 +37,24 @@ $(VENV)/.ray-installed: $(VENV)/.installed
 
 test-ray: $(VENV)/.ray-installed
 	$(VENV)/bin/python -m pytest -q -m ray
+
+# On a CUDA machine: torch from PyPI (its Linux wheel is the CUDA build) and GPU FAISS in
+# place of faiss-cpu. Both install the same `faiss` module, so faiss-cpu is removed first and
+# faiss-gpu reinstalled over what it left. `make test-gpu` runs the tests marked `gpu`.
+GPU_VENV ?= .venv-gpu
+$(GPU_VENV)/.installed: pyproject.toml
+	python3 -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install -q --upgrade pip
+	$(GPU_VENV)/bin/python -m pip install -q "torch==2.13.0"
+	$(GPU_VENV)/bin/python -m pip install -q -e ".[test,gpu]"
+	$(GPU_VENV)/bin/python -m pip uninstall -q -y faiss-cpu
+	$(GPU_VENV)/bin/python -m pip install -q --force-reinstall --no-deps "faiss-gpu-cu12>=1.14,<2"
+	touch $@
+
+setup-gpu: $(GPU_VENV)/.installed
+
+test-gpu: setup-gpu
+	$(GPU_VENV)/bin/python -m pytest -q -m gpu -rs
 
 # A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
 # through build and query; `make test` runs 40 fixed ones, `make test-slow` 300 more.

@@ -135,3 +135,17 @@ def beir(tmp_path: Path) -> Path:
     qrels = "".join(f"q{i}\tdoc{i}\t1\n" for i in range(6))
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
     return folder
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run only where torch sees a CUDA GPU and FAISS has GPU support."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_tests:
+        return
+    from semsearch.index.gpu import gpu_count
+
+    if torch.cuda.is_available() and gpu_count():
+        return
+    reason = "needs a CUDA GPU and GPU FAISS (pip install 'semsearch[gpu]')"
+    for item in gpu_tests:
+        item.add_marker(pytest.mark.skip(reason=reason))

@@ -14,6 +14,7 @@ from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
     EncodeBatch,
+    FaissDeviceOption,
     IndexDir,
     JsonFlag,
     app,
@@ -77,7 +78,7 @@ def add(
         result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
                                  on_ray, device)  # fmt: skip
     else:
-        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size)
+        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size, device=device)
     _report(folder.name, result, json_output)
 
 
@@ -117,6 +118,7 @@ def reindex(
     memory_budget: Annotated[
         str | None, typer.Option(help="Memory the index may take (e.g. 2G).")
     ] = None,
+    device: FaissDeviceOption = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
 ) -> None:
@@ -132,7 +134,8 @@ def reindex(
     folder = find_index(name, index_dir)
     budget = parse_bytes(memory_budget) if memory_budget else None
     if index_type is not None:
-        manifest = rebuild(folder, index_type, target_recall or None, budget, show_progress=show_progress())
+        manifest = rebuild(folder, index_type, target_recall or None, budget,
+                           show_progress=show_progress(), device=device)  # fmt: skip
     if lexical is not None:
         manifest = set_lexical(folder, LexicalSpec() if lexical else None)
     _report_manifest(folder.name, manifest, json_output)
@@ -143,6 +146,7 @@ def reindex(
 def compact(
     name: IndexArgument,
     keep: Annotated[int, typer.Option(help="Generations to keep, the current one included.")] = 1,
+    device: FaissDeviceOption = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
 ) -> None:
@@ -150,7 +154,8 @@ def compact(
     from semsearch.index.maintain import compact as merge
 
     folder = find_index(name, index_dir)
-    _report_manifest(folder.name, merge(folder, keep, show_progress=show_progress()), json_output)
+    manifest = merge(folder, keep, show_progress=show_progress(), device=device)
+    _report_manifest(folder.name, manifest, json_output)
 
 
 @app.command()

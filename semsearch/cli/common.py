@@ -96,7 +96,16 @@ Command = TypeVar("Command", bound=Callable)
 IndexDir = Annotated[
     Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
 ]
-Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N.")]
+Device = Annotated[
+    str,
+    typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N: where the model runs, and "
+                 "FAISS too where it has GPU support (the gpu extra)."),
+]  # fmt: skip
+FaissDeviceOption = Annotated[
+    str,
+    typer.Option("--device", help="Where FAISS trains, adds and tunes: auto (a GPU when FAISS "
+                 "has GPU support, the gpu extra), cpu, cuda or cuda:N."),
+]  # fmt: skip
 EncodeBatch = Annotated[
     int | None,
     typer.Option(
@@ -179,5 +188,5 @@ def show_progress(json_output: bool = False) -> bool:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
-__all__ = ["DEFAULT_INDEX_DIR", "Device", "IndexDir", "JsonFlag", "Quantize", "app", "console",
+__all__ = ["DEFAULT_INDEX_DIR", "Device", "FaissDeviceOption", "IndexDir", "JsonFlag", "Quantize", "app", "console",
            "user_errors"]  # fmt: skip

@@ -100,6 +100,7 @@ def mine(
     options = MiningOptions(
         top_k=top_k, threshold=threshold, top=top, exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
         nprobe=nprobe, show_progress=show_progress(json_output=True),
+        device=device if engine == "local" else "cpu",  # on Ray, FAISS searches on the workers' CPUs
     )  # fmt: skip
     on_ray = ray_options(engine, address, workers, options.show_progress)
     duplicates_out = _duplicates_path(out, duplicates_out, exact_duplicates)

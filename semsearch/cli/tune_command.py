@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
+from semsearch.cli.common import (
+    DEFAULT_INDEX_DIR,
+    Device,
+    IndexDir,
+    JsonFlag,
+    app,
+    console,
+    user_errors,
+)
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
@@ -32,6 +40,7 @@ def tune(
     sample: Annotated[
         int, typer.Option(help="How many of the index's vectors to use as queries.")
     ] = DEFAULT_TUNING_QUERIES,
+    device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
 ) -> None:
@@ -52,11 +61,11 @@ def tune(
     if texts:
         from semsearch.models.bi_encoder import BiEncoder
 
-        encoder = BiEncoder.for_index(folder.manifest().model)
+        encoder = BiEncoder.for_index(folder.manifest().model, device)
         vectors = encoder.encode(texts)
     from semsearch.index.maintain import retune
 
-    result = retune(folder, target_recall, vectors, k=k, sample=sample)
+    result = retune(folder, target_recall, vectors, k=k, sample=sample, device=device)
     if json_output:
         print_json_lines([{"index": folder.name, **result.to_dict()}])
         return

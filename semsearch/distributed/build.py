@@ -63,6 +63,9 @@ class RaySource(ManyFilesSource):
 
     Ray is joined when the files are scanned, after every check that needs no cluster."""
 
+    # `--device` is the workers'; FAISS on the driver takes its GPU when it has one.
+    driver_device = "auto"
+
     def __init__(self, options: BuildOptions, connection: RayConnection) -> None:
         super().__init__(options)
         self.connection = connection
@@ -106,7 +109,7 @@ class RaySource(ManyFilesSource):
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
         workers = self.connection.workers()
         ranges = part_ranges(segment.record.parts, workers.count)
-        if faiss.try_extract_index_ivf(index.faiss) is None or len(ranges) < 2:
+        if not index.is_ivf() or index.device.is_gpu or len(ranges) < 2:
             add_parts(index, segment.iter_parts, sum(len(ids) for ids in segment.part_ids),
                       options.show_progress)  # fmt: skip
             return

@@ -42,6 +42,7 @@ from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
+from semsearch.index.gpu import faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
     IndexSpec,
@@ -208,6 +209,9 @@ def build_index(options: BuildOptions, encoder=None, source: PartSource | None =
         raise SemsearchError(
             f"{source.name} has no non-empty {options.text_column!r} texts: nothing to index"
         )
+    # Where FAISS trains, adds and tunes, checked before the model loads. A cluster's
+    # `--device` is its workers' (the driver's FAISS then takes a GPU when it has one).
+    device = faiss_device(getattr(source, "driver_device", options.device))
     if encoder is None:
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
 
@@ -237,11 +241,13 @@ def build_index(options: BuildOptions, encoder=None, source: PartSource | None =
                 f"{source.name} changed while it was being indexed ({usable} rows with a text, "
                 f"then {total}): build again once it stays the same"
             )
-        index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder, 1)
-        source.fill(index, segment, options)
-        tuning = None
-        if options.target_recall is not None and index.tunable_parameter():
-            tuning = _tune(index, segment, encoder, options)
+        index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder,
+                                    1, device)  # fmt: skip
+        with index.placed(device):
+            source.fill(index, segment, options)
+            tuning = None
+            if options.target_recall is not None and index.tunable_parameter():
+                tuning = _tune(index, segment, encoder, options)
         if tuning is not None:
             spec = replace(spec, search_params={tuning.parameter: tuning.value})
         index_file = index_file_name(1)

@@ -14,6 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from semsearch.errors import SemsearchError
+from semsearch.index.gpu import CPU, FaissDevice, faiss_reason
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
@@ -27,7 +28,9 @@ def sample_vectors(parts: Parts, count: int, seed: int = 0) -> tuple[np.ndarray,
     """`count` (ids, float32 vectors) drawn uniformly without replacement from all parts."""
     sizes = np.array([len(ids) for ids, _ in parts()], dtype=np.int64)
     total = int(sizes.sum())
-    chosen = np.sort(np.random.default_rng(seed).choice(total, size=min(count, total), replace=False))
+    chosen = np.sort(
+        np.random.default_rng(seed).choice(total, size=min(count, total), replace=False)
+    )
     starts = np.concatenate([[0], np.cumsum(sizes)])
     ids_out, vectors_out = [], []
     for position, (ids, vectors) in enumerate(parts()):
@@ -42,20 +45,28 @@ def sample_vectors(parts: Parts, count: int, seed: int = 0) -> tuple[np.ndarray,
 
 
 def trained_index(
-    spec: IndexSpec, dimension: int, parts: Parts, total: int, folder: IndexFolder, generation: int
+    spec: IndexSpec,
+    dimension: int,
+    parts: Parts,
+    total: int,
+    folder: IndexFolder,
+    generation: int,
+    device: FaissDevice = CPU,
 ) -> tuple[VectorIndex, IndexSpec]:
-    """An empty index of `spec`, trained on a sample of the parts when its structure needs it,
-    and the spec naming the trained copy kept in `folder` for segments added later."""
+    """An empty index of `spec`, trained (on `device`) on a sample of the parts when its
+    structure needs it, and the spec naming the trained copy kept in `folder` for segments
+    added later."""
     index = VectorIndex.create(spec, dimension)
     sample_size = index.training_rows(total)
     if not sample_size:
         return index, replace(spec, trained_file=None)
     log.info("training %s on %d of %d vectors", spec.factory, sample_size, total)
     try:
-        index.train(sample_vectors(parts, sample_size)[1])
+        with index.placed(device):
+            index.train(sample_vectors(parts, sample_size)[1])
     except RuntimeError as exc:  # FAISS' own checks, e.g. fewer points than centroids
         raise SemsearchError(
-            f"FAISS cannot train {spec.factory} on {sample_size} vectors ({_faiss_reason(exc)}): "
+            f"FAISS cannot train {spec.factory} on {sample_size} vectors ({faiss_reason(exc)}): "
             "choose another index type"
         ) from exc
     name = f"t-g{generation:06d}.faiss"
@@ -72,13 +83,7 @@ def add_parts(index: VectorIndex, parts: Parts, total: int, show_progress: bool 
                 index.add(np.asarray(vectors, dtype=np.float32), ids)
             except RuntimeError as exc:  # FAISS' own checks, e.g. a graph that needs more rows
                 raise SemsearchError(
-                    f"FAISS cannot add {len(ids)} vectors to this index ({_faiss_reason(exc)}): "
+                    f"FAISS cannot add {len(ids)} vectors to this index ({faiss_reason(exc)}): "
                     "choose another index type"
                 ) from exc
             bar.update(len(ids))
-
-
-def _faiss_reason(exc: RuntimeError) -> str:
-    """The last line of a FAISS error: the check that failed, without the C++ location."""
-    lines = str(exc).strip().splitlines()
-    return lines[-1].split("Error: ")[-1] if lines else type(exc).__name__

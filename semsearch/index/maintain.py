@@ -19,6 +19,7 @@ from semsearch.errors import SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import next_generation, next_segment_number, now, segment_name
+from semsearch.index.gpu import FaissDevice, faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
     LexicalSpec,
@@ -46,26 +47,34 @@ def reindex(
     target_recall: float | None = 0.95,
     memory_budget: int | None = None,
     show_progress: bool = False,
+    device: str = "auto",
 ) -> Manifest:
     """Rebuild the FAISS structure as `requested` (flat, ivf, hnsw, ivfpq, a factory string)
-    over every live row, tuned to `target_recall`; the new generation's manifest."""
+    over every live row, tuned to `target_recall`; the new generation's manifest. FAISS
+    trains, adds and tunes on `device` (`auto`: a GPU when FAISS can use one)."""
     _check_target(target_recall)
+    placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("reindex"):
         manifest = folder.manifest()
         check_opened_files(folder, manifest)  # never build a generation on changed files
         spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
                             manifest.index.metric, memory_budget)  # fmt: skip
-        new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started)
+        new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started,
+                       placement)  # fmt: skip
         write_manifest(folder.path, new)
         return new
 
 
-def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> Manifest:
+def compact(
+    folder: IndexFolder, keep: int = 1, show_progress: bool = False, device: str = "auto"
+) -> Manifest:
     """Merge the segments into one without deleted rows (when there is more than one, or any
-    deleted row) and forget generations older than the newest `keep`."""
+    deleted row) and forget generations older than the newest `keep`; FAISS works on
+    `device` as in `reindex`."""
     if keep < 1:
         raise SemsearchError(f"--keep must be at least 1 (the current generation), not {keep}")
+    placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("compact"):
         manifest = folder.manifest()
@@ -75,7 +84,8 @@ def compact(folder: IndexFolder, keep: int = 1, show_progress: bool = False) -> 
             spec = choose_index(manifest.index.requested, max(manifest.rows, 1),
                                 manifest.model.dimension, manifest.index.metric)  # fmt: skip
             target = (manifest.tuning or {}).get("target")
-            manifest = _rebuild(folder, manifest, spec, target, show_progress, "compact", started)
+            manifest = _rebuild(folder, manifest, spec, target, show_progress, "compact", started,
+                                placement)  # fmt: skip
             write_manifest(folder.path, manifest)
         for number in folder.generations()[:-keep]:
             generation_file(folder.path, number).unlink(missing_ok=True)
@@ -135,10 +145,12 @@ def retune(
     queries: np.ndarray | None = None,
     k: int = TUNING_K,
     sample: int = DEFAULT_TUNING_QUERIES,
+    device: str = "auto",
 ) -> TuningResult:
     """Tune the search parameter on the largest segment's stored vectors (or on `queries`,
-    already encoded) and record it in a new generation."""
+    already encoded) and record it in a new generation; the searches run on `device`."""
     _check_target(target)
+    placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("tune"):
         manifest = folder.manifest()
@@ -156,7 +168,8 @@ def retune(
             queries = prepare_vectors(vectors, manifest.index.metric)
         else:
             query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
-        result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+        with index.placed(placement):
+            result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
         params = {**manifest.index.search_params, result.parameter: result.value}
         new = next_generation(
             manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
@@ -169,7 +182,7 @@ def retune(
 
 def _rebuild(
     folder: IndexFolder, manifest: Manifest, spec, target_recall: float | None,
-    show_progress: bool, kind: str, started: float,
+    show_progress: bool, kind: str, started: float, device: FaissDevice,
 ) -> Manifest:  # fmt: skip
     """One segment over every live row with a new `spec` index: the next generation."""
     generation = manifest.generation + 1
@@ -178,13 +191,15 @@ def _rebuild(
     if total == 0:
         raise SemsearchError(f"index {manifest.name!r} has no live rows to {kind}")
     index, spec = trained_index(spec, manifest.model.dimension, segment.iter_parts, total,
-                                folder, generation)  # fmt: skip
-    add_parts(index, segment.iter_parts, total, show_progress)
+                                folder, generation, device)  # fmt: skip
     tuning = None
-    if target_recall and index.tunable_parameter():
-        query_ids, vectors = sample_vectors(segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1)
-        tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
-                                    segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
+    with index.placed(device):
+        add_parts(index, segment.iter_parts, total, show_progress)
+        if target_recall and index.tunable_parameter():
+            query_ids, vectors = sample_vectors(segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1)
+            tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
+                                        segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
+    if tuning is not None:
         spec = replace(spec, search_params={tuning.parameter: tuning.value})
         log.warning("tuned %s=%d: recall@%d %.3f", tuning.parameter, tuning.value, TUNING_K, tuning.recall)
     index_file = index_file_name(generation)

@@ -204,10 +204,11 @@ def tune_against_exact(
     """Tune `index` on `queries` (prepared) against exact search over the (ids, vectors)
     that `parts()` yields.
 
-    With `query_ids` the queries are stored rows, each left out of its own results.
+    With `query_ids` the queries are stored rows, each left out of its own results. The
+    exact search runs where the index is (a GPU or the CPU).
     """
     extra = 0 if query_ids is None else 1
-    scores, exact = exact_knn(queries, parts(), k + extra, index.metric)
+    scores, exact = exact_knn(queries, parts(), k + extra, index.metric, index.device)
     rescore = None if index.keeps_exact_vectors() else StoredScores(parts, index.metric)
     return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores,
                       rescore=rescore)  # fmt: skip

@@ -23,6 +23,7 @@ from semsearch.corpus import RowFilter, check_id_column, open_corpus, text_hashe
 from semsearch.errors import SemsearchError
 from semsearch.index.filling import add_parts
 from semsearch.index.generation import next_generation, next_segment_number, segment_name
+from semsearch.index.gpu import FaissDevice, faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.index.parts import encode_part
@@ -73,8 +74,11 @@ def add_rows(
     id_column: str | None = None,
     batch_size: int | None = None,
     write_parts: PartsWriter | None = None,
+    device: str = "auto",
 ) -> ChangeResult:
-    """Upsert the rows of a corpus file into the index; see the module docstring."""
+    """Upsert the rows of a corpus file into the index; see the module docstring. The new
+    segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one)."""
+    placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("add"):
         manifest = folder.manifest()
@@ -113,7 +117,8 @@ def add_rows(
         rows = _conform(rows, live.segments[0].schema(), manifest)
         if write_parts is None:
             write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size)
-        record = _write_segment(folder, manifest, rows, ids[todo], text_column, write_parts)
+        record = _write_segment(folder, manifest, rows, ids[todo], text_column, write_parts,
+                                placement)  # fmt: skip
         deletions = live.deleted_by_segment(existing[replaced])
         segments = _with_deletions(folder, manifest, deletions) + [record]
         new = next_generation(
@@ -207,7 +212,7 @@ def _conform(rows: pa.Table, schema: pa.Schema, manifest: Manifest) -> pa.Table:
 
 def _write_segment(
     folder: IndexFolder, manifest: Manifest, rows: pa.Table, ids: np.ndarray, text_column: str,
-    write_parts: PartsWriter,
+    write_parts: PartsWriter, device: FaissDevice,
 ) -> SegmentRecord:  # fmt: skip
     """Encode `rows` into a new segment with its own index; renamed into place when complete."""
     existing = [path.name for path in folder.segments_dir.iterdir()] if folder.segments_dir.is_dir() else []
@@ -220,7 +225,8 @@ def _write_segment(
     parts = writer.part_count()
     segment = Segment(temporary, SegmentRecord(name, rows.num_rows, parts, "", 0))
     index = _empty_index(folder, manifest)
-    add_parts(index, segment.iter_parts, rows.num_rows)
+    with index.placed(device):
+        add_parts(index, segment.iter_parts, rows.num_rows)
     index_file = index_file_name(manifest.generation + 1)
     size = index.write(temporary / index_file)
     lexical_dir = None

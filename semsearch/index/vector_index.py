@@ -5,19 +5,28 @@ A `VectorIndex` wraps one FAISS index whose vectors carry the index's stable int
 parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each call as
 `faiss.SearchParameters*`, so nothing is mutated at query time and one opened index serves
 any number of threads. `exact_knn` is the one exact search of the package.
+
+The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
+`placed(device)` moves the index there for a while and back (`semsearch.index.gpu`);
+what is written is always a CPU index. A GPU that runs out of memory hands the work
+back to the CPU, with a log line, instead of failing the job.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import faiss
 import numpy as np
 
 from semsearch.errors import SemsearchError
+from semsearch.index import gpu
+from semsearch.index.gpu import CPU, FaissDevice
 from semsearch.index.manifest import IndexSpec
 
 log = logging.getLogger(__name__)
@@ -28,6 +37,7 @@ HNSW_EF_CONSTRUCTION = 80
 TRAIN_POINTS_PER_CENTROID = 64
 MIN_TRAINING_ROWS = 10_000
 EF_SEARCH_CANDIDATES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)
+Result = TypeVar("Result")
 
 
 def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
@@ -69,6 +79,9 @@ class VectorIndex:
     def __init__(self, index: faiss.Index, metric: str) -> None:
         self.faiss = index
         self.metric = metric
+        self.device = CPU
+        # The CPU structure, for questions a GPU copy cannot answer (its kind, nlist, HNSW).
+        self._layout = index
 
     @classmethod
     def create(cls, spec: IndexSpec, dimension: int) -> VectorIndex:
@@ -91,7 +104,9 @@ class VectorIndex:
     def read(cls, path: Path, metric: str, expected_bytes: int | None = None) -> VectorIndex:
         """Load an index file, refusing one that is missing, truncated or replaced."""
         if not path.is_file():
-            raise SemsearchError(f"{path} is missing: roll back or rebuild the index with --overwrite")
+            raise SemsearchError(
+                f"{path} is missing: roll back or rebuild the index with --overwrite"
+            )
         size = path.stat().st_size
         if expected_bytes is not None and size != expected_bytes:
             raise SemsearchError(
@@ -107,11 +122,59 @@ class VectorIndex:
         return cls(index, metric)
 
     def write(self, path: Path) -> int:
-        """Write to `path` (through a temporary name) and return its size in bytes."""
+        """Write to `path` (through a temporary name) and return its size in bytes; a GPU
+        index is written as its CPU copy, which opens anywhere."""
         temporary = path.with_name(f".{path.name}.tmp")
-        faiss.write_index(self.faiss, str(temporary))
+        on_disk = gpu.to_cpu(self.faiss) if self.device.is_gpu else self.faiss
+        faiss.write_index(on_disk, str(temporary))
         temporary.replace(path)
         return path.stat().st_size
+
+    def move_to(self, device: FaissDevice) -> bool:
+        """Move the index to `device`; False where it stays (the CPU, or a structure FAISS
+        has no GPU version of)."""
+        if device == self.device:
+            return device.is_gpu
+        if not device.is_gpu:
+            self.move_to_cpu()
+            return False
+        placed = gpu.to_gpu(self.faiss, device.gpu)
+        if placed is None:
+            return False
+        self.faiss, self.device = placed, device
+        return True
+
+    def move_to_cpu(self) -> None:
+        if self.device.is_gpu:
+            self.faiss = self._layout = gpu.to_cpu(self.faiss)
+            self.device = CPU
+
+    @contextmanager
+    def placed(self, device: FaissDevice) -> Iterator[VectorIndex]:
+        """The index on `device` inside the block, back on the CPU after it."""
+        if device == self.device or not self.move_to(device):
+            yield self
+            return
+        try:
+            yield self
+        finally:
+            self.move_to_cpu()
+
+    def _falling_back(
+        self, work: Callable[[], Result], undo: Callable[[], object] | None = None
+    ) -> Result:
+        """`work()`, done again on the CPU (after `undo()`) if the GPU runs out of memory."""
+        try:
+            return work()
+        except (RuntimeError, MemoryError) as exc:
+            if not self.device.is_gpu or not gpu.is_out_of_memory(exc):
+                raise
+            log.warning("the GPU ran out of memory (%s): going on with FAISS on the CPU",
+                        gpu.faiss_reason(exc))  # fmt: skip
+            self.move_to_cpu()
+            if undo is not None:
+                undo()
+            return work()
 
     @property
     def size(self) -> int:
@@ -129,17 +192,18 @@ class VectorIndex:
         """How many vectors to train on: 0 for untrained structures, a bounded sample otherwise."""
         if self.is_trained:
             return 0
-        ivf = faiss.try_extract_index_ivf(self.faiss)
+        ivf = self._ivf()
         centroids = ivf.nlist if ivf is not None else 256
         return min(rows, max(centroids * TRAIN_POINTS_PER_CENTROID, MIN_TRAINING_ROWS))
 
     def train(self, sample: np.ndarray) -> None:
-        log.info("training on %d vectors", len(sample))
-        self.faiss.train(prepare_vectors(sample, self.metric))
+        log.info("training on %d vectors (%s)", len(sample), self.device)
+        sample = prepare_vectors(sample, self.metric)
+        self._falling_back(lambda: self.faiss.train(sample))
 
     def empty_copy(self) -> VectorIndex:
         """The trained structure without its vectors, for segments that are filled later."""
-        copy = faiss.clone_index(self.faiss)
+        copy = faiss.clone_index(gpu.to_cpu(self.faiss) if self.device.is_gpu else self.faiss)
         copy.reset()
         return VectorIndex(copy, self.metric)
 
@@ -148,7 +212,10 @@ class VectorIndex:
         (so they are not copied and normalised a second time)."""
         if len(vectors):
             vectors = vectors if prepared else prepare_vectors(vectors, self.metric)
-            self.faiss.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+            ids = np.ascontiguousarray(ids, dtype=np.int64)
+            # A GPU that failed half-way may hold some of the rows: they are removed first.
+            self._falling_back(lambda: self.faiss.add_with_ids(vectors, ids),
+                               undo=lambda: self.remove(ids))  # fmt: skip
 
     def remove(self, ids: np.ndarray) -> int:
         """Drop `ids` from the structure; the number removed."""
@@ -165,37 +232,50 @@ class VectorIndex:
 
         `queries` must come from `prepare_vectors`; L2 scores are squared distances.
         """
-        search_params = self._search_parameters(params or {}, allowed)
-        return self.faiss.search(queries, k, params=search_params)
+
+        def work() -> tuple[np.ndarray, np.ndarray]:
+            search_params = self._search_parameters(params or {}, allowed)
+            return self.faiss.search(queries, k, params=search_params)
+
+        return self._falling_back(work)
 
     def tunable_parameter(self) -> str | None:
         """`nprobe` for IVF indexes, `efSearch` for HNSW, None for exact ones."""
-        if faiss.try_extract_index_ivf(self.faiss) is not None:
+        if self._ivf() is not None:
             return "nprobe"
-        if _hnsw_of(self.faiss) is not None:
+        if _hnsw_of(self._layout) is not None:
             return "efSearch"
         return None
 
     def parameter_candidates(self, k: int) -> list[int]:
-        """The values of the tunable parameter worth measuring, in increasing order."""
+        """The values of the tunable parameter worth measuring, in increasing order (on a GPU,
+        up to the most lists GPU FAISS probes)."""
         if self.tunable_parameter() == "nprobe":
-            nlist = faiss.extract_index_ivf(self.faiss).nlist
+            nlist = self._ivf().nlist
+            if self.device.is_gpu:
+                nlist = min(nlist, gpu.GPU_MAX_K)
             return [*(2**power for power in range(nlist.bit_length()) if 2**power < nlist), nlist]
         return [value for value in EF_SEARCH_CANDIDATES if value >= k] or [k]
 
     def parameter_ceiling(self) -> int | None:
         """The largest meaningful value of the tunable parameter (nlist for IVF)."""
-        ivf = faiss.try_extract_index_ivf(self.faiss)
+        ivf = self._ivf()
         return int(ivf.nlist) if ivf is not None else None
 
     def keeps_exact_vectors(self) -> bool:
         """True for flat storage (Flat, IVF-Flat, HNSW-Flat): its scores are exact."""
-        ivf = faiss.try_extract_index_ivf(self.faiss)
+        ivf = self._ivf()
         if ivf is not None:
             return isinstance(faiss.downcast_index(ivf), faiss.IndexIVFFlat)
-        core = _core(self.faiss)
+        core = _core(self._layout)
         storage = faiss.downcast_index(core.storage) if hasattr(core, "hnsw") else core
         return isinstance(storage, faiss.IndexFlat)
+
+    def is_ivf(self) -> bool:
+        return self._ivf() is not None
+
+    def _ivf(self) -> faiss.IndexIVF | None:
+        return faiss.try_extract_index_ivf(self._layout)
 
     def _search_parameters(
         self, params: dict[str, int], allowed: IdFilter | None
@@ -246,10 +326,11 @@ class ExactStandIn(VectorIndex):
         self.stands_for = stands_for
 
     @classmethod
-    def replacing(cls, source: VectorIndex, parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> VectorIndex:
+    def replacing(
+        cls, source: VectorIndex, parts: Iterable[tuple[np.ndarray, np.ndarray]]
+    ) -> VectorIndex:
         """`source`, or an exact index over the same (ids, vectors) when that is cheaper."""
-        ivf = faiss.try_extract_index_ivf(source.faiss)
-        if ivf is None or source.size > ivf.nlist:
+        if not source.is_ivf() or source.size > source.parameter_ceiling():
             return source
         exact = VectorIndex.create(IndexSpec("flat", "Flat", source.metric), source.dimension)
         for ids, vectors in parts:
@@ -265,20 +346,39 @@ class ExactStandIn(VectorIndex):
 
 
 def exact_knn(
-    queries: np.ndarray, parts: Iterable[tuple[np.ndarray, np.ndarray]], k: int, metric: str
+    queries: np.ndarray,
+    parts: Iterable[tuple[np.ndarray, np.ndarray]],
+    k: int,
+    metric: str,
+    device: FaissDevice = CPU,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scores and ids of the exact top-k of each query over (ids, vectors) parts streamed in turn.
 
     `queries` must come from `prepare_vectors`; parts are prepared here. Memory stays bounded
-    by one part.
+    by one part. On a GPU device each part is searched there (k up to GPU FAISS' limit),
+    and on the CPU from the first part the GPU has no memory for.
     """
     heap = faiss.ResultHeap(len(queries), k, keep_max=higher_is_better(metric))
+    on_gpu = device.is_gpu and k <= gpu.GPU_MAX_K
     for ids, vectors in parts:
         if len(vectors) == 0:
             continue
-        flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
-        flat.add(prepare_vectors(vectors, metric))
-        scores, positions = flat.search(queries, min(k, len(vectors)))
+        vectors = prepare_vectors(vectors, metric)
+        part_k = min(k, len(vectors))
+        scores = None
+        if on_gpu:
+            try:
+                scores, positions = gpu.knn(queries, vectors, part_k, METRICS[metric], device.gpu)
+            except (RuntimeError, MemoryError) as exc:
+                if not gpu.is_out_of_memory(exc):
+                    raise
+                log.warning("the GPU ran out of memory in an exact search (%s): going on on "
+                            "the CPU", gpu.faiss_reason(exc))  # fmt: skip
+                on_gpu = False
+        if scores is None:
+            flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
+            flat.add(vectors)
+            scores, positions = flat.search(queries, part_k)
         ids = np.asarray(ids, dtype=np.int64)
         found = np.where(positions >= 0, ids[np.maximum(positions, 0)], -1)
         heap.add_result(np.ascontiguousarray(scores), np.ascontiguousarray(found))

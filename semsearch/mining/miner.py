@@ -18,6 +18,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from semsearch.errors import SemsearchError
+from semsearch.index.gpu import CPU, GPU_MAX_K, faiss_device
 from semsearch.index.store import DEFAULT_INDEX_DIR
 from semsearch.mining.collection import (
     Collection,
@@ -51,9 +52,11 @@ class MiningOptions:
     nprobe: int | None = None
     query_chunk: int = QUERY_CHUNK
     show_progress: bool = False
+    device: str = "auto"  # where FAISS searches: auto (a GPU when FAISS has one), cpu, cuda[:N]
 
     def check(self, metric: str) -> None:
         """Refuse options that cannot work, naming the option, before any work is done."""
+        faiss_device(self.device)  # `cuda` without GPU FAISS is refused here, not after encoding
         if self.exact_duplicates not in EXACT_DUPLICATE_MODES:
             raise SemsearchError(
                 f"unknown --exact-duplicates {self.exact_duplicates!r}: choose "
@@ -133,8 +136,11 @@ def _search_pairs(
 ) -> str:
     """Feed every row's neighbours to `pairs`; times the index setup, search and bookkeeping apart."""
     started = time.perf_counter()
+    device = faiss_device(options.device)
+    if options.top_k + 1 > GPU_MAX_K:  # more neighbours than GPU FAISS selects
+        device = CPU
     index, structure = search_structure(
-        vectors, collection.metric, collection.trained_index(), options.nprobe
+        vectors, collection.metric, collection.trained_index(), options.nprobe, device
     )
     timings["search_index_setup"] = time.perf_counter() - started
     started = time.perf_counter()

@@ -2,11 +2,13 @@
 
 Up to AUTO_EXACT_LIMIT vectors the search is exact (Flat). Above it, it uses the trained
 structure of the index the vectors came from, or an IVF index trained on the spot, so the
-cost grows about linearly with the collection instead of quadratically.
+cost grows about linearly with the collection instead of quadratically. On a GPU device
+the structure is filled and searched there.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,9 +16,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
+from semsearch.index.gpu import CPU, GPU_MAX_K, FaissDevice
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.vector_index import VectorIndex
 
+log = logging.getLogger(__name__)
 # Trained structures with inverted lists can be emptied and refilled with some of their rows.
 REFILLABLE = ("IVF",)
 
@@ -35,6 +39,7 @@ def search_structure(
     metric: str,
     trained: tuple[VectorIndex, dict[str, int], str] | None = None,
     nprobe: int | None = None,
+    device: FaissDevice = CPU,
 ) -> tuple[SearchStructure, str]:
     """A structure over `vectors` (ids are their positions) to search them with, and a few
     words on what it is.
@@ -43,16 +48,24 @@ def search_structure(
     search parameters and factory string); an IVF one is filled with the vectors and used.
     """
     rows, dimension = vectors.shape
+    where = f", on {device}" if device.is_gpu else ""
     if rows <= AUTO_EXACT_LIMIT:
         exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
+        exact.move_to(device)
         exact.add(vectors, np.arange(rows), prepared=True)
-        return SearchStructure(exact, {}), "Flat (exact)"
+        return SearchStructure(exact, {}), f"Flat (exact{where})"
+    if device.is_gpu and nprobe is not None and nprobe > GPU_MAX_K:
+        log.warning("GPU FAISS probes at most %d lists: --nprobe %d becomes %d", GPU_MAX_K,
+                    nprobe, GPU_MAX_K)  # fmt: skip
+        nprobe = GPU_MAX_K
     params = {"nprobe": nprobe} if nprobe is not None else {}
     if trained is not None and trained[2].startswith(REFILLABLE):
         index, own_params, factory = trained
+        index.move_to(device)
         index.add(vectors, np.arange(rows), prepared=True)
-        return SearchStructure(index, {**own_params, **params}), f"{factory} (the index's own centroids)"
-    return _train_ivf(vectors, metric, params)
+        about = f"{factory} (the index's own centroids{where})"
+        return SearchStructure(index, {**own_params, **params}), about
+    return _train_ivf(vectors, metric, params, device)
 
 
 @dataclass(frozen=True)
@@ -92,13 +105,15 @@ def _without_self(positions: np.ndarray, start: int, k: int) -> np.ndarray:
 
 
 def _train_ivf(
-    vectors: np.ndarray, metric: str, params: dict[str, int]
+    vectors: np.ndarray, metric: str, params: dict[str, int], device: FaissDevice
 ) -> tuple[SearchStructure, str]:
     spec = choose_index("ivf", len(vectors), vectors.shape[1], metric)
     index = VectorIndex.create(spec, vectors.shape[1])
+    index.move_to(device)
     sample = np.random.default_rng(0).choice(
         len(vectors), size=index.training_rows(len(vectors)), replace=False
     )
     index.train(vectors[np.sort(sample)])
     index.add(vectors, np.arange(len(vectors)), prepared=True)
-    return SearchStructure(index, {**spec.search_params, **params}), f"{spec.factory} (trained for mining)"
+    where = f", on {device}" if index.device.is_gpu else ""
+    return SearchStructure(index, {**spec.search_params, **params}), f"{spec.factory} (trained for mining{where})"

@@ -1,0 +1,142 @@
+"""FAISS on a GPU: which device, moving an index there and back, exact search there.
+
+Why a module of its own: GPU FAISS is optional (the `gpu` extra installs faiss-gpu-cu12
+in place of faiss-cpu), so every GPU call goes through here, behind a check that this
+FAISS build has GPU support and a CUDA device is visible. Indexes only visit the GPU for
+the heavy work (k-means training, adding, tuning and mining searches) and are always
+written as CPU indexes, so an index built on a GPU opens on any machine.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+
+import faiss
+import numpy as np
+
+from semsearch.errors import SemsearchError
+
+log = logging.getLogger(__name__)
+
+# GPU FAISS selects at most this many results per query, and probes at most this many lists.
+GPU_MAX_K = 2048
+INSTALL_HINT = "pip install 'semsearch[gpu]' (faiss-gpu-cu12 in place of faiss-cpu)"
+
+
+@dataclass(frozen=True)
+class FaissDevice:
+    """Where FAISS works: a GPU number, or None for the CPU."""
+
+    gpu: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpu is not None
+
+    def __str__(self) -> str:
+        return "cpu" if self.gpu is None else f"cuda:{self.gpu}"
+
+
+CPU = FaissDevice()
+
+
+def gpu_count() -> int:
+    """CUDA devices this FAISS build can use: 0 for faiss-cpu or without a visible GPU."""
+    if not hasattr(faiss, "StandardGpuResources"):
+        return 0
+    return int(faiss.get_num_gpus())
+
+
+def faiss_device(device: str = "auto") -> FaissDevice:
+    """The FAISS device for a `--device` value: `auto` takes GPU 0 when this FAISS build and
+    the machine have one (else the CPU, said once in the log); `cuda[:N]` requires it."""
+    if device == "cpu":
+        return CPU
+    if device == "auto":
+        if gpu_count():
+            return FaissDevice(0)
+        _log_cpu_fallback()
+        return CPU
+    if device != "cuda" and not device.startswith("cuda:"):
+        raise SemsearchError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N")
+    number = device.partition(":")[2]
+    if number and not number.isdigit():
+        raise SemsearchError(
+            f"unknown device {device!r}: write the GPU number as cuda:0, cuda:1 ..."
+        )
+    if not hasattr(faiss, "StandardGpuResources"):
+        raise SemsearchError(
+            f"--device {device} needs FAISS with GPU support and this one is faiss-cpu: "
+            f"{INSTALL_HINT}, or use --device cpu"
+        )
+    count = gpu_count()
+    gpu = int(number or 0)
+    if gpu >= count:
+        seen = f"sees {count} GPU{'s' if count != 1 else ''}" if count else "sees no CUDA GPU"
+        raise SemsearchError(f"--device {device} was asked for but FAISS {seen}: use --device cpu")
+    return FaissDevice(gpu)
+
+
+@cache
+def _log_cpu_fallback() -> None:
+    """One line per process: where a GPU is present but FAISS cannot use it, a warning."""
+    import torch  # already loaded wherever an encoder is
+
+    if torch.cuda.is_available():
+        log.warning("FAISS runs on the CPU: this FAISS build has no GPU support (%s)", INSTALL_HINT)
+    else:
+        log.info("FAISS runs on the CPU: no CUDA GPU is visible")
+
+
+@cache
+def resources(gpu: int):
+    """One `StandardGpuResources` per GPU and process: it holds the GPU's scratch memory."""
+    return faiss.StandardGpuResources()
+
+
+def to_gpu(index: faiss.Index, gpu: int) -> faiss.Index | None:
+    """A copy of `index` on GPU `gpu`, or None (logged) for structures FAISS has no GPU
+    version of (HNSW, some product quantizers): those stay on the CPU."""
+    options = faiss.GpuClonerOptions()
+    options.indicesOptions = faiss.INDICES_64_BIT  # the index's own int64 ids
+    try:
+        return faiss.index_cpu_to_gpu(resources(gpu), gpu, index, options)
+    except RuntimeError as exc:
+        log.info("%s stays on the CPU: FAISS cannot place it on a GPU (%s)",
+                 type(faiss.downcast_index(index)).__name__, faiss_reason(exc))  # fmt: skip
+        return None
+
+
+def to_cpu(index: faiss.Index) -> faiss.Index:
+    """The CPU copy of a GPU index (what is written to disk)."""
+    return faiss.index_gpu_to_cpu(index)
+
+
+def is_gpu_index(index: faiss.Index) -> bool:
+    """Whether `index` (or the index inside its id map) lives on a GPU."""
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexIDMap | faiss.IndexIDMap2):
+        index = faiss.downcast_index(index.index)
+    return type(index).__name__.startswith("Gpu")
+
+
+def knn(
+    queries: np.ndarray, vectors: np.ndarray, k: int, metric: int, gpu: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k (scores, positions) of prepared `queries` among prepared `vectors` on a GPU,
+    without building an index (FAISS' brute-force kernel)."""
+    return faiss.knn_gpu(resources(gpu), queries, vectors, k, metric=metric, device=gpu)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether a FAISS error is a failed GPU allocation."""
+    text = str(exc).lower()
+    return "out of memory" in text or "alloc fail" in text or "cudamalloc" in text
+
+
+def faiss_reason(exc: BaseException) -> str:
+    """The last line of a FAISS error: the check that failed, without the C++ location."""
+    lines = str(exc).strip().splitlines()
+    return lines[-1].split("Error: ")[-1] if lines else type(exc).__name__

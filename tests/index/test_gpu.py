@@ -1,0 +1,185 @@
+"""FAISS device choice, its CPU fallback and its errors (everywhere), and FAISS on the GPU
+(tests marked `gpu`, run where torch sees CUDA and FAISS has GPU support)."""
+
+from __future__ import annotations
+
+import logging
+
+import faiss
+import numpy as np
+import pytest
+
+from semsearch.errors import SemsearchError
+from semsearch.index import gpu
+from semsearch.index.gpu import CPU, FaissDevice, faiss_device, gpu_count
+from semsearch.index.manifest import IndexSpec
+from semsearch.index.tune import tune_against_exact
+from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
+from semsearch.mining.neighbours import search_in_chunks, search_structure
+
+no_gpu_faiss = pytest.mark.skipif(gpu_count() > 0, reason="this FAISS has a GPU to use")
+
+
+def _vectors(rows: int, dimension: int = 32, seed: int = 0) -> np.ndarray:
+    """Clustered unit vectors, so that IVF lists and nearest neighbours mean something."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(16, dimension))
+    points = centres[rng.integers(0, 16, rows)] + 0.3 * rng.normal(size=(rows, dimension))
+    return prepare_vectors(points.astype(np.float32), "cosine")
+
+
+def _ivf(rows: np.ndarray, nlist: int = 32) -> VectorIndex:
+    return VectorIndex.create(IndexSpec("ivf", f"IVF{nlist},Flat", "cosine"), rows.shape[1])
+
+
+@pytest.fixture()
+def fresh_fallback_log():
+    gpu._log_cpu_fallback.cache_clear()
+    yield
+    gpu._log_cpu_fallback.cache_clear()
+
+
+def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
+    assert faiss_device("cpu") == CPU and not CPU.is_gpu and str(CPU) == "cpu"
+    for wrong in ("tpu", "cuda:first", "gpu"):
+        with pytest.raises(SemsearchError, match="unknown device"):
+            faiss_device(wrong)
+
+
+@no_gpu_faiss
+def test_auto_falls_back_to_the_cpu_with_one_log_line(caplog, fresh_fallback_log) -> None:
+    with caplog.at_level(logging.INFO, logger="semsearch.index.gpu"):
+        assert faiss_device("auto") == CPU
+        assert faiss_device("auto") == CPU
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("FAISS runs on the CPU")
+
+
+@no_gpu_faiss
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_cuda_without_gpu_faiss_is_one_clear_error(device) -> None:
+    with pytest.raises(SemsearchError) as caught:
+        faiss_device(device)
+    message = str(caught.value)
+    assert "\n" not in message and "--device cpu" in message
+    assert "GPU support" in message or "GPU" in message
+
+
+class _FailsHalfWay:
+    """A FAISS index that adds half of a batch and then reports a failed GPU allocation, the
+    way a GPU index that runs out of memory mid-add can leave itself."""
+
+    def __init__(self, inner: faiss.Index) -> None:
+        self.inner = inner
+
+    def add_with_ids(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        half = len(ids) // 2
+        self.inner.add_with_ids(vectors[:half], ids[:half])
+        raise RuntimeError("Error in virtual void* faiss::gpu::StandardGpuResourcesImpl::"
+                           "allocMemory: Error: 'err == cudaSuccess' failed: StandardGpuResources: "
+                           "alloc fail type TemporaryMemoryBuffer dev 0 space Device stream 0 "
+                           "size 1073741824 bytes (cudaMalloc error out of memory [2])")  # fmt: skip
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def test_a_gpu_out_of_memory_mid_add_goes_on_on_the_cpu_without_duplicates(
+    monkeypatch, caplog
+) -> None:
+    vectors = _vectors(400)
+    ids = np.arange(1000, 1400)
+    index = VectorIndex.create(IndexSpec("flat", "Flat", "cosine"), vectors.shape[1])
+    inner = index.faiss
+    index.faiss, index.device = _FailsHalfWay(inner), FaissDevice(0)  # as if placed on GPU 0
+    monkeypatch.setattr(gpu, "to_cpu", lambda failing: failing.inner)  # its CPU copy
+    with caplog.at_level(logging.WARNING, logger="semsearch.index.vector_index"):
+        index.add(vectors, ids, prepared=True)
+    assert index.device == CPU and index.faiss is inner
+    assert index.size == 400  # the half added before the failure was removed, then all added
+    _, found = index.search(vectors[:5], 1)
+    assert found[:, 0].tolist() == ids[:5].tolist()
+    assert ["going on with FAISS on the CPU" in r.getMessage() for r in caplog.records] == [True]
+
+
+def test_other_faiss_errors_are_not_taken_for_out_of_memory() -> None:
+    assert not gpu.is_out_of_memory(RuntimeError("Error: 'n >= nlist' failed: too few points"))
+    assert gpu.is_out_of_memory(MemoryError("std::bad_alloc: cudaMalloc failed, out of memory"))
+
+
+def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
+    index = _ivf(_vectors(10))
+    with index.placed(CPU) as placed:
+        assert placed is index and index.device == CPU
+    assert not gpu.is_gpu_index(index.faiss)
+
+
+# ---- on a GPU ---------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_train_add_tune_on_the_gpu_matches_the_cpu_and_writes_a_cpu_index(tmp_path) -> None:
+    vectors = _vectors(20_000)
+    ids = np.arange(len(vectors))
+    indexes = {}
+    for device in (CPU, FaissDevice(0)):
+        index = _ivf(vectors, nlist=64)
+        with index.placed(device):
+            assert index.device == device
+            index.train(vectors[:5_000])
+            index.add(vectors, ids, prepared=True)
+            result = tune_against_exact(index, vectors[:200], lambda: [(ids, vectors)], 0.95, 10,
+                                        ids[:200])  # fmt: skip
+        assert index.device == CPU and not gpu.is_gpu_index(index.faiss)
+        size = index.write(tmp_path / f"{device}.faiss")
+        assert size > 0
+        indexes[str(device)] = (VectorIndex.read(tmp_path / f"{device}.faiss", "cosine"), result)
+    cpu_tuning, (gpu_index, gpu_tuning) = indexes["cpu"][1], indexes["cuda:0"]
+    assert not gpu.is_gpu_index(gpu_index.faiss) and gpu_index.size == len(vectors)
+    assert gpu_tuning.met and abs(gpu_tuning.value - cpu_tuning.value) <= cpu_tuning.value
+    _, exact = exact_knn(vectors[:300], [(ids, vectors)], 10, "cosine")
+    _, found = gpu_index.search(vectors[:300], 10, {"nprobe": 64})  # every list: exact
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)]) >= 0.99
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
+def test_exact_search_on_the_gpu_equals_the_cpu(metric) -> None:
+    vectors = _vectors(5_000, seed=1)
+    parts = [(np.arange(0, 2_500), vectors[:2_500]), (np.arange(2_500, 5_000), vectors[2_500:])]
+    queries = prepare_vectors(vectors[:100], metric)
+    cpu_scores, cpu_ids = exact_knn(queries, parts, 10, metric)
+    gpu_scores, gpu_ids = exact_knn(queries, parts, 10, metric, FaissDevice(0))
+    assert np.mean(cpu_ids == gpu_ids) >= 0.99  # ties may swap
+    np.testing.assert_allclose(gpu_scores, cpu_scores, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_mining_searches_on_the_gpu_find_the_same_neighbours() -> None:
+    vectors = _vectors(3_000, seed=2)
+    found = {}
+    for device in (CPU, FaissDevice(0)):
+        structure, about = search_structure(vectors, "cosine", device=device)
+        assert ("cuda:0" in about) == device.is_gpu
+        found[str(device)] = np.concatenate(
+            [chunk.positions for chunk in search_in_chunks(structure, vectors, 5, 1_000)]
+        )
+    assert np.mean(found["cpu"] == found["cuda:0"]) >= 0.99
+
+
+@pytest.mark.gpu
+def test_a_gpu_that_runs_out_of_memory_hands_the_add_to_the_cpu(caplog) -> None:
+    import torch
+
+    vectors = _vectors(400_000, dimension=256)
+    index = VectorIndex.create(IndexSpec("flat", "Flat", "cosine"), 256)
+    index.move_to(FaissDevice(0))
+    free, _ = torch.cuda.mem_get_info()
+    ballast = torch.empty(max(free - (64 << 20), 0), dtype=torch.uint8, device="cuda")
+    try:
+        with caplog.at_level(logging.WARNING):
+            index.add(vectors, np.arange(len(vectors)), prepared=True)  # 400 MB: does not fit
+    finally:
+        del ballast
+    assert index.device == CPU and index.size == len(vectors)
+    assert any("ran out of memory" in record.getMessage() for record in caplog.records)
