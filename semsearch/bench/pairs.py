@@ -212,7 +212,9 @@ def measure_bi_encoder(
     """Encode every text and mine the most similar pairs, timed end to end."""
     encoder.encode(texts[: options.batch_size], options.batch_size)  # warm-up, untimed
     collection = TextCollection(texts, encoder, options.batch_size)
-    mining = MiningOptions(top_k=options.top_k, top=options.top)
+    # FAISS searches beside the model: on the GPU where the model runs there (and FAISS can).
+    faiss_device = "cpu" if encoder.device.type == "cpu" else "auto"
+    mining = MiningOptions(top_k=options.top_k, top=options.top, device=faiss_device)
     started = time.perf_counter()
     result = mine_paraphrases(collection, mining)
     seconds = time.perf_counter() - started
