@@ -38,24 +38,28 @@ class Index:
     def generations(self) -> list[Manifest]:
         return [self.folder.manifest(number) for number in self.folder.generations()]
 
-    def add(self, rows: pa.Table | str | Path, encoder=None, batch_size: int | None = None) -> ChangeResult:
-        """Upsert `rows` (a table or a corpus file) by the index's id column."""
+    def add(self, rows: pa.Table | str | Path, encoder=None, batch_size: int | None = None,
+            device: str = "auto") -> ChangeResult:  # fmt: skip
+        """Upsert `rows` (a table or a corpus file) by the index's id column; FAISS adds on
+        `device` (`auto`: a GPU when FAISS can use one)."""
         if isinstance(rows, pa.Table):
             with tempfile.TemporaryDirectory() as scratch:
                 path = Path(scratch) / "rows.parquet"
                 pq.write_table(rows, path)
-                return update.add_rows(self.folder, path, encoder, batch_size=batch_size)
-        return update.add_rows(self.folder, Path(rows), encoder, batch_size=batch_size)
+                return update.add_rows(self.folder, path, encoder, batch_size=batch_size,
+                                       device=device)  # fmt: skip
+        return update.add_rows(self.folder, Path(rows), encoder, batch_size=batch_size, device=device)
 
     def delete(self, ids: list | None = None, where: str | None = None) -> ChangeResult:
         return update.delete_rows(self.folder, None if ids is None else [str(i) for i in ids], where)
 
     def reindex(self, index_type: str, target_recall: float | None = 0.95,
-                memory_budget: int | None = None) -> Manifest:  # fmt: skip
-        return maintain.reindex(self.folder, index_type, target_recall, memory_budget)
+                memory_budget: int | None = None, device: str = "auto") -> Manifest:  # fmt: skip
+        return maintain.reindex(self.folder, index_type, target_recall, memory_budget,
+                                device=device)  # fmt: skip
 
-    def compact(self, keep: int = 1) -> Manifest:
-        return maintain.compact(self.folder, keep)
+    def compact(self, keep: int = 1, device: str = "auto") -> Manifest:
+        return maintain.compact(self.folder, keep, device=device)
 
     def rollback(self, generation: int) -> Manifest:
         return maintain.rollback(self.folder, generation)
