@@ -157,3 +157,74 @@ def _cpu_model() -> str:
 
 def _total_ram_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+DEFAULT_RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+
+
+def add_results_option(parser: argparse.ArgumentParser) -> None:
+    """`--results-dir`: where the JSON lines of recorded figures go."""
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help=f"folder of the <script>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} "
+                        "with the default --out-dir, else OUT_DIR/results, so smoke runs into a "
+                        "scratch folder never touch the recorded figures)")  # fmt: skip
+
+
+def results_file(args: argparse.Namespace, script: str) -> Path:
+    """The JSON-lines file of `script`'s figures for these options (see `add_results_option`)."""
+    folder = args.results_dir
+    if folder is None:
+        folder = (
+            DEFAULT_RESULTS_DIR if args.out_dir == DEFAULT_OUT_DIR else args.out_dir / "results"
+        )
+    return folder / f"{script}.jsonl"
+
+
+def command_line() -> str:
+    """The exact command this process was started with, as one shell-quoted line."""
+    import shlex
+    import sys
+
+    return shlex.join(["python", *sys.argv])
+
+
+def device_label(device: str = "cpu") -> str:
+    """What a figure ran on: the GPU's name for a CUDA device, else the CPU model and cores."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"cpu: {_cpu_model()} ({os.cpu_count()} cores)"
+
+
+def append_result_lines(path: Path, lines: list[dict]) -> None:
+    """Append one JSON line per figure, each stamped with the date if it has none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with open(path, "a", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps({"date": date, **line}, ensure_ascii=False, default=str) + "\n")
+    print(f"appended {len(lines)} line(s) to {path}", flush=True)
+
+
+def stored_vectors(index_dir: Path, name: str) -> np.ndarray:
+    """Every vector an index folder stores (float32, its segments in order), read back from
+    the segments' parts rather than re-encoded."""
+    from semsearch.index.segment import Segment
+    from semsearch.index.store import find_index
+
+    folder = find_index(name, index_dir)
+    parts = [vectors for record in folder.manifest().segments
+             for _, vectors in Segment(folder.segment_dir(record.name), record).iter_parts()]  # fmt: skip
+    return np.concatenate(parts).astype(np.float32, copy=False)
+
+
+def tied_recall_at_k(found: np.ndarray, queries: np.ndarray, vectors: np.ndarray,
+                     exact_scores: np.ndarray) -> float:  # fmt: skip
+    """Recall@k of `found` rows ([queries, k], -1 for none) against exact inner-product search,
+    tie-aware: a found row counts when it scores at least the exact k-th score (identical
+    texts swapped for each other are no loss). `exact_scores` [queries, k], best first."""
+    valid = found >= 0
+    scores = np.einsum("qkd,qd->qk", vectors[np.where(valid, found, 0)], queries)
+    hits = valid & (scores >= exact_scores[:, -1:] - 1e-4)
+    return float(np.minimum(hits.sum(axis=1), found.shape[1]).mean() / found.shape[1])

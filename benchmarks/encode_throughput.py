@@ -8,13 +8,32 @@ alternating which goes first; figures are medians over rounds. Every row's vecto
 compared with sentence-transformers' fp32 vectors (goal: mean cosine >= 0.999, min >= 0.995).
 `--variant` adds semsearch-only rows (batch size, token budget, precision) to see what pays.
 On a GPU the rows also give peak GPU memory and the model's FLOP rate against the bf16 peak.
+
+Issue 15's figures: `--st-references` (on by default with `--device cuda`) adds
+sentence-transformers at its defaults (`encode(texts)`: batch 32, fp32 weights) and at its
+fastest documented setting (bf16 weights, `--st-fastest-batch` rows per batch); each corpus
+then appends one JSON line to `results/encode_throughput.jsonl` with semsearch's best row
+(texts/s, ratios to both, cosines, share of the bf16 peak) and prints the goals beside it.
+`--random-base-model` times a randomly initialised BERT-base-shaped model (all-mpnet-base-v2's
+shape) that both encoders load, for its FLOP utilisation; a `pack` variant times packed
+sequences (`BiEncoder.encode(..., packing=True)`).
+
+    python benchmarks/encode_throughput.py --device cuda --model /tmp/model --data-dir .gpu/data \
+        --pypi-rows 100000 --debian-rows 20000 --batch-size 256 --variant b=default \
+        --variant b=default,pack --repeats 3
 """
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import copy
+import inspect
+import json
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,13 +45,18 @@ import pyarrow.parquet as pq
 import torch
 from common import (
     PeakRss,
+    add_results_option,
     add_threads_option,
+    append_result_lines,
     args_dict,
     base_parser,
+    command_line,
+    device_label,
     environment,
     load_sentence_transformer,
     markdown_table,
     reference_model_path,
+    results_file,
     set_threads,
     write_json,
 )
@@ -43,6 +67,15 @@ WARMUP_TEXTS = 2_000
 CORPORA = ("pypi_summaries", "debian_long")
 ANCHOR = "sentence-transformers"
 ANCHOR_BF16 = "sentence-transformers bf16"
+ST_DEFAULT = "sentence-transformers defaults (batch 32, fp32)"
+ST_DEFAULT_BATCH = 32
+# Issue 15's goals on one H100: texts/s per corpus, and ratios to the two references.
+RATE_GOALS = {"pypi_summaries": 100_000, "debian_long": 40_000}
+RATIO_GOALS = {"ratio_st_default": 4.0, "ratio_st_fastest": 1.5}
+COSINE_GOALS = (0.999, 0.995)  # mean, min against sentence-transformers' fp32 vectors
+# all-mpnet-base-v2's shape, for `--random-base-model`.
+BASE_SHAPE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
+              "intermediate_size": 3072}  # fmt: skip
 # Dense bf16 tensor-core peak of the H100/H200 SXM data sheets, TFLOP/s.
 SPEC_BF16_PEAK_TFLOPS = 989.4
 Encode = Callable[[list[str]], np.ndarray]
@@ -58,19 +91,22 @@ class Variant:
     precision: str = "auto"
     int8: bool = False
     pin: bool = True
+    packing: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Variant:
-        """`b=512,t=32768,p=bf16` (t and p optional; b=default for the device's); `b=32,int8`."""
+        """`b=512,t=32768,p=bf16` (t and p optional; b=default for the device's); `b=32,int8`;
+        `pack` packs the sequences (no padding work)."""
         fields = dict(part.split("=") if "=" in part else (part, "1") for part in text.split(","))
         batch = None if fields["b"] == "default" else int(fields["b"])
         return cls(batch_size=batch, max_tokens=int(fields["t"]) if "t" in fields else None,
                    precision=fields.get("p", "auto"), int8="int8" in fields,
-                   pin="nopin" not in fields)  # fmt: skip
+                   pin="nopin" not in fields, packing="pack" in fields)  # fmt: skip
 
     @property
     def label(self) -> str:
         kind = f"{self.precision}{' int8' if self.int8 else ''}{'' if self.pin else ' unpinned'}"
+        kind += " packed" if self.packing else ""
         if self.batch_size is None:
             return f"semsearch {kind} (device default batches)"
         budget = f", {self.max_tokens} tokens" if self.max_tokens else ""
@@ -82,12 +118,14 @@ class Variant:
         if self.int8:
             model = BiEncoder.load(str(model_path), device="cpu", quantization="int8")
 
+        packing = {"packing": True} if self.packing else {}
+
         def encode(texts: list[str]) -> np.ndarray:
             bi_encoder.PIN_MEMORY = self.pin
             try:
                 return model.encode(texts, batch_size=self.batch_size,
                                     precision=self.precision,  # type: ignore[arg-type]
-                                    max_batch_tokens=self.max_tokens)  # fmt: skip
+                                    max_batch_tokens=self.max_tokens, **packing)  # fmt: skip
             finally:
                 bi_encoder.PIN_MEMORY = True
 
@@ -163,7 +201,22 @@ def compared_encoders(ours: BiEncoder, anchor, args) -> dict[str, Encode]:
                 ANCHOR: st(anchor)}  # fmt: skip
     if args.anchor_bf16:
         encoders[ANCHOR_BF16] = st(copy.deepcopy(anchor).to(torch.bfloat16))
+    if args.st_references:
+        # As a user calls it: `encode(texts)` with its defaults (the cosines need no norm).
+        encoders[ST_DEFAULT] = lambda texts: anchor.encode(texts, show_progress_bar=False)
+        fastest = copy.deepcopy(anchor).to(torch.bfloat16)
+
+        def st_fastest(texts: list[str]) -> np.ndarray:
+            vectors = fastest.encode(texts, batch_size=args.st_fastest_batch, normalize_embeddings=True,
+                                     show_progress_bar=False, convert_to_tensor=True)  # fmt: skip
+            return vectors.float().cpu().numpy()
+
+        encoders[st_fastest_label(args)] = st_fastest
     return encoders
+
+
+def st_fastest_label(args) -> str:
+    return f"sentence-transformers fastest (bf16 weights, batch {args.st_fastest_batch})"
 
 
 def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> dict:
@@ -185,6 +238,8 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
             rounds[label].append(spent)
             print(f"  {name} round {round_number + 1}: {label} {spent}", flush=True)
     batches = {label: v.batch_size for label, v in variants.items()}
+    batches[ST_DEFAULT] = ST_DEFAULT_BATCH
+    batches[st_fastest_label(args)] = args.st_fastest_batch
     rows = [row(label, batches.get(label, args.batch_size), rounds[label], len(texts), tokens)
             for label in encoders]  # fmt: skip
     anchor_rate = next(r for r in rows if r["encoder"] == ANCHOR)["texts_per_s"]
@@ -217,6 +272,98 @@ def print_table(name: str, texts: int, result: dict, gpu: bool) -> None:
     print(markdown_table(headers, lines), flush=True)
 
 
+def figure_line(name: str, result: dict, args) -> dict:
+    """Issue 15's JSON line for one corpus: semsearch's best row against both references.
+
+    The best row is the fastest semsearch row whose vectors meet the cosine goals (the
+    fastest of all if none does; `cosines_meet_goal` then says so)."""
+    rows = {r["encoder"]: r for r in result["rows"]}
+    ours = [r for label, r in rows.items() if label.startswith("semsearch")]
+    good = [
+        r
+        for r in ours
+        if r["cosine_mean"] >= COSINE_GOALS[0] and r["cosine_min"] >= COSINE_GOALS[1]
+    ]
+    best = max(good or ours, key=lambda r: r["texts_per_s"])
+    fastest = st_fastest_label(args)
+    if ST_DEFAULT not in rows and args.batch_size == ST_DEFAULT_BATCH:
+        rows[ST_DEFAULT] = rows[ANCHOR]  # the compared anchor then runs at st's defaults
+
+    def ratio(label: str) -> float | None:
+        return round(best["texts_per_s"] / rows[label]["texts_per_s"], 3) if label in rows else None
+
+    gpu = args.device == "cuda"
+    return {"device": device_label(args.device), "command": command_line(), "corpus": name,
+            "model": args.model_label, "texts": best["texts"],
+            "mean_tokens_per_text": result["mean_tokens_per_text"],
+            "texts_per_s": best["texts_per_s"], "semsearch_config": best["encoder"],
+            "ratio_st_default": ratio(ST_DEFAULT), "st_default": ST_DEFAULT,
+            "st_default_texts_per_s": rows.get(ST_DEFAULT, {}).get("texts_per_s"),
+            "ratio_st_fastest": ratio(fastest), "st_fastest": fastest if fastest in rows else None,
+            "st_fastest_texts_per_s": rows.get(fastest, {}).get("texts_per_s"),
+            "mean_cos": round(best["cosine_mean"], 6), "min_cos": round(best["cosine_min"], 6),
+            "cosines_meet_goal": bool(good), "model_tflops": best["model_tflops"] if gpu else None,
+            "flop_utilisation": best["share_of_bf16_peak"] if gpu else None,
+            "peak_tflops": args.peak_tflops if gpu else None}  # fmt: skip
+
+
+def print_goals(line: dict, reference_model: bool) -> None:
+    """Each goal of issue 15 beside the figure, met or not (they are set for one H100)."""
+    checks = [("mean cosine", line["mean_cos"], COSINE_GOALS[0]),
+              ("min cosine", line["min_cos"], COSINE_GOALS[1])]  # fmt: skip
+    if reference_model:
+        checks.insert(0, ("texts/s", line["texts_per_s"], RATE_GOALS[line["corpus"]]))
+    checks += [
+        (f"x {key.removeprefix('ratio_')}", line[key], goal) for key, goal in RATIO_GOALS.items()
+    ]
+    where = (
+        ""
+        if line["device"].startswith(("NVIDIA H100", "NVIDIA H200"))
+        else " (the goals are for an H100)"
+    )
+    print(f"goals, {line['corpus']} on {line['device']}{where}:")
+    for what, value, goal in checks:
+        verdict = "not measured" if value is None else ("met" if value >= goal else "not met")
+        print(f"  {what}: {value} (goal >= {goal:,}): {verdict}")
+    if line["flop_utilisation"] is not None:
+        print(
+            f"  share of the bf16 peak: {line['flop_utilisation']:.2%} ({line['model_tflops']} TFLOP/s)"
+        )
+
+
+def random_base_model(reference: Path, folder: Path) -> Path:
+    """A randomly initialised BERT-base-shaped model (all-mpnet-base-v2's shape) in `folder`,
+    with the reference model's tokenizer and sentence-transformers files (mean pooling), so
+    that both encoders load it. Its vectors mean nothing; it is for timing."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(reference)
+    for key, value in BASE_SHAPE.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    top_level = {"model.safetensors", "config.json", "README.md"}  # the weights and shape are new
+    shutil.copytree(reference, folder, dirs_exist_ok=True,
+                    ignore=lambda where, names: top_level & set(names) if Path(where) == reference else set())  # fmt: skip
+    model.save_pretrained(folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    if pooling.is_file():
+        settings = json.loads(pooling.read_text())
+        settings["word_embedding_dimension"] = BASE_SHAPE["hidden_size"]
+        pooling.write_text(json.dumps(settings, indent=2))
+    return folder
+
+
+def check_packing(variants: list[Variant]) -> None:
+    """Refuse a `pack` variant in one line when this semsearch's encode cannot pack."""
+    if (
+        any(v.packing for v in variants)
+        and "packing" not in inspect.signature(BiEncoder.encode).parameters
+    ):
+        raise SystemExit("a pack variant needs BiEncoder.encode(..., packing=True), which this "
+                         "semsearch does not have yet: drop the variant or update semsearch")  # fmt: skip
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=None,
@@ -240,9 +387,27 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=SPEC_BF16_PEAK_TFLOPS,
                         help="the GPU's dense bf16 peak, for the share-of-peak column")  # fmt: skip
     parser.add_argument("--name", default=None, help="result file name (without .json)")
+    parser.add_argument("--st-references", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time sentence-transformers at its defaults and at its fastest "
+                        "setting, for the JSON lines' ratios (default: on with --device cuda)")  # fmt: skip
+    parser.add_argument("--st-fastest-batch", type=int, default=512,
+                        help="batch size of sentence-transformers' fastest reference (bf16 weights)")  # fmt: skip
+    parser.add_argument("--random-base-model", action="store_true",
+                        help="time a randomly initialised BERT-base-shaped model instead of --model "
+                        "(built with the --model's tokenizer in a temporary folder)")  # fmt: skip
+    add_results_option(parser)
     add_threads_option(parser)
     args = parser.parse_args()
-    args.model = args.model or reference_model_path()
+    check_packing(args.variant)
+    if args.st_references is None:
+        args.st_references = args.device == "cuda"
+    args.model = Path(args.model or reference_model_path())
+    args.model_label = str(args.model)
+    if args.random_base_model:
+        scratch = Path(tempfile.mkdtemp(prefix="semsearch-random-base-"))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+        args.model = random_base_model(args.model, scratch / "model")
+        args.model_label = "random BERT-base shape (12 layers, 768 hidden, 12 heads, 3072 inner)"
     set_threads(args.threads)
     env = environment()
     print(env, flush=True)
@@ -256,6 +421,9 @@ def main() -> None:
         if name in args.corpora:
             results[name] = bench_corpus(name, texts, ours, anchor, args)
             print_table(name, len(texts), results[name], args.device == "cuda")
+            line = figure_line(name, results[name], args)
+            print_goals(line, reference_model=not args.random_base_model)
+            append_result_lines(results_file(args, "encode_throughput"), [line])
             # Written after each corpus, so a run stopped half-way keeps what it measured.
             payload = {"benchmark": "encode_throughput", "args": args_dict(args),
                        "environment": env, "load_average_after": list(os.getloadavg()),

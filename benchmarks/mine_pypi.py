@@ -6,10 +6,17 @@ over the file (its vectors are read back, never re-encoded) and mines with the i
 IVF structure. It reports where the time goes (reading the index, reading its vectors back,
 the neighbour search, assembling pairs), the peak resident memory sampled in a thread, the
 best pairs and the largest groups of identical summaries, and the recall of the mined pairs
-against an exact search for a sample of texts. Without an index, --limit N encodes and
-mines the file's first N rows instead, and --proxy-index builds an index over all rows with
-a hashing bag-of-words encoder (seconds instead of 40 minutes; lexical, not the model), so
-the mining itself can still be timed at full scale.
+against an exact search for a sample of texts. With --limit N (or without an index) it
+encodes and mines the file's first N rows instead, and --proxy-index builds an index over
+all rows with a hashing bag-of-words encoder (seconds instead of 40 minutes; lexical, not
+the model), so the mining itself can still be timed at full scale.
+
+On a GPU (issue 15's goal: <= 60 s over the 841k summaries), `--device cuda` encodes and
+searches there; `--limit 0` mines every row of the file (encoding included), and
+`--model` names the model folder where the bundled package is absent. Each run appends one
+JSON line (date, device, command, rows, seconds, ...) to `results/mine_pypi.jsonl`.
+
+    python benchmarks/mine_pypi.py --device cuda --limit 0 --data-dir .gpu/data --model /tmp/model
 """
 
 from __future__ import annotations
@@ -25,10 +32,15 @@ import pyarrow.parquet as pq
 from common import (
     DEFAULT_OUT_DIR,
     PeakRss,
+    add_results_option,
+    append_result_lines,
     args_dict,
     base_parser,
+    command_line,
+    device_label,
     environment,
     markdown_table,
+    results_file,
     write_json,
 )
 
@@ -117,7 +129,7 @@ def main() -> None:
     parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
     parser.add_argument("--index", default=None, help="index name (default: the PyPI one found)")
     parser.add_argument("--limit", type=int, default=None,
-                        help="no index: encode and mine the file's first N rows")  # fmt: skip
+                        help="no index: encode and mine the file's first N rows (0: all)")  # fmt: skip
     parser.add_argument("--proxy-index", action="store_true",
                         help="no index: build one with a hashing encoder, then mine it")  # fmt: skip
     parser.add_argument("-k", "--top-k", type=int, default=10)
@@ -126,10 +138,14 @@ def main() -> None:
     parser.add_argument("--write-top", type=int, default=100_000, help="pairs written to Parquet")
     parser.add_argument("--show", type=int, default=20)
     parser.add_argument("--recall-sample", type=int, default=1000)
+    parser.add_argument("--device", default="auto",
+                        help="auto, cpu, cuda or cuda:N: where the model encodes and FAISS searches")  # fmt: skip
+    parser.add_argument("--model", default="default", help="bi-encoder for --limit (a folder)")
+    add_results_option(parser)
     args = parser.parse_args()
     options = MiningOptions(top_k=args.top_k, exact_duplicates=args.exact_duplicates,
-                            nprobe=args.nprobe, show_progress=True)  # fmt: skip
-    index = args.index or find_pypi_index(args.index_dir)
+                            nprobe=args.nprobe, show_progress=True, device=args.device)  # fmt: skip
+    index = args.index or (None if args.limit is not None else find_pypi_index(args.index_dir))
     proxy_build_seconds = None
     if index is None and args.proxy_index:  # kept apart from the real indexes
         args.index_dir = args.out_dir / "tmp" / "proxy_indexes"
@@ -142,11 +158,12 @@ def main() -> None:
         if index is not None:
             result = mine_index(index, args.index_dir, options)
         else:
-            result = mine_corpus(_first_rows(args.data_dir, args.limit, args.out_dir), options)
+            corpus = _first_rows(args.data_dir, args.limit, args.out_dir, args.model, args.device)
+            result = mine_corpus(corpus, options)
         seconds = time.perf_counter() - started
     peak = rss.peak
 
-    label = index or f"first{args.limit}"
+    label = index or (f"first{args.limit}" if args.limit else "all")
     started = time.perf_counter()
     pairs_file = args.out_dir / f"mine_pypi_pairs_{label}.parquet"
     pq.write_table(result.to_table(args.write_top), pairs_file)
@@ -179,17 +196,36 @@ def main() -> None:
                "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
                "exact_recall": recall}  # fmt: skip
     print(json.dumps(summary, indent=2))
+    torch_device = args.device if args.device != "auto" else _auto_device()
+    append_result_lines(results_file(args, "mine_pypi"),
+                        [{"device": device_label(torch_device), "command": command_line(),
+                          "rows": result.stats.rows, "seconds": round(seconds, 2),
+                          "source": summary["source"], "top_k": result.stats.top_k,
+                          "structure": result.stats.structure, "timings": result.stats.timings,
+                          "pairs_found": result.pairs_found, "exact_recall": recall["recall"],
+                          "peak_rss_mib": summary["peak_rss_sampled_mib"]}])  # fmt: skip
     payload = {"benchmark": "mine_pypi", "args": args_dict(args), "environment": environment(),
                **summary, "top_pairs": top_pairs, "largest_duplicate_groups": largest}  # fmt: skip
     print(f"wrote {write_json(args.out_dir, f'mine_pypi_{label}.json', payload)} and {pairs_file}")
 
 
-def _first_rows(data_dir: Path, limit: int, out_dir: Path) -> CorpusSource:
+def _first_rows(data_dir: Path, limit: int, out_dir: Path, model: str, device: str) -> CorpusSource:
+    """The file's first `limit` rows (0: all) as a corpus; ids are the names where the file
+    has them (gpu_carry.py's extract keeps the summaries alone: ids are then row numbers)."""
     source = data_dir / "pypi" / "pypi_summaries.parquet"
     target = out_dir / "tmp" / f"pypi_first{limit}.parquet"
     target.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pq.read_table(source).slice(0, limit), target)
-    return CorpusSource(target, text_column="summary", id_column="name", device="cpu")
+    table = pq.read_table(source)
+    pq.write_table(table.slice(0, limit or None), target)
+    id_column = "name" if "name" in table.column_names else None
+    return CorpusSource(target, text_column="summary", id_column=id_column, model=model,
+                        device=device)  # fmt: skip
+
+
+def _auto_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,248 @@
+"""End to end on a GPU: `semsearch build` of all 841,708 PyPI summaries against a hand-written
+sentence-transformers + FAISS script doing the same job, in one run.
+
+Why: issue 15's goal is the whole build (encode, index training, adding, tuning, writing)
+in <= 30 s on one H100, >= 3x the peer, with recall@10 >= 0.95. Both sides run as fresh
+processes, timed from start to exit, so each pays its imports, model load and CUDA start:
+
+- semsearch: `python -m semsearch build CORPUS --device DEVICE ...` as a user types it
+  (`--no-lexical` unless `--lexical`: the peer builds no BM25 index);
+- the peer (`--peer` runs this file as it): sentence-transformers at its fastest documented
+  setting (bf16 weights, a large batch; fp32 on a CPU), FAISS `index_factory` with the
+  factory string semsearch's manifest records, trained and filled on the GPU when FAISS has
+  one, nprobe doubled until recall@10 on sampled queries reaches the target, and
+  `write_index` of the CPU copy.
+
+Then, untimed, recall@10 of semsearch's written index (at its tuned nprobe) against exact
+search over its stored vectors for `--queries` rows drawn from the corpus (tie-aware: a row
+that scores as well as the exact 10th counts). Appends one JSON line to
+`results/gpu_build.jsonl` and prints the goals beside the figures.
+
+    python benchmarks/gpu_build.py --device cuda --data-dir .gpu/data --model /tmp/model
+    flock /tmp/cpu.lock python benchmarks/gpu_build.py --device cpu --rows 3000 \\
+        --index-type ivf --out-dir /tmp/gpu_build_smoke          # a CPU smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+from common import (
+    REPO_ROOT,
+    add_results_option,
+    append_result_lines,
+    base_parser,
+    command_line,
+    device_label,
+    markdown_table,
+    reference_model_path,
+    results_file,
+    stored_vectors,
+    tied_recall_at_k,
+)
+
+INDEX_NAME = "pypi-gpu-build"
+FULL_ROWS = 841_708
+K = 10
+GOALS = {"seconds": 30.0, "ratio": 3.0, "recall_at_10": 0.95}  # seconds: at most; others: at least
+PEER_BATCH = {"cuda": 1024, "cpu": 64}
+
+
+def corpus_file(data_dir: Path, rows: int, work: Path) -> tuple[Path, int]:
+    """The first `rows` PyPI summaries (0: all) as a Parquet file of the `summary` column."""
+    table = pq.read_table(data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
+    table = table.slice(0, rows or None)
+    path = work / f"pypi_summaries_{table.num_rows}.parquet"
+    work.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path, table.num_rows
+
+
+def timed_process(command: list[str]) -> tuple[float, str]:
+    """Run `command` from the repository root (semsearch importable); its wall time, stdout."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    print("$", " ".join(command), flush=True)
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"{command[:4]} failed with exit code {done.returncode}")
+    return seconds, done.stdout
+
+
+def semsearch_build(corpus: Path, args) -> tuple[float, dict]:
+    """Wall seconds of `semsearch build` and the manifest it printed."""
+    command = [sys.executable, "-m", "semsearch", "build", str(corpus), "--name", INDEX_NAME,
+               "--text-column", "summary", "--model", str(args.model), "--device", args.device,
+               "--index-type", args.index_type, "--out-dir", str(args.out_dir / "indexes"),
+               "--overwrite", "--lexical" if args.lexical else "--no-lexical", "--json"]  # fmt: skip
+    seconds, output = timed_process(command)
+    return seconds, json.loads(output[output.index("{") :])
+
+
+def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) -> dict:
+    """The peer's whole job, as a user would write it with sentence-transformers and FAISS."""
+    import faiss
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    started = time.perf_counter()
+    texts = pq.read_table(corpus, columns=["summary"]).column("summary").to_pylist()
+    encoder = SentenceTransformer(str(model), device=device)
+    if device == "cuda":
+        encoder = encoder.to(torch.bfloat16)  # its fastest documented setting: 16-bit weights
+    vectors = encoder.encode(texts, batch_size=PEER_BATCH[device], normalize_embeddings=True,
+                             convert_to_tensor=True).float().cpu().numpy()  # fmt: skip
+    encoded = time.perf_counter()
+    index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    on_gpu = device == "cuda" and hasattr(faiss, "StandardGpuResources")
+    if on_gpu:
+        resources = faiss.StandardGpuResources()
+        index = faiss.index_cpu_to_gpu(resources, 0, index)
+    index.train(vectors)
+    index.add(vectors)
+    filled = time.perf_counter()
+    queries = vectors[
+        np.random.default_rng(1).choice(len(vectors), min(1000, len(vectors)), replace=False)
+    ]
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact = faiss.index_cpu_to_gpu(resources, 0, exact) if on_gpu else exact
+    exact.add(vectors)
+    exact_scores = exact.search(queries, K)[0]
+    nprobe, recall = None, 1.0
+    if "IVF" in factory:
+        space = faiss.GpuParameterSpace() if on_gpu else faiss.ParameterSpace()
+        lists = index.nlist if on_gpu else faiss.extract_index_ivf(index).nlist
+        ceiling = min(lists, 2048) if on_gpu else lists  # GPU FAISS probes at most 2048 lists
+        nprobe = 1
+        while True:  # double nprobe until the target recall
+            space.set_index_parameter(index, "nprobe", nprobe)
+            recall = tied_recall_at_k(index.search(queries, K)[1], queries, vectors, exact_scores)
+            if recall >= 0.95 or nprobe >= ceiling:
+                break
+            nprobe = min(2 * nprobe, ceiling)
+    tuned = time.perf_counter()
+    cpu_index = faiss.index_gpu_to_cpu(index) if on_gpu else index
+    if nprobe is not None:
+        faiss.ParameterSpace().set_index_parameter(cpu_index, "nprobe", nprobe)
+    faiss.write_index(cpu_index, str(out))
+    written = time.perf_counter()
+    return {"seconds_inside": round(written - started, 2), "encode_s": round(encoded - started, 2),
+            "train_add_s": round(filled - encoded, 2), "tune_s": round(tuned - filled, 2),
+            "write_s": round(written - tuned, 2), "faiss_on_gpu": on_gpu, "nprobe": nprobe,
+            "recall_at_10": round(recall, 4), "batch_size": PEER_BATCH[device],
+            "weights": "bf16" if device == "cuda" else "fp32"}  # fmt: skip
+
+
+def run_peer(corpus: Path, factory: str, args) -> tuple[float, dict]:
+    """The peer in a fresh process (this file with `--peer`): its wall seconds and figures."""
+    out = args.out_dir / "peer"
+    out.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(Path(__file__).resolve()), "--peer", str(corpus), "--model",
+               str(args.model), "--device", args.device, "--factory", factory,
+               "--out-dir", str(out)]  # fmt: skip
+    seconds, output = timed_process(command)
+    return seconds, json.loads(output.strip().splitlines()[-1])
+
+
+def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
+    """Recall@10 of the built index at its tuned search parameters against exact search over
+    its stored vectors, for `queries` rows drawn from the corpus; and the rows drawn."""
+    import faiss
+
+    from semsearch.index.segment import Segment
+    from semsearch.index.store import find_index
+
+    folder = find_index(INDEX_NAME, args.out_dir / "indexes")
+    (record,) = folder.manifest().segments
+    segment = Segment(folder.segment_dir(record.name), record)
+    vectors = stored_vectors(args.out_dir / "indexes", INDEX_NAME)
+    rows = np.random.default_rng(0).choice(len(vectors), min(queries, len(vectors)), replace=False)
+    sample = vectors[rows]
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact.add(vectors)
+    exact_scores = exact.search(sample, K)[0]
+    index = segment.read_index(manifest["index"]["metric"]).faiss
+    for name, value in manifest["index"]["search_params"].items():
+        faiss.ParameterSpace().set_index_parameter(index, name, value)
+    labels = index.search(sample, K)[1]
+    found = segment.positions_of(labels.ravel()).reshape(labels.shape)
+    found[labels < 0] = -1
+    return tied_recall_at_k(found, sample, vectors, exact_scores), len(rows)
+
+
+def goal_lines(line: dict) -> list[str]:
+    """Each goal beside its figure: met, not met, or not measured."""
+    lines = []
+    for key, goal in GOALS.items():
+        value, sign = line[key], "<=" if key == "seconds" else ">="
+        met = value is not None and (value <= goal if key == "seconds" else value >= goal)
+        verdict = "not measured" if value is None else ("met" if met else "not met")
+        lines.append(f"  {key}: {value} (goal {sign} {goal}): {verdict}")
+    return lines
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="both sides' device (cpu: a smoke run with faiss-cpu)")  # fmt: skip
+    parser.add_argument("--rows", type=int, default=0, help="first N summaries (0: all 841,708)")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="model folder for both (default: the bundled model; on the GPU machine "
+                        "the folder `gpu_carry.py --widen` writes)")  # fmt: skip
+    parser.add_argument("--index-type", default="auto", help="semsearch build's --index-type")
+    parser.add_argument("--lexical", action="store_true",
+                        help="let semsearch also build its BM25 index (the peer builds none)")  # fmt: skip
+    parser.add_argument("--queries", type=int, default=1000, help="sampled queries for recall@10")
+    parser.add_argument("--skip-peer", action="store_true", help="time semsearch alone")
+    parser.add_argument("--peer", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--factory", default=None, help=argparse.SUPPRESS)
+    add_results_option(parser)
+    args = parser.parse_args()
+    args.model = args.model or reference_model_path()
+    if args.peer is not None:  # the peer's own process: its figures as the last line
+        figures = peer_build(
+            args.peer, args.model, args.factory, args.device, args.out_dir / "peer.faiss"
+        )
+        print(json.dumps(figures))
+        return
+
+    corpus, rows = corpus_file(args.data_dir, args.rows, args.out_dir / "corpus")
+    seconds, manifest = semsearch_build(corpus, args)
+    factory = manifest["index"]["factory"]
+    print(f"semsearch build: {seconds:.1f} s, {manifest['rows']} rows, {factory} "
+          f"{manifest['index']['search_params']}", flush=True)  # fmt: skip
+    peer_seconds, peer = (None, {}) if args.skip_peer else run_peer(corpus, factory, args)
+    recall, queries = index_recall(manifest, args, args.queries)
+    line = {"device": device_label(args.device), "command": command_line(), "rows": rows,
+            "seconds": round(seconds, 2), "recall_at_10": round(recall, 4), "queries": queries,
+            "peer_seconds": round(peer_seconds, 2) if peer_seconds else None,
+            "ratio": round(peer_seconds / seconds, 3) if peer_seconds else None,
+            "factory": factory, "search_params": manifest["index"]["search_params"],
+            "lexical": args.lexical, "model": str(args.model), "peer": peer,
+            "semsearch_build_seconds": manifest.get("build_seconds")}  # fmt: skip
+    print(markdown_table(["job", "rows", "wall s", "recall@10", "index"],
+                         [["semsearch build", rows, line["seconds"], line["recall_at_10"],
+                           f"{factory} {manifest['index']['search_params']}"],
+                          ["sentence-transformers + FAISS", rows, line["peer_seconds"],
+                           peer.get("recall_at_10"), f"{factory} nprobe={peer.get('nprobe')}"]]))  # fmt: skip
+    on_h100 = line["device"].startswith(("NVIDIA H100", "NVIDIA H200")) and rows == FULL_ROWS
+    where = "" if on_h100 else f" (the goals are for all {FULL_ROWS:,} rows on an H100)"
+    print(f"goals on {line['device']}{where}:")
+    print("\n".join(goal_lines(line)))
+    append_result_lines(results_file(args, "gpu_build"), [line])
+
+
+if __name__ == "__main__":
+    main()
