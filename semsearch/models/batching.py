@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -24,6 +25,7 @@ SORT_CHUNK = 16_384
 Tokenize = Callable[[Sequence[str]], list[list[int]]]
 # Batches waiting for the model; enough to hide a slow tokenisation, few enough to bound memory.
 QUEUE_DEPTH = 8
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,16 @@ class Batch:
     rows: np.ndarray
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def split(self) -> tuple[Batch, Batch]:
+        """The first and second half of the rows, for a device that ran out of memory."""
+        half = self.size // 2
+        return (Batch(self.rows[:half], self.input_ids[:half], self.attention_mask[:half]),
+                Batch(self.rows[half:], self.input_ids[half:], self.attention_mask[half:]))  # fmt: skip
 
 
 def plan_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None) -> list[np.ndarray]:
@@ -106,6 +118,14 @@ def prepared_batches(
     if len(texts) <= shape.batch_size:
         yield from padded_batches(texts, tokenize, pad_id, shape)
         return
+    yield from in_background(lambda: padded_batches(texts, tokenize, pad_id, shape))
+
+
+def in_background(make: Callable[[], Iterator[Item]]) -> Iterator[Item]:
+    """The items of `make()`, produced by a background thread while the caller uses them.
+
+    An exception in the thread is raised here; leaving the loop early stops the thread.
+    """
     ready: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
     stop = threading.Event()
     done = object()
@@ -121,7 +141,7 @@ def prepared_batches(
 
     def produce() -> None:
         try:
-            for batch in padded_batches(texts, tokenize, pad_id, shape):
+            for batch in make():
                 if not offer(batch):
                     return
             offer(done)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -23,9 +23,10 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from semsearch.errors import SemsearchError
-from semsearch.models.batching import BatchShape, pad, prepared_batches
+from semsearch.models.batching import Batch, BatchShape, in_background, pad, prepared_batches
 from semsearch.models.compiled import FrozenCompiled
 from semsearch.models.loading import load_pretrained, model_max_length
+from semsearch.models.memory_fit import MemoryFit
 from semsearch.models.model_folder import (
     ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
@@ -34,6 +35,7 @@ from semsearch.models.model_folder import (
     resolve_model,
     weights_fingerprint,
 )
+from semsearch.models.packing import PackedBatch, block_mask, packed_batches, position_start, unpack
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
@@ -54,6 +56,8 @@ PIN_MEMORY = True
 # On CUDA, batch widths are rounded up to a multiple of this: fewer distinct shapes, each of
 # which costs the GPU libraries a kernel choice the first time it is seen.
 GPU_PAD_MULTIPLE = 8
+# Packed batches hold `batch_size` texts' worth of tokens when no token budget is given.
+PACKED_TOKENS_PER_TEXT = 64
 
 
 class BiEncoder(nn.Module):
@@ -211,6 +215,7 @@ class BiEncoder(nn.Module):
         show_progress: bool = False,
         precision: Precision = "auto",
         max_batch_tokens: int | None = None,
+        packing: bool = False,
     ) -> np.ndarray:
         """Embed `texts` as a float32 array [len(texts), dimension], in input order.
 
@@ -218,7 +223,10 @@ class BiEncoder(nn.Module):
         `max_batch_tokens`, at most that many padded tokens (short texts then share large
         batches); both default to what is fast on the device (`batch_settings`). Batches are
         prepared in a background thread while the model runs. `auto` precision is bf16
-        weights on CUDA (vectors within cosine 0.9998 of fp32) and fp32 on CPU.
+        weights on CUDA (vectors within cosine 0.9998 of fp32) and fp32 on CPU. `packing`
+        puts several texts in each row, each attending only to itself (BERT and MPNet
+        models, `semsearch.models.packing`): no compute on padding. A batch the GPU has no
+        memory for runs in halves, and later batches are kept to what fitted.
         """
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
@@ -242,25 +250,63 @@ class BiEncoder(nn.Module):
                 output[rows] = torch.cat([vectors for _, vectors in pending]).cpu().numpy()
                 pending.clear()
 
-        shape = BatchShape(
-            batch_size, max_batch_tokens, pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
-            pin_memory=on_gpu and PIN_MEMORY,
-        )  # fmt: skip
-        batches = prepared_batches(texts, self.tokenize, self.tokenizer.pad_token_id or 0, shape)
+        if packing:
+            batches, forward = self._packed(texts, transformer, batch_size, max_batch_tokens)
+        else:
+            shape = BatchShape(
+                batch_size, max_batch_tokens, pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
+                pin_memory=on_gpu and PIN_MEMORY,
+            )  # fmt: skip
+            pad_id = self.tokenizer.pad_token_id or 0
+            batches = prepared_batches(texts, self.tokenize, pad_id, shape)
+
+            def forward(batch: Batch) -> torch.Tensor:
+                input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
+                mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
+                hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                return self._pool(hidden.float(), mask)
+
+        fit = MemoryFit()
         with (
             torch.inference_mode(),
             tqdm(total=len(texts), desc="encoding", unit="text", disable=not show_progress) as bar,
         ):
             for batch in batches:
-                input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
-                mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
-                hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                pending.append((batch.rows, self._pool(hidden.float(), mask)))
-                if len(pending) * batch_size >= FLUSH_ROWS:
+                for piece in fit.pieces(batch):
+                    pending.append((piece.rows, fit.run(forward, piece)))
+                if sum(len(rows) for rows, _ in pending) >= FLUSH_ROWS:
                     flush()
                 bar.update(len(batch.rows))
             flush()
         return output
+
+    def _packed(
+        self, texts: Sequence[str], transformer: PreTrainedModel, batch_size: int,
+        max_batch_tokens: int | None,
+    ) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:  # fmt: skip
+        """Packed batches of `texts` (made in the background) and how to run one."""
+        if isinstance(transformer, FrozenCompiled):
+            raise SemsearchError("packing is for the plain encoder, not a compiled one: encode without packing")
+        start = position_start(transformer)
+        kind = transformer.config._attn_implementation
+        width = -(-self.max_length // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
+        budget = max_batch_tokens or batch_size * PACKED_TOKENS_PER_TEXT
+        pad_id = self.tokenizer.pad_token_id or 0
+        on_gpu = self.device.type == "cuda"
+        batches = in_background(
+            lambda: packed_batches(texts, self.tokenize, pad_id, width, budget, start)
+        )
+
+        def forward(batch: PackedBatch) -> torch.Tensor:
+            input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
+            positions = batch.position_ids.to(self.device, non_blocking=on_gpu)
+            mask = block_mask(batch.segments.to(self.device), kind, transformer.dtype)
+            hidden = transformer(input_ids=input_ids, attention_mask=mask,
+                                 position_ids=positions).last_hidden_state  # fmt: skip
+            tokens, token_mask = unpack(hidden, batch)
+            return self._pool(tokens.float(), token_mask)
+
+        return batches, forward
 
     def _pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         pooled = self.pooling(hidden, attention_mask).float()

@@ -1,0 +1,105 @@
+"""Packed encoding against the padded path: the same vectors for BERT and MPNet in every
+pooling mode, texts whole and in order, and a clear refusal of models it does not support."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel
+
+from semsearch.errors import SemsearchError
+from semsearch.models import BiEncoder
+from semsearch.models.packing import block_mask, plan_rows
+
+# Mixed lengths: one word, sentences, and texts long enough to be cut at the max length.
+TEXTS = [
+    "guitar",
+    "A man is playing a guitar on a small stage tonight.",
+    "The cat sleeps.",
+    " ".join(["a long description of a package that keeps going"] * 30),
+    "Fast JSON decoding for Python programs.",
+    "x",
+    " ".join(["compress folders into archives"] * 12),
+    "Stock markets fell sharply on Monday, and shares dropped at the start of the week.",
+] * 3
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.fixture(scope="module")
+def tiny_mpnet_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """A 2-layer MPNet with random weights (relative position buckets, positions after the
+    padding index) and the tiny BERT's tokenizer."""
+    folder = tmp_path_factory.mktemp("tiny-mpnet")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    config = MPNetConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=130)  # fmt: skip
+    torch.manual_seed(0)
+    MPNetModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("family", ["bert", "mpnet"])
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls", "attention"])
+def test_packed_vectors_are_the_padded_ones(
+    family, pooling, tiny_model_dir, tiny_mpnet_dir
+) -> None:
+    folder = tiny_model_dir if family == "bert" else tiny_mpnet_dir
+    encoder = BiEncoder.load(str(folder), pooling=pooling, max_length=64, device="cpu")
+    if encoder.pooling.scorer is not None:  # a trained-looking scorer, not the zero start
+        torch.nn.init.normal_(encoder.pooling.scorer.weight, std=0.5)
+    padded = encoder.encode(TEXTS, batch_size=5)
+    packed = encoder.encode(TEXTS, batch_size=5, packing=True)
+    cosines = _cosines(padded, packed)
+    assert cosines.mean() >= 0.999 and cosines.min() >= 0.995
+    np.testing.assert_allclose(packed, padded, atol=1e-5)  # fp32: the same up to rounding
+    assert encoder.truncation.cut > 0  # the long texts were cut, and still match
+
+
+def test_packed_batches_of_one_row_each_still_match(tiny_encoder) -> None:
+    padded = tiny_encoder.encode(TEXTS)
+    packed = tiny_encoder.encode(TEXTS, packing=True, max_batch_tokens=1)  # one row per batch
+    np.testing.assert_allclose(packed, padded, atol=1e-5)
+
+
+def test_packing_is_refused_for_models_it_does_not_support(tmp_path, tiny_model_dir) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    config = DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=1, n_heads=2,
+                              hidden_dim=64)  # fmt: skip
+    DistilBertModel(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    encoder = BiEncoder.load(str(tmp_path), device="cpu")
+    with pytest.raises(SemsearchError, match="packing supports BERT and MPNet.*without packing"):
+        encoder.encode(["a text"], packing=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 64), max_size=80), st.integers(64, 160))
+def test_a_plan_keeps_every_text_whole_once_and_rows_within_width(lengths, width) -> None:
+    lengths = np.array(lengths, dtype=np.int64)
+    rows = plan_rows(lengths, width)
+    placed = sorted(member for row in rows for member in row)
+    assert placed == list(range(len(lengths)))
+    assert all(sum(int(lengths[m]) for m in row) <= width for row in rows)
+    # Nearly full: no two rows could have been merged.
+    used = sorted(sum(int(lengths[m]) for m in row) for row in rows)
+    assert len(used) < 2 or used[0] + used[1] > width or len(rows) <= 2
+
+
+def test_the_mask_keeps_each_text_to_itself_and_padding_to_itself() -> None:
+    segments = torch.tensor([[0, 0, 1, -1]])
+    allowed = block_mask(segments, "sdpa", torch.float32)[0, 0]
+    expected = torch.tensor(
+        [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=torch.bool
+    )
+    assert torch.equal(allowed, expected)
+    additive = block_mask(segments, "eager", torch.float32)[0, 0]
+    assert torch.equal(additive == 0, expected)
