@@ -8,6 +8,7 @@ from __future__ import annotations
 from semsearch.cli import (  # noqa: F401  (importing a command module registers it)
     bench_command,
     change_commands,
+    devices_command,
     eval_command,
     index_commands,
     interpolate_command,

@@ -79,6 +79,32 @@ def faiss_device(device: str = "auto") -> FaissDevice:
     return FaissDevice(gpu)
 
 
+def device_report() -> dict:
+    """What `--device auto` will use, for the model (torch) and for FAISS, and why: for
+    `semsearch devices`, so a GPU machine can be checked before an hour-long build."""
+    import torch
+
+    gpus = [
+        {"index": number, "name": torch.cuda.get_device_name(number),
+         "memory_gib": round(torch.cuda.get_device_properties(number).total_memory / 2**30, 1)}
+        for number in range(torch.cuda.device_count())
+    ] if torch.cuda.is_available() else []  # fmt: skip
+    has_gpu_faiss = hasattr(faiss, "StandardGpuResources")
+    faiss_gpus = gpu_count()
+    if faiss_gpus:
+        faiss_reason_text = f"FAISS sees {faiss_gpus} GPU(s)"
+    elif not has_gpu_faiss:
+        faiss_reason_text = f"this FAISS build has no GPU support ({INSTALL_HINT})"
+    else:
+        faiss_reason_text = "FAISS has GPU support but sees no CUDA GPU"
+    return {
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda, "gpus": gpus,
+        "faiss": faiss.__version__, "faiss_gpu_support": has_gpu_faiss, "faiss_gpus": faiss_gpus,
+        "model_auto": "cuda:0" if gpus else "cpu",
+        "faiss_auto": "cuda:0" if faiss_gpus else "cpu", "faiss_why": faiss_reason_text,
+    }  # fmt: skip
+
+
 @cache
 def _log_cpu_fallback() -> None:
     """One line per process: where a GPU is present but FAISS cannot use it, a warning."""
