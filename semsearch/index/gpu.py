@@ -27,15 +27,21 @@ INSTALL_HINT = "pip install 'semsearch[gpu]' (faiss-gpu-cu12 in place of faiss-c
 
 @dataclass(frozen=True)
 class FaissDevice:
-    """Where FAISS works: a GPU number, or None for the CPU."""
+    """Where FAISS works: a GPU number (GPU FAISS), or the CPU with its heaviest steps on
+    `torch_device` (a FAISS build without GPU support, `semsearch.index.torch_gpu`), or
+    the CPU alone."""
 
     gpu: int | None = None
+    torch_device: str | None = None
 
     @property
     def is_gpu(self) -> bool:
+        """Whether indexes move to a GPU (GPU FAISS)."""
         return self.gpu is not None
 
     def __str__(self) -> str:
+        if self.torch_device is not None:
+            return f"{self.torch_device} (through torch)"
         return "cpu" if self.gpu is None else f"cuda:{self.gpu}"
 
 
@@ -50,15 +56,16 @@ def gpu_count() -> int:
 
 
 def faiss_device(device: str = "auto") -> FaissDevice:
-    """The FAISS device for a `--device` value: `auto` takes GPU 0 when this FAISS build and
-    the machine have one (else the CPU, said once in the log); `cuda[:N]` requires it."""
+    """The FAISS device for a `--device` value. `auto` takes GPU 0 when this FAISS build has
+    GPU support and the machine a GPU; with a GPU but faiss-cpu, the CPU with k-means,
+    list assignment and exact search on the GPU through torch; else the CPU. Each fallback
+    is said once in the log. `cuda[:N]` requires a GPU."""
     if device == "cpu":
         return CPU
     if device == "auto":
         if gpu_count():
             return FaissDevice(0)
-        _log_cpu_fallback()
-        return CPU
+        return _without_gpu_faiss(0) or CPU
     if device != "cuda" and not device.startswith("cuda:"):
         raise SemsearchError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N")
     number = device.partition(":")[2]
@@ -66,17 +73,26 @@ def faiss_device(device: str = "auto") -> FaissDevice:
         raise SemsearchError(
             f"unknown device {device!r}: write the GPU number as cuda:0, cuda:1 ..."
         )
-    if not hasattr(faiss, "StandardGpuResources"):
-        raise SemsearchError(
-            f"--device {device} needs FAISS with GPU support and this one is faiss-cpu: "
-            f"{INSTALL_HINT}, or use --device cpu"
-        )
-    count = gpu_count()
     gpu = int(number or 0)
-    if gpu >= count:
-        seen = f"sees {count} GPU{'s' if count != 1 else ''}" if count else "sees no CUDA GPU"
-        raise SemsearchError(f"--device {device} was asked for but FAISS {seen}: use --device cpu")
-    return FaissDevice(gpu)
+    if gpu < gpu_count():
+        return FaissDevice(gpu)
+    placed = _without_gpu_faiss(gpu)
+    if placed is None:
+        raise SemsearchError(f"--device {device} was asked for but no CUDA GPU {gpu} is visible: "
+                             "use --device cpu")  # fmt: skip
+    return placed
+
+
+def _without_gpu_faiss(gpu: int) -> FaissDevice | None:
+    """FAISS on the CPU with its heavy steps on GPU `gpu` through torch, where torch sees
+    that GPU; None where it does not (said once in the log either way)."""
+    import torch  # already loaded wherever an encoder is
+
+    if gpu < (torch.cuda.device_count() if torch.cuda.is_available() else 0):
+        _log_fallback(True)
+        return FaissDevice(torch_device=f"cuda:{gpu}")
+    _log_fallback(False)
+    return None
 
 
 def device_report() -> dict:
@@ -101,17 +117,16 @@ def device_report() -> dict:
         "torch": torch.__version__, "torch_cuda": torch.version.cuda, "gpus": gpus,
         "faiss": faiss.__version__, "faiss_gpu_support": has_gpu_faiss, "faiss_gpus": faiss_gpus,
         "model_auto": "cuda:0" if gpus else "cpu",
-        "faiss_auto": "cuda:0" if faiss_gpus else "cpu", "faiss_why": faiss_reason_text,
+        "faiss_auto": str(faiss_device("auto")), "faiss_why": faiss_reason_text,
     }  # fmt: skip
 
 
 @cache
-def _log_cpu_fallback() -> None:
-    """One line per process: where a GPU is present but FAISS cannot use it, a warning."""
-    import torch  # already loaded wherever an encoder is
-
-    if torch.cuda.is_available():
-        log.warning("FAISS runs on the CPU: this FAISS build has no GPU support (%s)", INSTALL_HINT)
+def _log_fallback(through_torch: bool) -> None:
+    """One line per process on where FAISS runs when it has no GPU of its own."""
+    if through_torch:
+        log.info("FAISS has no GPU support here: its k-means, list assignment and exact searches "
+                 "run on the GPU through torch, the rest on the CPU (%s for all of it)", INSTALL_HINT)  # fmt: skip
     else:
         log.info("FAISS runs on the CPU: no CUDA GPU is visible")
 

@@ -134,7 +134,11 @@ class VectorIndex:
         """Move the index to `device`; False where it stays (the CPU, or a structure FAISS
         has no GPU version of)."""
         if device == self.device:
-            return device.is_gpu
+            return device.is_gpu or device.torch_device is not None
+        if device.torch_device is not None:  # FAISS stays on the CPU, its heavy steps do not
+            self.move_to_cpu()
+            self.device = device
+            return True
         if not device.is_gpu:
             self.move_to_cpu()
             return False
@@ -147,7 +151,7 @@ class VectorIndex:
     def move_to_cpu(self) -> None:
         if self.device.is_gpu:
             self.faiss = self._layout = gpu.to_cpu(self.faiss)
-            self.device = CPU
+        self.device = CPU
 
     @contextmanager
     def placed(self, device: FaissDevice) -> Iterator[VectorIndex]:
@@ -166,8 +170,8 @@ class VectorIndex:
         """`work()`, done again on the CPU (after `undo()`) if the GPU runs out of memory."""
         try:
             return work()
-        except (RuntimeError, MemoryError) as exc:
-            if not self.device.is_gpu or not gpu.is_out_of_memory(exc):
+        except (RuntimeError, MemoryError) as exc:  # torch's OutOfMemoryError is a RuntimeError
+            if self.device == CPU or not gpu.is_out_of_memory(exc):
                 raise
             log.warning("the GPU ran out of memory (%s): going on with FAISS on the CPU",
                         gpu.faiss_reason(exc))  # fmt: skip
@@ -199,7 +203,20 @@ class VectorIndex:
     def train(self, sample: np.ndarray) -> None:
         log.info("training on %d vectors (%s)", len(sample), self.device)
         sample = prepare_vectors(sample, self.metric)
-        self._falling_back(lambda: self.faiss.train(sample))
+
+        def work() -> None:
+            ivf = self._plain_ivf()
+            if self.device.torch_device and ivf is not None and ivf.quantizer.ntotal == 0:
+                # k-means on the GPU; FAISS then sees a trained quantizer and trains the rest.
+                from semsearch.index import torch_gpu  # torch only where it runs
+
+                centroids = torch_gpu.kmeans(
+                    sample, ivf.nlist, self.metric, self.device.torch_device
+                )
+                ivf.quantizer.add(centroids)
+            self.faiss.train(sample)
+
+        self._falling_back(work)
 
     def empty_copy(self) -> VectorIndex:
         """The trained structure without its vectors, for segments that are filled later."""
@@ -214,8 +231,20 @@ class VectorIndex:
             vectors = vectors if prepared else prepare_vectors(vectors, self.metric)
             ids = np.ascontiguousarray(ids, dtype=np.int64)
             # A GPU that failed half-way may hold some of the rows: they are removed first.
-            self._falling_back(lambda: self.faiss.add_with_ids(vectors, ids),
-                               undo=lambda: self.remove(ids))  # fmt: skip
+            self._falling_back(lambda: self._add(vectors, ids), undo=lambda: self.remove(ids))
+
+    def _add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        ivf = self._plain_ivf()
+        if self.device.torch_device is None or ivf is None:
+            self.faiss.add_with_ids(vectors, ids)
+            return
+        # The lists are chosen on the GPU; FAISS stores the rows in them.
+        from semsearch.index import torch_gpu  # torch only where it runs
+
+        centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
+        lists = torch_gpu.assign(vectors, centroids, self.metric, self.device.torch_device)
+        ivf.add_core(len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(ids),
+                     faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)))  # fmt: skip
 
     def remove(self, ids: np.ndarray) -> int:
         """Drop `ids` from the structure; the number removed."""
@@ -276,6 +305,11 @@ class VectorIndex:
 
     def _ivf(self) -> faiss.IndexIVF | None:
         return faiss.try_extract_index_ivf(self._layout)
+
+    def _plain_ivf(self) -> faiss.IndexIVF | None:
+        """The index itself if it is an IVF structure with no transform before it."""
+        index = faiss.downcast_index(self.faiss)
+        return index if isinstance(index, faiss.IndexIVF) else None
 
     def _search_parameters(
         self, params: dict[str, int], allowed: IdFilter | None
@@ -359,7 +393,7 @@ def exact_knn(
     and on the CPU from the first part the GPU has no memory for.
     """
     heap = faiss.ResultHeap(len(queries), k, keep_max=higher_is_better(metric))
-    on_gpu = device.is_gpu and k <= gpu.GPU_MAX_K
+    on_gpu = (device.is_gpu and k <= gpu.GPU_MAX_K) or device.torch_device is not None
     for ids, vectors in parts:
         if len(vectors) == 0:
             continue
@@ -368,7 +402,15 @@ def exact_knn(
         scores = None
         if on_gpu:
             try:
-                scores, positions = gpu.knn(queries, vectors, part_k, METRICS[metric], device.gpu)
+                if device.torch_device is not None:
+                    from semsearch.index import torch_gpu  # torch only where it runs
+
+                    scores, positions = torch_gpu.knn(queries, vectors, part_k, metric,
+                                                      device.torch_device)  # fmt: skip
+                else:
+                    scores, positions = gpu.knn(
+                        queries, vectors, part_k, METRICS[metric], device.gpu
+                    )
             except (RuntimeError, MemoryError) as exc:
                 if not gpu.is_out_of_memory(exc):
                     raise

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from semsearch.errors import SemsearchError
 from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
 from semsearch.index.gpu import CPU, GPU_MAX_K, FaissDevice
 from semsearch.index.manifest import IndexSpec
@@ -40,7 +41,7 @@ def search_structure(
     trained: tuple[VectorIndex, dict[str, int], str] | None = None,
     nprobe: int | None = None,
     device: FaissDevice = CPU,
-) -> tuple[SearchStructure, str]:
+) -> tuple[SearchStructure | TorchExact, str]:
     """A structure over `vectors` (ids are their positions) to search them with, and a few
     words on what it is.
 
@@ -48,6 +49,8 @@ def search_structure(
     search parameters and factory string); an IVF one is filled with the vectors and used.
     """
     rows, dimension = vectors.shape
+    if device.torch_device is not None:  # a GPU without GPU FAISS: exact, a matrix product
+        return TorchExact(vectors, metric, device.torch_device), f"exact, on {device}"
     where = f", on {device}" if device.is_gpu else ""
     if rows <= AUTO_EXACT_LIMIT:
         exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
@@ -79,8 +82,32 @@ class SearchStructure:
         return self.index.search(queries, k, self.params)
 
 
+@dataclass(frozen=True)
+class TorchExact:
+    """Exact search of every row among all rows on a GPU through torch (`torch_gpu.knn`):
+    where FAISS has no GPU support, a matrix product per chunk of queries beats scanning
+    IVF lists on the CPU, and it is exact."""
+
+    vectors: np.ndarray
+    metric: str
+    device: str
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        from semsearch.index import torch_gpu  # torch only where it runs
+
+        try:
+            return torch_gpu.knn(queries, self.vectors, k, self.metric, self.device)
+        except torch.OutOfMemoryError:
+            raise SemsearchError(
+                f"the GPU ran out of memory searching {len(self.vectors)} vectors: mine with "
+                "--device cpu"
+            ) from None
+
+
 def search_in_chunks(
-    index: SearchStructure, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
+    index: SearchStructure | TorchExact, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
     queries: range | None = None,
 ) -> Iterator[Neighbours]:  # fmt: skip
     """The `k` nearest other rows of every row (of the rows in `queries`, default all),

@@ -1,5 +1,6 @@
-"""FAISS device choice, its CPU fallback and its errors (everywhere), and FAISS on the GPU
-(tests marked `gpu`, run where torch sees CUDA and FAISS has GPU support)."""
+"""FAISS device choice, its fallbacks and its errors, FAISS's heavy steps through torch
+(run here on CPU tensors), and FAISS on the GPU (tests marked `gpu`, run where torch sees
+CUDA and FAISS has GPU support)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ def _ivf(rows: np.ndarray, nlist: int = 32) -> VectorIndex:
 
 @pytest.fixture()
 def fresh_fallback_log():
-    gpu._log_cpu_fallback.cache_clear()
+    gpu._log_fallback.cache_clear()
     yield
-    gpu._log_cpu_fallback.cache_clear()
+    gpu._log_fallback.cache_clear()
 
 
 def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
@@ -112,6 +113,87 @@ def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
     with index.placed(CPU) as placed:
         assert placed is index and index.device == CPU
     assert not gpu.is_gpu_index(index.faiss)
+
+
+TORCH_ON_CPU = FaissDevice(torch_device="cpu")  # the torch path, on this machine's CPU
+
+
+def _lists(index: VectorIndex) -> list[int]:
+    ivf = faiss.extract_index_ivf(index.faiss)
+    return [ivf.invlists.list_size(number) for number in range(ivf.nlist)]
+
+
+@pytest.mark.parametrize("factory", ["IVF32,Flat", "IVF32,SQfp16"])
+def test_the_torch_path_puts_every_row_in_the_list_faiss_would(factory) -> None:
+    vectors, ids = _vectors(4_000), np.arange(4_000)
+    trained = VectorIndex.create(IndexSpec("ivf", factory, "cosine"), vectors.shape[1])
+    with trained.placed(TORCH_ON_CPU):
+        trained.train(vectors[:2_000])  # k-means through torch
+    assert trained.is_trained and trained.device == CPU
+    by_faiss, by_torch = trained.empty_copy(), trained.empty_copy()
+    by_faiss.add(vectors, ids, prepared=True)
+    with by_torch.placed(TORCH_ON_CPU):
+        by_torch.add(vectors, ids, prepared=True)
+    assert by_torch.size == len(vectors) and _lists(by_torch) == _lists(by_faiss)
+    scores, found = by_torch.search(vectors[:50], 5, {"nprobe": 32})
+    expected = by_faiss.search(vectors[:50], 5, {"nprobe": 32})
+    np.testing.assert_array_equal(found, expected[1])
+
+
+def test_torch_kmeans_centroids_are_as_good_as_faiss_ones() -> None:
+    vectors, ids = _vectors(6_000, seed=3), np.arange(6_000)
+    _, exact = exact_knn(vectors[:300], [(ids, vectors)], 10, "cosine")
+    recall = {}
+    for device in (CPU, TORCH_ON_CPU):
+        index = _ivf(vectors, nlist=32)
+        with index.placed(device):
+            index.train(vectors)
+            index.add(vectors, ids, prepared=True)
+        _, found = index.search(vectors[:300], 10, {"nprobe": 2})
+        recall[str(device)] = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
+    assert recall["cpu (through torch)"] >= recall["cpu"] - 0.05
+
+
+@pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
+def test_exact_search_through_torch_equals_faiss(metric) -> None:
+    vectors = _vectors(3_000, seed=4)
+    parts = [(np.arange(0, 1_000), vectors[:1_000]), (np.arange(1_000, 3_000), vectors[1_000:])]
+    queries = prepare_vectors(vectors[:64], metric)
+    faiss_scores, faiss_ids = exact_knn(queries, parts, 10, metric)
+    torch_scores, torch_ids = exact_knn(queries, parts, 10, metric, TORCH_ON_CPU)
+    assert np.mean(faiss_ids == torch_ids) >= 0.99  # ties may swap
+    np.testing.assert_allclose(torch_scores, faiss_scores, rtol=1e-4, atol=1e-4)
+
+
+def test_mining_through_torch_finds_the_exact_neighbours() -> None:
+    vectors = _vectors(2_000, seed=5)
+    found = {}
+    for device in (CPU, TORCH_ON_CPU):
+        structure, about = search_structure(vectors, "cosine", device=device)
+        found[str(device)] = np.concatenate(
+            [chunk.positions for chunk in search_in_chunks(structure, vectors, 5, 700)]
+        )
+    assert "through torch" in about
+    assert np.mean(found["cpu"] == found["cpu (through torch)"]) >= 0.99
+
+
+def test_torch_out_of_memory_goes_on_with_faiss_on_the_cpu(monkeypatch, caplog) -> None:
+    import torch
+
+    from semsearch.index import torch_gpu
+
+    def full(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    monkeypatch.setattr(torch_gpu, "assign", full)
+    vectors, ids = _vectors(2_000), np.arange(2_000)
+    index = _ivf(vectors)
+    index.train(vectors)
+    with caplog.at_level(logging.WARNING), index.placed(TORCH_ON_CPU):
+        index.add(vectors, ids, prepared=True)
+        assert index.device == CPU
+    assert index.size == len(vectors)
+    assert any("ran out of memory" in record.getMessage() for record in caplog.records)
 
 
 # ---- on a GPU ---------------------------------------------------------------------------
