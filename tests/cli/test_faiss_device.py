@@ -1,19 +1,20 @@
-"""`--device` on the commands that run FAISS: refused in one line where FAISS has no GPU
-support, and a build on the GPU (marked `gpu`) that writes an index any machine opens."""
+"""`--device` on the commands that run FAISS: refused in one line where there is no GPU,
+and a build on the GPU (marked `gpu`) that writes an index any machine opens."""
 
 from __future__ import annotations
 
 import faiss
 import pytest
+import torch
 from cli.support import error_line
 
 from semsearch.index import gpu
 from semsearch.index.gpu import gpu_count
 
-no_gpu_faiss = pytest.mark.skipif(gpu_count() > 0, reason="this FAISS has a GPU to use")
+no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")
 
 
-@no_gpu_faiss
+@no_gpu
 @pytest.mark.parametrize(
     "command",
     [
@@ -24,7 +25,7 @@ no_gpu_faiss = pytest.mark.skipif(gpu_count() > 0, reason="this FAISS has a GPU 
         ["mine", "--index", "NAME", "--device", "cuda"],
     ],
 )
-def test_commands_refuse_cuda_without_gpu_faiss_in_one_line(
+def test_commands_refuse_cuda_without_a_gpu_in_one_line(
     tmp_path, cli, corpus_file, command
 ) -> None:
     built = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,

@@ -9,6 +9,7 @@ import logging
 import faiss
 import numpy as np
 import pytest
+import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.index import gpu
@@ -18,7 +19,8 @@ from semsearch.index.tune import tune_against_exact
 from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 
-no_gpu_faiss = pytest.mark.skipif(gpu_count() > 0, reason="this FAISS has a GPU to use")
+no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")
+needs_gpu_faiss = pytest.mark.skipif(gpu_count() == 0, reason="needs GPU FAISS (the gpu extra)")
 
 
 def _vectors(rows: int, dimension: int = 32, seed: int = 0) -> np.ndarray:
@@ -47,7 +49,7 @@ def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
             faiss_device(wrong)
 
 
-@no_gpu_faiss
+@no_gpu
 def test_auto_falls_back_to_the_cpu_with_one_log_line(caplog, fresh_fallback_log) -> None:
     with caplog.at_level(logging.INFO, logger="semsearch.index.gpu"):
         assert faiss_device("auto") == CPU
@@ -56,9 +58,9 @@ def test_auto_falls_back_to_the_cpu_with_one_log_line(caplog, fresh_fallback_log
     assert len(lines) == 1 and lines[0].startswith("FAISS runs on the CPU")
 
 
-@no_gpu_faiss
+@no_gpu
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])
-def test_cuda_without_gpu_faiss_is_one_clear_error(device) -> None:
+def test_cuda_without_a_gpu_is_one_clear_error(device) -> None:
     with pytest.raises(SemsearchError) as caught:
         faiss_device(device)
     message = str(caught.value)
@@ -200,6 +202,7 @@ def test_torch_out_of_memory_goes_on_with_faiss_on_the_cpu(monkeypatch, caplog) 
 
 
 @pytest.mark.gpu
+@needs_gpu_faiss
 def test_train_add_tune_on_the_gpu_matches_the_cpu_and_writes_a_cpu_index(tmp_path) -> None:
     vectors = _vectors(20_000)
     ids = np.arange(len(vectors))
@@ -225,6 +228,7 @@ def test_train_add_tune_on_the_gpu_matches_the_cpu_and_writes_a_cpu_index(tmp_pa
 
 
 @pytest.mark.gpu
+@needs_gpu_faiss
 @pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
 def test_exact_search_on_the_gpu_equals_the_cpu(metric) -> None:
     vectors = _vectors(5_000, seed=1)
@@ -237,6 +241,7 @@ def test_exact_search_on_the_gpu_equals_the_cpu(metric) -> None:
 
 
 @pytest.mark.gpu
+@needs_gpu_faiss
 def test_mining_searches_on_the_gpu_find_the_same_neighbours() -> None:
     vectors = _vectors(3_000, seed=2)
     found = {}
@@ -250,6 +255,7 @@ def test_mining_searches_on_the_gpu_find_the_same_neighbours() -> None:
 
 
 @pytest.mark.gpu
+@needs_gpu_faiss
 def test_a_gpu_that_runs_out_of_memory_hands_the_add_to_the_cpu(caplog) -> None:
     import torch
 
@@ -265,3 +271,19 @@ def test_a_gpu_that_runs_out_of_memory_hands_the_add_to_the_cpu(caplog) -> None:
         del ballast
     assert index.device == CPU and index.size == len(vectors)
     assert any("ran out of memory" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.gpu
+def test_the_torch_path_on_a_gpu_puts_rows_where_faiss_would() -> None:
+    vectors, ids = _vectors(20_000), np.arange(20_000)
+    trained = _ivf(vectors, nlist=64)
+    with trained.placed(FaissDevice(torch_device="cuda:0")):
+        trained.train(vectors[:5_000])
+    by_faiss, by_torch = trained.empty_copy(), trained.empty_copy()
+    by_faiss.add(vectors, ids, prepared=True)
+    with by_torch.placed(FaissDevice(torch_device="cuda:0")):
+        by_torch.add(vectors, ids, prepared=True)
+        _, exact_gpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine", by_torch.device)
+    assert np.mean(np.array(_lists(by_torch)) == np.array(_lists(by_faiss))) >= 0.99  # fp ties
+    _, exact_cpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine")
+    assert np.mean(exact_gpu == exact_cpu) >= 0.99
