@@ -99,12 +99,13 @@ IndexDir = Annotated[
 Device = Annotated[
     str,
     typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N: where the model runs, and "
-                 "FAISS too where it has GPU support (the gpu extra)."),
+                 "FAISS's heavy steps too (all of FAISS with the gpu extra)."),
 ]  # fmt: skip
 FaissDeviceOption = Annotated[
     str,
-    typer.Option("--device", help="Where FAISS trains, adds and tunes: auto (a GPU when FAISS "
-                 "has GPU support, the gpu extra), cpu, cuda or cuda:N."),
+    typer.Option("--device", help="Where FAISS trains, adds and tunes: auto (a GPU when there "
+                 "is one: all of FAISS with the gpu extra, its heavy steps through torch "
+                 "without), cpu, cuda or cuda:N."),
 ]  # fmt: skip
 EncodeBatch = Annotated[
     int | None,
