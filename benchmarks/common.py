@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +21,9 @@ import psutil
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_OUT_DIR = REPO_ROOT / "benchmarks" / "out"
+# all-mpnet-base-v2's shape, for timing with `random_base_model`.
+BASE_SHAPE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
+              "intermediate_size": 3072}  # fmt: skip
 
 
 class PeakRss:
@@ -228,3 +232,27 @@ def tied_recall_at_k(found: np.ndarray, queries: np.ndarray, vectors: np.ndarray
     scores = np.einsum("qkd,qd->qk", vectors[np.where(valid, found, 0)], queries)
     hits = valid & (scores >= exact_scores[:, -1:] - 1e-4)
     return float(np.minimum(hits.sum(axis=1), found.shape[1]).mean() / found.shape[1])
+
+
+def random_base_model(reference: Path, folder: Path) -> Path:
+    """A randomly initialised BERT-base-shaped model (all-mpnet-base-v2's shape) in `folder`,
+    with the reference model's tokenizer and sentence-transformers files (mean pooling), so
+    that both encoders load it. Its vectors mean nothing; it is for timing."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(reference)
+    for key, value in BASE_SHAPE.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config)
+    top_level = {"model.safetensors", "config.json", "README.md"}  # the weights and shape are new
+    shutil.copytree(reference, folder, dirs_exist_ok=True,
+                    ignore=lambda where, names: top_level & set(names) if Path(where) == reference else set())  # fmt: skip
+    model.save_pretrained(folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    if pooling.is_file():
+        settings = json.loads(pooling.read_text())
+        settings["word_embedding_dimension"] = BASE_SHAPE["hidden_size"]
+        pooling.write_text(json.dumps(settings, indent=2))
+    return folder

@@ -29,7 +29,6 @@ import argparse
 import atexit
 import copy
 import inspect
-import json
 import os
 import shutil
 import statistics
@@ -55,6 +54,7 @@ from common import (
     environment,
     load_sentence_transformer,
     markdown_table,
+    random_base_model,
     reference_model_path,
     results_file,
     set_threads,
@@ -73,9 +73,6 @@ ST_DEFAULT_BATCH = 32
 RATE_GOALS = {"pypi_summaries": 100_000, "debian_long": 40_000}
 RATIO_GOALS = {"ratio_st_default": 4.0, "ratio_st_fastest": 1.5}
 COSINE_GOALS = (0.999, 0.995)  # mean, min against sentence-transformers' fp32 vectors
-# all-mpnet-base-v2's shape, for `--random-base-model`.
-BASE_SHAPE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
-              "intermediate_size": 3072}  # fmt: skip
 # Dense bf16 tensor-core peak of the H100/H200 SXM data sheets, TFLOP/s.
 SPEC_BF16_PEAK_TFLOPS = 989.4
 Encode = Callable[[list[str]], np.ndarray]
@@ -329,29 +326,6 @@ def print_goals(line: dict, reference_model: bool) -> None:
         print(
             f"  share of the bf16 peak: {line['flop_utilisation']:.2%} ({line['model_tflops']} TFLOP/s)"
         )
-
-
-def random_base_model(reference: Path, folder: Path) -> Path:
-    """A randomly initialised BERT-base-shaped model (all-mpnet-base-v2's shape) in `folder`,
-    with the reference model's tokenizer and sentence-transformers files (mean pooling), so
-    that both encoders load it. Its vectors mean nothing; it is for timing."""
-    from transformers import AutoConfig, AutoModel
-
-    config = AutoConfig.from_pretrained(reference)
-    for key, value in BASE_SHAPE.items():
-        setattr(config, key, value)
-    torch.manual_seed(0)
-    model = AutoModel.from_config(config)
-    top_level = {"model.safetensors", "config.json", "README.md"}  # the weights and shape are new
-    shutil.copytree(reference, folder, dirs_exist_ok=True,
-                    ignore=lambda where, names: top_level & set(names) if Path(where) == reference else set())  # fmt: skip
-    model.save_pretrained(folder)
-    pooling = folder / "1_Pooling" / "config.json"
-    if pooling.is_file():
-        settings = json.loads(pooling.read_text())
-        settings["word_embedding_dimension"] = BASE_SHAPE["hidden_size"]
-        pooling.write_text(json.dumps(settings, indent=2))
-    return folder
 
 
 def check_packing(variants: list[Variant]) -> None:

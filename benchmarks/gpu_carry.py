@@ -5,13 +5,15 @@ bundled model package nor the shared data, and a call may carry 64 MiB. The defa
 (91 MB in fp32) travels as fp16 safetensors (45 MB) with its tokenizer and configs, plus
 column extracts of the two corpora: every PyPI summary (841,708 rows, the `summary` column
 alone, zstd level 19: about 15.4 MiB, for gpu_build.py and mine_pypi.py; the first N rows
-serve encode_throughput.py) and the first 20,000 Debian long descriptions (1.2 MiB). On the machine, `--widen`
+serve encode_throughput.py), the first 20,000 Debian long descriptions (1.2 MiB) and STS-B
+(0.3 MiB, the sentences of gpu_pairs.py). On the machine, `--widen`
 restores an fp32 folder that both encoders then load, so their comparison stays exact (on
 the fp16-rounded weights). The scripts read the extracts with `--data-dir .gpu/data`.
 
 Each part is its own folder, so a call carries only what it needs (`carry` takes up to 8
 paths): `.gpu/model` (44.0 MiB), `.gpu/data/pypi` (15.4 MiB) and `.gpu/data/debian`
-(1.2 MiB) come to about 63.6 MiB with the repository (3 MiB): all three just fit one call.
+(1.2 MiB) come to about 63.6 MiB with the repository (3 MiB): these three just fit one
+call; gpu_pairs.py's call carries `.gpu/model` and `.gpu/data/stsb`.
 Wheels (`.whl`, e.g. GPU FAISS, 46 MiB and more) do not fit beside them, but ignored paths
 stay on a warm machine between calls, so one call can bring and install the wheels and the
 next (within the machine's warm period) the model and data.
@@ -59,11 +61,15 @@ def pack(data_dir: Path, pypi_rows: int, debian_rows: int) -> None:
     for folder, table, rows, name in (("pypi", pypi, pypi_rows, "pypi_summaries.parquet"),
                                       ("debian", debian, debian_rows, "debian_packages.parquet")):  # fmt: skip
         write_extract(table.slice(0, rows or None), CARRY / "data" / folder / name)
-    for part in (model, CARRY / "data" / "pypi", CARRY / "data" / "debian"):
+    shutil.copytree(data_dir / "stsb", CARRY / "data" / "stsb")  # bench pairs' sentences
+    for part in (model, *(CARRY / "data" / folder for folder in ("pypi", "debian", "stsb"))):
         print(f"  {part.relative_to(CARRY.parent)}: {folder_mib(part):.1f} MiB")
-    total = folder_mib(CARRY) + repository_mib()
-    print(f"wrote {CARRY}: {folder_mib(CARRY):.1f} MiB; with the repository's tracked files "
-          f"{total:.1f} MiB of a call's 64 MiB{'' if total < 64 else ': TOO LARGE, carry less'}")  # fmt: skip
+    data = CARRY / "data"
+    for what, parts in (("an encode/build/mine", (model, data / "pypi", data / "debian")),
+                        ("a pairs", (model, data / "stsb"))):  # fmt: skip
+        total = sum(map(folder_mib, parts)) + repository_mib()
+        print(f"{what} call carries {total:.1f} MiB of its 64 MiB with the repository's tracked "
+              f"files{'' if total < 64 else ': TOO LARGE, carry less'}")  # fmt: skip
 
 
 def write_extract(table: pa.Table, path: Path) -> None:

@@ -1,0 +1,146 @@
+"""The SBERT paper's headline on a GPU: `semsearch bench pairs` with BERT-base-size models.
+
+Why: the paper's case for bi-encoders is 10,000 sentences' closest pair in about 65 hours
+of cross-encoding on a V100 against about 5 seconds for the bi-encoder. Issue 15 asks for
+that table measured on the lent GPU with a BERT-base-size cross-encoder and bi-encoder.
+Each `--shape` runs `python -m semsearch bench pairs` as a user types it, in a fresh process:
+
+- `base`: a randomly initialised model of all-mpnet-base-v2's shape (12 layers, 768 hidden),
+  built with `--model`'s tokenizer; the cross-encoder is bench pairs' default, an untrained
+  head on the same transformer, so every pair costs what a trained BERT-base cross-encoder
+  costs (random weights change the scores, not the work);
+- `model`: `--model` as it is (the bundled all-MiniLM-L6-v2 by default).
+
+The cross-encoder's pairs/s is measured on random pairs and extrapolated to all
+n(n-1)/2 pairs; the bi-encoder encodes the n sentences and mines their closest pairs,
+measured end to end. One JSON line per shape goes to `results/gpu_pairs.jsonl`, and the
+README's table is printed.
+
+    python3 benchmarks/gpu_pairs.py --device cuda --model /tmp/model --data-dir .gpu/data
+    flock /tmp/cpu.lock python benchmarks/gpu_pairs.py --device cpu --n 200 \\
+        --min-seconds 2 --shape model --out-dir /tmp/gpu_pairs_smoke   # a CPU smoke run
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from common import (
+    add_results_option,
+    append_result_lines,
+    base_parser,
+    command_line,
+    device_label,
+    markdown_table,
+    random_base_model,
+    reference_model_path,
+    results_file,
+)
+from gpu_build import timed_process
+
+SHAPES = ("base", "model")
+SHAPE_LABELS = {"base": "random BERT-base shape (12 layers, 768 hidden)"}
+# Pairs (and texts) per forward pass: a GPU is fed large batches, a CPU the CLI's default.
+BATCH = {"cuda": 256, "cpu": 64}
+
+
+def model_for(shape: str, reference: Path, scratch: Path) -> Path:
+    """The model folder `shape` names: a random BERT-base one, or the reference itself."""
+    if shape == "base":
+        return random_base_model(reference, scratch / "base")
+    return reference
+
+
+def model_label(model: Path | None) -> str:
+    """How the table names `--model`: the bundled default, or the folder's name."""
+    return "all-MiniLM-L6-v2 (bundled default)" if model is None else model.name
+
+
+def run_bench_pairs(model: Path, out_dir: Path, args) -> dict:
+    """`semsearch bench pairs` on `model` in a fresh process; the JSON it printed."""
+    command = [sys.executable, "-m", "semsearch", "bench", "pairs", "--n", str(args.n), "--also", "",
+               "--model", str(model), "--device", args.device, "--data-dir", str(args.data_dir),
+               "--batch-size", str(args.batch_size or BATCH[args.device]),
+               "--min-pairs", str(args.min_pairs), "--min-seconds", str(args.min_seconds),
+               "--out-dir", str(out_dir), "--json"]  # fmt: skip
+    _, output = timed_process(command)
+    return json.loads(output[output.index("{") :])
+
+
+def figure_line(shape: str, model_label: str, report: dict, args) -> dict:
+    """The recorded figures of one shape, with what they ran on and the command."""
+    size = report["sizes"][0]
+    cross, bi = size["cross_encoder"], size["bi_encoder"]
+    return {
+        "device": device_label(args.device),
+        "command": command_line(),
+        "shape": shape,
+        "model": model_label,
+        "n": size["n"],
+        "all_pairs": size["all_pairs"],
+        "cross_encoder_pairs_per_s": round(cross["pairs_per_second"], 1),
+        "cross_encoder_pairs_scored": cross["pairs_scored"],
+        "cross_encoder_hours": round(cross["all_pairs_seconds"] / 3600, 3),
+        "cross_encoder_extrapolated": cross["extrapolated"],
+        "bi_encoder_seconds": round(bi["seconds"], 3),
+        "encode_seconds": round(bi["encode_seconds"], 3),
+        "search_seconds": round(bi["search_seconds"], 3),
+        "speedup": round(size["speedup"], 1),
+        "batch_size": report["options"]["batch_size"],
+    }
+
+
+def table(lines: list[dict]) -> str:
+    """The README's table: each measured shape beside the paper's V100 figures."""
+    rows = [[line["model"], line["device"], f"{line['n']:,}", f"{line['cross_encoder_pairs_per_s']:,.0f}",
+             f"{line['cross_encoder_hours']:.1f} h", f"{line['bi_encoder_seconds']:.1f} s",
+             f"{line['speedup']:,.0f}x"] for line in lines]  # fmt: skip
+    rows.append(["BERT-base (SBERT paper)", "V100", "10,000", "", "about 65 h", "about 5 s", ""])
+    headers = ["model", "device", "n", "cross-encoder pairs/s", "cross-encoder, all pairs",
+               "bi-encoder (encode + mine)", "speed-up"]  # fmt: skip
+    return markdown_table(headers, rows)
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=None,
+                        help="reference model folder: its tokenizer for the base shape, itself for "
+                        "--shape model (default: the bundled model)")  # fmt: skip
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    parser.add_argument("--n", type=int, default=10_000, help="sentences (the paper: 10,000)")
+    parser.add_argument("--shape", choices=SHAPES, action="append", default=None,
+                        help="base (random BERT-base shape) and/or model (--model as is); "
+                        "default: both")  # fmt: skip
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help=f"pairs and texts per forward pass (default: {BATCH})")  # fmt: skip
+    parser.add_argument("--min-pairs", type=int, default=20_000,
+                        help="cross-encoder pairs scored at least")  # fmt: skip
+    parser.add_argument("--min-seconds", type=float, default=30.0,
+                        help="cross-encoder scoring time at least")  # fmt: skip
+    add_results_option(parser)
+    args = parser.parse_args()
+    reference = Path(args.model or reference_model_path())
+    if not (args.data_dir / "stsb").is_dir() and not (args.data_dir / "pypi").is_dir():
+        raise SystemExit(f"{args.data_dir} has neither stsb/ nor pypi/: pass --data-dir "
+                         "(on the GPU machine, .gpu/data after gpu_carry.py)")  # fmt: skip
+    scratch = Path(tempfile.mkdtemp(prefix="semsearch-gpu-pairs-"))
+    lines = []
+    try:
+        for shape in args.shape or SHAPES:
+            model = model_for(shape, reference, scratch)
+            report = run_bench_pairs(model, args.out_dir / f"bench_pairs_{shape}", args)
+            label = SHAPE_LABELS.get(shape, model_label(args.model))
+            lines.append(figure_line(shape, label, report, args))
+            print(json.dumps(lines[-1]), flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    append_result_lines(results_file(args, "gpu_pairs"), lines)
+    print(table(lines))
+
+
+if __name__ == "__main__":
+    main()
