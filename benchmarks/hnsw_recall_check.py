@@ -28,12 +28,12 @@ from common import (
     write_json,
 )
 
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.store import IndexFolder
 from semsearch.index.tune import tie_aware_recall, tune_against_exact
 from semsearch.index.vector_index import (
     VectorIndex,
-    exact_knn,
     higher_is_better,
     prepare_vectors,
 )

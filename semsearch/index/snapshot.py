@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
 from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, LexicalSpec, Manifest
 from semsearch.index.metadata_rows import MetadataRows
@@ -33,7 +34,6 @@ from semsearch.index.vector_index import (
     ExactStandIn,
     IdFilter,
     VectorIndex,
-    exact_knn,
     higher_is_better,
 )
 from semsearch.index.verify import check_file, check_opened_files
@@ -98,14 +98,18 @@ class SegmentCache:
             self._opened.clear()
             self.checked.clear()
 
-    def open(self, folder: IndexFolder, manifest: Manifest, position: int) -> tuple[Segment, VectorIndex]:
+    def open(
+        self, folder: IndexFolder, manifest: Manifest, position: int
+    ) -> tuple[Segment, VectorIndex]:
         record = manifest.segments[position]
         key = (manifest.index_id, record.name, record.index_file)  # an overwrite reuses names
         with self._lock:
             if key not in self._opened:
                 segment = Segment(folder.segment_dir(record.name), record)
                 # A small added segment of an IVF index is searched exactly (ExactStandIn).
-                index = ExactStandIn.replacing(segment.read_index(manifest.index.metric), segment.iter_parts())
+                index = ExactStandIn.replacing(
+                    segment.read_index(manifest.index.metric), segment.iter_parts()
+                )
                 self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
             cached_segment.ids  # noqa: B018 - read once, shared by every generation's copy
@@ -126,8 +130,12 @@ class SegmentCache:
             return self._opened[key]
 
     def keep_only(self, manifest: Manifest) -> None:
-        wanted = {(manifest.index_id, record.name, record.index_file) for record in manifest.segments}
-        wanted |= {(manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments}
+        wanted = {
+            (manifest.index_id, record.name, record.index_file) for record in manifest.segments
+        }
+        wanted |= {
+            (manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments
+        }
         with self._lock:
             for key in [key for key in self._opened if key not in wanted]:
                 del self._opened[key]
@@ -221,7 +229,9 @@ class IndexSnapshot:
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
             exact_scores, exact_rows = self.exact_search(
-                np.ascontiguousarray(queries[short]), k, allowed if allowed is not None else self.live
+                np.ascontiguousarray(queries[short]),
+                k,
+                allowed if allowed is not None else self.live,
             )
             scores[short], rows[short] = exact_scores, exact_rows
         return scores, rows
@@ -245,7 +255,9 @@ class IndexSnapshot:
         spec = self.check_lexical()
         allowed = self.where_mask(where) if where is not None else self.live
         segments = [
-            LexicalSegment(self._cache.lexical(self.folder, self.manifest, position), open_segment.offset)
+            LexicalSegment(
+                self._cache.lexical(self.folder, self.manifest, position), open_segment.offset
+            )
             for position, open_segment in enumerate(self.segments)
         ]
         return lexical_search(segments, spec, queries, k, allowed)
@@ -278,7 +290,10 @@ class IndexSnapshot:
         """float32 stored vectors of global `rows` (ascending)."""
         parts = []
         for open_segment in self.segments:
-            inside = rows[(rows >= open_segment.offset) & (rows < open_segment.offset + len(open_segment.live))]
+            inside = rows[
+                (rows >= open_segment.offset)
+                & (rows < open_segment.offset + len(open_segment.live))
+            ]
             if len(inside):
                 parts.append(open_segment.segment.vectors_at(inside - open_segment.offset))
         dimension = self.manifest.model.dimension
@@ -295,7 +310,9 @@ class IndexSnapshot:
         for open_segment in self.segments:
             segment_allowed = open_segment.live
             if allowed is not None:
-                segment_allowed = allowed[open_segment.offset : open_segment.offset + len(open_segment.live)]
+                segment_allowed = allowed[
+                    open_segment.offset : open_segment.offset + len(open_segment.live)
+                ]
                 if not segment_allowed.any():
                     continue
             elif not open_segment.any_live:
@@ -398,4 +415,3 @@ def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) 
     if "efSearch" in params:
         widened["efSearch"] = min(math.ceil(params["efSearch"] * scale), MAX_EF_SEARCH)
     return widened
-

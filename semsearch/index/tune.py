@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from semsearch.errors import SemsearchError
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.filling import Parts
-from semsearch.index.vector_index import VectorIndex, exact_knn, higher_is_better, prepare_vectors
+from semsearch.index.vector_index import VectorIndex, higher_is_better, prepare_vectors
 
 SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes differ by rounding
 Rescore = Callable[[np.ndarray, np.ndarray], np.ndarray]

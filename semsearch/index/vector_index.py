@@ -4,7 +4,7 @@ A `VectorIndex` wraps one FAISS index whose vectors carry the index's stable int
 (`add_with_ids`; Flat and HNSW sit inside an `IndexIDMap2`, IVF keeps ids itself). Search
 parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each call as
 `faiss.SearchParameters*`, so nothing is mutated at query time and one opened index serves
-any number of threads. `exact_knn` is the one exact search of the package.
+any number of threads. The package's exact search is `semsearch.index.exact_search`.
 
 The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
 `placed(device)` moves the index there for a while and back (`semsearch.index.gpu`);
@@ -377,55 +377,6 @@ class ExactStandIn(VectorIndex):
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         params = {name: value for name, value in (params or {}).items() if name != self.stands_for}
         return super().search(queries, k, params, allowed)
-
-
-def exact_knn(
-    queries: np.ndarray,
-    parts: Iterable[tuple[np.ndarray, np.ndarray]],
-    k: int,
-    metric: str,
-    device: FaissDevice = CPU,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Scores and ids of the exact top-k of each query over (ids, vectors) parts streamed in turn.
-
-    `queries` must come from `prepare_vectors`; parts are prepared here. Memory stays bounded
-    by one part. On a GPU device each part is searched there (k up to GPU FAISS' limit),
-    and on the CPU from the first part the GPU has no memory for.
-    """
-    heap = faiss.ResultHeap(len(queries), k, keep_max=higher_is_better(metric))
-    on_gpu = (device.is_gpu and k <= gpu.GPU_MAX_K) or device.torch_device is not None
-    for ids, vectors in parts:
-        if len(vectors) == 0:
-            continue
-        vectors = prepare_vectors(vectors, metric)
-        part_k = min(k, len(vectors))
-        scores = None
-        if on_gpu:
-            try:
-                if device.torch_device is not None:
-                    from semsearch.index import torch_gpu  # torch only where it runs
-
-                    scores, positions = torch_gpu.knn(queries, vectors, part_k, metric,
-                                                      device.torch_device)  # fmt: skip
-                else:
-                    scores, positions = gpu.knn(
-                        queries, vectors, part_k, METRICS[metric], device.gpu
-                    )
-            except (RuntimeError, MemoryError) as exc:
-                if not gpu.is_out_of_memory(exc):
-                    raise
-                log.warning("the GPU ran out of memory in an exact search (%s): going on on "
-                            "the CPU", gpu.faiss_reason(exc))  # fmt: skip
-                on_gpu = False
-        if scores is None:
-            flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
-            flat.add(vectors)
-            scores, positions = flat.search(queries, part_k)
-        ids = np.asarray(ids, dtype=np.int64)
-        found = np.where(positions >= 0, ids[np.maximum(positions, 0)], -1)
-        heap.add_result(np.ascontiguousarray(scores), np.ascontiguousarray(found))
-    heap.finalize()
-    return heap.D, heap.I
 
 
 def _keeps_ids(index: faiss.Index) -> bool:

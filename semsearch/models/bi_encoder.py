@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, PreTrainedModel, PreTrainedTokenizerBase
@@ -28,7 +27,6 @@ from semsearch.models.compiled import FrozenCompiled
 from semsearch.models.loading import load_pretrained, model_max_length
 from semsearch.models.memory_fit import MemoryFit
 from semsearch.models.model_folder import (
-    ATTENTION_WEIGHTS,
     DEFAULT_MODEL,
     ModelFolder,
     require_kind,
@@ -39,6 +37,7 @@ from semsearch.models.packing import PackedBatch, block_mask, packed_batches, po
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
+from semsearch.models.st_layout import write_transformer_folder
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
 
@@ -286,7 +285,9 @@ class BiEncoder(nn.Module):
     ) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:  # fmt: skip
         """Packed batches of `texts` (made in the background) and how to run one."""
         if isinstance(transformer, FrozenCompiled):
-            raise SemsearchError("packing is for the plain encoder, not a compiled one: encode without packing")
+            raise SemsearchError(
+                "packing is for the plain encoder, not a compiled one: encode without packing"
+            )
         start = position_start(transformer)
         kind = transformer.config._attn_implementation
         width = -(-self.max_length // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
@@ -360,49 +361,7 @@ class BiEncoder(nn.Module):
             from semsearch.models.word_model import save_word_model
 
             return save_word_model(self, folder)
-        self.transformer.save_pretrained(folder, safe_serialization=True)
-        self.tokenizer.save_pretrained(folder)
-        modules = [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {
-                "idx": 1,
-                "name": "1",
-                "path": "1_Pooling",
-                "type": "sentence_transformers.models.Pooling",
-            },
-        ]
-        if self.normalize:
-            modules.append(
-                {
-                    "idx": 2,
-                    "name": "2",
-                    "path": "2_Normalize",
-                    "type": "sentence_transformers.models.Normalize",
-                }
-            )
-            (folder / "2_Normalize").mkdir(exist_ok=True)
-        (folder / "1_Pooling").mkdir(exist_ok=True)
-        pooling_config = {
-            "word_embedding_dimension": self.dimension,
-            "pooling_mode_cls_token": self.pooling.mode == "cls",
-            "pooling_mode_mean_tokens": self.pooling.mode == "mean",
-            "pooling_mode_max_tokens": self.pooling.mode == "max",
-            "pooling_mode_mean_sqrt_len_tokens": False,
-        }
-        if self.pooling.mode == "attention":
-            # sentence-transformers has no such mode, so it refuses this folder instead of
-            # silently pooling another way; semsearch reads the key and the scorer file.
-            pooling_config["pooling_mode_attention"] = True
-            weights = {
-                key: value.detach().cpu() for key, value in self.pooling.state_dict().items()
-            }
-            save_file(weights, folder / "1_Pooling" / ATTENTION_WEIGHTS)
-        _write_json(folder / "modules.json", modules)
-        _write_json(folder / "1_Pooling" / "config.json", pooling_config)
-        _write_json(
-            folder / "sentence_bert_config.json",
-            {"max_seq_length": self.max_length, "do_lower_case": self.do_lower_case},
-        )
+        write_transformer_folder(self, folder)
 
 
 def batch_settings(device: torch.device) -> tuple[int, int | None]:
@@ -443,7 +402,3 @@ def _load_pooling(folder: ModelFolder, mode: PoolingMode | None, dimension: int)
 
 def _uses_saved_scorer(folder: ModelFolder, pooling: Pooling) -> bool:
     return pooling.scorer is not None and folder.pooling_weights is not None
-
-
-def _write_json(path: Path, value: object) -> None:
-    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")

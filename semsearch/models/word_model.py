@@ -11,23 +11,21 @@ it, so such a model trains with `semsearch train --model FOLDER` and indexes wit
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import ModelFolder, read_json
 from semsearch.models.pooling import Pooling
+from semsearch.models.st_layout import ST, module_entry, write_json, write_tail, write_weights
 from semsearch.models.word_encoder import WordLayerConfig, WordNetwork, WordTokenizer
 from semsearch.models.word_vectors import read_word_vectors
 
-ST = "sentence_transformers.models."
 TOKENIZER_CLASS = ST + "tokenizer.WhitespaceTokenizer"
 EMBEDDINGS_DIR = "0_WordEmbeddings"
 EMBEDDINGS_CONFIG = "wordembedding_config.json"
@@ -103,44 +101,31 @@ def save_word_model(encoder: Any, folder: str | Path) -> None:
             f"a word-vector model pools with {', '.join(WORD_POOLINGS)}, not {encoder.pooling.mode}"
         )
     folder = Path(folder)
-    modules = [_module(0, EMBEDDINGS_DIR, "WordEmbeddings")]
+    modules = [module_entry(0, EMBEDDINGS_DIR, "WordEmbeddings")]
     embeddings = folder / EMBEDDINGS_DIR
-    _write_json(embeddings / EMBEDDINGS_CONFIG, {
+    write_json(embeddings / EMBEDDINGS_CONFIG, {
         "tokenizer_class": TOKENIZER_CLASS,
         "update_embeddings": network.update_embeddings,
         "max_seq_length": encoder.max_length,
     })  # fmt: skip
-    _write_json(embeddings / TOKENIZER_CONFIG, {
+    write_json(embeddings / TOKENIZER_CONFIG, {
         "vocab": tokenizer.vocab,
         "stop_words": sorted(tokenizer.stop_words),
         "do_lower_case": tokenizer.do_lower_case,
     })  # fmt: skip
-    _write_weights(embeddings / WEIGHTS, {"emb_layer.weight": network.embeddings.weight})
+    write_weights(embeddings / WEIGHTS, {"emb_layer.weight": network.embeddings.weight})
     layer = network.layer
     if layer.kind != "none":
         name, config_file = LAYER_FILES[layer.kind]
         path = f"{len(modules)}_{name}"
-        modules.append(_module(len(modules), path, name))
-        _write_json(folder / path / config_file, _layer_config(network))
+        modules.append(module_entry(len(modules), path, name))
+        write_json(folder / path / config_file, _layer_config(network))
         prefix, part = (
             ("encoder.", network.lstm) if layer.kind == "lstm" else ("convs.", network.convs)
         )
         weights = {prefix + key: value for key, value in part.state_dict().items()}  # type: ignore[union-attr]
-        _write_weights(folder / path / WEIGHTS, weights)
-    path = f"{len(modules)}_Pooling"
-    modules.append(_module(len(modules), path, "Pooling"))
-    _write_json(folder / path / "config.json", {
-        "word_embedding_dimension": network.config.hidden_size,
-        "pooling_mode_cls_token": encoder.pooling.mode == "cls",
-        "pooling_mode_mean_tokens": encoder.pooling.mode == "mean",
-        "pooling_mode_max_tokens": encoder.pooling.mode == "max",
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    })  # fmt: skip
-    if encoder.normalize:
-        path = f"{len(modules)}_Normalize"
-        modules.append(_module(len(modules), path, "Normalize"))
-        (folder / path).mkdir(parents=True, exist_ok=True)
-    _write_json(folder / "modules.json", modules)
+        write_weights(folder / path / WEIGHTS, weights)
+    write_tail(encoder, folder, modules, network.config.hidden_size)
 
 
 def load_word_model(folder: ModelFolder) -> tuple[WordNetwork, WordTokenizer, int]:
@@ -263,10 +248,6 @@ def _layer_config(network: WordNetwork) -> dict:
             "kernel_sizes": list(layer.kernel_sizes), "stride_sizes": [1] * len(layer.kernel_sizes)}  # fmt: skip
 
 
-def _module(index: int, path: str, kind: str) -> dict:
-    return {"idx": index, "name": str(index), "path": path, "type": ST + kind}
-
-
 def _strip(weights: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     return {key.removeprefix(prefix): value for key, value in weights.items()}
 
@@ -278,17 +259,3 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
         return load_file(path)
     except Exception as exc:  # safetensors raises its own error types
         raise SemsearchError(f"cannot read {path}: {exc}") from exc
-
-
-def _write_weights(path: Path, weights: dict[str, torch.Tensor]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    save_file({key: value.detach().cpu().contiguous() for key, value in weights.items()}, temporary)
-    os.replace(temporary, path)
-
-
-def _write_json(path: Path, value: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)

@@ -20,16 +20,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.index.build import BuildOptions
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
-from semsearch.index.vector_index import exact_knn
 from semsearch.search import Searcher
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 ray_tests = [
     pytest.mark.ray,
     pytest.mark.slow,
-    pytest.mark.skipif(not HAVE_RAY, reason="Ray is not installed: pip install -e '.[ray]' (make test-ray does)"),
+    pytest.mark.skipif(
+        not HAVE_RAY, reason="Ray is not installed: pip install -e '.[ray]' (make test-ray does)"
+    ),
 ]
 
 WORDS = [
@@ -43,7 +45,10 @@ WORDS = [
 def texts(count: int, seed: int = 0) -> list[str]:
     """`count` short texts of random words; every 50th is blank (skipped by a build)."""
     rng = random.Random(seed)
-    return ["" if i % 50 == 7 else " ".join(rng.choices(WORDS, k=rng.randint(3, 9))) for i in range(count)]
+    return [
+        "" if i % 50 == 7 else " ".join(rng.choices(WORDS, k=rng.randint(3, 9)))
+        for i in range(count)
+    ]
 
 
 def write_corpus(path: Path, count: int, seed: int = 0, first_id: int = 0) -> Path:
@@ -99,9 +104,13 @@ def top10(folder: IndexFolder, encoder, queries: list[str] = QUERIES) -> list[li
 def recall_at_10(folder: IndexFolder, queries: np.ndarray) -> float:
     """Recall@10 of the index's own search (its tuned parameters) against exact search."""
     segment = only_segment(folder)
-    _, found = segment.read_index("cosine").search(queries, 10, folder.manifest().index.search_params)
+    _, found = segment.read_index("cosine").search(
+        queries, 10, folder.manifest().index.search_params
+    )
     _, exact = exact_knn(queries, segment.iter_parts(), 10, "cosine")
-    assert Searcher(folder, model_check=False, lexical_only=True).snapshot.live_rows == len(segment.ids)
+    assert Searcher(folder, model_check=False, lexical_only=True).snapshot.live_rows == len(
+        segment.ids
+    )
     return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)]))
 
 
@@ -128,4 +137,3 @@ def local_ray() -> Iterator[None]:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-

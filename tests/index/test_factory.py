@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from semsearch.errors import SemsearchError
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.factory import (
     AUTO_EXACT_LIMIT,
     choose_index,
@@ -14,7 +15,7 @@ from semsearch.index.factory import (
     minimum_rows,
     parse_bytes,
 )
-from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 
 
 def test_auto_is_exact_for_small_corpora_and_ivf_above() -> None:

@@ -13,10 +13,11 @@ import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.index import gpu
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.gpu import CPU, FaissDevice, faiss_device, gpu_count
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.tune import tune_against_exact
-from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 
 no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")

@@ -9,6 +9,7 @@ import pytest
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.exact_search import exact_knn
 from semsearch.index.factory import choose_index
 from semsearch.index.maintain import retune
 from semsearch.index.manifest import IndexSpec
@@ -19,7 +20,7 @@ from semsearch.index.tune import (
     tune_against_exact,
     tune_index,
 )
-from semsearch.index.vector_index import VectorIndex, exact_knn, prepare_vectors
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.options import DEFAULT_TARGET_RECALL
 
 
@@ -42,18 +43,6 @@ def _ivf(vectors: np.ndarray) -> VectorIndex:
 def _exact(queries: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact scores and ids (= row numbers) of each query's k nearest `vectors`."""
     return exact_knn(queries, [(np.arange(len(vectors)), vectors)], k, "cosine")
-
-
-def test_exact_search_streamed_in_parts_equals_brute_force() -> None:
-    vectors = _clustered(1000)
-    queries = vectors[:50]
-    cuts = [(0, 300), (300, 650), (650, 1000)]
-    ids = np.arange(1000) + 5000  # ids travel with their vectors
-    scores, streamed = exact_knn(queries, [(ids[a:b], vectors[a:b]) for a, b in cuts], 5, "cosine")
-    similarity = queries @ vectors.T
-    brute = np.argsort(-similarity, axis=1)[:, :5]
-    assert recall_at_k(streamed, brute + 5000, 5) == pytest.approx(1.0)
-    assert np.allclose(scores, np.take_along_axis(similarity, brute, axis=1), atol=1e-5)
 
 
 def test_a_tie_swapped_at_rank_k_is_a_hit_for_tie_aware_recall() -> None:
