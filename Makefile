@@ -65,6 +65,7 @@ fuzz: setup
 
 lint: setup
 	$(VENV)/bin/ruff check semsearch tests benchmarks
+	$(VENV)/bin/ruff format --check semsearch tests benchmarks
 
 clean:
 	rm -rf $(INDEX_DIR) .pytest_cache

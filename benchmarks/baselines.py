@@ -113,7 +113,9 @@ def main() -> None:
     parser.add_argument("--rows", default="", help="comma-separated names or globs (default: all)")
     parser.add_argument("--list", action="store_true", help="list the rows and which are done")
     parser.add_argument("--rerun", action="store_true", help="measure rows already measured")
-    parser.add_argument("--report", action="store_true", help="only print the table and draw the PNG")
+    parser.add_argument(
+        "--report", action="store_true", help="only print the table and draw the PNG"
+    )
     args = parser.parse_args()
     grid, done = rows(), measured()
     if args.list:
@@ -211,7 +213,9 @@ def train_row(row: Row, start: str, folder: Path, data_dir: Path) -> tuple[float
         "stsb-binary": f"stsb:{data_dir / 'stsb' / 'stsb_train.tsv.gz'}",
         "sick": f"sick:{data_dir / 'sick' / 'sick_train.tsv.gz'}",
     }
-    data = DataOptions(train=sources[row.data], form="binary" if row.data == "stsb-binary" else "none")
+    data = DataOptions(
+        train=sources[row.data], form="binary" if row.data == "stsb-binary" else "none"
+    )
     config = TrainingConfig(
         objective=row.objective,  # type: ignore[arg-type]
         data=data,

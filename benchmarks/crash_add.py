@@ -35,14 +35,20 @@ def main() -> None:
 
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
-    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
+    table = pq.read_table(
+        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
+    )
     table = table.slice(0, args.base_rows + args.add_rows).rename_columns(["name", "text"])
     base, extra = args.work_dir / "base.parquet", args.work_dir / "extra.parquet"
     pq.write_table(table.slice(0, args.base_rows), base)
     # Half the added rows are new, half change the text of rows already there.
     changed = table.slice(args.base_rows // 2, args.add_rows // 2)
-    changed = changed.set_column(1, "text", pa.array([f"changed: {t}" for t in changed.column("text").to_pylist()]))
-    pq.write_table(pa.concat_tables([changed, table.slice(args.base_rows, args.add_rows // 2)]), extra)
+    changed = changed.set_column(
+        1, "text", pa.array([f"changed: {t}" for t in changed.column("text").to_pylist()])
+    )
+    pq.write_table(
+        pa.concat_tables([changed, table.slice(args.base_rows, args.add_rows // 2)]), extra
+    )
     indexes = args.work_dir / "indexes"
     build_index(BuildOptions(corpus=base, name="crash", id_column="name", index="ivf",
                              out_dir=indexes, model=args.model, show_progress=False))  # fmt: skip
@@ -68,7 +74,9 @@ def main() -> None:
         process.wait()
         after = Index.open("crash", indexes).manifest  # must open
         state = "previous" if after.generation == before.generation else "new"
-        ok = after.rows == (before.rows if state == "previous" else before.rows + args.add_rows // 2)
+        ok = after.rows == (
+            before.rows if state == "previous" else before.rows + args.add_rows // 2
+        )
         hits = Index.open("crash", indexes).searcher().search(["a python library"], k=5)[0]
         rerun = subprocess.run(command, capture_output=True, text=True)
         final = Index.open("crash", indexes).manifest

@@ -44,9 +44,13 @@ def main() -> None:
     common.set_threads(args.threads)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
-    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "month", "summary"])
+    table = pq.read_table(
+        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "month", "summary"]
+    )
     table = table.filter(pc.invert(pc.is_null(table.column("summary"))))
-    chosen = np.random.default_rng(0).choice(table.num_rows, args.base_rows + args.add_rows + args.queries, replace=False)
+    chosen = np.random.default_rng(0).choice(
+        table.num_rows, args.base_rows + args.add_rows + args.queries, replace=False
+    )
     sample = table.take(pa.array(chosen)).rename_columns(["name", "month", "text"])
     base = sample.slice(0, args.base_rows)
     added = sample.slice(args.base_rows, args.add_rows)
@@ -67,7 +71,10 @@ def main() -> None:
     exact = Searcher(Index.open("all-src", indexes).folder, encoder)
     truth = _ids(exact, queries)
     for kind, requested in TYPES.items():
-        grown, fresh = _copy(indexes, "base-src", f"base-{kind}"), _copy(indexes, "all-src", f"all-{kind}")
+        grown, fresh = (
+            _copy(indexes, "base-src", f"base-{kind}"),
+            _copy(indexes, "all-src", f"all-{kind}"),
+        )
         if kind != "flat":
             grown.reindex(requested)
             fresh.reindex(requested)
@@ -125,7 +132,10 @@ def _delete(indexes: Path, encoder, queries: list[str], count: int) -> dict:
     started = time.perf_counter()
     index.delete(ids=sorted(gone))
     seconds = time.perf_counter() - started
-    found = _ids(Searcher(index.folder, encoder), queries, )
+    found = _ids(
+        Searcher(index.folder, encoder),
+        queries,
+    )
     returned_deleted = sum(len(set(line) & gone) for line in found)
     deep = Searcher(index.folder, encoder).search(queries[:20], k=1000)
     deep_deleted = sum(1 for hits in deep for hit in hits if hit.id in gone)

@@ -48,7 +48,9 @@ def main() -> None:
     start = index.manifest
     debian = pq.read_table(args.data_dir / "debian" / "debian_packages.parquet",
                            columns=["package", "short_description"])  # fmt: skip
-    picked = np.random.default_rng(0).choice(debian.num_rows, args.queries + args.add_rows, replace=False)
+    picked = np.random.default_rng(0).choice(
+        debian.num_rows, args.queries + args.add_rows, replace=False
+    )
     debian = debian.take(pa.array(picked))
     queries = debian.slice(0, args.queries).column("short_description").to_pylist()
     report = {"environment": common.environment(), "args": common.args_dict(args),
@@ -57,15 +59,21 @@ def main() -> None:
     searcher = index.searcher(device="cpu")
     vectors = prepare_vectors(searcher.encoder.encode(queries), start.index.metric)
     if args.in_domain:
-        report["filters"] = [_in_domain(searcher, args.queries, share) for share in (0.5, 0.05, 0.005)]
+        report["filters"] = [
+            _in_domain(searcher, args.queries, share) for share in (0.5, 0.05, 0.005)
+        ]
     else:
-        report["filters"] = [_filter(searcher, queries, vectors, share) for share in (1.0, 0.5, 0.05, 0.005)]
+        report["filters"] = [
+            _filter(searcher, queries, vectors, share) for share in (1.0, 0.5, 0.05, 0.005)
+        ]
     if args.add_rows:
         report["add"] = _add(index, searcher, debian.slice(args.queries), args.add_rows)
     if args.reindex:
         report["reindex"] = _reindex(index, args.reindex, queries)
     index.rollback(start.generation)
-    print(json.dumps({key: value for key, value in report.items() if key != "environment"}, indent=1))
+    print(
+        json.dumps({key: value for key, value in report.items() if key != "environment"}, indent=1)
+    )
     common.write_json(args.out_dir, "living_scale.json", report)
     results = common.REPO_ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
@@ -77,7 +85,9 @@ def main() -> None:
 def _filter(searcher: Searcher, queries: list[str], vectors: np.ndarray, share: float) -> dict:
     where = f"hash(name) % 1000 < {round(share * 1000)}" if share < 1 else None
     snapshot = searcher.snapshot
-    allowed = snapshot.where_mask(where) if where else snapshot.live  # cached: latencies measure the search
+    allowed = (
+        snapshot.where_mask(where) if where else snapshot.live
+    )  # cached: latencies measure the search
     exact_scores, _ = snapshot.exact_search(vectors, K, allowed)
     search_ms, call_ms, found_scores, found_rows = [], [], [], []
     for position, query in enumerate(queries):
@@ -108,7 +118,10 @@ def _in_domain(searcher: Searcher, count: int, share: float) -> dict:
     rows = np.sort(np.random.default_rng(2).choice(outside, count, replace=False))
     texts = searcher.metadata.column(searcher.manifest.text_column).take(pa.array(rows)).to_pylist()
     vectors = prepare_vectors(searcher.encoder.encode(texts), searcher.manifest.index.metric)
-    return {**_filter(searcher, texts, vectors, share), "queries": "indexed rows outside the filter"}
+    return {
+        **_filter(searcher, texts, vectors, share),
+        "queries": "indexed rows outside the filter",
+    }
 
 
 def _add(index: Index, searcher: Searcher, debian: pa.Table, rows: int) -> dict:

@@ -52,7 +52,10 @@ def measure(setting: str, data_dir: str) -> dict:
         warm_kernels(encoder, "bf16", 8)
         warm_s = time.perf_counter() - started
     rng = np.random.default_rng(0)
-    groups = [[queries[i] for i in rng.integers(0, len(queries), int(rng.integers(1, 9)))] for _ in range(GROUPS)]
+    groups = [
+        [queries[i] for i in rng.integers(0, len(queries), int(rng.integers(1, 9)))]
+        for _ in range(GROUPS)
+    ]
     before = anonymous_mib()
     cpu = []
     for half in (groups[: GROUPS // 2], groups[GROUPS // 2 :]):
@@ -66,7 +69,9 @@ def measure(setting: str, data_dir: str) -> dict:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)  # one setting, in a child
+    parser.add_argument(
+        "--child", choices=SETTINGS, help=argparse.SUPPRESS
+    )  # one setting, in a child
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, str(args.data_dir))))

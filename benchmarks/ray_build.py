@@ -42,7 +42,9 @@ RESULTS = REPO_ROOT / "benchmarks" / "results" / "ray_build.jsonl"
 
 def corpus_file(args) -> tuple[str, int]:
     """The first `args.rows` summaries as one Parquet file (its path, its rows)."""
-    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
+    table = pq.read_table(
+        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
+    )
     if args.rows:
         table = table.slice(0, args.rows)
     assert pc.count_distinct(table.column("name")).as_py() == table.num_rows, "names must be unique"
@@ -117,7 +119,10 @@ def main() -> None:
                 "engine": engine, "workers": result["workers"] if engine == "ray" else 1,
                 "rows": result["rows"], "seconds": result["seconds"], "command": command,
                 "corpus_rows": rows, **result, "environment": env}  # fmt: skip
-        print(json.dumps({key: value for key, value in line.items() if key != "environment"}), flush=True)
+        print(
+            json.dumps({key: value for key, value in line.items() if key != "environment"}),
+            flush=True,
+        )
         RESULTS.parent.mkdir(exist_ok=True)
         with open(RESULTS, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line, default=str) + "\n")

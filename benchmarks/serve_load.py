@@ -48,7 +48,9 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 600) ->
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"the server exited: {process.stderr.read() if process.stderr else ''}")
+            raise SystemExit(
+                f"the server exited: {process.stderr.read() if process.stderr else ''}"
+            )
         try:
             if httpx.get(url, timeout=2, headers={"X-API-Key": API_KEY}).status_code == 200:
                 return
@@ -59,7 +61,9 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 600) ->
     raise SystemExit(f"{url} did not answer in {timeout_s:.0f} s")
 
 
-def start_semsearch(index: str, index_dir: Path, extra: list[str] = ()) -> tuple[subprocess.Popen, str]:
+def start_semsearch(
+    index: str, index_dir: Path, extra: list[str] = ()
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", index, "--index-dir", str(index_dir),
                                 "--port", str(port), "--device", "cpu", "--api-key", API_KEY, *extra],
@@ -93,7 +97,9 @@ def txtai_target(k: int):
 SOAK_WARMUP_S = 60
 
 
-async def soak(base: str, index: str, queries: list[str], minutes: float, rows: list[dict], pid: int) -> dict:
+async def soak(
+    base: str, index: str, queries: list[str], minutes: float, rows: list[dict], pid: int
+) -> dict:
     """Concurrency-8 load for `minutes` while 1,000 rows are upserted every 30 s.
 
     RSS is taken at start, after a minute of queries alone (the baseline: encoder workers'
@@ -119,7 +125,9 @@ async def soak(base: str, index: str, queries: list[str], minutes: float, rows: 
                 await asyncio.sleep(30)
                 series.append(rss_mib())
                 batch = rows[added : added + 1000]
-                response = await client.post(f"{base}/indexes/{index}/documents", json={"rows": batch})
+                response = await client.post(
+                    f"{base}/indexes/{index}/documents", json={"rows": batch}
+                )
                 if response.status_code != 200:
                     add_errors.append(response.text[:200])
                 added += len(batch)
@@ -138,11 +146,15 @@ def server_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of the server process and its children so far."""
     process = psutil.Process(pid)
     times = process.cpu_times()
-    return times.user + times.system + sum(c.cpu_times().user + c.cpu_times().system for c in process.children(recursive=True))
+    return (
+        times.user
+        + times.system
+        + sum(c.cpu_times().user + c.cpu_times().system for c in process.children(recursive=True))
+    )
 
 
 def level_key(levels: dict, level: int, server: str) -> str:
-    """"32", or "32#2" for the second time a level is run for `server` (levels may repeat, to
+    """ "32", or "32#2" for the second time a level is run for `server` (levels may repeat, to
     see whether one server process gets slower with time)."""
     repeat = 1
     while server in levels.get(key := str(level) if repeat == 1 else f"{level}#{repeat}", {}):
@@ -175,14 +187,18 @@ def stop(process: subprocess.Popen) -> None:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--index", default="pypi")
-    parser.add_argument("--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "indexes")
+    parser.add_argument(
+        "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "indexes"
+    )
     parser.add_argument("--concurrency", default="1,8,32,128")
     parser.add_argument("--requests", type=int, default=2000, help="requests per concurrency level")
     parser.add_argument("--max-seconds", type=float, default=120, help="cap per concurrency level")
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--soak-minutes", type=float, default=0, help="0: no soak")
     parser.add_argument("--no-peer", action="store_true")
-    parser.add_argument("--serve-args", default="", help="more options for semsearch serve, e.g. '--max-batch 16'")
+    parser.add_argument(
+        "--serve-args", default="", help="more options for semsearch serve, e.g. '--max-batch 16'"
+    )
     args = parser.parse_args()
     queries = stsb_queries(args.data_dir, 2000)
     levels = [int(level) for level in args.concurrency.split(",")]
@@ -196,7 +212,9 @@ def main() -> None:
             process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
             target = semsearch_target(args.k)
         else:
-            txtai_index = build_txtai_index(args.index_dir / args.index, args.out_dir / f"txtai-{args.index}")
+            txtai_index = build_txtai_index(
+                args.index_dir / args.index, args.out_dir / f"txtai-{args.index}"
+            )
             process, base = start_txtai(txtai_index, args.out_dir)
             target = txtai_target(args.k)
         try:
@@ -204,27 +222,42 @@ def main() -> None:
             for level in levels:
                 before, machine_before = server_cpu_seconds(process.pid), machine_busy_seconds()
                 client_before = time.process_time()
-                result = asyncio.run(load(base, target, queries, level, args.requests, args.max_seconds, HEADERS))
+                result = asyncio.run(
+                    load(base, target, queries, level, args.requests, args.max_seconds, HEADERS)
+                )
                 server_s = server_cpu_seconds(process.pid) - before
                 # CPU the server spent per answer: its efficiency, whatever else shares the machine
-                result["server_cpu_ms_per_request"] = round(1000 * server_s / max(result["requests"], 1), 2)
+                result["server_cpu_ms_per_request"] = round(
+                    1000 * server_s / max(result["requests"], 1), 2
+                )
                 # Cores taken by neither the server nor this client (other jobs, the kernel's
                 # loopback work done outside both): a run where this is high was disturbed.
-                others_s = machine_busy_seconds() - machine_before - server_s - (time.process_time() - client_before)
+                others_s = (
+                    machine_busy_seconds()
+                    - machine_before
+                    - server_s
+                    - (time.process_time() - client_before)
+                )
                 result["other_cpu_cores"] = round(others_s / max(result["seconds"], 1e-9), 2)
-                record["levels"].setdefault(level_key(record["levels"], level, name), {})[name] = result
+                record["levels"].setdefault(level_key(record["levels"], level, name), {})[name] = (
+                    result
+                )
                 print(name, json.dumps(result), flush=True)
         finally:
             stop(process)
     if args.soak_minutes:
         import pyarrow.parquet as pq
 
-        source = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
+        source = pq.read_table(
+            args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
+        )
         rows = [{"name": f"soak-{i}-{r['name']}", "summary": r["summary"] or "empty"}
                 for i, r in enumerate(source.slice(0, 30_000).to_pylist())]  # fmt: skip
         process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
         try:
-            record["soak"] = asyncio.run(soak(base, args.index, queries, args.soak_minutes, rows, process.pid))
+            record["soak"] = asyncio.run(
+                soak(base, args.index, queries, args.soak_minutes, rows, process.pid)
+            )
             print("soak", json.dumps(record["soak"]), flush=True)
         finally:
             stop(process)

@@ -92,7 +92,9 @@ def measure(command: list[str], env: dict[str, str], runs: int, before=None) -> 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh starts per command")
-    parser.add_argument("--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup")
+    parser.add_argument(
+        "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup"
+    )
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
     env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache), "SEMSEARCH_NO_TRACE": "0"}

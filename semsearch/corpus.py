@@ -53,7 +53,9 @@ class Corpus:
     def columns(self) -> list[str]:
         return list(self.schema.names)
 
-    def batches(self, rows: int = 8192, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def batches(
+        self, rows: int = 8192, columns: list[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """The corpus as record batches of at most `rows` rows (of `columns` only, when
         given), in file order."""
         try:
@@ -264,7 +266,9 @@ def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Itera
             if corpus.format == "jsonl":
                 batch.validate(full=True)  # pyarrow's JSON reader takes bytes that are not UTF-8
             if columns is not None and corpus.format == "jsonl":
-                batch = pa.RecordBatch.from_arrays([batch.column(name) for name in columns], columns)
+                batch = pa.RecordBatch.from_arrays(
+                    [batch.column(name) for name in columns], columns
+                )
             for start in range(0, batch.num_rows, rows):
                 yield batch.slice(start, rows)
 
@@ -361,7 +365,9 @@ def usable_rows(
 def check_id_column(corpus: Corpus, id_column: str) -> None:
     """Refuse an id column with empty, unhashable or repeated values, before anything is encoded."""
     _check_id_type(corpus.schema.field(id_column).type, id_column)
-    check_ids(corpus.path, id_column, (batch.column(0) for batch in corpus.batches(columns=[id_column])))
+    check_ids(
+        corpus.path, id_column, (batch.column(0) for batch in corpus.batches(columns=[id_column]))
+    )
 
 
 @dataclass(frozen=True)
@@ -389,7 +395,9 @@ def scan_columns(
     usable = first_row = 0
     ids: list[pa.Array] = []
     for batch in corpus.batches(columns=columns):
-        usable += len(usable_rows(batch.select([text_column]), text_column, first_row, strict).source_rows)
+        usable += len(
+            usable_rows(batch.select([text_column]), text_column, first_row, strict).source_rows
+        )
         if id_column is not None:
             ids.append(batch.column(id_column))
         first_row += batch.num_rows
@@ -429,7 +437,9 @@ def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.
     repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
     if len(repeated):
         value = repeated[0]["values"].as_py()
-        rows = np.flatnonzero(pc.equal(all_ids, pa.scalar(value, all_ids.type)).to_numpy(zero_copy_only=False))
+        rows = np.flatnonzero(
+            pc.equal(all_ids, pa.scalar(value, all_ids.type)).to_numpy(zero_copy_only=False)
+        )
         raise SemsearchError(
             f"id {value!r} appears more than once in {id_column!r} (rows {rows[0]} and {rows[1]}): "
             "ids must be unique; deduplicate or choose another --id-column"

@@ -38,7 +38,9 @@ GLOB_CHARACTERS = "*?["
 
 def is_uri(location: object) -> bool:
     """True for a `RemoteFile` or text that starts with `scheme://`."""
-    return isinstance(location, RemoteFile) or (isinstance(location, str) and bool(URI_PATTERN.match(location)))
+    return isinstance(location, RemoteFile) or (
+        isinstance(location, str) and bool(URI_PATTERN.match(location))
+    )
 
 
 def as_location(location: str | Path | RemoteFile) -> Path | RemoteFile:
@@ -132,7 +134,9 @@ class RemoteFile:
         try:
             return filesystem.get_file_info(path)
         except (pa.ArrowException, OSError) as exc:
-            raise SemsearchError(f"cannot read {self} ({_first_line(exc)}): check the URI and its credentials") from exc
+            raise SemsearchError(
+                f"cannot read {self} ({_first_line(exc)}): check the URI and its credentials"
+            ) from exc
 
 
 _FILESYSTEMS: dict[tuple[str, str, str], tuple[pafs.FileSystem, str]] = {}
@@ -168,7 +172,9 @@ def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.FileSystem.from_uri(uri)
     except pa.ArrowInvalid as exc:
         if "Unrecognized filesystem type" not in str(exc):
-            raise SemsearchError(f"cannot open {shown} ({_first_line(exc)}): check the URI") from None
+            raise SemsearchError(
+                f"cannot open {shown} ({_first_line(exc)}): check the URI"
+            ) from None
     except (pa.ArrowException, OSError) as exc:  # not built in, a library missing, no answer
         raise SemsearchError(
             f"cannot open {shown} ({_first_line(exc)}): check the URI and its credentials"
@@ -188,13 +194,17 @@ def _from_fsspec(uri: str, shown: str) -> tuple[pafs.FileSystem, str]:
     try:
         filesystem, path = url_to_fs(uri)
     except ImportError as exc:
-        raise SemsearchError(f"reading {scheme}:// needs a package that is not installed: {_first_line(exc)}") from None
+        raise SemsearchError(
+            f"reading {scheme}:// needs a package that is not installed: {_first_line(exc)}"
+        ) from None
     except ValueError as exc:
         if "not known" in str(exc):
             raise SemsearchError(unknown) from None
         raise SemsearchError(f"cannot open {shown} ({_first_line(exc)}): check the URI") from None
     except Exception as exc:  # noqa: BLE001 - a filesystem of fsspec's may fail in its own way
-        raise SemsearchError(f"cannot open {shown} ({type(exc).__name__}: {_first_line(exc)}): check the URI") from None
+        raise SemsearchError(
+            f"cannot open {shown} ({type(exc).__name__}: {_first_line(exc)}): check the URI"
+        ) from None
     return pafs.PyFileSystem(pafs.FSSpecHandler(filesystem)), path
 
 
@@ -205,7 +215,9 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
     location = RemoteFile(uri)
     split = urlsplit(uri)
     components = unquote(split.path).split("/")
-    first_glob = next((n for n, part in enumerate(components) if any(c in part for c in GLOB_CHARACTERS)), None)
+    first_glob = next(
+        (n for n, part in enumerate(components) if any(c in part for c in GLOB_CHARACTERS)), None
+    )
     if first_glob is None:
         info = location.info()
         if info.type == pafs.FileType.File:
@@ -215,15 +227,21 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
         files = [file for relative, file in _listing(location, recursive=True)
                  if supported(file) and not any(part.startswith((".", "_")) for part in relative)]  # fmt: skip
         if not files:
-            raise SemsearchError(f"folder {location} holds no .parquet, .csv, .tsv or .jsonl files (optionally .gz)")
+            raise SemsearchError(
+                f"folder {location} holds no .parquet, .csv, .tsv or .jsonl files (optionally .gz)"
+            )
         return sorted(files)
-    base = RemoteFile(urlunsplit(split._replace(path=quote("/".join(components[:first_glob]) or "/"))))
+    base = RemoteFile(
+        urlunsplit(split._replace(path=quote("/".join(components[:first_glob]) or "/")))
+    )
     pattern = [part for part in components[first_glob:] if part]
     recursive = "**" in pattern or len(pattern) > 1
     files = [file for relative, file in _listing(base, recursive)
              if _glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)]  # fmt: skip
     if not files:
-        raise SemsearchError(f"no file matches {location}: check the pattern (quote it, so the shell leaves it alone)")
+        raise SemsearchError(
+            f"no file matches {location}: check the pattern (quote it, so the shell leaves it alone)"
+        )
     return sorted(files)
 
 
@@ -231,14 +249,18 @@ def _listing(folder: RemoteFile, recursive: bool) -> list[tuple[tuple[str, ...],
     """(path relative to `folder` as components, file) of every file under `folder`."""
     filesystem, path = folder.filesystem()
     try:
-        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=recursive, allow_not_found=True))
+        infos = filesystem.get_file_info(
+            pafs.FileSelector(path, recursive=recursive, allow_not_found=True)
+        )
     except (pa.ArrowException, OSError) as exc:
-        raise SemsearchError(f"cannot list {folder} ({_first_line(exc)}): check the URI and its credentials") from exc
+        raise SemsearchError(
+            f"cannot list {folder} ({_first_line(exc)}): check the URI and its credentials"
+        ) from exc
     root = path.rstrip("/") + "/"
     found = []
     for info in infos:
         if info.type == pafs.FileType.File and info.path.startswith(root):
-            relative = info.path[len(root):]
+            relative = info.path[len(root) :]
             found.append((tuple(relative.split("/")), folder.child(relative)))
     return found
 

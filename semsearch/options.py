@@ -12,8 +12,16 @@ from typing import Literal, get_args
 
 # Training objectives (semsearch.losses has one module per objective).
 Objective = Literal[
-    "softmax", "bce", "cosine", "cosent", "triplet", "contrastive", "online-contrastive", "mnr",
-    "l1-sigmoid", "malstm",
+    "softmax",
+    "bce",
+    "cosine",
+    "cosent",
+    "triplet",
+    "contrastive",
+    "online-contrastive",
+    "mnr",
+    "l1-sigmoid",
+    "malstm",
 ]
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
 # The objectives a cross-encoder trains with, and the metrics its runs report.

@@ -134,7 +134,9 @@ class Searcher:
             return False
         snapshot = open_snapshot(self.folder, None, self._cache)
         if self.encoder is not None:
-            check_same_model(snapshot.manifest, self.encoder, check_fingerprint=self._check_fingerprint)
+            check_same_model(
+                snapshot.manifest, self.encoder, check_fingerprint=self._check_fingerprint
+            )
         self.snapshot = snapshot
         self._cache.keep_only(snapshot.manifest)
         return True
@@ -166,7 +168,9 @@ class Searcher:
         if mode != "lexical" and self.encoder is None:
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
         vectors = None if mode == "lexical" else self.encoder.encode(queries)
-        return self.search_vectors(queries, vectors, k, where, mode=mode, fusion=fusion, **search_params)
+        return self.search_vectors(
+            queries, vectors, k, where, mode=mode, fusion=fusion, **search_params
+        )
 
     def search_vectors(
         self, queries: list[str], vectors: np.ndarray | None, k: int = 10, where: str | None = None,
@@ -224,7 +228,9 @@ class Searcher:
         return hits
 
 
-def check_same_model(manifest: Manifest, encoder: BiEncoder, check_fingerprint: bool = True) -> None:
+def check_same_model(
+    manifest: Manifest, encoder: BiEncoder, check_fingerprint: bool = True
+) -> None:
     """Refuse an encoder whose vectors would not be comparable with the index's.
 
     The weights are compared where the manifest records their fingerprint and

@@ -113,11 +113,17 @@ def test_ids_of_skipped_rows_do_not_count() -> None:
 
 @pytest.mark.parametrize(
     "ids",
-    [pa.array([[1], [2]]), pa.array([{"x": 1}, {"x": 2}]), pa.array([float("nan"), float("nan")]),
-     pa.array([True, False])],  # fmt: skip
+    [
+        pa.array([[1], [2]]),
+        pa.array([{"x": 1}, {"x": 2}]),
+        pa.array([float("nan"), float("nan")]),
+        pa.array([True, False]),
+    ],  # fmt: skip
     ids=["lists", "structs", "NaN", "booleans"],
 )
-def test_ids_that_cannot_be_compared_are_refused_when_the_columns_are_checked(tmp_path, ids) -> None:
+def test_ids_that_cannot_be_compared_are_refused_when_the_columns_are_checked(
+    tmp_path, ids
+) -> None:
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"id": ids, "text": ["a", "b"]}), path)
     with pytest.raises(SemsearchError, match="ids must be integers or strings"):

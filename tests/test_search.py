@@ -113,7 +113,9 @@ def test_lexical_and_hybrid_modes_with_a_filter(corpus_file, tmp_path, tiny_enco
     assert [hit.id for hit in lexical] == ["d10", "d11"]  # the rows sharing a term, best first
     dense = [hit.id for hit in searcher.search(["guitar on stage"], k=3)[0]]
     convex = Fusion("convex", alpha=1.0)
-    assert [hit.id for hit in searcher.search(["guitar on stage"], k=3, mode="hybrid", fusion=convex)[0]] == dense
+    assert [
+        hit.id for hit in searcher.search(["guitar on stage"], k=3, mode="hybrid", fusion=convex)[0]
+    ] == dense
     [hybrid] = searcher.search(["guitar cake"], k=12, mode="hybrid", where="topic = 'food'")
     assert {hit.metadata["topic"] for hit in hybrid} == {"food"} and len(hybrid) == 2
     assert searcher.score_name_for("hybrid") == "score"
@@ -124,6 +126,8 @@ def test_lexical_and_hybrid_modes_with_a_filter(corpus_file, tmp_path, tiny_enco
 def test_a_lexical_only_searcher_loads_no_model(corpus_file, tmp_path, tiny_encoder) -> None:
     searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), lexical_only=True)
     assert searcher.encoder is None
-    assert [hit.id for hit in searcher.search(["cat on the sofa"], k=3, mode="lexical")[0]] == ["d2"]
+    assert [hit.id for hit in searcher.search(["cat on the sofa"], k=3, mode="lexical")[0]] == [
+        "d2"
+    ]
     with pytest.raises(SemsearchError, match="loaded no model: --mode hybrid needs one"):
         searcher.search(["cat"], mode="hybrid")

@@ -106,11 +106,18 @@ def delete(
 def reindex(
     name: IndexArgument,
     index_type: Annotated[
-        str | None, typer.Option(help="flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, auto or a FAISS factory string.")
+        str | None,
+        typer.Option(
+            help="flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, auto or a FAISS factory string."
+        ),
     ] = None,
     lexical: Annotated[
-        bool | None, typer.Option("--lexical/--no-lexical", help="Build the BM25 part from the "
-                                  "stored texts (for query --mode lexical|hybrid), or drop it.")
+        bool | None,
+        typer.Option(
+            "--lexical/--no-lexical",
+            help="Build the BM25 part from the "
+            "stored texts (for query --mode lexical|hybrid), or drop it.",
+        ),
     ] = None,
     target_recall: Annotated[
         float, typer.Option(help="Tune nprobe/efSearch to this recall@10 (0: skip).")
@@ -199,4 +206,3 @@ def _report_manifest(name: str, manifest, json_output: bool) -> None:
         f"{len(manifest.segments)} segment(s), {manifest.index.factory} {manifest.index.search_params}, "
         f"{lexical}"
     )
-

@@ -72,15 +72,21 @@ _debug_flag = {"on": False}  # set by --debug for the command that runs next
 
 @app.callback()
 def configure_logging(
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Say more about each step.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Say more about each step.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors.")] = False,
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
     debug: Annotated[
         bool,
-        typer.Option("--debug", help=f"Show the full traceback of any error (or set {DEBUG_ENV}=1)."),
+        typer.Option(
+            "--debug", help=f"Show the full traceback of any error (or set {DEBUG_ENV}=1)."
+        ),
     ] = False,
 ) -> None:
     """Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them."""
@@ -91,6 +97,8 @@ def configure_logging(
     logging.basicConfig(level=level, handlers=[handler], force=True)
     if not verbose:
         logging.getLogger("faiss").setLevel(logging.WARNING)
+
+
 Command = TypeVar("Command", bound=Callable)
 
 IndexDir = Annotated[

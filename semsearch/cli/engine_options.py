@@ -22,7 +22,9 @@ ENGINES = ("local", "ray")
 
 Engine = Annotated[
     str,
-    typer.Option(help="local (this process) or ray (a Ray cluster; pip install 'semsearch\\[ray]')."),
+    typer.Option(
+        help="local (this process) or ray (a Ray cluster; pip install 'semsearch\\[ray]')."
+    ),
 ]
 Address = Annotated[
     str | None,
@@ -31,8 +33,10 @@ Address = Annotated[
 ]  # fmt: skip
 Workers = Annotated[
     int | None,
-    typer.Option(help="--engine ray: encoder actors (default: one per GPU; else one per 4 CPUs, "
-                 "or per node where nodes have fewer, sharing the CPUs as threads)."),
+    typer.Option(
+        help="--engine ray: encoder actors (default: one per GPU; else one per 4 CPUs, "
+        "or per node where nodes have fewer, sharing the CPUs as threads)."
+    ),
 ]
 
 
@@ -56,7 +60,9 @@ def ray_options(engine: str, address: str | None, workers: int | None,
         raise SemsearchError(f"unknown --engine {engine!r}: choose {' or '.join(ENGINES)}")
     if engine == "local":
         if address is not None or workers is not None:
-            raise SemsearchError("--address and --workers are for --engine ray: add it, or leave them out")
+            raise SemsearchError(
+                "--address and --workers are for --engine ray: add it, or leave them out"
+            )
         return None
     if workers is not None and workers < 1:
         raise SemsearchError(f"--workers must be at least 1, not {workers}")

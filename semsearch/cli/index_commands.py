@@ -38,9 +38,12 @@ from semsearch.options import DEFAULT_TARGET_RECALL
 @user_errors
 def build(
     corpus: Annotated[
-        str, typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); "
-                            "or a folder of them, or a quoted glob ('data/*.parquet'); local or a "
-                            "URI (s3://bucket/prefix/*.parquet, gs://, hdfs://, file://).")
+        str,
+        typer.Argument(
+            help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); "
+            "or a folder of them, or a quoted glob ('data/*.parquet'); local or a "
+            "URI (s3://bucket/prefix/*.parquet, gs://, hdfs://, file://)."
+        ),
     ],
     name: Annotated[
         str | None, typer.Option(help="Index name (default: the corpus file's or folder's name).")
@@ -54,7 +57,10 @@ def build(
         typer.Option(help="'default' (embedded all-MiniLM-L6-v2), a model folder or a hub name."),
     ] = DEFAULT_MODEL,
     index_type: Annotated[
-        str, typer.Option(help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, or a FAISS factory string.")
+        str,
+        typer.Option(
+            help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, or a FAISS factory string."
+        ),
     ] = "auto",
     # The first release's spelling: `--index` names an index everywhere else.
     old_index_type: Annotated[str | None, typer.Option("--index", hidden=True)] = None,
@@ -88,8 +94,11 @@ def build(
         str, typer.Option(help="fp32, or fp16 to halve the vectors kept on disk for reindexing.")
     ] = "fp32",
     lexical: Annotated[
-        bool, typer.Option(help="Build the BM25 index beside the vectors (for query --mode "
-                           "lexical|hybrid); --no-lexical skips it.")
+        bool,
+        typer.Option(
+            help="Build the BM25 index beside the vectors (for query --mode "
+            "lexical|hybrid); --no-lexical skips it."
+        ),
     ] = True,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the manifest as JSON.")
@@ -158,10 +167,14 @@ def info(
         return
     segments = manifest.pop("segments")
     files = manifest.pop("files")
-    manifest["checksums"] = f"{len(files)} files" if files is not None else "none ('semsearch verify --record')"
+    manifest["checksums"] = (
+        f"{len(files)} files" if files is not None else "none ('semsearch verify --record')"
+    )
     print_mapping(f"index {folder.name} ({folder.path}), {human_bytes(size)}", manifest, console)
     for segment in segments:
-        console.print(f"  segment {segment['name']}: {segment['rows']} rows, {segment['deleted']} deleted")
+        console.print(
+            f"  segment {segment['name']}: {segment['rows']} rows, {segment['deleted']} deleted"
+        )
     console.print("generations (* current):")
     for line in generations:
         mark = "*" if line["generation"] == manifest["generation"] else " "

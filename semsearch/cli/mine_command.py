@@ -44,8 +44,10 @@ LARGEST_GROUPS = 10
 def mine(
     collection: Annotated[
         str | None,
-        typer.Argument(help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); a "
-                       "path or a URI (s3://bucket/docs.parquet, gs://, hdfs://, file://)."),
+        typer.Argument(
+            help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); a "
+            "path or a URI (s3://bucket/docs.parquet, gs://, hdfs://, file://)."
+        ),
     ] = None,
     index: Annotated[
         str | None,

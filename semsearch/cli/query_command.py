@@ -24,7 +24,12 @@ from semsearch.options import (
 @app.command()
 @user_errors
 def query(
-    text: Annotated[str | None, typer.Argument(help="The text to search for.")] = None,
+    text: Annotated[
+        str | None,
+        typer.Argument(
+            help="The text to search for; put `--` before a text that starts with a dash."
+        ),
+    ] = None,
     index: Annotated[
         str | None, typer.Option(help="Index name or folder (default: the most recent).")
     ] = None,
@@ -51,26 +56,39 @@ def query(
     ] = DEFAULT_RERANK_TOP,
     where: Annotated[
         str | None,
-        typer.Option(help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."),
+        typer.Option(
+            help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."
+        ),
     ] = None,
     at: Annotated[
         int | None, typer.Option(help="Search this generation instead of the current one.")
     ] = None,
     mode: Annotated[
-        str, typer.Option(help=f"{' | '.join(SEARCH_MODES)}: the vectors, the BM25 index, or both fused.")
+        str,
+        typer.Option(
+            help=f"{' | '.join(SEARCH_MODES)}: the vectors, the BM25 index, or both fused."
+        ),
     ] = "dense",
     fusion: Annotated[
-        str, typer.Option(help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (reciprocal rank "
-                          f"fusion, k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical).")
+        str,
+        typer.Option(
+            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (reciprocal rank "
+            f"fusion, k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical)."
+        ),
     ] = "rrf",
     alpha: Annotated[
-        float, typer.Option(help="The dense side's weight in --fusion convex (tune it with "
-                            "'semsearch eval ir --tune-alpha').")
+        float,
+        typer.Option(
+            help="The dense side's weight in --fusion convex (tune it with "
+            "'semsearch eval ir --tune-alpha')."
+        ),
     ] = DEFAULT_ALPHA,
     model_check: Annotated[
         bool,
-        typer.Option(help="Check that the model's weights are those that built the index "
-                     "(--no-model-check for an index that records none)."),
+        typer.Option(
+            help="Check that the model's weights are those that built the index "
+            "(--no-model-check for an index that records none)."
+        ),
     ] = True,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
@@ -101,7 +119,13 @@ def query(
             f"{', '.join(searcher.metadata.column_names)}"
         )
     score_name = searcher.score_name_for(mode)
-    options = {"where": where, "mode": mode, "fusion": fused, "nprobe": nprobe, "efSearch": ef_search}
+    options = {
+        "where": where,
+        "mode": mode,
+        "fusion": fused,
+        "nprobe": nprobe,
+        "efSearch": ef_search,
+    }
     if rerank is None:
         results = searcher.search(queries, k=k, **options)
     else:

@@ -48,7 +48,9 @@ def serve(
     # not a failed application start-up with uvicorn's traceback.
     served_folders(index_dir, list(names or []))
     if precision not in QUERY_PRECISIONS:
-        raise SemsearchError(f"unknown --precision {precision!r}: use {', '.join(QUERY_PRECISIONS)}")
+        raise SemsearchError(
+            f"unknown --precision {precision!r}: use {', '.join(QUERY_PRECISIONS)}"
+        )
 
     import uvicorn
 

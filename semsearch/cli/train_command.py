@@ -59,7 +59,9 @@ ObjectiveOptions = Annotated[
 @user_errors
 def train(
     data: DataSource = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The model folder to write.")] = ...,  # type: ignore[assignment]
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The model folder to write.")
+    ] = ...,  # type: ignore[assignment]
     plan: Plan = None,
     objective: Annotated[
         str | None,
@@ -208,7 +210,9 @@ def _read_plan(plan: Path | None, data: str | None, cross_encoder: bool, given: 
     if cross_encoder:
         clashes.append("cross-encoder")
     if clashes:
-        flags = ", ".join(name if name == "DATA" else f"--{name.replace('_', '-')}" for name in clashes)
+        flags = ", ".join(
+            name if name == "DATA" else f"--{name.replace('_', '-')}" for name in clashes
+        )
         raise SemsearchError(f"--plan gives the datasets, objectives and dev/test sets: drop {flags} "
                              "(a plan trains a bi-encoder)")  # fmt: skip
     from semsearch.training.plan import read_plan

@@ -52,9 +52,13 @@ def tune(
     if not index_spec.search_params:  # Flat (or a structure with no knob): a fact, not an error
         how = "searches exactly" if index_spec.factory == "Flat" else "has no search parameter"
         if json_output:
-            print_json_lines([{"index": folder.name, "factory": index_spec.factory, "parameter": None}])
+            print_json_lines(
+                [{"index": folder.name, "factory": index_spec.factory, "parameter": None}]
+            )
         else:
-            console.print(f"{folder.name}: {index_spec.factory} {how}: nothing to tune", markup=False)
+            console.print(
+                f"{folder.name}: {index_spec.factory} {how}: nothing to tune", markup=False
+            )
         return
     texts = read_lines(queries) if queries else None
     vectors = None

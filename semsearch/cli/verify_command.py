@@ -23,8 +23,10 @@ def verify(
     ] = None,
     record: Annotated[
         bool,
-        typer.Option(help="For an index made before checksums: hash its files as they are now "
-                     "and record them in a new generation."),
+        typer.Option(
+            help="For an index made before checksums: hash its files as they are now "
+            "and record them in a new generation."
+        ),
     ] = False,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,

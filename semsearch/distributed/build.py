@@ -97,7 +97,9 @@ class RaySource(ManyFilesSource):
                                 options.text_column, options.part_rows, options.strict)  # fmt: skip
             truncated = done.truncated
             if truncated:
-                log.warning("%d texts were longer than the model's max_length and were cut", truncated)
+                log.warning(
+                    "%d texts were longer than the model's max_length and were cut", truncated
+                )
         expected = part_count(self.scans, options.part_rows)
         if writer.part_count() != expected:
             raise ResumableError(
@@ -121,7 +123,9 @@ class RaySource(ManyFilesSource):
                 "worker_device": workers.device, "worker_threads": workers.threads}  # fmt: skip
 
 
-def fill_in_parallel(index: VectorIndex, segment: Segment, ranges: list[tuple[int, int]]) -> tuple[float, float]:
+def fill_in_parallel(
+    index: VectorIndex, segment: Segment, ranges: list[tuple[int, int]]
+) -> tuple[float, float]:
     """Fill `index` (trained, empty IVF) with the segment's parts: a copy per range on the
     workers, merged here in range order. Seconds spent filling and merging."""
     ray = require_ray()
@@ -142,7 +146,9 @@ def fill_in_parallel(index: VectorIndex, segment: Segment, ranges: list[tuple[in
         Path(path).unlink()
     shutil.rmtree(scratch, ignore_errors=True)
     seconds = (filled - started, time.perf_counter() - filled)
-    log.info("filled %d copies of the index in %.1f s, merged them in %.1f s", len(ranges), *seconds)
+    log.info(
+        "filled %d copies of the index in %.1f s, merged them in %.1f s", len(ranges), *seconds
+    )
     return seconds
 
 
@@ -162,4 +168,3 @@ def part_ranges(parts: int, workers: int) -> list[tuple[int, int]]:
     """`parts` cut into at most `workers` contiguous ranges of near-equal size."""
     bounds = np.linspace(0, parts, min(workers, parts) + 1).round().astype(int)
     return [(int(low), int(high)) for low, high in zip(bounds[:-1], bounds[1:]) if high > low]
-

@@ -95,7 +95,9 @@ def plan_workers(options: RayOptions, device: str = "auto") -> Workers:
     if options.workers is not None and options.workers < 1:
         raise SemsearchError(f"--workers must be at least 1, not {options.workers}")
     if device.startswith("cuda") and gpus == 0:
-        raise SemsearchError(f"--device {device} but the Ray cluster has no GPU: use --device auto or cpu")
+        raise SemsearchError(
+            f"--device {device} but the Ray cluster has no GPU: use --device auto or cpu"
+        )
     if gpus and device != "cpu":
         count = min(options.workers or gpus, gpus)
         return Workers(count, "cuda", 1.0, 1.0)
@@ -190,7 +192,9 @@ def _check_reachable(address: str | None) -> None:
 
 def _quiet_ray_start() -> None:
     """Ray's note that token authentication is on (as it should be) only with -v."""
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
 
 
 def _quiet_ray_data(show_progress: bool) -> None:

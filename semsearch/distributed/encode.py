@@ -112,7 +112,9 @@ class _EncoderActor:
 class PartEncoder(_EncoderActor):
     """Ray Data actor: encodes each part it is given and writes it into `folder`."""
 
-    def __init__(self, setup: EncoderSetup, folder: str, vector_dtype: str, text_column: str) -> None:
+    def __init__(
+        self, setup: EncoderSetup, folder: str, vector_dtype: str, text_column: str
+    ) -> None:
         super().__init__(setup)
         self.writer = SegmentWriter(Path(folder), vector_dtype)
         self.text_column = text_column
@@ -203,7 +205,9 @@ class RayTextEncoder:
         workers = self.connection.workers().at_most(-(-len(texts) // TEXTS_PER_TASK))
         load = functools.partial(BiEncoder.load, self.model, device=workers.device)
         setup = EncoderSetup(load, "", workers.device, batch_size, workers.threads)
-        table = pa.table({"position": np.arange(len(texts)), "text": pa.array(texts, pa.large_string())})
+        table = pa.table(
+            {"position": np.arange(len(texts)), "text": pa.array(texts, pa.large_string())}
+        )
         dataset = ray.data.from_arrow(table).map_batches(
             TextEncoder, batch_size=TEXTS_PER_TASK, **workers.actor_args(),
             fn_constructor_kwargs={"setup": setup},

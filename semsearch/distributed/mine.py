@@ -41,7 +41,9 @@ def mine_corpus_on_ray(source: CorpusSource, options: MiningOptions | None = Non
         started = time.perf_counter()
         collection = EncodedCollection(source, RayTextEncoder(connection, source.model))
         seconds = time.perf_counter() - started
-        return timed_reading(mine_paraphrases(collection, options, RayPairSearch(connection)), seconds)
+        return timed_reading(
+            mine_paraphrases(collection, options, RayPairSearch(connection)), seconds
+        )
 
 
 def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,
@@ -53,7 +55,9 @@ def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,
         started = time.perf_counter()
         collection = IndexedCollection(name, index_dir)
         seconds = time.perf_counter() - started
-        return timed_reading(mine_paraphrases(collection, options, RayPairSearch(connection)), seconds)
+        return timed_reading(
+            mine_paraphrases(collection, options, RayPairSearch(connection)), seconds
+        )
 
 
 class RayPairSearch:
@@ -102,7 +106,9 @@ class BlockMiner:
         ray = require_ray()
         faiss.omp_set_num_threads(threads)  # the CPUs the actor holds
         index_bytes, self.vectors = ray.get(shared)
-        self.structure = SearchStructure(VectorIndex(faiss.deserialize_index(index_bytes), metric), params)
+        self.structure = SearchStructure(
+            VectorIndex(faiss.deserialize_index(index_bytes), metric), params
+        )
         self.job = job
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

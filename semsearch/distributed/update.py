@@ -30,7 +30,9 @@ def add_rows_on_ray(
     `corpus_path` is a local path or a URI (read here, on the driver)."""
     manifest = folder.manifest()
     with RayConnection(ray_options or RayOptions(), device) as connection:
-        writer = RayPartsWriter(connection, manifest, text_column or manifest.text_column, batch_size)
+        writer = RayPartsWriter(
+            connection, manifest, text_column or manifest.text_column, batch_size
+        )
         return add_rows(folder, corpus_path, encoder, text_column, id_column, batch_size, writer)
 
 

@@ -11,7 +11,6 @@ this process here, many files (`semsearch.index.corpus_files`) in this process o
 cluster (`semsearch.distributed`); every source writes the same parts.
 """
 
-
 from __future__ import annotations
 
 import json
@@ -163,7 +162,9 @@ class FilePartSource:
 
     def usable_rows(self) -> int:
         options = self.options
-        return count_usable_rows(self.corpus, options.text_column, options.id_column, options.strict)
+        return count_usable_rows(
+            self.corpus, options.text_column, options.id_column, options.strict
+        )
 
     def fingerprint(self) -> str:
         if self._sha256 is None:
@@ -189,7 +190,9 @@ class FilePartSource:
         return {}
 
 
-def build_index(options: BuildOptions, encoder=None, source: PartSource | None = None) -> IndexFolder:
+def build_index(
+    options: BuildOptions, encoder=None, source: PartSource | None = None
+) -> IndexFolder:
     """Build the index `options` describe and return its folder; see the module docstring.
 
     `source` says where the rows come from and where they are encoded (default: the corpus
@@ -215,7 +218,9 @@ def build_index(options: BuildOptions, encoder=None, source: PartSource | None =
     if encoder is None:
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
 
-        encoder = BiEncoder.load(options.model, device=options.device, quantization=options.quantization)
+        encoder = BiEncoder.load(
+            options.model, device=options.device, quantization=options.quantization
+        )
     # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
     # not after an hour of encoding.
     spec = _choose(options, usable, encoder.dimension)
@@ -231,7 +236,9 @@ def build_index(options: BuildOptions, encoder=None, source: PartSource | None =
         ) from exc
     folder = IndexFolder(partial)
     try:
-        writer = SegmentWriter(folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors])
+        writer = SegmentWriter(
+            folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors]
+        )
         encoded = source.encode_parts(encoder, writer, options)
         parts = writer.part_count()
         segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
@@ -285,7 +292,9 @@ def _check_options(options: BuildOptions, name: str) -> None:
     check_name(name)
     final = Path(options.out_dir) / name
     if Path(options.out_dir).exists() and not Path(options.out_dir).is_dir():
-        raise SemsearchError(f"--out-dir {options.out_dir} is a file: give a folder for the indexes")
+        raise SemsearchError(
+            f"--out-dir {options.out_dir} is a file: give a folder for the indexes"
+        )
     if final.exists() and not options.overwrite:
         raise SemsearchError(
             f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it, "
@@ -376,7 +385,9 @@ def _encode_parts(
 ) -> tuple[int, int]:
     """Encode and write every part not written yet; (rows read, rows skipped)."""
     rows_read = skipped = 0
-    bar = tqdm(total=corpus.num_rows, desc="encoding", unit="row", disable=not options.show_progress)
+    bar = tqdm(
+        total=corpus.num_rows, desc="encoding", unit="row", disable=not options.show_progress
+    )
     with bar:
         for part, chunk in enumerate(_chunks(corpus, options.part_rows)):
             rows = usable_rows(chunk, options.text_column, rows_read, options.strict)

@@ -77,9 +77,13 @@ def resolve_files(corpus: str | Path) -> list[Path] | list[RemoteFile]:
         return files
     if not any(character in str(corpus) for character in GLOB_CHARACTERS):
         raise SemsearchError(f"corpus {path} does not exist: check the path")
-    files = sorted(Path(name) for name in glob.glob(str(path), recursive=True) if Path(name).is_file())
+    files = sorted(
+        Path(name) for name in glob.glob(str(path), recursive=True) if Path(name).is_file()
+    )
     if not files:
-        raise SemsearchError(f"no file matches {corpus}: check the pattern (quote it, so the shell leaves it alone)")
+        raise SemsearchError(
+            f"no file matches {corpus}: check the pattern (quote it, so the shell leaves it alone)"
+        )
     return files
 
 
@@ -135,7 +139,9 @@ def scan_file(path: str, text_column: str, id_column: str | None, strict: bool) 
     id_values = None
     if id_column is not None:
         id_values = pa.chunked_array(scan.ids, corpus.schema.field(id_column).type).combine_chunks()
-    return FileScan(location_text(path), scan.rows, scan.usable, file_sha256(corpus.path), id_values)
+    return FileScan(
+        location_text(path), scan.rows, scan.usable, file_sha256(corpus.path), id_values
+    )
 
 
 def check_unique_ids(scans: list[FileScan], id_column: str) -> None:
@@ -211,7 +217,9 @@ class PartRows:
     ids: np.ndarray
 
 
-def read_unit(unit: ReadUnit, text_column: str, part_rows: int, strict: bool = False) -> Iterator[PartRows]:
+def read_unit(
+    unit: ReadUnit, text_column: str, part_rows: int, strict: bool = False
+) -> Iterator[PartRows]:
     """The wanted parts of `unit`, in order, with their usable rows."""
     corpus = open_corpus(unit.path)
     batches = _rows_from(corpus, unit.start)
@@ -255,7 +263,9 @@ def _parquet_batches(corpus: Corpus, start: int, batch_rows: int) -> Iterator:
             yield skip
             yield from parquet.iter_batches(batch_size=batch_rows, row_groups=groups)
     except (pa.ArrowException, OSError) as exc:
-        raise SemsearchError(f"{corpus.path} cannot be read as Parquet ({exc}): check the file") from exc
+        raise SemsearchError(
+            f"{corpus.path} cannot be read as Parquet ({exc}): check the file"
+        ) from exc
 
 
 class ManyFilesSource:
@@ -310,7 +320,13 @@ class ManyFilesSource:
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         many = as_location(options.corpus)
-        path = self.files[0].resolve() if len(self.files) == 1 else many if is_uri(many) else many.absolute()
+        path = (
+            self.files[0].resolve()
+            if len(self.files) == 1
+            else many
+            if is_uri(many)
+            else many.absolute()
+        )
         return SourceSpec(
             path=str(path), format=self.corpora[0].format, sha256=self.fingerprint(),
             rows_read=rows.read, rows_skipped=rows.skipped, text_column=options.text_column,

@@ -207,7 +207,10 @@ def _bm25s():
     """The bm25s module, with its logger (which it sets to DEBUG) quiet unless asked."""
     import bm25s
 
-    if logging.getLogger("bm25s").level < logging.WARNING and log.getEffectiveLevel() > logging.DEBUG:
+    if (
+        logging.getLogger("bm25s").level < logging.WARNING
+        and log.getEffectiveLevel() > logging.DEBUG
+    ):
         logging.getLogger("bm25s").setLevel(logging.WARNING)
     return bm25s
 

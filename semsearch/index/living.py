@@ -1,10 +1,10 @@
 """`Index`: an index folder as one Python object that is read, searched and changed.
 
-    index = Index.open("pypi")
-    index.add(table_or_corpus_file)        # upsert by id: a new generation
-    index.delete(ids=["a", "b"])           # or where="license = 'GPL'"
-    index.reindex("hnsw")                  # new FAISS structure from the stored vectors
-    hits = index.searcher().search(["fast json"], k=5, where="year >= 2020")
+index = Index.open("pypi")
+index.add(table_or_corpus_file)        # upsert by id: a new generation
+index.delete(ids=["a", "b"])           # or where="license = 'GPL'"
+index.reindex("hnsw")                  # new FAISS structure from the stored vectors
+hits = index.searcher().search(["fast json"], k=5, where="year >= 2020")
 """
 
 from __future__ import annotations
@@ -48,10 +48,14 @@ class Index:
                 pq.write_table(rows, path)
                 return update.add_rows(self.folder, path, encoder, batch_size=batch_size,
                                        device=device)  # fmt: skip
-        return update.add_rows(self.folder, Path(rows), encoder, batch_size=batch_size, device=device)
+        return update.add_rows(
+            self.folder, Path(rows), encoder, batch_size=batch_size, device=device
+        )
 
     def delete(self, ids: list | None = None, where: str | None = None) -> ChangeResult:
-        return update.delete_rows(self.folder, None if ids is None else [str(i) for i in ids], where)
+        return update.delete_rows(
+            self.folder, None if ids is None else [str(i) for i in ids], where
+        )
 
     def reindex(self, index_type: str, target_recall: float | None = 0.95,
                 memory_budget: int | None = None, device: str = "auto") -> Manifest:  # fmt: skip

@@ -114,7 +114,9 @@ def set_lexical(folder: IndexFolder, spec: LexicalSpec | None) -> Manifest:
                                                   record.rows, record.parts, spec, generation)  # fmt: skip
             records.append(replace(record, lexical_dir=lexical_dir))
         operation = {"kind": "lexical", "lexical": None if spec is None else asdict(spec)}
-        new = next_generation(manifest, records, operation, time.perf_counter() - started, lexical=spec)
+        new = next_generation(
+            manifest, records, operation, time.perf_counter() - started, lexical=spec
+        )
         write_manifest(folder.path, new)
         return new
 
@@ -164,7 +166,9 @@ def retune(
                 "(recall 1.0): there is nothing to tune"
             )
         if queries is None:
-            query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, record.rows), seed=1)
+            query_ids, vectors = sample_vectors(
+                segment.iter_parts, min(sample, record.rows), seed=1
+            )
             queries = prepare_vectors(vectors, manifest.index.metric)
         else:
             query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
@@ -196,12 +200,16 @@ def _rebuild(
     with index.placed(device):
         add_parts(index, segment.iter_parts, total, show_progress)
         if target_recall and index.tunable_parameter():
-            query_ids, vectors = sample_vectors(segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1)
+            query_ids, vectors = sample_vectors(
+                segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1
+            )
             tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
                                         segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
     if tuning is not None:
         spec = replace(spec, search_params={tuning.parameter: tuning.value})
-        log.warning("tuned %s=%d: recall@%d %.3f", tuning.parameter, tuning.value, TUNING_K, tuning.recall)
+        log.warning(
+            "tuned %s=%d: recall@%d %.3f", tuning.parameter, tuning.value, TUNING_K, tuning.recall
+        )
     index_file = index_file_name(generation)
     size = index.write(segment.folder / index_file)
     record = replace(segment.record, index_file=index_file, index_file_bytes=size)
@@ -246,7 +254,9 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
             mine = owners[chunk] == number
             if mine.any():
                 vectors[mine] = segment.vectors_at(positions[chunk][mine])
-                tables.append((np.flatnonzero(mine), metadata[number].take(pa.array(positions[chunk][mine]))))
+                tables.append(
+                    (np.flatnonzero(mine), metadata[number].take(pa.array(positions[chunk][mine])))
+                )
         table = pa.concat_tables([t for _, t in tables], promote_options="permissive")
         back = np.argsort(np.concatenate([where for where, _ in tables]), kind="stable")
         writer.write(part, ids[chunk], vectors, table.take(pa.array(back)))
@@ -281,4 +291,6 @@ def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
 
 def _check_target(target: float | None) -> None:
     if target is not None and not 0 <= target <= 1:
-        raise SemsearchError(f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}")
+        raise SemsearchError(
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
+        )

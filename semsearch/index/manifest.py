@@ -164,8 +164,11 @@ class Manifest:
                 "model": EncoderSpec(**_known(EncoderSpec, data["model"])),
                 "index": IndexSpec(**_known(IndexSpec, data["index"])),
                 "source": SourceSpec(**_known(SourceSpec, data["source"])),
-                "lexical": (None if data.get("lexical") is None
-                            else LexicalSpec(**_known(LexicalSpec, data["lexical"]))),  # fmt: skip
+                "lexical": (
+                    None
+                    if data.get("lexical") is None
+                    else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
+                ),  # fmt: skip
                 "segments": tuple(
                     SegmentRecord(**_known(SegmentRecord, item)) for item in data["segments"]
                 ),
@@ -263,7 +266,9 @@ def write_manifest(folder: Path, manifest: Manifest) -> None:
     except ValueError as exc:
         raise SemsearchError(f"refusing to write a manifest with a bad {exc}") from None
     manifest = _with_identity(folder, manifest)
-    manifest = replace(manifest, files=describe_files(folder, manifest.file_names(), manifest.files or {}))
+    manifest = replace(
+        manifest, files=describe_files(folder, manifest.file_names(), manifest.files or {})
+    )
     data = json.loads(json.dumps(manifest.to_dict(), ensure_ascii=False))  # as a reader sees it
     data[CHECKSUM_KEY] = content_digest(data)
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -286,7 +291,9 @@ def read_manifest(folder: Path, generation: int | None = None) -> Manifest:
                 f"index {folder.name!r} has no generation {generation} (it has: {there}); "
                 "see 'semsearch info'"
             ) from None
-        raise SemsearchError(f"{folder} has no {MANIFEST_FILE}: it is not a semsearch index") from None
+        raise SemsearchError(
+            f"{folder} has no {MANIFEST_FILE}: it is not a semsearch index"
+        ) from None
     except OldFormat as exc:
         raise SemsearchError(
             f"index {folder.name!r} has format {exc.args[0]!r} (an earlier semsearch, "
@@ -314,9 +321,13 @@ def load_record(path: Path) -> Manifest:
         raise OldFormat(data.get("format_version"))
     recorded = data.pop(CHECKSUM_KEY, None)
     if recorded is None and data.get("files") is not None:
-        raise ValueError(f"it lists file checksums but has no {CHECKSUM_KEY} of its own: it was edited")
+        raise ValueError(
+            f"it lists file checksums but has no {CHECKSUM_KEY} of its own: it was edited"
+        )
     if recorded is not None and recorded != content_digest(data):
-        raise ValueError("it was edited after semsearch wrote it: its checksum does not match its content")
+        raise ValueError(
+            "it was edited after semsearch wrote it: its checksum does not match its content"
+        )
     try:
         return Manifest.from_dict(data)
     except (TypeError, KeyError, AttributeError) as exc:
@@ -353,7 +364,9 @@ def created_at(folder: Path, manifest: Manifest) -> str:
         return manifest.index_created_at
     for number in generation_numbers(folder):
         try:
-            value = json.loads(generation_file(folder, number).read_text(encoding="utf-8"))["created_at"]
+            value = json.loads(generation_file(folder, number).read_text(encoding="utf-8"))[
+                "created_at"
+            ]
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if timestamp(value):
@@ -381,5 +394,3 @@ def _known(cls: type, data: dict) -> dict:
         raise TypeError(f"{cls.__name__} is not a JSON object")
     names = {item.name for item in fields(cls)}
     return {key: value for key, value in data.items() if key in names}
-
-

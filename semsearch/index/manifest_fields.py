@@ -53,9 +53,13 @@ def validate_index(index: IndexSpec) -> None:
     for name, value in index.search_params.items():
         require(name in SEARCH_PARAMETERS, f"index.search_params.{name}", value,
                  f"parameters are {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
-        require(count(value) and value >= 1, f"index.search_params.{name}", value, "an integer >= 1")
+        require(
+            count(value) and value >= 1, f"index.search_params.{name}", value, "an integer >= 1"
+        )
     if index.trained_file is not None:
-        require(file_name(index.trained_file), "index.trained_file", index.trained_file, "a file name")
+        require(
+            file_name(index.trained_file), "index.trained_file", index.trained_file, "a file name"
+        )
 
 
 def validate_source(source: SourceSpec) -> None:
@@ -64,8 +68,12 @@ def validate_source(source: SourceSpec) -> None:
              f"one of {', '.join(SOURCE_FORMATS)}")  # fmt: skip
     require(isinstance(source.sha256, str), "source.sha256", source.sha256, "a string")
     for name in ("rows_read", "rows_skipped"):
-        require(count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0")
-    require(text(source.text_column), "source.text_column", source.text_column, "a non-empty string")
+        require(
+            count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0"
+        )
+    require(
+        text(source.text_column), "source.text_column", source.text_column, "a non-empty string"
+    )
     require(source.id_column is None or text(source.id_column), "source.id_column",
              source.id_column, "null or a non-empty string")  # fmt: skip
 
@@ -76,7 +84,9 @@ def validate_segment(segment: SegmentRecord) -> None:
     for name in ("rows", "parts", "index_file_bytes", "deleted"):
         value = getattr(segment, name)
         require(count(value), f"segments.{name}", value, "an integer >= 0")
-    require(segment.deleted <= segment.rows, "segments.deleted", segment.deleted, "at most its rows")
+    require(
+        segment.deleted <= segment.rows, "segments.deleted", segment.deleted, "at most its rows"
+    )
     require(file_name(segment.index_file), "segments.index_file", segment.index_file, "a file name")
     if segment.deleted_file is not None:
         require(file_name(segment.deleted_file), "segments.deleted_file", segment.deleted_file,

@@ -50,5 +50,9 @@ def encode_part(
     table = table.take(pa.array(order)) if not np.all(order == np.arange(len(order))) else table
     ids = np.asarray(ids, dtype=np.int64)[order]
     texts = table.column(text_column).to_pylist()
-    vectors = encoder.encode(texts, batch_size=batch_size) if texts else np.empty((0, encoder.dimension), np.float32)
+    vectors = (
+        encoder.encode(texts, batch_size=batch_size)
+        if texts
+        else np.empty((0, encoder.dimension), np.float32)
+    )
     return EncodedPart(ids, vectors, part_metadata(table, ids, text_column))

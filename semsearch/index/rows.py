@@ -36,11 +36,17 @@ class LiveRows:
         for position, record in enumerate(manifest.segments):
             segment = Segment(folder.segment_dir(record.name), record)
             table = segment.metadata(columns)
-            tables.append(table.append_column("_segment", pa.array(np.full(table.num_rows, position, np.int32))))
+            tables.append(
+                table.append_column(
+                    "_segment", pa.array(np.full(table.num_rows, position, np.int32))
+                )
+            )
             segments.append(segment)
             live.append(segment.live_mask())
         if not tables:
-            raise SemsearchError(f"index {folder.name!r} has no segments: rebuild it with --overwrite")
+            raise SemsearchError(
+                f"index {folder.name!r} has no segments: rebuild it with --overwrite"
+            )
         table = pa.concat_tables(tables, promote_options="permissive")
         return cls(manifest, segments, table, np.concatenate(live))
 
@@ -53,7 +59,9 @@ class LiveRows:
         live_rows = np.flatnonzero(self.live)
         live_keys = self.key_column().take(pa.array(live_rows))
         keys = _cast_keys(keys, live_keys.type, self.manifest.id_column or ID_COLUMN)
-        where = pc.index_in(keys, value_set=live_keys.combine_chunks()).to_numpy(zero_copy_only=False)
+        where = pc.index_in(keys, value_set=live_keys.combine_chunks()).to_numpy(
+            zero_copy_only=False
+        )
         found = ~np.isnan(where) if where.dtype.kind == "f" else where >= 0
         positions = np.where(found, np.nan_to_num(where, nan=0), 0).astype(np.int64)
         return np.where(found, live_rows[positions], -1)

@@ -171,7 +171,9 @@ class Segment:
         path = self.folder / self.record.index_file
         index = VectorIndex.read(path, metric, self.record.index_file_bytes)
         if index.faiss.metric_type != METRICS[metric]:
-            built_for = "/".join(name for name, value in METRICS.items() if value == index.faiss.metric_type)
+            built_for = "/".join(
+                name for name, value in METRICS.items() if value == index.faiss.metric_type
+            )
             raise SemsearchError(
                 f"{path} was built for the {built_for or 'another'} metric but the manifest says "
                 f"{metric}: the manifest was edited; roll back or rebuild the index with --overwrite"

@@ -203,9 +203,13 @@ def scan_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexEntry]:
             except SemsearchError as exc:
                 entries.append(IndexEntry(path.name, path, "broken", reason=str(exc)))
                 continue
-            entries.append(IndexEntry(path.name, path, "ok", manifest, created_at=created_at(path, manifest)))
+            entries.append(
+                IndexEntry(path.name, path, "ok", manifest, created_at=created_at(path, manifest))
+            )
     order = {"ok": 0, "broken": 1, "interrupted": 2}
-    ok = sorted((e for e in entries if e.status == "ok"), key=lambda e: _time(e.created_at), reverse=True)
+    ok = sorted(
+        (e for e in entries if e.status == "ok"), key=lambda e: _time(e.created_at), reverse=True
+    )
     return ok + sorted((e for e in entries if e.status != "ok"), key=lambda e: order[e.status])
 
 
@@ -263,7 +267,8 @@ def _being_replaced(index_dir: Path, name: str | None) -> bool:
     if name is not None:
         return (index_dir / f".{Path(name).name}{RETIRED_SUFFIX}").is_dir()
     return index_dir.is_dir() and any(
-        path.name.startswith(".") and path.name.endswith(RETIRED_SUFFIX) for path in index_dir.iterdir()
+        path.name.startswith(".") and path.name.endswith(RETIRED_SUFFIX)
+        for path in index_dir.iterdir()
     )
 
 

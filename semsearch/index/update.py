@@ -90,7 +90,9 @@ def add_rows(
             check_id_column(corpus, id_column)
         table, skipped = _read_usable(corpus, text_column)
         if table.num_rows == 0:
-            raise SemsearchError(f"{corpus.path.name} has no rows with a {text_column!r} text to add")
+            raise SemsearchError(
+                f"{corpus.path.name} has no rows with a {text_column!r} text to add"
+            )
         live = LiveRows.read(folder, manifest)
         hashes = text_hashes(table.column(text_column))
         if id_column is not None:
@@ -173,7 +175,9 @@ def delete_rows(
         return ChangeResult(new.generation, deleted=len(rows), not_found=not_found)
 
 
-def _columns(manifest: Manifest, text_column: str | None, id_column: str | None) -> tuple[str, str | None]:
+def _columns(
+    manifest: Manifest, text_column: str | None, id_column: str | None
+) -> tuple[str, str | None]:
     if id_column is not None and id_column != manifest.id_column:
         built = repr(manifest.id_column) if manifest.id_column else "no id column"
         raise SemsearchError(
@@ -200,7 +204,9 @@ def _conform(rows: pa.Table, schema: pa.Schema, manifest: Manifest) -> pa.Table:
     for position, name in enumerate(rows.column_names):
         if name in schema.names and rows.schema.field(name).type != schema.field(name).type:
             try:
-                rows = rows.set_column(position, name, pc.cast(rows.column(name), schema.field(name).type))
+                rows = rows.set_column(
+                    position, name, pc.cast(rows.column(name), schema.field(name).type)
+                )
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SemsearchError(
                     f"column {name!r} holds {rows.schema.field(name).type} here but "
@@ -215,7 +221,11 @@ def _write_segment(
     write_parts: PartsWriter, device: FaissDevice,
 ) -> SegmentRecord:  # fmt: skip
     """Encode `rows` into a new segment with its own index; renamed into place when complete."""
-    existing = [path.name for path in folder.segments_dir.iterdir()] if folder.segments_dir.is_dir() else []
+    existing = (
+        [path.name for path in folder.segments_dir.iterdir()]
+        if folder.segments_dir.is_dir()
+        else []
+    )
     name = segment_name(next_segment_number(manifest, existing))
     temporary = folder.segments_dir / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
@@ -244,7 +254,9 @@ def _encode_parts(
     """Encode `rows` here, part by part (the default `PartsWriter`)."""
     for part, start in enumerate(range(0, rows.num_rows, PART_ROWS)):
         chunk = rows.slice(start, PART_ROWS)
-        encoded = encode_part(encoder, chunk, ids[start : start + PART_ROWS], text_column, batch_size)
+        encoded = encode_part(
+            encoder, chunk, ids[start : start + PART_ROWS], text_column, batch_size
+        )
         writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
 
 
@@ -252,7 +264,9 @@ def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:
     """An empty index like the others: from the trained structure where there is one."""
     if manifest.index.trained_file:
         check_file(folder, manifest, f"{TRAINED_DIR}/{manifest.index.trained_file}")
-        return VectorIndex.read(folder.trained_path(manifest.index.trained_file), manifest.index.metric)
+        return VectorIndex.read(
+            folder.trained_path(manifest.index.trained_file), manifest.index.metric
+        )
     return VectorIndex.create(manifest.index, manifest.model.dimension)
 
 
@@ -266,4 +280,3 @@ def _with_deletions(
         name = write_deleted(folder.segment_dir(record.name), manifest.generation + 1, ids)
         records[position] = replace(record, deleted=len(ids), deleted_file=name)
     return records
-

@@ -56,7 +56,9 @@ class VerifyReport:
         """One line: the verdict, or the first problem and what to do about it."""
         where = f"index {self.name!r} generation {self.generation}"
         if self.status == "ok":
-            return f"{where}: {self.files} files, {self.bytes} bytes verified in {self.seconds:.2f} s"
+            return (
+                f"{where}: {self.files} files, {self.bytes} bytes verified in {self.seconds:.2f} s"
+            )
         if self.status == "unchecked":
             return (f"{where} records no checksums (written before they were): sizes and row counts "
                     f"are fine; record them with 'semsearch verify {self.name} --record'")  # fmt: skip
@@ -71,7 +73,9 @@ class VerifyReport:
         return f"{where}: {self.problems[0]}{more}: {advice}"
 
 
-def check_opened_files(folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None) -> None:
+def check_opened_files(
+    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None
+) -> None:
     """Refuse a generation whose files differ from its record in size, or (for the files an
     open reads whole) in content; see the module docstring. `checked` remembers the files
     already hashed by this reader (by name and stat), so reopening a generation is cheap."""
@@ -167,7 +171,9 @@ def _record_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
     return [] if same else [f"manifest.json differs from {record.relative_to(folder.path)}"]
 
 
-def _file_problems(folder: IndexFolder, manifest: Manifest, results: dict[str, str | None]) -> list[str]:
+def _file_problems(
+    folder: IndexFolder, manifest: Manifest, results: dict[str, str | None]
+) -> list[str]:
     problems = []
     for name in manifest.file_names():
         if name not in results:
@@ -206,7 +212,9 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
             for part, ids in enumerate(segment.part_ids):
                 path = segment.folder / f"part-{part:05d}.parquet"
                 if pq.ParquetFile(path).metadata.num_rows != len(ids):
-                    problems.append(f"{path.relative_to(folder.path)} holds another number of rows than its ids")
+                    problems.append(
+                        f"{path.relative_to(folder.path)} holds another number of rows than its ids"
+                    )
         except SemsearchError as exc:
             problems.append(str(exc).split(": roll back")[0].split("; roll back")[0])
         except Exception as exc:  # noqa: BLE001 - an unreadable file is a finding, not a crash
@@ -214,7 +222,9 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
     return problems
 
 
-def _verifying_generation(folder: IndexFolder, damaged: int, results: dict[str, str | None]) -> int | None:
+def _verifying_generation(
+    folder: IndexFolder, damaged: int, results: dict[str, str | None]
+) -> int | None:
     """The newest generation before `damaged` whose record and files all verify."""
     for number in reversed([n for n in folder.generations() if n < damaged]):
         try:

@@ -43,7 +43,7 @@ class WhereEvaluator:
         if not pa.types.is_boolean(column.type):
             raise SemsearchError(
                 f"--where {expression!r} gives {column.type} values, not true/false: write a "
-                "condition such as \"year >= 2020\""
+                'condition such as "year >= 2020"'
             )
         return column.to_numpy(zero_copy_only=False).astype(bool)
 
@@ -60,7 +60,9 @@ class WhereEvaluator:
 
     def _explain(self, expression: str, exc: Exception) -> str:
         message = str(exc).splitlines()[0]
-        columns = ", ".join(name for name in self.metadata.column_names if not name.startswith("_semsearch_"))
+        columns = ", ".join(
+            name for name in self.metadata.column_names if not name.startswith("_semsearch_")
+        )
         missing = re.search(r'Referenced column "([^"]+)" not found', message)
         if missing:
             return (
@@ -73,7 +75,7 @@ class WhereEvaluator:
 def check_expression(expression: str) -> None:
     """Refuse what cannot be one predicate before DuckDB sees it."""
     if not expression or not expression.strip():
-        raise SemsearchError("--where is empty: give a condition such as \"year >= 2020\"")
+        raise SemsearchError('--where is empty: give a condition such as "year >= 2020"')
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise SemsearchError(
             f"--where is {len(expression)} characters long; the limit is {MAX_EXPRESSION_LENGTH}"

@@ -34,7 +34,9 @@ def mine_block(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(pair keys, scores, distinct pairs found) of the queries in `block`; see the module docstring."""
     pairs = PairAccumulator(job.rows, job.row_count, job.threshold)
-    for neighbours in search_in_chunks(structure, vectors, job.top_k, job.query_chunk, queries=block):
+    for neighbours in search_in_chunks(
+        structure, vectors, job.top_k, job.query_chunk, queries=block
+    ):
         pairs.add(neighbours)
     return pairs.reduce(job.top)
 

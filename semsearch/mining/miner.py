@@ -124,7 +124,9 @@ def mine_paraphrases(
 
 
 # (collection, its search-ready vectors, options, the accumulator, timings) -> the structure used
-SearchPairs = Callable[[Collection, np.ndarray, "MiningOptions", PairAccumulator, dict[str, float]], str]
+SearchPairs = Callable[
+    [Collection, np.ndarray, "MiningOptions", PairAccumulator, dict[str, float]], str
+]
 
 
 def _search_pairs(

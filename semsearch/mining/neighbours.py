@@ -143,4 +143,6 @@ def _train_ivf(
     index.train(vectors[np.sort(sample)])
     index.add(vectors, np.arange(len(vectors)), prepared=True)
     where = f", on {device}" if index.device.is_gpu else ""
-    return SearchStructure(index, {**spec.search_params, **params}), f"{spec.factory} (trained for mining{where})"
+    return SearchStructure(
+        index, {**spec.search_params, **params}
+    ), f"{spec.factory} (trained for mining{where})"

@@ -86,7 +86,9 @@ def choose_query_precision(encoder: BiEncoder, requested: str = "auto") -> str:
     return chosen
 
 
-def warm_kernels(encoder: BiEncoder, precision: str, max_batch: int, max_tokens: int = WARM_TOKENS) -> None:
+def warm_kernels(
+    encoder: BiEncoder, precision: str, max_batch: int, max_tokens: int = WARM_TOKENS
+) -> None:
     """Encode once at every (batch, length) shape that queries of up to `max_tokens` tokens
     produce, in groups of up to `max_batch`.
 

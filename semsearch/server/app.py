@@ -99,7 +99,9 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        return _error(422, f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", "invalid"))
+        return _error(
+            422, f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", "invalid")
+        )
 
 
 def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> None:
@@ -111,13 +113,21 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         """With an API key set, every endpoint but the page wants it (Bearer or X-API-Key)."""
         if config.api_key is None:
             return
-        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+        given = request.headers.get("x-api-key") or request.headers.get(
+            "authorization", ""
+        ).removeprefix("Bearer ")
         if not secrets.compare_digest(given.encode(), config.api_key.encode()):
-            raise ClientError(401, "missing or wrong API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'")
+            raise ClientError(
+                401,
+                "missing or wrong API key: send it as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+            )
 
     async def may_write(request: Request) -> None:
         if config.api_key is None:
-            raise ClientError(403, "writes are off: start the server with --api-key (or SEMSEARCH_API_KEY) to allow them")
+            raise ClientError(
+                403,
+                "writes are off: start the server with --api-key (or SEMSEARCH_API_KEY) to allow them",
+            )
         await authorised(request)
 
     reader, writer = [Depends(authorised)], [Depends(may_write)]
@@ -146,7 +156,12 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     # GET /search reads its parameters itself, with one validation of the same model POST
     # takes: FastAPI solving ten query parameters one by one cost about 85 microseconds a
     # request of Python (holding the GIL the encoder threads also want), a third of that.
-    @app.get("/search", openapi_extra={"parameters": _query_parameters(SearchRequest, skip={"queries"}, required={"q"})})
+    @app.get(
+        "/search",
+        openapi_extra={
+            "parameters": _query_parameters(SearchRequest, skip={"queries"}, required={"q"})
+        },
+    )
     async def search_get(request: Request) -> Response:
         """One query, in the URL: the parameters are POST /search's, `queries` aside."""
         await authorised(request)
@@ -156,7 +171,9 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         try:
             search = SearchRequest.model_validate(given)
         except ValidationError as exc:  # answered like FastAPI's own parameter errors
-            raise RequestValidationError([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]) from None
+            raise RequestValidationError(
+                [{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]
+            ) from None
         return await _search(request.app.state.registry, search)
 
     @app.post("/search", dependencies=reader)
@@ -167,7 +184,9 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         queries = _queries(request)
         served = _healthy(indexes, request.index)
         searcher = served.searcher  # one generation for the whole request
-        fusion = Fusion(request.fusion, **({"alpha": request.alpha} if request.alpha is not None else {}))
+        fusion = Fusion(
+            request.fusion, **({"alpha": request.alpha} if request.alpha is not None else {})
+        )
         if request.mode != "dense":
             searcher.snapshot.check_lexical()  # refused before anything is encoded
 
@@ -191,12 +210,16 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             raise ClientError(422, "give either q (one query) or queries (a list), not both")
         queries = [request.q] if request.q is not None else list(request.queries or [])
         if not queries or len(queries) > limits.max_queries:
-            raise ClientError(422, f"send 1 to {limits.max_queries} queries per request, not {len(queries)}")
+            raise ClientError(
+                422, f"send 1 to {limits.max_queries} queries per request, not {len(queries)}"
+            )
         if any(not query.strip() for query in queries):
             raise ClientError(422, "a query is empty: give some text to search for")
         longest = max(len(query) for query in queries)
         if longest > limits.max_query_chars:
-            raise ClientError(422, f"a query has {longest} characters; the limit is {limits.max_query_chars}")
+            raise ClientError(
+                422, f"a query has {longest} characters; the limit is {limits.max_query_chars}"
+            )
         if request.k > limits.max_k:
             raise ClientError(422, f"k is {request.k}; the limit is {limits.max_k}")
         return queries
@@ -212,13 +235,19 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         generations = [{"generation": m.generation, "created_at": m.created_at, "rows": m.rows,
                         "operation": {k: v for k, v in m.operation.items() if k != "tried"}}
                        for m in (folder.manifest(number) for number in folder.generations())]  # fmt: skip
-        return {**_summary(served), "manifest": folder.manifest().to_dict(), "generations": generations}
+        return {
+            **_summary(served),
+            "manifest": folder.manifest().to_dict(),
+            "generations": generations,
+        }
 
     @app.post("/indexes/{name}/documents", dependencies=writer)
     def upsert(indexes: Registry, name: str, body: DocumentsRequest) -> dict:
         served = _healthy(indexes, name)
         if len(body.rows) > limits.max_documents:
-            raise ClientError(422, f"{len(body.rows)} rows; the limit is {limits.max_documents} per request")
+            raise ClientError(
+                422, f"{len(body.rows)} rows; the limit is {limits.max_documents} per request"
+            )
         try:
             table = pa.Table.from_pylist(body.rows)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

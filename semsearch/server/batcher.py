@@ -50,7 +50,9 @@ class MicroBatcher:
         on_start: Callable[[], None] | None = None,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0 or workers < 1 or (group is not None and group < 1):
-            raise ValueError("max_batch, workers and group must be at least 1, max_wait_ms at least 0")
+            raise ValueError(
+                "max_batch, workers and group must be at least 1, max_wait_ms at least 0"
+            )
         self.encode = encode
         self.max_batch = max_batch
         self.group = group
@@ -61,7 +63,9 @@ class MicroBatcher:
         self._in_flight = 0  # submitted and not yet answered
         self._count_lock = threading.Lock()
         self._workers = [
-            threading.Thread(target=self._run, args=(number,), name=f"semsearch-encoder-{number}", daemon=True)
+            threading.Thread(
+                target=self._run, args=(number,), name=f"semsearch-encoder-{number}", daemon=True
+            )
             for number in range(workers)
         ]
         self._started = [threading.Event() for _ in self._workers]
@@ -70,7 +74,9 @@ class MicroBatcher:
         for started in self._started:  # ready only once every worker has run `on_start`
             started.wait()
 
-    def submit(self, texts: Sequence[str], then: Callable[[np.ndarray], object] | None = None) -> Future:
+    def submit(
+        self, texts: Sequence[str], then: Callable[[np.ndarray], object] | None = None
+    ) -> Future:
         """A future of the texts' vectors [len(texts), dimension], or of `then(vectors)`
         (run on the worker thread; what it raises goes to the future)."""
         future: Future = Future()

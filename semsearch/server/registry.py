@@ -43,6 +43,7 @@ def release_free_memory() -> None:
     with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
         ctypes.CDLL(None).malloc_trim(0)
 
+
 CPU_SUB_BATCH = 8
 
 
@@ -95,10 +96,14 @@ class IndexRegistry:
         if name is None:
             if len(self.indexes) == 1:
                 return next(iter(self.indexes.values()))
-            raise SemsearchError(f"several indexes are served: choose one of {', '.join(self.indexes)}")
+            raise SemsearchError(
+                f"several indexes are served: choose one of {', '.join(self.indexes)}"
+            )
         served = self.indexes.get(name)
         if served is None:
-            raise LookupError(f"no index named {name!r}: served indexes are {', '.join(self.indexes)}")
+            raise LookupError(
+                f"no index named {name!r}: served indexes are {', '.join(self.indexes)}"
+            )
         return served
 
     def start_refreshing(self, every_s: float = 0.25) -> None:
@@ -123,13 +128,17 @@ class IndexRegistry:
                 if served.searcher is None:
                     served.searcher, served.batcher = self._searcher(served.folder)
                 elif served.searcher.refresh():
-                    log.info("index %s: now at generation %d", served.name, served.searcher.generation)
+                    log.info(
+                        "index %s: now at generation %d", served.name, served.searcher.generation
+                    )
                     release_free_memory()  # the old generation's pages, and the change's
                 if served.problem is not None:
                     log.info("index %s is healthy again", served.name)
                 served.problem = None
             except Exception as exc:  # one broken index must not stop the others
-                message = str(exc) if isinstance(exc, SemsearchError) else f"{type(exc).__name__}: {exc}"
+                message = (
+                    str(exc) if isinstance(exc, SemsearchError) else f"{type(exc).__name__}: {exc}"
+                )
                 if served.problem != message:
                     log.warning("index %s is unhealthy: %s", served.name, message)
                 served.problem = message
@@ -168,7 +177,9 @@ class IndexRegistry:
             precision = choose_query_precision(encoder, self.config.precision)
 
             def encode(texts: list[str], encoder=encoder, precision=precision):
-                return encoder.encode(texts, batch_size=len(texts) if on_cpu else None, precision=precision)
+                return encoder.encode(
+                    texts, batch_size=len(texts) if on_cpu else None, precision=precision
+                )
 
             largest = min(self.config.max_batch, group or self.config.max_batch)
 

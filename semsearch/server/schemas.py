@@ -52,9 +52,15 @@ class SearchRequest(BaseModel):
     where: str | None = Field(None, description="SQL condition on the metadata.")
     nprobe: int | None = Field(None, ge=1, description="IVF lists to visit, this call only.")
     ef_search: int | None = Field(None, ge=1, description="HNSW candidate list, this call only.")
-    mode: SearchMode = Field("dense", description="dense (vectors), lexical (BM25) or hybrid (both, fused).")
-    fusion: FusionMethod = Field("rrf", description="How hybrid fuses: reciprocal rank (rrf) or convex.")
-    alpha: float | None = Field(None, ge=0, le=1, description="Convex fusion's weight of the dense side.")
+    mode: SearchMode = Field(
+        "dense", description="dense (vectors), lexical (BM25) or hybrid (both, fused)."
+    )
+    fusion: FusionMethod = Field(
+        "rrf", description="How hybrid fuses: reciprocal rank (rrf) or convex."
+    )
+    alpha: float | None = Field(
+        None, ge=0, le=1, description="Convex fusion's weight of the dense side."
+    )
 
 
 class DocumentsRequest(BaseModel):

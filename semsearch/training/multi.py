@@ -70,7 +70,9 @@ class MultiDatasetTrainer(Trainer):
         self.device = encoder.device
         losses, self.objective_options = [], {}
         for spec, data in zip(self.plan.datasets, self.datasets):
-            options = self.objective_options[spec.name] = options_for(spec.objective, spec.options, data)
+            options = self.objective_options[spec.name] = options_for(
+                spec.objective, spec.options, data
+            )
             try:
                 losses.append(build_loss(spec.objective, encoder, **options))
             except SemsearchError as exc:

@@ -29,27 +29,45 @@ def _json(result) -> dict:
 
 def test_a_day_of_changes(living) -> None:
     index_dir = ["--index-dir", living.index_dir]
-    added = _json(living("add", str(living.folder / "more.parquet"), "--index", "docs", *index_dir, "--json"))
+    added = _json(
+        living("add", str(living.folder / "more.parquet"), "--index", "docs", *index_dir, "--json")
+    )
     assert (added["added"], added["generation"]) == (10, 2)
-    again = _json(living("add", str(living.folder / "more.parquet"), "--index", "docs", *index_dir, "--json"))
+    again = _json(
+        living("add", str(living.folder / "more.parquet"), "--index", "docs", *index_dir, "--json")
+    )
     assert again["unchanged"] == 10 and again["generation"] is None
     (living.folder / "ids.txt").write_text("d1\nd2\n")
-    deleted = _json(living("delete", "docs", "--ids", str(living.folder / "ids.txt"), *index_dir, "--json"))
+    deleted = _json(
+        living("delete", "docs", "--ids", str(living.folder / "ids.txt"), *index_dir, "--json")
+    )
     assert deleted["deleted"] == 2
-    assert _json(living("delete", "docs", "--where", "license = 'MIT'", *index_dir, "--json"))["deleted"] == 5
+    assert (
+        _json(living("delete", "docs", "--where", "license = 'MIT'", *index_dir, "--json"))[
+            "deleted"
+        ]
+        == 5
+    )
     hits = [json.loads(line) for line in living("query", "guitar", "--index", "docs", "-k", "50",
                                                 *index_dir, "--json").stdout.splitlines()]  # fmt: skip
     assert len(hits) == 43 and not {"d1", "d2"} & {hit["id"] for hit in hits}
-    mit = living("query", "guitar", "--index", "docs", "--where", "license = 'MIT'", "--json", *index_dir)
+    mit = living(
+        "query", "guitar", "--index", "docs", "--where", "license = 'MIT'", "--json", *index_dir
+    )
     assert mit.exit_code == 0 and mit.stdout == ""
-    at_one = living("query", "guitar", "--index", "docs", "-k", "50", "--at", "1", "--json", *index_dir)
+    at_one = living(
+        "query", "guitar", "--index", "docs", "-k", "50", "--at", "1", "--json", *index_dir
+    )
     assert len(at_one.stdout.splitlines()) == 40
     reindexed = _json(living("reindex", "docs", "--index-type", "hnsw", *index_dir, "--json"))
     assert reindexed["index"]["factory"].startswith("HNSW") and reindexed["rows"] == 43
     compacted = _json(living("compact", "docs", "--keep", "2", *index_dir, "--json"))
     assert len(compacted["segments"]) == 1
     info = _json(living("info", "docs", *index_dir, "--json"))
-    assert [line["generation"] for line in info["generations"]] == [compacted["generation"] - 1, compacted["generation"]]
+    assert [line["generation"] for line in info["generations"]] == [
+        compacted["generation"] - 1,
+        compacted["generation"],
+    ]
     back = _json(living("rollback", "docs", str(compacted["generation"] - 1), *index_dir, "--json"))
     assert back["rows"] == 43 and back["operation"]["kind"] == "rollback"
 
@@ -93,7 +111,9 @@ def test_a_second_writer_is_refused(living) -> None:
 
     folder = find_index("docs", Path(living.index_dir))
     with folder.writer_lock("add"):
-        line = error_line(living("delete", "docs", "--where", "year > 2000", "--index-dir", living.index_dir))
+        line = error_line(
+            living("delete", "docs", "--where", "year > 2000", "--index-dir", living.index_dir)
+        )
     assert "is being changed by" in line
     assert folder.manifest().generation == 1
 
@@ -106,11 +126,32 @@ def test_query_modes_and_reindex_lexical(cli, tmp_path) -> None:
     assert built.exit_code == 0, built.output
     missing = error_line(cli("query", "guitar", "--mode", "hybrid", *index_dir))
     assert "no lexical (BM25) part" in missing and "'semsearch reindex docs --lexical'" in missing
-    assert "is not known: use dense, lexical, hybrid" in error_line(cli("query", "guitar", "--mode", "bm25", *index_dir))
-    assert "--index-type TYPE, --lexical" in error_line(cli("reindex", "docs", "--index-dir", cli.index_dir))
+    assert "is not known: use dense, lexical, hybrid" in error_line(
+        cli("query", "guitar", "--mode", "bm25", *index_dir)
+    )
+    assert "--index-type TYPE, --lexical" in error_line(
+        cli("reindex", "docs", "--index-dir", cli.index_dir)
+    )
     added = _json(cli("reindex", "docs", "--lexical", "--index-dir", cli.index_dir, "--json"))
     assert added["lexical"]["method"] == "lucene" and added["segments"][0]["lexical_dir"]
     lexical = cli("query", "guitar", "--mode", "lexical", "-k", "10", "--json", *index_dir)
-    assert {json.loads(line)["id"] for line in lexical.stdout.splitlines()} == {"d0", "d3", "d24", "d27"}
-    hybrid = cli("query", "guitar", "--mode", "hybrid", "--fusion", "convex", "--alpha", "0.2", "-k", "3", *index_dir)
+    assert {json.loads(line)["id"] for line in lexical.stdout.splitlines()} == {
+        "d0",
+        "d3",
+        "d24",
+        "d27",
+    }
+    hybrid = cli(
+        "query",
+        "guitar",
+        "--mode",
+        "hybrid",
+        "--fusion",
+        "convex",
+        "--alpha",
+        "0.2",
+        "-k",
+        "3",
+        *index_dir,
+    )
     assert hybrid.exit_code == 0 and "guitar" in hybrid.stdout

@@ -33,11 +33,15 @@ def _corpus(tmp_path):
 def test_an_unexpected_failure_is_one_line_exit_1_and_removes_the_partial_build(
     tmp_path, cli, crashing_encoder
 ) -> None:
-    result = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir, "--json")
+    result = cli(
+        "build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir, "--json"
+    )
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output
-    assert lines[0].startswith("error: build failed unexpectedly with RuntimeError: boom second line")
+    assert lines[0].startswith(
+        "error: build failed unexpectedly with RuntimeError: boom second line"
+    )
     assert "--debug or SEMSEARCH_DEBUG=1" in lines[0]
     assert [path.name for path in (tmp_path / "idx").iterdir()] == []  # no hidden .c.partial
 
@@ -53,7 +57,7 @@ def test_debug_shows_the_traceback(tmp_path, cli, crashing_encoder, monkeypatch,
         runner.invoke(app, args, catch_exceptions=False)
     # --debug lasts one command: the next one is back to one line.
     monkeypatch.delenv("SEMSEARCH_DEBUG", raising=False)
-    again = cli(*args[args.index("build"):])
+    again = cli(*args[args.index("build") :])
     assert again.exit_code == 1 and len(again.stderr.strip().splitlines()) == 1
 
 
@@ -66,7 +70,9 @@ def test_user_mistakes_about_folders_and_names_are_one_line(tmp_path, cli) -> No
         cli(*build, "--out-dir", str(tmp_path / "a-file" / "sub"))
     )
     assert "'' is not usable" in error_line(cli(*build, "--out-dir", cli.index_dir, "--name", ""))
-    assert "is not usable" in error_line(cli(*build, "--out-dir", cli.index_dir, "--name", "n" * 300))
+    assert "is not usable" in error_line(
+        cli(*build, "--out-dir", cli.index_dir, "--name", "n" * 300)
+    )
     assert not (tmp_path / "idx").exists()
     query = error_line(cli("query", "alpha", "--index", "n" * 300, "--index-dir", cli.index_dir))
     assert "File name too long" in query or "no index named" in query
@@ -84,7 +90,9 @@ def test_a_damaged_metadata_file_is_one_line_when_the_index_opens(tmp_path, cli)
     error_line(cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir))
 
 
-def test_a_corpus_column_named_like_semsearchs_own_is_refused_before_encoding(tmp_path, cli) -> None:
+def test_a_corpus_column_named_like_semsearchs_own_is_refused_before_encoding(
+    tmp_path, cli
+) -> None:
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"text": ["a", "b"], "_semsearch_text_hash": [1, 2]}), path)
     line = error_line(cli("build", str(path), "--model", cli.model, "--out-dir", cli.index_dir))
@@ -94,11 +102,15 @@ def test_a_corpus_column_named_like_semsearchs_own_is_refused_before_encoding(tm
 
 def test_a_json_hit_keeps_a_column_named_like_its_own_fields(tmp_path, cli) -> None:
     path = tmp_path / "c.parquet"
-    pq.write_table(pa.table({"title": ["alpha", "beta"], "text": ["x", None], "rank": [7, 8]}), path)
+    pq.write_table(
+        pa.table({"title": ["alpha", "beta"], "text": ["x", None], "rank": [7, 8]}), path
+    )
     built = cli("build", str(path), "--text-column", "title", "--model", cli.model,
                 "--out-dir", cli.index_dir)  # fmt: skip
     assert built.exit_code == 0, built.output
-    result = cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "-k", "2", "--json")
+    result = cli(
+        "query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "-k", "2", "--json"
+    )
     hits = [json.loads(line) for line in result.stdout.splitlines()]
     assert {hit["text"] for hit in hits} == {"alpha", "beta"}
     assert [hit["rank"] for hit in hits] == [1, 2]
@@ -114,7 +126,9 @@ def test_a_huge_k_returns_every_row_and_a_latin1_query_file_says_what_to_do(tmp_
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 3
     queries = tmp_path / "q.txt"
     queries.write_bytes("café\n".encode("latin-1"))
-    line = error_line(cli("query", "--file", str(queries), "--index", "c", "--index-dir", cli.index_dir))
+    line = error_line(
+        cli("query", "--file", str(queries), "--index", "c", "--index-dir", cli.index_dir)
+    )
     assert "not UTF-8" in line and "iconv" in line
 
 
@@ -132,7 +146,9 @@ def test_markup_in_texts_prints_as_text_in_query_and_mine_tables(tmp_path, cli) 
 def test_markup_in_heatmap_sentences_prints_as_text(tmp_path, cli) -> None:
     lines = tmp_path / "s.txt"
     lines.write_text("one [/] two\n[bold]three\n")
-    result = cli("eval", "heatmap", str(lines), "--png", str(tmp_path / "h.png"), "--model", cli.model)
+    result = cli(
+        "eval", "heatmap", str(lines), "--png", str(tmp_path / "h.png"), "--model", cli.model
+    )
     assert result.exit_code == 0 and "one [/] two" in result.stdout, result.output
 
 

@@ -46,7 +46,13 @@ def built(cli, corpus_file):
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["build", "--help"], ["query", "--help"], ["train", "--help"], ["eval", "sts", "--help"]],
+    [
+        ["--help"],
+        ["build", "--help"],
+        ["query", "--help"],
+        ["train", "--help"],
+        ["eval", "sts", "--help"],
+    ],
 )
 def test_help_imports_no_heavy_library(args) -> None:
     assert _heavy_modules_after(args) == []
@@ -88,5 +94,7 @@ def test_second_query_skips_transformers_and_answers_the_same(built) -> None:
     hits = [[json.loads(line) for line in run.stdout.splitlines()] for run in (first, second)]
     assert first.exit_code == 0 and len(hits[0]) == 5
     assert [hit["id"] for hit in hits[1]] == [hit["id"] for hit in hits[0]]
-    assert [hit["score"] for hit in hits[1]] == pytest.approx([hit["score"] for hit in hits[0]], abs=1e-5)
+    assert [hit["score"] for hit in hits[1]] == pytest.approx(
+        [hit["score"] for hit in hits[0]], abs=1e-5
+    )
     assert "transformers" not in _heavy_modules_after(args)

@@ -96,8 +96,24 @@ def test_train_adapter_on_a_npy_file(tmp_path) -> None:
 
 def test_interpolate_writes_a_model_and_refuses_a_bad_weight(tmp_path, cli, tiny_model_dir) -> None:
     output = tmp_path / "mixed"
-    result = cli("interpolate", str(tiny_model_dir), str(tiny_model_dir), "-o", str(output), "--weight", "0.5")
+    result = cli(
+        "interpolate",
+        str(tiny_model_dir),
+        str(tiny_model_dir),
+        "-o",
+        str(output),
+        "--weight",
+        "0.5",
+    )
     assert result.exit_code == 0, result.output
     assert (output / "modules.json").exists()
-    refused = cli("interpolate", str(tiny_model_dir), str(tiny_model_dir), "-o", str(tmp_path / "x"), "--weight", "-1")
+    refused = cli(
+        "interpolate",
+        str(tiny_model_dir),
+        str(tiny_model_dir),
+        "-o",
+        str(tmp_path / "x"),
+        "--weight",
+        "-1",
+    )
     assert "between 0" in error_line(refused) and not (tmp_path / "x").exists()

@@ -34,11 +34,15 @@ def test_tuning_a_flat_index_says_there_is_nothing_to_tune(tmp_path, tiny_model_
     )
     result = runner.invoke(app, ["tune", "c", "--index-dir", index_dir])
     assert result.exit_code == 0 and "nothing to tune" in result.stdout, result.output
-    generations = json.loads(runner.invoke(app, ["info", "c", "--index-dir", index_dir, "--json"]).stdout)
+    generations = json.loads(
+        runner.invoke(app, ["info", "c", "--index-dir", index_dir, "--json"]).stdout
+    )
     assert len(generations["generations"]) == 1  # nothing was written
 
 
-def test_tuning_a_tiny_ivf_index_measures_recall_over_the_rows_there_are(tmp_path, tiny_model_dir) -> None:
+def test_tuning_a_tiny_ivf_index_measures_recall_over_the_rows_there_are(
+    tmp_path, tiny_model_dir
+) -> None:
     corpus = tmp_path / "c.csv"
     corpus.write_text("text\nalpha\nbeta\ngamma\ndelta\n")
     index_dir = str(tmp_path / "idx")

@@ -27,7 +27,17 @@ def built(cli, corpus_file):
 
 
 def _query(cli, *extra: str):
-    return cli("query", "guitar", "--index", "docs", "--index-dir", cli.index_dir, "--device", "cpu", *extra)
+    return cli(
+        "query",
+        "guitar",
+        "--index",
+        "docs",
+        "--index-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        *extra,
+    )
 
 
 def _edit_manifest(cli, change, keep_checksum: bool = False) -> None:
@@ -42,7 +52,9 @@ def _edit_manifest(cli, change, keep_checksum: bool = False) -> None:
 
 def test_verify_reports_a_healthy_index(built) -> None:
     result = built("verify", "docs", "--index-dir", built.index_dir)
-    assert result.exit_code == 0 and "generation 1:" in result.stdout and "verified" in result.stdout
+    assert (
+        result.exit_code == 0 and "generation 1:" in result.stdout and "verified" in result.stdout
+    )
     record = json.loads(built("verify", "docs", "--index-dir", built.index_dir, "--json").stdout)
     assert record["status"] == "ok" and record["problems"] == []
     assert record["files"] == 9  # ids, metadata, vectors, FAISS file and five BM25 files
@@ -56,13 +68,18 @@ def test_zeroed_bytes_in_the_faiss_file(built) -> None:
     line = error_line(_query(built))
     assert "index-g000001.faiss has the recorded size but not the recorded xxh3 hash" in line
     line = error_line(built("verify", "docs", "--index-dir", built.index_dir))
-    assert "index-g000001.faiss" in line and "rebuild it with 'semsearch build CORPUS --name docs --overwrite'" in line
+    assert (
+        "index-g000001.faiss" in line
+        and "rebuild it with 'semsearch build CORPUS --name docs --overwrite'" in line
+    )
 
 
 def test_metadata_swapped_for_a_file_with_as_many_rows(built) -> None:
     path = built.index / "segments" / "s000000" / "part-00000.parquet"
     table = pq.read_table(path)
-    pq.write_table(table.set_column(1, "text", pa.array(table.column("text").to_pylist()[::-1])), path)
+    pq.write_table(
+        table.set_column(1, "text", pa.array(table.column("text").to_pylist()[::-1])), path
+    )
     assert "part-00000.parquet" in error_line(_query(built))
     result = built("verify", "docs", "--index-dir", built.index_dir, "--json")
     assert json.loads(result.stdout.splitlines()[0])["status"] == "damaged"
@@ -101,8 +118,15 @@ def test_list_shows_broken_indexes_and_interrupted_builds(built, corpus_file) ->
     lines = listing.stdout.splitlines()
     assert lines[0].startswith("second") and lines[1].startswith("docs") and "broken:" in lines[1]
     assert "interrupted: a build stopped" in lines[2] and f"rm -rf {partial}" in lines[2]
-    records = [json.loads(line) for line in built("list", "--index-dir", built.index_dir, "--json").stdout.splitlines()]
-    assert [(r["name"], r["status"]) for r in records] == [("second", "ok"), ("docs", "broken"), ("half", "interrupted")]
+    records = [
+        json.loads(line)
+        for line in built("list", "--index-dir", built.index_dir, "--json").stdout.splitlines()
+    ]
+    assert [(r["name"], r["status"]) for r in records] == [
+        ("second", "ok"),
+        ("docs", "broken"),
+        ("half", "interrupted"),
+    ]
     assert "manifest.json is damaged" in records[1]["reason"]
 
 
@@ -118,4 +142,6 @@ def test_list_and_verify_start_quickly(built) -> None:
 def test_verify_names_an_edited_record_once(built) -> None:
     _edit_manifest(built, lambda data: data["index"].update(metric="l2"))
     line = error_line(built("verify", "docs", "--index-dir", built.index_dir))
-    assert "edited after semsearch wrote it" in line and line.count("semsearch rollback docs 1") == 1
+    assert (
+        "edited after semsearch wrote it" in line and line.count("semsearch rollback docs 1") == 1
+    )

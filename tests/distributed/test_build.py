@@ -26,32 +26,54 @@ def test_flat_build_on_ray_is_the_local_build(tmp_path, tiny_model_dir, tiny_enc
     corpus = support.write_corpus(tmp_path / "corpus.parquet", 300)
     model = {"model": str(tiny_model_dir), "part_rows": 64, "index": "flat"}
     local = build_index(support.options(corpus, tmp_path, "local", **model), encoder=tiny_encoder)
-    on_ray = build_index_on_ray(support.options(corpus, tmp_path, "ray", **model), RayOptions(workers=2))
+    on_ray = build_index_on_ray(
+        support.options(corpus, tmp_path, "ray", **model), RayOptions(workers=2)
+    )
     ours, theirs = local.manifest(), on_ray.manifest()
-    assert (theirs.rows, theirs.next_id, theirs.source.sha256) == (ours.rows, ours.next_id, ours.source.sha256)
+    assert (theirs.rows, theirs.next_id, theirs.source.sha256) == (
+        ours.rows,
+        ours.next_id,
+        ours.source.sha256,
+    )
     assert theirs.segments[0].parts == ours.segments[0].parts == 5
     assert theirs.operation["engine"] == "ray" and theirs.operation["workers"] == 2
     support.assert_same_rows(local, on_ray)
     assert support.only_segment(on_ray).metadata().equals(support.only_segment(local).metadata())
     assert support.top10(on_ray, tiny_encoder) == support.top10(local, tiny_encoder)
     hnsw = {**model, "index": "HNSW16"}  # filled from the parts on the driver, as flat is
-    local_hnsw = build_index(support.options(corpus, tmp_path, "local-hnsw", **hnsw), encoder=tiny_encoder)
-    ray_hnsw = build_index_on_ray(support.options(corpus, tmp_path, "ray-hnsw", **hnsw), RayOptions(workers=2))
+    local_hnsw = build_index(
+        support.options(corpus, tmp_path, "local-hnsw", **hnsw), encoder=tiny_encoder
+    )
+    ray_hnsw = build_index_on_ray(
+        support.options(corpus, tmp_path, "ray-hnsw", **hnsw), RayOptions(workers=2)
+    )
     assert ray_hnsw.manifest().index.factory == "HNSW16"
     queries = prepare_vectors(tiny_encoder.encode(support.QUERIES * 5), "cosine")
-    assert abs(support.recall_at_10(ray_hnsw, queries) - support.recall_at_10(local_hnsw, queries)) <= 0.005
+    assert (
+        abs(support.recall_at_10(ray_hnsw, queries) - support.recall_at_10(local_hnsw, queries))
+        <= 0.005
+    )
 
 
-def test_ivf_build_on_ray_fills_copies_and_keeps_the_recall(tmp_path, tiny_model_dir, tiny_encoder) -> None:
+def test_ivf_build_on_ray_fills_copies_and_keeps_the_recall(
+    tmp_path, tiny_model_dir, tiny_encoder
+) -> None:
     corpus = support.write_corpus(tmp_path / "corpus.parquet", 1500)
     model = {"model": str(tiny_model_dir), "part_rows": 128, "index": "IVF16,Flat"}
     local = build_index(support.options(corpus, tmp_path, "local", **model), encoder=tiny_encoder)
-    on_ray = build_index_on_ray(support.options(corpus, tmp_path, "ray", **model), RayOptions(workers=2))
+    on_ray = build_index_on_ray(
+        support.options(corpus, tmp_path, "ray", **model), RayOptions(workers=2)
+    )
     assert on_ray.manifest().index.factory == "IVF16,Flat"
     assert on_ray.manifest().index.search_params == local.manifest().index.search_params
     assert not (on_ray.path / ".fill").exists()
-    queries = prepare_vectors(tiny_encoder.encode([f"{w} and more" for w in ("cat", "json", "chess", "eggs")] * 5), "cosine")
-    assert abs(support.recall_at_10(on_ray, queries) - support.recall_at_10(local, queries)) <= 0.005
+    queries = prepare_vectors(
+        tiny_encoder.encode([f"{w} and more" for w in ("cat", "json", "chess", "eggs")] * 5),
+        "cosine",
+    )
+    assert (
+        abs(support.recall_at_10(on_ray, queries) - support.recall_at_10(local, queries)) <= 0.005
+    )
 
 
 def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_dir, tiny_encoder,
@@ -62,7 +84,9 @@ def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_d
         support.write_corpus(folder / f"part-{number}.parquet", rows, seed=number, first_id=first)
     (folder / "_SUCCESS").touch()
     settings = {"model": str(tiny_model_dir), "part_rows": 50, "index": "flat"}
-    local = build_index(support.options(folder, tmp_path / "local", None, **settings), encoder=tiny_encoder)
+    local = build_index(
+        support.options(folder, tmp_path / "local", None, **settings), encoder=tiny_encoder
+    )
     assert local.name == "data" and local.manifest().operation["files"] == 3
 
     def stop(*args, **kwargs):
@@ -70,7 +94,9 @@ def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_d
 
     monkeypatch.setattr(build_module, "trained_index", stop)
     with pytest.raises(KeyboardInterrupt):
-        build_index_on_ray(support.options(folder, tmp_path / "ray", None, **settings), RayOptions(workers=2))
+        build_index_on_ray(
+            support.options(folder, tmp_path / "ray", None, **settings), RayOptions(workers=2)
+        )
     monkeypatch.undo()
     parts = partial_folder(tmp_path / "ray", "data") / "segments" / "s000000"
     vectors = sorted(parts.glob("part-*[0-9].npy"))
@@ -78,7 +104,9 @@ def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_d
     for path in vectors[2:5]:  # as if killed while these were being encoded
         path.unlink()
     kept = {path.name: path.stat().st_mtime_ns for path in vectors[:2] + vectors[5:]}
-    on_ray = build_index_on_ray(support.options(folder, tmp_path / "ray", None, **settings), RayOptions(workers=2))
+    on_ray = build_index_on_ray(
+        support.options(folder, tmp_path / "ray", None, **settings), RayOptions(workers=2)
+    )
     segment_dir = support.only_segment(on_ray).folder
     assert {name: (segment_dir / name).stat().st_mtime_ns for name in kept} == kept
     support.assert_same_rows(local, on_ray)
@@ -96,7 +124,11 @@ def test_a_worker_killed_mid_job_loses_and_duplicates_no_row(tmp_path, tiny_mode
     def kill_an_encoder() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
-            if parts.is_dir() and len(list(parts.glob("part-*[0-9].npy"))) >= 2 and support.encoder_actors():
+            if (
+                parts.is_dir()
+                and len(list(parts.glob("part-*[0-9].npy"))) >= 2
+                and support.encoder_actors()
+            ):
                 pid = support.encoder_actors()[0]
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -104,7 +136,9 @@ def test_a_worker_killed_mid_job_loses_and_duplicates_no_row(tmp_path, tiny_mode
 
     killer = threading.Thread(target=kill_an_encoder, daemon=True)
     killer.start()
-    folder = build_index_on_ray(support.options(corpus, tmp_path, "big", **settings), RayOptions(workers=2))
+    folder = build_index_on_ray(
+        support.options(corpus, tmp_path, "big", **settings), RayOptions(workers=2)
+    )
     killer.join(timeout=1)
     assert killed, "the job ended before a worker could be killed"
     support.assert_every_row_once(folder, 3000)
@@ -129,7 +163,9 @@ def test_a_driver_killed_mid_job_resumes_from_the_parts_written(tmp_path, tiny_m
     corpus = support.write_corpus(tmp_path / "corpus.parquet", 3000)
     parts = partial_folder(tmp_path, "big") / "segments" / "s000000"
     address = ray.get_runtime_context().gcs_address  # the driver joins this test's Ray instance
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(corpus), str(tmp_path), str(tiny_model_dir), address])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(corpus), str(tmp_path), str(tiny_model_dir), address]
+    )
     try:
         deadline = time.monotonic() + 120
         while driver.poll() is None and time.monotonic() < deadline:
@@ -146,7 +182,11 @@ def test_a_driver_killed_mid_job_resumes_from_the_parts_written(tmp_path, tiny_m
     written = {path.name: path.stat().st_mtime_ns for path in parts.glob("part-*[0-9].npy")}
     assert 4 <= len(written) < 150  # 3,000 rows in parts of 20: killed halfway
     settings = {"model": str(tiny_model_dir), "part_rows": 20, "index": "flat"}
-    folder = build_index_on_ray(support.options(corpus, tmp_path, "big", **settings), RayOptions(workers=2))
+    folder = build_index_on_ray(
+        support.options(corpus, tmp_path, "big", **settings), RayOptions(workers=2)
+    )
     segment_dir = support.only_segment(folder).folder
-    assert {name: (segment_dir / name).stat().st_mtime_ns for name in written} == written  # not re-encoded
+    assert {
+        name: (segment_dir / name).stat().st_mtime_ns for name in written
+    } == written  # not re-encoded
     support.assert_every_row_once(folder, 3000)

@@ -35,7 +35,9 @@ def test_an_unreachable_cluster_is_one_line_and_the_partial_build_stays(tmp_path
     before = sorted(path.name for path in partial.rglob("*"))
     line = error_line(_build(*common, "--engine", "ray", "--address", "127.0.0.1:9"))
     assert "cannot reach the Ray cluster at 127.0.0.1:9" in line
-    assert "cannot connect to the Ray cluster" in error_line(_build(*common, "--engine", "ray", "--address", "auto"))
+    assert "cannot connect to the Ray cluster" in error_line(
+        _build(*common, "--engine", "ray", "--address", "auto")
+    )
     assert sorted(path.name for path in partial.rglob("*")) == before
     resumed = _build(*common, "--engine", "ray", "--workers", "2")  # a Ray instance of its own
     assert resumed.exit_code == 0, resumed.output
@@ -45,14 +47,15 @@ def test_an_unreachable_cluster_is_one_line_and_the_partial_build_stays(tmp_path
 def test_files_that_cannot_be_one_corpus_are_refused_before_ray_starts(tmp_path) -> None:
     folder = tmp_path / "data"
     write_corpus(folder / "a.parquet", 10)
-    pq.write_table(pa.table({"doc_id": ["x"], "text": ["hello"], "n": ["one"]}), folder / "b.parquet")
+    pq.write_table(
+        pa.table({"doc_id": ["x"], "text": ["hello"], "n": ["one"]}), folder / "b.parquet"
+    )
     line = error_line(_build(str(folder), "--engine", "ray", "--out-dir", str(tmp_path / "idx")))
     assert "'n' is string in b.parquet but int64 in a.parquet" in line
     line = error_line(_build(str(tmp_path / "none" / "*.parquet"), "--engine", "ray"))
     assert "no file matches" in line
     line = error_line(_build(str(folder / "a.parquet"), "--engine", "ray", "--workers", "0"))
     assert "--workers must be at least 1" in line
-
 
 
 def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_dir) -> None:
@@ -64,8 +67,12 @@ def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_d
     assert not (tmp_path / "idx" / ".corpus.partial").exists()
 
 
-@pytest.mark.usefixtures("local_ray")  # the last test here: the commands join it, not start their own
-def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(tmp_path, tiny_model_dir, monkeypatch) -> None:
+@pytest.mark.usefixtures(
+    "local_ray"
+)  # the last test here: the commands join it, not start their own
+def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(
+    tmp_path, tiny_model_dir, monkeypatch
+) -> None:
     import ray.exceptions
 
     from semsearch.distributed import encode as encode_module
@@ -78,7 +85,9 @@ def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(tmp_path, tiny
     def node_lost(*args, **kwargs):
         real(*args, **kwargs)  # the parts are written, then the job fails for good
         with encode_module.job_errors("encoding", resumable=True):
-            raise ray.exceptions.NodeDiedError("node 10.0.0.7 died and its tasks ran out of retries")
+            raise ray.exceptions.NodeDiedError(
+                "node 10.0.0.7 died and its tasks ran out of retries"
+            )
 
     monkeypatch.setattr(encode_module, "_encode", node_lost)
     line = error_line(_build(*common))
@@ -90,4 +99,6 @@ def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(tmp_path, tiny
     monkeypatch.undo()
     before = written.stat().st_mtime_ns
     assert _build(*common).exit_code == 0
-    assert (tmp_path / "idx" / "docs" / "segments" / "s000000" / written.name).stat().st_mtime_ns == before
+    assert (
+        tmp_path / "idx" / "docs" / "segments" / "s000000" / written.name
+    ).stat().st_mtime_ns == before

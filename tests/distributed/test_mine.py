@@ -18,11 +18,18 @@ def assert_same_pairs(ours: MiningResult, theirs: MiningResult, atol: float = 0.
     local, on_ray = ours.to_table(), theirs.to_table()
     for column in ("id_a", "id_b", "text_a", "text_b"):
         assert on_ray.column(column).to_pylist() == local.column(column).to_pylist(), column
-    np.testing.assert_allclose(on_ray.column("score").to_numpy(), local.column("score").to_numpy(), atol=atol)
-    assert theirs.stats.rows == ours.stats.rows and theirs.stats.searched_rows == ours.stats.searched_rows
+    np.testing.assert_allclose(
+        on_ray.column("score").to_numpy(), local.column("score").to_numpy(), atol=atol
+    )
+    assert (
+        theirs.stats.rows == ours.stats.rows
+        and theirs.stats.searched_rows == ours.stats.searched_rows
+    )
 
 
-def test_mining_a_corpus_on_ray_finds_the_local_pairs(tmp_path, tiny_model_dir, tiny_encoder) -> None:
+def test_mining_a_corpus_on_ray_finds_the_local_pairs(
+    tmp_path, tiny_model_dir, tiny_encoder
+) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 120)  # a few texts repeat (blanks skipped)
     source = CorpusSource(corpus, id_column="doc_id", model=str(tiny_model_dir), device="cpu")
     mining = MiningOptions(top_k=5, query_chunk=16, exact_duplicates="drop")

@@ -22,7 +22,9 @@ def _segments(folder: IndexFolder) -> list[tuple[np.ndarray, np.ndarray]]:
     found = []
     for record in folder.manifest().segments:
         segment = Segment(folder.segment_dir(record.name), record)
-        found.append((np.asarray(segment.ids), np.concatenate([v for _, v in segment.iter_parts()])))
+        found.append(
+            (np.asarray(segment.ids), np.concatenate([v for _, v in segment.iter_parts()]))
+        )
     return found
 
 
@@ -35,7 +37,9 @@ def test_add_on_ray_writes_the_local_add(tmp_path, tiny_model_dir, tiny_encoder)
     # 50 rows again, with new texts (replaced), and 200 new ones
     more = write_corpus(tmp_path / "more.parquet", 250, seed=5, first_id=150)
     local = add_rows(built, more, tiny_encoder)
-    on_ray = add_rows_on_ray(copy, more, tiny_encoder, ray_options=RayOptions(workers=2), device="cpu")
+    on_ray = add_rows_on_ray(
+        copy, more, tiny_encoder, ray_options=RayOptions(workers=2), device="cpu"
+    )
     assert on_ray == local and local.added > 100 and local.replaced > 40
     ours, theirs = _segments(built), _segments(copy)
     assert len(theirs) == len(ours) == 2

@@ -30,7 +30,9 @@ def write(table: pa.Table, path: Path) -> Path:
     return path
 
 
-def build(path: Path, out: Path, encoder, index: str = "flat", name: str = "docs", **changes) -> IndexFolder:
+def build(
+    path: Path, out: Path, encoder, index: str = "flat", name: str = "docs", **changes
+) -> IndexFolder:
     options = BuildOptions(corpus=path, name=name, id_column="doc", out_dir=out, index=index,
                            show_progress=False, **changes)  # fmt: skip
     return build_index(options, encoder=encoder)

@@ -33,7 +33,10 @@ def test_a_folder_or_glob_names_its_supported_files_in_order(tmp_path) -> None:
     for ignored in ("_SUCCESS", ".hidden.parquet", "notes.txt"):
         (tmp_path / "data" / ignored).write_text("x")
     assert [p.name for p in resolve_files(tmp_path / "data")] == ["b.parquet", "a.parquet"]
-    assert [p.name for p in resolve_files(f"{tmp_path}/data/**/*.parquet")] == ["b.parquet", "a.parquet"]
+    assert [p.name for p in resolve_files(f"{tmp_path}/data/**/*.parquet")] == [
+        "b.parquet",
+        "a.parquet",
+    ]
     assert is_many_files(f"{tmp_path}/data/*.parquet") and is_many_files(tmp_path / "data")
     assert not is_many_files(tmp_path / "data" / "b.parquet")
     assert default_name(f"{tmp_path}/data/*.parquet") == default_name(tmp_path / "data") == "data"
@@ -51,7 +54,9 @@ def test_files_must_share_format_and_columns(tmp_path) -> None:
     pcsv.write_csv(pa.table({"id": ["q"], "text": ["t"]}), tmp_path / "d.csv")
     with pytest.raises(SemsearchError, match="b.parquet adds 'year'"):
         open_all([tmp_path / "a.parquet", tmp_path / "b.parquet"])
-    with pytest.raises(SemsearchError, match="'year' is string in c.parquet but int64 in b.parquet"):
+    with pytest.raises(
+        SemsearchError, match="'year' is string in c.parquet but int64 in b.parquet"
+    ):
         open_all([tmp_path / "b.parquet", tmp_path / "c.parquet"])
     with pytest.raises(SemsearchError, match="d.csv is csv but a.parquet is parquet"):
         open_all([tmp_path / "a.parquet", tmp_path / "d.csv"])
@@ -60,7 +65,9 @@ def test_files_must_share_format_and_columns(tmp_path) -> None:
 def test_parts_and_ids_span_the_files_in_order_and_resume_where_missing(tmp_path) -> None:
     _write(tmp_path / "a.parquet", 0, 25)
     _write(tmp_path / "b.parquet", 25, 12)
-    scans = [scan_file(str(tmp_path / name), "text", "id", False) for name in ("a.parquet", "b.parquet")]
+    scans = [
+        scan_file(str(tmp_path / name), "text", "id", False) for name in ("a.parquet", "b.parquet")
+    ]
     assert [(s.rows, s.usable) for s in scans] == [(25, 22), (12, 11)]
     check_unique_ids(scans, "id")
     units = plan_units(scans, part_rows=5, written=lambda part: part in (1, 2), parts_per_read=4)
@@ -73,4 +80,6 @@ def test_parts_and_ids_span_the_files_in_order_and_resume_where_missing(tmp_path
     assert texts == [f"text {i}" for i in ids]  # each row's id is its row number across the files
     assert 3 not in ids and 15 in ids and 36 in ids and 10 not in ids  # parts 1, 2 are written
     with pytest.raises(SemsearchError, match="'r0' appears in more than one file"):
-        check_unique_ids([*scans, scan_file(str(tmp_path / "a.parquet"), "text", "id", False)], "id")
+        check_unique_ids(
+            [*scans, scan_file(str(tmp_path / "a.parquet"), "text", "id", False)], "id"
+        )

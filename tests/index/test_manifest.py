@@ -47,7 +47,19 @@ def _rewritten(folder, data: dict) -> None:
         (("source", "id_column"), 7, "source.id_column"),
         (("source", "format"), "xlsx", "source.format"),
         (("source", "rows_read"), -1, "source.rows_read"),
-        (("segments",), [{"name": "../../etc", "rows": 1, "parts": 1, "index_file": "x", "index_file_bytes": 1}], "segments.name"),
+        (
+            ("segments",),
+            [
+                {
+                    "name": "../../etc",
+                    "rows": 1,
+                    "parts": 1,
+                    "index_file": "x",
+                    "index_file_bytes": 1,
+                }
+            ],
+            "segments.name",
+        ),
         (("rows",), 7, "rows"),
         (("generation",), 0, "generation"),
         (("next_id",), 1.5, "next_id"),
@@ -56,11 +68,19 @@ def _rewritten(folder, data: dict) -> None:
         (("build_seconds",), -1, "build_seconds"),
         (("operation",), {}, "operation"),
         (("name",), "", "name"),
-        (("files",), {"segments/s000000/part-00000.npy": {"bytes": 1, "xxh3": "zz"}}, "files.segments/s000000/part-00000.npy"),
+        (
+            ("files",),
+            {"segments/s000000/part-00000.npy": {"bytes": 1, "xxh3": "zz"}},
+            "files.segments/s000000/part-00000.npy",
+        ),
     ],
 )
-def test_a_garbage_field_is_refused_in_one_line_naming_it(tmp_path, tiny_encoder, path, value, field) -> None:
-    folder = build(write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+def test_a_garbage_field_is_refused_in_one_line_naming_it(
+    tmp_path, tiny_encoder, path, value, field
+) -> None:
+    folder = build(
+        write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder
+    )
     data = json.loads(folder.manifest_file.read_text())
     target = data
     for key in path[:-1]:
@@ -73,7 +93,9 @@ def test_a_garbage_field_is_refused_in_one_line_naming_it(tmp_path, tiny_encoder
 
 
 def test_an_edit_without_a_new_checksum_is_refused(tmp_path, tiny_encoder) -> None:
-    folder = build(write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    folder = build(
+        write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder
+    )
     data = json.loads(folder.manifest_file.read_text())
     data["source"]["text_column"] = "title"  # a valid value, but not the one written
     folder.manifest_file.write_text(json.dumps(data))
@@ -97,7 +119,9 @@ def test_known_values_match_the_models_and_the_corpus_readers() -> None:
 def test_identity_and_creation_time_are_kept_by_every_generation(tmp_path, tiny_encoder) -> None:
     from semsearch.index.update import delete_rows
 
-    folder = build(write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    folder = build(
+        write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder
+    )
     first = folder.manifest()
     assert len(first.index_id) == 32 and first.index_created_at.startswith(first.created_at[:10])
     delete_rows(folder, ids=["d1"])
@@ -109,14 +133,19 @@ def test_identity_and_creation_time_are_kept_by_every_generation(tmp_path, tiny_
 def test_an_index_of_the_first_format_is_told_to_rebuild(tmp_path) -> None:
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "manifest.json").write_text(json.dumps({"format_version": 1, "rows": 3}))
-    with pytest.raises(SemsearchError, match="format 1.*rebuild it with 'semsearch build CORPUS --name old --overwrite'"):
+    with pytest.raises(
+        SemsearchError,
+        match="format 1.*rebuild it with 'semsearch build CORPUS --name old --overwrite'",
+    ):
         read_manifest(tmp_path / "old")
 
 
 def test_a_bad_manifest_is_never_written(tmp_path, tiny_encoder) -> None:
     from dataclasses import replace
 
-    folder = build(write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    folder = build(
+        write(generated_table(10), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder
+    )
     manifest = folder.manifest()
     with pytest.raises(SemsearchError, match="refusing to write a manifest with a bad field rows"):
         write_manifest(folder.path, replace(manifest, generation=2, rows=99))

@@ -25,7 +25,9 @@ def _brute_force(searcher: Searcher, where_rows: np.ndarray, k: int) -> list[lis
 
 
 @pytest.mark.parametrize("index_type", ["flat", "IVF8,Flat", "hnsw"])
-@pytest.mark.parametrize("where", ["year >= 2012", "license = 'MIT'", "doc IN ('d3', 'd77', 'd140')"])
+@pytest.mark.parametrize(
+    "where", ["year >= 2012", "license = 'MIT'", "doc IN ('d3', 'd77', 'd140')"]
+)
 def test_filtered_results_equal_brute_force_over_the_matching_rows(
     tmp_path, tiny_encoder, index_type, where, monkeypatch
 ) -> None:
@@ -35,7 +37,13 @@ def test_filtered_results_equal_brute_force_over_the_matching_rows(
     searcher = Searcher(folder, tiny_encoder)
     rows = np.flatnonzero(searcher.snapshot.where_mask(where))
     k = 10
-    widest = {"nprobe": 8} if index_type.startswith("IVF") else {"efSearch": 400} if index_type == "hnsw" else {}
+    widest = (
+        {"nprobe": 8}
+        if index_type.startswith("IVF")
+        else {"efSearch": 400}
+        if index_type == "hnsw"
+        else {}
+    )
     results = searcher.search(QUERIES, k=k, where=where, **widest)
     assert all(len(hits) == min(k, len(rows)) for hits in results)
     expected = _brute_force(searcher, rows, k)
@@ -47,7 +55,9 @@ def test_filtered_results_equal_brute_force_over_the_matching_rows(
 def test_bad_where_is_one_clear_error(tmp_path, tiny_encoder) -> None:
     searcher = Searcher(build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx",
                               tiny_encoder), tiny_encoder)  # fmt: skip
-    with pytest.raises(SemsearchError, match="column 'colour'.*columns are: doc, text, year, license"):
+    with pytest.raises(
+        SemsearchError, match="column 'colour'.*columns are: doc, text, year, license"
+    ):
         searcher.search(["x"], where="colour = 'red'")
     with pytest.raises(SemsearchError, match="cannot be evaluated"):
         searcher.search(["x"], where="year >=")
@@ -77,7 +87,9 @@ def test_one_searcher_many_threads_each_with_its_own_nprobe(tmp_path, tiny_encod
 def test_a_searcher_keeps_its_generation_until_refreshed(tmp_path, tiny_encoder) -> None:
     from semsearch.index.living import Index
 
-    index = Index(build(write(generated_table(50), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder))
+    index = Index(
+        build(write(generated_table(50), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    )
     searcher = index.searcher(encoder=tiny_encoder)
     index.delete(where="year < 2010")
     assert searcher.generation == 1 and len(searcher.search(["cat"], k=50)[0]) == 50
@@ -95,11 +107,15 @@ def test_a_small_added_segment_of_an_ivf_index_is_searched_exactly(tmp_path, tin
 
     folder = build(write(generated_table(400), tmp_path / "a.parquet"), tmp_path / "idx",
                    tiny_encoder, "IVF16,Flat", target_recall=None)  # fmt: skip
-    Index(folder).add(write(generated_table(12, start=400), tmp_path / "b.parquet"), encoder=tiny_encoder)
+    Index(folder).add(
+        write(generated_table(12, start=400), tmp_path / "b.parquet"), encoder=tiny_encoder
+    )
     Index(folder).delete(ids=["d405"])
     searcher = Searcher(folder, tiny_encoder)
     big, small = (open_segment.index for open_segment in searcher.snapshot.segments)
-    assert not isinstance(big, ExactStandIn) and isinstance(small, ExactStandIn)  # 400 > 16 lists > 12
+    assert not isinstance(big, ExactStandIn) and isinstance(
+        small, ExactStandIn
+    )  # 400 > 16 lists > 12
     rows = np.flatnonzero(searcher.snapshot.live)
     expected = _brute_force(searcher, rows, 5)
     got = [[hit.id for hit in hits] for hits in searcher.search(QUERIES, k=5, nprobe=16)]

@@ -129,7 +129,9 @@ def test_leftovers_of_an_interrupted_writer_are_removed(built) -> None:
     assert _segment(built).read_index(current.index.metric).size == current.rows
 
 
-def overwrite_while_opening(tmp_path, encoder, seconds: float = 3.0, min_builds: int = 6) -> tuple[int, int, list]:
+def overwrite_while_opening(
+    tmp_path, encoder, seconds: float = 3.0, min_builds: int = 6
+) -> tuple[int, int, list]:
     """Rebuild index `docs` with --overwrite in a loop (two corpora of different sizes, so
     a mixed open sees sizes that disagree) while this thread opens and searches it; the
     number of opens, of builds, and the errors of the opens."""
@@ -165,7 +167,9 @@ def test_opening_while_build_overwrite_replaces_the_index(tmp_path, tiny_encoder
     assert failures == [] and builds >= 6 and opens >= 20
 
 
-def test_the_default_index_is_the_most_recently_built_not_the_last_changed(tmp_path, tiny_encoder) -> None:
+def test_the_default_index_is_the_most_recently_built_not_the_last_changed(
+    tmp_path, tiny_encoder
+) -> None:
     from semsearch.index.maintain import retune
 
     out = tmp_path / "idx"
@@ -188,8 +192,14 @@ def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> No
     (out / "notes").mkdir()  # not an index: left out
     entries = {entry.name: entry for entry in scan_indexes(out)}
     assert [entry.status for entry in scan_indexes(out)] == ["ok", "broken", "interrupted"]
-    assert "bad/manifest.json is damaged" in entries["bad"].reason and "\n" not in entries["bad"].reason
-    assert "after encoding 1 parts" in entries["half"].reason and f"rm -rf {partial}" in entries["half"].reason
+    assert (
+        "bad/manifest.json is damaged" in entries["bad"].reason
+        and "\n" not in entries["bad"].reason
+    )
+    assert (
+        "after encoding 1 parts" in entries["half"].reason
+        and f"rm -rf {partial}" in entries["half"].reason
+    )
     assert [folder.name for folder in list_indexes(out)] == ["docs"]
     assert find_index("bad", out).name == "bad"  # by name, so that opening it says what is wrong
     with pytest.raises(SemsearchError, match="is damaged"):

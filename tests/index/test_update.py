@@ -19,7 +19,9 @@ def _ids(searcher: Searcher, k: int = 10, **options) -> list[list]:
 
 
 def _scores(searcher: Searcher, k: int = 10, **options) -> np.ndarray:
-    return np.array([[hit.score for hit in hits] for hits in searcher.search(QUERIES, k=k, **options)])
+    return np.array(
+        [[hit.score for hit in hits] for hits in searcher.search(QUERIES, k=k, **options)]
+    )
 
 
 @pytest.mark.parametrize("index_type", ["flat", "IVF4,Flat", "hnsw"])
@@ -35,8 +37,16 @@ def test_add_equals_a_fresh_build(tmp_path, tiny_encoder, index_type) -> None:
     ours, theirs = Searcher(grown.folder, tiny_encoder), Searcher(fresh, tiny_encoder)
     # Every list / a wide beam: both indexes then answer exactly, so any row the add lost or
     # misplaced would change the scores.
-    exhaustive = {"nprobe": 4} if index_type.startswith("IVF") else {"efSearch": 300} if index_type == "hnsw" else {}
-    np.testing.assert_allclose(_scores(ours, **exhaustive), _scores(theirs, **exhaustive), atol=1e-5)
+    exhaustive = (
+        {"nprobe": 4}
+        if index_type.startswith("IVF")
+        else {"efSearch": 300}
+        if index_type == "hnsw"
+        else {}
+    )
+    np.testing.assert_allclose(
+        _scores(ours, **exhaustive), _scores(theirs, **exhaustive), atol=1e-5
+    )
     if index_type == "flat":
         assert _ids(ours) == _ids(theirs)
 
@@ -65,10 +75,14 @@ def test_a_changed_text_replaces_its_row(tmp_path, tiny_encoder) -> None:
     assert searcher.manifest.rows == 30
     hits = searcher.search(["a brand new text about violins"], k=30)[0]
     assert [hit.id for hit in hits].count("d5") == 1 and hits[0].id == "d5"
-    assert hits[0].text == "a brand new text about violins" and hits[0].score == pytest.approx(1, abs=1e-5)
+    assert hits[0].text == "a brand new text about violins" and hits[0].score == pytest.approx(
+        1, abs=1e-5
+    )
 
 
-def test_deleted_ids_never_come_back_and_flat_equals_a_build_without_them(tmp_path, tiny_encoder) -> None:
+def test_deleted_ids_never_come_back_and_flat_equals_a_build_without_them(
+    tmp_path, tiny_encoder
+) -> None:
     table = generated_table(120)
     index = Index(build(write(table, tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder))
     gone = [f"d{i}" for i in range(0, 120, 3)]
@@ -78,15 +92,21 @@ def test_deleted_ids_never_come_back_and_flat_equals_a_build_without_them(tmp_pa
     found = {hit for hits in _ids(searcher, k=120) for hit in hits}
     assert not found & set(gone) and len(found) == 80
     kept = table.filter(pa.array([i % 3 != 0 for i in range(120)]))
-    fresh = build(write(kept, tmp_path / "kept.parquet"), tmp_path / "idx", tiny_encoder, name="kept")
+    fresh = build(
+        write(kept, tmp_path / "kept.parquet"), tmp_path / "idx", tiny_encoder, name="kept"
+    )
     assert _ids(searcher) == _ids(Searcher(fresh, tiny_encoder))
 
 
 def test_delete_where_and_bad_requests(tmp_path, tiny_encoder) -> None:
-    index = Index(build(write(generated_table(60), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder))
+    index = Index(
+        build(write(generated_table(60), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    )
     assert index.delete(where="license = 'MIT'").deleted == 6
     searcher = index.searcher(encoder=tiny_encoder)
-    assert all(hit.metadata["license"] != "MIT" for hits in searcher.search(QUERIES, k=60) for hit in hits)
+    assert all(
+        hit.metadata["license"] != "MIT" for hits in searcher.search(QUERIES, k=60) for hit in hits
+    )
     with pytest.raises(SemsearchError, match="column 'colour'"):
         index.delete(where="colour = 'red'")
     with pytest.raises(SemsearchError, match="no ids"):
@@ -96,7 +116,9 @@ def test_delete_where_and_bad_requests(tmp_path, tiny_encoder) -> None:
 
 
 def test_add_refuses_duplicate_ids_and_another_id_column(tmp_path, tiny_encoder) -> None:
-    index = Index(build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder))
+    index = Index(
+        build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    )
     duplicated = pa.concat_tables([generated_table(2, start=50), generated_table(1, start=50)])
     with pytest.raises(SemsearchError, match="'d50' appears more than once"):
         index.add(duplicated, encoder=tiny_encoder)

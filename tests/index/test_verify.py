@@ -48,7 +48,9 @@ def test_every_file_of_a_generation_is_recorded_with_its_size_and_hash(folder) -
     assert report.status == "ok" and report.files == len(manifest.files) and not report.problems
 
 
-def test_a_change_hashes_only_its_new_files_and_keeps_the_rest(folder, tmp_path, tiny_encoder) -> None:
+def test_a_change_hashes_only_its_new_files_and_keeps_the_rest(
+    folder, tmp_path, tiny_encoder
+) -> None:
     before = folder.manifest().files
     add_rows(folder, write(generated_table(5, start=100), tmp_path / "b.parquet"), tiny_encoder)
     delete_rows(folder, ids=["d1"])
@@ -67,13 +69,17 @@ def test_zeroed_bytes_in_a_faiss_file_of_the_same_size_are_refused(folder, tiny_
     assert "semsearch verify docs" in line and "--overwrite" in line
 
 
-def test_a_metadata_file_swapped_for_one_with_as_many_rows_is_refused(folder, tmp_path, tiny_encoder) -> None:
+def test_a_metadata_file_swapped_for_one_with_as_many_rows_is_refused(
+    folder, tmp_path, tiny_encoder
+) -> None:
     part = folder.segment_dir("s000000") / "part-00000.parquet"
     table = pq.read_table(part)
     swapped = table.set_column(table.column_names.index("text"), "text",
                                pa.array(["swapped"] * table.num_rows))  # fmt: skip
     pq.write_table(swapped, part)
-    _refused(folder, tiny_encoder, r"part-00000\.parquet (has the recorded size but not|is \d+ bytes)")
+    _refused(
+        folder, tiny_encoder, r"part-00000\.parquet (has the recorded size but not|is \d+ bytes)"
+    )
 
 
 def test_an_edited_metric_is_refused(folder, tiny_encoder) -> None:
@@ -84,7 +90,9 @@ def test_an_edited_metric_is_refused(folder, tiny_encoder) -> None:
     assert "semsearch rollback docs 1" in line
 
 
-def test_a_metric_edited_without_checksums_is_caught_by_the_faiss_file(folder, tiny_encoder) -> None:
+def test_a_metric_edited_without_checksums_is_caught_by_the_faiss_file(
+    folder, tiny_encoder
+) -> None:
     data = json.loads(folder.manifest_file.read_text())
     data["index"]["metric"] = "l2"
     for key in ("checksum", "files"):  # as an index written before checksums
@@ -105,7 +113,9 @@ def test_an_emptied_fingerprint_is_refused(folder, tiny_encoder) -> None:
     assert len(hits[0]) == 3
 
 
-def test_full_verify_names_the_file_and_a_generation_that_verifies(folder, tmp_path, tiny_encoder) -> None:
+def test_full_verify_names_the_file_and_a_generation_that_verifies(
+    folder, tmp_path, tiny_encoder
+) -> None:
     add_rows(folder, write(generated_table(5, start=100), tmp_path / "b.parquet"), tiny_encoder)
     vectors = folder.segment_dir("s000001") / "part-00000.npy"  # only gen 2 holds it
     data = bytearray(vectors.read_bytes())
@@ -122,7 +132,9 @@ def test_full_verify_names_the_file_and_a_generation_that_verifies(folder, tmp_p
     assert "is 5 bytes, the manifest records" in verify_index(folder).problems[0]
 
 
-def test_an_index_without_checksums_is_checked_by_size_and_can_record_them(folder, tiny_encoder) -> None:
+def test_an_index_without_checksums_is_checked_by_size_and_can_record_them(
+    folder, tiny_encoder
+) -> None:
     data = json.loads(folder.manifest_file.read_text())
     del data["checksum"], data["files"]
     folder.manifest_file.write_text(json.dumps(data))

@@ -31,5 +31,7 @@ def test_auto_keeps_bf16_only_when_it_is_close_and_faster(tiny_encoder, monkeypa
 def test_bf16_query_vectors_stay_close_to_fp32(tiny_encoder, sentences) -> None:
     full = tiny_encoder.encode(sentences, precision="fp32")
     half = tiny_encoder.encode(sentences, precision="bf16")
-    cosine = np.sum(full * half, axis=1) / (np.linalg.norm(full, axis=1) * np.linalg.norm(half, axis=1))
+    cosine = np.sum(full * half, axis=1) / (
+        np.linalg.norm(full, axis=1) * np.linalg.norm(half, axis=1)
+    )
     assert cosine.min() > 0.99

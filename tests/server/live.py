@@ -16,7 +16,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(index_dir: Path, timeout_s: float = 60, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+def start_server(
+    index_dir: Path, timeout_s: float = 60, extra: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str]:
     """The server process (with `extra` options) and its base URL, once `/health` answers 200."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(index_dir),

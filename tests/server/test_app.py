@@ -24,7 +24,9 @@ def test_health_and_indexes(client) -> None:
     listing = client.get("/indexes").json()
     assert [(i["name"], i["rows"], i["healthy"]) for i in listing] == [("docs", 12, True)]
     described = client.get("/indexes/docs").json()
-    assert described["manifest"]["rows"] == 12 and [g["generation"] for g in described["generations"]] == [1]
+    assert described["manifest"]["rows"] == 12 and [
+        g["generation"] for g in described["generations"]
+    ] == [1]
 
 
 def test_search_answers_like_the_library(client, index_dir, tiny_model_dir, sentences) -> None:
@@ -35,16 +37,22 @@ def test_search_answers_like_the_library(client, index_dir, tiny_model_dir, sent
     for query, (result, hits) in enumerate(zip(got["results"], expected)):
         assert result["query"] == sentences[query]
         assert [h["id"] for h in result["hits"]] == [h["id"] for h in hits]
-        assert [h["score"] for h in result["hits"]] == pytest.approx([h["score"] for h in hits], abs=1e-5)
+        assert [h["score"] for h in result["hits"]] == pytest.approx(
+            [h["score"] for h in hits], abs=1e-5
+        )
         assert set(result["hits"][0]) == {"query", "rank", "score", "id", "text", "topic"}
-    single = client.get("/search", params={"q": sentences[2], "k": 2, "where": "topic = 'pets'"}).json()
+    single = client.get(
+        "/search", params={"q": sentences[2], "k": 2, "where": "topic = 'pets'"}
+    ).json()
     assert set(_ids(single)) == {"d2", "d3"}  # the filter keeps the two pets rows
 
 
 def test_get_search_documents_its_parameters_and_ignores_unknown_ones(client, sentences) -> None:
     parameters = client.get("/openapi.json").json()["paths"]["/search"]["get"]["parameters"]
     by_name = {parameter["name"]: parameter for parameter in parameters}
-    assert {"q", "k", "where", "nprobe", "mode", "alpha"} <= set(by_name) and "queries" not in by_name
+    assert {"q", "k", "where", "nprobe", "mode", "alpha"} <= set(
+        by_name
+    ) and "queries" not in by_name
     assert by_name["q"]["required"] and not by_name["k"]["required"]
     plain = client.get("/search", params={"q": sentences[0], "k": 3}).json()
     busted = client.get("/search", params={"q": sentences[0], "k": 3, "_": "1700000000"}).json()
@@ -68,7 +76,13 @@ def test_get_search_documents_its_parameters_and_ignores_unknown_ones(client, se
         ("post", "/search", {"q": "x", "colour": "red"}, 422, "colour"),
         ("post", "/search", {"q": 5}, 422, "q"),
         ("get", "/indexes/nope", None, 404, "no index named 'nope'"),
-        ("post", "/indexes/docs/documents", {"rows": [{"doc_id": "n", "text": "t"}]}, 403, "writes are off"),
+        (
+            "post",
+            "/indexes/docs/documents",
+            {"rows": [{"doc_id": "n", "text": "t"}]},
+            403,
+            "writes are off",
+        ),
         ("delete", "/indexes/docs/documents", {"ids": ["d1"]}, 403, "writes are off"),
     ],
 )
@@ -95,7 +109,9 @@ def test_a_chunked_body_is_limited_too_and_read_whole_when_it_fits(client, sente
     headers = {"content-type": "application/json"}
     over = client.post("/search", content=_chunked(b"{" + b" " * 200_000 + b"}"), headers=headers)
     assert over.status_code == 413 and "bytes" in over.json()["error"]
-    fits = client.post("/search", content=_chunked(b'{"q": "%s", "k": 2}' % sentences[0].encode()), headers=headers)
+    fits = client.post(
+        "/search", content=_chunked(b'{"q": "%s", "k": 2}' % sentences[0].encode()), headers=headers
+    )
     assert fits.status_code == 200 and len(fits.json()["results"][0]["hits"]) == 2
 
 
@@ -108,7 +124,10 @@ def test_unexpected_failure_is_a_500_with_a_request_id(client, monkeypatch) -> N
     monkeypatch.setattr(served.searcher, "search_vectors", broken)
     response = client.get("/search", params={"q": "guitar"})
     assert response.status_code == 500
-    assert response.json()["error"] == f"internal error (request id {response.headers['x-request-id']})"
+    assert (
+        response.json()["error"]
+        == f"internal error (request id {response.headers['x-request-id']})"
+    )
     assert "disk on fire" not in response.text
 
 
@@ -116,8 +135,14 @@ def test_api_key_guards_every_endpoint(index_dir) -> None:
     with serve(index_dir, api_key=API_KEY) as client:
         assert client.get("/search", params={"q": "x"}).status_code == 401
         assert client.get("/indexes").status_code == 401
-        assert client.get("/search", params={"q": "x"}, headers={"X-API-Key": "wrong"}).status_code == 401
-        assert client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY}).status_code == 200
+        assert (
+            client.get("/search", params={"q": "x"}, headers={"X-API-Key": "wrong"}).status_code
+            == 401
+        )
+        assert (
+            client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY}).status_code
+            == 200
+        )
         assert client.get("/").status_code == 200  # the page holds no data; it sends the key
 
 
@@ -129,7 +154,9 @@ def test_upsert_and_delete_through_the_api(writer) -> None:
     assert _ids(body) == ["n1"] and body["generation"] == 2
     deleted = writer.request("DELETE", "/indexes/docs/documents", json={"ids": ["n1"]})
     assert deleted.status_code == 200, deleted.text
-    assert "n1" not in _ids(writer.get("/search", params={"q": "A violin concert tonight.", "k": 12}).json())
+    assert "n1" not in _ids(
+        writer.get("/search", params={"q": "A violin concert tonight.", "k": 12}).json()
+    )
     missing_text = writer.post("/indexes/docs/documents", json={"rows": [{"doc_id": "n2"}]})
     assert missing_text.status_code == 400 and "text" in missing_text.json()["error"]
 
@@ -171,12 +198,16 @@ def test_the_page(client) -> None:
 
 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
-def test_lexical_and_hybrid_answer_like_the_library(client, index_dir, sentences, mode, monkeypatch) -> None:
+def test_lexical_and_hybrid_answer_like_the_library(
+    client, index_dir, sentences, mode, monkeypatch
+) -> None:
     searcher = Searcher(find_index("docs", index_dir), device="cpu")
     expected = [[hit.id for hit in hits] for hits in searcher.search(sentences[:2], k=4, mode=mode)]
     if mode == "lexical":  # BM25 alone never waits for the encoder
         served = client.app.state.registry.get("docs")
-        monkeypatch.setattr(served.batcher, "submit", lambda *a, **k: pytest.fail("lexical encoded"))
+        monkeypatch.setattr(
+            served.batcher, "submit", lambda *a, **k: pytest.fail("lexical encoded")
+        )
     body = client.post("/search", json={"queries": sentences[:2], "k": 4, "mode": mode}).json()
     assert body["mode"] == mode and [_ids(body, 0), _ids(body, 1)] == expected
     single = client.get("/search", params={"q": sentences[0], "k": 4, "mode": mode, "fusion": "convex",
@@ -194,5 +225,8 @@ def test_bad_modes_and_an_index_without_bm25(client, tmp_path, corpus_file, tiny
                              out_dir=folder, device="cpu", show_progress=False, lexical=None))  # fmt: skip
     with serve(folder) as plain:
         response = plain.get("/search", params={"q": "x", "mode": "hybrid"})
-        assert response.status_code == 400 and "semsearch reindex plain --lexical" in response.json()["error"]
+        assert (
+            response.status_code == 400
+            and "semsearch reindex plain --lexical" in response.json()["error"]
+        )
         assert plain.get("/indexes").json()[0]["modes"] == ["dense"]

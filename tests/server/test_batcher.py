@@ -12,7 +12,9 @@ from semsearch.server.batcher import MicroBatcher
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_concurrent_queries_share_batches_and_get_their_own_vectors(tiny_encoder, sentences, workers) -> None:
+def test_concurrent_queries_share_batches_and_get_their_own_vectors(
+    tiny_encoder, sentences, workers
+) -> None:
     sizes: list[int] = []
     batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50, on_batch=sizes.append,
                            workers=workers)  # fmt: skip
@@ -35,10 +37,15 @@ def test_concurrent_queries_share_batches_and_get_their_own_vectors(tiny_encoder
         np.testing.assert_allclose(vector[0], expected[row], atol=1e-5)
 
 
-def test_a_large_request_is_one_batch_and_a_failure_reaches_its_caller(tiny_encoder, sentences) -> None:
+def test_a_large_request_is_one_batch_and_a_failure_reaches_its_caller(
+    tiny_encoder, sentences
+) -> None:
     sizes: list[int] = []
     batcher = MicroBatcher(tiny_encoder.encode, max_batch=4, max_wait_ms=1, on_batch=sizes.append)
-    assert batcher.submit(sentences).result(timeout=30).shape == (len(sentences), tiny_encoder.dimension)
+    assert batcher.submit(sentences).result(timeout=30).shape == (
+        len(sentences),
+        tiny_encoder.dimension,
+    )
     failing = batcher.submit([None])  # type: ignore[list-item]  (the tokenizer refuses it)
     assert isinstance(failing.exception(timeout=30), Exception)
     assert batcher.submit(sentences[:1]).result(timeout=30).shape[0] == 1  # the worker lives on
@@ -46,7 +53,9 @@ def test_a_large_request_is_one_batch_and_a_failure_reaches_its_caller(tiny_enco
     assert sizes == [len(sentences), 1, 1]  # a failed batch is a batch too
 
 
-def test_then_runs_on_the_worker_with_its_own_rows_and_its_failure_is_its_own(tiny_encoder, sentences) -> None:
+def test_then_runs_on_the_worker_with_its_own_rows_and_its_failure_is_its_own(
+    tiny_encoder, sentences
+) -> None:
     batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50)
     worker_threads: set[str] = set()
 

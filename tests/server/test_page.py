@@ -16,7 +16,11 @@ from server.live import start_server
 
 from semsearch.index.build import BuildOptions, build_index
 
-CHROMIUM = os.environ.get("SEMSEARCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = (
+    os.environ.get("SEMSEARCH_CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+)
 
 
 @pytest.fixture()
@@ -30,7 +34,9 @@ def real_index_dir(tmp_path: Path, corpus_file: Path) -> Path:
 
 @pytest.fixture()
 def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+    playwright_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed"
+    )
     if CHROMIUM is None:
         pytest.skip("no chromium binary: `apt-get install chromium` (or set SEMSEARCH_CHROMIUM)")
     with playwright_api.sync_playwright() as playwright:

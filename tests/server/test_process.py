@@ -25,7 +25,9 @@ def test_serve_answers_and_finishes_requests_in_flight_on_sigterm(index_dir) -> 
     process, base = start_server(index_dir, extra=("--max-wait-ms", "1000"))
     try:
         with ThreadPoolExecutor(4) as pool:
-            answers = [pool.submit(_search, base, query) for query in ("guitar", "cat", "rocket", "cake")]
+            answers = [
+                pool.submit(_search, base, query) for query in ("guitar", "cat", "rocket", "cake")
+            ]
             time.sleep(0.3)
             in_flight = sum(not answer.done() for answer in answers)
             process.send_signal(signal.SIGTERM)
@@ -56,7 +58,9 @@ def test_adds_by_another_process_under_load_fail_no_request(index_dir, tmp_path)
     def client() -> None:
         while not stop.is_set():
             try:
-                with urllib.request.urlopen(f"{base}/search?q=a+violin+concert&k=5", timeout=30) as response:
+                with urllib.request.urlopen(
+                    f"{base}/search?q=a+violin+concert&k=5", timeout=30
+                ) as response:
                     generations.add(json.load(response)["generation"])
             except Exception as exc:  # any failure is what this test looks for
                 failures.append(repr(exc))
@@ -95,4 +99,6 @@ def test_serve_with_nothing_to_serve_is_one_line(tmp_path, index_dir) -> None:
         process = subprocess.run([sys.executable, "-m", "semsearch", "serve", *args, "--port", "1"],
                                  capture_output=True, text=True, timeout=60)  # fmt: skip
         assert process.returncode == 2 and "Traceback" not in process.stderr
-        assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith("error: ")
+        assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith(
+            "error: "
+        )
