@@ -36,3 +36,11 @@ def build(
     options = BuildOptions(corpus=path, name=name, id_column="doc", out_dir=out, index=index,
                            show_progress=False, **changes)  # fmt: skip
     return build_index(options, encoder=encoder)
+
+
+def exhaustive_params(index_type: str, nlist: int, ef_search: int) -> dict[str, int]:
+    """Search parameters that make an approximate index answer exactly: every IVF list
+    visited, or an HNSW beam wide enough for the small test corpora."""
+    if index_type.startswith("IVF"):
+        return {"nprobe": nlist}
+    return {"efSearch": ef_search} if index_type == "hnsw" else {}
