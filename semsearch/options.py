@@ -43,6 +43,10 @@ DEFAULT_RERANK_TOP = 100
 # The shared data folder beside the project (STS-B, PyPI summaries) that benchmarks read.
 DEFAULT_DATA_DIR = Path("../shared/data")
 
+# The precision a model runs in (`auto`: bf16 weights on a GPU, fp32 on a CPU).
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+
 # How a server encodes queries on a CPU (semsearch.models.query_precision measures `auto`).
 QueryPrecision = Literal["auto", "fp32", "bf16"]
 QUERY_PRECISIONS: tuple[str, ...] = get_args(QueryPrecision)

@@ -8,11 +8,9 @@ bf16 copy of the weights.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -38,11 +36,10 @@ from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
+from semsearch.models.torch_device import HALF_PRECISIONS, Precision, resolve_device
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
 
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
-HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Vectors computed on a GPU wait there until this many are ready, then come back in one copy.
 FLUSH_ROWS = 16_384
 # Rows per batch and padded tokens per batch by default. On a CPU the count barely matters;
@@ -367,29 +364,6 @@ class BiEncoder(nn.Module):
 def batch_settings(device: torch.device) -> tuple[int, int | None]:
     """Default (rows per batch, padded tokens per batch) for encoding on `device`."""
     return GPU_BATCH if device.type == "cuda" else CPU_BATCH
-
-
-def resolve_device(device: str) -> torch.device:
-    """`auto` picks CUDA when present; anything else must be a device torch knows."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        chosen = torch.device(device)
-    except RuntimeError as exc:
-        raise SemsearchError(f"unknown device {device!r}: use auto, cpu or cuda") from exc
-    if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise SemsearchError("device 'cuda' was asked for but no CUDA GPU is visible: use cpu")
-    return chosen
-
-
-def _autocast(device: torch.device, precision: Precision) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA by default (fp16 on request); full fp32 on CPU."""
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def _load_pooling(folder: ModelFolder, mode: PoolingMode | None, dimension: int) -> Pooling:

@@ -35,11 +35,6 @@ from transformers import utils as hf_utils
 from semsearch import __version__
 from semsearch.errors import SemsearchError
 from semsearch.models.batching import SORT_CHUNK, pad, plan_batches
-from semsearch.models.bi_encoder import (
-    Precision,
-    _autocast,
-    resolve_device,
-)
 from semsearch.models.loading import load_pretrained, model_max_length
 from semsearch.models.model_folder import (
     CROSS_ENCODER_FILE,
@@ -48,6 +43,7 @@ from semsearch.models.model_folder import (
     require_kind,
     resolve_model,
 )
+from semsearch.models.torch_device import Precision, autocast_for, resolve_device
 
 Pair = tuple[str, str]
 
@@ -158,7 +154,7 @@ class CrossEncoder(nn.Module):
         logits = np.empty((len(pairs), self.num_labels), dtype=np.float32)
         with (
             torch.inference_mode(),
-            _autocast(self.device, precision),
+            autocast_for(self.device, precision),
             tqdm(total=len(pairs), desc="scoring", unit="pair", disable=not show_progress) as bar,
         ):
             for start in range(0, len(pairs), SORT_CHUNK):

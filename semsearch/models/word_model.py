@@ -23,6 +23,7 @@ from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import ModelFolder, read_json
 from semsearch.models.pooling import Pooling
 from semsearch.models.st_layout import ST, module_entry, write_json, write_tail, write_weights
+from semsearch.models.torch_device import resolve_device
 from semsearch.models.word_encoder import WordLayerConfig, WordNetwork, WordTokenizer
 from semsearch.models.word_vectors import read_word_vectors
 
@@ -170,7 +171,6 @@ def load_word_encoder(
     quantization: str | None,
 ) -> Any:
     """`BiEncoder.load` for a word-vector folder: explicit arguments win over its files."""
-    from semsearch.models.bi_encoder import resolve_device
 
     if quantization:
         raise SemsearchError(

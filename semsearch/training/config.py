@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from semsearch.errors import SemsearchError
 from semsearch.losses import loss_class
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.options import PRECISIONS, Precision
 
 if TYPE_CHECKING:
     from semsearch.training.plan import TrainingPlan
 
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
-PRECISIONS: tuple[str, ...] = get_args(Precision)
 Formation = Literal["none", "positives", "triplets", "binary"]
 FORMATIONS: tuple[str, ...] = get_args(Formation)
 DevTask = Literal["auto", "sts", "pairs", "ir"]

@@ -25,7 +25,7 @@ from semsearch import __version__
 from semsearch.errors import SemsearchError
 from semsearch.losses import build_loss
 from semsearch.models import BiEncoder
-from semsearch.models.bi_encoder import _autocast
+from semsearch.models.torch_device import autocast_for
 from semsearch.training import checkpoint as ckpt
 from semsearch.training.card import write_model_card
 from semsearch.training.config import TrainingConfig
@@ -179,7 +179,7 @@ class Trainer:
     def _step(self, batch: Any) -> float:
         """One optimisation step on `batch` (see `_epoch_batches`); returns its loss."""
         trainables, options = self.trainables, self.config.optimization
-        with _autocast(self.device, options.precision):  # type: ignore[arg-type]
+        with autocast_for(self.device, options.precision):  # type: ignore[arg-type]
             value = self._batch_loss(batch)
         trainables.scaler.scale(value).backward()
         trainables.scaler.unscale_(trainables.optimizer)

@@ -1,0 +1,35 @@
+"""Where a model runs and in which precision: shared by the bi-encoder, the cross-encoder,
+word-vector models and training, so `auto` means the same everywhere."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from semsearch.errors import SemsearchError
+from semsearch.options import Precision
+
+HALF_PRECISIONS = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_device(device: str) -> torch.device:
+    """`auto` picks CUDA when present; anything else must be a device torch knows."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError as exc:
+        raise SemsearchError(f"unknown device {device!r}: use auto, cpu or cuda") from exc
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise SemsearchError("device 'cuda' was asked for but no CUDA GPU is visible: use cpu")
+    return chosen
+
+
+def autocast_for(device: torch.device, precision: Precision) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA by default (fp16 on request); full fp32 on CPU."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=HALF_PRECISIONS[precision])
