@@ -85,9 +85,8 @@ def main() -> None:
 def _filter(searcher: Searcher, queries: list[str], vectors: np.ndarray, share: float) -> dict:
     where = f"hash(name) % 1000 < {round(share * 1000)}" if share < 1 else None
     snapshot = searcher.snapshot
-    allowed = (
-        snapshot.where_mask(where) if where else snapshot.live
-    )  # cached: latencies measure the search
+    # cached: latencies measure the search
+    allowed = snapshot.where_mask(where) if where else snapshot.live
     exact_scores, _ = snapshot.exact_search(vectors, K, allowed)
     search_ms, call_ms, found_scores, found_rows = [], [], [], []
     for position, query in enumerate(queries):

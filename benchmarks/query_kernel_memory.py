@@ -69,9 +69,7 @@ def measure(setting: str, data_dir: str) -> dict:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--child", choices=SETTINGS, help=argparse.SUPPRESS
-    )  # one setting, in a child
+    parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)  # one, in a child
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, str(args.data_dir))))

@@ -154,7 +154,7 @@ def server_cpu_seconds(pid: int) -> float:
 
 
 def level_key(levels: dict, level: int, server: str) -> str:
-    """ "32", or "32#2" for the second time a level is run for `server` (levels may repeat, to
+    """The key "32", or "32#2" for the second time a level is run for `server` (levels may repeat, to
     see whether one server process gets slower with time)."""
     repeat = 1
     while server in levels.get(key := str(level) if repeat == 1 else f"{level}#{repeat}", {}):

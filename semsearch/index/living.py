@@ -1,10 +1,12 @@
 """`Index`: an index folder as one Python object that is read, searched and changed.
 
-index = Index.open("pypi")
-index.add(table_or_corpus_file)        # upsert by id: a new generation
-index.delete(ids=["a", "b"])           # or where="license = 'GPL'"
-index.reindex("hnsw")                  # new FAISS structure from the stored vectors
-hits = index.searcher().search(["fast json"], k=5, where="year >= 2020")
+Typical use::
+
+    index = Index.open("pypi")
+    index.add(table_or_corpus_file)        # upsert by id: a new generation
+    index.delete(ids=["a", "b"])           # or where="license = 'GPL'"
+    index.reindex("hnsw")                  # new FAISS structure from the stored vectors
+    hits = index.searcher().search(["fast json"], k=5, where="year >= 2020")
 """
 
 from __future__ import annotations

@@ -171,7 +171,6 @@ def load_word_encoder(
     quantization: str | None,
 ) -> Any:
     """`BiEncoder.load` for a word-vector folder: explicit arguments win over its files."""
-
     if quantization:
         raise SemsearchError(
             f"{folder.name} is a word-vector model: it is not quantised, drop --quantize"

@@ -179,7 +179,7 @@ class Trainer:
     def _step(self, batch: Any) -> float:
         """One optimisation step on `batch` (see `_epoch_batches`); returns its loss."""
         trainables, options = self.trainables, self.config.optimization
-        with autocast_for(self.device, options.precision):  # type: ignore[arg-type]
+        with autocast_for(self.device, options.precision):
             value = self._batch_loss(batch)
         trainables.scaler.scale(value).backward()
         trainables.scaler.unscale_(trainables.optimizer)

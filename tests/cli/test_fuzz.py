@@ -152,20 +152,19 @@ def _write(case: Case, folder: Path) -> Path:
         pq.write_table(pa.Table.from_arrays(arrays, names=case.names), sink)
         data = sink.getvalue()
     elif case.format == "jsonl":
+        # written by hand, not json.dumps(dict): duplicate names stay duplicate keys
+        pairs = (zip(case.names, row) for row in case.rows)
         lines = [
             "{"
-            + ", ".join(
-                f"{json.dumps(name)}: {json.dumps(value)}" for name, value in zip(case.names, row)
-            )
+            + ", ".join(f"{json.dumps(name)}: {json.dumps(value)}" for name, value in pair)
             + "}\n"
-            for row in case.rows
-        ]  # fmt: skip  (duplicate names stay duplicate keys)
+            for pair in pairs
+        ]
         data = "".join(lines).encode(case.encoding, "replace")
     else:
         buffer = io.StringIO()
-        writer = csv.writer(
-            buffer, delimiter="\t" if case.format == "tsv" else ","
-        )  # quotes \r and \n
+        # the csv writer quotes \r and \n
+        writer = csv.writer(buffer, delimiter="\t" if case.format == "tsv" else ",")
         writer.writerow(case.names)
         writer.writerows([[_csv_cell(value) for value in row] for row in case.rows])
         data = buffer.getvalue().encode(case.encoding, "replace")

@@ -186,7 +186,6 @@ def test_a_driver_killed_mid_job_resumes_from_the_parts_written(tmp_path, tiny_m
         support.options(corpus, tmp_path, "big", **settings), RayOptions(workers=2)
     )
     segment_dir = support.only_segment(folder).folder
-    assert {
-        name: (segment_dir / name).stat().st_mtime_ns for name in written
-    } == written  # not re-encoded
+    # not re-encoded
+    assert {name: (segment_dir / name).stat().st_mtime_ns for name in written} == written
     support.assert_every_row_once(folder, 3000)

@@ -81,9 +81,8 @@ def test_a_node_lost_mid_build_costs_a_retry_not_a_row(cluster, tmp_path, tiny_m
     settings = {"model": str(tiny_model_dir), "part_rows": 20, "index": "flat"}
     parts = partial_folder(tmp_path, "big") / "segments" / "s000000"
     built: list = []
-    ray.init(
-        address=cluster.address
-    )  # nodes are added from the main thread, so the job runs in another
+    # nodes are added from the main thread, so the job runs in another
+    ray.init(address=cluster.address)
     try:
         job = threading.Thread(
             target=lambda: built.append(

@@ -67,9 +67,8 @@ def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_d
     assert not (tmp_path / "idx" / ".corpus.partial").exists()
 
 
-@pytest.mark.usefixtures(
-    "local_ray"
-)  # the last test here: the commands join it, not start their own
+# the last test here: the commands join it, not start their own
+@pytest.mark.usefixtures("local_ray")
 def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(
     tmp_path, tiny_model_dir, monkeypatch
 ) -> None:

@@ -107,9 +107,8 @@ def test_a_small_added_segment_of_an_ivf_index_is_searched_exactly(tmp_path, tin
     Index(folder).delete(ids=["d405"])
     searcher = Searcher(folder, tiny_encoder)
     big, small = (open_segment.index for open_segment in searcher.snapshot.segments)
-    assert not isinstance(big, ExactStandIn) and isinstance(
-        small, ExactStandIn
-    )  # 400 > 16 lists > 12
+    # 400 rows > 16 lists > 12 rows
+    assert not isinstance(big, ExactStandIn) and isinstance(small, ExactStandIn)
     rows = np.flatnonzero(searcher.snapshot.live)
     expected = _brute_force(searcher, rows, 5)
     got = [[hit.id for hit in hits] for hits in searcher.search(QUERIES, k=5, nprobe=16)]
