@@ -38,9 +38,9 @@ def build(
     return build_index(options, encoder=encoder)
 
 
-def exhaustive_params(index_type: str, nlist: int, ef_search: int) -> dict[str, int]:
-    """Search parameters that make an approximate index answer exactly: every IVF list
-    visited, or an HNSW beam wide enough for the small test corpora."""
+def wide_search_params(index_type: str, nprobe: int, ef_search: int) -> dict[str, int]:
+    """Search parameters that widen an approximate index's search: `nprobe` IVF lists (all
+    of them makes it exact) or an HNSW beam of `ef_search`; nothing for a flat index."""
     if index_type.startswith("IVF"):
-        return {"nprobe": nlist}
+        return {"nprobe": nprobe}
     return {"efSearch": ef_search} if index_type == "hnsw" else {}

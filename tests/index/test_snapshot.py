@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from index.living_support import build, exhaustive_params, generated_table, write
+from index.living_support import build, generated_table, wide_search_params, write
 
 from semsearch.errors import SemsearchError
 from semsearch.index import snapshot as snapshot_module
@@ -37,7 +37,7 @@ def test_filtered_results_equal_brute_force_over_the_matching_rows(
     searcher = Searcher(folder, tiny_encoder)
     rows = np.flatnonzero(searcher.snapshot.where_mask(where))
     k = 10
-    widest = exhaustive_params(index_type, nlist=8, ef_search=400)
+    widest = wide_search_params(index_type, nprobe=8, ef_search=400)
     results = searcher.search(QUERIES, k=k, where=where, **widest)
     assert all(len(hits) == min(k, len(rows)) for hits in results)
     expected = _brute_force(searcher, rows, k)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from index.living_support import build, exhaustive_params, generated_table, write
+from index.living_support import build, generated_table, wide_search_params, write
 
 from semsearch.errors import SemsearchError
 from semsearch.index.living import Index
@@ -37,7 +37,7 @@ def test_add_equals_a_fresh_build(tmp_path, tiny_encoder, index_type) -> None:
     ours, theirs = Searcher(grown.folder, tiny_encoder), Searcher(fresh, tiny_encoder)
     # Every list / a wide beam: both indexes then answer exactly, so any row the add lost or
     # misplaced would change the scores.
-    exhaustive = exhaustive_params(index_type, nlist=4, ef_search=300)
+    exhaustive = wide_search_params(index_type, nprobe=4, ef_search=300)
     np.testing.assert_allclose(
         _scores(ours, **exhaustive), _scores(theirs, **exhaustive), atol=1e-5
     )
