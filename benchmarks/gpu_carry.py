@@ -25,6 +25,7 @@ next (within the machine's warm period) the model and data.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -104,6 +105,82 @@ def widen(target: Path) -> None:
     print(f"wrote {target}")
 
 
+BUNDLE = CARRY / "bundle"
+FAISS_WHEEL = "faiss-cpu==1.15.1"
+
+
+def bundle(data_dir: Path) -> None:
+    """Everything the GPU suite needs in one call's 64 MiB: `.gpu/bundle/` holds the fp16
+    weights split into high and low byte planes (xz squeezes the exponent bytes: 44 -> 37
+    MiB), every PyPI summary as newline-joined text under xz (15.4 -> 11.7 MiB; no summary
+    contains a newline), the Debian and STS-B extracts, and faiss-cpu's installed tree under
+    xz (the image has no FAISS; 18 -> 9 MiB). `--unpack` restores `.gpu/model`, `.gpu/data`
+    and a FAISS site folder there."""
+    import lzma
+    import subprocess
+    import tarfile
+    import tempfile
+
+    import numpy as np
+
+    if not (CARRY / "model" / HALF_WEIGHTS).exists():
+        pack(data_dir, 0, 20_000)
+    shutil.rmtree(BUNDLE, ignore_errors=True)
+    BUNDLE.mkdir(parents=True)
+    weights = (CARRY / "model" / HALF_WEIGHTS).read_bytes()
+    header = 8 + int.from_bytes(weights[:8], "little")
+    planes = np.frombuffer(weights[header:], dtype=np.uint8)
+    (BUNDLE / "weights_header.bin").write_bytes(weights[:header])
+    for name, plane in (("weights_lo.xz", planes[0::2]), ("weights_hi.xz", planes[1::2])):
+        (BUNDLE / name).write_bytes(lzma.compress(plane.tobytes(), preset=9 | lzma.PRESET_EXTREME))
+    shutil.copytree(CARRY / "model", BUNDLE / "model", ignore=shutil.ignore_patterns(HALF_WEIGHTS))
+    summaries = pq.read_table(CARRY / "data" / "pypi" / "pypi_summaries.parquet")
+    texts = summaries.column("summary").to_pylist()
+    if any("\n" in text for text in texts):
+        raise SystemExit("a PyPI summary contains a newline: carry the Parquet extract instead")
+    (BUNDLE / "pypi.txt.xz").write_bytes(
+        lzma.compress("\n".join(texts).encode(), preset=9 | lzma.PRESET_EXTREME))
+    for folder in ("debian", "stsb"):
+        shutil.copytree(CARRY / "data" / folder, BUNDLE / "data" / folder)
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                        "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
+                        "-d", scratch, FAISS_WHEEL], check=True)  # fmt: skip
+        wheel = next(Path(scratch).glob("*.whl"))
+        site = Path(scratch) / "site"
+        shutil.unpack_archive(wheel, site, format="zip")
+        with tarfile.open(BUNDLE / "faiss.tar.xz", "w:xz", preset=9) as tar:
+            tar.add(site, arcname=".")
+    total = folder_mib(BUNDLE) + repository_mib()
+    print(f"{BUNDLE.relative_to(REPO_ROOT)}: {folder_mib(BUNDLE):.1f} MiB; a call carries "
+          f"{total:.1f} MiB of its 64 MiB with the repository's tracked files")
+
+
+def unpack(site: Path) -> None:
+    """On the GPU machine: `.gpu/bundle` back into `.gpu/model`, `.gpu/data` and `site`."""
+    import lzma
+    import tarfile
+
+    import numpy as np
+
+    lo, hi = (np.frombuffer(lzma.decompress((BUNDLE / name).read_bytes()), dtype=np.uint8)
+              for name in ("weights_lo.xz", "weights_hi.xz"))  # fmt: skip
+    planes = np.empty(lo.size * 2, dtype=np.uint8)
+    planes[0::2], planes[1::2] = lo, hi
+    shutil.rmtree(CARRY / "model", ignore_errors=True)
+    shutil.copytree(BUNDLE / "model", CARRY / "model")
+    (CARRY / "model" / HALF_WEIGHTS).write_bytes((BUNDLE / "weights_header.bin").read_bytes()
+                                                 + planes.tobytes())  # fmt: skip
+    texts = lzma.decompress((BUNDLE / "pypi.txt.xz").read_bytes()).decode().split("\n")
+    write_extract(pa.table({"summary": texts}), CARRY / "data" / "pypi" / "pypi_summaries.parquet")
+    for folder in ("debian", "stsb"):
+        shutil.rmtree(CARRY / "data" / folder, ignore_errors=True)
+        shutil.copytree(BUNDLE / "data" / folder, CARRY / "data" / folder)
+    with tarfile.open(BUNDLE / "faiss.tar.xz") as tar:
+        tar.extractall(site, filter="data")
+    print(f"unpacked {len(texts):,} summaries, the model and FAISS into {site}")
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--pypi-rows", type=int, default=0, help="PyPI summaries (0: all 841,708)")
@@ -111,8 +188,16 @@ def main() -> None:
                         help="non-empty Debian long descriptions (20,000: about 1.2 MiB)")  # fmt: skip
     parser.add_argument("--widen", type=Path, default=None,
                         help="on the GPU machine: write the fp32 model folder here instead")  # fmt: skip
+    parser.add_argument("--bundle", action="store_true",
+                        help="here: pack .gpu/bundle, all a GPU suite call carries")  # fmt: skip
+    parser.add_argument("--unpack", type=Path, default=None,
+                        help="there: restore .gpu/bundle, FAISS into this site folder")  # fmt: skip
     args = parser.parse_args()
-    if args.widen is not None:
+    if args.bundle:
+        bundle(args.data_dir)
+    elif args.unpack is not None:
+        unpack(args.unpack)
+    elif args.widen is not None:
         widen(args.widen)
     else:
         pack(args.data_dir, args.pypi_rows, args.debian_rows)
