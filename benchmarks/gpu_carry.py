@@ -123,8 +123,7 @@ def bundle(data_dir: Path) -> None:
 
     import numpy as np
 
-    if not (CARRY / "model" / HALF_WEIGHTS).exists():
-        pack(data_dir, 0, 20_000)
+    pack(data_dir, 0, 20_000)
     shutil.rmtree(BUNDLE, ignore_errors=True)
     BUNDLE.mkdir(parents=True)
     weights = (CARRY / "model" / HALF_WEIGHTS).read_bytes()
