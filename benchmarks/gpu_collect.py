@@ -40,7 +40,9 @@ def collect(source: Path, part: str, date: str) -> list[str]:
         text = lines.read_text()
         with (RESULTS / lines.name).open("a") as out:
             out.write(text if text.endswith("\n") else text + "\n")
-        done.append(f"{lines.relative_to(target)}: {text.count(chr(10))} lines -> results/{lines.name}")
+        done.append(
+            f"{lines.relative_to(target)}: {text.count(chr(10))} lines -> results/{lines.name}"
+        )
     return done
 
 
