@@ -32,7 +32,7 @@ from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
 from semsearch.index.tune import TuningResult, tune_against_exact
 from semsearch.index.vector_index import prepare_vectors
-from semsearch.index.verify import check_opened_files
+from semsearch.index.verify import check_opened_files, check_restorable
 from semsearch.options import DEFAULT_TUNING_QUERIES
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ def rollback(folder: IndexFolder, generation: int) -> Manifest:
     with folder.writer_lock("rollback"):
         target = folder.manifest(generation)
         _check_files(folder, target)
+        check_restorable(folder, target.generation)  # its files, hashed in full
         # manifest.json may be the damaged file a rollback repairs: number from the records.
         newest = max([target.generation, *folder.generations()])
         next_id = max([target.next_id, *(_readable_next_ids(folder))])  # ids are never reused

@@ -9,7 +9,9 @@ Two depths:
   edit of exactly the files whose content decides the answers. A "verified" stamp keyed
   by (size, mtime_ns) was rejected: a reader would have to write into the index folder,
   and an edit within one tick of the coarse file clock keeps the stamp valid. Vectors are
-  memory-mapped and read piecemeal, so only their size is checked; `verify` hashes them.
+  memory-mapped and read piecemeal, so an open checks only their size; whatever reads them
+  as vectors (a filtered exact search, an exact stand-in) hashes them first, once per
+  reader (`check_vector_files`); `verify` hashes them all.
 - In full (`verify_index`, `semsearch verify`): every file's size and hash, the FAISS
   files' metric and row counts, the manifest against its generation's record; a damaged
   index is told which earlier generation verifies, to roll back to.
@@ -30,7 +32,15 @@ from pathlib import Path
 from semsearch.errors import SemsearchError
 from semsearch.index.checksums import HASH_NAME, file_digest
 from semsearch.index.generation import next_generation
-from semsearch.index.manifest import Manifest, generation_file, load_record, write_manifest
+from semsearch.index.manifest import (
+    SEGMENTS_DIR,
+    Manifest,
+    SegmentRecord,
+    generation_file,
+    load_record,
+    part_file_names,
+    write_manifest,
+)
 from semsearch.index.store import IndexFolder
 
 log = logging.getLogger(__name__)
@@ -83,15 +93,44 @@ def check_opened_files(
         log.warning("index %r records no checksums: its files are checked by size only; "
                     "'semsearch verify %s --record' records them", folder.name, folder.name)  # fmt: skip
         return
+    _check_names(folder, manifest, manifest.file_names(),
+                 set(manifest.file_names(opened_only=True)), checked)  # fmt: skip
+
+
+def check_vector_files(
+    folder: IndexFolder,
+    manifest: Manifest,
+    record: SegmentRecord,
+    checked: set[tuple] | None = None,
+) -> None:
+    """Refuse a segment whose stored vector files differ from the record in size or hash.
+
+    Why: an open checks vectors by size only (they are memory-mapped and read piecemeal), so
+    whatever reads them as vectors (an exact search over a filter's rows, an exact stand-in
+    for a small IVF segment) calls this first; a same-size edit would otherwise be served.
+    `checked` as in `check_opened_files`: each file is hashed once per reader and stat.
+    """
+    if manifest.files is None:
+        return
+    base = f"{SEGMENTS_DIR}/{record.name}"
+    names = [f"{base}/{part_file_names(part)[0]}" for part in range(record.parts)]
+    _check_names(folder, manifest, names, set(names), checked)
+
+
+def _check_names(
+    folder: IndexFolder, manifest: Manifest, names: list[str], hashed: set[str],
+    checked: set[tuple] | None,
+) -> None:  # fmt: skip
+    """Sizes of `names`, and hashes of those in `hashed` not yet in `checked`."""
     checked = set() if checked is None else checked
-    opened = set(manifest.file_names(opened_only=True))
-    for name in manifest.file_names():
+    for name in names:
         status = _stat(folder.path / name)
         problem = _size_problem(name, status, manifest.files.get(name))
         key = (name, status.st_size, status.st_mtime_ns, status.st_ino) if status else None
-        if problem is None and name in opened and key not in checked:
+        if problem is None and name in hashed and key not in checked:
             problem = _content_problem(folder.path / name, name, manifest.files[name])
-            checked.add(key)
+            if problem is None:
+                checked.add(key)
         if problem:
             raise _changed(folder, problem)
 
@@ -140,6 +179,15 @@ def verify_index(folder: IndexFolder, generation: int | None = None) -> VerifyRe
         report.status = "unchecked"
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def check_restorable(folder: IndexFolder, generation: int) -> None:
+    """Refuse to make `generation` current again when its files fail a full verify: a
+    rollback that succeeded onto damaged files would leave an index every query refuses.
+    A generation written before checksums were recorded is checked by sizes and row counts."""
+    report = verify_index(folder, generation)
+    if report.status == "damaged":
+        raise SemsearchError(f"cannot roll back: {report.line()}")
 
 
 def record_checksums(folder: IndexFolder) -> Manifest:
