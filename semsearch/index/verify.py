@@ -146,6 +146,28 @@ def check_file(folder: IndexFolder, manifest: Manifest, name: str) -> None:
         raise _changed(folder, problem)
 
 
+def check_columns(folder: IndexFolder, manifest: Manifest, columns: list[str]) -> None:
+    """Refuse a generation whose manifest names a text or id column that its stored metadata
+    (`columns`) lacks: a hand-edited manifest with a recomputed checksum passes every other
+    check, and would end each search in a KeyError."""
+    problem = _column_problem(manifest, columns)
+    if problem:
+        raise SemsearchError(
+            f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
+            f"'semsearch rollback {folder.name} GENERATION' or rebuild the index with --overwrite"
+        )
+
+
+def _column_problem(manifest: Manifest, columns: list[str]) -> str | None:
+    record = generation_file(Path(), manifest.generation)
+    for role, name in (("text", manifest.text_column), ("id", manifest.id_column)):
+        if name is not None and name not in columns:
+            shown = ", ".join(column for column in columns if not column.startswith("_semsearch"))
+            return (f"{record} (and manifest.json) names {name!r} as the {role} column, but the "
+                    f"stored metadata has no such column (its columns: {shown})")  # fmt: skip
+    return None
+
+
 def _changed(folder: IndexFolder, problem: str) -> SemsearchError:
     return SemsearchError(
         f"index {folder.name!r}: {problem}; the file changed after semsearch wrote it: run "
@@ -251,6 +273,8 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
         segment = Segment(folder.segment_dir(record.name), record)
         try:
             segment.ids  # noqa: B018 - checks the stored rows against the manifest
+            if record.parts and (column := _column_problem(manifest, segment.schema().names)):
+                problems.append(column)
             segment.deleted_ids()
             segment.read_index(manifest.index.metric)
             if record.lexical_dir is not None:

@@ -227,3 +227,20 @@ def test_vectors_an_exact_stand_in_reads_at_open_are_hashed(tmp_path, tiny_encod
     _zero_tail(_vectors_file(folder))  # the added segment: fewer rows than lists, searched exactly
     with pytest.raises(SemsearchError, match=r"s000001/part-00000\.npy has the recorded size"):
         Searcher(folder, encoder=tiny_encoder)
+
+
+@pytest.mark.parametrize("field", ["text_column", "id_column"])
+def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
+    folder, tiny_encoder, field
+) -> None:
+    from semsearch.index.checksums import content_digest
+
+    for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
+        data = json.loads(path.read_text())
+        data["source"][field] = "nowhere"
+        data.pop("checksum")
+        data["checksum"] = content_digest(data)  # as a careful hand-editor would
+        path.write_text(json.dumps(data))
+    line = _refused(folder, tiny_encoder, r"names 'nowhere' as the (text|id) column")
+    assert "g000001.json" in line and "its columns: doc, text" in line
+    assert "'nowhere' as the" in verify_index(folder).line()
