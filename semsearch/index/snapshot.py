@@ -44,6 +44,7 @@ from semsearch.index.verify import (
     check_vector_files,
 )
 from semsearch.index.where import WhereEvaluator
+from semsearch.search_limits import MAX_EF_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ EXACT_FILTER_ROWS = 50_000
 # HNSW at 0.949 (benchmarks/RESULTS.md).
 FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
-MAX_EF_SEARCH = 8192
 WHERE_CACHE_SIZE = 64
 # An open that finds its folder replaced meanwhile starts again, for this long at most.
 OPEN_RETRY_SECONDS = 10.0
