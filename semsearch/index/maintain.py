@@ -57,7 +57,7 @@ def reindex(
     started = time.perf_counter()
     with folder.writer_lock("reindex"):
         manifest = folder.manifest()
-        check_opened_files(folder, manifest)  # never build a generation on changed files
+        check_opened_files(folder, manifest, vectors=True)  # never build on changed files
         spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
                             manifest.index.metric, memory_budget)  # fmt: skip
         new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started,
@@ -78,7 +78,7 @@ def compact(
     started = time.perf_counter()
     with folder.writer_lock("compact"):
         manifest = folder.manifest()
-        check_opened_files(folder, manifest)  # never build a generation on changed files
+        check_opened_files(folder, manifest, vectors=True)  # never build on changed files
         needs_merge = len(manifest.segments) > 1 or any(s.deleted for s in manifest.segments)
         if needs_merge:
             spec = choose_index(manifest.index.requested, max(manifest.rows, 1),

@@ -84,17 +84,23 @@ class VerifyReport:
 
 
 def check_opened_files(
-    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None
-) -> None:
+    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None,
+    vectors: bool = False,
+) -> None:  # fmt: skip
     """Refuse a generation whose files differ from its record in size, or (for the files an
     open reads whole) in content; see the module docstring. `checked` remembers the files
-    already hashed by this reader (by name and stat), so reopening a generation is cheap."""
+    already hashed by this reader (by name and stat), so reopening a generation is cheap.
+    `vectors`: hash the stored vectors too, for a writer that reads them all (reindex,
+    compact): it would otherwise copy a changed file into a new generation that records it
+    as good."""
     if manifest.files is None:
         log.warning("index %r records no checksums: its files are checked by size only; "
                     "'semsearch verify %s --record' records them", folder.name, folder.name)  # fmt: skip
         return
-    _check_names(folder, manifest, manifest.file_names(),
-                 set(manifest.file_names(opened_only=True)), checked)  # fmt: skip
+    hashed = set(manifest.file_names(opened_only=True))
+    if vectors:
+        hashed |= {name for record in manifest.segments for name in _vector_files(record)}
+    _check_names(folder, manifest, manifest.file_names(), hashed, checked)
 
 
 def check_vector_files(
@@ -112,9 +118,13 @@ def check_vector_files(
     """
     if manifest.files is None:
         return
-    base = f"{SEGMENTS_DIR}/{record.name}"
-    names = [f"{base}/{part_file_names(part)[0]}" for part in range(record.parts)]
+    names = _vector_files(record)
     _check_names(folder, manifest, names, set(names), checked)
+
+
+def _vector_files(record: SegmentRecord) -> list[str]:
+    base = f"{SEGMENTS_DIR}/{record.name}"
+    return [f"{base}/{part_file_names(part)[0]}" for part in range(record.parts)]
 
 
 def _check_names(

@@ -244,3 +244,19 @@ def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
     line = _refused(folder, tiny_encoder, r"names 'nowhere' as the (text|id) column")
     assert "g000001.json" in line and "its columns: doc, text" in line
     assert "'nowhere' as the" in verify_index(folder).line()
+
+
+@pytest.mark.parametrize("operation", ["reindex", "compact"])
+def test_writers_that_copy_the_vectors_refuse_ones_changed_in_place(
+    folder, tiny_encoder, operation
+) -> None:
+    from semsearch.index import maintain
+
+    delete_rows(folder, ids=["d1"])  # so that compact has something to merge
+    _zero_tail(_vectors_file(folder))
+    with pytest.raises(SemsearchError, match=r"part-00000\.npy has the recorded size"):
+        if operation == "reindex":
+            maintain.reindex(folder, "flat", target_recall=None)
+        else:
+            maintain.compact(folder)
+    assert folder.generations() == [1, 2]  # no generation records the changed file as good
