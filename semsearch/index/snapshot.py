@@ -37,12 +37,7 @@ from semsearch.index.vector_index import (
     VectorIndex,
     higher_is_better,
 )
-from semsearch.index.verify import (
-    check_columns,
-    check_file,
-    check_opened_files,
-    check_vector_files,
-)
+from semsearch.index.verify import check_file, check_opened_files, check_vector_files
 from semsearch.index.where import WhereEvaluator
 from semsearch.search_limits import MAX_EF_SEARCH
 
@@ -182,7 +177,6 @@ class IndexSnapshot:
         self.metadata: pa.Table = (
             pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
         )
-        check_columns(folder, manifest, self.metadata.column_names)
         self._cache = cache
         self._where = WhereEvaluator(self.metadata)
         self._where_cache: dict[str, np.ndarray] = {}

@@ -101,6 +101,7 @@ def check_opened_files(
     if vectors:
         hashed |= {name for record in manifest.segments for name in _vector_files(record)}
     _check_names(folder, manifest, manifest.file_names(), hashed, checked)
+    _check_segment_columns(folder, manifest, checked)
 
 
 def check_vector_files(
@@ -156,24 +157,42 @@ def check_file(folder: IndexFolder, manifest: Manifest, name: str) -> None:
         raise _changed(folder, problem)
 
 
-def check_columns(folder: IndexFolder, manifest: Manifest, columns: list[str]) -> None:
-    """Refuse a generation whose manifest names a text or id column that its stored metadata
-    (`columns`) lacks: a hand-edited manifest with a recomputed checksum passes every other
-    check, and would end each search in a KeyError."""
-    problem = _column_problem(manifest, columns)
-    if problem:
-        raise SemsearchError(
-            f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
-            f"'semsearch rollback {folder.name} GENERATION' or rebuild the index with --overwrite"
-        )
+def _check_segment_columns(
+    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None
+) -> None:
+    """Refuse a generation whose manifest names a text or id column that a segment's stored
+    metadata lacks: a hand-edited manifest with a recomputed checksum passes every other
+    check, and would end each search in a KeyError, or let `add` write segments whose
+    column differs from the older ones'. Reads one Parquet footer per segment, once per
+    reader (`checked`)."""
+    import pyarrow.parquet as pq
+
+    checked = set() if checked is None else checked
+    for record in manifest.segments:
+        if not record.parts:
+            continue
+        name = f"{SEGMENTS_DIR}/{record.name}/{part_file_names(0)[2]}"
+        status = _stat(folder.path / name)
+        key = ("columns", name, manifest.text_column, manifest.id_column,
+               *((status.st_size, status.st_mtime_ns, status.st_ino) if status else ()))  # fmt: skip
+        if key in checked:
+            continue
+        problem = _column_problem(manifest, pq.read_schema(folder.path / name).names, record.name)
+        if problem:
+            raise SemsearchError(
+                f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
+                f"'semsearch rollback {folder.name} GENERATION' or rebuild the index with "
+                "--overwrite"
+            )
+        checked.add(key)
 
 
-def _column_problem(manifest: Manifest, columns: list[str]) -> str | None:
+def _column_problem(manifest: Manifest, columns: list[str], segment: str) -> str | None:
     record = generation_file(Path(), manifest.generation)
     for role, name in (("text", manifest.text_column), ("id", manifest.id_column)):
         if name is not None and name not in columns:
             shown = ", ".join(column for column in columns if not column.startswith("_semsearch"))
-            return (f"{record} (and manifest.json) names {name!r} as the {role} column, but the "
+            return (f"{record} names {name!r} as the {role} column, but segment {segment}'s "
                     f"stored metadata has no such column (its columns: {shown})")  # fmt: skip
     return None
 
@@ -283,7 +302,8 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
         segment = Segment(folder.segment_dir(record.name), record)
         try:
             segment.ids  # noqa: B018 - checks the stored rows against the manifest
-            if record.parts and (column := _column_problem(manifest, segment.schema().names)):
+            columns = segment.schema().names if record.parts else []
+            if record.parts and (column := _column_problem(manifest, columns, record.name)):
                 problems.append(column)
             segment.deleted_ids()
             segment.read_index(manifest.index.metric)

@@ -231,8 +231,9 @@ def test_vectors_an_exact_stand_in_reads_at_open_are_hashed(tmp_path, tiny_encod
 
 @pytest.mark.parametrize("field", ["text_column", "id_column"])
 def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
-    folder, tiny_encoder, field
+    folder, tmp_path, tiny_encoder, field
 ) -> None:
+    from semsearch.index import maintain
     from semsearch.index.checksums import content_digest
 
     for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
@@ -242,8 +243,19 @@ def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
         data["checksum"] = content_digest(data)  # as a careful hand-editor would
         path.write_text(json.dumps(data))
     line = _refused(folder, tiny_encoder, r"names 'nowhere' as the (text|id) column")
-    assert "g000001.json" in line and "its columns: doc, text" in line
+    assert "g000001.json" in line and "segment s000000" in line and "doc, text" in line
     assert "'nowhere' as the" in verify_index(folder).line()
+    more = generated_table(2, start=500).rename_columns(["nowhere", "text", "year", "license"])
+    if field == "text_column":
+        more = generated_table(2, start=500).rename_columns(["doc", "nowhere", "year", "license"])
+    writers = [lambda: add_rows(folder, write(more, tmp_path / "b.parquet"), tiny_encoder),
+               lambda: delete_rows(folder, ids=["d1"]),
+               lambda: maintain.reindex(folder, "flat", target_recall=None),
+               lambda: maintain.compact(folder)]  # fmt: skip
+    for writer in writers:  # none builds a generation on the edited record
+        with pytest.raises(SemsearchError, match="names 'nowhere' as the"):
+            writer()
+    assert folder.generations() == [1]
 
 
 @pytest.mark.parametrize("operation", ["reindex", "compact"])
