@@ -296,7 +296,9 @@ class ManyFilesSource:
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         units = plan_units(self.scans, options.part_rows, writer.has)
-        resumed = sum(len(unit.wanted) for unit in units) < part_count(self.scans, options.part_rows)
+        resumed = sum(len(unit.wanted) for unit in units) < part_count(
+            self.scans, options.part_rows
+        )
         total = None if resumed else sum(scan.usable for scan in self.scans)
 
         def parts() -> Iterator[PreparedRows]:  # runs in the read stage's thread

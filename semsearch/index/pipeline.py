@@ -5,8 +5,9 @@ tokenised and the last one is written. Here reading and tokenising run in thread
 the encoder and writing in a thread behind it, so part N+1 is read and part N-1 written
 while part N encodes. The encoder stays in the caller's thread, where Ctrl-C lands. Each
 queue holds at most `depth` items, so at most `3 x depth + 4` items are alive at once
-(`max_in_flight`). The first exception in any stage stops the others and is raised once,
-in the caller; `depth=0` runs the same stages one after the other, in the caller's thread.
+(`max_in_flight`). The first exception in any stage stops the others (the writer first
+writes what was encoded already, so a resumed build keeps it) and is raised once, in the
+caller; `depth=0` runs the same stages one after the other, in the caller's thread.
 """
 
 from __future__ import annotations
@@ -75,8 +76,10 @@ class Pipeline:
                 self._put(token_q, tokenise(item))
             self._put(token_q, _DONE)
 
-        def writing() -> None:
-            while (item := self._get(write_q)) is not _DONE:
+        def writing() -> (
+            None
+        ):  # parts encoded before a failure are still written (a resume keeps them)
+            while (item := self._get(write_q, drain=True)) is not _DONE:
                 write(item)
 
         threads = [self._thread(reading, "read"), self._thread(tokenising, "tokenise")]
@@ -126,10 +129,12 @@ class Pipeline:
             except queue.Full:
                 continue
 
-    def _get(self, channel: queue.Queue) -> Any:
+    def _get(self, channel: queue.Queue, drain: bool = False) -> Any:
+        """The next item; after a failure, `Stopped` (with `drain`, once the queue is empty)."""
         while True:
-            self.check()
+            if not drain:
+                self.check()
             try:
                 return channel.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                continue
+                self.check()

@@ -258,8 +258,9 @@ def _encode_parts(
 ) -> None:  # fmt: skip
     """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`)."""
     parts = (
-        prepare_part(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS],
-                     text_column)  # fmt: skip
+        prepare_part(
+            part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS], text_column
+        )  # fmt: skip
         for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
     )
     with tqdm(total=rows.num_rows, desc="encoding", unit="text",
