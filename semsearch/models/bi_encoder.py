@@ -311,13 +311,16 @@ class BiEncoder(nn.Module):
         pad_id = self.tokenizer.pad_token_id or 0
         on_gpu = self.device.type == "cuda"
         batches = in_background(
-            lambda: packed_batches(texts, tokenize, pad_id, width, budget, start)
+            lambda: packed_batches(
+                texts, tokenize, pad_id, width, budget, start, pin_memory=on_gpu and PIN_MEMORY
+            )  # fmt: skip
         )
 
         def forward(batch: PackedBatch) -> torch.Tensor:
             input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
             positions = batch.position_ids.to(self.device, non_blocking=on_gpu)
-            mask = block_mask(batch.segments.to(self.device), kind, transformer.dtype)
+            segments = batch.segments.to(self.device, non_blocking=on_gpu)
+            mask = block_mask(segments, kind, transformer.dtype)
             hidden = transformer(input_ids=input_ids, attention_mask=mask,
                                  position_ids=positions).last_hidden_state  # fmt: skip
             tokens, token_mask = unpack(hidden, batch)

@@ -95,8 +95,9 @@ def plan_rows(lengths: np.ndarray, width: int) -> list[list[int]]:
 
 
 def pack(token_ids: Sequence[Sequence[int]], rows: np.ndarray, plan: list[list[int]],
-         width: int, pad_id: int, start: int) -> PackedBatch:  # fmt: skip
-    """One batch of packed rows, `plan` naming which of `token_ids` go in each."""
+         width: int, pad_id: int, start: int, pin_memory: bool = False) -> PackedBatch:  # fmt: skip
+    """One batch of packed rows, `plan` naming which of `token_ids` go in each; with
+    `pin_memory`, its tensors page-locked, so a copy to a GPU need not block."""
     count = sum(len(row) for row in plan)
     input_ids = np.full((len(plan), width), pad_id, dtype=np.int64)
     positions = np.zeros((len(plan), width), dtype=np.int64)
@@ -123,13 +124,16 @@ def pack(token_ids: Sequence[Sequence[int]], rows: np.ndarray, plan: list[list[i
                 len(ids),
             )
             text, offset = text + 1, end
-    return PackedBatch(rows[order], torch.from_numpy(input_ids), torch.from_numpy(positions),
-                       torch.from_numpy(segments), text_row, text_start, lengths)  # fmt: skip
+    tensors = [torch.from_numpy(array) for array in (input_ids, positions, segments)]
+    if pin_memory:
+        tensors = [tensor.pin_memory() for tensor in tensors]
+    return PackedBatch(rows[order], *tensors, text_row, text_start, lengths)
 
 
 def packed_batches(texts: Sequence[str], tokenize: Tokenize, pad_id: int, width: int,
-                   max_tokens: int, start: int) -> Iterator[PackedBatch]:  # fmt: skip
-    """Every text once, packed into rows of `width` tokens, at most `max_tokens` per batch."""
+                   max_tokens: int, start: int, pin_memory: bool = False) -> Iterator[PackedBatch]:  # fmt: skip
+    """Every text once, packed into rows of `width` tokens, at most `max_tokens` per batch
+    (page-locked with `pin_memory`: made in a background thread, ahead of the copy)."""
     rows_per_batch = max(1, max_tokens // width)
     for first in range(0, len(texts), SORT_CHUNK):
         token_ids = tokenize(texts[first : first + SORT_CHUNK])
@@ -137,7 +141,8 @@ def packed_batches(texts: Sequence[str], tokenize: Tokenize, pad_id: int, width:
         plan = plan_rows(lengths, width)
         positions = np.arange(first, first + len(token_ids))
         for low in range(0, len(plan), rows_per_batch):
-            yield pack(token_ids, positions, plan[low : low + rows_per_batch], width, pad_id, start)
+            yield pack(token_ids, positions, plan[low : low + rows_per_batch], width, pad_id,
+                       start, pin_memory)  # fmt: skip
 
 
 def block_mask(segments: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
@@ -160,9 +165,19 @@ def unpack(hidden: torch.Tensor, batch: PackedBatch) -> tuple[torch.Tensor, torc
     width = hidden.shape[1]
     longest = int(batch.lengths.max())
     steps = torch.arange(longest, device=hidden.device)
-    lengths = torch.as_tensor(batch.lengths, device=hidden.device)
-    starts = torch.as_tensor(batch.text_row * width + batch.text_start, device=hidden.device)
+    lengths = to_device(batch.lengths, hidden.device)
+    starts = to_device(batch.text_row * width + batch.text_start, hidden.device)
     mask = steps[None, :] < lengths[:, None]
     flat = (starts[:, None] + steps[None, :]).clamp(max=hidden.shape[0] * width - 1)
     tokens = hidden.reshape(-1, hidden.shape[-1])[flat]
     return tokens, mask.long()
+
+
+def to_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    """`values` as a tensor on `device`. On CUDA the copy is from page-locked memory and does
+    not block, so it queues behind the model's work instead of waiting for it; elsewhere it
+    is a plain tensor."""
+    tensor = torch.from_numpy(np.ascontiguousarray(values))
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)

@@ -103,3 +103,27 @@ def test_the_mask_keeps_each_text_to_itself_and_padding_to_itself() -> None:
     assert torch.equal(allowed, expected)
     additive = block_mask(segments, "eager", torch.float32)[0, 0]
     assert torch.equal(additive == 0, expected)
+
+
+def test_copies_to_a_gpu_are_page_locked_and_do_not_block(monkeypatch) -> None:
+    """Checked on CPU tensors: what is pinned, and how it is copied, when the device is CUDA."""
+    from semsearch.models import packing
+
+    pinned, copies = [], []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self.shape) or self)
+    monkeypatch.setattr(
+        torch.Tensor, "to", lambda self, device, non_blocking=False: copies.append(
+            (str(device), non_blocking)) or self,
+    )  # fmt: skip
+    on_gpu = packing.to_device(np.arange(5), torch.device("cuda"))
+    assert on_gpu.tolist() == list(range(5))
+    assert pinned == [(5,)] and copies == [("cuda", True)]
+    pinned.clear()
+    batches = list(packing.packed_batches(["a b", "c"], lambda t: [[1, 2]] * len(t), 0, 8, 64, 0,
+                                          pin_memory=True))  # fmt: skip
+    assert len(pinned) == 3 * len(batches)  # input ids, positions and segments of each batch
+    pinned.clear()
+    copies.clear()
+    assert packing.to_device(np.arange(3), torch.device("cpu")).tolist() == [0, 1, 2]
+    list(packing.packed_batches(["a"], lambda t: [[1]] * len(t), 0, 8, 64, 0))
+    assert pinned == [] and copies == [("cpu", False)]  # the CPU path pins nothing
