@@ -31,7 +31,13 @@ from semsearch.models.model_folder import (
     resolve_model,
     weights_fingerprint,
 )
-from semsearch.models.packing import PackedBatch, block_mask, packed_batches, position_start, unpack
+from semsearch.models.packing import (
+    PackedAttention,
+    PackedBatch,
+    packed_batches,
+    position_start,
+    unpack,
+)
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
@@ -305,7 +311,6 @@ class BiEncoder(nn.Module):
                 "packing is for the plain encoder, not a compiled one: encode without packing"
             )
         start = position_start(transformer)
-        kind = transformer.config._attn_implementation
         width = -(-self.max_length // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
         budget = max_batch_tokens or batch_size * PACKED_TOKENS_PER_TEXT
         pad_id = self.tokenizer.pad_token_id or 0
@@ -316,13 +321,12 @@ class BiEncoder(nn.Module):
             )  # fmt: skip
         )
 
+        attention = PackedAttention(transformer, width)
+
         def forward(batch: PackedBatch) -> torch.Tensor:
             input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
             positions = batch.position_ids.to(self.device, non_blocking=on_gpu)
-            segments = batch.segments.to(self.device, non_blocking=on_gpu)
-            mask = block_mask(segments, kind, transformer.dtype)
-            hidden = transformer(input_ids=input_ids, attention_mask=mask,
-                                 position_ids=positions).last_hidden_state  # fmt: skip
+            hidden = attention.run(batch, input_ids, positions)
             tokens, token_mask = unpack(hidden, batch)
             return self._pool(tokens.float(), token_mask)
 

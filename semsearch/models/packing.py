@@ -11,7 +11,8 @@ padded path's (tested to cosine 0.999).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +21,24 @@ import torch
 from semsearch.errors import SemsearchError
 from semsearch.models.batching import SORT_CHUNK, Tokenize
 
+log = logging.getLogger(__name__)
+
 # Model families whose embeddings take explicit position ids, and where a text's positions
 # start: BERT at 0, MPNet (RoBERTa-style) after its padding index.
 POSITION_START = {"bert": lambda config: 0, "mpnet": lambda config: config.pad_token_id + 1}
-MASK_KINDS = ("sdpa", "eager")
+# Packed texts must attend each to itself. Through SDPA that takes a dense [rows, 1, W, W]
+# mask, and a masked SDPA call runs PyTorch's memory-efficient kernel, never its flash one
+# (SDPA has no variable-length entry). So on CUDA, in half precision, BERT's attention goes
+# through torch's variable-length flash attention instead (`torch.nn.attention.varlen`,
+# registered with transformers as `VARLEN_KIND`), given where each text starts (cu_seqlens):
+# no mask at all. transformers' own varlen path (`flash_attention_2` with position ids) needs
+# the flash-attn package, which the GPU image lacks. MPNet adds a relative position bias to
+# its scores, which no flash kernel takes, so it keeps the mask (and eager attention).
+VARLEN_KIND = "semsearch_varlen"
+VARLEN_MODELS = ("bert",)
+VARLEN_DEVICES = ("cuda",)
+VARLEN_DTYPES = (torch.float16, torch.bfloat16)
+MASK_KINDS = ("sdpa", "eager", VARLEN_KIND)
 
 
 @dataclass(frozen=True)
@@ -181,3 +196,107 @@ def to_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
     if device.type != "cuda":
         return tensor.to(device)
     return tensor.pin_memory().to(device, non_blocking=True)
+
+
+def varlen_kernel() -> Callable | None:
+    """torch's variable-length attention (CUDA only), or None where torch has none."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn
+
+
+def uses_varlen(model) -> bool:
+    """True where packed batches of `model` go through varlen attention, without a mask."""
+    config = model.config
+    return (
+        config.model_type in VARLEN_MODELS
+        and config._attn_implementation in ("sdpa", VARLEN_KIND)
+        and model.device.type in VARLEN_DEVICES
+        and model.dtype in VARLEN_DTYPES
+        and varlen_kernel() is not None
+    )
+
+
+def enable_varlen(model) -> None:
+    """Route `model`'s attention through `varlen_attention`: packed calls (with cu_seqlens)
+    take the varlen kernel, every other call (a padded batch, a query) SDPA as before."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(VARLEN_KIND, varlen_attention)
+    AttentionMaskInterface.register(VARLEN_KIND, sdpa_mask)
+    model.config._attn_implementation = VARLEN_KIND
+
+
+def varlen_attention(
+    module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+    cu_seq_lens_q: torch.Tensor | None = None, max_length_q: int | None = None, **kwargs,
+) -> tuple[torch.Tensor, None]:  # fmt: skip
+    """A transformers attention function: [B, H, W, D] in, [B, W, H, D] out. With
+    `cu_seq_lens_q` (a packed batch), each span of the batch's tokens laid end to end
+    attends only to itself; without, plain SDPA with the mask transformers made."""
+    if cu_seq_lens_q is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      dropout=dropout, scaling=scaling, **kwargs)  # fmt: skip
+    batch, heads, width, size = query.shape
+
+    def flat(states: torch.Tensor) -> torch.Tensor:
+        return states.transpose(1, 2).reshape(batch * width, heads, size)
+
+    output = varlen_kernel()(flat(query), flat(key), flat(value), cu_seq_lens_q, cu_seq_lens_q,
+                             max_length_q, max_length_q, scale=scaling)  # fmt: skip
+    return output.reshape(batch, width, heads, size), None
+
+
+def sequence_bounds(batch: PackedBatch, width: int) -> tuple[np.ndarray, int]:
+    """cu_seqlens (int32) of `batch`'s rows laid end to end: a span per text and one per
+    row's padded end (it attends to itself, as with the mask); and the longest span."""
+    rows = batch.size
+    used = np.zeros(rows, np.int64)
+    np.add.at(used, batch.text_row, batch.lengths)
+    padded = np.flatnonzero(used < width)
+    bounds = np.unique(np.concatenate([
+        batch.text_row * width + batch.text_start, np.arange(rows + 1) * width,
+        padded * width + used[padded],
+    ]))  # fmt: skip
+    return bounds.astype(np.int32), int(np.diff(bounds).max(initial=0))
+
+
+class PackedAttention:
+    """Runs packed batches through `model`, each text attending only to itself: by varlen
+    bounds where `uses_varlen`, else by the dense mask. A varlen kernel that fails (a GPU it
+    never ran on) hands over to the mask for good, with one warning line."""
+
+    def __init__(self, model, width: int) -> None:
+        self.model = model
+        self.width = width
+        self.varlen = uses_varlen(model)
+        if self.varlen:
+            enable_varlen(model)
+
+    def run(
+        self, batch: PackedBatch, input_ids: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """The last hidden states [rows, width, dim] of `batch`, already on the model's device."""
+        device = input_ids.device
+        if self.varlen:
+            bounds, longest = sequence_bounds(batch, self.width)
+            try:
+                return self.model(input_ids=input_ids, position_ids=positions, attention_mask=None,
+                                  cu_seq_lens_q=to_device(bounds, device),
+                                  max_length_q=longest).last_hidden_state  # fmt: skip
+            except torch.OutOfMemoryError:
+                raise  # smaller batches, not another kernel (`MemoryFit`)
+            except (RuntimeError, NotImplementedError, TypeError) as exc:
+                log.warning("varlen attention failed on %s (%s): packing with a dense mask instead",
+                            device, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)  # fmt: skip
+                self.varlen = False
+        segments = batch.segments.to(device, non_blocking=device.type == "cuda")
+        mask = block_mask(segments, self.model.config._attn_implementation, self.model.dtype)
+        return self.model(input_ids=input_ids, position_ids=positions,
+                          attention_mask=mask).last_hidden_state  # fmt: skip
