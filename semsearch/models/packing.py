@@ -2,11 +2,12 @@
 
 Why: a padded batch computes on its pad tokens. Sorting texts by length keeps those few, but
 a GPU spends every padded position in every layer; packing puts texts end to end in rows
-of `width` tokens, restarts the position ids at each text, and gives attention a
-block-diagonal mask, so the only padding left is the end of each row. The token vectors
-are then gathered back per text and pooled by the usual `Pooling`. Whether it is faster is
-a property of the device (see `BiEncoder.encode(packing=True)`); the vectors are the
-padded path's (tested to cosine 0.999).
+of `width` tokens, restarts the position ids at each text, and keeps each text's attention
+to itself (a block-diagonal mask, or on CUDA each text's bounds for a varlen kernel: see
+`VARLEN_KIND`), so the only padding left is the end of each row. The token vectors are then
+gathered back per text and pooled by the usual `Pooling`. Whether it is faster is a property
+of the device (see `BiEncoder.encode(packing=True)`); the vectors are the padded path's
+(tested to cosine 0.999). Batches are page-locked on CUDA, so their copies do not block.
 """
 
 from __future__ import annotations
