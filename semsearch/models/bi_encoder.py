@@ -321,7 +321,7 @@ class BiEncoder(nn.Module):
             )  # fmt: skip
         )
 
-        attention = PackedAttention(transformer, width)
+        attention = PackedAttention(transformer, width, self.device)
 
         def forward(batch: PackedBatch) -> torch.Tensor:
             input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)

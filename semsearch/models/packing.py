@@ -208,13 +208,14 @@ def varlen_kernel() -> Callable | None:
     return varlen_attn
 
 
-def uses_varlen(model) -> bool:
-    """True where packed batches of `model` go through varlen attention, without a mask."""
+def uses_varlen(model, device: torch.device) -> bool:
+    """True where packed batches of `model` (on `device`) go through varlen attention, without
+    a mask."""
     config = model.config
     return (
         config.model_type in VARLEN_MODELS
         and config._attn_implementation in ("sdpa", VARLEN_KIND)
-        and model.device.type in VARLEN_DEVICES
+        and device.type in VARLEN_DEVICES
         and model.dtype in VARLEN_DTYPES
         and varlen_kernel() is not None
     )
@@ -273,10 +274,10 @@ class PackedAttention:
     bounds where `uses_varlen`, else by the dense mask. A varlen kernel that fails (a GPU it
     never ran on) hands over to the mask for good, with one warning line."""
 
-    def __init__(self, model, width: int) -> None:
+    def __init__(self, model, width: int, device: torch.device) -> None:
         self.model = model
         self.width = width
-        self.varlen = uses_varlen(model)
+        self.varlen = uses_varlen(model, device)
         if self.varlen:
             enable_varlen(model)
 
