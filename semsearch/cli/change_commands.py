@@ -78,7 +78,8 @@ def add(
         result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
                                  on_ray, device)  # fmt: skip
     else:
-        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size, device=device)
+        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size, device=device,
+                          show_progress=show_progress(json_output))  # fmt: skip
     _report(folder.name, result, json_output)
 
 
