@@ -243,11 +243,16 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
 
     @app.post("/indexes/{name}/documents", dependencies=writer)
     def upsert(indexes: Registry, name: str, body: DocumentsRequest) -> dict:
+        """Add rows, or replace the rows of the same ids: the body is `{"rows": [{...}, ...]}`,
+        each row with the index's id and text columns and any of its metadata columns
+        (`GET /indexes/{name}` lists them); a field the index has no column for is refused.
+        Needs the API key."""
         served = _healthy(indexes, name)
         if len(body.rows) > limits.max_documents:
             raise ClientError(
                 422, f"{len(body.rows)} rows; the limit is {limits.max_documents} per request"
             )
+        _check_columns(served, body.rows)
         try:
             table = pa.Table.from_pylist(body.rows)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -282,6 +287,21 @@ def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:
     if not served.healthy or served.batcher is None:
         raise ClientError(503, f"index {served.name!r} is unavailable: {served.problem}")
     return served
+
+
+def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
+    """Refuse a field the index has no column for: written, it would silently widen the
+    index's schema (every other row null there) on what may only be a typo."""
+    known = {c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")}
+    manifest = served.searcher.manifest
+    known |= {manifest.text_column} | ({manifest.id_column} if manifest.id_column else set())
+    unknown = sorted({key for row in rows for key in row} - known)
+    if unknown:
+        raise ClientError(
+            422,
+            f"rows: {', '.join(map(repr, unknown))} {'is not a column' if len(unknown) == 1 else 'are not columns'} "
+            f"of index {served.name!r}; its columns are {', '.join(sorted(known))}",
+        )
 
 
 def _generation(served: ServedIndex) -> int | None:

@@ -230,3 +230,43 @@ def test_bad_modes_and_an_index_without_bm25(client, tmp_path, corpus_file, tiny
             and "semsearch reindex plain --lexical" in response.json()["error"]
         )
         assert plain.get("/indexes").json()[0]["modes"] == ["dense"]
+
+
+@pytest.mark.parametrize(
+    "payload,where",
+    [
+        (b'{"q": "\\ud800"}', "q"),
+        (b'{"queries": ["fine", "bad \\udfff end"]}', "queries"),
+        (b'{"q": "x", "where": "topic = \'\\ud800\'"}', "where"),
+    ],
+)
+def test_a_lone_surrogate_is_a_422_not_a_500(client, payload, where) -> None:
+    response = client.post("/search", content=payload, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"].startswith(where) and "surrogate" in response.json()["error"]
+
+
+@pytest.mark.parametrize("parameter,value", [("ef_search", 10**9), ("nprobe", 10**9), ("k", 10**9)])
+def test_per_call_work_has_a_hard_ceiling(client, parameter, value) -> None:
+    response = client.post("/search", json={"q": "guitar", parameter: value})
+    assert response.status_code == 422 and parameter in response.json()["error"], response.text
+
+
+def test_a_write_with_a_field_the_index_lacks_is_refused(writer) -> None:
+    row = {"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music", "colour": "red"}
+    refused = writer.post("/indexes/docs/documents", json={"rows": [row]})
+    assert refused.status_code == 422 and "'colour'" in refused.json()["error"], refused.text
+    assert writer.get("/health").json()["indexes"]["docs"]["generation"] == 1  # nothing written
+    del row["colour"]
+    assert writer.post("/indexes/docs/documents", json={"rows": [row]}).status_code == 200
+
+
+def test_the_write_body_is_documented_with_an_example(client) -> None:
+    api = client.get("/openapi.json").json()
+    operation = api["paths"]["/indexes/{name}/documents"]["post"]
+    assert '{"rows": [' in operation["description"]
+    schema = api["components"]["schemas"]["DocumentsRequest"]
+    assert (
+        schema["examples"][0]["rows"][0]["text"]
+        and "metadata" in schema["properties"]["rows"]["description"]
+    )
