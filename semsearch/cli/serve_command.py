@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Annotated
 
@@ -60,6 +61,11 @@ def serve(
     config = ServerConfig(index_dir=index_dir, names=list(names or []), device=device,
                           api_key=api_key or os.environ.get("SEMSEARCH_API_KEY") or None,
                           max_batch=max_batch, max_wait_ms=max_wait_ms, precision=precision)  # fmt: skip
-    typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs); Ctrl-C stops", err=True)
+    # What start-up is loading and warming, and when it is ready, in a line each: an
+    # operator otherwise sees a URL that answers 503 for a while without knowing why.
+    if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
+        logging.getLogger("semsearch.server").setLevel(logging.INFO)
+    typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs; /ready says when the "
+               "indexes are loaded); Ctrl-C stops", err=True)  # fmt: skip
     uvicorn.run(create_app(config), host=host, port=port, log_level="warning",
                 timeout_graceful_shutdown=30)  # fmt: skip

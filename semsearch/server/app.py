@@ -1,6 +1,9 @@
 """The HTTP API and search page: `create_app(ServerConfig(...))` gives a FastAPI app.
 
-The model and indexes load once, in the app's lifespan; `/health` answers only after that.
+The model and indexes load once, in a thread the app's lifespan starts: the server listens
+at once, `/health` (no key, no data) says it is alive, and `/ready` answers 503 "starting"
+until every index is open, then 200 (server/warmup.py: queries are answered in fp32 while
+bf16 kernels compile between batches).
 Queries are encoded by the registry's micro-batchers (a worker thread) and searched in
 the thread pool, so the event loop never waits on the model or on FAISS. Every error is a
 JSON body `{"error": ...}`: 4xx for what the client can fix, 500 with a request id (logged
@@ -33,20 +36,29 @@ from semsearch.server.guard import RequestGuard, json_bytes
 from semsearch.server.metrics import ServerMetrics
 from semsearch.server.registry import IndexRegistry, ServedIndex
 from semsearch.server.schemas import DeleteRequest, DocumentsRequest, SearchRequest, ServerConfig
+from semsearch.server.warmup import Startup
 
 log = logging.getLogger(__name__)
 
 
 class ClientError(Exception):
-    """A request the client must change: answered with `status` and the message."""
+    """A request the client must change (or retry): answered with `status` and the message."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = headers
 
 
 async def _registry(request: Request) -> IndexRegistry:
-    return request.app.state.registry
+    """The served indexes, or a 503 while they are still loading (or failed to)."""
+    startup: Startup[IndexRegistry] = request.app.state.startup
+    if startup.result is not None:
+        return startup.result
+    if startup.failure is not None:
+        raise ClientError(503, f"the server could not start: {startup.failure}")
+    raise ClientError(503, f"starting: {startup.phase} ({startup.elapsed_s:.0f} s so far)",
+                      headers={"Retry-After": "1"})  # fmt: skip
 
 
 # Route functions are read by FastAPI from their annotations, which resolve at module level.
@@ -57,16 +69,26 @@ def create_app(config: ServerConfig) -> FastAPI:
     """The API over the indexes `config` names (every index in its folder by default)."""
     metrics = ServerMetrics()
 
+    def load(startup: Startup[IndexRegistry]) -> IndexRegistry:
+        def on_phase(phase: str) -> None:
+            startup.phase = phase
+            log.info("starting: %s", phase)
+
+        registry = IndexRegistry(config, metrics.batch_size.observe, on_phase=on_phase)
+        registry.start_refreshing(config.refresh_every_s)
+        log.info("ready in %.1f s: serving %s; queries encode in %s", startup.elapsed_s,
+                 ", ".join(registry.indexes), registry.precision)  # fmt: skip
+        return registry
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = await run_in_threadpool(IndexRegistry, config, metrics.batch_size.observe)
-        registry.start_refreshing(config.refresh_every_s)
-        app.state.registry = registry
-        log.info("serving %s", ", ".join(registry.indexes))
+        app.state.startup = Startup(load)
         try:
             yield
         finally:
-            registry.close()
+            registry = await run_in_threadpool(app.state.startup.wait)
+            if registry is not None:
+                registry.close()
 
     app = FastAPI(title="semsearch", version=__version__, lifespan=lifespan,
                   description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
@@ -81,7 +103,9 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, exc: ClientError) -> JSONResponse:
-        return _error(exc.status, str(exc))
+        response = _error(exc.status, str(exc))
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(SemsearchError)
     async def user_error(request: Request, exc: SemsearchError) -> JSONResponse:
@@ -136,13 +160,37 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     def page() -> str:
         return resources.files("semsearch.server").joinpath("page.html").read_text(encoding="utf-8")
 
-    @app.get("/health", dependencies=reader)
-    def health(indexes: Registry) -> JSONResponse:
-        states = {name: {"healthy": s.healthy, "problem": s.problem, "generation": _generation(s)}
-                  for name, s in indexes.indexes.items()}  # fmt: skip
-        ok = all(state["healthy"] for state in states.values())
-        return JSONResponse({"status": "ok" if ok else "degraded", "indexes": states},
-                            status_code=200 if ok else 503)  # fmt: skip
+    @app.get("/health")
+    async def health() -> dict:
+        """Liveness, for a load balancer or a container check: 200 while the process answers,
+        with no key and no data. Whether it can search is `/ready`'s answer."""
+        return {"status": "alive"}
+
+    @app.get("/ready")
+    async def ready(request: Request) -> JSONResponse:
+        """Readiness: 503 with "starting" (and what is loading) until the model and every
+        index are open, then 200 "ok", or 503 "degraded" while an index cannot be served.
+        `warm` turns true once queries encode in their final precision (bf16 kernels are
+        compiled in the background; fp32 answers meanwhile). With the key (or none set) the
+        body also names each index's state."""
+        startup: Startup[IndexRegistry] = request.app.state.startup
+        indexes = startup.result
+        if indexes is None:
+            status = "failed" if startup.failure is not None else "starting"
+            detail = startup.failure or startup.phase
+            return JSONResponse({"status": status, "detail": detail,
+                                 "elapsed_s": round(startup.elapsed_s, 1)}, status_code=503)  # fmt: skip
+        ok = all(served.healthy for served in indexes.indexes.values())
+        body: dict = {"status": "ok" if ok else "degraded", "warm": indexes.warm,
+                      "precision": indexes.precision}  # fmt: skip
+        try:
+            await authorised(request)
+        except ClientError:
+            pass  # without the key: the status only
+        else:
+            body["indexes"] = {name: {"healthy": s.healthy, "problem": s.problem, "generation": _generation(s)}
+                               for name, s in indexes.indexes.items()}  # fmt: skip
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics", dependencies=reader)
     def prometheus(indexes: Registry) -> Response:
@@ -165,6 +213,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     async def search_get(request: Request) -> Response:
         """One query, in the URL: the parameters are POST /search's, `queries` aside."""
         await authorised(request)
+        indexes = await _registry(request)
         given = {name: value for name, value in request.query_params.items() if name in GET_FIELDS}
         if "q" not in given:
             raise ClientError(422, "q: the query is missing: add ?q=... to the URL")
@@ -174,7 +223,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             raise RequestValidationError(
                 [{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]
             ) from None
-        return await _search(request.app.state.registry, search)
+        return await _search(indexes, search)
 
     @app.post("/search", dependencies=reader)
     async def search_post(indexes: Registry, request: SearchRequest) -> Response:

@@ -19,8 +19,8 @@ def _ids(body: dict, query: int = 0) -> list:
 
 
 def test_health_and_indexes(client) -> None:
-    health = client.get("/health")
-    assert health.status_code == 200 and health.json()["indexes"]["docs"]["generation"] == 1
+    ready = client.get("/ready")
+    assert ready.status_code == 200 and ready.json()["indexes"]["docs"]["generation"] == 1
     listing = client.get("/indexes").json()
     assert [(i["name"], i["rows"], i["healthy"]) for i in listing] == [("docs", 12, True)]
     described = client.get("/indexes/docs").json()
@@ -116,7 +116,7 @@ def test_a_chunked_body_is_limited_too_and_read_whole_when_it_fits(client, sente
 
 
 def test_unexpected_failure_is_a_500_with_a_request_id(client, monkeypatch) -> None:
-    served = client.app.state.registry.get("docs")
+    served = client.registry.get("docs")
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
@@ -164,7 +164,7 @@ def test_upsert_and_delete_through_the_api(writer) -> None:
 def test_changes_from_another_writer_are_served_within_a_second(client, index_dir) -> None:
     Index.open("docs", index_dir).delete(ids=["d0"])
     deadline = time.monotonic() + 1.0
-    while client.get("/health").json()["indexes"]["docs"]["generation"] != 2:
+    while client.get("/ready").json()["indexes"]["docs"]["generation"] != 2:
         assert time.monotonic() < deadline, "the server did not move to generation 2 within 1 s"
         time.sleep(0.02)
     assert "d0" not in _ids(client.get("/search", params={"q": "guitar", "k": 12}).json())
@@ -175,7 +175,7 @@ def test_a_vanished_index_is_unhealthy_not_fatal(client, index_dir) -> None:
 
     shutil.rmtree(index_dir / "docs")
     deadline = time.monotonic() + 2.0
-    while client.get("/health").status_code != 503:
+    while client.get("/ready").status_code != 503:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     assert client.get("/search", params={"q": "x"}).status_code == 503
@@ -204,7 +204,7 @@ def test_lexical_and_hybrid_answer_like_the_library(
     searcher = Searcher(find_index("docs", index_dir), device="cpu")
     expected = [[hit.id for hit in hits] for hits in searcher.search(sentences[:2], k=4, mode=mode)]
     if mode == "lexical":  # BM25 alone never waits for the encoder
-        served = client.app.state.registry.get("docs")
+        served = client.registry.get("docs")
         monkeypatch.setattr(
             served.batcher, "submit", lambda *a, **k: pytest.fail("lexical encoded")
         )
@@ -256,7 +256,7 @@ def test_a_write_with_a_field_the_index_lacks_is_refused(writer) -> None:
     row = {"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music", "colour": "red"}
     refused = writer.post("/indexes/docs/documents", json={"rows": [row]})
     assert refused.status_code == 422 and "'colour'" in refused.json()["error"], refused.text
-    assert writer.get("/health").json()["indexes"]["docs"]["generation"] == 1  # nothing written
+    assert writer.get("/ready").json()["indexes"]["docs"]["generation"] == 1  # nothing written
     del row["colour"]
     assert writer.post("/indexes/docs/documents", json={"rows": [row]}).status_code == 200
 
