@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from semsearch.models.query_precision import choose_query_precision, warm_steps
+from semsearch.models.query_precision import WARM_TOKENS, choose_query_precision, warm_steps
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -81,6 +81,7 @@ class QueryPrecisionWarmup:
             self._decided.set()
         self._local = threading.local()
         self._warmed = 0
+        self._announced = False
         self._count = threading.Lock()
         self._started = time.monotonic()
 
@@ -123,6 +124,12 @@ class QueryPrecisionWarmup:
             return False
         steps: Iterator[None] | None = getattr(self._local, "steps", None)
         if steps is None:
+            with self._count:
+                if not self._announced:
+                    self._announced = True
+                    log.info("compiling bf16 kernels for queries of up to %d tokens on %d encoder "
+                             "workers, between batches; queries encode in fp32 meanwhile",
+                             WARM_TOKENS, self.workers)  # fmt: skip
             steps = self._local.steps = warm_steps(self.encoder, self.largest_batch)
         if next(steps, StopIteration) is not StopIteration:
             return True
