@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -109,7 +110,7 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
 
     @app.exception_handler(SemsearchError)
     async def user_error(request: Request, exc: SemsearchError) -> JSONResponse:
-        return _error(400, str(exc))
+        return _error(400, api_words(str(exc)))
 
     @app.exception_handler(LookupError)
     async def not_found(request: Request, exc: LookupError) -> JSONResponse:
@@ -366,6 +367,18 @@ def _summary(served: ServedIndex) -> dict:
             "metric": manifest.index.metric, "model": manifest.model.name,
             "modes": ["dense", "lexical", "hybrid"] if manifest.lexical is not None else ["dense"],
             "columns": [c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")]}  # fmt: skip
+
+
+# The library's messages name the command line's flags; over HTTP the same things are the
+# request's fields (`--where EXPR` is `where`).
+_FLAGS = re.compile(
+    r"(?<![\w-])--(where|ids|ef-search|nprobe|mode|fusion|alpha)(?: (?:EXPR|FILE))?\b"
+)
+
+
+def api_words(message: str) -> str:
+    """`message` with the CLI's flags named as the API's fields."""
+    return _FLAGS.sub(lambda match: match.group(1).replace("-", "_"), message)
 
 
 def _error(status: int, message: str) -> JSONResponse:

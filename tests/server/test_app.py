@@ -270,3 +270,27 @@ def test_the_write_body_is_documented_with_an_example(client) -> None:
         schema["examples"][0]["rows"][0]["text"]
         and "metadata" in schema["properties"]["rows"]["description"]
     )
+
+
+def test_errors_name_the_api_fields_not_the_command_line_flags(client) -> None:
+    from semsearch.server.app import api_words
+
+    response = client.get("/search", params={"q": "x", "where": "missing = 1"})
+    assert response.status_code == 400 and "--" not in response.json()["error"]
+    assert response.json()["error"].startswith("where names the column 'missing'")
+    assert api_words("give either ids (--ids FILE) or a filter (--where EXPR)") == (
+        "give either ids (ids) or a filter (where)"
+    )
+    assert api_words("--ef-search 5 and --nprobe 3; keep --overwrite") == (
+        "ef_search 5 and nprobe 3; keep --overwrite"
+    )
+
+
+def test_the_page_is_self_contained_and_keeps_the_search_in_its_url(client) -> None:
+    page = client.get("/").text
+    assert '<link rel="icon" href="data:image/svg+xml,' in page  # no /favicon.ico 404
+    assert "graphics" not in page and "section" not in page  # no Debian-specific example
+    assert "history.pushState" in page and "popstate" in page and "location.search" in page
+    assert "Columns to filter on" in page and "@media (max-width" in page
+    columns = client.get("/indexes").json()[0]["columns"]
+    assert "topic" in columns  # what the page lists as filterable
