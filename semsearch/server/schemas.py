@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from semsearch.index.store import DEFAULT_INDEX_DIR
-from semsearch.options import FusionMethod, SearchMode
+from semsearch.options import DEFAULT_FUSION, FusionMethod, SearchMode
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,12 @@ class SearchRequest(BaseModel):
         "dense", description="dense (vectors), lexical (BM25) or hybrid (both, fused)."
     )
     fusion: FusionMethod = Field(
-        "rrf", description="How hybrid fuses: reciprocal rank (rrf) or convex."
+        DEFAULT_FUSION,
+        description="How hybrid fuses: adaptive (BM25 weighs less where its top scores are "
+        "flat), reciprocal rank (rrf) or convex.",
     )
     alpha: float | None = Field(
-        None, ge=0, le=1, description="Convex fusion's weight of the dense side."
+        None, ge=0, le=1, description="The dense side's weight (convex; adaptive's least)."
     )
 
     @field_validator("q", "queries", "index", "where")
