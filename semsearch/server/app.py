@@ -245,9 +245,13 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             results = searcher.search_vectors(queries, vectors, request.k, request.where, mode=request.mode,
                                               fusion=fusion, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
             score_name = searcher.score_name_for(request.mode)
-            return json_bytes({"index": served.name, "generation": searcher.generation, "mode": request.mode,
-                               "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
-                                           for query, hits in zip(queries, results)]})  # fmt: skip
+            answered = {"index": served.name, "generation": searcher.generation, "mode": request.mode,
+                        "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
+                                    for query, hits in zip(queries, results)]}  # fmt: skip
+            # What the library's bounds changed (a value clamped to what the index can use),
+            # one line each, passed on as they are; absent when nothing was.
+            notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
+            return json_bytes({**answered, "notes": notes} if notes else answered)
 
         if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
             body = await run_in_threadpool(answer, None)

@@ -294,3 +294,19 @@ def test_the_page_is_self_contained_and_keeps_the_search_in_its_url(client) -> N
     assert "Columns to filter on" in page and "@media (max-width" in page
     columns = client.get("/indexes").json()[0]["columns"]
     assert "topic" in columns  # what the page lists as filterable
+
+
+def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypatch) -> None:
+    served = client.registry.get("docs")
+    original = served.searcher.search_vectors
+
+    class Noted(list):
+        notes = ["--ef-search 900 is more than this index can use: searched with 12"]
+
+    monkeypatch.setattr(served.searcher, "search_vectors",
+                        lambda *a, **k: Noted(original(*a, **k)))  # fmt: skip
+    body = client.get("/search", params={"q": "guitar", "k": 2}).json()
+    assert body["notes"] == ["ef_search 900 is more than this index can use: searched with 12"]
+    assert len(body["results"][0]["hits"]) == 2
+    monkeypatch.undo()
+    assert "notes" not in client.get("/search", params={"q": "guitar", "k": 2}).json()
