@@ -67,5 +67,13 @@ def serve(
         logging.getLogger("semsearch.server").setLevel(logging.INFO)
     typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs; /ready says when the "
                "indexes are loaded); Ctrl-C stops", err=True)  # fmt: skip
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=30)  # fmt: skip
+    api = create_app(config)
+    server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
+                                           timeout_graceful_shutdown=30))  # fmt: skip
+    # The indexes load in the background: a start that fails stops the server, and the
+    # command ends with that one line (a process that never becomes ready helps nobody).
+    api.state.on_failed_start = lambda: setattr(server, "should_exit", True)
+    server.run()
+    failure = getattr(getattr(api.state, "startup", None), "failure", None)
+    if failure is not None:
+        raise SemsearchError(f"the server could not start: {failure}")

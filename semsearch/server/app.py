@@ -75,7 +75,13 @@ def create_app(config: ServerConfig) -> FastAPI:
             startup.phase = phase
             log.info("starting: %s", phase)
 
-        registry = IndexRegistry(config, metrics.batch_size.observe, on_phase=on_phase)
+        try:
+            registry = IndexRegistry(config, metrics.batch_size.observe, on_phase=on_phase)
+        except Exception:
+            stop = getattr(app.state, "on_failed_start", None)  # `serve` stops the process
+            if stop is not None:
+                stop()
+            raise
         registry.start_refreshing(config.refresh_every_s)
         log.info("ready in %.1f s: serving %s; queries encode in %s", startup.elapsed_s,
                  ", ".join(registry.indexes), registry.precision)  # fmt: skip
@@ -83,7 +89,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.startup = Startup(load)
+        app.state.startup = Startup(load, log_failure=not hasattr(app.state, "on_failed_start"))
         try:
             yield
         finally:

@@ -30,8 +30,9 @@ T = TypeVar("T")
 class Startup(Generic[T]):
     """Runs `load` in a thread; until it returns, `phase` says what the server is doing."""
 
-    def __init__(self, load: Callable[[Startup[T]], T]) -> None:
+    def __init__(self, load: Callable[[Startup[T]], T], log_failure: bool = True) -> None:
         self.started = time.monotonic()
+        self.log_failure = log_failure  # off where the caller reports it (`serve` exits)
         self.phase = "loading the model and opening the indexes"
         self.result: T | None = None
         self.failure: str | None = None
@@ -46,7 +47,8 @@ class Startup(Generic[T]):
             self.result = load(self)
         except Exception as exc:  # reported by /ready and every request, and logged
             self.failure = str(exc) or type(exc).__name__
-            log.error("the server could not start: %s", self.failure)
+            if self.log_failure:
+                log.error("the server could not start: %s", self.failure)
         finally:
             self.done.set()
 
