@@ -47,7 +47,7 @@ SWEEP = {
     "no stemming": LexicalSpec(stemmer=""),
     "no stop words": LexicalSpec(stopwords=""),
 }
-MODES_SHOWN = ("dense", "lexical", "hybrid rrf k=60", "hybrid convex 0.5", "hybrid convex tuned",
+MODES_SHOWN = ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60", "hybrid convex 0.5", "hybrid convex tuned",
                "oracle: per query the better of dense and lexical")  # fmt: skip
 WARMUP = 20
 
@@ -98,8 +98,9 @@ def quality(name: str, data: RetrievalData, encoder: CachedEncoder, sweep: bool)
     for label, spec in SWEEP.items() if sweep else [("default", LexicalSpec())]:
         current = sides if spec == LexicalSpec() else with_lexical(sides, data, spec)
         modes = mode_metrics(current, data.qrels, Fusion())
-        modes.update({k: v for k, v in mode_metrics(current, data.qrels, Fusion("convex")).items()
-                      if k.startswith("hybrid")})  # fmt: skip
+        for other in (Fusion("rrf"), Fusion("convex")):
+            modes.update({k: v for k, v in mode_metrics(current, data.qrels, other).items()
+                          if k.startswith("hybrid")})  # fmt: skip
         modes["hybrid convex tuned"], folds = cross_validated_convex(current, data.qrels)
         modes["oracle: per query the better of dense and lexical"] = oracle(current, data.qrels)
         rows.append({"task": name, "bm25": label, "lexical_spec": asdict(spec), "alpha_folds": folds,
@@ -152,7 +153,8 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
     facts["open_seconds"] = round(time.perf_counter() - started, 2)
     texts = sample_queries(data_dir, "debian", WARMUP + queries, seed=0)
     runs = {"dense": ("dense", None), "lexical": ("lexical", None),
-            "hybrid rrf": ("hybrid", Fusion()), "hybrid convex": ("hybrid", Fusion("convex"))}  # fmt: skip
+            "hybrid adaptive": ("hybrid", Fusion()), "hybrid rrf": ("hybrid", Fusion("rrf")),
+            "hybrid convex": ("hybrid", Fusion("convex"))}  # fmt: skip
     started = time.perf_counter()
     searcher.search(texts[:1], k=k, mode="lexical")
     facts["lexical_first_load_seconds"] = round(time.perf_counter() - started, 2)
@@ -174,7 +176,7 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
                                  "mean_ms": round(float(np.mean(measured)), 2)}  # fmt: skip
         print(f"latency {label}: p50 {p50:.2f} ms, p90 {p90:.2f} ms", flush=True)
     dense = facts["modes"]["dense"]["p50_ms"]
-    for label in ("hybrid rrf", "hybrid convex"):
+    for label in ("hybrid adaptive", "hybrid rrf", "hybrid convex"):
         facts["modes"][label]["vs_dense_p50"] = round(facts["modes"][label]["p50_ms"] / dense, 2)
     facts["queries"], facts["k"], facts["query_source"] = queries, k, "debian synopses"
     return facts

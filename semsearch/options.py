@@ -54,10 +54,15 @@ QUERY_PRECISIONS: tuple[str, ...] = get_args(QueryPrecision)
 # Query modes: the vectors, the BM25 index beside them, or both fused (semsearch.hybrid).
 SearchMode = Literal["dense", "lexical", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
-# How hybrid fuses the two rankings: reciprocal rank fusion (ranks only, k=60 as in Cormack
-# et al. 2009), or a convex combination of min-max normalised scores weighted by alpha.
-FusionMethod = Literal["rrf", "convex"]
+# How hybrid fuses the two rankings: `adaptive` (the default: a convex combination whose
+# lexical weight shrinks where BM25's top scores are flat, semsearch.hybrid), reciprocal
+# rank fusion (ranks only, k=60 as in Cormack et al. 2009), or a convex combination of
+# min-max normalised scores weighted by alpha.
+FusionMethod = Literal["adaptive", "rrf", "convex"]
 FUSION_METHODS: tuple[str, ...] = get_args(FusionMethod)
+DEFAULT_FUSION: FusionMethod = "adaptive"
 DEFAULT_RRF_K = 60
-DEFAULT_ALPHA = 0.5  # the dense side's weight in convex fusion; tune it with `eval ir --tune-alpha`
+# The dense side's weight in convex fusion (tune it with `eval ir --tune-alpha`), and in
+# adaptive fusion where BM25 is most confident (elsewhere more).
+DEFAULT_ALPHA = 0.5
 HYBRID_DEPTH = 100  # candidates each side contributes to the fusion (at least k)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.hybrid import Fusion, check_mode, fuse
+from semsearch.hybrid import Fusion, bm25_spread, check_mode, describe, fuse
 
 
 def _ranking(rows: list[int], scores: list[float], width: int = 4):
@@ -48,3 +48,30 @@ def test_an_empty_side_and_bad_settings() -> None:
         Fusion("max")
     with pytest.raises(SemsearchError, match="--alpha must be between 0 and 1"):
         Fusion("convex", alpha=1.5)
+
+
+def _lexical(scores: list[float]):
+    return _ranking(list(range(100, 100 + len(scores))), scores, width=max(len(scores), 4))
+
+
+def test_bm25_spread_measures_how_far_the_first_score_stands_out() -> None:
+    assert bm25_spread(np.array([10.0] * 12)) == 0.0  # flat: common words only
+    assert bm25_spread(np.array([10.0] + [2.0] * 11)) == pytest.approx(0.8)
+    assert bm25_spread(np.array([10.0, 5.0])) == pytest.approx(0.5)  # fewer than 10 hits
+    assert bm25_spread(np.array([])) == 0.0
+
+
+def test_adaptive_follows_the_vectors_where_bm25_is_flat_and_weighs_it_where_it_stands_out() -> (
+    None
+):
+    dense = _ranking([1, 2, 3, 4], [0.9, 0.8, 0.7, 0.6])
+    # BM25 puts row 2 first, but its top scores are all alike: the dense order stands.
+    flat = _ranking([2, 4, 3, 1], [5.0, 5.0, 5.0, 5.0])
+    assert fuse(dense, flat, 4, Fusion())[1][0].tolist() == [1, 2, 3, 4]
+    # The same order with row 2 standing far out: BM25 weighs 0.5 x 0.9 and lifts it.
+    peaked = _ranking([2, 4, 3, 1], [10.0, 1.0, 1.0, 1.0])
+    scores, rows = fuse(dense, peaked, 4, Fusion())
+    assert rows[0].tolist() == [2, 1, 3, 4] and Fusion().method == "adaptive"
+    assert scores[0, 0] == pytest.approx(0.55 * 2 / 3 + 0.45 * 1.0)  # dense 0.8 of 0.6..0.9
+    assert describe(Fusion()).startswith("hybrid score: dense and BM25")
+    assert "reciprocal rank" in describe(Fusion("rrf"))

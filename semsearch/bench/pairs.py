@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import torch
+from tqdm.auto import tqdm
 
 from semsearch import __version__
 from semsearch.bench.sentences import SentenceSet
@@ -29,6 +30,8 @@ from semsearch.index.vector_index import prepare_vectors
 from semsearch.mining import Collection, MiningOptions, mine_paraphrases
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
+
+_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s"
 
 # The SBERT paper's figures, quoted for reference (Reimers & Gurevych, EMNLP 2019, section 1).
 QUOTED = {
@@ -164,23 +167,27 @@ def run_pairs_bench(
     options: PairsBenchOptions | None = None,
     progress: Callable[[str], None] | None = None,
     on_size: Callable[[PairsBenchResult], None] | None = None,
+    show_progress: bool = False,
 ) -> PairsBenchResult:
     """Measure both methods on each sentence set, in order; see the module docstring.
 
-    These runs take minutes: `progress` is told what is being measured, and `on_size`
-    gets the result so far after each size (to write it, so an interruption loses less).
+    These runs take minutes: `progress` is told what is being measured, `show_progress`
+    draws bars for the cross-encoder's sample and the bi-encoder's encoding and search, and
+    `on_size` gets the result so far after each size (to write it, so an interruption
+    loses less).
     """
     options = options or PairsBenchOptions()
     options.check()
     say = progress or (lambda message: None)
     result = PairsBenchResult([], cross_encoder.name, bi_encoder.name, options)
     load_before = _load_average()
-    for texts in sets:
-        say(f"n = {len(texts):,}: cross-encoder on random pairs of {texts.source}")
-        cross = measure_cross_encoder(cross_encoder, texts.texts, options)
+    for number, texts in enumerate(sets, start=1):
+        say(f"size {number} of {len(sets)}, n = {len(texts):,}: cross-encoder on random pairs "
+            f"of {texts.source}")  # fmt: skip
+        cross = measure_cross_encoder(cross_encoder, texts.texts, options, show_progress)
         say(f"  {cross.pairs_scored:,} pairs in {cross.seconds:.1f} s; now the bi-encoder, "
             "encoding and searching every sentence")  # fmt: skip
-        bi = measure_bi_encoder(bi_encoder, texts.texts, options)
+        bi = measure_bi_encoder(bi_encoder, texts.texts, options, show_progress)
         say(f"  encoded in {bi.encode_seconds:.1f} s, searched in {bi.search_seconds:.1f} s")
         result.sizes.append(SizeResult(len(texts), texts.source, cross, bi))
         result.machine = machine_facts(cross_encoder.device, load_before)
@@ -190,31 +197,39 @@ def run_pairs_bench(
 
 
 def measure_cross_encoder(
-    model: CrossEncoder, texts: list[str], options: PairsBenchOptions
+    model: CrossEncoder, texts: list[str], options: PairsBenchOptions, show_progress: bool = False
 ) -> CrossMeasure:
-    """Score random pairs of `texts` until both `min_pairs` and `min_seconds` are reached."""
+    """Score random pairs of `texts` until both `min_pairs` and `min_seconds` are reached
+    (the bar counts seconds of scoring towards `min_seconds`, or pairs when it is 0)."""
     rng = np.random.default_rng(options.seed)
     chunk = min(1024, max(options.min_pairs, options.batch_size))
     model.predict(random_pairs(texts, options.batch_size, rng), options.batch_size)  # warm-up
     scored, seconds = 0, 0.0
-    while scored < options.min_pairs or seconds < options.min_seconds:
-        pairs = random_pairs(texts, chunk, rng)
-        started = time.perf_counter()
-        model.predict(pairs, batch_size=options.batch_size)
-        seconds += time.perf_counter() - started
-        scored += len(pairs)
+    by_time = options.min_seconds > 0
+    total = options.min_seconds if by_time else options.min_pairs
+    with tqdm(total=total, desc="cross-encoder sample", unit="s" if by_time else "pair",
+              disable=not show_progress, bar_format=_BAR if by_time else None) as bar:  # fmt: skip
+        while scored < options.min_pairs or seconds < options.min_seconds:
+            pairs = random_pairs(texts, chunk, rng)
+            started = time.perf_counter()
+            model.predict(pairs, batch_size=options.batch_size)
+            took = time.perf_counter() - started
+            seconds += took
+            scored += len(pairs)
+            bar.update(min(took, total - bar.n) if by_time else min(len(pairs), total - bar.n))
     return CrossMeasure(pairs_scored=scored, seconds=seconds)
 
 
 def measure_bi_encoder(
-    encoder: BiEncoder, texts: list[str], options: PairsBenchOptions
+    encoder: BiEncoder, texts: list[str], options: PairsBenchOptions, show_progress: bool = False
 ) -> BiMeasure:
     """Encode every text and mine the most similar pairs, timed end to end."""
     encoder.encode(texts[: options.batch_size], options.batch_size)  # warm-up, untimed
     collection = TextCollection(texts, encoder, options.batch_size)
     # FAISS searches beside the model: on the GPU where the model runs there (and FAISS can).
     faiss_device = "cpu" if encoder.device.type == "cpu" else "auto"
-    mining = MiningOptions(top_k=options.top_k, top=options.top, device=faiss_device)
+    mining = MiningOptions(top_k=options.top_k, top=options.top, device=faiss_device,
+                           show_progress=show_progress)  # fmt: skip
     started = time.perf_counter()
     result = mine_paraphrases(collection, mining)
     seconds = time.perf_counter() - started

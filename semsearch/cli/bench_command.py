@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from semsearch.cli.common import Device, JsonFlag, app, console, user_errors
+from semsearch.cli.common import Device, JsonFlag, app, console, show_progress, user_errors
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -21,14 +21,15 @@ bench_app = typer.Typer(help="Benchmarks: semsearch's methods measured against e
                         no_args_is_help=True)  # fmt: skip
 app.add_typer(bench_app, name="bench")
 
-SHARED_DATA_SIZES = (1_000, 100_000)
+DEFAULT_SIZE = 10_000
+SHARED_DATA_SIZES = (1_000, 100_000)  # run after the default size when no size is given
 
 
 @bench_app.command("pairs")
 @user_errors
 def pairs(
-    n: Annotated[int, typer.Option("--n", help="Sentences to find the most similar pair among.")] = 10_000,
-    also: Annotated[str | None, typer.Option(help="More sizes, comma-separated (default: 1000,100000 on the shared data, none with --file; '' for none).")] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Sentences to find the most similar pair among (default: 10000, then the --also sizes).")] = None,
+    also: Annotated[str | None, typer.Option(help="More sizes, comma-separated (default: none when --n or --file is given, else 1000,100000 on the shared data).")] = None,
     data_dir: Annotated[Path, typer.Option(help="The shared data folder (STS-B, PyPI summaries).")] = DEFAULT_DATA_DIR,
     file: Annotated[Path | None, typer.Option(help="Your own sentences instead: a text file, one per line.")] = None,
     cross_encoder: Annotated[str | None, typer.Option(help="A cross-encoder folder (default: a new head on --model, which costs the same per pair).")] = None,
@@ -58,7 +59,7 @@ def pairs(
     options = PairsBenchOptions(min_pairs=min_pairs, min_seconds=min_seconds, top_k=top_k,
                                 top=top, batch_size=batch_size, seed=seed)  # fmt: skip
     options.check()
-    sizes = [n, *_sizes(also, file)]
+    sizes = _sizes(n, also, file)
     sets = [load_sentences(size, data_dir, file, seed) for size in sizes]
     if cross_encoder is not None:
         cross = CrossEncoder.load(cross_encoder, device=device)
@@ -66,9 +67,11 @@ def pairs(
         cross = CrossEncoder.from_encoder(model, device=device)
         cross.name = f"untrained head on {model}, same cost per pair"
     bi = BiEncoder.load(model, device=device)
+    typer.echo(f"sizes to measure: {', '.join(f'{size:,}' for size in sizes)}", err=True)
     # Written after each size, so that an interrupted run keeps what it measured.
     result = run_pairs_bench(sets, cross, bi, options, lambda line: typer.echo(line, err=True),
-                             lambda so_far: write_pairs_result(so_far, out_dir))  # fmt: skip
+                             lambda so_far: write_pairs_result(so_far, out_dir),
+                             show_progress=show_progress(json_output))  # fmt: skip
     if json_output:
         print_json_lines([result.to_dict()])
     else:
@@ -97,11 +100,15 @@ def _print_result(result: PairsBenchResult) -> None:
         console.print(line, markup=False)
 
 
-def _sizes(also: str | None, file: Path | None) -> list[int]:
-    """The extra sizes: as given, or the shared data's default ones (none for a file)."""
+def _sizes(n: int | None, also: str | None, file: Path | None) -> list[int]:
+    """The sizes to run, in order: --n (default 10,000), then --also's. Without --also, the
+    shared data's extra sizes run only when nothing was asked for: `--n 1000` means 1,000
+    sentences, not 1,000 and then 100,000 more encoded without a word."""
     if also is None:
-        return [] if file is not None else list(SHARED_DATA_SIZES)
-    try:
-        return [int(part) for part in also.replace("_", "").split(",") if part.strip()]
-    except ValueError:
-        raise SemsearchError(f"--also expects sizes like 1000,100000, not {also!r}") from None
+        extra = [] if n is not None or file is not None else list(SHARED_DATA_SIZES)
+    else:
+        try:
+            extra = [int(part) for part in also.replace("_", "").split(",") if part.strip()]
+        except ValueError:
+            raise SemsearchError(f"--also expects sizes like 1000,100000, not {also!r}") from None
+    return [DEFAULT_SIZE if n is None else n, *extra]

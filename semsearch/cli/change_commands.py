@@ -126,6 +126,10 @@ def reindex(
     memory_budget: Annotated[
         str | None, typer.Option(help="Memory the index may take (e.g. 2G).")
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(help="Fail (and write nothing) when tuning misses --target-recall."),
+    ] = False,
     device: FaissDeviceOption = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
@@ -143,7 +147,7 @@ def reindex(
     budget = parse_bytes(memory_budget) if memory_budget else None
     if index_type is not None:
         manifest = rebuild(folder, index_type, target_recall or None, budget,
-                           show_progress=show_progress(), device=device)  # fmt: skip
+                           show_progress=show_progress(), device=device, strict=strict)  # fmt: skip
     if lexical is not None:
         manifest = set_lexical(folder, LexicalSpec() if lexical else None)
     _report_manifest(folder.name, manifest, json_output)

@@ -29,7 +29,13 @@ from semsearch.cli.common import (
     user_errors,
 )
 from semsearch.cli.train_command import Columns, parse_assignments
-from semsearch.options import DEFAULT_ALPHA, DEFAULT_RERANK_TOP, FUSION_METHODS, SIMILARITIES
+from semsearch.options import (
+    DEFAULT_ALPHA,
+    DEFAULT_FUSION,
+    DEFAULT_RERANK_TOP,
+    FUSION_METHODS,
+    SIMILARITIES,
+)
 
 if TYPE_CHECKING:
     from semsearch.evaluation.tasks import EvaluationResult
@@ -92,8 +98,8 @@ def ir(
     search_index: Annotated[bool, typer.Option(help="Rank with the --index itself (built from corpus.jsonl with --id-column _id).")] = False,
     rerank: Annotated[str | None, typer.Option(help="A cross-encoder folder that re-orders each query's first --rerank-top documents, in each mode; the report says per mode whether it raised or lowered nDCG@10.")] = None,
     rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_RERANK_TOP,
-    fusion: Annotated[str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")] = "rrf",
-    alpha: Annotated[float, typer.Option(help="The dense side's weight in --fusion convex.")] = DEFAULT_ALPHA,
+    fusion: Annotated[str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")] = DEFAULT_FUSION,
+    alpha: Annotated[float, typer.Option(help="The dense side's weight in --fusion convex, its least in adaptive.")] = DEFAULT_ALPHA,
     tune_alpha: Annotated[bool, typer.Option(help="Also tune convex fusion's alpha on a dev split of the queries and report it.")] = False,
     model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
     device: Device = "auto", batch_size: BatchSize = 64, quantize: Quantize = None,
@@ -130,6 +136,10 @@ def _report_modes(result: EvaluationResult) -> None:
     for mode, metrics in facts["modes"].items():
         table.add_row(escape(mode), *[_cell(metrics.get(measure)) for measure in measures])
     console.print(table)
+    if "fusion" in facts:  # what the hybrid row's ranking is made of, in a line
+        from semsearch.hybrid import Fusion, describe
+
+        console.print(describe(Fusion(**facts["fusion"])), markup=False)
     for verdict in facts.get("rerank_verdicts", ()):
         style = "bold red" if " LOWERS " in verdict else "green"
         console.print(f"[{style}]{escape(verdict)}[/{style}]")

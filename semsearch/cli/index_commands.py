@@ -73,7 +73,11 @@ def build(
         bool, typer.Option(help="Replace an existing index of the same name.")
     ] = False,
     strict: Annotated[
-        bool, typer.Option(help="Fail on null or empty texts instead of skipping them.")
+        bool,
+        typer.Option(
+            help="Fail on null or empty texts instead of skipping them, and when "
+            "tuning misses --target-recall instead of keeping the best found."
+        ),
     ] = False,
     memory_budget: Annotated[
         str | None,

@@ -14,6 +14,7 @@ from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
 from semsearch.options import (
     DEFAULT_ALPHA,
+    DEFAULT_FUSION,
     DEFAULT_RERANK_TOP,
     DEFAULT_RRF_K,
     FUSION_METHODS,
@@ -73,14 +74,15 @@ def query(
     fusion: Annotated[
         str,
         typer.Option(
-            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (reciprocal rank "
-            f"fusion, k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical)."
+            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (adaptive: BM25 weighs "
+            "up to 1 - alpha, less where its top scores are flat; reciprocal rank fusion, "
+            f"k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical)."
         ),
-    ] = "rrf",
+    ] = DEFAULT_FUSION,
     alpha: Annotated[
         float,
         typer.Option(
-            help="The dense side's weight in --fusion convex (tune it with "
+            help="The dense side's weight in --fusion convex, its least in adaptive (tune it with "
             "'semsearch eval ir --tune-alpha')."
         ),
     ] = DEFAULT_ALPHA,

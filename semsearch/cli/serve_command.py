@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Annotated
 
@@ -60,6 +61,19 @@ def serve(
     config = ServerConfig(index_dir=index_dir, names=list(names or []), device=device,
                           api_key=api_key or os.environ.get("SEMSEARCH_API_KEY") or None,
                           max_batch=max_batch, max_wait_ms=max_wait_ms, precision=precision)  # fmt: skip
-    typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs); Ctrl-C stops", err=True)
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=30)  # fmt: skip
+    # What start-up is loading and warming, and when it is ready, in a line each: an
+    # operator otherwise sees a URL that answers 503 for a while without knowing why.
+    if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
+        logging.getLogger("semsearch.server").setLevel(logging.INFO)
+    typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs; /ready says when the "
+               "indexes are loaded); Ctrl-C stops", err=True)  # fmt: skip
+    api = create_app(config)
+    server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
+                                           timeout_graceful_shutdown=30))  # fmt: skip
+    # The indexes load in the background: a start that fails stops the server, and the
+    # command ends with that one line (a process that never becomes ready helps nobody).
+    api.state.on_failed_start = lambda: setattr(server, "should_exit", True)
+    server.run()
+    failure = getattr(getattr(api.state, "startup", None), "failure", None)
+    if failure is not None:
+        raise SemsearchError(f"the server could not start: {failure}")

@@ -189,9 +189,21 @@ def train(
                "time": f"{result.seconds:.0f} s"}  # fmt: skip
     if result.resumed_from is not None:
         summary["resumed from step"] = result.resumed_from
-    if result.dev_primary is not None:
+    if result.dev_primary is not None and result.kept_starting_point:
+        trained = result.dev_best_trained
+        summary[f"dev {result.dev_primary}"] = (
+            f"{result.dev_best:.4f} before training; fine-tuning did not beat it ("
+            + ("no step measured" if trained is None else f"best {trained:.4f}")
+            + "): the model saved is the starting point"
+        )
+    elif result.dev_primary is not None:
         summary[f"dev {result.dev_primary} (best)"] = (
             f"{result.dev_best:.4f} at step {result.dev_best_step}"
+            + (
+                f" (before training {result.dev_before:.4f})"
+                if result.dev_before is not None
+                else ""
+            )
         )
     for name, value in (result.test_metrics or {}).items():
         measure = name.split("/")[-1]  # a plan's test sets report NAME/metric

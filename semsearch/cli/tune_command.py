@@ -43,6 +43,9 @@ def tune(
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
+    strict: Annotated[
+        bool, typer.Option(help="Fail (and record nothing) when the target is not reached.")
+    ] = False,
 ) -> None:
     """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
     if k < 1 or sample < 1:
@@ -69,7 +72,8 @@ def tune(
         vectors = encoder.encode(texts)
     from semsearch.index.maintain import retune
 
-    result = retune(folder, target_recall, vectors, k=k, sample=sample, device=device)
+    result = retune(folder, target_recall, vectors, k=k, sample=sample, device=device,
+                    strict=strict)  # fmt: skip
     if json_output:
         print_json_lines([{"index": folder.name, **result.to_dict()}])
         return

@@ -101,7 +101,7 @@ def mode_metrics(
 
 
 def mode_names(fusion: Fusion) -> tuple[str, str, str]:
-    """How reports name the three modes: `dense`, `lexical`, `hybrid rrf k=60`."""
+    """How reports name the three modes: `dense`, `lexical`, `hybrid adaptive 0.5`."""
     return "dense", "lexical", f"hybrid {_describe(fusion)}"
 
 
@@ -145,4 +145,6 @@ def cross_validated_convex(
 
 
 def _describe(fusion: Fusion) -> str:
-    return f"rrf k={fusion.rrf_k}" if fusion.method == "rrf" else f"convex {fusion.alpha:g}"
+    return (
+        f"rrf k={fusion.rrf_k}" if fusion.method == "rrf" else f"{fusion.method} {fusion.alpha:g}"
+    )

@@ -62,7 +62,7 @@ from semsearch.index.store import (
     partial_folder,
     publish,
 )
-from semsearch.index.tune import TuningResult, tune_against_exact
+from semsearch.index.tune import TuningResult, enforce_target, tune_against_exact
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.models.truncation import truncation_report
@@ -349,6 +349,7 @@ def _tune(
     result = tune_against_exact(
         index, queries, segment.iter_parts, options.target_recall, TUNING_K, query_ids
     )
+    enforce_target(result, index, options.strict)  # --strict: a missed target is an error
     verdict = "meets" if result.met else "does NOT meet (the best found)"
     log.warning(
         "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s", result.parameter,

@@ -30,7 +30,7 @@ from semsearch.index.manifest import (
 )
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
-from semsearch.index.tune import TuningResult, tune_against_exact
+from semsearch.index.tune import TuningResult, enforce_target, tune_against_exact
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.index.verify import check_opened_files, check_restorable
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -48,10 +48,12 @@ def reindex(
     memory_budget: int | None = None,
     show_progress: bool = False,
     device: str = "auto",
+    strict: bool = False,
 ) -> Manifest:
     """Rebuild the FAISS structure as `requested` (flat, ivf, hnsw, ivfpq, a factory string)
     over every live row, tuned to `target_recall`; the new generation's manifest. FAISS
-    trains, adds and tunes on `device` (`auto`: a GPU when FAISS can use one)."""
+    trains, adds and tunes on `device` (`auto`: a GPU when FAISS can use one). A missed
+    target is a warning, or with `strict` an error that writes nothing."""
     _check_target(target_recall)
     placement = faiss_device(device)
     started = time.perf_counter()
@@ -60,8 +62,12 @@ def reindex(
         check_opened_files(folder, manifest, vectors=True)  # never build on changed files
         spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
                             manifest.index.metric, memory_budget)  # fmt: skip
-        new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started,
-                       placement)  # fmt: skip
+        try:
+            new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex",
+                           started, placement, strict)  # fmt: skip
+        except SemsearchError:
+            remove_leftovers(folder)  # a merged segment made for the new structure
+            raise
         write_manifest(folder.path, new)
         return new
 
@@ -149,6 +155,7 @@ def retune(
     k: int = TUNING_K,
     sample: int = DEFAULT_TUNING_QUERIES,
     device: str = "auto",
+    strict: bool = False,
 ) -> TuningResult:
     """Tune the search parameter on the largest segment's stored vectors (or on `queries`,
     already encoded) and record it in a new generation; the searches run on `device`."""
@@ -175,6 +182,7 @@ def retune(
             query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
         with index.placed(placement):
             result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+        enforce_target(result, index, strict)
         params = {**manifest.index.search_params, result.parameter: result.value}
         new = next_generation(
             manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
@@ -187,7 +195,7 @@ def retune(
 
 def _rebuild(
     folder: IndexFolder, manifest: Manifest, spec, target_recall: float | None,
-    show_progress: bool, kind: str, started: float, device: FaissDevice,
+    show_progress: bool, kind: str, started: float, device: FaissDevice, strict: bool = False,
 ) -> Manifest:  # fmt: skip
     """One segment over every live row with a new `spec` index: the next generation."""
     generation = manifest.generation + 1
@@ -206,11 +214,11 @@ def _rebuild(
             )
             tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
                                         segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
+            enforce_target(tuning, index, strict)
     if tuning is not None:
         spec = replace(spec, search_params={tuning.parameter: tuning.value})
-        log.warning(
-            "tuned %s=%d: recall@%d %.3f", tuning.parameter, tuning.value, TUNING_K, tuning.recall
-        )
+        log.warning("tuned %s=%d: recall@%d %.3f (target %s)", tuning.parameter, tuning.value,
+                    TUNING_K, tuning.recall, tuning.target)  # fmt: skip
     index_file = index_file_name(generation)
     size = index.write(segment.folder / index_file)
     record = replace(segment.record, index_file=index_file, index_file_bytes=size)

@@ -15,6 +15,7 @@ from the stored vectors (`StoredScores`) before they are compared.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -24,6 +25,8 @@ from semsearch.errors import SemsearchError
 from semsearch.index.exact_search import exact_knn
 from semsearch.index.filling import Parts
 from semsearch.index.vector_index import VectorIndex, higher_is_better, prepare_vectors
+
+log = logging.getLogger(__name__)
 
 SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes differ by rounding
 Rescore = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -44,6 +47,36 @@ class TuningResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def shortfall(result: TuningResult, index: VectorIndex) -> str:
+    """One line for a missed target: the recall reached, and what would reach more."""
+    largest = max(result.tried, default=result.value)
+    line = (f"recall target missed: the best {result.parameter} ({result.value}) reaches "
+            f"recall@{result.k} {result.recall:.3f}, under the target {result.target}; ")  # fmt: skip
+    if result.parameter == "nprobe":
+        ceiling = index.parameter_ceiling()
+        if ceiling is not None and largest < ceiling:
+            return line + (f"up to {largest} of {ceiling} lists were tried (a GPU's limit): try a "
+                           "larger --nprobe at query time on a CPU, or another --index-type")  # fmt: skip
+        codes = "" if index.keeps_exact_vectors() else ": its compressed codes cap the recall"
+        return line + (f"even every list (nprobe {largest}) falls short{codes}; rebuild with "
+                       "another --index-type (ivfsq or ivf keep more of each vector, hnsw or "
+                       "flat search better) or lower --target-recall")  # fmt: skip
+    return line + (f"up to efSearch {largest} was tried: give a larger --ef-search at query "
+                   "time, or rebuild with another --index-type (HNSW64 links more, flat is "
+                   "exact) or lower --target-recall")  # fmt: skip
+
+
+def enforce_target(result: TuningResult, index: VectorIndex, strict: bool = False) -> None:
+    """Say when tuning missed its target (a warning), or refuse it with `strict`: a recall
+    far under what was asked must not pass as if it were met."""
+    if result.met:
+        return
+    message = shortfall(result, index)
+    if strict:
+        raise SemsearchError(f"{message} (--strict: nothing was written)")
+    log.warning("%s", message)
 
 
 def tie_aware_recall(

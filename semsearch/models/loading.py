@@ -10,6 +10,7 @@ it and says what to do.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,21 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import ModelFolder, read_json
+
+
+class _UnusedLossNotice(logging.Filter):
+    """Drops transformers' "`loss_type=None` was set in the config but it is unrecognized"
+    line. Why: an encoder never computes transformers' loss, but tracing it (the query
+    encoder's cache) reads the `loss_function` property, which printed that line on a
+    user's first query. Every other message of that logger still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("`loss_type=None` was set in the config")
+
+
+_MODELING_LOGGER = "transformers.modeling_utils"
+if not any(isinstance(f, _UnusedLossNotice) for f in logging.getLogger(_MODELING_LOGGER).filters):
+    logging.getLogger(_MODELING_LOGGER).addFilter(_UnusedLossNotice())
 
 
 def load_pretrained(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -102,14 +103,21 @@ def warm_kernels(
     if precision != "bf16" or encoder.device.type != "cpu":
         return
     started = time.perf_counter()
+    for _ in warm_steps(encoder, max_batch, max_tokens):
+        pass
+    log.info("bf16 kernels compiled for queries of up to %d tokens in %.1f s", max_tokens,
+             time.perf_counter() - started)  # fmt: skip
+
+
+def warm_steps(encoder: BiEncoder, max_batch: int, max_tokens: int = WARM_TOKENS) -> Iterator[None]:
+    """`warm_kernels`' encodes one at a time (a server runs them between batches)."""
     for tokens in range(3, max_tokens + 1):
         longest = " ".join(["a"] * (tokens - 2))  # one token per word, plus [CLS] and [SEP]
         shorter = " ".join(["a"] * max(tokens - 3, 1))
         for batch in range(1, max_batch + 1):
             # One text of the full length and shorter ones: padded, as real groups are.
             encoder.encode([longest] + [shorter] * (batch - 1), batch_size=batch, precision="bf16")
-    log.info("bf16 kernels compiled for queries of up to %d tokens in %.1f s", max_tokens,
-             time.perf_counter() - started)  # fmt: skip
+            yield
 
 
 def _best_time(encoder: BiEncoder, texts: list[str], precision: str, runs: int = 3) -> float:

@@ -1,6 +1,9 @@
 """The HTTP API and search page: `create_app(ServerConfig(...))` gives a FastAPI app.
 
-The model and indexes load once, in the app's lifespan; `/health` answers only after that.
+The model and indexes load once, in a thread the app's lifespan starts: the server listens
+at once, `/health` (no key, no data) says it is alive, and `/ready` answers 503 "starting"
+until every index is open, then 200 (server/warmup.py: queries are answered in fp32 while
+bf16 kernels compile between batches).
 Queries are encoded by the registry's micro-batchers (a worker thread) and searched in
 the thread pool, so the event loop never waits on the model or on FAISS. Every error is a
 JSON body `{"error": ...}`: 4xx for what the client can fix, 500 with a request id (logged
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,20 +37,29 @@ from semsearch.server.guard import RequestGuard, json_bytes
 from semsearch.server.metrics import ServerMetrics
 from semsearch.server.registry import IndexRegistry, ServedIndex
 from semsearch.server.schemas import DeleteRequest, DocumentsRequest, SearchRequest, ServerConfig
+from semsearch.server.warmup import Startup
 
 log = logging.getLogger(__name__)
 
 
 class ClientError(Exception):
-    """A request the client must change: answered with `status` and the message."""
+    """A request the client must change (or retry): answered with `status` and the message."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = headers
 
 
 async def _registry(request: Request) -> IndexRegistry:
-    return request.app.state.registry
+    """The served indexes, or a 503 while they are still loading (or failed to)."""
+    startup: Startup[IndexRegistry] = request.app.state.startup
+    if startup.result is not None:
+        return startup.result
+    if startup.failure is not None:
+        raise ClientError(503, f"the server could not start: {startup.failure}")
+    raise ClientError(503, f"starting: {startup.phase} ({startup.elapsed_s:.0f} s so far)",
+                      headers={"Retry-After": "1"})  # fmt: skip
 
 
 # Route functions are read by FastAPI from their annotations, which resolve at module level.
@@ -57,16 +70,32 @@ def create_app(config: ServerConfig) -> FastAPI:
     """The API over the indexes `config` names (every index in its folder by default)."""
     metrics = ServerMetrics()
 
+    def load(startup: Startup[IndexRegistry]) -> IndexRegistry:
+        def on_phase(phase: str) -> None:
+            startup.phase = phase
+            log.info("starting: %s", phase)
+
+        try:
+            registry = IndexRegistry(config, metrics.batch_size.observe, on_phase=on_phase)
+        except Exception:
+            stop = getattr(app.state, "on_failed_start", None)  # `serve` stops the process
+            if stop is not None:
+                stop()
+            raise
+        registry.start_refreshing(config.refresh_every_s)
+        log.info("ready in %.1f s: serving %s; queries encode in %s", startup.elapsed_s,
+                 ", ".join(registry.indexes), registry.precision)  # fmt: skip
+        return registry
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry = await run_in_threadpool(IndexRegistry, config, metrics.batch_size.observe)
-        registry.start_refreshing(config.refresh_every_s)
-        app.state.registry = registry
-        log.info("serving %s", ", ".join(registry.indexes))
+        app.state.startup = Startup(load, log_failure=not hasattr(app.state, "on_failed_start"))
         try:
             yield
         finally:
-            registry.close()
+            registry = await run_in_threadpool(app.state.startup.wait)
+            if registry is not None:
+                registry.close()
 
     app = FastAPI(title="semsearch", version=__version__, lifespan=lifespan,
                   description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
@@ -81,11 +110,13 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, exc: ClientError) -> JSONResponse:
-        return _error(exc.status, str(exc))
+        response = _error(exc.status, str(exc))
+        response.headers.update(exc.headers or {})
+        return response
 
     @app.exception_handler(SemsearchError)
     async def user_error(request: Request, exc: SemsearchError) -> JSONResponse:
-        return _error(400, str(exc))
+        return _error(400, api_words(str(exc)))
 
     @app.exception_handler(LookupError)
     async def not_found(request: Request, exc: LookupError) -> JSONResponse:
@@ -136,13 +167,37 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     def page() -> str:
         return resources.files("semsearch.server").joinpath("page.html").read_text(encoding="utf-8")
 
-    @app.get("/health", dependencies=reader)
-    def health(indexes: Registry) -> JSONResponse:
-        states = {name: {"healthy": s.healthy, "problem": s.problem, "generation": _generation(s)}
-                  for name, s in indexes.indexes.items()}  # fmt: skip
-        ok = all(state["healthy"] for state in states.values())
-        return JSONResponse({"status": "ok" if ok else "degraded", "indexes": states},
-                            status_code=200 if ok else 503)  # fmt: skip
+    @app.get("/health")
+    async def health() -> dict:
+        """Liveness, for a load balancer or a container check: 200 while the process answers,
+        with no key and no data. Whether it can search is `/ready`'s answer."""
+        return {"status": "alive"}
+
+    @app.get("/ready")
+    async def ready(request: Request) -> JSONResponse:
+        """Readiness: 503 with "starting" (and what is loading) until the model and every
+        index are open, then 200 "ok", or 503 "degraded" while an index cannot be served.
+        `warm` turns true once queries encode in their final precision (bf16 kernels are
+        compiled in the background; fp32 answers meanwhile). With the key (or none set) the
+        body also names each index's state."""
+        startup: Startup[IndexRegistry] = request.app.state.startup
+        indexes = startup.result
+        if indexes is None:
+            status = "failed" if startup.failure is not None else "starting"
+            detail = startup.failure or startup.phase
+            return JSONResponse({"status": status, "detail": detail,
+                                 "elapsed_s": round(startup.elapsed_s, 1)}, status_code=503)  # fmt: skip
+        ok = all(served.healthy for served in indexes.indexes.values())
+        body: dict = {"status": "ok" if ok else "degraded", "warm": indexes.warm,
+                      "precision": indexes.precision}  # fmt: skip
+        try:
+            await authorised(request)
+        except ClientError:
+            pass  # without the key: the status only
+        else:
+            body["indexes"] = {name: {"healthy": s.healthy, "problem": s.problem, "generation": _generation(s)}
+                               for name, s in indexes.indexes.items()}  # fmt: skip
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics", dependencies=reader)
     def prometheus(indexes: Registry) -> Response:
@@ -165,6 +220,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     async def search_get(request: Request) -> Response:
         """One query, in the URL: the parameters are POST /search's, `queries` aside."""
         await authorised(request)
+        indexes = await _registry(request)
         given = {name: value for name, value in request.query_params.items() if name in GET_FIELDS}
         if "q" not in given:
             raise ClientError(422, "q: the query is missing: add ?q=... to the URL")
@@ -174,7 +230,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             raise RequestValidationError(
                 [{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]
             ) from None
-        return await _search(request.app.state.registry, search)
+        return await _search(indexes, search)
 
     @app.post("/search", dependencies=reader)
     async def search_post(indexes: Registry, request: SearchRequest) -> Response:
@@ -195,9 +251,13 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             results = searcher.search_vectors(queries, vectors, request.k, request.where, mode=request.mode,
                                               fusion=fusion, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
             score_name = searcher.score_name_for(request.mode)
-            return json_bytes({"index": served.name, "generation": searcher.generation, "mode": request.mode,
-                               "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
-                                           for query, hits in zip(queries, results)]})  # fmt: skip
+            answered = {"index": served.name, "generation": searcher.generation, "mode": request.mode,
+                        "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
+                                    for query, hits in zip(queries, results)]}  # fmt: skip
+            # What the library's bounds changed (a value clamped to what the index can use),
+            # one line each, passed on as they are; absent when nothing was.
+            notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
+            return json_bytes({**answered, "notes": notes} if notes else answered)
 
         if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
             body = await run_in_threadpool(answer, None)
@@ -243,11 +303,16 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
 
     @app.post("/indexes/{name}/documents", dependencies=writer)
     def upsert(indexes: Registry, name: str, body: DocumentsRequest) -> dict:
+        """Add rows, or replace the rows of the same ids: the body is `{"rows": [{...}, ...]}`,
+        each row with the index's id and text columns and any of its metadata columns
+        (`GET /indexes/{name}` lists them); a field the index has no column for is refused.
+        Needs the API key."""
         served = _healthy(indexes, name)
         if len(body.rows) > limits.max_documents:
             raise ClientError(
                 422, f"{len(body.rows)} rows; the limit is {limits.max_documents} per request"
             )
+        _check_columns(served, body.rows)
         try:
             table = pa.Table.from_pylist(body.rows)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -284,6 +349,21 @@ def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:
     return served
 
 
+def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
+    """Refuse a field the index has no column for: written, it would silently widen the
+    index's schema (every other row null there) on what may only be a typo."""
+    known = {c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")}
+    manifest = served.searcher.manifest
+    known |= {manifest.text_column} | ({manifest.id_column} if manifest.id_column else set())
+    unknown = sorted({key for row in rows for key in row} - known)
+    if unknown:
+        raise ClientError(
+            422,
+            f"rows: {', '.join(map(repr, unknown))} {'is not a column' if len(unknown) == 1 else 'are not columns'} "
+            f"of index {served.name!r}; its columns are {', '.join(sorted(known))}",
+        )
+
+
 def _generation(served: ServedIndex) -> int | None:
     return served.searcher.generation if served.searcher is not None else None
 
@@ -297,6 +377,18 @@ def _summary(served: ServedIndex) -> dict:
             "metric": manifest.index.metric, "model": manifest.model.name,
             "modes": ["dense", "lexical", "hybrid"] if manifest.lexical is not None else ["dense"],
             "columns": [c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")]}  # fmt: skip
+
+
+# The library's messages name the command line's flags; over HTTP the same things are the
+# request's fields (`--where EXPR` is `where`).
+_FLAGS = re.compile(
+    r"(?<![\w-])--(where|ids|ef-search|nprobe|mode|fusion|alpha)(?: (?:EXPR|FILE))?\b"
+)
+
+
+def api_words(message: str) -> str:
+    """`message` with the CLI's flags named as the API's fields."""
+    return _FLAGS.sub(lambda match: match.group(1).replace("-", "_"), message)
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -9,7 +9,9 @@ texts, shortest first, when given) and hands each request its rows after running
 request's own `then` on them in the same thread: the server searches and renders there, so
 a request changes threads once and the event loop only awaits a future. With `workers` > 1,
 as many threads each gather and encode their own batches (on a CPU, one single-threaded
-encoder per core outruns one encoder spread over every core).
+encoder per core outruns one encoder spread over every core). `on_idle` is work a worker
+does in small steps while its queue is empty (the server compiles bf16 kernels so): a
+query that arrives meanwhile waits for the step at hand only.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class MicroBatcher:
         workers: int = 1,
         group: int | None = None,
         on_start: Callable[[], None] | None = None,
+        on_idle: Callable[[], bool] | None = None,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0 or workers < 1 or (group is not None and group < 1):
             raise ValueError(
@@ -57,6 +60,7 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.group = group
         self.on_start = on_start
+        self.on_idle = on_idle
         self.max_wait_s = max_wait_ms / 1000
         self.on_batch = on_batch
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
@@ -105,7 +109,10 @@ class MicroBatcher:
                 log.exception("the encoder worker's start-up step failed")
         self._started[number].set()
         carried: _Pending | None = None
+        idle_work = self.on_idle is not None
         while True:
+            while carried is None and idle_work and self._queue.empty():
+                idle_work = self._idle_step()
             first = carried or self._queue.get()
             carried = None
             if first is None:
@@ -132,6 +139,14 @@ class MicroBatcher:
                 self.on_batch(size)
             for group in self._groups(batch):
                 self._encode(group)
+
+    def _idle_step(self) -> bool:
+        """One step of `on_idle`; False when it has no more (or failed: it costs speed only)."""
+        try:
+            return bool(self.on_idle())  # type: ignore[misc]
+        except Exception:
+            log.exception("the encoder worker's idle work failed; it stops")
+            return False
 
     def _groups(self, batch: list[_Pending]) -> list[list[_Pending]]:
         """The batch in encoder calls of about `group` texts, shortest requests first: texts

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import IndexFolder, find_index, list_indexes
-from semsearch.models.query_precision import choose_query_precision, warm_kernels
 from semsearch.search import Searcher
 from semsearch.server.batcher import MicroBatcher
 from semsearch.server.schemas import ServerConfig
+from semsearch.server.warmup import QueryPrecisionWarmup
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +76,19 @@ def served_folders(index_dir: Path, names: list[str] | None) -> list[IndexFolder
 class IndexRegistry:
     """Name -> `ServedIndex`, with one shared encoder per model and a refresher thread."""
 
-    def __init__(self, config: ServerConfig, on_batch: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        on_batch: Callable[[int], None] | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
+        """Open every index (`on_phase` hears what is being loaded, for /ready)."""
         self.config = config
         self.index_dir = config.index_dir
         self.on_batch = on_batch
+        self.on_phase = on_phase or (lambda phase: None)
         self._encoders: dict[tuple, tuple[object, MicroBatcher]] = {}
+        self.warmups: list[QueryPrecisionWarmup] = []
         # Requests already run in parallel; FAISS's own threads on top of them would only
         # contend for the same cores.
         import faiss
@@ -148,7 +156,18 @@ class IndexRegistry:
             for served in list(self.indexes.values()):
                 self.refresh(served)
 
+    @property
+    def warm(self) -> bool:
+        """Whether every encoder has finished warming (queries in their chosen precision)."""
+        return all(warmup.warm for warmup in self.warmups)
+
+    @property
+    def precision(self) -> str:
+        """What queries are encoded in now, per model (for /ready)."""
+        return "; ".join(warmup.state for warmup in self.warmups)
+
     def _open(self, folder: IndexFolder) -> ServedIndex:
+        self.on_phase(f"opening the index {folder.name}")
         searcher, batcher = self._searcher(folder)
         return ServedIndex(folder.name, folder, searcher, batcher)
 
@@ -162,6 +181,7 @@ class IndexRegistry:
 
             from semsearch.models.bi_encoder import BiEncoder
 
+            self.on_phase(f"loading the model {spec.name}")
             encoder = BiEncoder.for_index(spec, self.config.device)
             # The queries gathered from many requests are encoded and answered in groups of
             # CPU_SUB_BATCH, shortest first: on a CPU, 32 STS-B sentences take 101 ms as four
@@ -174,20 +194,24 @@ class IndexRegistry:
             workers = max(1, len(os.sched_getaffinity(0))) if on_cpu else 1
             if on_cpu:
                 torch.set_num_threads(1)
-            precision = choose_query_precision(encoder, self.config.precision)
+            largest = min(self.config.max_batch, group or self.config.max_batch)
+            # Queries are answered in fp32 from the start; bf16 is chosen and its kernels
+            # compiled between batches (server/warmup.py).
+            warmup = QueryPrecisionWarmup(encoder, self.config.precision, largest, workers)
+            self.warmups.append(warmup)
 
-            def encode(texts: list[str], encoder=encoder, precision=precision):
-                return encoder.encode(
-                    texts, batch_size=len(texts) if on_cpu else None, precision=precision
+            def encode(texts: list[str], encoder=encoder, warmup=warmup):
+                return encoder.encode(texts, batch_size=len(texts) if on_cpu else None,
+                                      precision=warmup.precision())  # fmt: skip
+
+            def first_query(encoder=encoder) -> None:  # the fp32 path's own first-call costs
+                encoder.encode(
+                    ["a warm-up query"], batch_size=1, precision="fp32" if on_cpu else "auto"
                 )
 
-            largest = min(self.config.max_batch, group or self.config.max_batch)
-
-            def warm(encoder=encoder, precision=precision, largest=largest) -> None:
-                warm_kernels(encoder, precision, largest)
-
             batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms, self.on_batch,
-                                   workers=workers, group=group, on_start=warm)  # fmt: skip
+                                   workers=workers, group=group, on_start=first_query,
+                                   on_idle=warmup.step)  # fmt: skip
             self._encoders[key] = (encoder, batcher)
         encoder, batcher = self._encoders[key]
         return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from semsearch.index.store import DEFAULT_INDEX_DIR
-from semsearch.options import FusionMethod, SearchMode
+from semsearch.options import DEFAULT_FUSION, FusionMethod, SearchMode
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,14 @@ class Limits:
     max_queries: int = 64
     max_body_bytes: int = 8 * 2**20
     max_documents: int = 10_000
+
+
+# Hard ceilings of the per-call search knobs, the same for every server: HNSW keeps a heap of
+# ef_search entries per query (ef_search 10^9 took 18 s and 9 GB on a 20-row index), so
+# a value beyond any index's use is refused before it reaches FAISS. The library clamps
+# what is under them to what the index at hand can use.
+MAX_EF_SEARCH = 16_384
+MAX_NPROBE = 65_536
 
 
 @dataclass(frozen=True)
@@ -50,25 +58,64 @@ class SearchRequest(BaseModel):
     k: int = Field(10, ge=1, description="Results per query.")
     index: str | None = Field(None, description="Index name (optional when one is served).")
     where: str | None = Field(None, description="SQL condition on the metadata.")
-    nprobe: int | None = Field(None, ge=1, description="IVF lists to visit, this call only.")
-    ef_search: int | None = Field(None, ge=1, description="HNSW candidate list, this call only.")
+    nprobe: int | None = Field(
+        None, ge=1, le=MAX_NPROBE, description="IVF lists to visit, this call only."
+    )
+    ef_search: int | None = Field(
+        None, ge=1, le=MAX_EF_SEARCH, description="HNSW candidate list, this call only."
+    )
     mode: SearchMode = Field(
         "dense", description="dense (vectors), lexical (BM25) or hybrid (both, fused)."
     )
     fusion: FusionMethod = Field(
-        "rrf", description="How hybrid fuses: reciprocal rank (rrf) or convex."
+        DEFAULT_FUSION,
+        description="How hybrid fuses: adaptive (BM25 weighs less where its top scores are "
+        "flat), reciprocal rank (rrf) or convex.",
     )
     alpha: float | None = Field(
-        None, ge=0, le=1, description="Convex fusion's weight of the dense side."
+        None, ge=0, le=1, description="The dense side's weight (convex; adaptive's least)."
     )
+
+    @field_validator("q", "queries", "index", "where")
+    @classmethod
+    def _encodable(cls, value: str | list[str] | None) -> str | list[str] | None:
+        """Text a tokenizer can read: JSON may carry lone surrogates (`"\\ud800"`), which
+        are no characters and which neither the tokenizer nor a JSON answer can hold."""
+        for text in [value] if isinstance(value, str) else value or []:
+            _check_utf8(text)
+        return value
 
 
 class DocumentsRequest(BaseModel):
-    """`POST /indexes/{name}/documents`: rows to upsert, each with the index's id and text."""
+    """`POST /indexes/{name}/documents`: rows to upsert (added, or replacing the row of the
+    same id), each with the index's id and text columns and, optionally, its metadata
+    columns. A column the index does not have is refused: a write never widens the schema."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"rows": [{"id": "doc-1", "text": "A violin concert tonight.", "topic": "music"}]}
+            ]
+        },
+    )
 
-    rows: list[dict[str, Any]] = Field(..., min_length=1)
+    rows: list[dict[str, Any]] = Field(
+        ...,
+        min_length=1,
+        description="One object per row: the index's id column, its text column, and any of "
+        "its metadata columns (GET /indexes/{name} lists them).",
+    )
+
+    @field_validator("rows")
+    @classmethod
+    def _encodable(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for row in rows:
+            for key, value in row.items():
+                _check_utf8(key)
+                if isinstance(value, str):
+                    _check_utf8(value)
+        return rows
 
 
 class DeleteRequest(BaseModel):
@@ -78,3 +125,13 @@ class DeleteRequest(BaseModel):
 
     ids: list[str | int] | None = None
     where: str | None = None
+
+
+def _check_utf8(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"holds {exc.object[exc.start : exc.end]!a} at character {exc.start}, "
+            "a lone surrogate that is no character: send valid UTF-8 text"
+        ) from None

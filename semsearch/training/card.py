@@ -109,10 +109,13 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
     dev = result.get("dev")
     if dev:
         before = dev.get("before")
-        lines.append(
-            f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
-            + (f" (before training {before:.4f})" if before is not None else "")
-        )
+        if dev.get("kept_starting_point"):
+            lines.append(starting_point_line(dev))
+        else:
+            lines.append(
+                f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
+                + (f" (before training {before:.4f})" if before is not None else "")
+            )
     else:
         lines.append("- no dev data: the model saved is the last step's")
     test = result.get("test")
@@ -121,3 +124,12 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
                           if name == test["primary"] or name.split("/")[-1] in CARD_METRICS)  # fmt: skip
         lines.append(f"- test (the model in this folder): {shown}")
     return lines
+
+
+def starting_point_line(dev: dict[str, Any]) -> str:
+    """The card's line when no fine-tuned step beat the starting point on dev."""
+    trained = dev.get("best_trained")
+    after = "no step was measured" if trained is None else f"the best step reached {trained:.4f}"
+    return (f"- dev {dev['primary']}: fine-tuning did not beat the starting point "
+            f"({dev['best']:.4f} before training; {after}), so this folder holds the "
+            "starting point")  # fmt: skip

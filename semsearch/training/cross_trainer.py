@@ -36,7 +36,7 @@ from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import model_kind, resolve_model
 from semsearch.options import CROSS_OBJECTIVES
 from semsearch.training import checkpoint as ckpt
-from semsearch.training.card import HYPER_PARAMETERS, Card, write_card
+from semsearch.training.card import HYPER_PARAMETERS, Card, starting_point_line, write_card
 from semsearch.training.config import TrainingConfig
 from semsearch.training.data import (
     TrainingData,
@@ -239,8 +239,11 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
     dev, test = result.get("dev"), result.get("test")
     if dev:
         before = dev.get("before")
-        lines.append(f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
-                     + (f" (untrained head: {before:.4f})" if before is not None else ""))  # fmt: skip
+        if dev.get("kept_starting_point"):
+            lines.append(starting_point_line(dev))
+        else:
+            lines.append(f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
+                         + (f" (untrained head: {before:.4f})" if before is not None else ""))  # fmt: skip
     else:
         lines.append("- no dev data: the model saved is the last step's")
     if test:

@@ -2,9 +2,11 @@
 
 `train(config)` reads the data (a bad column fails before the model loads), builds the
 objective around the model, and steps through seeded batches. Dev data is measured
-before training, every `eval_every` steps and at each epoch's end; each new best is
-saved at the output folder's root with `BiEncoder.save`, so the folder is always a
-loadable model. The resumable state goes to `checkpoint/` at each measurement and every
+before training, every `eval_every` steps and at each epoch's end; the starting point is
+saved first and each step that beats the best so far replaces it at the output folder's
+root with `BiEncoder.save`, so the folder is always a loadable model, and never one worse
+on dev than the model training started from (when fine-tuning does not beat it, the run
+says so and keeps the starting point). The resumable state goes to `checkpoint/` at each measurement and every
 `checkpoint_every` steps; running the same command again carries on from there and ends
 exactly where an uninterrupted run would.
 """
@@ -12,6 +14,7 @@ exactly where an uninterrupted run would.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -40,6 +43,8 @@ from semsearch.training.schedule import (
     warmup_linear,
 )
 
+log = logging.getLogger(__name__)
+
 LOSS_SMOOTHING = 0.05  # weight of the newest step in the progress bar's running loss
 REPLOT_SECONDS = 60.0  # redraw training.png after a dev check at most this often (~1 s a plot)
 
@@ -54,8 +59,15 @@ class TrainingResult:
     resumed_from: int | None
     dev_primary: str | None
     dev_best: float | None
-    dev_best_step: int | None
+    dev_best_step: int | None  # 0: no step beat the starting point, which is what was kept
     test_metrics: dict[str, float] | None
+    dev_before: float | None = None  # the starting point's dev figure
+    dev_best_trained: float | None = None  # the best dev figure of a fine-tuned step
+
+    @property
+    def kept_starting_point(self) -> bool:
+        """True when fine-tuning did not beat the starting point on dev (so it was kept)."""
+        return self.dev_best_step == 0
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "output_dir": str(self.output_dir)}
@@ -211,13 +223,14 @@ class Trainer:
             self._checkpoint()
 
     def _evaluate(self, baseline: bool = False) -> None:
-        """Measure dev; a new best (never the untrained baseline) is saved as the model."""
+        """Measure dev; the starting point (`baseline`) is saved as the model, and then each
+        step that beats the best so far: a fine-tuned model must earn its place."""
         evaluator, state = self.dev_evaluator, self.state
         if evaluator is None or state.evaluated_step == state.step:
             return
         metrics = evaluator(self.loss.encoder)
         value = evaluator.primary(metrics)
-        best = not baseline and (state.best_metric is None or value > state.best_metric)
+        best = state.best_metric is None or value > state.best_metric
         if best:
             state.best_metric, state.best_step = value, state.step
             self._save_model()
@@ -240,6 +253,14 @@ class Trainer:
     def _finish(self) -> TrainingResult:
         if self.dev_evaluator is None:
             self._save_model()  # without dev data, the model is the last step's
+        before, best_trained = self._dev_figures()
+        if self.state.best_step == 0 and self.dev_evaluator is not None:
+            log.warning(
+                "fine-tuning did not beat the starting point on dev (%s %.4f before training, "
+                "%s after): %s holds the starting point", self.dev_evaluator.primary_metric,
+                before, "no step measured" if best_trained is None else f"best {best_trained:.4f}",
+                self.output_dir,
+            )  # fmt: skip
         self.state.seconds = self._clock()
         test_metrics = None
         if self.test_evaluator is not None:
@@ -257,8 +278,15 @@ class Trainer:
             resumed_from=self.resumed_from,
             dev_primary=self.dev_evaluator.primary_metric if self.dev_evaluator else None,
             dev_best=self.state.best_metric, dev_best_step=self.state.best_step,
-            test_metrics=test_metrics,
+            test_metrics=test_metrics, dev_before=before, dev_best_trained=best_trained,
         )  # fmt: skip
+
+    def _dev_figures(self) -> tuple[float | None, float | None]:
+        """The starting point's dev figure and the best of the fine-tuned steps (the log's)."""
+        evaluations = [r for r in self.log.records() if r.get("event") == "eval"]
+        before = next((r["value"] for r in evaluations if r.get("baseline")), None)
+        trained = [r["value"] for r in evaluations if not r.get("baseline")]
+        return before, max(trained, default=None)
 
     def _load_kept_model(self) -> BiEncoder:
         """The model the run kept, read back from disk as a user will load it."""
@@ -269,7 +297,7 @@ class Trainer:
 
     def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
         """`training.json`: the config, the data, the schedule, the figures, the model's facts."""
-        baseline = next((r["value"] for r in self.log.records() if r.get("baseline")), None)
+        baseline, best_trained = self._dev_figures()
         record: dict[str, Any] = {
             "finished": True,
             "semsearch_version": __version__,
@@ -287,7 +315,9 @@ class Trainer:
         }
         if self.dev_evaluator is not None:
             record["dev"] = {"primary": self.dev_evaluator.primary_metric, "best": self.state.best_metric,
-                             "best_step": self.state.best_step, "before": baseline}  # fmt: skip
+                             "best_step": self.state.best_step, "before": baseline,
+                             "best_trained": best_trained,
+                             "kept_starting_point": self.state.best_step == 0}  # fmt: skip
         if test_metrics is not None and self.test_evaluator is not None:
             record["test"] = {
                 "primary": self.test_evaluator.primary_metric,

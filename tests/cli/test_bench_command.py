@@ -81,3 +81,49 @@ def test_a_bi_encoder_given_as_the_cross_encoder_says_so(
 def test_missing_shared_data_names_the_option(tmp_path) -> None:
     result = runner.invoke(app, ["bench", "pairs", "--n", "10", "--data-dir", str(tmp_path)])
     assert "--data-dir" in error_line(result)
+
+
+@pytest.fixture()
+def shared_data(tmp_path):
+    """The shared data's layout, small: STS-B splits and a PyPI table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from training.tiny_data import write_stsb
+
+    (tmp_path / "data" / "stsb").mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        write_stsb(tmp_path / "data" / "stsb" / f"stsb_{split}.tsv.gz")
+    (tmp_path / "data" / "pypi").mkdir()
+    summaries = [f"A package that does thing number {i}" for i in range(60)]
+    pq.write_table(
+        pa.table({"summary": summaries}), tmp_path / "data" / "pypi" / "pypi_summaries.parquet"
+    )
+    return tmp_path / "data"
+
+
+def test_n_alone_runs_only_that_size_with_progress_bars(shared_data, models, tmp_path) -> None:
+    result = runner.invoke(app, ["bench", "pairs", "--n", "8", "--data-dir", str(shared_data),
+                                 *models, *QUICK, "--out-dir", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "bench_pairs.json").read_text())
+    assert [size["n"] for size in figures["sizes"]] == [8]  # not 8, then 1,000 and 100,000
+    assert "sizes to measure: 8" in result.output
+    assert "cross-encoder sample" in result.output and "encoding" in result.output
+
+
+@pytest.mark.parametrize(
+    ("n", "also", "file", "sizes"),
+    [
+        (None, None, None, [10_000, 1_000, 100_000]),
+        (500, None, None, [500]),
+        (500, "20,30", None, [500, 20, 30]),
+        (None, "", None, [10_000]),
+        (None, None, "f.txt", [10_000]),
+    ],
+)
+def test_the_sizes_run_are_the_sizes_asked_for(n, also, file, sizes) -> None:
+    from pathlib import Path
+
+    from semsearch.cli.bench_command import _sizes
+
+    assert _sizes(n, also, Path(file) if file else None) == sizes

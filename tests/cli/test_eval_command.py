@@ -73,10 +73,11 @@ def test_ir_exact_and_through_the_index_agree_on_a_flat_index(
     assert exact_metrics["ndcg@10"] == pytest.approx(index_metrics["ndcg@10"], abs=1e-6)
     assert exact_metrics["queries"] == 6 and "ndcg@10" in first.stdout
     exact_modes, index_modes = (json.loads(p.read_text())["modes"] for p in (exact, searched))
-    assert list(exact_modes) == ["dense", "lexical", "hybrid rrf k=60"] == list(index_modes)
+    assert list(exact_modes) == ["dense", "lexical", "hybrid adaptive 0.5"] == list(index_modes)
     for mode in exact_modes:  # BM25 and fusion are the same code either way
         assert exact_modes[mode]["ndcg@10"] == pytest.approx(index_modes[mode]["ndcg@10"], abs=1e-6)
     assert "lexical" in first.stdout and "hybrid" in second.stdout
+    assert "hybrid score: dense and BM25" in " ".join(first.stdout.split())  # what it means
     assert json.loads(searched.read_text())["ranking"].startswith("the index (Flat")
 
 

@@ -59,3 +59,24 @@ def test_k_and_sample_below_one_are_refused(tmp_path) -> None:
     for option in ("-k", "--sample"):
         result = runner.invoke(app, ["tune", "--index-dir", str(tmp_path), option, "0"])
         assert result.exit_code == 2 and "must be at least 1" in result.stderr
+
+
+def test_a_missed_target_warns_and_strict_makes_it_an_error(cli, tmp_path) -> None:
+    corpus = tmp_path / "c.csv"
+    corpus.write_text("text\n" + "".join(f"record {i} in family {i % 31}\n" for i in range(300)))
+    built = cli("build", str(corpus), "--index-type", "IVF4,PQ2x4", "--target-recall", "0",
+                "--model", cli.model, "--out-dir", cli.index_dir)  # fmt: skip
+    assert built.exit_code == 0, built.output
+    strict = cli("reindex", "c", "--index-type", "IVF2,PQ2x4", "--target-recall", "1",
+                 "--strict", "--index-dir", cli.index_dir)  # fmt: skip
+    assert strict.exit_code != 0 and "recall target missed" in strict.output, strict.output
+    assert "Traceback" not in strict.output
+    info = json.loads(cli("info", "c", "--index-dir", cli.index_dir, "--json").stdout)
+    assert len(info["generations"]) == 1  # nothing written
+    warned = cli("reindex", "c", "--index-type", "IVF2,PQ2x4", "--target-recall", "1",
+                 "--index-dir", cli.index_dir)  # fmt: skip
+    assert warned.exit_code == 0, warned.output
+    warning = next(line for line in warned.output.splitlines() if "recall target missed" in line)
+    assert "recall@" in warning and "--index-type" in warning
+    tuned = cli("tune", "c", "--target-recall", "1", "--strict", "--index-dir", cli.index_dir)
+    assert tuned.exit_code != 0 and "recall target missed" in tuned.output

@@ -72,8 +72,8 @@ def test_ir_rerank_reports_every_mode_before_and_after_with_a_verdict(
     result = evaluate_ir(beir, tiny, rerank=str(cross), rerank_top=5)
     modes = result.facts["modes"]
     assert list(modes) == ["dense", "dense + rerank", "lexical", "lexical + rerank",
-                           "hybrid rrf k=60", "hybrid rrf k=60 + rerank"]  # fmt: skip
-    for mode in ("dense", "lexical", "hybrid rrf k=60"):
+                           "hybrid adaptive 0.5", "hybrid adaptive 0.5 + rerank"]  # fmt: skip
+    for mode in ("dense", "lexical", "hybrid adaptive 0.5"):
         assert modes[mode]["ndcg@10"] == pytest.approx(plain.facts["modes"][mode]["ndcg@10"])
     assert result.metrics == modes["dense + rerank"]
     verdicts = result.facts["rerank_verdicts"]
@@ -107,7 +107,7 @@ def test_a_reranker_that_is_not_a_cross_encoder_fails_before_the_model_loads(
 def test_ir_reports_dense_lexical_and_hybrid_and_tunes_alpha(beir, tiny) -> None:
     result = evaluate_ir(beir, tiny, tune=True)
     modes = result.facts["modes"]
-    assert list(modes) == ["dense", "lexical", "hybrid rrf k=60", "hybrid convex tuned"]
+    assert list(modes) == ["dense", "lexical", "hybrid adaptive 0.5", "hybrid convex tuned"]
     assert modes["dense"] == result.metrics and all(m["queries"] == 6 for m in modes.values())
     assert modes["lexical"]["recall@100"] > 0  # each query shares words with its document
     tuned = result.facts["tuned_alpha"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,11 +12,14 @@ from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.exact_search import exact_knn
 from semsearch.index.factory import choose_index
-from semsearch.index.maintain import retune
+from semsearch.index.maintain import reindex, retune
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.tune import (
     StoredScores,
+    TuningResult,
+    enforce_target,
     recall_at_k,
+    shortfall,
     tie_aware_recall,
     tune_against_exact,
     tune_index,
@@ -254,3 +258,61 @@ def test_a_single_row_leaves_nothing_to_measure() -> None:
     _, exact = _exact(vectors, vectors, 11)
     with pytest.raises(SemsearchError, match="too few rows to measure recall"):
         tune_index(index, vectors, exact, target=0.95, k=10, query_ids=np.arange(1))
+
+
+def _missed(tried: dict[int, float], parameter: str = "nprobe") -> TuningResult:
+    best = max(tried, key=tried.get)
+    return TuningResult(parameter, best, tried[best], 0.95, 10, 100, False, tried)
+
+
+def test_a_missed_target_is_a_warning_that_says_what_to_do(caplog) -> None:
+    index = _ivf(_clustered(2000))
+    every_list = index.parameter_ceiling()
+    result = _missed({1: 0.41, every_list: 0.676})
+    with caplog.at_level("WARNING"):
+        enforce_target(result, index)
+    assert len(caplog.records) == 1
+    line = caplog.records[0].getMessage()
+    assert "0.676" in line and "0.95" in line and "--index-type" in line and "\n" not in line
+    caplog.clear()
+    enforce_target(replace(result, met=True), index)
+    assert not caplog.records
+
+
+def test_a_missed_target_under_strict_is_an_error() -> None:
+    index = _ivf(_clustered(2000))
+    with pytest.raises(SemsearchError, match=r"recall@10 0\.676.*--strict"):
+        enforce_target(_missed({1: 0.5, 4: 0.676}), index, strict=True)
+
+
+def test_hnsw_advice_names_a_larger_ef_search() -> None:
+    index = VectorIndex.create(choose_index("hnsw", 300, 16, "cosine"), 16)
+    assert "--ef-search" in shortfall(_missed({16: 0.7, 2048: 0.9}, "efSearch"), index)
+
+
+def test_retune_under_strict_writes_nothing_when_the_target_is_missed(
+    tmp_path, tiny_encoder
+) -> None:
+    path = _corpus(tmp_path, 300, "record {i} in family {a} of kind {b}")
+    folder = build_index(BuildOptions(corpus=path, name="pq", out_dir=tmp_path / "idx",
+                                      index="IVF4,PQ2x4", target_recall=None, show_progress=False),
+                         encoder=tiny_encoder)  # fmt: skip
+    with pytest.raises(SemsearchError, match="recall target missed"):
+        retune(folder, 1.0, sample=50, strict=True)
+    assert folder.generations() == [1]
+    with pytest.raises(SemsearchError, match="recall target missed"):
+        reindex(folder, "IVF2,PQ2x4", target_recall=1.0, strict=True)
+    assert folder.generations() == [1]
+    assert retune(folder, 1.0, sample=50).met is False  # without strict: a warning
+    assert folder.generations() == [1, 2]
+
+
+def test_build_under_strict_leaves_no_index_when_the_target_is_missed(
+    tmp_path, tiny_encoder
+) -> None:
+    path = _corpus(tmp_path, 300, "record {i} in family {a} of kind {b}")
+    options = BuildOptions(corpus=path, name="pq", out_dir=tmp_path / "idx", index="IVF4,PQ2x4",
+                           target_recall=1.0, strict=True, show_progress=False)  # fmt: skip
+    with pytest.raises(SemsearchError, match="recall target missed"):
+        build_index(options, encoder=tiny_encoder)
+    assert not any((tmp_path / "idx").iterdir())

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.server.app import create_app
+from semsearch.server.registry import IndexRegistry
 from semsearch.server.schemas import Limits, ServerConfig
 
 API_KEY = "test-key"
@@ -24,21 +25,35 @@ def index_dir(tmp_path: Path, corpus_file: Path, tiny_model_dir: Path) -> Path:
     return folder
 
 
-def serve(index_dir: Path, **options) -> TestClient:
+class ReadyClient(TestClient):
+    """A test client whose `with` block starts once the server is ready (its indexes load
+    in the background): the tests ask questions of a served index, not of a starting one."""
+
+    def __enter__(self) -> ReadyClient:
+        super().__enter__()
+        self.app.state.startup.wait(timeout=60)
+        return self
+
+    @property
+    def registry(self) -> IndexRegistry:
+        return self.app.state.startup.result
+
+
+def serve(index_dir: Path, **options) -> ReadyClient:
     config = ServerConfig(index_dir=index_dir, device="cpu", refresh_every_s=0.05,
                           limits=Limits(max_k=50, max_queries=8, max_query_chars=200,
                                         max_body_bytes=100_000), **options)  # fmt: skip
-    return TestClient(create_app(config), raise_server_exceptions=False)
+    return ReadyClient(create_app(config), raise_server_exceptions=False)
 
 
 @pytest.fixture()
-def client(index_dir: Path) -> Iterator[TestClient]:
+def client(index_dir: Path) -> Iterator[ReadyClient]:
     with serve(index_dir) as test_client:
         yield test_client
 
 
 @pytest.fixture()
-def writer(index_dir: Path) -> Iterator[TestClient]:
+def writer(index_dir: Path) -> Iterator[ReadyClient]:
     with serve(index_dir, api_key=API_KEY) as test_client:
         test_client.headers["Authorization"] = f"Bearer {API_KEY}"
         yield test_client

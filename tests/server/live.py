@@ -19,7 +19,7 @@ def free_port() -> int:
 def start_server(
     index_dir: Path, timeout_s: float = 60, extra: tuple[str, ...] = ()
 ) -> tuple[subprocess.Popen, str]:
-    """The server process (with `extra` options) and its base URL, once `/health` answers 200."""
+    """The server process (with `extra` options) and its base URL, once `/ready` answers 200."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(index_dir),
                                 "--port", str(port), "--device", "cpu", *extra],
@@ -28,7 +28,7 @@ def start_server(
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+            with urllib.request.urlopen(f"{base}/ready", timeout=2) as response:
                 if response.status == 200:
                     return process, base
         except OSError:
@@ -37,5 +37,5 @@ def start_server(
             raise RuntimeError(f"the server exited: {process.stderr.read()}")
         if time.monotonic() > deadline:
             process.kill()
-            raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s")
+            raise RuntimeError(f"the server was not ready in {timeout_s:.0f} s")
         time.sleep(0.2)

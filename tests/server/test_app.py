@@ -19,8 +19,8 @@ def _ids(body: dict, query: int = 0) -> list:
 
 
 def test_health_and_indexes(client) -> None:
-    health = client.get("/health")
-    assert health.status_code == 200 and health.json()["indexes"]["docs"]["generation"] == 1
+    ready = client.get("/ready")
+    assert ready.status_code == 200 and ready.json()["indexes"]["docs"]["generation"] == 1
     listing = client.get("/indexes").json()
     assert [(i["name"], i["rows"], i["healthy"]) for i in listing] == [("docs", 12, True)]
     described = client.get("/indexes/docs").json()
@@ -116,7 +116,7 @@ def test_a_chunked_body_is_limited_too_and_read_whole_when_it_fits(client, sente
 
 
 def test_unexpected_failure_is_a_500_with_a_request_id(client, monkeypatch) -> None:
-    served = client.app.state.registry.get("docs")
+    served = client.registry.get("docs")
 
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
@@ -164,7 +164,7 @@ def test_upsert_and_delete_through_the_api(writer) -> None:
 def test_changes_from_another_writer_are_served_within_a_second(client, index_dir) -> None:
     Index.open("docs", index_dir).delete(ids=["d0"])
     deadline = time.monotonic() + 1.0
-    while client.get("/health").json()["indexes"]["docs"]["generation"] != 2:
+    while client.get("/ready").json()["indexes"]["docs"]["generation"] != 2:
         assert time.monotonic() < deadline, "the server did not move to generation 2 within 1 s"
         time.sleep(0.02)
     assert "d0" not in _ids(client.get("/search", params={"q": "guitar", "k": 12}).json())
@@ -175,7 +175,7 @@ def test_a_vanished_index_is_unhealthy_not_fatal(client, index_dir) -> None:
 
     shutil.rmtree(index_dir / "docs")
     deadline = time.monotonic() + 2.0
-    while client.get("/health").status_code != 503:
+    while client.get("/ready").status_code != 503:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     assert client.get("/search", params={"q": "x"}).status_code == 503
@@ -204,7 +204,7 @@ def test_lexical_and_hybrid_answer_like_the_library(
     searcher = Searcher(find_index("docs", index_dir), device="cpu")
     expected = [[hit.id for hit in hits] for hits in searcher.search(sentences[:2], k=4, mode=mode)]
     if mode == "lexical":  # BM25 alone never waits for the encoder
-        served = client.app.state.registry.get("docs")
+        served = client.registry.get("docs")
         monkeypatch.setattr(
             served.batcher, "submit", lambda *a, **k: pytest.fail("lexical encoded")
         )
@@ -230,3 +230,83 @@ def test_bad_modes_and_an_index_without_bm25(client, tmp_path, corpus_file, tiny
             and "semsearch reindex plain --lexical" in response.json()["error"]
         )
         assert plain.get("/indexes").json()[0]["modes"] == ["dense"]
+
+
+@pytest.mark.parametrize(
+    "payload,where",
+    [
+        (b'{"q": "\\ud800"}', "q"),
+        (b'{"queries": ["fine", "bad \\udfff end"]}', "queries"),
+        (b'{"q": "x", "where": "topic = \'\\ud800\'"}', "where"),
+    ],
+)
+def test_a_lone_surrogate_is_a_422_not_a_500(client, payload, where) -> None:
+    response = client.post("/search", content=payload, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"].startswith(where) and "surrogate" in response.json()["error"]
+
+
+@pytest.mark.parametrize("parameter,value", [("ef_search", 10**9), ("nprobe", 10**9), ("k", 10**9)])
+def test_per_call_work_has_a_hard_ceiling(client, parameter, value) -> None:
+    response = client.post("/search", json={"q": "guitar", parameter: value})
+    assert response.status_code == 422 and parameter in response.json()["error"], response.text
+
+
+def test_a_write_with_a_field_the_index_lacks_is_refused(writer) -> None:
+    row = {"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music", "colour": "red"}
+    refused = writer.post("/indexes/docs/documents", json={"rows": [row]})
+    assert refused.status_code == 422 and "'colour'" in refused.json()["error"], refused.text
+    assert writer.get("/ready").json()["indexes"]["docs"]["generation"] == 1  # nothing written
+    del row["colour"]
+    assert writer.post("/indexes/docs/documents", json={"rows": [row]}).status_code == 200
+
+
+def test_the_write_body_is_documented_with_an_example(client) -> None:
+    api = client.get("/openapi.json").json()
+    operation = api["paths"]["/indexes/{name}/documents"]["post"]
+    assert '{"rows": [' in operation["description"]
+    schema = api["components"]["schemas"]["DocumentsRequest"]
+    assert (
+        schema["examples"][0]["rows"][0]["text"]
+        and "metadata" in schema["properties"]["rows"]["description"]
+    )
+
+
+def test_errors_name_the_api_fields_not_the_command_line_flags(client) -> None:
+    from semsearch.server.app import api_words
+
+    response = client.get("/search", params={"q": "x", "where": "missing = 1"})
+    assert response.status_code == 400 and "--" not in response.json()["error"]
+    assert response.json()["error"].startswith("where names the column 'missing'")
+    assert api_words("give either ids (--ids FILE) or a filter (--where EXPR)") == (
+        "give either ids (ids) or a filter (where)"
+    )
+    assert api_words("--ef-search 5 and --nprobe 3; keep --overwrite") == (
+        "ef_search 5 and nprobe 3; keep --overwrite"
+    )
+
+
+def test_the_page_is_self_contained_and_keeps_the_search_in_its_url(client) -> None:
+    page = client.get("/").text
+    assert '<link rel="icon" href="data:image/svg+xml,' in page  # no /favicon.ico 404
+    assert "graphics" not in page and "section" not in page  # no Debian-specific example
+    assert "history.pushState" in page and "popstate" in page and "location.search" in page
+    assert "Columns to filter on" in page and "@media (max-width" in page
+    columns = client.get("/indexes").json()[0]["columns"]
+    assert "topic" in columns  # what the page lists as filterable
+
+
+def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypatch) -> None:
+    served = client.registry.get("docs")
+    original = served.searcher.search_vectors
+
+    class Noted(list):
+        notes = ["--ef-search 900 is more than this index can use: searched with 12"]
+
+    monkeypatch.setattr(served.searcher, "search_vectors",
+                        lambda *a, **k: Noted(original(*a, **k)))  # fmt: skip
+    body = client.get("/search", params={"q": "guitar", "k": 2}).json()
+    assert body["notes"] == ["ef_search 900 is more than this index can use: searched with 12"]
+    assert len(body["results"][0]["hits"]) == 2
+    monkeypatch.undo()
+    assert "notes" not in client.get("/search", params={"q": "guitar", "k": 2}).json()

@@ -108,3 +108,43 @@ def test_a_lone_request_does_not_wait_for_company(tiny_encoder, sentences) -> No
     batcher.submit(sentences[1:2]).result(timeout=30)
     assert time.monotonic() - started < 1.0
     batcher.close()
+
+
+def test_idle_work_runs_while_the_queue_is_empty_and_never_holds_a_query_back(
+    tiny_encoder, sentences
+) -> None:
+    steps: list[float] = []
+
+    def step() -> bool:  # endless background work, in small steps
+        steps.append(time.monotonic())
+        time.sleep(0.005)
+        return True
+
+    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=0, on_idle=step)
+    try:
+        time.sleep(0.1)
+        assert len(steps) >= 5  # it worked while nobody asked
+        started = time.monotonic()
+        vectors = batcher.submit(sentences[:2]).result(timeout=30)
+        assert vectors.shape[0] == 2 and time.monotonic() - started < 1.0
+    finally:
+        batcher.close()
+
+
+def test_idle_work_stops_when_it_says_it_is_done_or_fails(tiny_encoder) -> None:
+    calls = {"done": 0, "broken": 0}
+
+    def done() -> bool:
+        calls["done"] += 1
+        return calls["done"] < 3
+
+    def broken() -> bool:
+        calls["broken"] += 1
+        raise RuntimeError("no kernels today")
+
+    for on_idle in (done, broken):
+        batcher = MicroBatcher(tiny_encoder.encode, on_idle=on_idle)
+        time.sleep(0.1)
+        assert batcher.submit(["still answers"]).result(timeout=30).shape[0] == 1
+        batcher.close()
+    assert calls == {"done": 3, "broken": 1}

@@ -102,3 +102,25 @@ def test_serve_with_nothing_to_serve_is_one_line(tmp_path, index_dir) -> None:
         assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith(
             "error: "
         )
+
+
+def test_serve_exits_with_one_line_when_its_indexes_cannot_load(
+    tmp_path, corpus_file, tiny_model_dir
+) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    from semsearch.index.build import BuildOptions, build_index
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    build_index(BuildOptions(corpus=corpus_file, name="docs", id_column="doc_id", model=str(model),
+                             out_dir=tmp_path / "idx", device="cpu", show_progress=False))  # fmt: skip
+    shutil.rmtree(model)  # the index's model is gone: the server cannot load it
+    finished = subprocess.run([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(tmp_path / "idx"),
+                               "--port", "0", "--device", "cpu"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert finished.returncode != 0
+    errors = [line for line in finished.stderr.splitlines() if "could not start" in line]
+    assert len(errors) == 1 and errors[0].startswith("error: "), finished.stderr
+    assert "Traceback" not in finished.stderr

@@ -182,3 +182,52 @@ def test_attention_pooling_learns_its_scorer_and_is_saved(quick_config) -> None:
     assert np.abs(scorer["scorer.weight"]).max() > 0  # it starts at zero
     assert BiEncoder.load(str(config.output_dir), device="cpu").pooling.mode == "attention"
     assert "not in sentence-transformers" in (config.output_dir / "README.md").read_text()
+
+
+def test_a_run_that_does_not_beat_the_starting_point_says_so_and_keeps_it(
+    quick_config, tiny_model_dir, monkeypatch, caplog
+) -> None:
+    # Dev says 0.8672 before training and less after every step (the issue's figures): the
+    # folder must hold the starting point, not the "best" step.
+    figures = iter([0.8672, 0.8601, 0.8665, 0.8650, 0.8640, 0.8630])
+    original = Trainer._evaluation_data
+
+    def scripted(self, role):
+        data, evaluator = original(self, role)
+        if evaluator is not None and role == "dev":
+            measure = evaluator.__class__.__call__
+            primary = evaluator.primary_metric
+
+            def call(encoder, measure=measure, evaluator=evaluator):
+                return {**measure(evaluator, encoder), primary: next(figures)}
+
+            return data, _Scripted(evaluator, call)
+        return data, evaluator
+
+    monkeypatch.setattr(Trainer, "_evaluation_data", scripted)
+    config = quick_config(epochs=1, eval_every=1, checkpoint_every=100)  # 4 steps
+    with caplog.at_level("WARNING"):
+        result = train(config)
+    assert result.kept_starting_point and result.dev_best == 0.8672
+    assert (result.dev_before, result.dev_best_trained) == (0.8672, 0.8665)
+    assert any("did not beat the starting point" in r.getMessage() for r in caplog.records)
+    saved = BiEncoder.load(str(config.output_dir), device="cpu")
+    start = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    sentences = ["A man plays a guitar.", "The cat sleeps."]
+    assert np.allclose(saved.encode(sentences), start.encode(sentences), atol=1e-6)
+    record = json.loads((config.output_dir / "training.json").read_text())
+    assert record["dev"]["kept_starting_point"] and record["dev"]["best_step"] == 0
+    assert "did not beat the starting point" in (config.output_dir / "README.md").read_text()
+
+
+class _Scripted:
+    """An evaluator whose figures are scripted, the rest of it the real one's."""
+
+    def __init__(self, evaluator, call) -> None:
+        self._evaluator, self._call = evaluator, call
+
+    def __call__(self, encoder):
+        return self._call(encoder)
+
+    def __getattr__(self, name):
+        return getattr(self._evaluator, name)

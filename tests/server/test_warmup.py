@@ -1,0 +1,85 @@
+"""Start-up in the background: fp32 answers at once, bf16 takes over once its kernels are warm."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+from server.conftest import API_KEY
+
+import semsearch.server.app as app_module
+from semsearch.server.app import create_app
+from semsearch.server.registry import IndexRegistry
+from semsearch.server.schemas import ServerConfig
+from semsearch.server.warmup import QueryPrecisionWarmup
+
+
+def test_queries_encode_in_fp32_until_this_thread_has_warmed_bf16(tiny_encoder) -> None:
+    warmup = QueryPrecisionWarmup(tiny_encoder, "bf16", largest_batch=1, workers=1)
+    assert warmup.precision() == "fp32" and not warmup.warm and "warming" in warmup.state
+    steps = 0
+    while warmup.step():
+        steps += 1
+        assert steps < 1000
+    assert steps == 62  # one encode per query length from 3 to 64 tokens
+    assert warmup.precision() == "bf16" and warmup.warm and warmup.state == "bf16"
+    other: list[str] = []  # another thread has compiled nothing yet: it stays on fp32
+    thread = threading.Thread(target=lambda: other.append(warmup.precision()))
+    thread.start()
+    thread.join()
+    assert other == ["fp32"]
+
+
+def test_fp32_asked_for_needs_no_warm_up(tiny_encoder) -> None:
+    warmup = QueryPrecisionWarmup(tiny_encoder, "fp32", largest_batch=8, workers=2)
+    assert warmup.warm and warmup.precision() == "fp32" and not warmup.step()
+
+
+@pytest.fixture()
+def slow_start(monkeypatch):
+    """The registry waits for `release` before it opens anything."""
+    release = threading.Event()
+
+    class Held(IndexRegistry):
+        def __init__(self, *args, **kwargs) -> None:
+            assert release.wait(30)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(app_module, "IndexRegistry", Held)
+    yield release
+    release.set()
+
+
+def test_the_server_answers_while_it_starts_and_health_needs_no_key(index_dir, slow_start) -> None:
+    config = ServerConfig(index_dir=index_dir, device="cpu", api_key=API_KEY, precision="fp32")
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        assert client.get("/health").json() == {"status": "alive"}  # no key, no data
+        starting = client.get("/ready")
+        assert starting.status_code == 503 and starting.json()["status"] == "starting"
+        search = client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY})
+        assert search.status_code == 503 and search.json()["error"].startswith("starting")
+        assert search.headers["retry-after"] == "1"
+        slow_start.set()
+        client.app.state.startup.wait(30)
+        ready = client.get("/ready")
+        assert ready.status_code == 200 and ready.json() == {"status": "ok", "warm": True,
+                                                              "precision": "fp32"}  # fmt: skip
+        keyed = client.get("/ready", headers={"X-API-Key": API_KEY}).json()
+        assert keyed["indexes"]["docs"]["generation"] == 1
+        assert client.get("/health").status_code == 200
+        assert (
+            client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY}).status_code
+            == 200
+        )
+
+
+def test_a_start_that_fails_says_why(tmp_path, index_dir) -> None:
+    config = ServerConfig(index_dir=tmp_path / "nothing", device="cpu")
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        client.app.state.startup.wait(30)
+        ready = client.get("/ready")
+        assert ready.status_code == 503 and ready.json()["status"] == "failed"
+        assert "no indexes to serve" in ready.json()["detail"]
+        assert "no indexes to serve" in client.get("/search", params={"q": "x"}).json()["error"]
+        assert client.get("/health").status_code == 200
