@@ -1,4 +1,4 @@
-"""FAISS on a GPU: which device, moving an index there and back, exact search there.
+"""FAISS on a GPU: which device, and moving an index there and back.
 
 Why a module of its own: GPU FAISS is optional (the `gpu` extra installs faiss-gpu-cu12
 in place of faiss-cpu), so every GPU call goes through here, behind a check that this
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 
 import faiss
-import numpy as np
 
+from semsearch.ann.devices import faiss_reason
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,18 @@ class FaissDevice:
     def is_gpu(self) -> bool:
         """Whether indexes move to a GPU (GPU FAISS)."""
         return self.gpu is not None
+
+    @property
+    def exact_device(self) -> str:
+        """The torch device the exact k-NN (`semsearch.ann.exact`) runs on beside FAISS: the
+        same GPU, or the CPU."""
+        if self.torch_device is not None:
+            return self.torch_device
+        if self.gpu is None:
+            return "cpu"
+        import torch  # only where FAISS has a GPU
+
+        return f"cuda:{self.gpu}" if self.gpu < torch.cuda.device_count() else "cpu"
 
     def __str__(self) -> str:
         if self.torch_device is not None:
@@ -161,23 +173,3 @@ def is_gpu_index(index: faiss.Index) -> bool:
     if isinstance(index, faiss.IndexIDMap | faiss.IndexIDMap2):
         index = faiss.downcast_index(index.index)
     return type(index).__name__.startswith("Gpu")
-
-
-def knn(
-    queries: np.ndarray, vectors: np.ndarray, k: int, metric: int, gpu: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k (scores, positions) of prepared `queries` among prepared `vectors` on a GPU,
-    without building an index (FAISS' brute-force kernel)."""
-    return faiss.knn_gpu(resources(gpu), queries, vectors, k, metric=metric, device=gpu)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether a FAISS error is a failed GPU allocation."""
-    text = str(exc).lower()
-    return "out of memory" in text or "alloc fail" in text or "cudamalloc" in text
-
-
-def faiss_reason(exc: BaseException) -> str:
-    """The last line of a FAISS error: the check that failed, without the C++ location."""
-    lines = str(exc).strip().splitlines()
-    return lines[-1].split("Error: ")[-1] if lines else type(exc).__name__

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.filling import Parts
 from semsearch.index.vector_index import VectorIndex, higher_is_better, prepare_vectors
 
@@ -208,8 +207,11 @@ def tune_against_exact(
     With `query_ids` the queries are stored rows, each left out of its own results. The
     exact search runs where the index is (a GPU or the CPU).
     """
+    from semsearch.ann.exact import exact_knn  # torch only where it runs
+
     extra = 0 if query_ids is None else 1
-    scores, exact = exact_knn(queries, parts(), k + extra, index.metric, index.device)
+    scores, exact = exact_knn(queries, parts(), k + extra, index.metric,
+                              index.device.exact_device)  # fmt: skip
     rescore = None if index.keeps_exact_vectors() else StoredScores(parts, index.metric)
     return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores,
                       rescore=rescore)  # fmt: skip

@@ -4,7 +4,7 @@ A `VectorIndex` wraps one FAISS index whose vectors carry the index's stable int
 (`add_with_ids`; Flat and HNSW sit inside an `IndexIDMap2`, IVF keeps ids itself). Search
 parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each call as
 `faiss.SearchParameters*`, so nothing is mutated at query time and one opened index serves
-any number of threads. The package's exact search is `semsearch.index.exact_search`.
+any number of threads. The package's exact search is `semsearch.ann.exact`.
 
 The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
 `placed(device)` moves the index there for a while and back (`semsearch.index.gpu`);
@@ -24,6 +24,7 @@ from typing import TypeVar
 import faiss
 import numpy as np
 
+from semsearch.ann.devices import faiss_reason, is_out_of_memory
 from semsearch.errors import SemsearchError
 from semsearch.index import gpu
 from semsearch.index.gpu import CPU, FaissDevice
@@ -171,10 +172,10 @@ class VectorIndex:
         try:
             return work()
         except (RuntimeError, MemoryError) as exc:  # torch's OutOfMemoryError is a RuntimeError
-            if self.device == CPU or not gpu.is_out_of_memory(exc):
+            if self.device == CPU or not is_out_of_memory(exc):
                 raise
             log.warning("the GPU ran out of memory (%s): going on with FAISS on the CPU",
-                        gpu.faiss_reason(exc))  # fmt: skip
+                        faiss_reason(exc))  # fmt: skip
             self.move_to_cpu()
             if undo is not None:
                 undo()
@@ -208,11 +209,9 @@ class VectorIndex:
             ivf = self._plain_ivf()
             if self.device.torch_device and ivf is not None and ivf.quantizer.ntotal == 0:
                 # k-means on the GPU; FAISS then sees a trained quantizer and trains the rest.
-                from semsearch.index import torch_gpu  # torch only where it runs
+                from semsearch.ann import kmeans  # torch only where it runs
 
-                centroids = torch_gpu.kmeans(
-                    sample, ivf.nlist, self.metric, self.device.torch_device
-                )
+                centroids = kmeans.kmeans(sample, ivf.nlist, self.metric, self.device.torch_device)
                 ivf.quantizer.add(centroids)
             self.faiss.train(sample)
 
@@ -239,10 +238,10 @@ class VectorIndex:
             self.faiss.add_with_ids(vectors, ids)
             return
         # The lists are chosen on the GPU; FAISS stores the rows in them.
-        from semsearch.index import torch_gpu  # torch only where it runs
+        from semsearch.ann import kmeans  # torch only where it runs
 
         centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
-        lists = torch_gpu.assign(vectors, centroids, self.metric, self.device.torch_device)
+        lists = kmeans.assign(vectors, centroids, self.metric, self.device.torch_device)
         ivf.add_core(len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(ids),
                      faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)))  # fmt: skip
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from semsearch.errors import SemsearchError
 from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
 from semsearch.index.gpu import CPU, GPU_MAX_K, FaissDevice
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.vector_index import VectorIndex
+
+if TYPE_CHECKING:
+    from semsearch.ann.exact import ExactSearch
 
 log = logging.getLogger(__name__)
 # Trained structures with inverted lists can be emptied and refilled with some of their rows.
@@ -50,7 +53,7 @@ def search_structure(
     """
     rows, dimension = vectors.shape
     if device.torch_device is not None:  # a GPU without GPU FAISS: exact, a matrix product
-        return TorchExact(vectors, metric, device.torch_device), f"exact, on {device}"
+        return TorchExact.over(vectors, metric, device.torch_device), f"exact, on {device}"
     where = f", on {device}" if device.is_gpu else ""
     if rows <= AUTO_EXACT_LIMIT:
         exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
@@ -84,26 +87,21 @@ class SearchStructure:
 
 @dataclass(frozen=True)
 class TorchExact:
-    """Exact search of every row among all rows on a GPU through torch (`torch_gpu.knn`):
-    where FAISS has no GPU support, a matrix product per chunk of queries beats scanning
-    IVF lists on the CPU, and it is exact."""
+    """Exact search of every row among all rows on a GPU through torch (`semsearch.ann.exact`):
+    where FAISS has no GPU support, matrix products beat scanning IVF lists on the CPU, and
+    they are exact. The collection is placed on the device once, for every chunk of queries;
+    a device out of memory shrinks the tiles, it does not fail the job."""
 
-    vectors: np.ndarray
-    metric: str
-    device: str
+    exact: ExactSearch
+
+    @classmethod
+    def over(cls, vectors: np.ndarray, metric: str, device: str) -> TorchExact:
+        from semsearch.ann.exact import ExactSearch  # torch only where it runs
+
+        return cls(ExactSearch(vectors, metric, device))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        import torch
-
-        from semsearch.index import torch_gpu  # torch only where it runs
-
-        try:
-            return torch_gpu.knn(queries, self.vectors, k, self.metric, self.device)
-        except torch.OutOfMemoryError:
-            raise SemsearchError(
-                f"the GPU ran out of memory searching {len(self.vectors)} vectors: mine with "
-                "--device cpu"
-            ) from None
+        return self.exact.search(queries, k)
 
 
 def search_in_chunks(

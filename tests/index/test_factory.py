@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from semsearch.ann.exact import exact_knn
 from semsearch.errors import SemsearchError
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.factory import (
     AUTO_EXACT_LIMIT,
     choose_index,

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import torch
 
+from semsearch.ann.devices import is_out_of_memory
+from semsearch.ann.exact import exact_knn
 from semsearch.errors import SemsearchError
 from semsearch.index import gpu
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.gpu import CPU, FaissDevice, faiss_device, gpu_count
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.tune import tune_against_exact
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.index.vector_index import METRICS, VectorIndex, prepare_vectors
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 
 no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")
@@ -107,8 +108,8 @@ def test_a_gpu_out_of_memory_mid_add_goes_on_on_the_cpu_without_duplicates(
 
 
 def test_other_faiss_errors_are_not_taken_for_out_of_memory() -> None:
-    assert not gpu.is_out_of_memory(RuntimeError("Error: 'n >= nlist' failed: too few points"))
-    assert gpu.is_out_of_memory(MemoryError("std::bad_alloc: cudaMalloc failed, out of memory"))
+    assert not is_out_of_memory(RuntimeError("Error: 'n >= nlist' failed: too few points"))
+    assert is_out_of_memory(MemoryError("std::bad_alloc: cudaMalloc failed, out of memory"))
 
 
 def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
@@ -158,12 +159,14 @@ def test_torch_kmeans_centroids_are_as_good_as_faiss_ones() -> None:
 
 
 @pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
-def test_exact_search_through_torch_equals_faiss(metric) -> None:
+def test_the_exact_knn_equals_faiss_flat(metric) -> None:
     vectors = _vectors(3_000, seed=4)
     parts = [(np.arange(0, 1_000), vectors[:1_000]), (np.arange(1_000, 3_000), vectors[1_000:])]
     queries = prepare_vectors(vectors[:64], metric)
-    faiss_scores, faiss_ids = exact_knn(queries, parts, 10, metric)
-    torch_scores, torch_ids = exact_knn(queries, parts, 10, metric, TORCH_ON_CPU)
+    flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
+    flat.add(prepare_vectors(vectors, metric))
+    faiss_scores, faiss_ids = flat.search(queries, 10)
+    torch_scores, torch_ids = exact_knn(queries, parts, 10, metric, TORCH_ON_CPU.exact_device)
     assert np.mean(faiss_ids == torch_ids) >= 0.99  # ties may swap
     np.testing.assert_allclose(torch_scores, faiss_scores, rtol=1e-4, atol=1e-4)
 
@@ -180,15 +183,44 @@ def test_mining_through_torch_finds_the_exact_neighbours() -> None:
     assert np.mean(found["cpu"] == found["cpu (through torch)"]) >= 0.99
 
 
+def test_mining_through_torch_places_the_collection_once_and_shrinks_tiles_when_full(
+    monkeypatch, caplog
+) -> None:
+    from semsearch.ann import exact
+
+    vectors = _vectors(1_500, seed=6)
+    structure, _ = search_structure(vectors, "cosine", device=CPU)
+    expected = np.concatenate([c.positions for c in search_in_chunks(structure, vectors, 5, 500)])
+    placements, real_place, real_nearness = [], exact.ExactSearch._placed, exact.nearness
+
+    def place(self, base):
+        placements.append(len(base))
+        return real_place(self, base)
+
+    def nearness(queries, base, metric):  # a device with room for 100,000 scores at a time
+        if len(queries) * len(base) > 100_000:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_nearness(queries, base, metric)
+
+    monkeypatch.setattr(exact.ExactSearch, "_placed", place)
+    monkeypatch.setattr(exact, "nearness", nearness)
+    structure, _ = search_structure(vectors, "cosine", device=TORCH_ON_CPU)
+    with caplog.at_level(logging.WARNING):
+        found = np.concatenate([c.positions for c in search_in_chunks(structure, vectors, 5, 500)])
+    assert placements == [len(vectors)]  # once, not once per chunk of queries
+    assert np.mean(found == expected) >= 0.99
+    assert sum("ran out of memory" in record.getMessage() for record in caplog.records) == 1
+
+
 def test_torch_out_of_memory_goes_on_with_faiss_on_the_cpu(monkeypatch, caplog) -> None:
     import torch
 
-    from semsearch.index import torch_gpu
+    from semsearch.ann import kmeans
 
     def full(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
 
-    monkeypatch.setattr(torch_gpu, "assign", full)
+    monkeypatch.setattr(kmeans, "assign", full)
     vectors, ids = _vectors(2_000), np.arange(2_000)
     index = _ivf(vectors)
     index.train(vectors)
@@ -236,7 +268,7 @@ def test_exact_search_on_the_gpu_equals_the_cpu(metric) -> None:
     parts = [(np.arange(0, 2_500), vectors[:2_500]), (np.arange(2_500, 5_000), vectors[2_500:])]
     queries = prepare_vectors(vectors[:100], metric)
     cpu_scores, cpu_ids = exact_knn(queries, parts, 10, metric)
-    gpu_scores, gpu_ids = exact_knn(queries, parts, 10, metric, FaissDevice(0))
+    gpu_scores, gpu_ids = exact_knn(queries, parts, 10, metric, FaissDevice(0).exact_device)
     assert np.mean(cpu_ids == gpu_ids) >= 0.99  # ties may swap
     np.testing.assert_allclose(gpu_scores, cpu_scores, rtol=1e-3, atol=1e-3)
 
@@ -284,7 +316,9 @@ def test_the_torch_path_on_a_gpu_puts_rows_where_faiss_would() -> None:
     by_faiss.add(vectors, ids, prepared=True)
     with by_torch.placed(FaissDevice(torch_device="cuda:0")):
         by_torch.add(vectors, ids, prepared=True)
-        _, exact_gpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine", by_torch.device)
+        _, exact_gpu = exact_knn(
+            vectors[:100], [(ids, vectors)], 10, "cosine", by_torch.device.exact_device
+        )
     assert np.mean(np.array(_lists(by_torch)) == np.array(_lists(by_faiss))) >= 0.99  # fp ties
     _, exact_cpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine")
     assert np.mean(exact_gpu == exact_cpu) >= 0.99
