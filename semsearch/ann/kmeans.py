@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from semsearch.ann.exact import ExactSearch
+from semsearch.ann.exact import INNER_PRODUCT, ExactSearch
 
 KMEANS_ITERATIONS = 20
 
@@ -39,6 +39,8 @@ def kmeans(sample: np.ndarray, count: int, metric: str, device: str, seed: int =
         counts = torch.bincount(nearest, minlength=count).to(points.dtype)
         empty = counts == 0
         centroids = sums / counts.clamp(min=1)[:, None]
+        if metric in INNER_PRODUCT:  # spherical, as FAISS trains IVF for inner products
+            centroids = torch.nn.functional.normalize(centroids, dim=1)
         if empty.any():
             refill = torch.randint(len(points), (int(empty.sum()),), generator=generator)
             centroids[empty] = points[refill.to(device)]

@@ -127,37 +127,6 @@ def _lists(index: VectorIndex) -> list[int]:
     return [ivf.invlists.list_size(number) for number in range(ivf.nlist)]
 
 
-@pytest.mark.parametrize("factory", ["IVF32,Flat", "IVF32,SQfp16"])
-def test_the_torch_path_puts_every_row_in_the_list_faiss_would(factory) -> None:
-    vectors, ids = _vectors(4_000), np.arange(4_000)
-    trained = VectorIndex.create(IndexSpec("ivf", factory, "cosine"), vectors.shape[1])
-    with trained.placed(TORCH_ON_CPU):
-        trained.train(vectors[:2_000])  # k-means through torch
-    assert trained.is_trained and trained.device == CPU
-    by_faiss, by_torch = trained.empty_copy(), trained.empty_copy()
-    by_faiss.add(vectors, ids, prepared=True)
-    with by_torch.placed(TORCH_ON_CPU):
-        by_torch.add(vectors, ids, prepared=True)
-    assert by_torch.size == len(vectors) and _lists(by_torch) == _lists(by_faiss)
-    scores, found = by_torch.search(vectors[:50], 5, {"nprobe": 32})
-    expected = by_faiss.search(vectors[:50], 5, {"nprobe": 32})
-    np.testing.assert_array_equal(found, expected[1])
-
-
-def test_torch_kmeans_centroids_are_as_good_as_faiss_ones() -> None:
-    vectors, ids = _vectors(6_000, seed=3), np.arange(6_000)
-    _, exact = exact_knn(vectors[:300], [(ids, vectors)], 10, "cosine")
-    recall = {}
-    for device in (CPU, TORCH_ON_CPU):
-        index = _ivf(vectors, nlist=32)
-        with index.placed(device):
-            index.train(vectors)
-            index.add(vectors, ids, prepared=True)
-        _, found = index.search(vectors[:300], 10, {"nprobe": 2})
-        recall[str(device)] = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
-    assert recall["cpu (through torch)"] >= recall["cpu"] - 0.05
-
-
 @pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
 def test_the_exact_knn_equals_faiss_flat(metric) -> None:
     vectors = _vectors(3_000, seed=4)
