@@ -326,11 +326,8 @@ class VectorIndex:
             if int(value) < 1:
                 raise SemsearchError(f"{name} must be at least 1, not {value}")
         value = params.get(parameter) if parameter else None
-        if parameter == "nprobe":
-            knobs = faiss.SearchParametersIVF()
-            if value is not None:
-                knobs.nprobe = int(value)
-                knobs.max_codes = 0
+        if parameter == "nprobe":  # without a value, as many lists as the index probes itself
+            knobs = ivf_parameters(int(value) if value is not None else self._ivf().nprobe)
         elif parameter == "efSearch":
             knobs = faiss.SearchParametersHNSW()
             if value is not None:
@@ -376,6 +373,15 @@ class ExactStandIn(VectorIndex):
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         params = {name: value for name, value in (params or {}).items() if name != self.stands_for}
         return super().search(queries, k, params, allowed)
+
+
+def ivf_parameters(nprobe: int) -> faiss.SearchParametersIVF:
+    """Per-call IVF parameters, the only way they are built: a bare `SearchParametersIVF()`
+    probes one list whatever the index's own nprobe, so nprobe is required here."""
+    knobs = faiss.SearchParametersIVF()
+    knobs.nprobe = nprobe
+    knobs.max_codes = 0
+    return knobs
 
 
 def _keeps_ids(index: faiss.Index) -> bool:
