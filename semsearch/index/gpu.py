@@ -15,7 +15,7 @@ from functools import cache
 
 import faiss
 
-from semsearch.ann.devices import faiss_reason
+from semsearch.ann.devices import faiss_reason, release_torch_cache
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,11 @@ def resources(gpu: int):
 
 def to_gpu(index: faiss.Index, gpu: int) -> faiss.Index | None:
     """A copy of `index` on GPU `gpu`, or None (logged) for structures FAISS has no GPU
-    version of (HNSW, some product quantizers): those stay on the CPU."""
+    version of (HNSW, some product quantizers): those stay on the CPU.
+
+    This is where device work passes from torch (the encoder) to GPU FAISS, so torch's
+    cached memory is released first: FAISS cannot allocate from it."""
+    release_torch_cache()
     options = faiss.GpuClonerOptions()
     options.indicesOptions = faiss.INDICES_64_BIT  # the index's own int64 ids
     try:

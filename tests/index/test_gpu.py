@@ -119,6 +119,33 @@ def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
     assert not gpu.is_gpu_index(index.faiss)
 
 
+def test_torch_s_cached_memory_is_released_before_faiss_allocates_on_the_gpu(monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("torch cache released"))
+    monkeypatch.setattr(gpu, "resources", lambda number: calls.append("FAISS resources"))
+    monkeypatch.setattr(faiss, "GpuClonerOptions", lambda: type("Options", (), {})(), raising=False)
+    monkeypatch.setattr(faiss, "INDICES_64_BIT", 3, raising=False)
+
+    def to_gpu(resources, number, index, options):
+        calls.append("FAISS index copied")
+        return index
+
+    monkeypatch.setattr(faiss, "index_cpu_to_gpu", to_gpu, raising=False)
+    index = _ivf(_vectors(10))
+    assert index.move_to(FaissDevice(0))
+    assert calls == ["torch cache released", "FAISS resources", "FAISS index copied"]
+
+
+def test_releasing_torch_s_cache_is_a_no_op_without_cuda(monkeypatch) -> None:
+    from semsearch.ann.devices import release_torch_cache
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: pytest.fail("no CUDA to release"))
+    release_torch_cache()  # torch.cuda.is_available() is False here
+
+
 TORCH_ON_CPU = FaissDevice(torch_device="cpu")  # the torch path, on this machine's CPU
 
 
