@@ -7,7 +7,7 @@ parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each cal
 any number of threads. The package's exact search is `semsearch.ann.exact`.
 
 The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
-`placed(device)` moves the index there for a while and back (`semsearch.index.gpu`);
+`placed(device)` moves the index there for a while and back (`semsearch.ann.faiss_gpu`);
 what is written is always a CPU index. A GPU that runs out of memory hands the work
 back to the CPU, with a log line, instead of failing the job.
 """
@@ -24,10 +24,9 @@ from typing import TypeVar
 import faiss
 import numpy as np
 
-from semsearch.ann.devices import faiss_reason, is_out_of_memory
+from semsearch.ann import faiss_gpu as gpu
+from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
 from semsearch.errors import SemsearchError
-from semsearch.index import gpu
-from semsearch.index.gpu import CPU, FaissDevice
 from semsearch.index.manifest import IndexSpec
 
 log = logging.getLogger(__name__)

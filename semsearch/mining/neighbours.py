@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm.auto import tqdm
 
+from semsearch.ann.devices import CPU, FaissDevice
+from semsearch.ann.faiss_gpu import GPU_MAX_K
 from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
-from semsearch.index.gpu import CPU, GPU_MAX_K, FaissDevice
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.vector_index import VectorIndex
 

@@ -7,9 +7,9 @@ import faiss
 import numpy as np
 import pytest
 
+from semsearch.ann.devices import CPU, FaissDevice
 from semsearch.ann.exact import exact_knn
 from semsearch.ann.kmeans import assign, kmeans
-from semsearch.index.gpu import CPU, FaissDevice
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from semsearch.ann.devices import is_out_of_memory
+from semsearch.ann import devices
+from semsearch.ann import faiss_gpu as gpu
+from semsearch.ann.devices import CPU, FaissDevice, faiss_device, gpu_count, is_out_of_memory
 from semsearch.ann.exact import exact_knn
 from semsearch.errors import SemsearchError
-from semsearch.index import gpu
-from semsearch.index.gpu import CPU, FaissDevice, faiss_device, gpu_count
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.tune import tune_against_exact
 from semsearch.index.vector_index import METRICS, VectorIndex, prepare_vectors
@@ -39,9 +39,9 @@ def _ivf(rows: np.ndarray, nlist: int = 32) -> VectorIndex:
 
 @pytest.fixture()
 def fresh_fallback_log():
-    gpu._log_fallback.cache_clear()
+    devices._log_fallback.cache_clear()
     yield
-    gpu._log_fallback.cache_clear()
+    devices._log_fallback.cache_clear()
 
 
 def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
@@ -53,7 +53,7 @@ def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
 
 @no_gpu
 def test_auto_falls_back_to_the_cpu_with_one_log_line(caplog, fresh_fallback_log) -> None:
-    with caplog.at_level(logging.INFO, logger="semsearch.index.gpu"):
+    with caplog.at_level(logging.INFO, logger="semsearch.ann.devices"):
         assert faiss_device("auto") == CPU
         assert faiss_device("auto") == CPU
     lines = [record.getMessage() for record in caplog.records]
