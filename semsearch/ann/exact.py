@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from semsearch.ann import devices
+from semsearch.ann.base import prepare_vectors
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
@@ -195,8 +196,6 @@ def exact_knn(
 
     `queries` must be prepared (`prepare_vectors`); parts are prepared here.
     """
-    from semsearch.index.vector_index import prepare_vectors  # the index imports this module
-
     heap = faiss.ResultHeap(len(queries), k, keep_max=higher_is_better(metric))
     on_device = torch.as_tensor(queries).to(device)
     for ids, vectors in parts:

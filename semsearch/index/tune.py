@@ -207,11 +207,8 @@ def tune_against_exact(
     With `query_ids` the queries are stored rows, each left out of its own results. The
     exact search runs where the index is (a GPU or the CPU).
     """
-    from semsearch.ann.exact import exact_knn  # torch only where it runs
-
     extra = 0 if query_ids is None else 1
-    scores, exact = exact_knn(queries, parts(), k + extra, index.metric,
-                              index.device.exact_device)  # fmt: skip
+    scores, exact = index.knn(queries, parts(), k + extra)  # on the index's device
     rescore = None if index.keeps_exact_vectors() else StoredScores(parts, index.metric)
     return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores,
                       rescore=rescore)  # fmt: skip

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,6 +24,7 @@ import faiss
 import numpy as np
 
 from semsearch.ann import faiss_gpu as gpu
+from semsearch.ann.base import AnnBackend, IdFilter, higher_is_better, prepare_vectors
 from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import IndexSpec
@@ -40,41 +40,9 @@ EF_SEARCH_CANDIDATES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 10
 Result = TypeVar("Result")
 
 
-def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Float32, C-contiguous, and unit length for cosine, as FAISS' inner product expects."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if metric == "cosine":
-        vectors = vectors.copy()
-        faiss.normalize_L2(vectors)
-    return vectors
-
-
-def higher_is_better(metric: str) -> bool:
-    return METRICS[metric] == faiss.METRIC_INNER_PRODUCT
-
-
-@dataclass
-class IdFilter:
-    """The ids a search may return, as a bitmap FAISS reads directly (bit i: id i allowed)."""
-
-    bitmap: np.ndarray
-    bound: int
-    allowed: int  # how many ids are allowed
-
-    @classmethod
-    def of(cls, ids: np.ndarray, bound: int) -> IdFilter:
-        mask = np.zeros(bound, dtype=bool)
-        mask[ids] = True
-        return cls(np.packbits(mask, bitorder="little"), bound, int(len(ids)))
-
-    def selector(self) -> faiss.IDSelector:
-        selector = faiss.IDSelectorBitmap(self.bound, faiss.swig_ptr(self.bitmap))
-        selector.referenced_bitmap = self.bitmap  # keeps the buffer alive as long as the selector
-        return selector
-
-
-class VectorIndex:
-    """One FAISS index over vectors with ids; see the module docstring."""
+class VectorIndex(AnnBackend):
+    """One FAISS index over vectors with ids, the FAISS backend of `semsearch.ann.base`;
+    see the module docstring."""
 
     def __init__(self, index: faiss.Index, metric: str) -> None:
         self.faiss = index
@@ -187,6 +155,22 @@ class VectorIndex:
     @property
     def dimension(self) -> int:
         return int(self.faiss.d)
+
+    @property
+    def exact_device(self) -> str:
+        return self.device.exact_device
+
+    def memory_bytes(self) -> int:
+        """Codes (or vectors), ids and IVF centroids: what the structure holds in memory."""
+        try:
+            code = int(self._layout.sa_code_size())
+        except RuntimeError:  # structures without standalone codes (HNSW): full vectors
+            code = 4 * self.dimension
+        hnsw = _hnsw_of(self._layout)
+        links = 8 * hnsw.nb_neighbors(0) if hnsw is not None else 0
+        ivf = self._ivf()
+        centroids = 4 * self.dimension * ivf.nlist if ivf is not None else 0
+        return self.size * (code + 8 + links) + centroids
 
     @property
     def is_trained(self) -> bool:
@@ -398,3 +382,9 @@ def _core(index: faiss.Index) -> faiss.Index:
 
 def _hnsw_of(index: faiss.Index):
     return getattr(_core(index), "hnsw", None)
+
+
+# prepare_vectors, higher_is_better and IdFilter belong to the backend interface
+# (semsearch.ann.base); they are importable from here as before.
+__all__ = ["METRICS", "ExactStandIn", "IdFilter", "VectorIndex", "higher_is_better",
+           "ivf_parameters", "prepare_vectors"]  # fmt: skip

@@ -11,19 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from semsearch.ann.base import AnnBackend
 from semsearch.ann.devices import CPU, FaissDevice
 from semsearch.ann.faiss_gpu import GPU_MAX_K
 from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.vector_index import VectorIndex
-
-if TYPE_CHECKING:
-    from semsearch.ann.exact import ExactSearch
 
 log = logging.getLogger(__name__)
 # Trained structures with inverted lists can be emptied and refilled with some of their rows.
@@ -45,7 +42,7 @@ def search_structure(
     trained: tuple[VectorIndex, dict[str, int], str] | None = None,
     nprobe: int | None = None,
     device: FaissDevice = CPU,
-) -> tuple[SearchStructure | TorchExact, str]:
+) -> tuple[SearchStructure, str]:
     """A structure over `vectors` (ids are their positions) to search them with, and a few
     words on what it is.
 
@@ -53,8 +50,12 @@ def search_structure(
     search parameters and factory string); an IVF one is filled with the vectors and used.
     """
     rows, dimension = vectors.shape
-    if device.torch_device is not None:  # a GPU without GPU FAISS: exact, a matrix product
-        return TorchExact.over(vectors, metric, device.torch_device), f"exact, on {device}"
+    if device.torch_device is not None:  # a GPU without GPU FAISS: exact, matrix products
+        from semsearch.ann.torch_exact import TorchExactIndex  # torch only where it runs
+
+        exact = TorchExactIndex(metric, dimension, device.torch_device)
+        exact.add(vectors, np.arange(rows), prepared=True)
+        return SearchStructure(exact, {}), f"exact, on {device}"
     where = f", on {device}" if device.is_gpu else ""
     if rows <= AUTO_EXACT_LIMIT:
         exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
@@ -79,34 +80,15 @@ def search_structure(
 class SearchStructure:
     """An index and the search parameters every call uses."""
 
-    index: VectorIndex
+    index: AnnBackend
     params: dict[str, int]
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self.index.search(queries, k, self.params)
 
 
-@dataclass(frozen=True)
-class TorchExact:
-    """Exact search of every row among all rows on a GPU through torch (`semsearch.ann.exact`):
-    where FAISS has no GPU support, matrix products beat scanning IVF lists on the CPU, and
-    they are exact. The collection is placed on the device once, for every chunk of queries;
-    a device out of memory shrinks the tiles, it does not fail the job."""
-
-    exact: ExactSearch
-
-    @classmethod
-    def over(cls, vectors: np.ndarray, metric: str, device: str) -> TorchExact:
-        from semsearch.ann.exact import ExactSearch  # torch only where it runs
-
-        return cls(ExactSearch(vectors, metric, device))
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.exact.search(queries, k)
-
-
 def search_in_chunks(
-    index: SearchStructure | TorchExact, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
+    index: SearchStructure, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
     queries: range | None = None,
 ) -> Iterator[Neighbours]:  # fmt: skip
     """The `k` nearest other rows of every row (of the rows in `queries`, default all),
