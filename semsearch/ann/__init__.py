@@ -1,7 +1,13 @@
-"""Approximate and exact nearest-neighbour search behind one small interface.
+"""Nearest-neighbour search behind one small interface, whatever library and device.
 
+- `base`: the interface every backend implements (train, add with ids, remove, search with
+  per-call parameters and filters, exact k-NN, write/read, memory estimate), and the
+  vector preparation and id filter they all take.
 - `exact`: the package's one exact k-NN (torch, on any device, tiled over queries and base).
-- `devices`: where the work runs and what happens when a GPU runs out of memory.
+- `torch_exact`: the torch backend, exact search on any device.
+- `faiss_gpu`: FAISS indexes placed on a GPU and back (FAISS's own backend is
+  `semsearch.index.vector_index.VectorIndex`).
 - `kmeans`: IVF's k-means and list assignment through the exact k-NN (spherical for inner
-  product, as FAISS trains IVF).
+  products, as FAISS trains IVF).
+- `devices`: where the work runs (`FaissDevice`), out-of-memory errors, the torch cache.
 """

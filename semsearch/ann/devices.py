@@ -86,8 +86,8 @@ def tile_bytes(device: torch.device) -> int:
 @dataclass(frozen=True)
 class FaissDevice:
     """Where FAISS works: a GPU number (GPU FAISS), or the CPU with its heaviest steps on
-    `torch_device` (a FAISS build without GPU support, `semsearch.index.torch_gpu`), or
-    the CPU alone."""
+    `torch_device` (a FAISS build without GPU support: `semsearch.ann.kmeans` and
+    `semsearch.ann.exact`), or the CPU alone."""
 
     gpu: int | None = None
     torch_device: str | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import faiss
 import numpy as np
 import pytest
 import torch
@@ -13,7 +14,7 @@ import torch
 from semsearch.ann import devices, exact
 from semsearch.ann.exact import ExactSearch, Tiles, exact_knn
 from semsearch.errors import SemsearchError
-from semsearch.index.vector_index import prepare_vectors
+from semsearch.index.vector_index import METRICS, prepare_vectors
 
 
 def _points(rows: int, dimension: int = 16, seed: int = 0) -> np.ndarray:
@@ -111,3 +112,29 @@ def test_a_row_that_never_fits_on_the_cpu_is_one_clear_error(monkeypatch) -> Non
     _tight(monkeypatch, most_entries=0)
     with pytest.raises(SemsearchError, match="one row"):
         ExactSearch(_points(10), "dot").search(_points(2), 3)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
+def test_the_exact_knn_equals_faiss_flat(metric) -> None:
+    vectors = prepare_vectors(_points(3_000, seed=4), "cosine")
+    parts = [(np.arange(0, 1_000), vectors[:1_000]), (np.arange(1_000, 3_000), vectors[1_000:])]
+    queries = prepare_vectors(vectors[:64], metric)
+    flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
+    flat.add(prepare_vectors(vectors, metric))
+    faiss_scores, faiss_ids = flat.search(queries, 10)
+    torch_scores, torch_ids = exact_knn(queries, parts, 10, metric, "cpu")
+    assert np.mean(faiss_ids == torch_ids) >= 0.99  # ties may swap
+    np.testing.assert_allclose(torch_scores, faiss_scores, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch alone)")
+@pytest.mark.parametrize("metric", ["cosine", "l2"])
+def test_on_a_gpu_the_base_stays_there_and_answers_as_on_the_cpu(metric) -> None:
+    vectors = prepare_vectors(_points(20_000, dimension=64, seed=5), metric)
+    on_gpu = ExactSearch(vectors, metric, "cuda")
+    assert on_gpu.base.is_cuda  # placed once, for every search after
+    gpu_scores, gpu_found = on_gpu.search(vectors[:500], 10)
+    cpu_scores, cpu_found = ExactSearch(vectors, metric).search(vectors[:500], 10)
+    assert np.mean(gpu_found == cpu_found) >= 0.99  # ties and rounding may swap
+    np.testing.assert_allclose(gpu_scores, cpu_scores, rtol=1e-3, atol=1e-3)

@@ -1,6 +1,6 @@
-"""FAISS device choice, its fallbacks and its errors, FAISS's heavy steps through torch
-(run here on CPU tensors), and FAISS on the GPU (tests marked `gpu`, run where torch sees
-CUDA and FAISS has GPU support)."""
+"""`VectorIndex` and mining on each device: out-of-memory hand-over to the CPU, GPU FAISS
+placement (faked here), FAISS's heavy steps through torch (on CPU tensors here), and FAISS
+on the GPU (tests marked `gpu`, run where torch sees CUDA and FAISS has GPU support)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from semsearch.ann import devices
 from semsearch.ann import faiss_gpu as gpu
-from semsearch.ann.devices import CPU, FaissDevice, faiss_device, gpu_count, is_out_of_memory
+from semsearch.ann.devices import CPU, FaissDevice, gpu_count
 from semsearch.ann.exact import exact_knn
-from semsearch.errors import SemsearchError
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.tune import tune_against_exact
-from semsearch.index.vector_index import METRICS, VectorIndex, prepare_vectors
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 
-no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")
 needs_gpu_faiss = pytest.mark.skipif(gpu_count() == 0, reason="needs GPU FAISS (the gpu extra)")
 
 
@@ -35,39 +32,6 @@ def _vectors(rows: int, dimension: int = 32, seed: int = 0) -> np.ndarray:
 
 def _ivf(rows: np.ndarray, nlist: int = 32) -> VectorIndex:
     return VectorIndex.create(IndexSpec("ivf", f"IVF{nlist},Flat", "cosine"), rows.shape[1])
-
-
-@pytest.fixture()
-def fresh_fallback_log():
-    devices._log_fallback.cache_clear()
-    yield
-    devices._log_fallback.cache_clear()
-
-
-def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
-    assert faiss_device("cpu") == CPU and not CPU.is_gpu and str(CPU) == "cpu"
-    for wrong in ("tpu", "cuda:first", "gpu"):
-        with pytest.raises(SemsearchError, match="unknown device"):
-            faiss_device(wrong)
-
-
-@no_gpu
-def test_auto_falls_back_to_the_cpu_with_one_log_line(caplog, fresh_fallback_log) -> None:
-    with caplog.at_level(logging.INFO, logger="semsearch.ann.devices"):
-        assert faiss_device("auto") == CPU
-        assert faiss_device("auto") == CPU
-    lines = [record.getMessage() for record in caplog.records]
-    assert len(lines) == 1 and lines[0].startswith("FAISS runs on the CPU")
-
-
-@no_gpu
-@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
-def test_cuda_without_a_gpu_is_one_clear_error(device) -> None:
-    with pytest.raises(SemsearchError) as caught:
-        faiss_device(device)
-    message = str(caught.value)
-    assert "\n" not in message and "--device cpu" in message
-    assert "GPU" in message
 
 
 class _FailsHalfWay:
@@ -107,11 +71,6 @@ def test_a_gpu_out_of_memory_mid_add_goes_on_on_the_cpu_without_duplicates(
     assert ["going on with FAISS on the CPU" in r.getMessage() for r in caplog.records] == [True]
 
 
-def test_other_faiss_errors_are_not_taken_for_out_of_memory() -> None:
-    assert not is_out_of_memory(RuntimeError("Error: 'n >= nlist' failed: too few points"))
-    assert is_out_of_memory(MemoryError("std::bad_alloc: cudaMalloc failed, out of memory"))
-
-
 def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
     index = _ivf(_vectors(10))
     with index.placed(CPU) as placed:
@@ -139,32 +98,12 @@ def test_torch_s_cached_memory_is_released_before_faiss_allocates_on_the_gpu(mon
     assert calls == ["torch cache released", "FAISS resources", "FAISS index copied"]
 
 
-def test_releasing_torch_s_cache_is_a_no_op_without_cuda(monkeypatch) -> None:
-    from semsearch.ann.devices import release_torch_cache
-
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: pytest.fail("no CUDA to release"))
-    release_torch_cache()  # torch.cuda.is_available() is False here
-
-
 TORCH_ON_CPU = FaissDevice(torch_device="cpu")  # the torch path, on this machine's CPU
 
 
 def _lists(index: VectorIndex) -> list[int]:
     ivf = faiss.extract_index_ivf(index.faiss)
     return [ivf.invlists.list_size(number) for number in range(ivf.nlist)]
-
-
-@pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
-def test_the_exact_knn_equals_faiss_flat(metric) -> None:
-    vectors = _vectors(3_000, seed=4)
-    parts = [(np.arange(0, 1_000), vectors[:1_000]), (np.arange(1_000, 3_000), vectors[1_000:])]
-    queries = prepare_vectors(vectors[:64], metric)
-    flat = faiss.IndexFlat(queries.shape[1], METRICS[metric])
-    flat.add(prepare_vectors(vectors, metric))
-    faiss_scores, faiss_ids = flat.search(queries, 10)
-    torch_scores, torch_ids = exact_knn(queries, parts, 10, metric, TORCH_ON_CPU.exact_device)
-    assert np.mean(faiss_ids == torch_ids) >= 0.99  # ties may swap
-    np.testing.assert_allclose(torch_scores, faiss_scores, rtol=1e-4, atol=1e-4)
 
 
 def test_mining_through_torch_finds_the_exact_neighbours() -> None:
