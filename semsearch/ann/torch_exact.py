@@ -44,10 +44,12 @@ class TorchExactIndex(AnnBackend):
         """Nothing to learn: the search is exact."""
 
     def add(self, vectors: np.ndarray, ids: np.ndarray, prepared: bool = False) -> None:
-        vectors = vectors if prepared else prepare_vectors(vectors, self.metric)
-        self.vectors = np.concatenate([self.vectors, np.asarray(vectors, np.float32)])
-        self.ids = np.concatenate([self.ids, np.asarray(ids, np.int64)])
-        self._search = None
+        vectors = np.asarray(vectors if prepared else prepare_vectors(vectors, self.metric),
+                             np.float32)  # fmt: skip
+        ids = np.asarray(ids, np.int64)
+        if self.size:  # a first add keeps the caller's array: a collection is not copied
+            vectors, ids = np.concatenate([self.vectors, vectors]), np.concatenate([self.ids, ids])
+        self.vectors, self.ids, self._search = vectors, ids, None
 
     def remove(self, ids: np.ndarray) -> int:
         keep = ~np.isin(self.ids, np.asarray(ids, np.int64))
