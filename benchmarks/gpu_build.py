@@ -97,6 +97,8 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from semsearch.ann.exact import ExactSearch
+
     started = time.perf_counter()
     texts = pq.read_table(corpus, columns=["summary"]).column("summary").to_pylist()
     encoder = SentenceTransformer(str(model), device=device)
@@ -116,10 +118,7 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
     queries = vectors[
         np.random.default_rng(1).choice(len(vectors), min(1000, len(vectors)), replace=False)
     ]
-    exact = faiss.IndexFlatIP(vectors.shape[1])
-    exact = faiss.index_cpu_to_gpu(resources, 0, exact) if on_gpu else exact
-    exact.add(vectors)
-    exact_scores = exact.search(queries, K)[0]
+    exact_scores = ExactSearch(vectors, "dot", device).search(queries, K)[0]  # untimed
     nprobe, recall = None, 1.0
     if "IVF" in factory:
         space = faiss.GpuParameterSpace() if on_gpu else faiss.ParameterSpace()
@@ -161,6 +160,7 @@ def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
     its stored vectors, for `queries` rows drawn from the corpus; and the rows drawn."""
     import faiss
 
+    from semsearch.ann.exact import ExactSearch
     from semsearch.index.segment import Segment
     from semsearch.index.store import find_index
 
@@ -170,9 +170,7 @@ def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
     vectors = stored_vectors(args.out_dir / "indexes", INDEX_NAME)
     rows = np.random.default_rng(0).choice(len(vectors), min(queries, len(vectors)), replace=False)
     sample = vectors[rows]
-    exact = faiss.IndexFlatIP(vectors.shape[1])
-    exact.add(vectors)
-    exact_scores = exact.search(sample, K)[0]
+    exact_scores = ExactSearch(vectors, "dot", args.device).search(sample, K)[0]
     index = segment.read_index(manifest["index"]["metric"]).faiss
     for name, value in manifest["index"]["search_params"].items():
         faiss.ParameterSpace().set_index_parameter(index, name, value)

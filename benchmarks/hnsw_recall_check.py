@@ -28,7 +28,7 @@ from common import (
     write_json,
 )
 
-from semsearch.index.exact_search import exact_knn
+from semsearch.ann.exact import exact_knn
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.store import IndexFolder
 from semsearch.index.tune import tie_aware_recall, tune_against_exact

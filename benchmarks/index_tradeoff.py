@@ -35,6 +35,7 @@ from common import (
     write_json,
 )
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.training.vectors import index_vectors
@@ -259,14 +260,11 @@ def main() -> None:
     vectors, metric_name = load_vectors(folder)
     database, queries = split_queries(vectors, args.queries, args.seed)
     del vectors
-    metric = faiss_metric(metric_name)
     print(f"{len(database):,} vectors of {folder.name} ({metric_name}), "
           f"{len(queries):,} held-out queries", flush=True)  # fmt: skip
-    exact = faiss.IndexFlat(database.shape[1], metric)
-    exact.add(database)
-    exact_scores, _ = exact.search(queries, K)
+    exact_metric = "dot" if faiss_metric(metric_name) == faiss.METRIC_INNER_PRODUCT else "l2"
+    exact_scores, _ = ExactSearch(database, exact_metric).search(queries, K)  # the library's
     kth_exact = exact_scores[:, -1]
-    del exact
 
     results = [measure(with_options(STRUCTURES[name], args), database, queries, kth_exact,
                        metric_name, args)

@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
     parser.add_argument("--index", default="pypi")
     args = parser.parse_args()
+    from semsearch.ann.exact import ExactSearch
     from semsearch.index.store import IndexFolder
 
     folder = IndexFolder(args.index_dir / args.index)
@@ -41,9 +42,7 @@ def main() -> None:
     queries = vectors[rng.choice(len(vectors), QUERIES, replace=False)]
     queries += rng.normal(0, 0.02, queries.shape).astype(np.float32)  # near, not equal, to rows
     faiss.normalize_L2(queries)
-    exact = faiss.IndexFlatIP(vectors.shape[1])
-    exact.add(vectors)
-    truth = ids[exact.search(queries, 10)[1]]
+    truth = ids[ExactSearch(vectors, "dot").search(queries, 10)[1]]
     nprobe = manifest.index.search_params["nprobe"]
     fp16 = faiss.IndexIVFScalarQuantizer(ivf.quantizer, ivf.d, ivf.nlist, faiss.ScalarQuantizer.QT_fp16,
                                          faiss.METRIC_INNER_PRODUCT)  # fmt: skip

@@ -35,6 +35,7 @@ from training_bench import (
     write_json,
 )
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation import STSEvaluator, read_sick, read_stsb
 from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
@@ -152,9 +153,11 @@ def augmented_train_file(gold_path: Path, args) -> tuple[Path, dict]:
     gold = read_stsb(gold_path)
     sentences = sorted(set(gold["sentence1"]) | set(gold["sentence2"]))
     vectors = BiEncoder.load(args.model, device="cpu").encode(sentences)
-    similarity = vectors @ vectors.T
-    np.fill_diagonal(similarity, -np.inf)
-    nearest = np.argpartition(-similarity, args.neighbours, axis=1)[:, : args.neighbours]
+    # the library's exact k-NN; each sentence finds itself, which is dropped
+    found = ExactSearch(vectors, "dot").search(vectors, args.neighbours + 1)[1]
+    own = found == np.arange(len(found))[:, None]
+    own[~own.any(axis=1), -1] = True  # a row tied out of its own top: drop the farthest
+    nearest = found[~own].reshape(len(found), -1)
     known = {frozenset(pair) for pair in zip(gold["sentence1"], gold["sentence2"])}
     candidates = sorted({(min(i, j), max(i, j)) for i, row in enumerate(nearest) for j in row
                          if frozenset((sentences[i], sentences[j])) not in known})  # fmt: skip

@@ -10,7 +10,7 @@ from semsearch.cli.output import print_json_lines
 @user_errors
 def devices(json_output: JsonFlag = False) -> None:
     """Show the GPUs torch and FAISS see, and where --device auto runs the model and FAISS."""
-    from semsearch.index.gpu import device_report
+    from semsearch.ann.devices import device_report
 
     report = device_report()
     if json_output:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation.base import TextEncoder
 from semsearch.evaluation.beir import RetrievalData
-from semsearch.evaluation.ir import DEPTH, exact_search, ir_metrics
+from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.similarity import normalize_rows
 from semsearch.hybrid import Fusion, Ranking, fuse
 from semsearch.index.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
@@ -58,10 +59,7 @@ def exact_modes(
     texts = [data.queries[query] for query in judged]
     documents = normalize_rows(encoder.encode(list(data.corpus.values()), batch_size=batch_size))
     vectors = normalize_rows(encoder.encode(texts, batch_size=batch_size))
-    rows = exact_search(vectors, documents, depth)
-    scores = (
-        np.einsum("qd,qkd->qk", vectors, documents[rows]) if rows.size else rows.astype(np.float32)
-    )
+    scores, rows = ExactSearch(documents, "dot").search(vectors, depth)
     spec = spec or LexicalSpec()
     part = LexicalPart.of(build_bm25(list(data.corpus.values()), spec))
     allowed = np.ones(part.documents, dtype=bool)

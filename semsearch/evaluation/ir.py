@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation.base import Evaluator, TextEncoder
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.similarity import normalize_rows
@@ -20,8 +21,6 @@ from semsearch.evaluation.similarity import normalize_rows
 NDCG_AT, MRR_AT, MAP_AT = 10, 10, 100
 RECALL_AT = (1, 10, 100)
 DEPTH = max(NDCG_AT, MRR_AT, MAP_AT, *RECALL_AT)
-# Queries are scored against the corpus in blocks of about this many similarities.
-SCORE_BLOCK = 1 << 24
 
 
 class InformationRetrievalEvaluator(Evaluator):
@@ -59,19 +58,11 @@ class InformationRetrievalEvaluator(Evaluator):
 
 
 def exact_search(queries: np.ndarray, documents: np.ndarray, k: int) -> np.ndarray:
-    """Row indices of the k highest inner products per query, best first (ties: lower index)."""
-    k = min(k, len(documents))
-    if k == 0:
-        return np.empty((len(queries), 0), dtype=np.int64)
-    block = max(1, SCORE_BLOCK // max(len(documents), 1))
-    results = [np.empty((0, k), dtype=np.int64)]
-    for start in range(0, len(queries), block):
-        scores = queries[start : start + block] @ documents.T
-        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        top_scores = np.take_along_axis(scores, top, axis=1)
-        order = np.lexsort((top, -top_scores))  # by score, then by index among ties
-        results.append(np.take_along_axis(top, order, axis=1))
-    return np.concatenate(results)
+    """Row indices of the k highest inner products per query, best first (ties: lower
+    index), by the package's exact k-NN."""
+    return ExactSearch(np.asarray(documents, np.float32), "dot").search(
+        np.asarray(queries, np.float32), k
+    )[1]
 
 
 def ir_metrics(

@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 from tqdm.auto import tqdm
 
+from semsearch.ann.devices import CPU, FaissDevice, faiss_reason
 from semsearch.errors import SemsearchError
-from semsearch.index.gpu import CPU, FaissDevice, faiss_reason
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex

@@ -15,11 +15,11 @@ from dataclasses import asdict, replace
 import numpy as np
 import pyarrow as pa
 
+from semsearch.ann.devices import FaissDevice, faiss_device
 from semsearch.errors import SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import next_generation, next_segment_number, now, segment_name
-from semsearch.index.gpu import FaissDevice, faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
     LexicalSpec,

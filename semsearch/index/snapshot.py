@@ -25,7 +25,6 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
 from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, LexicalSpec, Manifest
 from semsearch.index.metadata_rows import MetadataRows
@@ -277,6 +276,8 @@ class IndexSnapshot:
         self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The exact top-k over the `allowed` rows (default: every live row), from stored vectors."""
+        from semsearch.ann.exact import exact_knn  # torch only where it runs
+
         allowed = self.live if allowed is None else allowed
         return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
 

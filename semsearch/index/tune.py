@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.filling import Parts
 from semsearch.index.vector_index import VectorIndex, higher_is_better, prepare_vectors
 
@@ -242,7 +241,7 @@ def tune_against_exact(
     exact search runs where the index is (a GPU or the CPU).
     """
     extra = 0 if query_ids is None else 1
-    scores, exact = exact_knn(queries, parts(), k + extra, index.metric, index.device)
+    scores, exact = index.knn(queries, parts(), k + extra)  # on the index's device
     rescore = None if index.keeps_exact_vectors() else StoredScores(parts, index.metric)
     return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores,
                       rescore=rescore)  # fmt: skip

@@ -4,10 +4,10 @@ A `VectorIndex` wraps one FAISS index whose vectors carry the index's stable int
 (`add_with_ids`; Flat and HNSW sit inside an `IndexIDMap2`, IVF keeps ids itself). Search
 parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each call as
 `faiss.SearchParameters*`, so nothing is mutated at query time and one opened index serves
-any number of threads. The package's exact search is `semsearch.index.exact_search`.
+any number of threads. The package's exact search is `semsearch.ann.exact`.
 
 The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
-`placed(device)` moves the index there for a while and back (`semsearch.index.gpu`);
+`placed(device)` moves the index there for a while and back (`semsearch.ann.faiss_gpu`);
 what is written is always a CPU index. A GPU that runs out of memory hands the work
 back to the CPU, with a log line, instead of failing the job.
 """
@@ -17,16 +17,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import faiss
 import numpy as np
 
+from semsearch.ann import faiss_gpu as gpu
+from semsearch.ann.base import AnnBackend, IdFilter, higher_is_better, prepare_vectors
+from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
 from semsearch.errors import SemsearchError
-from semsearch.index import gpu
-from semsearch.index.gpu import CPU, FaissDevice
 from semsearch.index.manifest import IndexSpec
 
 log = logging.getLogger(__name__)
@@ -40,41 +40,9 @@ EF_SEARCH_CANDIDATES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 10
 Result = TypeVar("Result")
 
 
-def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Float32, C-contiguous, and unit length for cosine, as FAISS' inner product expects."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if metric == "cosine":
-        vectors = vectors.copy()
-        faiss.normalize_L2(vectors)
-    return vectors
-
-
-def higher_is_better(metric: str) -> bool:
-    return METRICS[metric] == faiss.METRIC_INNER_PRODUCT
-
-
-@dataclass
-class IdFilter:
-    """The ids a search may return, as a bitmap FAISS reads directly (bit i: id i allowed)."""
-
-    bitmap: np.ndarray
-    bound: int
-    allowed: int  # how many ids are allowed
-
-    @classmethod
-    def of(cls, ids: np.ndarray, bound: int) -> IdFilter:
-        mask = np.zeros(bound, dtype=bool)
-        mask[ids] = True
-        return cls(np.packbits(mask, bitorder="little"), bound, int(len(ids)))
-
-    def selector(self) -> faiss.IDSelector:
-        selector = faiss.IDSelectorBitmap(self.bound, faiss.swig_ptr(self.bitmap))
-        selector.referenced_bitmap = self.bitmap  # keeps the buffer alive as long as the selector
-        return selector
-
-
-class VectorIndex:
-    """One FAISS index over vectors with ids; see the module docstring."""
+class VectorIndex(AnnBackend):
+    """One FAISS index over vectors with ids, the FAISS backend of `semsearch.ann.base`;
+    see the module docstring."""
 
     def __init__(self, index: faiss.Index, metric: str) -> None:
         self.faiss = index
@@ -171,10 +139,10 @@ class VectorIndex:
         try:
             return work()
         except (RuntimeError, MemoryError) as exc:  # torch's OutOfMemoryError is a RuntimeError
-            if self.device == CPU or not gpu.is_out_of_memory(exc):
+            if self.device == CPU or not is_out_of_memory(exc):
                 raise
             log.warning("the GPU ran out of memory (%s): going on with FAISS on the CPU",
-                        gpu.faiss_reason(exc))  # fmt: skip
+                        faiss_reason(exc))  # fmt: skip
             self.move_to_cpu()
             if undo is not None:
                 undo()
@@ -187,6 +155,22 @@ class VectorIndex:
     @property
     def dimension(self) -> int:
         return int(self.faiss.d)
+
+    @property
+    def exact_device(self) -> str:
+        return self.device.exact_device
+
+    def memory_bytes(self) -> int:
+        """Codes (or vectors), ids and IVF centroids: what the structure holds in memory."""
+        try:
+            code = int(self._layout.sa_code_size())
+        except RuntimeError:  # structures without standalone codes (HNSW): full vectors
+            code = 4 * self.dimension
+        hnsw = _hnsw_of(self._layout)
+        links = 8 * hnsw.nb_neighbors(0) if hnsw is not None else 0
+        ivf = self._ivf()
+        centroids = 4 * self.dimension * ivf.nlist if ivf is not None else 0
+        return self.size * (code + 8 + links) + centroids
 
     @property
     def is_trained(self) -> bool:
@@ -208,11 +192,9 @@ class VectorIndex:
             ivf = self._plain_ivf()
             if self.device.torch_device and ivf is not None and ivf.quantizer.ntotal == 0:
                 # k-means on the GPU; FAISS then sees a trained quantizer and trains the rest.
-                from semsearch.index import torch_gpu  # torch only where it runs
+                from semsearch.ann import kmeans  # torch only where it runs
 
-                centroids = torch_gpu.kmeans(
-                    sample, ivf.nlist, self.metric, self.device.torch_device
-                )
+                centroids = kmeans.kmeans(sample, ivf.nlist, self.metric, self.device.torch_device)
                 ivf.quantizer.add(centroids)
             self.faiss.train(sample)
 
@@ -239,10 +221,10 @@ class VectorIndex:
             self.faiss.add_with_ids(vectors, ids)
             return
         # The lists are chosen on the GPU; FAISS stores the rows in them.
-        from semsearch.index import torch_gpu  # torch only where it runs
+        from semsearch.ann import kmeans  # torch only where it runs
 
         centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
-        lists = torch_gpu.assign(vectors, centroids, self.metric, self.device.torch_device)
+        lists = kmeans.assign(vectors, centroids, self.metric, self.device.torch_device)
         ivf.add_core(len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(ids),
                      faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)))  # fmt: skip
 
@@ -327,11 +309,8 @@ class VectorIndex:
             if int(value) < 1:
                 raise SemsearchError(f"{name} must be at least 1, not {value}")
         value = params.get(parameter) if parameter else None
-        if parameter == "nprobe":
-            knobs = faiss.SearchParametersIVF()
-            if value is not None:
-                knobs.nprobe = int(value)
-                knobs.max_codes = 0
+        if parameter == "nprobe":  # without a value, as many lists as the index probes itself
+            knobs = ivf_parameters(int(value) if value is not None else self._ivf().nprobe)
         elif parameter == "efSearch":
             knobs = faiss.SearchParametersHNSW()
             if value is not None:
@@ -379,6 +358,15 @@ class ExactStandIn(VectorIndex):
         return super().search(queries, k, params, allowed)
 
 
+def ivf_parameters(nprobe: int) -> faiss.SearchParametersIVF:
+    """Per-call IVF parameters, the only way they are built: a bare `SearchParametersIVF()`
+    probes one list whatever the index's own nprobe, so nprobe is required here."""
+    knobs = faiss.SearchParametersIVF()
+    knobs.nprobe = nprobe
+    knobs.max_codes = 0
+    return knobs
+
+
 def _keeps_ids(index: faiss.Index) -> bool:
     """IVF structures store ids themselves; the others need an id map around them."""
     return faiss.try_extract_index_ivf(index) is not None
@@ -394,3 +382,9 @@ def _core(index: faiss.Index) -> faiss.Index:
 
 def _hnsw_of(index: faiss.Index):
     return getattr(_core(index), "hnsw", None)
+
+
+# prepare_vectors, higher_is_better and IdFilter belong to the backend interface
+# (semsearch.ann.base); they are importable from here as before.
+__all__ = ["METRICS", "ExactStandIn", "IdFilter", "VectorIndex", "higher_is_better",
+           "ivf_parameters", "prepare_vectors"]  # fmt: skip

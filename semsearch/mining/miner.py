@@ -17,8 +17,9 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from semsearch.ann.devices import CPU, faiss_device
+from semsearch.ann.faiss_gpu import GPU_MAX_K
 from semsearch.errors import SemsearchError
-from semsearch.index.gpu import CPU, GPU_MAX_K, faiss_device
 from semsearch.index.store import DEFAULT_INDEX_DIR
 from semsearch.mining.collection import (
     Collection,

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from semsearch.errors import SemsearchError
+from semsearch.ann.base import AnnBackend
+from semsearch.ann.devices import CPU, FaissDevice
+from semsearch.ann.faiss_gpu import GPU_MAX_K
 from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
-from semsearch.index.gpu import CPU, GPU_MAX_K, FaissDevice
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.vector_index import VectorIndex
 
@@ -41,7 +42,7 @@ def search_structure(
     trained: tuple[VectorIndex, dict[str, int], str] | None = None,
     nprobe: int | None = None,
     device: FaissDevice = CPU,
-) -> tuple[SearchStructure | TorchExact, str]:
+) -> tuple[SearchStructure, str]:
     """A structure over `vectors` (ids are their positions) to search them with, and a few
     words on what it is.
 
@@ -49,8 +50,12 @@ def search_structure(
     search parameters and factory string); an IVF one is filled with the vectors and used.
     """
     rows, dimension = vectors.shape
-    if device.torch_device is not None:  # a GPU without GPU FAISS: exact, a matrix product
-        return TorchExact(vectors, metric, device.torch_device), f"exact, on {device}"
+    if device.torch_device is not None:  # a GPU without GPU FAISS: exact, matrix products
+        from semsearch.ann.torch_exact import TorchExactIndex  # torch only where it runs
+
+        exact = TorchExactIndex(metric, dimension, device.torch_device)
+        exact.add(vectors, np.arange(rows), prepared=True)
+        return SearchStructure(exact, {}), f"exact, on {device}"
     where = f", on {device}" if device.is_gpu else ""
     if rows <= AUTO_EXACT_LIMIT:
         exact = VectorIndex.create(IndexSpec("flat", "Flat", metric), dimension)
@@ -75,39 +80,15 @@ def search_structure(
 class SearchStructure:
     """An index and the search parameters every call uses."""
 
-    index: VectorIndex
+    index: AnnBackend
     params: dict[str, int]
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self.index.search(queries, k, self.params)
 
 
-@dataclass(frozen=True)
-class TorchExact:
-    """Exact search of every row among all rows on a GPU through torch (`torch_gpu.knn`):
-    where FAISS has no GPU support, a matrix product per chunk of queries beats scanning
-    IVF lists on the CPU, and it is exact."""
-
-    vectors: np.ndarray
-    metric: str
-    device: str
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        import torch
-
-        from semsearch.index import torch_gpu  # torch only where it runs
-
-        try:
-            return torch_gpu.knn(queries, self.vectors, k, self.metric, self.device)
-        except torch.OutOfMemoryError:
-            raise SemsearchError(
-                f"the GPU ran out of memory searching {len(self.vectors)} vectors: mine with "
-                "--device cpu"
-            ) from None
-
-
 def search_in_chunks(
-    index: SearchStructure | TorchExact, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
+    index: SearchStructure, vectors: np.ndarray, k: int, chunk: int, show_progress: bool = False,
     queries: range | None = None,
 ) -> Iterator[Neighbours]:  # fmt: skip
     """The `k` nearest other rows of every row (of the rows in `queries`, default all),

@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from semsearch.index.gpu import faiss_device, gpu_count
+from semsearch.ann.devices import faiss_device, gpu_count
 
 
 def test_devices_reports_what_auto_chooses(cli) -> None:

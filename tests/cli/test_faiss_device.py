@@ -8,8 +8,8 @@ import pytest
 import torch
 from cli.support import error_line
 
-from semsearch.index import gpu
-from semsearch.index.gpu import gpu_count
+from semsearch.ann import faiss_gpu
+from semsearch.ann.devices import gpu_count
 
 no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")
 
@@ -50,7 +50,7 @@ def test_build_on_the_gpu_writes_an_index_that_opens_on_the_cpu(tmp_path, cli, c
     index_files = list((tmp_path / "idx" / "g").rglob("index-g*.faiss"))
     assert index_files
     for path in index_files:
-        assert not gpu.is_gpu_index(faiss.read_index(str(path)))
+        assert not faiss_gpu.is_gpu_index(faiss.read_index(str(path)))
     hits = cli("query", "a guitar", "--index", "g", "--index-dir", cli.index_dir,
                "--device", "cpu", "--json")  # fmt: skip
     assert hits.exit_code == 0 and hits.output.strip()

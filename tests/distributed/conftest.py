@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from semsearch.ann.exact import exact_knn
 from semsearch.index.build import BuildOptions
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.search import Searcher

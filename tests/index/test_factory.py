@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from semsearch.ann.exact import exact_knn
 from semsearch.errors import SemsearchError
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.factory import (
     AUTO_EXACT_LIMIT,
     choose_index,
@@ -15,7 +15,8 @@ from semsearch.index.factory import (
     minimum_rows,
     parse_bytes,
 )
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.index.manifest import IndexSpec
+from semsearch.index.vector_index import IdFilter, VectorIndex, ivf_parameters, prepare_vectors
 
 
 def test_auto_is_exact_for_small_corpora_and_ivf_above() -> None:
@@ -81,6 +82,34 @@ def test_search_params_travel_with_each_call_and_are_checked() -> None:
     flat.add(vectors, np.arange(5_000))
     with pytest.raises(SemsearchError, match="nprobe"):
         flat.search(queries, 5, {"nprobe": 7})
+
+
+@pytest.mark.parametrize("with_filter", [False, True])
+def test_a_call_without_nprobe_probes_as_many_lists_as_the_index_does(with_filter) -> None:
+    import faiss
+
+    vectors = prepare_vectors(np.random.default_rng(1).normal(size=(3_000, 8)), "cosine")
+    index = VectorIndex.create(IndexSpec("ivf", "IVF16,Flat", "cosine"), 8)
+    index.train(vectors)
+    index.add(vectors, np.arange(3_000))
+    faiss.extract_index_ivf(index.faiss).nprobe = 16  # the index's own: every list
+    allowed = IdFilter.of(np.arange(0, 3_000, 2), 3_000) if with_filter else None
+    _, found = index.search(vectors[:30], 5, None, allowed)
+    kept = np.arange(0, 3_000, 2) if with_filter else np.arange(3_000)
+    _, exact = exact_knn(vectors[:30], [(kept, vectors[kept])], 5, "cosine")
+    assert found.tolist() == exact.tolist()  # not one list, as a bare SearchParametersIVF()
+
+
+def test_ivf_parameters_are_built_in_one_place_that_requires_nprobe() -> None:
+    from pathlib import Path
+
+    import semsearch
+
+    package = Path(semsearch.__file__).parent
+    builders = [path.relative_to(package).as_posix() for path in package.rglob("*.py")
+                if "SearchParametersIVF(" in path.read_text()]  # fmt: skip
+    assert builders == ["index/vector_index.py"]
+    assert ivf_parameters(9).nprobe == 9
 
 
 def test_memory_budget_steers_auto_towards_smaller_structures() -> None:

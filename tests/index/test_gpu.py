@@ -1,6 +1,6 @@
-"""FAISS device choice, its fallbacks and its errors, FAISS's heavy steps through torch
-(run here on CPU tensors), and FAISS on the GPU (tests marked `gpu`, run where torch sees
-CUDA and FAISS has GPU support)."""
+"""`VectorIndex` and mining on each device: out-of-memory hand-over to the CPU, GPU FAISS
+placement (faked here), FAISS's heavy steps through torch (on CPU tensors here), and FAISS
+on the GPU (tests marked `gpu`, run where torch sees CUDA and FAISS has GPU support)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from semsearch.errors import SemsearchError
-from semsearch.index import gpu
-from semsearch.index.exact_search import exact_knn
-from semsearch.index.gpu import CPU, FaissDevice, faiss_device, gpu_count
+from semsearch.ann import faiss_gpu as gpu
+from semsearch.ann.devices import CPU, FaissDevice, gpu_count
+from semsearch.ann.exact import exact_knn
 from semsearch.index.manifest import IndexSpec
 from semsearch.index.tune import tune_against_exact
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 
-no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason="a GPU is visible")
 needs_gpu_faiss = pytest.mark.skipif(gpu_count() == 0, reason="needs GPU FAISS (the gpu extra)")
 
 
@@ -34,39 +32,6 @@ def _vectors(rows: int, dimension: int = 32, seed: int = 0) -> np.ndarray:
 
 def _ivf(rows: np.ndarray, nlist: int = 32) -> VectorIndex:
     return VectorIndex.create(IndexSpec("ivf", f"IVF{nlist},Flat", "cosine"), rows.shape[1])
-
-
-@pytest.fixture()
-def fresh_fallback_log():
-    gpu._log_fallback.cache_clear()
-    yield
-    gpu._log_fallback.cache_clear()
-
-
-def test_cpu_is_the_cpu_and_unknown_devices_are_refused() -> None:
-    assert faiss_device("cpu") == CPU and not CPU.is_gpu and str(CPU) == "cpu"
-    for wrong in ("tpu", "cuda:first", "gpu"):
-        with pytest.raises(SemsearchError, match="unknown device"):
-            faiss_device(wrong)
-
-
-@no_gpu
-def test_auto_falls_back_to_the_cpu_with_one_log_line(caplog, fresh_fallback_log) -> None:
-    with caplog.at_level(logging.INFO, logger="semsearch.index.gpu"):
-        assert faiss_device("auto") == CPU
-        assert faiss_device("auto") == CPU
-    lines = [record.getMessage() for record in caplog.records]
-    assert len(lines) == 1 and lines[0].startswith("FAISS runs on the CPU")
-
-
-@no_gpu
-@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
-def test_cuda_without_a_gpu_is_one_clear_error(device) -> None:
-    with pytest.raises(SemsearchError) as caught:
-        faiss_device(device)
-    message = str(caught.value)
-    assert "\n" not in message and "--device cpu" in message
-    assert "GPU" in message
 
 
 class _FailsHalfWay:
@@ -106,16 +71,31 @@ def test_a_gpu_out_of_memory_mid_add_goes_on_on_the_cpu_without_duplicates(
     assert ["going on with FAISS on the CPU" in r.getMessage() for r in caplog.records] == [True]
 
 
-def test_other_faiss_errors_are_not_taken_for_out_of_memory() -> None:
-    assert not gpu.is_out_of_memory(RuntimeError("Error: 'n >= nlist' failed: too few points"))
-    assert gpu.is_out_of_memory(MemoryError("std::bad_alloc: cudaMalloc failed, out of memory"))
-
-
 def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
     index = _ivf(_vectors(10))
     with index.placed(CPU) as placed:
         assert placed is index and index.device == CPU
     assert not gpu.is_gpu_index(index.faiss)
+
+
+def test_torch_s_cached_memory_is_released_before_faiss_allocates_on_the_gpu(monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("torch cache released"))
+    monkeypatch.setattr(gpu, "resources", lambda number: calls.append("FAISS resources"))
+    monkeypatch.setattr(faiss, "GpuClonerOptions", lambda: type("Options", (), {})(), raising=False)
+    monkeypatch.setattr(faiss, "INDICES_64_BIT", 3, raising=False)
+
+    def to_gpu(resources, number, index, options):
+        calls.append("FAISS index copied")
+        return index
+
+    monkeypatch.setattr(faiss, "index_cpu_to_gpu", to_gpu, raising=False)
+    index = _ivf(_vectors(10))
+    assert index.move_to(FaissDevice(0))
+    assert calls == ["torch cache released", "FAISS resources", "FAISS index copied"]
 
 
 TORCH_ON_CPU = FaissDevice(torch_device="cpu")  # the torch path, on this machine's CPU
@@ -124,48 +104,6 @@ TORCH_ON_CPU = FaissDevice(torch_device="cpu")  # the torch path, on this machin
 def _lists(index: VectorIndex) -> list[int]:
     ivf = faiss.extract_index_ivf(index.faiss)
     return [ivf.invlists.list_size(number) for number in range(ivf.nlist)]
-
-
-@pytest.mark.parametrize("factory", ["IVF32,Flat", "IVF32,SQfp16"])
-def test_the_torch_path_puts_every_row_in_the_list_faiss_would(factory) -> None:
-    vectors, ids = _vectors(4_000), np.arange(4_000)
-    trained = VectorIndex.create(IndexSpec("ivf", factory, "cosine"), vectors.shape[1])
-    with trained.placed(TORCH_ON_CPU):
-        trained.train(vectors[:2_000])  # k-means through torch
-    assert trained.is_trained and trained.device == CPU
-    by_faiss, by_torch = trained.empty_copy(), trained.empty_copy()
-    by_faiss.add(vectors, ids, prepared=True)
-    with by_torch.placed(TORCH_ON_CPU):
-        by_torch.add(vectors, ids, prepared=True)
-    assert by_torch.size == len(vectors) and _lists(by_torch) == _lists(by_faiss)
-    scores, found = by_torch.search(vectors[:50], 5, {"nprobe": 32})
-    expected = by_faiss.search(vectors[:50], 5, {"nprobe": 32})
-    np.testing.assert_array_equal(found, expected[1])
-
-
-def test_torch_kmeans_centroids_are_as_good_as_faiss_ones() -> None:
-    vectors, ids = _vectors(6_000, seed=3), np.arange(6_000)
-    _, exact = exact_knn(vectors[:300], [(ids, vectors)], 10, "cosine")
-    recall = {}
-    for device in (CPU, TORCH_ON_CPU):
-        index = _ivf(vectors, nlist=32)
-        with index.placed(device):
-            index.train(vectors)
-            index.add(vectors, ids, prepared=True)
-        _, found = index.search(vectors[:300], 10, {"nprobe": 2})
-        recall[str(device)] = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
-    assert recall["cpu (through torch)"] >= recall["cpu"] - 0.05
-
-
-@pytest.mark.parametrize("metric", ["cosine", "l2", "manhattan"])
-def test_exact_search_through_torch_equals_faiss(metric) -> None:
-    vectors = _vectors(3_000, seed=4)
-    parts = [(np.arange(0, 1_000), vectors[:1_000]), (np.arange(1_000, 3_000), vectors[1_000:])]
-    queries = prepare_vectors(vectors[:64], metric)
-    faiss_scores, faiss_ids = exact_knn(queries, parts, 10, metric)
-    torch_scores, torch_ids = exact_knn(queries, parts, 10, metric, TORCH_ON_CPU)
-    assert np.mean(faiss_ids == torch_ids) >= 0.99  # ties may swap
-    np.testing.assert_allclose(torch_scores, faiss_scores, rtol=1e-4, atol=1e-4)
 
 
 def test_mining_through_torch_finds_the_exact_neighbours() -> None:
@@ -180,15 +118,44 @@ def test_mining_through_torch_finds_the_exact_neighbours() -> None:
     assert np.mean(found["cpu"] == found["cpu (through torch)"]) >= 0.99
 
 
+def test_mining_through_torch_places_the_collection_once_and_shrinks_tiles_when_full(
+    monkeypatch, caplog
+) -> None:
+    from semsearch.ann import exact
+
+    vectors = _vectors(1_500, seed=6)
+    structure, _ = search_structure(vectors, "cosine", device=CPU)
+    expected = np.concatenate([c.positions for c in search_in_chunks(structure, vectors, 5, 500)])
+    placements, real_place, real_nearness = [], exact.ExactSearch._placed, exact.nearness
+
+    def place(self, base):
+        placements.append(len(base))
+        return real_place(self, base)
+
+    def nearness(queries, base, metric):  # a device with room for 100,000 scores at a time
+        if len(queries) * len(base) > 100_000:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_nearness(queries, base, metric)
+
+    monkeypatch.setattr(exact.ExactSearch, "_placed", place)
+    monkeypatch.setattr(exact, "nearness", nearness)
+    structure, _ = search_structure(vectors, "cosine", device=TORCH_ON_CPU)
+    with caplog.at_level(logging.WARNING):
+        found = np.concatenate([c.positions for c in search_in_chunks(structure, vectors, 5, 500)])
+    assert placements == [len(vectors)]  # once, not once per chunk of queries
+    assert np.mean(found == expected) >= 0.99
+    assert sum("ran out of memory" in record.getMessage() for record in caplog.records) == 1
+
+
 def test_torch_out_of_memory_goes_on_with_faiss_on_the_cpu(monkeypatch, caplog) -> None:
     import torch
 
-    from semsearch.index import torch_gpu
+    from semsearch.ann import kmeans
 
     def full(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
 
-    monkeypatch.setattr(torch_gpu, "assign", full)
+    monkeypatch.setattr(kmeans, "assign", full)
     vectors, ids = _vectors(2_000), np.arange(2_000)
     index = _ivf(vectors)
     index.train(vectors)
@@ -236,7 +203,7 @@ def test_exact_search_on_the_gpu_equals_the_cpu(metric) -> None:
     parts = [(np.arange(0, 2_500), vectors[:2_500]), (np.arange(2_500, 5_000), vectors[2_500:])]
     queries = prepare_vectors(vectors[:100], metric)
     cpu_scores, cpu_ids = exact_knn(queries, parts, 10, metric)
-    gpu_scores, gpu_ids = exact_knn(queries, parts, 10, metric, FaissDevice(0))
+    gpu_scores, gpu_ids = exact_knn(queries, parts, 10, metric, FaissDevice(0).exact_device)
     assert np.mean(cpu_ids == gpu_ids) >= 0.99  # ties may swap
     np.testing.assert_allclose(gpu_scores, cpu_scores, rtol=1e-3, atol=1e-3)
 
@@ -284,7 +251,9 @@ def test_the_torch_path_on_a_gpu_puts_rows_where_faiss_would() -> None:
     by_faiss.add(vectors, ids, prepared=True)
     with by_torch.placed(FaissDevice(torch_device="cuda:0")):
         by_torch.add(vectors, ids, prepared=True)
-        _, exact_gpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine", by_torch.device)
+        _, exact_gpu = exact_knn(
+            vectors[:100], [(ids, vectors)], 10, "cosine", by_torch.device.exact_device
+        )
     assert np.mean(np.array(_lists(by_torch)) == np.array(_lists(by_faiss))) >= 0.99  # fp ties
     _, exact_cpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine")
     assert np.mean(exact_gpu == exact_cpu) >= 0.99

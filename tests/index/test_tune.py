@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from semsearch.ann.exact import exact_knn
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
-from semsearch.index.exact_search import exact_knn
 from semsearch.index.factory import choose_index
 from semsearch.index.maintain import reindex, retune
 from semsearch.index.manifest import IndexSpec
