@@ -27,6 +27,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from semsearch import __version__
+from semsearch.ann.devices import faiss_device
 from semsearch.corpus import (
     Corpus,
     RowFilter,
@@ -42,7 +43,6 @@ from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.factory import choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
-from semsearch.index.gpu import faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
     IndexSpec,

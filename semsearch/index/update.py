@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
+from semsearch.ann.devices import FaissDevice, faiss_device
 from semsearch.corpus import RowFilter, check_id_column, open_corpus, text_hashes, usable_rows
 from semsearch.errors import SemsearchError
 from semsearch.index.filling import add_parts
 from semsearch.index.generation import next_generation, next_segment_number, segment_name
-from semsearch.index.gpu import FaissDevice, faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.index.parts import prepare_part
