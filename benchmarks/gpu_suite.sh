@@ -30,13 +30,14 @@ if [ "$SMOKE" = 1 ]; then
     PYPI_ROWS=400 DEBIAN_ROWS=60 BUILD_ROWS=2000 MINE_ROWS=500 PAIRS_N=60 REPEATS=1
     BUILD_EXTRA=(--index-type ivf --queries 100) PAIRS_EXTRA=(--min-seconds 1 --min-pairs 50)
     ENCODE_EXTRA=(--batch-size 64) BASE_EXTRA=(--pypi-rows 64 --debian-rows 16)
+    CAGRA_EXTRA=(--queries 200 --ivf-factory IVF32,Flat --nprobe 1 4 32)
 else
     DEVICE=cuda
     DATA=.gpu/data
     MODEL=/tmp/model
     export PYTHONPATH=".:$SITE"
     PYPI_ROWS=100000 DEBIAN_ROWS=20000 BUILD_ROWS=0 MINE_ROWS=0 PAIRS_N=10000 REPEATS=3
-    BUILD_EXTRA=() PAIRS_EXTRA=() ENCODE_EXTRA=(--batch-size 256) BASE_EXTRA=()
+    BUILD_EXTRA=() PAIRS_EXTRA=() ENCODE_EXTRA=(--batch-size 256) BASE_EXTRA=() CAGRA_EXTRA=()
 fi
 
 log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$LOG"; }
@@ -101,7 +102,8 @@ pairs() {
 
 cagra() {
     step cagra 30 $PY benchmarks/cagra_ivf.py --device "$DEVICE" \
-        --index-dir "$WORK/build/indexes" --index pypi-gpu-build --out-dir "$WORK/cagra"
+        --index-dir "$WORK/build/indexes" --index pypi-gpu-build "${CAGRA_EXTRA[@]}" \
+        --out-dir "$WORK/cagra"
 }
 
 FAILED=""
