@@ -77,6 +77,16 @@ def test_typing_a_query_shows_ranked_results(browser, real_index_dir, tmp_path) 
         assert shot.read_bytes()[:4] == b"\x89PNG"
         if os.environ.get("SEMSEARCH_SCREENSHOT"):
             shutil.copyfile(shot, Path(os.environ["SEMSEARCH_SCREENSHOT"]))
+        # The search is in the URL: a bookmark or a reload shows the same hits.
+        assert "q=my+cat" in page.url or "q=my%20cat" in page.url
+        phone = browser.new_page(viewport={"width": 390, "height": 800})
+        phone.goto(page.url)
+        phone.wait_for_selector("tr.hit")
+        assert phone.input_value("#q") == "my cat naps on the couch"
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        if os.environ.get("SEMSEARCH_SCREENSHOT"):
+            narrow = Path(os.environ["SEMSEARCH_SCREENSHOT"]).with_suffix(".390px.png")
+            phone.screenshot(path=str(narrow), full_page=True)
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
