@@ -143,9 +143,13 @@ def _refusal(
     )
     if not convert and not isinstance(convert_column(column, old, from_text, True), str):
         fix += f", or pass --convert-types to read these values as {old}"
+    why = (
+        "a date or time is not a number"
+        if _temporal(old) != _temporal(found) and not _is_string(found)
+        else f"{value!r} would not stay itself as {old}"
+    )
     return (
-        f"{role} {name!r} holds {found} where index {target.name!r} holds {old}, and "
-        f"{value!r} would not stay itself as {old}: {fix}"
+        f"{role} {name!r} holds {found} where index {target.name!r} holds {old}, and {why}: {fix}"
     )
 
 
