@@ -195,3 +195,33 @@ def test_a_changed_column_type_is_refused_and_a_changed_value_is_a_change(
     result = index.add(same_text, encoder=tiny_encoder)
     assert (result.replaced, result.unchanged) == (1, 0)
     assert _stored(index, tiny_encoder)[2] == (before[2][0], 1999)
+
+
+MALFORMED_CSVS = {
+    "ragged.csv": b"doc,text\nd90,fine\nd91\n",
+    "twice.csv": b"doc,text,text\nd90,a,b\n",
+    "reserved.csv": b"doc,text,_source_row\nd90,a,1\n",
+    "blank_id.csv": b"doc,text\n,a\n",
+    "repeated.csv": b"doc,text\nd90,a\nd90,b\n",
+    "latin1.csv": "doc,text\nd90,caf\u00e9\n".encode("latin-1"),
+    "no_text.csv": b"doc,title\nd90,a\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_CSVS))
+def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -> None:
+    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.update import add_rows
+
+    index = Index(
+        build(write(generated_table(4), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    )
+    path = tmp_path / name
+    path.write_bytes(MALFORMED_CSVS[name])
+    with pytest.raises(SemsearchError) as by_build:
+        build_index(BuildOptions(corpus=path, name="x", id_column="doc", out_dir=tmp_path / "b",
+                                 show_progress=False), encoder=tiny_encoder)  # fmt: skip
+    with pytest.raises(SemsearchError) as by_add:
+        add_rows(index.folder, path, tiny_encoder)
+    assert str(by_add.value) == str(by_build.value)
+    assert index.manifest.generation == 1
