@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from semsearch.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
 from semsearch.errors import SemsearchError
@@ -159,20 +160,33 @@ def _same_metadata(
         return same
     old = live.metadata_at(existing[rows], columns)
     for name in columns:
-        before = old.column(name).to_pylist()
+        before = old.column(name).combine_chunks()
         after = (
-            table.column(name).take(pa.array(rows)).to_pylist()
+            table.column(name).take(pa.array(rows)).combine_chunks()
             if name in table.column_names
-            else [None] * len(rows)
+            else pa.nulls(len(rows), before.type)
         )
-        same[rows] &= np.array([_equal(a, b) for a, b in zip(before, after)], dtype=bool)
+        same[rows] &= _same_values(before, after)
     return same
 
 
-def _equal(before, after) -> bool:
-    if isinstance(before, float) and isinstance(after, float) and before != before:
-        return after != after  # NaN stays NaN
-    return before == after
+def _same_values(before: pa.Array, after: pa.Array) -> np.ndarray:
+    """Per row, whether two columns hold the same value (null equals null, NaN equals NaN)."""
+    try:
+        if pa.types.is_null(before.type) != pa.types.is_null(after.type):
+            before, after = (
+                (before.cast(after.type), after)
+                if pa.types.is_null(before.type)
+                else (before, after.cast(before.type))
+            )
+        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
+        equal = pc.fill_null(pc.equal(before, after), False)
+        if pa.types.is_floating(before.type):
+            both_nan = pc.and_(pc.is_nan(before), pc.is_nan(after))
+            equal = pc.or_(equal, pc.fill_null(both_nan, False))
+        return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # lists, structs
+        return np.array([a == b for a, b in zip(before.to_pylist(), after.to_pylist())], dtype=bool)
 
 
 def delete_rows(
