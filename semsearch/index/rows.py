@@ -64,6 +64,8 @@ class LiveRows:
             zero_copy_only=False
         )
         found = ~np.isnan(where) if where.dtype.kind == "f" else where >= 0
+        if not len(live_rows):  # every row deleted: nothing to find (and nothing to index into)
+            return np.full(len(keys), -1, dtype=np.int64)
         positions = np.where(found, np.nan_to_num(where, nan=0), 0).astype(np.int64)
         return np.where(found, live_rows[positions], -1)
 

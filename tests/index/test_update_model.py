@@ -125,6 +125,12 @@ def encoder(tiny_model_dir: Path) -> BiEncoder:
     first=((2, "json parser", 2000),),
     steps=[Add(((3, "json parser", 2011),), "parquet", "timestamp_year"), Compact()],
 )
+# ...and an add into an index whose rows were all deleted failed with an IndexError.
+@example(
+    int_ids=False,
+    first=((0, "guitar on stage", 1990),),
+    steps=[Delete((0,)), Compact(), Add(((1, "two eggs", 2001),), "parquet", "none"), Compact()],
+)
 @given(int_ids=st.booleans(), first=_rows(1), steps=st.lists(STEPS, min_size=1, max_size=4))
 def test_live_rows_and_flat_search_follow_the_model(
     encoder: BiEncoder, int_ids: bool, first: tuple, steps: list
@@ -141,8 +147,13 @@ def test_live_rows_and_flat_search_follow_the_model(
                 index.delete(ids=[str(_key(n, int_ids)) for n in step.numbers])
                 for n in step.numbers:
                     model.pop(_key(n, int_ids), None)
-            else:
+            elif model:
                 index.compact()
+            else:  # nothing to keep: refused in one line, the generation stays
+                generation = index.manifest.generation
+                with pytest.raises(SemsearchError, match="no live rows"):
+                    index.compact()
+                assert index.manifest.generation == generation
             _check(index, model, encoder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
