@@ -87,12 +87,7 @@ def convert_column(
         column, new = column.cast(new.value_type), new.value_type
     if _temporal(old) != _temporal(new) and not _is_string(new):
         return _first_value(column)  # a timestamp is not a number, whatever the option says
-    same_kind = (
-        (_is_string(old) and _is_string(new))
-        or (pa.types.is_integer(old) and pa.types.is_integer(new))
-        or (pa.types.is_floating(old) and pa.types.is_floating(new))
-    )
-    if not (same_kind or convert or (from_text and _is_string(new))):
+    if not (_same_kind(old, new) or convert or (from_text and _is_string(new))):
         return _first_value(column)
     try:
         cast = pc.cast(column, old, safe=True)
@@ -143,13 +138,23 @@ def _refusal(
     )
     if not convert and not isinstance(convert_column(column, old, from_text, True), str):
         fix += f", or pass --convert-types to read these values as {old}"
-    why = (
-        "a date or time is not a number"
-        if _temporal(old) != _temporal(found) and not _is_string(found)
-        else f"{value!r} would not stay itself as {old}"
-    )
+    if _temporal(old) != _temporal(found) and not _is_string(found):
+        why = "a date or time is not a number"
+    elif not (convert or _same_kind(old, found) or (from_text and _is_string(found))):
+        why = f"{found} values (such as {value!r}) are not read as {old} unless asked"
+    else:
+        why = f"{value!r} would not stay itself as {old}"
     return (
         f"{role} {name!r} holds {found} where index {target.name!r} holds {old}, and {why}: {fix}"
+    )
+
+
+def _same_kind(old: pa.DataType, new: pa.DataType) -> bool:
+    """Text and text, integers and integers, floats and floats: a cast that keeps meaning."""
+    return (
+        (_is_string(old) and _is_string(new))
+        or (pa.types.is_integer(old) and pa.types.is_integer(new))
+        or (pa.types.is_floating(old) and pa.types.is_floating(new))
     )
 
 
