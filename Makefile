@@ -3,7 +3,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
-.PHONY: setup setup-gpu demo test test-slow test-ray test-gpu fuzz lint bench clean
+.PHONY: setup setup-gpu demo test test-slow test-ray test-gpu fuzz lint bench clean \
+	gpu-carry bench-gpu bench-gpu-smoke gpu-results
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -55,6 +56,25 @@ setup-gpu: $(GPU_VENV)/.installed
 
 test-gpu: setup-gpu
 	$(GPU_VENV)/bin/python -m pytest -q -m gpu -rs
+
+# The GPU suite (benchmarks/gpu_suite.sh). Here: `make gpu-carry` packs `.gpu/bundle` (60 MiB,
+# carried by every device call); on the lent GPU machine, three calls: `make bench-gpu PART=1`,
+# `PART=2`, `PART=3` (nothing is installed there: the bundle brings the model, data and FAISS);
+# here again after each: `make gpu-results FROM=<the call's files folder> PART=N`.
+# `make bench-gpu-smoke` runs every step on this CPU at small sizes (about 4 minutes).
+gpu-carry: setup
+	$(PY) benchmarks/gpu_carry.py --bundle
+
+bench-gpu:
+	bash benchmarks/gpu_suite.sh $(PART)
+
+bench-gpu-smoke: setup
+	rm -rf /tmp/gpu_suite_smoke
+	SMOKE=1 PY=$(abspath $(PY)) WORK=/tmp/gpu_suite_smoke/work OUT=/tmp/gpu_suite_smoke \
+		bash benchmarks/gpu_suite.sh all
+
+gpu-results: setup
+	$(PY) benchmarks/gpu_collect.py $(FROM) --part $(PART)
 
 # A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
 # through build and query; `make test` runs 40 fixed ones, `make test-slow` 300 more.

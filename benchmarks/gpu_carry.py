@@ -10,14 +10,11 @@ serve encode_throughput.py), the first 20,000 Debian long descriptions (1.2 MiB)
 restores an fp32 folder that both encoders then load, so their comparison stays exact (on
 the fp16-rounded weights). The scripts read the extracts with `--data-dir .gpu/data`.
 
-Each part is its own folder, so a call carries only what it needs (`carry` takes up to 8
-paths): `.gpu/model` (44.0 MiB), `.gpu/data/pypi` (15.4 MiB) and `.gpu/data/debian`
-(1.2 MiB) come to about 63.6 MiB with the repository (3 MiB): these three just fit one
-call; gpu_pairs.py's call carries `.gpu/model` and `.gpu/data/stsb`.
-Wheels (`.whl`, e.g. GPU FAISS, 46 MiB and more) do not fit beside them, but ignored paths
-stay on a warm machine between calls, so one call can bring and install the wheels and the
-next (within the machine's warm period) the model and data.
+`--bundle` (`make gpu-carry`) squeezes all of it, and faiss-cpu, into `.gpu/bundle` (about
+60 MiB, 63 with the repository), which every call of the GPU suite (`gpu_suite.sh`) carries;
+`--unpack` restores it there. The plain folders stay for a call that runs one script.
 
+    python benchmarks/gpu_carry.py --bundle             # here: .gpu/bundle for gpu_suite.sh
     python benchmarks/gpu_carry.py                      # here: writes .gpu/ (git-ignored)
     python benchmarks/gpu_carry.py --widen /tmp/model   # there: .gpu/model -> fp32 /tmp/model
 """
@@ -123,8 +120,7 @@ def bundle(data_dir: Path) -> None:
 
     import numpy as np
 
-    if not (CARRY / "model" / HALF_WEIGHTS).exists():
-        pack(data_dir, 0, 20_000)
+    pack(data_dir, 0, 20_000)
     shutil.rmtree(BUNDLE, ignore_errors=True)
     BUNDLE.mkdir(parents=True)
     weights = (CARRY / "model" / HALF_WEIGHTS).read_bytes()
@@ -139,7 +135,8 @@ def bundle(data_dir: Path) -> None:
     if any("\n" in text for text in texts):
         raise SystemExit("a PyPI summary contains a newline: carry the Parquet extract instead")
     (BUNDLE / "pypi.txt.xz").write_bytes(
-        lzma.compress("\n".join(texts).encode(), preset=9 | lzma.PRESET_EXTREME))
+        lzma.compress("\n".join(texts).encode(), preset=9 | lzma.PRESET_EXTREME)
+    )
     for folder in ("debian", "stsb"):
         shutil.copytree(CARRY / "data" / folder, BUNDLE / "data" / folder)
     with tempfile.TemporaryDirectory() as scratch:
@@ -152,8 +149,10 @@ def bundle(data_dir: Path) -> None:
         with tarfile.open(BUNDLE / "faiss.tar.xz", "w:xz", preset=9) as tar:
             tar.add(site, arcname=".")
     total = folder_mib(BUNDLE) + repository_mib()
-    print(f"{BUNDLE.relative_to(REPO_ROOT)}: {folder_mib(BUNDLE):.1f} MiB; a call carries "
-          f"{total:.1f} MiB of its 64 MiB with the repository's tracked files")
+    print(
+        f"{BUNDLE.relative_to(REPO_ROOT)}: {folder_mib(BUNDLE):.1f} MiB; a call carries "
+        f"{total:.1f} MiB of its 64 MiB with the repository's tracked files"
+    )
 
 
 def unpack(site: Path) -> None:

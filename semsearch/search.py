@@ -22,6 +22,7 @@ from semsearch.index.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.index.vector_index import higher_is_better, prepare_vectors
 from semsearch.options import SearchMode
+from semsearch.search_limits import bound_search, bound_texts
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -29,6 +30,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DISTANCE_METRICS = ("l2", "manhattan")
+
+
+class SearchResults(list):
+    """Each query's hits (a list of lists, as before), with what the call's bounds changed:
+    `notes` (one line each: a value clamped, a query cut; see `semsearch.search_limits`) and
+    the `k` and `params` the search ran with. A server passes the notes on as they are."""
+
+    def __init__(
+        self, hits: list[list[Hit]], notes: list[str], k: int, params: dict[str, int]
+    ) -> None:
+        super().__init__(hits)
+        self.notes = notes
+        self.k = k
+        self.params = params
 
 
 @dataclass(frozen=True)
@@ -154,36 +169,41 @@ class Searcher:
     def search(
         self, queries: list[str], k: int = 10, where: str | None = None,
         mode: SearchMode = "dense", fusion: Fusion | None = None, **search_params: int | None,
-    ) -> list[list[Hit]]:  # fmt: skip
+    ) -> SearchResults:  # fmt: skip
         """The `k` best live rows for each query (those satisfying the SQL predicate `where`,
         if given) in `mode` (dense, lexical or hybrid, fused as `fusion` says, default RRF);
-        `search_params` override nprobe/efSearch for this call only."""
+        `search_params` override nprobe/efSearch for this call only. Every value is bounded
+        by what the index can use (`semsearch.search_limits`): the result's `notes` say
+        what was clamped or cut; what cannot be bounded is refused."""
         check_mode(mode)
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
-        if not queries or any(not query.strip() for query in queries):
-            raise SemsearchError("a query is empty: give some text to search for")
+        queries, text_notes = bound_texts(queries)
         if mode != "dense":
             self.snapshot.check_lexical()  # before the encoding's cost
         if mode != "lexical" and self.encoder is None:
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
         vectors = None if mode == "lexical" else self.encoder.encode(queries)
-        return self.search_vectors(
+        results = self.search_vectors(
             queries, vectors, k, where, mode=mode, fusion=fusion, **search_params
         )
+        results.notes[:0] = text_notes
+        return results
 
     def search_vectors(
         self, queries: list[str], vectors: np.ndarray | None, k: int = 10, where: str | None = None,
         mode: SearchMode = "dense", fusion: Fusion | None = None, **search_params: int | None,
-    ) -> list[list[Hit]]:  # fmt: skip
+    ) -> SearchResults:  # fmt: skip
         """`search` for queries this index's encoder has already embedded (a server encodes
         the queries of many requests in one batch, then searches each request's own way);
-        `vectors` may be None in `lexical` mode."""
+        `vectors` may be None in `lexical` mode. `k` and the search parameters are bounded
+        here (`search_limits.bound_search`); the texts are the caller's to bound
+        (`search_limits.bound_texts`, which `search` applies)."""
         check_mode(mode)
-        if k < 1:
-            raise SemsearchError(f"-k must be at least 1, not {k}")
         snapshot = self.snapshot  # one generation for the whole call
-        k = min(k, max(snapshot.live_rows, 1))  # -k 10**12 must not allocate 10**12 result slots
+        given = {name: int(value) for name, value in search_params.items() if value is not None}
+        bounded = bound_search(k, given, snapshot.live_rows, snapshot.segments, len(queries))
+        k, search_params = bounded.k, bounded.params
         if mode == "lexical":
             scores, rows = snapshot.lexical_search(queries, k, where)
         elif mode == "dense":
@@ -195,19 +215,19 @@ class Searcher:
             dense = self._dense(snapshot, vectors, depth, where, search_params)
             metric = snapshot.manifest.index.metric
             scores, rows = fuse(dense, lexical, k, fusion, higher_is_better(metric))
-        return [
+        hits = [
             self._hits(snapshot, query, row_scores, row_numbers)
             for query, row_scores, row_numbers in zip(queries, scores, rows)
         ]
+        return SearchResults(hits, list(bounded.notes), k, search_params)
 
     @staticmethod
     def _dense(
         snapshot: IndexSnapshot, vectors: np.ndarray | None, k: int, where: str | None,
-        search_params: dict[str, int | None],
+        params: dict[str, int],
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         if vectors is None:
             raise SemsearchError("dense and hybrid searches need the queries' vectors")
-        params = {name: int(value) for name, value in search_params.items() if value is not None}
         vectors = prepare_vectors(vectors, snapshot.manifest.index.metric)
         scores, rows = snapshot.search(vectors, k, params, where)
         if snapshot.manifest.index.metric == "l2":

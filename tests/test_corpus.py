@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -204,3 +205,23 @@ def test_text_and_id_must_be_named_and_different_columns(tmp_path) -> None:
         RowFilter("").check_columns(corpus)
     with pytest.raises(SemsearchError, match="both the text and the id column"):
         RowFilter("text", "text").check_columns(corpus)
+
+
+def test_text_hashes_are_the_stored_blake2b_values_read_from_the_arrow_buffers() -> None:
+    import hashlib
+
+    from semsearch.corpus import text_hashes
+
+    def stored(text: str) -> int:  # what indexes already hold: it must never change
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+        return int.from_bytes(digest, "little", signed=True)
+
+    texts = ["", "café ☕", "a", "a longer text with spaces", "日本語のテキスト", " ", "a"] * 3
+    expected = [stored(text) for text in texts]
+    whole = pa.array(texts)
+    assert text_hashes(whole).tolist() == expected
+    assert text_hashes(whole.slice(5, 9)).tolist() == expected[5:14]  # an offset into buffers
+    assert text_hashes(whole.cast(pa.large_string())).tolist() == expected
+    assert text_hashes(pa.chunked_array([whole.slice(0, 4), whole.slice(4)])).tolist() == expected
+    assert text_hashes(whole.dictionary_encode()).tolist() == expected
+    assert text_hashes(pa.array([], pa.string())).dtype == np.int64

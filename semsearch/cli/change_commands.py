@@ -88,7 +88,8 @@ def add(
                                  on_ray, device, convert_types)  # fmt: skip
     else:
         result = add_rows(folder, rows, encoder, text_column, id_column, batch_size,
-                          device=device, convert_types=convert_types)  # fmt: skip
+                          device=device, convert_types=convert_types,
+                          show_progress=show_progress(json_output))  # fmt: skip
     _report(folder.name, result, json_output)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -158,6 +159,9 @@ def user_errors(command: Command) -> Command:
         except Exception as exc:
             if debugging():
                 raise
+            if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # any path option
+                typer.echo(f"error: {_too_long(exc)}", err=True)
+                raise typer.Exit(2) from None
             typer.echo(
                 f"error: {command.__name__.replace('_command', '')} failed unexpectedly with "
                 f"{type(exc).__name__}: {_one_line(exc)} (run with --debug or {DEBUG_ENV}=1 for "
@@ -167,6 +171,14 @@ def user_errors(command: Command) -> Command:
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _too_long(exc: OSError) -> str:
+    """A path the system refused as too long, as a user's mistake: one line, the path cut."""
+    from semsearch.index.store import shorten_path
+
+    where = f" {shorten_path(exc.filename)}" if exc.filename else ""
+    return f"the path{where} is too long for this system ({exc.strerror}): use a shorter one"
 
 
 def _silence_stdout() -> None:

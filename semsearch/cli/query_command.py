@@ -19,6 +19,7 @@ from semsearch.options import (
     FUSION_METHODS,
     SEARCH_MODES,
 )
+from semsearch.search_limits import queries_per_call
 
 
 @app.command()
@@ -126,20 +127,50 @@ def query(
         "nprobe": nprobe,
         "efSearch": ef_search,
     }
-    if rerank is None:
-        results = searcher.search(queries, k=k, **options)
-    else:
+    reranker = None
+    if rerank is not None:
         from semsearch.models.cross_encoder import CrossEncoder
         from semsearch.rerank import RERANK_SCORE, Reranker
 
         reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
-        results = reranker.search(searcher, queries, k=k, **options)
         score_name = RERANK_SCORE
-    if json_output:
-        print_json_lines(hit.to_dict(score_name) for hits in results for hit in hits)
-        return
-    for query_text, hits in zip(queries, results):
-        print_hits(query_text, hits, score_name, console, show or [])
+    depth = k if reranker is None else max(reranker.top, k)
+    per_call = queries_per_call(depth)  # a long --file goes in calls the library accepts
+    for start in range(0, len(queries), per_call):
+        chunk = queries[start : start + per_call]
+        found = searcher.search(chunk, k=depth, **options)
+        notes = [_renumbered(note, start) for note in found.notes]
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
+        if json_output:
+            print_json_lines(_with_notes(hit.to_dict(score_name), notes)
+                             for hits in results for hit in hits)  # fmt: skip
+            continue
+        for query_text, hits in zip(chunk, results):
+            print_hits(query_text, hits, score_name, console, show or [])
+
+
+def _renumbered(note: str, start: int) -> str:
+    """A note about query N of a call, numbered as the query's line in the whole input."""
+    prefix = "query "
+    if (
+        start
+        and note.startswith(prefix)
+        and (number := note[len(prefix) :].split(" ")[0]).isdigit()
+    ):
+        return f"{prefix}{int(number) + start}{note[len(prefix) + len(number) :]}"
+    return note
+
+
+def _with_notes(record: dict, notes: list[str]) -> dict:
+    """A JSON hit carrying the call's notes (what a bound changed), when there are any; a
+    metadata column called `notes` moves to `column:notes`, as `Hit.to_dict` does."""
+    if not notes:
+        return record
+    if "notes" in record:
+        record["column:notes"] = record.pop("notes")
+    return {**record, "notes": notes}
 
 
 def _read_queries(text: str | None, file: Path | None) -> list[str]:

@@ -1,9 +1,10 @@
 """`semsearch build`: read -> encode -> write parts -> index from the parts -> tune.
 
 The build streams the corpus in record batches, encodes each batch of `part_rows` rows
-(`encode_part`, a plain function of the rows) and writes it as a part of the index's first
-segment, then trains the FAISS structure on a sample of the stored vectors, fills it part
-by part and tunes its search parameter: memory stays bounded by one part plus the index.
+and writes it as a part of the index's first segment (reading, tokenising, encoding and
+writing overlapped: `semsearch.index.pipeline`), then trains the FAISS structure on a sample
+of the stored vectors, fills it part by part and tunes its search parameter: memory stays
+bounded by the few parts in the pipeline's queues plus the index.
 Everything is written into a partial folder renamed into place at the end; an interrupted
 build leaves that folder behind and the same command resumes from the last complete part.
 Where the rows come from and where they are encoded is a `PartSource`: one file encoded in
@@ -51,7 +52,8 @@ from semsearch.index.manifest import (
     SourceSpec,
     write_manifest,
 )
-from semsearch.index.parts import encode_part
+from semsearch.index.parts import PartRows, prepare_part, write_parts
+from semsearch.index.pipeline import DEFAULT_DEPTH
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import (
     DEFAULT_INDEX_DIR,
@@ -105,6 +107,9 @@ class BuildOptions:
     store_vectors: str = "fp32"  # "fp16" halves the stored vectors on disk
     # The lexical (BM25) part for `--mode lexical|hybrid` queries; None builds none.
     lexical: LexicalSpec | None = field(default_factory=LexicalSpec)
+    # Parts queued between the read, tokenise, encode and write stages (memory: about
+    # 3 x depth + 4 parts); 0 runs the stages one after the other.
+    pipeline_depth: int = DEFAULT_DEPTH
 
     @property
     def index_name(self) -> str:
@@ -159,12 +164,14 @@ class FilePartSource:
         self.name = self.corpus.path.name
         self.options = options
         self._sha256: str | None = None
+        self._usable: int | None = None
 
     def usable_rows(self) -> int:
         options = self.options
-        return count_usable_rows(
+        self._usable = count_usable_rows(
             self.corpus, options.text_column, options.id_column, options.strict
         )
+        return self._usable
 
     def fingerprint(self) -> str:
         if self._sha256 is None:
@@ -173,7 +180,8 @@ class FilePartSource:
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         with truncation_report(encoder) as truncated:
-            rows_read, skipped = _encode_parts(self.corpus, encoder, writer, options)
+            rows_read, skipped = _encode_parts(self.corpus, encoder, writer, options,
+                                               self._usable)  # fmt: skip
         return EncodedRows(rows_read, skipped, truncated.cut)
 
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
@@ -302,6 +310,8 @@ def _check_options(options: BuildOptions, name: str) -> None:
         )
     if options.batch_size is not None and options.batch_size < 1:
         raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
+    if options.pipeline_depth < 0:
+        raise SemsearchError(f"pipeline_depth must be 0 or more, not {options.pipeline_depth}")
     if options.part_rows < 1:
         raise SemsearchError(f"part_rows must be at least 1, not {options.part_rows}")
     if options.store_vectors not in STORE_VECTORS:
@@ -381,23 +391,28 @@ def _read_state(folder: Path) -> dict | None:
 
 
 def _encode_parts(
-    corpus: Corpus, encoder, writer: SegmentWriter, options: BuildOptions
+    corpus: Corpus, encoder, writer: SegmentWriter, options: BuildOptions, usable: int | None
 ) -> tuple[int, int]:
-    """Encode and write every part not written yet; (rows read, rows skipped)."""
-    rows_read = skipped = 0
-    bar = tqdm(
-        total=corpus.num_rows, desc="encoding", unit="row", disable=not options.show_progress
-    )
-    with bar:
+    """Encode and write every part not written yet, reading, tokenising, encoding and writing
+    overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
+    moves with every batch."""
+    counts = {"read": 0, "skipped": 0}
+    bar = tqdm(total=usable, desc="encoding", unit="text", disable=not options.show_progress)
+
+    def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
         for part, chunk in enumerate(_chunks(corpus, options.part_rows)):
-            rows = usable_rows(chunk, options.text_column, rows_read, options.strict)
-            if not writer.has(part):
-                encoded = encode_part(encoder, rows.batch, rows.source_rows, options.text_column,
-                                      options.batch_size)  # fmt: skip
-                writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
-            rows_read += chunk.num_rows
-            skipped += rows.skipped
-            bar.update(chunk.num_rows)
+            rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
+            counts["read"] += chunk.num_rows
+            counts["skipped"] += rows.skipped
+            if writer.has(part):  # written by the interrupted build this one resumes
+                bar.update(len(rows.source_rows))
+                continue
+            yield prepare_part(part, rows.batch, rows.source_rows, options.text_column)
+
+    with bar:
+        write_parts(encoder, parts(), writer, options.batch_size, bar.update,
+                    options.pipeline_depth)  # fmt: skip
+    rows_read, skipped = counts["read"], counts["skipped"]
     if skipped:
         log.warning(
             "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",

@@ -10,6 +10,7 @@ could recompute it; that is not what it is for.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -56,3 +57,50 @@ def describe_files(folder: Path, names: Iterable[str], known: dict[str, dict]) -
                 "is missing a file; roll back or rebuild it with --overwrite"
             ) from None
     return described
+
+
+CACHE_RECORD_SUFFIX = ".record.json"
+
+
+def cache_record_path(path: Path) -> Path:
+    """Where the record of cache file `path` is kept: beside it, by the same writer."""
+    return path.with_name(path.name + CACHE_RECORD_SUFFIX)
+
+
+def write_cache_record(path: Path, recorded_as: Path | None = None) -> None:
+    """Record the size and hash of cache file `path`, for `cache_file_problem` to check
+    before the file is loaded. `recorded_as`: the name the file will have once renamed
+    into place (a writer hashes its temporary file, then renames it, then nothing changes).
+
+    The record names its file, so a whole entry copied over another's (file and record)
+    does not pass either. Written through a temporary name: never half a record.
+    """
+    final = recorded_as or path
+    record = {"file": final.name, "bytes": path.stat().st_size, HASH_NAME: file_digest(path)}
+    target = cache_record_path(final)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    temporary.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(temporary, target)
+
+
+def cache_file_problem(path: Path) -> str | None:
+    """None when cache file `path` is the one its writer recorded; else what is wrong, in a
+    few words. Why: a cache is an input like any other, and a swapped entry (another
+    model's trace with the same signature) would change every answer without an error.
+    Like the index checksums, this catches accidents, stale and foreign entries, not a
+    forger who can write the cache folder and so could rewrite the record too."""
+    try:
+        record = json.loads(cache_record_path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "it has no record (written by an older semsearch, or by something else)"
+    except (OSError, ValueError) as exc:
+        return f"its record cannot be read ({type(exc).__name__})"
+    if not isinstance(record, dict) or record.get("file") != path.name:
+        return "its record belongs to another file"
+    try:
+        size, digest = path.stat().st_size, file_digest(path)
+    except OSError as exc:
+        return f"it cannot be read ({type(exc).__name__})"
+    if size != record.get("bytes") or digest != record.get(HASH_NAME):
+        return "its content is not the recorded one (changed or replaced after it was written)"
+    return None

@@ -47,7 +47,8 @@ from semsearch.filesystems import (
 from semsearch.index.build import BuildOptions, EncodedRows
 from semsearch.index.filling import add_parts
 from semsearch.index.manifest import SourceSpec
-from semsearch.index.parts import encode_part
+from semsearch.index.parts import PartRows as PreparedRows
+from semsearch.index.parts import prepare_part, write_parts
 from semsearch.index.segment import Segment, SegmentWriter
 from semsearch.index.vector_index import VectorIndex
 from semsearch.models.truncation import truncation_report
@@ -295,15 +296,20 @@ class ManyFilesSource:
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         units = plan_units(self.scans, options.part_rows, writer.has)
-        todo = sum(len(unit.wanted) for unit in units)
-        with truncation_report(encoder) as truncated, \
-                tqdm(total=todo, desc="encoding", unit="part", disable=not options.show_progress) as bar:  # fmt: skip
+        resumed = sum(len(unit.wanted) for unit in units) < part_count(
+            self.scans, options.part_rows
+        )
+        total = None if resumed else sum(scan.usable for scan in self.scans)
+
+        def parts() -> Iterator[PreparedRows]:  # runs in the read stage's thread
             for unit in units:
                 for part in read_unit(unit, options.text_column, options.part_rows, options.strict):
-                    encoded = encode_part(encoder, part.batch, part.ids, options.text_column,
-                                          options.batch_size)  # fmt: skip
-                    writer.write(part.part, encoded.ids, encoded.vectors, encoded.metadata)
-                    bar.update(1)
+                    yield prepare_part(part.part, part.batch, part.ids, options.text_column)
+
+        with truncation_report(encoder) as truncated, \
+                tqdm(total=total, desc="encoding", unit="text", disable=not options.show_progress) as bar:  # fmt: skip
+            write_parts(encoder, parts(), writer, options.batch_size, bar.update,
+                        options.pipeline_depth)  # fmt: skip
         return self.encoded_rows(truncated.cut)
 
     def encoded_rows(self, truncated: int) -> EncodedRows:

@@ -32,7 +32,7 @@ from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
 from semsearch.index.tune import TuningResult, tune_against_exact
 from semsearch.index.vector_index import prepare_vectors
-from semsearch.index.verify import check_opened_files
+from semsearch.index.verify import check_opened_files, check_restorable
 from semsearch.options import DEFAULT_TUNING_QUERIES
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def reindex(
     started = time.perf_counter()
     with folder.writer_lock("reindex"):
         manifest = folder.manifest()
-        check_opened_files(folder, manifest)  # never build a generation on changed files
+        check_opened_files(folder, manifest, vectors=True)  # never build on changed files
         spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
                             manifest.index.metric, memory_budget)  # fmt: skip
         new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex", started,
@@ -78,7 +78,7 @@ def compact(
     started = time.perf_counter()
     with folder.writer_lock("compact"):
         manifest = folder.manifest()
-        check_opened_files(folder, manifest)  # never build a generation on changed files
+        check_opened_files(folder, manifest, vectors=True)  # never build on changed files
         needs_merge = len(manifest.segments) > 1 or any(s.deleted for s in manifest.segments)
         if needs_merge:
             spec = choose_index(manifest.index.requested, max(manifest.rows, 1),
@@ -126,6 +126,7 @@ def rollback(folder: IndexFolder, generation: int) -> Manifest:
     with folder.writer_lock("rollback"):
         target = folder.manifest(generation)
         _check_files(folder, target)
+        check_restorable(folder, target.generation)  # its files, hashed in full
         # manifest.json may be the damaged file a rollback repairs: number from the records.
         newest = max([target.generation, *folder.generations()])
         next_id = max([target.next_id, *(_readable_next_ids(folder))])  # ids are never reused

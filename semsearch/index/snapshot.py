@@ -17,6 +17,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -36,8 +37,9 @@ from semsearch.index.vector_index import (
     VectorIndex,
     higher_is_better,
 )
-from semsearch.index.verify import check_file, check_opened_files
+from semsearch.index.verify import check_file, check_opened_files, check_vector_files
 from semsearch.index.where import WhereEvaluator
+from semsearch.search_limits import MAX_EF_SEARCH
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,6 @@ EXACT_FILTER_ROWS = 50_000
 # HNSW at 0.949 (benchmarks/RESULTS.md).
 FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
-MAX_EF_SEARCH = 8192
 WHERE_CACHE_SIZE = 64
 # An open that finds its folder replaced meanwhile starts again, for this long at most.
 OPEN_RETRY_SECONDS = 10.0
@@ -106,15 +107,24 @@ class SegmentCache:
         with self._lock:
             if key not in self._opened:
                 segment = Segment(folder.segment_dir(record.name), record)
-                # A small added segment of an IVF index is searched exactly (ExactStandIn).
+                # A small added segment of an IVF index is searched exactly (ExactStandIn),
+                # from its stored vectors: those are checked first.
                 index = ExactStandIn.replacing(
-                    segment.read_index(manifest.index.metric), segment.iter_parts()
+                    segment.read_index(manifest.index.metric),
+                    self._checked_parts(folder, manifest, segment),
                 )
                 self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
             cached_segment.ids  # noqa: B018 - read once, shared by every generation's copy
         # The deleted rows differ between generations: the record must be this generation's.
         return cached_segment.in_generation(record), index
+
+    def _checked_parts(
+        self, folder: IndexFolder, manifest: Manifest, segment: Segment
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The segment's (ids, vectors), its vector files hashed before the first is read."""
+        check_vector_files(folder, manifest, segment.record, self.checked)
+        yield from segment.iter_parts()
 
     def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
         """A segment's lexical part, read (and its files checked) on first use: a dense query
@@ -172,6 +182,7 @@ class IndexSnapshot:
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
         self._cache_lock = threading.Lock()
+        self._vectors_checked: set[str] = set()
 
     @cached_property
     def hit_metadata(self) -> MetadataRows:
@@ -295,7 +306,8 @@ class IndexSnapshot:
                 & (rows < open_segment.offset + len(open_segment.live))
             ]
             if len(inside):
-                parts.append(open_segment.segment.vectors_at(inside - open_segment.offset))
+                segment = self._checked_vectors(open_segment)
+                parts.append(segment.vectors_at(inside - open_segment.offset))
         dimension = self.manifest.model.dimension
         return np.concatenate(parts) if parts else np.empty((0, dimension), np.float32)
 
@@ -333,9 +345,20 @@ class IndexSnapshot:
             start = open_segment.offset
             segment_allowed = allowed[start : start + len(open_segment.live)]
             positions = np.flatnonzero(segment_allowed)
+            segment = self._checked_vectors(open_segment) if len(positions) else None
             for chunk in range(0, len(positions), 65_536):
                 chosen = positions[chunk : chunk + 65_536]
-                yield chosen + start, open_segment.segment.vectors_at(chosen)
+                yield chosen + start, segment.vectors_at(chosen)
+
+    def _checked_vectors(self, open_segment: OpenSegment) -> Segment:
+        """The segment, its stored vector files hashed on first use by this snapshot (an open
+        checks only their size: `verify.check_vector_files`)."""
+        name = open_segment.segment.name
+        if name not in self._vectors_checked:
+            check_vector_files(self.folder, self.manifest, open_segment.segment.record,
+                               self._cache.checked)  # fmt: skip
+            self._vectors_checked.add(name)
+        return open_segment.segment
 
 
 def _read_metadata(segment: Segment) -> pa.Table:

@@ -22,6 +22,7 @@ import logging
 import os
 import shlex
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -219,8 +220,28 @@ def list_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexFolder]:
 
 
 def _check_index_dir(index_dir: Path) -> None:
-    if index_dir.exists() and not index_dir.is_dir():
+    """Refuse an index folder that is a file, or a path the system cannot use (a name too
+    long, a folder we may not read), in one line before anything is looked up in it."""
+    try:
+        status = index_dir.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP...
+        raise SemsearchError(
+            f"--index-dir {shorten_path(index_dir)} cannot be used ({exc.strerror or exc}): "
+            "give an existing folder or a shorter path"
+        ) from None
+    if not stat.S_ISDIR(status.st_mode):
         raise SemsearchError(f"--index-dir {index_dir} is a file, not a folder of indexes")
+
+
+def shorten_path(path: Path | str, limit: int = 80) -> str:
+    """A path fit for a one-line message: a long one keeps its head and tail and its length."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    half = (limit - 20) // 2
+    return f"{text[:half]}…{text[-half:]} ({len(text)} characters)"
 
 
 def find_index(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> IndexFolder:

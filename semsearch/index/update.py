@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm.auto import tqdm
 
 from semsearch.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
 from semsearch.errors import SemsearchError
@@ -27,7 +28,8 @@ from semsearch.index.generation import next_generation, next_segment_number, seg
 from semsearch.index.gpu import FaissDevice, faiss_device
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
-from semsearch.index.parts import encode_part
+from semsearch.index.parts import prepare_part
+from semsearch.index.parts import write_parts as encode_and_write
 from semsearch.index.rows import LiveRows
 from semsearch.index.segment import (
     ID_COLUMN,
@@ -77,9 +79,11 @@ def add_rows(
     write_parts: PartsWriter | None = None,
     device: str = "auto",
     convert_types: bool = False,
+    show_progress: bool = False,
 ) -> ChangeResult:
     """Upsert the rows of a corpus file into the index; see the module docstring. The new
-    segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one).
+    segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
+    `show_progress` shows a bar of the texts encoded, moving with every batch.
 
     The corpus is checked as `build` checks it; its text column is stored as the index's,
     and its columns must hold the index's types (`semsearch.index.conform`; `convert_types`
@@ -128,7 +132,8 @@ def add_rows(
         check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
         if write_parts is None:
-            write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size)
+            write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size,
+                                            show_progress)  # fmt: skip
         record = _write_segment(folder, manifest, rows, ids[todo], text_column, write_parts,
                                 placement)  # fmt: skip
         deletions = live.deleted_by_segment(existing[replaced])
@@ -285,16 +290,19 @@ def _write_segment(
 
 
 def _encode_parts(
-    encoder, text_column: str, batch_size: int | None, writer: SegmentWriter, rows: pa.Table,
-    ids: np.ndarray,
+    encoder, text_column: str, batch_size: int | None, show_progress: bool,
+    writer: SegmentWriter, rows: pa.Table, ids: np.ndarray,
 ) -> None:  # fmt: skip
-    """Encode `rows` here, part by part (the default `PartsWriter`)."""
-    for part, start in enumerate(range(0, rows.num_rows, PART_ROWS)):
-        chunk = rows.slice(start, PART_ROWS)
-        encoded = encode_part(
-            encoder, chunk, ids[start : start + PART_ROWS], text_column, batch_size
-        )
-        writer.write(part, encoded.ids, encoded.vectors, encoded.metadata)
+    """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`)."""
+    parts = (
+        prepare_part(
+            part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS], text_column
+        )  # fmt: skip
+        for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
+    )
+    with tqdm(total=rows.num_rows, desc="encoding", unit="text",
+              disable=not show_progress) as bar:  # fmt: skip
+        encode_and_write(encoder, parts, writer, batch_size, bar.update)
 
 
 def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:

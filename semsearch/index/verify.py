@@ -9,7 +9,9 @@ Two depths:
   edit of exactly the files whose content decides the answers. A "verified" stamp keyed
   by (size, mtime_ns) was rejected: a reader would have to write into the index folder,
   and an edit within one tick of the coarse file clock keeps the stamp valid. Vectors are
-  memory-mapped and read piecemeal, so only their size is checked; `verify` hashes them.
+  memory-mapped and read piecemeal, so an open checks only their size; whatever reads them
+  as vectors (a filtered exact search, an exact stand-in) hashes them first, once per
+  reader (`check_vector_files`); `verify` hashes them all.
 - In full (`verify_index`, `semsearch verify`): every file's size and hash, the FAISS
   files' metric and row counts, the manifest against its generation's record; a damaged
   index is told which earlier generation verifies, to roll back to.
@@ -30,7 +32,15 @@ from pathlib import Path
 from semsearch.errors import SemsearchError
 from semsearch.index.checksums import HASH_NAME, file_digest
 from semsearch.index.generation import next_generation
-from semsearch.index.manifest import Manifest, generation_file, load_record, write_manifest
+from semsearch.index.manifest import (
+    SEGMENTS_DIR,
+    Manifest,
+    SegmentRecord,
+    generation_file,
+    load_record,
+    part_file_names,
+    write_manifest,
+)
 from semsearch.index.store import IndexFolder
 
 log = logging.getLogger(__name__)
@@ -74,24 +84,64 @@ class VerifyReport:
 
 
 def check_opened_files(
-    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None
-) -> None:
+    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None,
+    vectors: bool = False,
+) -> None:  # fmt: skip
     """Refuse a generation whose files differ from its record in size, or (for the files an
     open reads whole) in content; see the module docstring. `checked` remembers the files
-    already hashed by this reader (by name and stat), so reopening a generation is cheap."""
+    already hashed by this reader (by name and stat), so reopening a generation is cheap.
+    `vectors`: hash the stored vectors too, for a writer that reads them all (reindex,
+    compact): it would otherwise copy a changed file into a new generation that records it
+    as good."""
     if manifest.files is None:
         log.warning("index %r records no checksums: its files are checked by size only; "
                     "'semsearch verify %s --record' records them", folder.name, folder.name)  # fmt: skip
         return
+    hashed = set(manifest.file_names(opened_only=True))
+    if vectors:
+        hashed |= {name for record in manifest.segments for name in _vector_files(record)}
+    _check_names(folder, manifest, manifest.file_names(), hashed, checked)
+    _check_segment_columns(folder, manifest, checked)
+
+
+def check_vector_files(
+    folder: IndexFolder,
+    manifest: Manifest,
+    record: SegmentRecord,
+    checked: set[tuple] | None = None,
+) -> None:
+    """Refuse a segment whose stored vector files differ from the record in size or hash.
+
+    Why: an open checks vectors by size only (they are memory-mapped and read piecemeal), so
+    whatever reads them as vectors (an exact search over a filter's rows, an exact stand-in
+    for a small IVF segment) calls this first; a same-size edit would otherwise be served.
+    `checked` as in `check_opened_files`: each file is hashed once per reader and stat.
+    """
+    if manifest.files is None:
+        return
+    names = _vector_files(record)
+    _check_names(folder, manifest, names, set(names), checked)
+
+
+def _vector_files(record: SegmentRecord) -> list[str]:
+    base = f"{SEGMENTS_DIR}/{record.name}"
+    return [f"{base}/{part_file_names(part)[0]}" for part in range(record.parts)]
+
+
+def _check_names(
+    folder: IndexFolder, manifest: Manifest, names: list[str], hashed: set[str],
+    checked: set[tuple] | None,
+) -> None:  # fmt: skip
+    """Sizes of `names`, and hashes of those in `hashed` not yet in `checked`."""
     checked = set() if checked is None else checked
-    opened = set(manifest.file_names(opened_only=True))
-    for name in manifest.file_names():
+    for name in names:
         status = _stat(folder.path / name)
         problem = _size_problem(name, status, manifest.files.get(name))
         key = (name, status.st_size, status.st_mtime_ns, status.st_ino) if status else None
-        if problem is None and name in opened and key not in checked:
+        if problem is None and name in hashed and key not in checked:
             problem = _content_problem(folder.path / name, name, manifest.files[name])
-            checked.add(key)
+            if problem is None:
+                checked.add(key)
         if problem:
             raise _changed(folder, problem)
 
@@ -105,6 +155,46 @@ def check_file(folder: IndexFolder, manifest: Manifest, name: str) -> None:
     problem = problem or _content_problem(folder.path / name, name, manifest.files[name])
     if problem:
         raise _changed(folder, problem)
+
+
+def _check_segment_columns(
+    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None
+) -> None:
+    """Refuse a generation whose manifest names a text or id column that a segment's stored
+    metadata lacks: a hand-edited manifest with a recomputed checksum passes every other
+    check, and would end each search in a KeyError, or let `add` write segments whose
+    column differs from the older ones'. Reads one Parquet footer per segment, once per
+    reader (`checked`)."""
+    import pyarrow.parquet as pq
+
+    checked = set() if checked is None else checked
+    for record in manifest.segments:
+        if not record.parts:
+            continue
+        name = f"{SEGMENTS_DIR}/{record.name}/{part_file_names(0)[2]}"
+        status = _stat(folder.path / name)
+        key = ("columns", name, manifest.text_column, manifest.id_column,
+               *((status.st_size, status.st_mtime_ns, status.st_ino) if status else ()))  # fmt: skip
+        if key in checked:
+            continue
+        problem = _column_problem(manifest, pq.read_schema(folder.path / name).names, record.name)
+        if problem:
+            raise SemsearchError(
+                f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
+                f"'semsearch rollback {folder.name} GENERATION' or rebuild the index with "
+                "--overwrite"
+            )
+        checked.add(key)
+
+
+def _column_problem(manifest: Manifest, columns: list[str], segment: str) -> str | None:
+    record = generation_file(Path(), manifest.generation)
+    for role, name in (("text", manifest.text_column), ("id", manifest.id_column)):
+        if name is not None and name not in columns:
+            shown = ", ".join(column for column in columns if not column.startswith("_semsearch"))
+            return (f"{record} names {name!r} as the {role} column, but segment {segment}'s "
+                    f"stored metadata has no such column (its columns: {shown})")  # fmt: skip
+    return None
 
 
 def _changed(folder: IndexFolder, problem: str) -> SemsearchError:
@@ -140,6 +230,15 @@ def verify_index(folder: IndexFolder, generation: int | None = None) -> VerifyRe
         report.status = "unchecked"
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def check_restorable(folder: IndexFolder, generation: int) -> None:
+    """Refuse to make `generation` current again when its files fail a full verify: a
+    rollback that succeeded onto damaged files would leave an index every query refuses.
+    A generation written before checksums were recorded is checked by sizes and row counts."""
+    report = verify_index(folder, generation)
+    if report.status == "damaged":
+        raise SemsearchError(f"cannot roll back: {report.line()}")
 
 
 def record_checksums(folder: IndexFolder) -> Manifest:
@@ -203,6 +302,9 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
         segment = Segment(folder.segment_dir(record.name), record)
         try:
             segment.ids  # noqa: B018 - checks the stored rows against the manifest
+            columns = segment.schema().names if record.parts else []
+            if record.parts and (column := _column_problem(manifest, columns, record.name)):
+                problems.append(column)
             segment.deleted_ids()
             segment.read_index(manifest.index.metric)
             if record.lexical_dir is not None:

@@ -31,11 +31,18 @@ from semsearch.models.model_folder import (
     resolve_model,
     weights_fingerprint,
 )
-from semsearch.models.packing import PackedBatch, block_mask, packed_batches, position_start, unpack
+from semsearch.models.packing import (
+    PackedAttention,
+    PackedBatch,
+    packed_batches,
+    position_start,
+    unpack,
+)
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
+from semsearch.models.tokenized import TokenizedTexts
 from semsearch.models.torch_device import HALF_PRECISIONS, Precision, resolve_device
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
@@ -212,6 +219,7 @@ class BiEncoder(nn.Module):
         precision: Precision = "auto",
         max_batch_tokens: int | None = None,
         packing: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> np.ndarray:
         """Embed `texts` as a float32 array [len(texts), dimension], in input order.
 
@@ -222,10 +230,24 @@ class BiEncoder(nn.Module):
         weights on CUDA (vectors within cosine 0.9998 of fp32) and fp32 on CPU. `packing`
         puts several texts in each row, each attending only to itself (BERT and MPNet
         models, `semsearch.models.packing`): no compute on padding. A batch the GPU has no
-        memory for runs in halves, and later batches are kept to what fitted.
+        memory for runs in halves, and later batches are kept to what fitted. `progress` is
+        called with the rows of each batch once it is encoded; `TokenizedTexts` are not
+        tokenised again.
         """
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+        if isinstance(texts, TokenizedTexts):  # tokenised ahead, e.g. by a build's stage
+            texts, tokenize = texts.token_ids, list
+        else:
+            tokenize = self.tokenize
+        return self._encode(texts, tokenize, batch_size, show_progress, precision,
+                            max_batch_tokens, packing, progress)  # fmt: skip
+
+    def _encode(
+        self, texts: Sequence, tokenize: Callable[[Sequence], list[list[int]]],
+        batch_size: int | None, show_progress: bool, precision: Precision,
+        max_batch_tokens: int | None, packing: bool, progress: Callable[[int], None] | None,
+    ) -> np.ndarray:  # fmt: skip
         if batch_size is None:
             batch_size, default_tokens = batch_settings(self.device)
             max_batch_tokens = max_batch_tokens or default_tokens
@@ -247,14 +269,15 @@ class BiEncoder(nn.Module):
                 pending.clear()
 
         if packing:
-            batches, forward = self._packed(texts, transformer, batch_size, max_batch_tokens)
+            batches, forward = self._packed(texts, tokenize, transformer, batch_size,
+                                            max_batch_tokens)  # fmt: skip
         else:
             shape = BatchShape(
                 batch_size, max_batch_tokens, pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
                 pin_memory=on_gpu and PIN_MEMORY,
             )  # fmt: skip
             pad_id = self.tokenizer.pad_token_id or 0
-            batches = prepared_batches(texts, self.tokenize, pad_id, shape)
+            batches = prepared_batches(texts, tokenize, pad_id, shape)
 
             def forward(batch: Batch) -> torch.Tensor:
                 input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
@@ -273,12 +296,14 @@ class BiEncoder(nn.Module):
                 if sum(len(rows) for rows, _ in pending) >= FLUSH_ROWS:
                     flush()
                 bar.update(len(batch.rows))
+                if progress is not None:
+                    progress(len(batch.rows))
             flush()
         return output
 
     def _packed(
-        self, texts: Sequence[str], transformer: PreTrainedModel, batch_size: int,
-        max_batch_tokens: int | None,
+        self, texts: Sequence, tokenize: Callable[[Sequence], list[list[int]]],
+        transformer: PreTrainedModel, batch_size: int, max_batch_tokens: int | None,
     ) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:  # fmt: skip
         """Packed batches of `texts` (made in the background) and how to run one."""
         if isinstance(transformer, FrozenCompiled):
@@ -286,21 +311,22 @@ class BiEncoder(nn.Module):
                 "packing is for the plain encoder, not a compiled one: encode without packing"
             )
         start = position_start(transformer)
-        kind = transformer.config._attn_implementation
         width = -(-self.max_length // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
         budget = max_batch_tokens or batch_size * PACKED_TOKENS_PER_TEXT
         pad_id = self.tokenizer.pad_token_id or 0
         on_gpu = self.device.type == "cuda"
         batches = in_background(
-            lambda: packed_batches(texts, self.tokenize, pad_id, width, budget, start)
+            lambda: packed_batches(
+                texts, tokenize, pad_id, width, budget, start, pin_memory=on_gpu and PIN_MEMORY
+            )  # fmt: skip
         )
+
+        attention = PackedAttention(transformer, width, self.device)
 
         def forward(batch: PackedBatch) -> torch.Tensor:
             input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
             positions = batch.position_ids.to(self.device, non_blocking=on_gpu)
-            mask = block_mask(batch.segments.to(self.device), kind, transformer.dtype)
-            hidden = transformer(input_ids=input_ids, attention_mask=mask,
-                                 position_ids=positions).last_hidden_state  # fmt: skip
+            hidden = attention.run(batch, input_ids, positions)
             tokens, token_mask = unpack(hidden, batch)
             return self._pool(tokens.float(), token_mask)
 

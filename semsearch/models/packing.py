@@ -2,16 +2,18 @@
 
 Why: a padded batch computes on its pad tokens. Sorting texts by length keeps those few, but
 a GPU spends every padded position in every layer; packing puts texts end to end in rows
-of `width` tokens, restarts the position ids at each text, and gives attention a
-block-diagonal mask, so the only padding left is the end of each row. The token vectors
-are then gathered back per text and pooled by the usual `Pooling`. Whether it is faster is
-a property of the device (see `BiEncoder.encode(packing=True)`); the vectors are the
-padded path's (tested to cosine 0.999).
+of `width` tokens, restarts the position ids at each text, and keeps each text's attention
+to itself (a block-diagonal mask, or on CUDA each text's bounds for a varlen kernel: see
+`VARLEN_KIND`), so the only padding left is the end of each row. The token vectors are then
+gathered back per text and pooled by the usual `Pooling`. Whether it is faster is a property
+of the device (see `BiEncoder.encode(packing=True)`); the vectors are the padded path's
+(tested to cosine 0.999). Batches are page-locked on CUDA, so their copies do not block.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +22,24 @@ import torch
 from semsearch.errors import SemsearchError
 from semsearch.models.batching import SORT_CHUNK, Tokenize
 
+log = logging.getLogger(__name__)
+
 # Model families whose embeddings take explicit position ids, and where a text's positions
 # start: BERT at 0, MPNet (RoBERTa-style) after its padding index.
 POSITION_START = {"bert": lambda config: 0, "mpnet": lambda config: config.pad_token_id + 1}
-MASK_KINDS = ("sdpa", "eager")
+# Packed texts must attend each to itself. Through SDPA that takes a dense [rows, 1, W, W]
+# mask, and a masked SDPA call runs PyTorch's memory-efficient kernel, never its flash one
+# (SDPA has no variable-length entry). So on CUDA, in half precision, BERT's attention goes
+# through torch's variable-length flash attention instead (`torch.nn.attention.varlen`,
+# registered with transformers as `VARLEN_KIND`), given where each text starts (cu_seqlens):
+# no mask at all. transformers' own varlen path (`flash_attention_2` with position ids) needs
+# the flash-attn package, which the GPU image lacks. MPNet adds a relative position bias to
+# its scores, which no flash kernel takes, so it keeps the mask (and eager attention).
+VARLEN_KIND = "semsearch_varlen"
+VARLEN_MODELS = ("bert",)
+VARLEN_DEVICES = ("cuda",)
+VARLEN_DTYPES = (torch.float16, torch.bfloat16)
+MASK_KINDS = ("sdpa", "eager", VARLEN_KIND)
 
 
 @dataclass(frozen=True)
@@ -95,8 +111,9 @@ def plan_rows(lengths: np.ndarray, width: int) -> list[list[int]]:
 
 
 def pack(token_ids: Sequence[Sequence[int]], rows: np.ndarray, plan: list[list[int]],
-         width: int, pad_id: int, start: int) -> PackedBatch:  # fmt: skip
-    """One batch of packed rows, `plan` naming which of `token_ids` go in each."""
+         width: int, pad_id: int, start: int, pin_memory: bool = False) -> PackedBatch:  # fmt: skip
+    """One batch of packed rows, `plan` naming which of `token_ids` go in each; with
+    `pin_memory`, its tensors page-locked, so a copy to a GPU need not block."""
     count = sum(len(row) for row in plan)
     input_ids = np.full((len(plan), width), pad_id, dtype=np.int64)
     positions = np.zeros((len(plan), width), dtype=np.int64)
@@ -123,13 +140,16 @@ def pack(token_ids: Sequence[Sequence[int]], rows: np.ndarray, plan: list[list[i
                 len(ids),
             )
             text, offset = text + 1, end
-    return PackedBatch(rows[order], torch.from_numpy(input_ids), torch.from_numpy(positions),
-                       torch.from_numpy(segments), text_row, text_start, lengths)  # fmt: skip
+    tensors = [torch.from_numpy(array) for array in (input_ids, positions, segments)]
+    if pin_memory:
+        tensors = [tensor.pin_memory() for tensor in tensors]
+    return PackedBatch(rows[order], *tensors, text_row, text_start, lengths)
 
 
 def packed_batches(texts: Sequence[str], tokenize: Tokenize, pad_id: int, width: int,
-                   max_tokens: int, start: int) -> Iterator[PackedBatch]:  # fmt: skip
-    """Every text once, packed into rows of `width` tokens, at most `max_tokens` per batch."""
+                   max_tokens: int, start: int, pin_memory: bool = False) -> Iterator[PackedBatch]:  # fmt: skip
+    """Every text once, packed into rows of `width` tokens, at most `max_tokens` per batch
+    (page-locked with `pin_memory`: made in a background thread, ahead of the copy)."""
     rows_per_batch = max(1, max_tokens // width)
     for first in range(0, len(texts), SORT_CHUNK):
         token_ids = tokenize(texts[first : first + SORT_CHUNK])
@@ -137,7 +157,8 @@ def packed_batches(texts: Sequence[str], tokenize: Tokenize, pad_id: int, width:
         plan = plan_rows(lengths, width)
         positions = np.arange(first, first + len(token_ids))
         for low in range(0, len(plan), rows_per_batch):
-            yield pack(token_ids, positions, plan[low : low + rows_per_batch], width, pad_id, start)
+            yield pack(token_ids, positions, plan[low : low + rows_per_batch], width, pad_id,
+                       start, pin_memory)  # fmt: skip
 
 
 def block_mask(segments: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
@@ -160,9 +181,124 @@ def unpack(hidden: torch.Tensor, batch: PackedBatch) -> tuple[torch.Tensor, torc
     width = hidden.shape[1]
     longest = int(batch.lengths.max())
     steps = torch.arange(longest, device=hidden.device)
-    lengths = torch.as_tensor(batch.lengths, device=hidden.device)
-    starts = torch.as_tensor(batch.text_row * width + batch.text_start, device=hidden.device)
+    lengths = to_device(batch.lengths, hidden.device)
+    starts = to_device(batch.text_row * width + batch.text_start, hidden.device)
     mask = steps[None, :] < lengths[:, None]
     flat = (starts[:, None] + steps[None, :]).clamp(max=hidden.shape[0] * width - 1)
     tokens = hidden.reshape(-1, hidden.shape[-1])[flat]
     return tokens, mask.long()
+
+
+def to_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    """`values` as a tensor on `device`. On CUDA the copy is from page-locked memory and does
+    not block, so it queues behind the model's work instead of waiting for it; elsewhere it
+    is a plain tensor."""
+    tensor = torch.from_numpy(np.ascontiguousarray(values))
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
+def varlen_kernel() -> Callable | None:
+    """torch's variable-length attention (CUDA only), or None where torch has none."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn
+
+
+def uses_varlen(model, device: torch.device) -> bool:
+    """True where packed batches of `model` (on `device`) go through varlen attention, without
+    a mask."""
+    config = model.config
+    return (
+        config.model_type in VARLEN_MODELS
+        and config._attn_implementation in ("sdpa", VARLEN_KIND)
+        and device.type in VARLEN_DEVICES
+        and model.dtype in VARLEN_DTYPES
+        and varlen_kernel() is not None
+    )
+
+
+def enable_varlen(model) -> None:
+    """Route `model`'s attention through `varlen_attention`: packed calls (with cu_seqlens)
+    take the varlen kernel, every other call (a padded batch, a query) SDPA as before."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(VARLEN_KIND, varlen_attention)
+    AttentionMaskInterface.register(VARLEN_KIND, sdpa_mask)
+    model.config._attn_implementation = VARLEN_KIND
+
+
+def varlen_attention(
+    module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+    cu_seq_lens_q: torch.Tensor | None = None, max_length_q: int | None = None, **kwargs,
+) -> tuple[torch.Tensor, None]:  # fmt: skip
+    """A transformers attention function: [B, H, W, D] in, [B, W, H, D] out. With
+    `cu_seq_lens_q` (a packed batch), each span of the batch's tokens laid end to end
+    attends only to itself; without, plain SDPA with the mask transformers made."""
+    if cu_seq_lens_q is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      dropout=dropout, scaling=scaling, **kwargs)  # fmt: skip
+    batch, heads, width, size = query.shape
+
+    def flat(states: torch.Tensor) -> torch.Tensor:
+        return states.transpose(1, 2).reshape(batch * width, heads, size)
+
+    output = varlen_kernel()(flat(query), flat(key), flat(value), cu_seq_lens_q, cu_seq_lens_q,
+                             max_length_q, max_length_q, scale=scaling)  # fmt: skip
+    return output.reshape(batch, width, heads, size), None
+
+
+def sequence_bounds(batch: PackedBatch, width: int) -> tuple[np.ndarray, int]:
+    """cu_seqlens (int32) of `batch`'s rows laid end to end: a span per text and one per
+    row's padded end (it attends to itself, as with the mask); and the longest span."""
+    rows = batch.size
+    used = np.zeros(rows, np.int64)
+    np.add.at(used, batch.text_row, batch.lengths)
+    padded = np.flatnonzero(used < width)
+    bounds = np.unique(np.concatenate([
+        batch.text_row * width + batch.text_start, np.arange(rows + 1) * width,
+        padded * width + used[padded],
+    ]))  # fmt: skip
+    return bounds.astype(np.int32), int(np.diff(bounds).max(initial=0))
+
+
+class PackedAttention:
+    """Runs packed batches through `model`, each text attending only to itself: by varlen
+    bounds where `uses_varlen`, else by the dense mask. A varlen kernel that fails (a GPU it
+    never ran on) hands over to the mask for good, with one warning line."""
+
+    def __init__(self, model, width: int, device: torch.device) -> None:
+        self.model = model
+        self.width = width
+        self.varlen = uses_varlen(model, device)
+        if self.varlen:
+            enable_varlen(model)
+
+    def run(
+        self, batch: PackedBatch, input_ids: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """The last hidden states [rows, width, dim] of `batch`, already on the model's device."""
+        device = input_ids.device
+        if self.varlen:
+            bounds, longest = sequence_bounds(batch, self.width)
+            try:
+                return self.model(input_ids=input_ids, position_ids=positions, attention_mask=None,
+                                  cu_seq_lens_q=to_device(bounds, device),
+                                  max_length_q=longest).last_hidden_state  # fmt: skip
+            except torch.OutOfMemoryError:
+                raise  # smaller batches, not another kernel (`MemoryFit`)
+            except (RuntimeError, NotImplementedError, TypeError) as exc:
+                log.warning("varlen attention failed on %s (%s): packing with a dense mask instead",
+                            device, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)  # fmt: skip
+                self.varlen = False
+        segments = batch.segments.to(device, non_blocking=device.type == "cuda")
+        mask = block_mask(segments, self.model.config._attn_implementation, self.model.dtype)
+        return self.model(input_ids=input_ids, position_ids=positions,
+                          attention_mask=mask).last_hidden_state  # fmt: skip

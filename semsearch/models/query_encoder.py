@@ -13,6 +13,11 @@ changed model is traced again instead of being trusted. Before it is kept, the t
 on a batch of another shape and compared with the full encoder; any difference, or any
 failure to trace (TorchScript is deprecated in PyTorch, though it still ships), leaves
 queries on the full encoder. `SEMSEARCH_NO_TRACE=1` turns the cache off.
+
+The cache is an input like any other: each file of an entry (the module, its facts) has a
+record of its size and hash written beside it (`checksums.write_cache_record`), checked
+before it is loaded; an entry that does not match (another model's trace copied over it,
+a stale or half-written one) is logged in one line and traced again, never loaded.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from semsearch.index.checksums import cache_file_problem, write_cache_record
 from semsearch.models.batching import BatchShape, prepared_batches
 from semsearch.models.model_folder import (
     DEFAULT_MODEL,
@@ -88,6 +94,11 @@ class QueryEncoder:
         """The cached trace for `key`, or None when there is none (or it cannot be read)."""
         if not (key.module_path.is_file() and key.facts_path.is_file()):
             return None
+        for path in (key.facts_path, key.module_path):
+            problem = cache_file_problem(path)
+            if problem is not None:
+                log.warning("not using the traced encoder %s: %s; tracing it again", path, problem)
+                return None
         try:
             from tokenizers import Tokenizer
 
@@ -198,6 +209,8 @@ def save_trace(encoder: BiEncoder, key: TraceKey) -> bool:
         partial = key.module_path.with_name(f".{key.module_path.name}.{os.getpid()}.partial")
         torch.jit.save(module, str(partial))
         _write_atomically(key.facts_path, json.dumps(facts))
+        write_cache_record(key.facts_path)
+        write_cache_record(partial, recorded_as=key.module_path)
         os.replace(partial, key.module_path)  # the module last: it marks the entry complete
     except Exception as exc:
         log.debug("could not trace the encoder for fast start-up: %s", exc)

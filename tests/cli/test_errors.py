@@ -166,3 +166,39 @@ def test_a_closed_pipe_ends_quietly() -> None:
 
     result = runner.invoke(small, [], catch_exceptions=False)
     assert result.exit_code == 141 and result.stderr == ""
+
+
+def test_a_5000_character_index_dir_is_one_line_for_every_command(tmp_path, cli) -> None:
+    long = str(tmp_path / ("x" * 5000))
+    for args in (["query", "alpha"], ["list"], ["info"], ["verify", "c"], ["rollback", "c", "1"],
+                 ["build", _corpus(tmp_path), "--model", cli.model]):  # fmt: skip
+        line = error_line(cli(*args, "--index-dir", long))
+        assert "File name too long" in line and "(5" in line and len(line) < 300, line
+    line = error_line(cli("build", str(tmp_path / ("y" * 5000) / "c.csv"), "--model", cli.model,
+                          "--out-dir", cli.index_dir))  # fmt: skip
+    assert "is too long for this system" in line and len(line) < 300
+
+
+def test_a_query_that_is_not_unicode_is_one_line(tmp_path, cli) -> None:
+    assert (
+        cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir).exit_code
+        == 0
+    )
+    for text in ("\ud800", "caf\udce9"):  # a lone surrogate; bytes not UTF-8 on the command line
+        line = error_line(cli("query", text, "--index", "c", "--index-dir", cli.index_dir))
+        assert "query 1 is not valid text" in line and "pass UTF-8 text" in line
+
+
+def test_bounds_beyond_what_the_index_uses_are_notes_on_stderr_and_in_json(tmp_path, cli) -> None:
+    built = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir,
+                "--index", "hnsw")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    result = cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "--json",
+                 "--ef-search", str(10**7), "-k", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip().splitlines() == [
+        "note: efSearch 10,000,000 clamped to 3 (HNSW's candidate list holds at most the "
+        "largest segment's 3 rows)"
+    ]
+    hits = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(hits) == 2 and all(hit["notes"] == [result.stderr.strip()[6:]] for hit in hits)

@@ -145,3 +145,26 @@ def test_verify_names_an_edited_record_once(built) -> None:
     assert (
         "edited after semsearch wrote it" in line and line.count("semsearch rollback docs 1") == 1
     )
+
+
+def _zero_tail(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-32:] = bytes(32)
+    path.write_bytes(bytes(data))
+
+
+def test_vectors_changed_in_place_are_refused_by_a_filtered_query(built) -> None:
+    _zero_tail(built.index / "segments" / "s000000" / "part-00000.npy")
+    assert _query(built).exit_code == 0  # an unfiltered search reads no stored vector
+    line = error_line(_query(built, "--where", "topic = 'pets'"))
+    assert "part-00000.npy has the recorded size but not the recorded xxh3" in line
+
+
+def test_rollback_to_a_damaged_generation_is_one_line_and_changes_nothing(built) -> None:
+    deleted = built("delete", "docs", "--where", "topic = 'pets'", "--index-dir", built.index_dir)
+    assert deleted.exit_code == 0, deleted.output
+    _zero_tail(built.index / "segments" / "s000000" / "part-00000.npy")
+    before = sorted(path.name for path in (built.index / "generations").iterdir())
+    line = error_line(built("rollback", "docs", "1", "--index-dir", built.index_dir))
+    assert line.startswith("error: cannot roll back: index 'docs' generation 1: ")
+    assert sorted(path.name for path in (built.index / "generations").iterdir()) == before

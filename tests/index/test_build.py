@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -306,3 +308,83 @@ def test_running_out_of_memory_keeps_the_partial_folder_to_resume_from(
     assert "MemoryError: run the same command again to resume" in caplog.text
     monkeypatch.setattr(tiny_encoder, "encode", original)
     assert build_index(options, encoder=tiny_encoder).manifest().rows == 12
+
+
+def _hundred_rows(tmp_path) -> Path:
+    path = tmp_path / "hundred.parquet"
+    texts = [
+        f"text number {i} about {['cats', 'dogs', 'birds', 'fish'][i % 4]}" for i in range(100)
+    ]
+    pq.write_table(pa.table({"doc_id": [f"d{i}" for i in range(100)], "text": texts}), path)
+    return path
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_the_pipelined_build_equals_the_sequential_one(tmp_path, tiny_encoder, depth) -> None:
+    corpus = _hundred_rows(tmp_path)
+    built = {}
+    for name, stages in (("sequential", 0), ("pipelined", depth)):
+        options = _options(corpus, tmp_path / name, part_rows=16, batch_size=8,
+                           pipeline_depth=stages)  # fmt: skip
+        built[name] = _only_segment(build_index(options, encoder=tiny_encoder))
+    ours, theirs = built["pipelined"], built["sequential"]
+    assert ours.record.parts == theirs.record.parts == 7
+    assert ours.ids.tolist() == theirs.ids.tolist() == list(range(100))
+    np.testing.assert_allclose(ours.vectors_at(np.arange(100)), theirs.vectors_at(np.arange(100)),
+                               atol=1e-6)  # fmt: skip
+    assert ours.metadata().equals(theirs.metadata())
+
+
+@pytest.mark.parametrize("stage", ["read", "encode", "write"])
+def test_a_failing_stage_is_raised_once_and_leaves_nothing_written(
+    tmp_path, tiny_encoder, monkeypatch, stage
+) -> None:
+    import semsearch.index.build as build_module
+    from semsearch.index.segment import SegmentWriter
+
+    calls = []
+
+    def failing(original):
+        def wrapper(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:
+                raise ValueError(f"the {stage} stage broke")
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    if stage == "read":
+        monkeypatch.setattr(build_module, "prepare_part", failing(build_module.prepare_part))
+    elif stage == "encode":
+        monkeypatch.setattr(tiny_encoder, "encode", failing(tiny_encoder.encode))
+    else:
+        monkeypatch.setattr(SegmentWriter, "write", failing(SegmentWriter.write))
+    options = _options(_hundred_rows(tmp_path), tmp_path / "out", part_rows=16)
+    with pytest.raises(ValueError, match=f"^the {stage} stage broke$"):
+        build_index(options, encoder=tiny_encoder)
+    assert list((tmp_path / "out").iterdir()) == []  # neither the index nor a partial folder
+    assert not [t for t in threading.enumerate() if t.name.startswith("semsearch-")]
+
+
+def test_build_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:
+    import semsearch.index.build as build_module
+
+    updates: list[int] = []
+
+    class Bar:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def update(self, rows: int) -> None:
+            updates.append(rows)
+
+    monkeypatch.setattr(build_module, "tqdm", Bar)
+    build_index(_options(_hundred_rows(tmp_path), tmp_path, batch_size=16), encoder=tiny_encoder)
+    assert sum(updates) == 100 and len(updates) >= 100 // 16  # one part, many moves
+    assert max(updates) <= 16

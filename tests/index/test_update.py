@@ -225,3 +225,31 @@ def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -
         add_rows(index.folder, path, tiny_encoder)
     assert str(by_add.value) == str(by_build.value)
     assert index.manifest.generation == 1
+
+
+def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:
+    import semsearch.index.update as update_module
+    from semsearch.index.store import IndexFolder
+
+    updates: list[int] = []
+
+    class Bar:
+        def __init__(self, *args, total=None, disable=False, **kwargs) -> None:
+            assert total == 100 and not disable
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def update(self, rows: int) -> None:
+            updates.append(rows)
+
+    folder = build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx",
+                   tiny_encoder)  # fmt: skip
+    monkeypatch.setattr(update_module, "tqdm", Bar)
+    update_module.add_rows(IndexFolder(folder.path), write(generated_table(100, start=20),
+                           tmp_path / "b.parquet"), tiny_encoder, batch_size=16,
+                           show_progress=True)  # fmt: skip
+    assert sum(updates) == 100 and len(updates) > 1 and max(updates) <= 16

@@ -180,3 +180,95 @@ def test_writers_refuse_to_build_on_a_changed_file(tmp_path, tiny_encoder) -> No
     with pytest.raises(SemsearchError, match=r"part-00000\.ids\.npy has the recorded size"):
         delete_rows(folder, ids=["d1"])
     assert folder.generations() == [1]
+
+
+def _vectors_file(folder: IndexFolder):
+    return folder.segment_dir(folder.manifest().segments[-1].name) / "part-00000.npy"
+
+
+def _zero_tail(path, count: int = 64) -> None:
+    """Change a file in place, keeping its size (what an open by size alone cannot see)."""
+    data = bytearray(path.read_bytes())
+    data[-count:] = bytes(count)
+    path.write_bytes(bytes(data))
+
+
+def test_vectors_changed_in_place_are_refused_before_a_filtered_exact_search(
+    folder, tiny_encoder
+) -> None:
+    searcher = Searcher(folder, encoder=tiny_encoder)
+    searcher.search(["guitar"], k=3)  # a plain search reads no stored vector
+    _zero_tail(_vectors_file(folder))
+    with pytest.raises(SemsearchError, match=r"part-00000\.npy has the recorded size") as caught:
+        Searcher(folder, encoder=tiny_encoder).search(["guitar"], k=3, where="year >= 2000")
+    assert "\n" not in str(caught.value) and "semsearch verify docs" in str(caught.value)
+
+
+def test_rollback_to_a_damaged_generation_is_refused_and_changes_nothing(
+    folder, tmp_path, tiny_encoder
+) -> None:
+    from semsearch.index.maintain import rollback
+
+    delete_rows(folder, ids=["d1"])
+    _zero_tail(folder.path / "segments" / "s000000" / "part-00000.parquet", 16)
+    before = (folder.manifest_file.read_bytes(), folder.generations())
+    with pytest.raises(
+        SemsearchError, match=r"cannot roll back: .*generation 1: .*part-00000\.parquet"
+    ) as caught:
+        rollback(folder, 1)
+    assert "\n" not in str(caught.value)
+    assert (folder.manifest_file.read_bytes(), folder.generations()) == before
+
+
+def test_vectors_an_exact_stand_in_reads_at_open_are_hashed(tmp_path, tiny_encoder) -> None:
+    folder = build(write(generated_table(300), tmp_path / "a.parquet"), tmp_path / "idx",
+                   tiny_encoder, index="IVF4,Flat", target_recall=None)  # fmt: skip
+    add_rows(folder, write(generated_table(3, start=1000), tmp_path / "b.parquet"), tiny_encoder)
+    _zero_tail(_vectors_file(folder))  # the added segment: fewer rows than lists, searched exactly
+    with pytest.raises(SemsearchError, match=r"s000001/part-00000\.npy has the recorded size"):
+        Searcher(folder, encoder=tiny_encoder)
+
+
+@pytest.mark.parametrize("field", ["text_column", "id_column"])
+def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
+    folder, tmp_path, tiny_encoder, field
+) -> None:
+    from semsearch.index import maintain
+    from semsearch.index.checksums import content_digest
+
+    for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
+        data = json.loads(path.read_text())
+        data["source"][field] = "nowhere"
+        data.pop("checksum")
+        data["checksum"] = content_digest(data)  # as a careful hand-editor would
+        path.write_text(json.dumps(data))
+    line = _refused(folder, tiny_encoder, r"names 'nowhere' as the (text|id) column")
+    assert "g000001.json" in line and "segment s000000" in line and "doc, text" in line
+    assert "'nowhere' as the" in verify_index(folder).line()
+    more = generated_table(2, start=500).rename_columns(["nowhere", "text", "year", "license"])
+    if field == "text_column":
+        more = generated_table(2, start=500).rename_columns(["doc", "nowhere", "year", "license"])
+    writers = [lambda: add_rows(folder, write(more, tmp_path / "b.parquet"), tiny_encoder),
+               lambda: delete_rows(folder, ids=["d1"]),
+               lambda: maintain.reindex(folder, "flat", target_recall=None),
+               lambda: maintain.compact(folder)]  # fmt: skip
+    for writer in writers:  # none builds a generation on the edited record
+        with pytest.raises(SemsearchError, match="names 'nowhere' as the"):
+            writer()
+    assert folder.generations() == [1]
+
+
+@pytest.mark.parametrize("operation", ["reindex", "compact"])
+def test_writers_that_copy_the_vectors_refuse_ones_changed_in_place(
+    folder, tiny_encoder, operation
+) -> None:
+    from semsearch.index import maintain
+
+    delete_rows(folder, ids=["d1"])  # so that compact has something to merge
+    _zero_tail(_vectors_file(folder))
+    with pytest.raises(SemsearchError, match=r"part-00000\.npy has the recorded size"):
+        if operation == "reindex":
+            maintain.reindex(folder, "flat", target_recall=None)
+        else:
+            maintain.compact(folder)
+    assert folder.generations() == [1, 2]  # no generation records the changed file as good

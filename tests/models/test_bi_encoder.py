@@ -153,3 +153,16 @@ def test_unknown_precision_and_half_int8_are_user_errors(tiny_model_dir, sentenc
     quantised = BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8")
     with pytest.raises(SemsearchError, match="int8 encoder runs in fp32"):
         quantised.encode(sentences, precision="bf16")
+
+
+def test_progress_hears_of_every_batch_and_tokenised_texts_encode_alike(tiny_encoder) -> None:
+    from semsearch.models.tokenized import TokenizedTexts
+
+    texts = [f"sentence {i} " + "word " * (i % 9) for i in range(100)]
+    moves: list[int] = []
+    vectors = tiny_encoder.encode(texts, batch_size=16, progress=moves.append)
+    assert sum(moves) == 100 and len(moves) > 1 and max(moves) <= 16
+    ahead = TokenizedTexts(texts, tiny_encoder.tokenize(texts))
+    np.testing.assert_allclose(tiny_encoder.encode(ahead, batch_size=16), vectors, atol=1e-6)
+    packed = tiny_encoder.encode(ahead, batch_size=16, packing=True)
+    np.testing.assert_allclose(packed, vectors, atol=1e-4)

@@ -103,3 +103,105 @@ def test_the_mask_keeps_each_text_to_itself_and_padding_to_itself() -> None:
     assert torch.equal(allowed, expected)
     additive = block_mask(segments, "eager", torch.float32)[0, 0]
     assert torch.equal(additive == 0, expected)
+
+
+def test_copies_to_a_gpu_are_page_locked_and_do_not_block(monkeypatch) -> None:
+    """Checked on CPU tensors: what is pinned, and how it is copied, when the device is CUDA."""
+    from semsearch.models import packing
+
+    pinned, copies = [], []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self.shape) or self)
+    monkeypatch.setattr(
+        torch.Tensor, "to", lambda self, device, non_blocking=False: copies.append(
+            (str(device), non_blocking)) or self,
+    )  # fmt: skip
+    on_gpu = packing.to_device(np.arange(5), torch.device("cuda"))
+    assert on_gpu.tolist() == list(range(5))
+    assert pinned == [(5,)] and copies == [("cuda", True)]
+    pinned.clear()
+    batches = list(packing.packed_batches(["a b", "c"], lambda t: [[1, 2]] * len(t), 0, 8, 64, 0,
+                                          pin_memory=True))  # fmt: skip
+    assert len(pinned) == 3 * len(batches)  # input ids, positions and segments of each batch
+    pinned.clear()
+    copies.clear()
+    assert packing.to_device(np.arange(3), torch.device("cpu")).tolist() == [0, 1, 2]
+    list(packing.packed_batches(["a"], lambda t: [[1]] * len(t), 0, 8, 64, 0))
+    assert pinned == [] and copies == [("cpu", False)]  # the CPU path pins nothing
+
+
+def _reference_varlen(query, key, value, cu_q, cu_k, max_q, max_k, scale=None):
+    """What torch's CUDA-only varlen kernel computes, on CPU: each span attends to itself."""
+    assert cu_q.dtype == torch.int32 and cu_q[0] == 0 and cu_q[-1] == len(query)
+    assert int((cu_q[1:] - cu_q[:-1]).max()) == max_q
+    output = torch.empty_like(query)
+    for low, high in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
+        span = [states[low:high].transpose(0, 1) for states in (query, key, value)]
+        output[low:high] = torch.nn.functional.scaled_dot_product_attention(
+            *span, scale=scale
+        ).transpose(0, 1)
+    return output
+
+
+def test_the_varlen_path_needs_no_mask_and_gives_the_padded_vectors(
+    tiny_model_dir, monkeypatch
+) -> None:
+    """The CUDA path (no mask, cu_seqlens) run on CPU with a reference kernel in place of
+    torch's: the layout, the bounds and the transformers plumbing are what is checked."""
+    from semsearch.models import packing
+
+    calls = []
+    monkeypatch.setattr(packing, "VARLEN_DEVICES", ("cpu",))
+    monkeypatch.setattr(packing, "VARLEN_DTYPES", (torch.float32,))
+    monkeypatch.setattr(packing, "varlen_kernel",
+                        lambda: lambda *a, **k: calls.append(1) or _reference_varlen(*a, **k))  # fmt: skip
+    monkeypatch.setattr(packing, "block_mask", lambda *a: pytest.fail("a dense mask was built"))
+    encoder = BiEncoder.load(str(tiny_model_dir), max_length=64, device="cpu")
+    padded = encoder.encode(TEXTS, batch_size=5)
+    packed = encoder.encode(TEXTS, batch_size=5, packing=True)
+    assert calls  # every layer of every packed batch took the varlen kernel
+    np.testing.assert_allclose(packed, padded, atol=1e-5)
+    # The same model still answers padded batches (queries) through SDPA, unchanged.
+    calls.clear()
+    np.testing.assert_allclose(encoder.encode(TEXTS, batch_size=5), padded, atol=1e-6)
+    assert calls == []
+
+
+def test_sequence_bounds_cover_every_text_and_each_row_end() -> None:
+    from semsearch.models.packing import pack, plan_rows, sequence_bounds
+
+    token_ids = [[1] * n for n in (5, 3, 2, 7, 1)]
+    lengths = np.array([len(ids) for ids in token_ids])
+    plan = plan_rows(lengths, 8)
+    batch = pack(token_ids, np.arange(5), plan, 8, 0, 0)
+    bounds, longest = sequence_bounds(batch, 8)
+    spans = np.diff(bounds)
+    assert bounds[0] == 0 and bounds[-1] == 8 * batch.size and longest == 7
+    assert sorted(spans[spans > 0].tolist()) == sorted(
+        lengths.tolist() + [8 - used for used in (sum(lengths[row]) for row in plan) if used < 8]
+    )
+
+
+def test_a_failing_varlen_kernel_hands_over_to_the_mask_once(
+    tiny_model_dir, monkeypatch, caplog
+) -> None:
+    from semsearch.models import packing
+
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(packing, "VARLEN_DEVICES", ("cpu",))
+    monkeypatch.setattr(packing, "VARLEN_DTYPES", (torch.float32,))
+    monkeypatch.setattr(packing, "varlen_kernel", lambda: broken)
+    encoder = BiEncoder.load(str(tiny_model_dir), max_length=64, device="cpu")
+    padded = encoder.encode(TEXTS, batch_size=5)
+    with caplog.at_level("WARNING", logger="semsearch.models.packing"):
+        packed = encoder.encode(TEXTS, batch_size=5, packing=True)
+    np.testing.assert_allclose(packed, padded, atol=1e-5)
+    assert len(calls) == 1  # tried once, then the mask for every batch
+    assert [r.message for r in caplog.records if "varlen" in r.message] == [
+        "varlen attention failed on cpu (no kernel image is available for execution on the "
+        "device): packing with a dense mask instead"
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +97,35 @@ def test_switched_off(cache, tiny_encoder, monkeypatch) -> None:
     encoder_for_queries(tiny_encoder.spec, "cpu")
     assert isinstance(encoder_for_queries(tiny_encoder.spec, "cpu"), BiEncoder)
     assert not cache.exists()
+
+
+def test_a_foreign_trace_in_the_cache_is_never_loaded(cache, tiny_encoder, caplog) -> None:
+    """Another module of the same signature (a max-pooled trace of the same model), copied
+    over an entry with its record, is detected by hash and traced again: vectors unchanged."""
+    expected = tiny_encoder.encode(TEXTS[:3])
+    assert save_trace(tiny_encoder, _key(tiny_encoder))
+    max_pooled = BiEncoder.load(tiny_encoder.name, pooling="max", device="cpu")
+    assert save_trace(max_pooled, _key(max_pooled))
+    entry, foreign = _key(tiny_encoder).module_path, _key(max_pooled).module_path
+    for suffix in ("", ".record.json"):
+        if Path(f"{foreign}{suffix}").is_file():
+            shutil.copyfile(f"{foreign}{suffix}", f"{entry}{suffix}")
+    with caplog.at_level("WARNING"):
+        encoder = encoder_for_queries(tiny_encoder.spec, "cpu")
+    np.testing.assert_allclose(encoder.encode(TEXTS[:3]), expected, atol=1e-5)
+    assert isinstance(encoder, BiEncoder)  # the full encoder, tracing a good copy again
+    assert [r.message.count("\n") for r in caplog.records if "traced encoder" in r.message] == [0]
+    again = encoder_for_queries(tiny_encoder.spec, "cpu")  # traced afresh, and trusted
+    assert isinstance(again, QueryEncoder)
+    np.testing.assert_allclose(again.encode(TEXTS[:3]), expected, atol=1e-5)
+
+
+def test_a_trace_swapped_without_its_record_is_never_loaded(cache, tiny_encoder) -> None:
+    expected = tiny_encoder.encode(TEXTS[:3])
+    assert save_trace(tiny_encoder, _key(tiny_encoder))
+    max_pooled = BiEncoder.load(tiny_encoder.name, pooling="max", device="cpu")
+    assert save_trace(max_pooled, _key(max_pooled))
+    shutil.copyfile(_key(max_pooled).module_path, _key(tiny_encoder).module_path)
+    assert QueryEncoder.open(_key(tiny_encoder)) is None
+    encoder = encoder_for_queries(tiny_encoder.spec, "cpu")
+    np.testing.assert_allclose(encoder.encode(TEXTS[:3]), expected, atol=1e-5)

@@ -1,0 +1,60 @@
+"""Bring one GPU-suite call's output home: raw output kept, JSON lines appended.
+
+Why: a lent GPU machine's results come back as a folder (the `files_at` of the device call)
+holding `suite.log` and `results.tgz`; the figures belong in `benchmarks/results/` beside
+every other run and the raw output under `benchmarks/gpu_runs/<date>/part<N>/`, so a later
+reader can check any figure against what the machine printed.
+
+    python benchmarks/gpu_collect.py /work/.device/<call>/files --part 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import tarfile
+from pathlib import Path
+
+from common import REPO_ROOT
+
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+RUNS = REPO_ROOT / "benchmarks" / "gpu_runs"
+
+
+def collect(source: Path, part: str, date: str) -> list[str]:
+    """Copy the call's files under gpu_runs/DATE/partN, unpack its results there and append
+    every JSON line to results/<script>.jsonl; returns one line per file appended to."""
+    target = RUNS / date / f"part{part}"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+        if path.is_file():
+            shutil.copy2(path, target / path.name)
+    archive = source / "results.tgz"
+    if not archive.exists():
+        raise SystemExit(f"{archive} is missing: the call wrote no results (see suite.log)")
+    with tarfile.open(archive) as tar:
+        tar.extractall(target / "results", filter="data")
+    done = []
+    for lines in sorted((target / "results").rglob("results/*.jsonl")):
+        text = lines.read_text()
+        with (RESULTS / lines.name).open("a") as out:
+            out.write(text if text.endswith("\n") else text + "\n")
+        done.append(
+            f"{lines.relative_to(target)}: {text.count(chr(10))} lines -> results/{lines.name}"
+        )
+    return done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, help="the device call's files folder")
+    parser.add_argument("--part", required=True, help="the suite's part (1, 2, 3 or all)")
+    parser.add_argument("--date", default=datetime.date.today().isoformat())
+    args = parser.parse_args()
+    for line in collect(args.source, args.part, args.date) or ["no JSON lines found"]:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Upper bounds on what one search call may cost, and what happens beyond each.
+
+Why: every per-call parameter used to reach FAISS as given, and some cost what they ask
+for whatever the index holds: `efSearch` 10**9 on a 20-row HNSW index took 32 s and 8 GB.
+Each parameter is now bounded by what the index can use, and either clamped (the answer
+cannot change, or only as documented: the result says so in a note) or refused in one
+line (`SemsearchError`; a server answers 4xx), by this rule: clamp where the bound is what
+the index could use anyway, refuse where obeying a smaller value would drop part of the
+request or where no value is meant (below 1).
+
+- `k`: clamped to the live rows without a note (asking for more rows than there are returns
+  every row, which is what was asked) and to `MAX_K` with one.
+- `efSearch` (HNSW): clamped to max(k, min(rows of the largest segment, MAX_EF_SEARCH)):
+  the candidate list cannot hold more rows than a segment has, and FAISS allocates and
+  walks a list of the size asked for.
+- `nprobe` (IVF): clamped to the number of lists (FAISS visits at most every list).
+- Below 1: refused (by `VectorIndex`, as before): there is no value to clamp to.
+- Queries per call: refused beyond `MAX_QUERIES_PER_CALL`, or beyond `MAX_RESULTS_PER_CALL`
+  result slots (queries x k): dropping queries would be a wrong answer; a caller with more
+  splits them (`queries_per_call` says how many fit).
+- Text length: each query is cut to `MAX_QUERY_CHARS` characters before tokenising, with a
+  note. The encoder reads at most its `max_length` tokens (512 at most here) and a WordPiece
+  token spans at most 100 characters, so a cut can change a vector only for a text whose
+  first tokens span more than that (long runs of spaces); a text of megabytes no longer
+  costs its whole tokenisation (BM25 sees the first `MAX_QUERY_CHARS` characters too).
+- Text that is not Unicode (a lone surrogate, from bytes that are not UTF-8): refused.
+
+`bound_texts` and `bound_search` are what `Searcher` applies; a server calls them (or
+reads `SearchResults.notes`) to pass the same notes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from semsearch.errors import SemsearchError
+
+MAX_K = 10_000
+MAX_EF_SEARCH = 8192
+MAX_QUERIES_PER_CALL = 100_000
+MAX_RESULTS_PER_CALL = 2_000_000
+MAX_QUERY_CHARS = 20_000
+
+
+class _Segment(Protocol):
+    """What the bounds need of a searched segment (`snapshot.OpenSegment`)."""
+
+    @property
+    def index(self): ...
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """The values a call runs with, after its bounds, and a note for each value changed."""
+
+    k: int
+    params: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+
+
+def bound_texts(queries: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The queries as they will be searched (each cut to MAX_QUERY_CHARS) and a note per cut;
+    refuses a call of no query, an empty one, too many, or text that is not Unicode."""
+    if isinstance(queries, str):
+        raise SemsearchError("search takes a list of queries: wrap a single text in a list")
+    if not queries or any(not isinstance(q, str) or not q.strip() for q in queries):
+        raise SemsearchError("a query is empty: give some text to search for")
+    if len(queries) > MAX_QUERIES_PER_CALL:
+        raise SemsearchError(
+            f"{len(queries):,} queries in one call; the limit is {MAX_QUERIES_PER_CALL:,}: "
+            "search them in several calls"
+        )
+    texts, notes = [], []
+    for number, query in enumerate(queries, start=1):
+        _check_unicode(number, query)
+        if len(query) > MAX_QUERY_CHARS:
+            notes.append(
+                f"query {number} cut to its first {MAX_QUERY_CHARS:,} of {len(query):,} "
+                "characters (the model reads only its first few hundred tokens)"
+            )
+            query = query[:MAX_QUERY_CHARS]
+        texts.append(query)
+    return texts, notes
+
+
+def _check_unicode(number: int, query: str) -> None:
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        character = query[exc.start]
+        raise SemsearchError(
+            f"query {number} is not valid text: it holds a lone surrogate (U+{ord(character):04X}) "
+            f"at character {exc.start}, which is what bytes that are not UTF-8 become: "
+            "pass UTF-8 text"
+        ) from None
+
+
+def queries_per_call(k: int) -> int:
+    """How many queries one call may carry at `k` results each (at least one)."""
+    return max(1, min(MAX_QUERIES_PER_CALL, MAX_RESULTS_PER_CALL // max(1, min(k, MAX_K))))
+
+
+def bound_search(
+    k: int, params: dict[str, int], live_rows: int, segments: Sequence[_Segment], queries: int = 1
+) -> Bounded:
+    """`k` and `params` (nprobe, efSearch) bounded by what an index of `live_rows` rows in
+    `segments` can use; see the module docstring for which are clamped and which refused."""
+    if k < 1:
+        raise SemsearchError(f"-k must be at least 1, not {k}")
+    notes = []
+    usable_k = min(k, max(live_rows, 1), MAX_K)
+    if k > MAX_K and usable_k == MAX_K:  # k beyond the rows alone returns every row: no note
+        notes.append(f"k {k:,} clamped to {MAX_K:,} (the most one call returns)")
+    if queries * usable_k > MAX_RESULTS_PER_CALL:
+        raise SemsearchError(
+            f"{queries:,} queries x k {usable_k:,} is more than {MAX_RESULTS_PER_CALL:,} results "
+            f"in one call: send at most {queries_per_call(usable_k):,} queries per call"
+        )
+    bounded = dict(params)
+    ceilings = {"efSearch": _ef_ceiling(usable_k, segments), "nprobe": _nprobe_ceiling(segments)}
+    for name, (ceiling, reason) in ceilings.items():
+        value = bounded.get(name)
+        if value is None or ceiling is None or value < 1 or value <= ceiling:
+            continue  # below 1 is refused where the parameter is applied (VectorIndex)
+        bounded[name] = ceiling
+        notes.append(f"{name} {value:,} clamped to {ceiling:,} ({reason})")
+    return Bounded(usable_k, bounded, notes)
+
+
+def _ef_ceiling(k: int, segments: Sequence[_Segment]) -> tuple[int, str]:
+    largest = max((segment.index.size for segment in segments), default=0)
+    if k >= min(largest, MAX_EF_SEARCH):
+        return k, "k: HNSW needs no longer candidate list"
+    if largest <= MAX_EF_SEARCH:
+        return (
+            largest,
+            f"HNSW's candidate list holds at most the largest segment's {largest:,} rows",
+        )
+    return MAX_EF_SEARCH, "the longest candidate list one search may use"
+
+
+def _nprobe_ceiling(segments: Sequence[_Segment]) -> tuple[int | None, str]:
+    lists = [ceiling for s in segments if (ceiling := s.index.parameter_ceiling()) is not None]
+    return (max(lists) if lists else None), "the index's number of IVF lists: it visits them all"

@@ -1,0 +1,96 @@
+"""Per-call bounds: a parameter beyond what the index can use is clamped with a note or
+refused in one line, never minutes of CPU and gigabytes of memory."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from semsearch import search_limits
+from semsearch.errors import SemsearchError
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.search import Searcher
+from semsearch.search_limits import MAX_QUERY_CHARS, bound_texts
+
+
+def _searcher(tmp_path, encoder, index: str, rows: int = 40) -> Searcher:
+    path = tmp_path / "c.csv"
+    path.write_text("doc_id,text\n" + "".join(f"{i},text number {i}\n" for i in range(rows)))
+    options = BuildOptions(corpus=path, name="docs", id_column="doc_id", out_dir=tmp_path / "idx",
+                           index=index, show_progress=False, target_recall=None)  # fmt: skip
+    return Searcher(build_index(options, encoder=encoder), encoder=encoder)
+
+
+def test_a_huge_ef_search_is_clamped_to_the_rows_with_a_note(tmp_path, tiny_encoder) -> None:
+    searcher = _searcher(tmp_path, tiny_encoder, "hnsw")
+    started = time.perf_counter()
+    results = searcher.search(["text number 3"], k=5, efSearch=10**7)
+    assert time.perf_counter() - started < 2  # unbounded: 10**7 slots, 10**9 took 32 s and 8 GB
+    assert results.params == {"efSearch": 40} and results.k == 5
+    assert results.notes == ["efSearch 10,000,000 clamped to 40 (HNSW's candidate list holds "
+                             "at most the largest segment's 40 rows)"]  # fmt: skip
+    exact = searcher.search(["text number 3"], k=5, efSearch=40)
+    assert [hit.id for hit in results[0]] == [hit.id for hit in exact[0]] and not exact.notes
+
+
+def test_ef_search_below_k_is_left_to_faiss_and_k_beyond_the_rows_has_no_note(
+    tmp_path, tiny_encoder
+) -> None:
+    searcher = _searcher(tmp_path, tiny_encoder, "hnsw")
+    results = searcher.search(["text"], k=100, efSearch=10**6)
+    assert len(results[0]) == 40 and results.k == 40 and results.params == {"efSearch": 40}
+    assert [note.split(" (")[0] for note in results.notes] == ["efSearch 1,000,000 clamped to 40"]
+
+
+def test_nprobe_is_clamped_to_the_number_of_lists(tmp_path, tiny_encoder) -> None:
+    searcher = _searcher(tmp_path, tiny_encoder, "IVF4,Flat", rows=300)
+    results = searcher.search(["text number 7"], k=3, nprobe=10**9)
+    assert results.params == {"nprobe": 4}
+    assert results.notes == ["nprobe 1,000,000,000 clamped to 4 (the index's number of IVF "
+                             "lists: it visits them all)"]  # fmt: skip
+    with pytest.raises(SemsearchError, match="nprobe must be at least 1, not 0"):
+        searcher.search(["text"], k=3, nprobe=0)
+
+
+def test_k_beyond_the_most_one_call_returns_is_clamped(tmp_path, tiny_encoder, monkeypatch) -> None:
+    searcher = _searcher(tmp_path, tiny_encoder, "flat")
+    monkeypatch.setattr(search_limits, "MAX_K", 10)
+    results = searcher.search(["text"], k=1000)
+    assert len(results[0]) == 10 and results.notes == [
+        "k 1,000 clamped to 10 (the most one call returns)"
+    ]
+
+
+def test_too_many_queries_or_results_per_call_are_refused(
+    tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    searcher = _searcher(tmp_path, tiny_encoder, "flat")
+    monkeypatch.setattr(search_limits, "MAX_QUERIES_PER_CALL", 3)
+    with pytest.raises(SemsearchError, match="4 queries in one call; the limit is 3"):
+        searcher.search(["a", "b", "c", "d"], k=1)
+    monkeypatch.setattr(search_limits, "MAX_RESULTS_PER_CALL", 50)
+    with pytest.raises(SemsearchError, match="at most 2 queries per call"):
+        searcher.search(["a", "b", "c"], k=20)
+    assert search_limits.queries_per_call(20) == 2
+
+
+def test_a_megabyte_query_is_cut_before_tokenising_with_a_note(tmp_path, tiny_encoder) -> None:
+    searcher = _searcher(tmp_path, tiny_encoder, "flat")
+    long = "text number 3 " * 100_000
+    started = time.perf_counter()
+    results = searcher.search([long, "short"], k=2)
+    assert time.perf_counter() - started < 5
+    assert results.notes == [f"query 1 cut to its first {MAX_QUERY_CHARS:,} of {len(long):,} "
+                             "characters (the model reads only its first few hundred tokens)"]  # fmt: skip
+    same = searcher.search([long[:MAX_QUERY_CHARS]], k=2)
+    assert [hit.id for hit in results[0]] == [hit.id for hit in same[0]]
+
+
+@pytest.mark.parametrize("text", ["\ud800", "caf\udce9", "ok \udfff end"])
+def test_a_lone_surrogate_is_refused_in_one_line(text) -> None:
+    with pytest.raises(
+        SemsearchError, match=r"query 2 is not valid text: .*lone surrogate"
+    ) as caught:
+        bound_texts(["fine", text])
+    assert "\n" not in str(caught.value) and "pass UTF-8 text" in str(caught.value)
