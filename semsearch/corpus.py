@@ -407,6 +407,15 @@ def scan_columns(
     return ColumnScan(first_row, usable, ids)
 
 
+def check_corpus(
+    corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
+) -> ColumnScan:
+    """Everything `build` checks of a corpus before encoding it (its columns, every text, the
+    ids), so `add` refuses exactly what `build` refuses."""
+    RowFilter(text_column, id_column).check_columns(corpus)
+    return scan_columns(corpus, text_column, id_column, strict)
+
+
 def count_usable_rows(
     corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
 ) -> int:

@@ -6,18 +6,31 @@ from pathlib import Path
 
 from semsearch.errors import SemsearchError
 
+# Ids, queries and sentences files are read whole: beyond this they are a mistake (a corpus
+# passed as a queries file, /dev/zero), not something to read until memory runs out.
+MAX_LINES_BYTES = 256 * 2**20
 
-def read_lines(path: Path) -> list[str]:
-    """Non-blank lines of a UTF-8 text file (queries, sentences), stripped."""
+
+def read_lines(path: Path, limit: int = MAX_LINES_BYTES) -> list[str]:
+    """Non-blank lines of a UTF-8 text file (ids, queries, sentences), stripped; a leading
+    byte-order mark (as Windows editors write) is not part of the first line."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise SemsearchError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise SemsearchError(
+            f"{path} is larger than {limit // 2**20} MiB: give a smaller file, one entry per "
+            "line (split a larger one and run once per part)"
+        )
+    try:
+        lines = data.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
         raise SemsearchError(
             f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): convert it first, "
             "e.g. iconv -f latin1 -t utf-8 IN > OUT"
         ) from exc
-    except OSError as exc:
-        raise SemsearchError(f"cannot read {path}: {exc.strerror or exc}") from exc
     texts = [line.strip() for line in lines if line.strip()]
     if not texts:
         raise SemsearchError(f"{path} holds no text: write one per line")

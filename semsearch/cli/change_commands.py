@@ -55,6 +55,14 @@ def add(
     id_column: Annotated[
         str | None, typer.Option(help="Must be the index's own id column, if given.")
     ] = None,
+    convert_types: Annotated[
+        bool,
+        typer.Option(
+            "--convert-types",
+            help="Read a column whose type differs from the index's as the index's type where "
+            "every value converts without loss (e.g. the id '01' as 1); refused otherwise.",
+        ),
+    ] = False,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
@@ -63,8 +71,9 @@ def add(
     address: Address = None,
     workers: Workers = None,
 ) -> None:
-    """Upsert CORPUS's rows into an index: new ids are added, changed texts re-encoded,
-    unchanged rows skipped without encoding."""
+    """Upsert CORPUS's rows into an index: new ids are added, changed rows re-encoded,
+    unchanged rows skipped without encoding. Ids and columns keep the index's types: a
+    value that would change meaning (the id '01' in an index of integer ids) is refused."""
     from semsearch.index.update import add_rows
 
     on_ray = ray_options(engine, address, workers, show_progress(json_output))
@@ -76,9 +85,10 @@ def add(
         from semsearch.distributed.update import add_rows_on_ray
 
         result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
-                                 on_ray, device)  # fmt: skip
+                                 on_ray, device, convert_types)  # fmt: skip
     else:
-        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size, device=device,
+        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size,
+                          device=device, convert_types=convert_types,
                           show_progress=show_progress(json_output))  # fmt: skip
     _report(folder.name, result, json_output)
 

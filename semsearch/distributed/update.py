@@ -24,16 +24,16 @@ from semsearch.index.update import PART_ROWS, ChangeResult, add_rows
 def add_rows_on_ray(
     folder: IndexFolder, corpus_path: str | Path, encoder=None, text_column: str | None = None,
     id_column: str | None = None, batch_size: int | None = None,
-    ray_options: RayOptions | None = None, device: str = "auto",
+    ray_options: RayOptions | None = None, device: str = "auto", convert_types: bool = False,
 ) -> ChangeResult:  # fmt: skip
     """`add_rows`, with the new rows encoded on Ray (by GPU actors where `device` allows);
     `corpus_path` is a local path or a URI (read here, on the driver)."""
     manifest = folder.manifest()
     with RayConnection(ray_options or RayOptions(), device) as connection:
-        writer = RayPartsWriter(
-            connection, manifest, text_column or manifest.text_column, batch_size
-        )
-        return add_rows(folder, corpus_path, encoder, text_column, id_column, batch_size, writer)
+        # the rows reach the writer with the corpus's text column renamed to the index's
+        writer = RayPartsWriter(connection, manifest, manifest.text_column, batch_size)
+        return add_rows(folder, corpus_path, encoder, text_column, id_column, batch_size, writer,
+                        convert_types=convert_types)  # fmt: skip
 
 
 class RayPartsWriter:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from semsearch.errors import SemsearchError
+from semsearch.index.conform import convert_column, index_schema
 from semsearch.index.manifest import Manifest
 from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
 from semsearch.index.store import IndexFolder
@@ -63,8 +64,38 @@ class LiveRows:
             zero_copy_only=False
         )
         found = ~np.isnan(where) if where.dtype.kind == "f" else where >= 0
+        if not len(live_rows):  # every row deleted: nothing to find (and nothing to index into)
+            return np.full(len(keys), -1, dtype=np.int64)
         positions = np.where(found, np.nan_to_num(where, nan=0), 0).astype(np.int64)
         return np.where(found, live_rows[positions], -1)
+
+    def schema(self) -> pa.Schema:
+        """The user's columns over every segment (a column added later is in later ones only)."""
+        return index_schema([segment.schema() for segment in self.segments])
+
+    def metadata_at(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """The `columns` of global `rows` (null where a segment lacks a column), in `rows` order."""
+        schema = self.schema()
+        segment_of = self.table.column("_segment").to_numpy()
+        starts = np.concatenate([[0], np.cumsum([s.record.rows for s in self.segments])])
+        pieces, order = [], []
+        for position in np.unique(segment_of[rows]):
+            chosen = np.flatnonzero(segment_of[rows] == position)
+            segment = self.segments[position]
+            present = [name for name in columns if name in segment.schema().names]
+            table = segment.metadata(present).take(pa.array(rows[chosen] - starts[position]))
+            arrays = [
+                table.column(name) if name in present
+                else pa.nulls(len(chosen), schema.field(name).type if name in schema.names
+                              else pa.null())
+                for name in columns
+            ]  # fmt: skip
+            pieces.append(pa.table(arrays, names=columns))
+            order.append(chosen)
+        if not pieces:
+            return pa.table({name: pa.array([], pa.null()) for name in columns})
+        table = pa.concat_tables(pieces, promote_options="permissive")
+        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
     def find_hashes(self, hashes: np.ndarray) -> np.ndarray:
         """For each text hash, a live row whose text has it, or -1."""
@@ -90,11 +121,13 @@ class LiveRows:
 
 
 def _cast_keys(keys: pa.Array, target: pa.DataType, column: str) -> pa.Array:
+    """Keys as the index's id type, only where each stays itself: "01" is not the id 1."""
     if keys.type == target:
         return keys
-    try:
-        return keys.cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+    cast = convert_column(keys, target, from_text=True)
+    if isinstance(cast, str):
         raise SemsearchError(
-            f"the ids given cannot be read as the index's {column!r} ids ({target}): {exc}"
-        ) from None
+            f"the id {cast!r} is not one of the index's {column!r} ids ({target}) as written: "
+            "give each id exactly as the index holds it"
+        )
+    return cast

@@ -21,8 +21,9 @@ import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from semsearch.ann.devices import FaissDevice, faiss_device
-from semsearch.corpus import RowFilter, check_id_column, open_corpus, text_hashes, usable_rows
+from semsearch.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
 from semsearch.errors import SemsearchError
+from semsearch.index.conform import Target, conform, rename_text_column
 from semsearch.index.filling import add_parts
 from semsearch.index.generation import next_generation, next_segment_number, segment_name
 from semsearch.index.lexical import index_segment_texts
@@ -77,11 +78,16 @@ def add_rows(
     batch_size: int | None = None,
     write_parts: PartsWriter | None = None,
     device: str = "auto",
+    convert_types: bool = False,
     show_progress: bool = False,
 ) -> ChangeResult:
     """Upsert the rows of a corpus file into the index; see the module docstring. The new
     segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
-    `show_progress` shows a bar of the texts encoded, moving with every batch."""
+    `show_progress` shows a bar of the texts encoded, moving with every batch.
+
+    The corpus is checked as `build` checks it; its text column is stored as the index's,
+    and its columns must hold the index's types (`semsearch.index.conform`; `convert_types`
+    reads other types where each value converts without loss)."""
     placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("add"):
@@ -89,15 +95,19 @@ def add_rows(
         check_opened_files(folder, manifest)  # never build a generation on changed files
         text_column, id_column = _columns(manifest, text_column, id_column)
         corpus = open_corpus(corpus_path)
-        RowFilter(text_column, id_column).check_columns(corpus)
-        if id_column is not None:
-            check_id_column(corpus, id_column)
+        check_corpus(corpus, text_column, id_column)  # what build checks, the same way
         table, skipped = _read_usable(corpus, text_column)
         if table.num_rows == 0:
             raise SemsearchError(
                 f"{corpus.path.name} has no rows with a {text_column!r} text to add"
             )
         live = LiveRows.read(folder, manifest)
+        target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
+        table = rename_text_column(table, text_column, target, corpus.path.name)
+        table = conform(table, target, corpus.format, convert_types)
+        if id_column is not None and convert_types:  # "01" and "1" may both have become 1
+            check_ids(corpus.path, id_column, [table.column(id_column).combine_chunks()])
+        text_column = manifest.text_column
         hashes = text_hashes(table.column(text_column))
         if id_column is not None:
             existing = live.find(table.column(id_column).combine_chunks())
@@ -105,6 +115,7 @@ def add_rows(
             existing = live.find_hashes(hashes)
         old_hashes = live.table.column(TEXT_HASH_COLUMN).to_numpy()
         unchanged = (existing >= 0) & (old_hashes[np.maximum(existing, 0)] == hashes)
+        unchanged &= _same_metadata(live, existing, unchanged, table, target)
         replaced = (existing >= 0) & ~unchanged
         fresh = existing < 0
         if not (replaced.any() or fresh.any()):
@@ -120,7 +131,6 @@ def add_rows(
             encoder = BiEncoder.for_index(manifest.model)
         check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
-        rows = _conform(rows, live.segments[0].schema(), manifest)
         if write_parts is None:
             write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size,
                                             show_progress)  # fmt: skip
@@ -138,6 +148,50 @@ def add_rows(
         write_manifest(folder.path, new)
         return ChangeResult(new.generation, added=int(fresh.sum()), replaced=int(replaced.sum()),
                             unchanged=int(unchanged.sum()), skipped_empty=skipped)  # fmt: skip
+
+
+def _same_metadata(
+    live: LiveRows, existing: np.ndarray, candidates: np.ndarray, table: pa.Table, target: Target
+) -> np.ndarray:
+    """For each row whose text is unchanged (`candidates`), whether every other column is too:
+    an upsert replaces the whole row, so a changed year is a change."""
+    same = np.ones(len(existing), dtype=bool)
+    rows = np.flatnonzero(candidates)
+    if len(rows) == 0:
+        return same
+    skip = {target.text_column, target.id_column}
+    columns = [name for name in {*target.schema.names, *table.column_names} if name not in skip]
+    if not columns:
+        return same
+    old = live.metadata_at(existing[rows], columns)
+    for name in columns:
+        before = old.column(name).combine_chunks()
+        after = (
+            table.column(name).take(pa.array(rows)).combine_chunks()
+            if name in table.column_names
+            else pa.nulls(len(rows), before.type)
+        )
+        same[rows] &= _same_values(before, after)
+    return same
+
+
+def _same_values(before: pa.Array, after: pa.Array) -> np.ndarray:
+    """Per row, whether two columns hold the same value (null equals null, NaN equals NaN)."""
+    try:
+        if pa.types.is_null(before.type) != pa.types.is_null(after.type):
+            before, after = (
+                (before.cast(after.type), after)
+                if pa.types.is_null(before.type)
+                else (before, after.cast(before.type))
+            )
+        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
+        equal = pc.fill_null(pc.equal(before, after), False)
+        if pa.types.is_floating(before.type):
+            both_nan = pc.and_(pc.is_nan(before), pc.is_nan(after))
+            equal = pc.or_(equal, pc.fill_null(both_nan, False))
+        return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # lists, structs
+        return np.array([a == b for a, b in zip(before.to_pylist(), after.to_pylist())], dtype=bool)
 
 
 def delete_rows(
@@ -202,23 +256,6 @@ def _read_usable(corpus, text_column: str) -> tuple[pa.Table, int]:
     if not batches:
         return pa.table({text_column: pa.array([], pa.string())}), 0
     return pa.Table.from_batches(batches), skipped
-
-
-def _conform(rows: pa.Table, schema: pa.Schema, manifest: Manifest) -> pa.Table:
-    """The new rows with the index's column types, so every part reads as one table."""
-    for position, name in enumerate(rows.column_names):
-        if name in schema.names and rows.schema.field(name).type != schema.field(name).type:
-            try:
-                rows = rows.set_column(
-                    position, name, pc.cast(rows.column(name), schema.field(name).type)
-                )
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SemsearchError(
-                    f"column {name!r} holds {rows.schema.field(name).type} here but "
-                    f"{schema.field(name).type} in index {manifest.name!r}, and cannot be converted "
-                    f"({str(exc).splitlines()[0]}): make the types match"
-                ) from None
-    return rows
 
 
 def _write_segment(

@@ -37,7 +37,7 @@ def test_a_day_of_changes(living) -> None:
         living("add", str(living.folder / "more.parquet"), "--index", "docs", *index_dir, "--json")
     )
     assert again["unchanged"] == 10 and again["generation"] is None
-    (living.folder / "ids.txt").write_text("d1\nd2\n")
+    (living.folder / "ids.txt").write_text("\ufeffd1\nd2\n")  # as Notepad saves it
     deleted = _json(
         living("delete", "docs", "--ids", str(living.folder / "ids.txt"), *index_dir, "--json")
     )
@@ -79,6 +79,19 @@ def test_a_day_of_changes(living) -> None:
         (["add", "{folder}/more.parquet", "--index", "nope"], "no index named 'nope'"),
         (["add", "{folder}/empty.parquet", "--index", "docs"], "no rows"),
         (["add", "{folder}/dup.parquet", "--index", "docs"], "appears more than once"),
+        (
+            ["add", "{folder}/stamps.parquet", "--index", "docs"],
+            "column 'year' holds timestamp[ms] where index 'docs' holds int64, and a date or time is not a number",
+        ),
+        (
+            ["add", "{folder}/stamps.parquet", "--index", "docs", "--convert-types"],
+            "column 'year' holds timestamp[ms]",
+        ),
+        (
+            ["add", "{folder}/more.parquet", "--index", "docs", "--text-column", "license"],
+            "has both 'license' (--text-column) and 'text'",
+        ),
+        (["delete", "docs", "--ids", "/dev/zero"], "/dev/zero is larger than"),
         (["delete", "docs", "--where", "colour = 'red'"], "column 'colour'"),
         (["delete", "docs", "--where", "year >="], "cannot be evaluated"),
         (["delete", "docs"], "either ids (--ids FILE) or a filter (--where EXPR)"),
@@ -96,6 +109,9 @@ def test_bad_input_is_one_line_and_leaves_the_index_unchanged(living, args, expe
     write(pa.table({"doc": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
           living.folder / "empty.parquet")  # fmt: skip
     write(pa.concat_tables([generated_table(2, start=60)] * 2), living.folder / "dup.parquet")
+    stamps = generated_table(2, start=70).drop_columns(["year"])
+    write(stamps.append_column("year", pa.array([0, 1], pa.timestamp("s"))),
+          living.folder / "stamps.parquet")  # fmt: skip
     (living.folder / "blank.txt").write_text("\n \n")
     before = sorted(p.relative_to(living.index_dir) for p in Path(living.index_dir).rglob("*")
                     if p.name != ".lock")  # fmt: skip
@@ -155,3 +171,16 @@ def test_query_modes_and_reindex_lexical(cli, tmp_path) -> None:
         *index_dir,
     )
     assert hybrid.exit_code == 0 and "guitar" in hybrid.stdout
+
+
+def test_add_maps_a_renamed_text_column(living, tmp_path) -> None:
+    renamed = generated_table(3, start=80).rename_columns(["doc", "body", "year", "license"])
+    write(renamed, tmp_path / "renamed.parquet")
+    index_dir = ["--index-dir", living.index_dir]
+    added = _json(living("add", str(tmp_path / "renamed.parquet"), "--index", "docs",
+                         "--text-column", "body", *index_dir, "--json"))  # fmt: skip
+    assert added["added"] == 3
+    text = renamed.column("body")[0].as_py()
+    top = json.loads(living("query", text, "--index", "docs", "-k", "1", "--json",
+                            *index_dir).stdout)  # fmt: skip
+    assert (top["id"], top["text"]) == ("d80", text) and "body" not in top

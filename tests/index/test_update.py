@@ -124,6 +124,109 @@ def test_add_refuses_duplicate_ids_and_another_id_column(tmp_path, tiny_encoder)
     assert index.manifest.generation == 1 and len(index.folder.generations()) == 1
 
 
+def _int_ids_index(tmp_path, encoder) -> Index:
+    """An index of 6 rows whose ids are the integers 1…6."""
+    table = generated_table(6).set_column(0, "doc", pa.array(range(1, 7), pa.int64()))
+    return Index(build(write(table, tmp_path / "ints.parquet"), tmp_path / "idx", encoder))
+
+
+def _stored(index: Index, encoder) -> dict:
+    hits = index.searcher(encoder=encoder).search(["number"], k=100)[0]
+    return {hit.id: (hit.text, hit.metadata.get("year")) for hit in hits}
+
+
+def test_a_csv_id_that_is_not_the_integer_as_written_never_replaces_a_row(
+    tmp_path, tiny_encoder
+) -> None:
+    index = _int_ids_index(tmp_path, tiny_encoder)
+    before = _stored(index, tiny_encoder)
+    leading = tmp_path / "leading.csv"
+    leading.write_text("doc,text,year\n01,leading zero id text,2005\n007,bond,2007\n")
+    with pytest.raises(SemsearchError, match="id column 'doc' holds string .* '01'"):
+        index.add(leading, encoder=tiny_encoder)
+    assert index.manifest.generation == 1 and _stored(index, tiny_encoder) == before
+    plain = tmp_path / "plain.csv"
+    plain.write_text("doc,text,year\n10,ten as text,2010\n")
+    assert index.add(plain, encoder=tiny_encoder).added == 1
+    assert _stored(index, tiny_encoder)[10] == ("ten as text", 2010)
+    from semsearch.index.update import add_rows
+
+    # asked for: '01' is read as 1 (and replaces it), and '1' beside it is a repeated id
+    result = add_rows(index.folder, leading, tiny_encoder, convert_types=True)
+    assert (result.replaced, result.added) == (1, 1)
+    assert _stored(index, tiny_encoder)[1] == ("leading zero id text", 2005)
+    twice = tmp_path / "twice.csv"
+    twice.write_text("doc,text\n01,a\n1,b\n")
+    with pytest.raises(SemsearchError, match="appears more than once"):
+        add_rows(index.folder, twice, tiny_encoder, convert_types=True)
+    with pytest.raises(SemsearchError, match="'01' is not one of the index's 'doc' ids"):
+        index.delete(ids=["01"])
+
+
+def test_a_renamed_text_column_is_stored_as_the_index_text(tmp_path, tiny_encoder) -> None:
+    index = _int_ids_index(tmp_path, tiny_encoder)
+    from semsearch.index.update import add_rows
+
+    renamed = write(pa.table({"doc": [20], "body": ["a renamed text column"], "year": [2020]}),
+                    tmp_path / "renamed.parquet")  # fmt: skip
+    assert add_rows(index.folder, renamed, tiny_encoder, text_column="body").added == 1
+    hits = index.searcher(encoder=tiny_encoder).search(["a renamed text column"], k=1)[0]
+    assert (hits[0].id, hits[0].text) == (20, "a renamed text column")
+    assert "body" not in hits[0].metadata
+
+
+def test_a_changed_column_type_is_refused_and_a_changed_value_is_a_change(
+    tmp_path, tiny_encoder
+) -> None:
+    import datetime
+
+    index = _int_ids_index(tmp_path, tiny_encoder)
+    before = _stored(index, tiny_encoder)
+    stamps = pa.table({"doc": [7], "text": ["timestamp year"],
+                       "year": pa.array([datetime.datetime(2020, 1, 1)], pa.timestamp("us"))})  # fmt: skip
+    with pytest.raises(SemsearchError, match="'year' holds timestamp.* index 'docs' holds int64"):
+        index.add(stamps, encoder=tiny_encoder)
+    same_text = tmp_path / "same.csv"  # row 2's text as it is, a year that is not a year
+    same_text.write_text(f"doc,text,year\n2,{before[2][0]},abc\n")
+    with pytest.raises(SemsearchError, match="'year' holds string .*'abc'"):
+        index.add(same_text, encoder=tiny_encoder)
+    assert index.manifest.generation == 1 and _stored(index, tiny_encoder) == before
+    same_text.write_text(f"doc,text,year\n2,{before[2][0]},1999\n")
+    result = index.add(same_text, encoder=tiny_encoder)
+    assert (result.replaced, result.unchanged) == (1, 0)
+    assert _stored(index, tiny_encoder)[2] == (before[2][0], 1999)
+
+
+MALFORMED_CSVS = {
+    "ragged.csv": b"doc,text\nd90,fine\nd91\n",
+    "twice.csv": b"doc,text,text\nd90,a,b\n",
+    "reserved.csv": b"doc,text,_source_row\nd90,a,1\n",
+    "blank_id.csv": b"doc,text\n,a\n",
+    "repeated.csv": b"doc,text\nd90,a\nd90,b\n",
+    "latin1.csv": "doc,text\nd90,caf\u00e9\n".encode("latin-1"),
+    "no_text.csv": b"doc,title\nd90,a\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_CSVS))
+def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -> None:
+    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.update import add_rows
+
+    index = Index(
+        build(write(generated_table(4), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder)
+    )
+    path = tmp_path / name
+    path.write_bytes(MALFORMED_CSVS[name])
+    with pytest.raises(SemsearchError) as by_build:
+        build_index(BuildOptions(corpus=path, name="x", id_column="doc", out_dir=tmp_path / "b",
+                                 show_progress=False), encoder=tiny_encoder)  # fmt: skip
+    with pytest.raises(SemsearchError) as by_add:
+        add_rows(index.folder, path, tiny_encoder)
+    assert str(by_add.value) == str(by_build.value)
+    assert index.manifest.generation == 1
+
+
 def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:
     import semsearch.index.update as update_module
     from semsearch.index.store import IndexFolder
