@@ -23,7 +23,7 @@ demo: setup
 	$(VENV)/bin/semsearch query "play chess against the computer" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 
-# The quick suite (under 90 s on a 2-core machine); the slow tests run on the real model.
+# The quick suite (about 2.5 min on 2 quiet cores, 3-4 min busy); the slow tests run on the real model.
 test: setup
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
