@@ -14,6 +14,7 @@ so results are repeatable whatever the tiling.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -82,7 +83,9 @@ class ExactSearch:
         self.metric = metric
         self.device = torch.device(device)
         self.tiles: Tiles | None = None  # the tiles known to fit, once something did not
-        self.base = self._placed(torch.as_tensor(base))
+        with warnings.catch_warnings():  # a read-only (memory-mapped) base is only read
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            self.base = self._placed(torch.as_tensor(base))
 
     def __len__(self) -> int:
         return len(self.base)
