@@ -31,6 +31,7 @@ from semsearch.models.model_folder import (
     resolve_model,
     weights_fingerprint,
 )
+from semsearch.models.openvino_runtime import check_runtime
 from semsearch.models.packing import (
     PackedAttention,
     PackedBatch,
@@ -46,6 +47,7 @@ from semsearch.models.tokenized import TokenizedTexts
 from semsearch.models.torch_device import HALF_PRECISIONS, Precision, resolve_device
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
+from semsearch.options import Runtime
 
 # Vectors computed on a GPU wait there until this many are ready, then come back in one copy.
 FLUSH_ROWS = 16_384
@@ -89,15 +91,18 @@ class BiEncoder(nn.Module):
         self._fingerprint: str | None = None
         # A plain dict, so the copy is not registered as a submodule (nor saved, nor trained).
         self._cast_copy: dict = {}
+        self._runtime = None  # an OpenVinoEncoder that runs `encode`'s batches, or torch
 
     @classmethod
-    def for_index(cls, spec: EncoderSpec, device: str = "auto") -> BiEncoder:
+    def for_index(
+        cls, spec: EncoderSpec, device: str = "auto", runtime: Runtime = "torch"
+    ) -> BiEncoder:
         """The encoder an index records (name, pooling, normalisation, length, quantisation).
 
         A hub model comes from the local cache only: opening an index never downloads.
         """
         return cls.load(spec.name, pooling=spec.pooling, normalize=spec.normalize,
-                        max_length=spec.max_length, device=device,
+                        max_length=spec.max_length, device=device, runtime=runtime,
                         quantization=spec.quantization, local_files_only=True)  # fmt: skip
 
     @classmethod
@@ -111,13 +116,16 @@ class BiEncoder(nn.Module):
         device: str = "auto",
         quantization: str | None = None,
         local_files_only: bool = False,
+        runtime: Runtime = "torch",
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config.
 
         `quantization="int8"` quantises the linear layers for CPU inference (not for training);
-        `local_files_only` takes a hub model from the local cache, never from the network.
+        `local_files_only` takes a hub model from the local cache, never from the network;
+        `runtime` is what `encode` runs on (`use_runtime`).
         """
         check_quantization(quantization)
+        check_runtime(runtime)
         folder = resolve_model(name_or_path, local_files_only)
         require_kind(folder, "bi-encoder")
         if pooling is not None and pooling not in POOLING_MODES:
@@ -128,7 +136,7 @@ class BiEncoder(nn.Module):
             from semsearch.models.word_model import load_word_encoder
 
             return load_word_encoder(cls, folder, pooling, normalize, max_length, device,
-                                     quantization)  # fmt: skip
+                                     quantization).use_runtime(runtime)  # fmt: skip
         transformer, tokenizer = load_pretrained(folder, AutoModel)
         model_limit = model_max_length(transformer, tokenizer)
         pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
@@ -151,7 +159,24 @@ class BiEncoder(nn.Module):
                                                 lambda: encoder.encode(texts, batch_size=1),
                                                 encoder.device)  # fmt: skip
             encoder.quantization = quantization
-        return encoder
+        return encoder.use_runtime(runtime)
+
+    def use_runtime(self, runtime: Runtime) -> BiEncoder:
+        """Run `encode`'s padded batches on `runtime`: `openvino` is an exported copy, checked
+        against torch first (`semsearch.models.openvino_runtime`); torch where it cannot run.
+        Training and packed batches always run on torch. Returns the encoder itself."""
+        check_runtime(runtime)
+        self._runtime = None
+        if runtime == "openvino":
+            from semsearch.models.openvino_runtime import OpenVinoEncoder
+
+            self._runtime = OpenVinoEncoder.attach(self)
+        return self
+
+    @property
+    def runtime(self) -> str:
+        """What `encode` runs on by default: `torch`, or e.g. `openvino-bf16`."""
+        return self._runtime.name if self._runtime is not None else "torch"
 
     def compile_for_queries(self) -> BiEncoder:
         """Compile the transformer with frozen weights for faster warm queries on CPU.
@@ -258,7 +283,9 @@ class BiEncoder(nn.Module):
             )
         output = np.empty((len(texts), self.dimension), dtype=np.float32)
         on_gpu = self.device.type == "cuda"
-        transformer = self._inference_transformer(precision)
+        runtime = self._runtime
+        exported = None if runtime is None or packing else runtime.forward_for(precision, self)
+        transformer = self._inference_transformer(precision) if exported is None else None
         pending: list[tuple[np.ndarray, torch.Tensor]] = []
 
         def flush() -> None:
@@ -280,6 +307,8 @@ class BiEncoder(nn.Module):
             batches = prepared_batches(texts, tokenize, pad_id, shape)
 
             def forward(batch: Batch) -> torch.Tensor:
+                if exported is not None:
+                    return exported(batch.input_ids, batch.attention_mask)
                 input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
                 mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
                 hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state

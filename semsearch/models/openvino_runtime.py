@@ -1,0 +1,245 @@
+"""The encoder on OpenVINO's CPU runtime: an exported copy that `BiEncoder.encode` runs
+instead of torch for its padded batches (`BiEncoder.load(..., runtime="openvino")`).
+
+Why: on a CPU the encoder's fp32 torch path is near the machine's fp32 peak, so more speed
+needs lower-precision kernels and a runtime that fuses the graph; OpenVINO is the runtime
+sentence-transformers' own `backend="openvino"` uses. On a CPU with native bf16 (AVX512-BF16
+or AMX; OpenVINO's own default precision there) it runs in bf16, else in f32.
+
+The whole encoder (transformer, pooling, normalisation) is exported once to OpenVINO IR in
+the user cache (`SEMSEARCH_CACHE_DIR`, as the traced query encoder), keyed by the weights'
+fingerprint, the pooling settings, the length limit and the OpenVINO version. Each file has
+a hash record beside it (`checksums.write_cache_record`); an entry that does not match is
+logged in one line and exported again, never loaded. Before a compiled model is used it is
+run on a fixed batch and compared with the torch encoder (cosine mean >= 0.9999, min >=
+0.999); a runtime that is not installed, an export that fails or a model that disagrees
+leaves the encoder on torch with one log line: slower, never a wrong vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from semsearch.errors import SemsearchError
+from semsearch.index.checksums import cache_file_problem, write_cache_record
+from semsearch.models.model_folder import cache_dir
+from semsearch.options import RUNTIMES
+
+if TYPE_CHECKING:
+    from semsearch.models.bi_encoder import BiEncoder
+
+log = logging.getLogger(__name__)
+
+EXPORT_FORMAT = 1
+# The faithfulness bar of issue 29: how close the runtime's vectors must be to torch's.
+MIN_MEAN_COSINE = 0.9999
+MIN_COSINE = 0.999
+# The check batch: lengths from one word to past a sentence, so it holds padding.
+CHECK_TEXTS = (
+    "how do I read a parquet file in python",
+    "plot",
+    "A man is playing a guitar on the stage while the crowd sings along.",
+    "fast approximate nearest neighbour search over dense vectors, on disk or in memory, "
+    "with filters on metadata columns and updates while it serves",
+    "ÉCOLE, café and naïve résumé",
+    "数据库 查询 很快",
+    "unit testing framework",
+    "encrypt my backups before uploading them to the cloud",
+)
+# semsearch's precision names and OpenVINO's.
+OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
+
+
+def check_runtime(runtime: str) -> None:
+    if runtime not in RUNTIMES:
+        raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(RUNTIMES)}")
+
+
+class OpenVinoEncoder:
+    """Padded token batches in, the encoder's vectors out, through a compiled OpenVINO model.
+
+    Compiled per precision on first use, each checked against `reference` (the torch
+    encoder's vectors for `CHECK_TEXTS`) before it answers; one inference request per thread.
+    """
+
+    def __init__(self, encoder: BiEncoder, model: Any, default: str) -> None:
+        self.model = model  # a path to cached IR, or an `ov.Model` (nothing to cache it by)
+        self.default = default  # "bf16" or "fp32"
+        self._check_ids, self._check_mask = encoder.features(list(CHECK_TEXTS))
+        self._reference = encoder.encode(list(CHECK_TEXTS), precision="fp32")
+        self._weights = _weights_key(encoder)
+        self._compiled: dict[str, Any] = {}  # precision -> compiled model, or None: refused
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self.stale = False
+
+    @property
+    def name(self) -> str:
+        return f"openvino-{self.default}"
+
+    @classmethod
+    def attach(cls, encoder: BiEncoder) -> OpenVinoEncoder | None:
+        """The runtime for `encoder`, exported (or taken from the cache) and checked in its
+        default precision; None, with one log line, where torch must run instead."""
+        if encoder.quantization:
+            raise SemsearchError(
+                f"the openvino runtime runs the fp32 model, not an {encoder.quantization} one: "
+                "drop --quantize or use --runtime torch"
+            )
+        if encoder.device.type != "cpu":
+            raise SemsearchError("the openvino runtime runs on the CPU: add --device cpu")
+        from semsearch.models.word_encoder import WordNetwork
+
+        if isinstance(encoder.transformer, WordNetwork):
+            log.warning("a word-vector model has no OpenVINO export: encoding with torch")
+            return None
+        try:
+            import openvino as ov
+        except ImportError:
+            log.warning("openvino is not installed (pip install 'semsearch[cpu-runtime]'): "
+                        "encoding with torch")  # fmt: skip
+            return None
+        try:
+            model = _exported(encoder, ov)
+        except Exception as exc:
+            log.warning("could not export the encoder to OpenVINO (%s: %s): encoding with torch",
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")  # fmt: skip
+            return None
+        runtime = cls(encoder, model, default_precision(ov))
+        return runtime if runtime.forward_for("auto", encoder) is not None else None
+
+    def forward_for(self, precision: str, encoder: BiEncoder):
+        """What runs a padded batch in `precision` (`auto`: the runtime's default), or None
+        where torch must: fp16, a model that failed its check, or weights changed since
+        the export (training)."""
+        if self.stale:
+            return None
+        if _weights_key(encoder) != self._weights:
+            log.warning("the encoder's weights changed since the OpenVINO export: encoding "
+                        "with torch from now on")  # fmt: skip
+            self.stale = True
+            return None
+        precision = self.default if precision == "auto" else precision
+        if precision not in OV_PRECISIONS:
+            return None
+        with self._lock:
+            if precision not in self._compiled:
+                self._compiled[precision] = self._compile_checked(precision)
+        compiled = self._compiled[precision]
+        if compiled is None:
+            return None
+        return lambda input_ids, attention_mask: self._run(compiled, input_ids, attention_mask)
+
+    def _compile_checked(self, precision: str) -> Any:
+        import openvino as ov
+
+        threads = torch.get_num_threads()
+        try:
+            compiled = ov.Core().compile_model(self.model, "CPU", {
+                "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
+                "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})  # fmt: skip
+            got = self._run(compiled, self._check_ids, self._check_mask).numpy()
+        except Exception as exc:
+            log.warning("the OpenVINO model failed to run (%s): encoding with torch", exc)
+            return None
+        mean, least = cosine_agreement(got, self._reference)
+        if not (mean >= MIN_MEAN_COSINE and least >= MIN_COSINE):
+            log.warning("the OpenVINO %s model disagrees with torch (cosine mean %.6f, min %.6f): "
+                        "encoding with torch", precision, mean, least)  # fmt: skip
+            return None
+        log.info("encoding with OpenVINO %s on %d thread(s); checked against torch: cosine mean "
+                 "%.6f, min %.6f", precision, threads, mean, least)  # fmt: skip
+        return compiled
+
+    def _run(self, compiled: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        requests = getattr(self._local, "requests", None)
+        if requests is None:
+            requests = self._local.requests = {}
+        request = requests.get(id(compiled))
+        if request is None:
+            request = requests[id(compiled)] = compiled.create_infer_request()
+        return torch.from_numpy(_infer(request, input_ids.numpy(), attention_mask.numpy()))
+
+
+def _infer(request: Any, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """One batch through an inference request; a copy, since the request reuses its output."""
+    result = request.infer({"input_ids": input_ids, "attention_mask": attention_mask})
+    return np.array(result[0], dtype=np.float32, copy=True)
+
+
+def default_precision(ov: Any) -> str:
+    """bf16 where OpenVINO's CPU plugin runs it natively (it defaults to bf16 only there:
+    AVX512-BF16, AMX), else fp32."""
+    try:
+        hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    except Exception:  # an older plugin without the property: the safe choice
+        return "fp32"
+    return "bf16" if str(hint).lower().find("bf") >= 0 else "fp32"
+
+
+def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
+    """(mean, min) cosine between matching rows; NaN where a row is not finite."""
+    norms = np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cosine = np.sum(got * expected, axis=1) / norms
+    if got.shape != expected.shape or not np.all(np.isfinite(cosine)):
+        return float("nan"), float("nan")
+    return float(cosine.mean()), float(cosine.min())
+
+
+def export_path(encoder: BiEncoder, version: str) -> Path | None:
+    """Where the export of `encoder` is cached; None for a model without a fingerprint."""
+    if not encoder.fingerprint:
+        return None
+    described = json.dumps([EXPORT_FORMAT, version, encoder.fingerprint, encoder.pooling.mode,
+                            encoder.normalize, encoder.max_length])  # fmt: skip
+    digest = hashlib.sha256(described.encode()).hexdigest()[:24]
+    return cache_dir() / "openvino" / f"{digest}.xml"
+
+
+def _exported(encoder: BiEncoder, ov: Any) -> Any:
+    """The cached IR's path when a checked entry is there, else a fresh export (cached)."""
+    xml = export_path(encoder, ov.get_version())
+    if xml is None:
+        return _convert(encoder, ov)
+    weights = xml.with_suffix(".bin")
+    if xml.is_file() and weights.is_file():
+        problem = next(filter(None, (cache_file_problem(p) for p in (weights, xml))), None)
+        if problem is None:
+            return xml
+        log.warning("not using the OpenVINO export %s: %s; exporting it again", xml, problem)
+    model = _convert(encoder, ov)
+    xml.parent.mkdir(parents=True, exist_ok=True)
+    partial = xml.with_name(f".{xml.stem}.{os.getpid()}.partial.xml")
+    ov.save_model(model, str(partial), compress_to_fp16=False)
+    partial_weights = partial.with_suffix(".bin")
+    write_cache_record(partial_weights, recorded_as=weights)
+    write_cache_record(partial, recorded_as=xml)
+    os.replace(partial_weights, weights)
+    os.replace(partial, xml)  # the graph last: it marks the entry complete
+    log.info("exported the encoder to OpenVINO IR in %s", xml)
+    return xml
+
+
+def _convert(encoder: BiEncoder, ov: Any) -> Any:
+    input_ids, mask = encoder.features(["a sentence to export the encoder with", "two"])
+    shape = [-1, -1]
+    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on the model's Python branches
+        return ov.convert_model(encoder, example_input=(input_ids, mask),
+                                input=[("input_ids", shape, ov.Type.i64),
+                                       ("attention_mask", shape, ov.Type.i64)])  # fmt: skip
+
+
+def _weights_key(encoder: BiEncoder) -> tuple:
+    return tuple((p.data_ptr(), p._version) for p in encoder.parameters())
