@@ -1,0 +1,195 @@
+"""The OpenVINO runtime gives torch's vectors within the faithfulness bar, reuses its checked
+cache, and leaves the encoder on torch (in one log line) wherever it cannot be trusted."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from semsearch.errors import SemsearchError
+from semsearch.models import openvino_runtime
+from semsearch.models.bi_encoder import BiEncoder
+from semsearch.models.openvino_runtime import (
+    MIN_COSINE,
+    MIN_MEAN_COSINE,
+    cosine_agreement,
+    export_path,
+)
+
+ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
+
+TEXTS = [
+    "",
+    "A man is playing a guitar.",
+    "ÉCOLE, café and naïve résumé",
+    "数据库 查询 很快",
+    "word " * 300,
+    "Short",
+    "The cat sleeps on the sofa while the dog barks at the mailman outside.",
+]
+LOGGER = "semsearch.models.openvino_runtime"
+
+
+@pytest.fixture(scope="module")
+def converted(tiny_model_dir: Path):
+    """The tiny model converted once (seconds: the PyTorch frontend traces the model)."""
+    return openvino_runtime._convert(BiEncoder.load(str(tiny_model_dir), device="cpu"), ov)
+
+
+@pytest.fixture(autouse=True)
+def exports(monkeypatch: pytest.MonkeyPatch, converted) -> list[int]:
+    """Counts the conversions (each is an export, not a cache hit); each returns the model
+    converted once, to keep the tests fast."""
+    calls: list[int] = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return converted
+
+    monkeypatch.setattr(ov, "convert_model", counting)
+    return calls
+
+
+def _load(folder: Path) -> BiEncoder:
+    return BiEncoder.load(str(folder), device="cpu", runtime="openvino")
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno >= logging.WARNING
+    ]
+
+
+def _assert_faithful(got: np.ndarray, expected: np.ndarray) -> None:
+    mean, least = cosine_agreement(got, expected)
+    assert mean >= MIN_MEAN_COSINE and least >= MIN_COSINE, (mean, least)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "auto"])
+def test_vectors_are_within_the_bar_of_torchs(tiny_model_dir, tiny_encoder, precision) -> None:
+    encoder = _load(tiny_model_dir)
+    assert encoder.runtime.startswith("openvino-")
+    expected = tiny_encoder.encode(TEXTS)
+    got = encoder.encode(TEXTS, precision=precision)
+    _assert_faithful(got, expected)
+    if precision == "fp32":
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    # A text's vector is the same alone and in a padded batch.
+    _assert_faithful(np.concatenate([encoder.encode([t], precision=precision) for t in TEXTS]), got)
+
+
+def test_the_cache_is_reused_and_recorded(tiny_model_dir, exports) -> None:
+    first = _load(tiny_model_dir)  # exports unless an earlier test did
+    exports.clear()
+    second = _load(tiny_model_dir)
+    assert exports == [] and second.runtime == first.runtime
+    path = export_path(second, ov.get_version())
+    for file in (path, path.with_suffix(".bin")):
+        assert file.is_file() and file.with_name(file.name + ".record.json").is_file()
+
+
+@pytest.mark.parametrize("damage", ["bin", "xml", "record"])
+def test_a_tampered_cache_entry_is_rebuilt(
+    tiny_model_dir, tmp_path, monkeypatch, exports, caplog, damage
+) -> None:
+    original = export_path(_load(tiny_model_dir), ov.get_version())
+    expected = _load(tiny_model_dir).encode(TEXTS)
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path))
+    copy = export_path(BiEncoder.load(str(tiny_model_dir), device="cpu"), ov.get_version())
+    copy.parent.mkdir(parents=True)
+    for file in original.parent.glob(original.stem + ".*"):
+        shutil.copy(file, copy.parent / file.name)
+    target = {"bin": copy.with_suffix(".bin"), "xml": copy,
+              "record": copy.with_name(copy.name + ".record.json")}[damage]  # fmt: skip
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+    exports.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        encoder = _load(tiny_model_dir)
+    assert exports == [1], "the damaged entry is exported again"
+    assert len(_warnings(caplog)) == 1 and "exporting it again" in _warnings(caplog)[0]
+    assert encoder.runtime.startswith("openvino-")
+    np.testing.assert_allclose(encoder.encode(TEXTS), expected, atol=1e-6)
+    exports.clear()
+    _load(tiny_model_dir)
+    assert exports == [], "the rebuilt entry passes its check"
+
+
+def _assert_on_torch(encoder: BiEncoder, reference: BiEncoder, caplog, words: str) -> None:
+    assert encoder.runtime == "torch"
+    messages = _warnings(caplog)
+    assert len(messages) == 1 and words in messages[0], messages
+    np.testing.assert_array_equal(encoder.encode(TEXTS), reference.encode(TEXTS))
+
+
+def test_an_export_failure_falls_back_to_torch(
+    tiny_model_dir, tiny_encoder, tmp_path, monkeypatch, caplog
+) -> None:
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("unsupported operation aten::something\nmore detail")
+
+    monkeypatch.setattr(ov, "convert_model", broken)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        encoder = _load(tiny_model_dir)
+    _assert_on_torch(encoder, tiny_encoder, caplog, "could not export")
+    assert not (tmp_path / "openvino").exists() or not any((tmp_path / "openvino").iterdir())
+
+
+def test_a_model_that_disagrees_falls_back_to_torch(
+    tiny_model_dir, tiny_encoder, monkeypatch, caplog
+) -> None:
+    infer = openvino_runtime._infer
+
+    def wrong(request, input_ids, attention_mask):
+        vectors = infer(request, input_ids, attention_mask)
+        return vectors[::-1].copy()  # plausible vectors, for the wrong texts
+
+    monkeypatch.setattr(openvino_runtime, "_infer", wrong)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        encoder = _load(tiny_model_dir)
+    _assert_on_torch(encoder, tiny_encoder, caplog, "disagrees with torch")
+
+
+def test_without_openvino_the_encoder_runs_torch(
+    tiny_model_dir, tiny_encoder, monkeypatch, caplog
+) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # `import openvino` raises ImportError
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        encoder = _load(tiny_model_dir)
+    _assert_on_torch(encoder, tiny_encoder, caplog, "not installed")
+
+
+def test_changed_weights_move_the_encoder_back_to_torch(tiny_model_dir, caplog) -> None:
+    encoder = _load(tiny_model_dir)
+    with torch.no_grad():
+        encoder.transformer.pooler.dense.weight.mul_(1.0)  # same values, a new version
+        encoder.transformer.embeddings.word_embeddings.weight[:, 0] += 1.0
+    reference = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    reference.load_state_dict(encoder.state_dict())
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        got = encoder.encode(TEXTS)
+        encoder.encode(TEXTS)
+    assert len(_warnings(caplog)) == 1 and "weights changed" in _warnings(caplog)[0]
+    np.testing.assert_array_equal(got, reference.encode(TEXTS))
+
+
+def test_packed_batches_run_on_torch(tiny_model_dir, tiny_encoder) -> None:
+    encoder = _load(tiny_model_dir)
+    np.testing.assert_allclose(encoder.encode(TEXTS, packing=True),
+                               tiny_encoder.encode(TEXTS, packing=True), atol=1e-6)  # fmt: skip
+
+
+def test_an_int8_encoder_or_unknown_runtime_is_refused(tiny_model_dir) -> None:
+    with pytest.raises(SemsearchError, match="drop --quantize"):
+        BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8", runtime="openvino")
+    with pytest.raises(SemsearchError, match="unknown runtime"):
+        BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="onnx")  # type: ignore[arg-type]
