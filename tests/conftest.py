@@ -89,6 +89,16 @@ def tiny_encoder(tiny_model_dir: Path) -> BiEncoder:
 
 
 @pytest.fixture(scope="session")
+def openvino_tiny_model(tiny_model_dir: Path):
+    """The tiny model converted to OpenVINO once per session (seconds: the PyTorch frontend
+    traces it); tests return it from a patched `convert_model` to stay fast."""
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    from semsearch.models.openvino_runtime import _convert
+
+    return _convert(BiEncoder.load(str(tiny_model_dir), device="cpu"), ov)
+
+
+@pytest.fixture(scope="session")
 def default_encoder() -> BiEncoder:
     """The real embedded all-MiniLM-L6-v2 (loads in about a second)."""
     return BiEncoder.load("default", device="cpu")

@@ -17,6 +17,7 @@ from semsearch.cli.common import (
     FaissDeviceOption,
     IndexDir,
     JsonFlag,
+    RuntimeOption,
     app,
     console,
     show_progress,
@@ -65,6 +66,7 @@ def add(
     ] = False,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
+    runtime: RuntimeOption = "torch",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
     engine: Engine = "local",
@@ -79,7 +81,7 @@ def add(
     on_ray = ray_options(engine, address, workers, show_progress(json_output))
     index_folder(index, "--index")  # a name or a folder, never a URI
     folder = find_index(index, index_folder(index_dir))
-    encoder = _encoder_for(folder, device)
+    encoder = _encoder_for(folder, device, runtime)
     rows = corpus_location(corpus)
     if on_ray is not None:
         from semsearch.distributed.update import add_rows_on_ray
@@ -195,10 +197,10 @@ def rollback(
     _report_manifest(folder.name, restore(folder, generation), json_output)
 
 
-def _encoder_for(folder, device: str):
+def _encoder_for(folder, device: str, runtime: str = "torch"):
     from semsearch.models.bi_encoder import BiEncoder
 
-    return BiEncoder.for_index(folder.manifest().model, device)
+    return BiEncoder.for_index(folder.manifest().model, device, runtime)  # type: ignore[arg-type]
 
 
 def _report(name: str, result: ChangeResult, json_output: bool) -> None:

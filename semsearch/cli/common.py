@@ -125,6 +125,15 @@ EncodeBatch = Annotated[
         show_default=False,
     ),
 ]
+RuntimeOption = Annotated[
+    str,
+    typer.Option(
+        "--runtime",
+        help="What runs the encoder on a CPU: torch, or openvino (an exported copy, bf16 where "
+        "the CPU has it natively; checked against torch, which runs wherever it cannot; needs "
+        "the cpu-runtime extra). Indexes stay compatible either way.",
+    ),
+]
 Quantize = Annotated[
     str | None,
     typer.Option(

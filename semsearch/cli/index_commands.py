@@ -13,6 +13,7 @@ from semsearch.cli.common import (
     EncodeBatch,
     IndexDir,
     Quantize,
+    RuntimeOption,
     app,
     console,
     show_progress,
@@ -68,6 +69,7 @@ def build(
     batch_size: EncodeBatch = None,
     device: Device = "auto",
     quantize: Quantize = None,
+    runtime: RuntimeOption = "torch",
     out_dir: IndexDir = DEFAULT_INDEX_DIR,
     overwrite: Annotated[
         bool, typer.Option(help="Replace an existing index of the same name.")
@@ -125,7 +127,7 @@ def build(
     options = BuildOptions(
         corpus=corpus_location(corpus), name=name, text_column=text_column, id_column=id_column,
         model=model, index=index_type, metric=metric, batch_size=batch_size, device=device,
-        quantization=quantize, out_dir=index_folder(out_dir, "--out-dir"),
+        quantization=quantize, runtime=runtime, out_dir=index_folder(out_dir, "--out-dir"),
         overwrite=overwrite, strict=strict, show_progress=show_progress(json_output),
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,
@@ -146,7 +148,7 @@ def build(
     console.print(
         f"built {manifest.name}: {manifest.rows} vectors, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
-        f"in {manifest.build_seconds:.1f} s",
+        f"in {manifest.build_seconds:.1f} s (encoder on {manifest.operation.get('runtime', 'torch')})",
         markup=False,  # a name or path may hold [brackets]
     )
 

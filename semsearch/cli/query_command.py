@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, console, user_errors
+from semsearch.cli.common import (
+    DEFAULT_INDEX_DIR,
+    Device,
+    IndexDir,
+    RuntimeOption,
+    app,
+    console,
+    user_errors,
+)
 from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
@@ -94,6 +102,7 @@ def query(
         ),
     ] = True,
     device: Device = "auto",
+    runtime: RuntimeOption = "torch",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
 ) -> None:
     """Find the rows nearest in meaning to TEXT (or to each line of --file).
@@ -113,7 +122,7 @@ def query(
     if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
         searcher = Searcher(folder, at=at, lexical_only=True)
     else:
-        encoder = encoder_for_queries(folder.manifest(at).model, device)
+        encoder = encoder_for_queries(folder.manifest(at).model, device, runtime)
         searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
     missing = [column for column in show or [] if column not in searcher.metadata.column_names]
     if missing:

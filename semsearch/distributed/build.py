@@ -90,7 +90,8 @@ class RaySource(ManyFilesSource):
             from semsearch.models.bi_encoder import BiEncoder
 
             load = functools.partial(BiEncoder.load, options.model, device=workers.device,
-                                     quantization=options.quantization)  # fmt: skip
+                                     quantization=options.quantization,
+                                     runtime=options.runtime)  # fmt: skip
             setup = EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size,
                                  workers.threads)  # fmt: skip
             done = encode_units(units, workers, setup, writer.folder, writer.vector_dtype,

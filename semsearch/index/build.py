@@ -95,6 +95,8 @@ class BuildOptions:
     batch_size: int | None = None  # texts per forward pass; None: the device's default
     device: str = "auto"
     quantization: str | None = None  # "int8": a quantised CPU encoder (queries use it too)
+    # What encodes on a CPU (`BiEncoder.use_runtime`): recorded in the operation, not the model.
+    runtime: str = "torch"
     out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
     overwrite: bool = False
     strict: bool = False
@@ -227,7 +229,10 @@ def build_index(
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
 
         encoder = BiEncoder.load(
-            options.model, device=options.device, quantization=options.quantization
+            options.model,
+            device=options.device,
+            quantization=options.quantization,
+            runtime=options.runtime,
         )
     # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
     # not after an hour of encoding.
@@ -278,7 +283,8 @@ def build_index(
             source=source.source_spec(encoded, options), segments=(record,), next_id=encoded.read,
             vector_dtype=STORE_VECTORS[options.store_vectors],
             operation={"kind": "build", "rows": total, "skipped": encoded.skipped,
-                       "truncated": encoded.truncated, **source.operation()},
+                       "truncated": encoded.truncated, "runtime": encoder_runtime(encoder),
+                       **source.operation()},
             semsearch_version=__version__, created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
             tuning=tuning.to_dict() if tuning else None, lexical=options.lexical,
@@ -432,3 +438,8 @@ def _stem(path: Path) -> str:
     for suffix in (".gz",) + tuple(path.suffixes):
         name = name.removesuffix(suffix)
     return name or "index"
+
+
+def encoder_runtime(encoder) -> str:
+    """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation."""
+    return getattr(encoder, "runtime", "torch")

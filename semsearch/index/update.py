@@ -141,7 +141,8 @@ def add_rows(
         new = next_generation(
             manifest, segments,
             {"kind": "add", "source": str(corpus.path), "added": int(fresh.sum()),
-             "replaced": int(replaced.sum()), "unchanged": int(unchanged.sum())},
+             "replaced": int(replaced.sum()), "unchanged": int(unchanged.sum()),
+             "runtime": getattr(encoder, "runtime", "torch")},
             time.perf_counter() - started,
             next_id=manifest.next_id + int(fresh.sum()),
         )  # fmt: skip

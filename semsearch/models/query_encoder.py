@@ -62,9 +62,16 @@ CHECK_TEXTS = (
 )
 
 
-def encoder_for_queries(spec: EncoderSpec, device: str = "auto") -> QueryEncoder | BiEncoder:
+def encoder_for_queries(
+    spec: EncoderSpec, device: str = "auto", runtime: str = "torch"
+) -> QueryEncoder | BiEncoder:
     """The encoder an index records, as fast to start as it can be: the traced copy when one
-    is cached, else the full encoder (tracing it for the next time)."""
+    is cached, else the full encoder (tracing it for the next time). A runtime other than
+    torch loads the full encoder on it (`BiEncoder.use_runtime`), never the trace."""
+    if runtime != "torch":
+        from semsearch.models.bi_encoder import BiEncoder
+
+        return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
     key = _trace_key(spec, device)
     if key is not None:
         traced = QueryEncoder.open(key)

@@ -36,21 +36,15 @@ TEXTS = [
 LOGGER = "semsearch.models.openvino_runtime"
 
 
-@pytest.fixture(scope="module")
-def converted(tiny_model_dir: Path):
-    """The tiny model converted once (seconds: the PyTorch frontend traces the model)."""
-    return openvino_runtime._convert(BiEncoder.load(str(tiny_model_dir), device="cpu"), ov)
-
-
 @pytest.fixture(autouse=True)
-def exports(monkeypatch: pytest.MonkeyPatch, converted) -> list[int]:
+def exports(monkeypatch: pytest.MonkeyPatch, openvino_tiny_model) -> list[int]:
     """Counts the conversions (each is an export, not a cache hit); each returns the model
     converted once, to keep the tests fast."""
     calls: list[int] = []
 
     def counting(*args, **kwargs):
         calls.append(1)
-        return converted
+        return openvino_tiny_model
 
     monkeypatch.setattr(ov, "convert_model", counting)
     return calls
@@ -193,3 +187,49 @@ def test_an_int8_encoder_or_unknown_runtime_is_refused(tiny_model_dir) -> None:
         BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8", runtime="openvino")
     with pytest.raises(SemsearchError, match="unknown runtime"):
         BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="onnx")  # type: ignore[arg-type]
+
+
+def test_an_index_built_on_one_runtime_answers_on_the_other(tiny_model_dir, tmp_path) -> None:
+    """recall@10 >= 0.99 between the runtimes, both ways: the index records no runtime."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.search import Searcher
+
+    words = [
+        "cat",
+        "dog",
+        "guitar",
+        "python",
+        "linux",
+        "bank",
+        "stock",
+        "river",
+        "music",
+        "file",
+        "data",
+        "fast",
+        "slow",
+        "red",
+    ]
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 12)))) for _ in range(300)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "c.parquet")
+    torch_encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    on_openvino = _load(tiny_model_dir)
+    queries = texts[:40]
+    found = {}
+    for name, builder in (("torch", torch_encoder), ("openvino", on_openvino)):
+        options = BuildOptions(corpus=tmp_path / "c.parquet", name=name, model=str(tiny_model_dir),
+                               index="flat", out_dir=tmp_path / "idx", show_progress=False,
+                               lexical=None, target_recall=None)  # fmt: skip
+        folder = build_index(options, encoder=builder)
+        assert folder.manifest().operation["runtime"] == builder.runtime
+        for querier in (torch_encoder, on_openvino):
+            hits = Searcher(folder, encoder=querier).search(queries, k=10)
+            found[name, querier.runtime] = [{h.id for h in row} for row in hits]
+    reference = found["torch", "torch"]
+    for key, rows in found.items():
+        recall = np.mean([len(a & b) / 10 for a, b in zip(rows, reference)])
+        assert recall >= 0.99, (key, recall)
