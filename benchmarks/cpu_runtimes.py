@@ -1,0 +1,244 @@
+"""CPU encoding runtimes side by side (issue 29): semsearch on torch fp32 and on OpenVINO (f32,
+bf16) against sentence-transformers' `backend="openvino"`, its fastest CPU backend.
+
+Why one run: on a shared or throttled machine only figures taken in the same minutes compare.
+Every candidate runs in its own process, pinned to as many cores as it has threads (1, then
+2), on the same texts (PyPI summaries and Debian long descriptions), in interleaved rounds
+whose order alternates; figures are medians. Vectors are compared with sentence-transformers'
+fp32 torch vectors (the faithfulness bar: mean cosine >= 0.9999, min >= 0.999), and each
+candidate's 10 nearest neighbours (exact, within the corpus) with those of the fp32 vectors.
+
+The peer needs optimum-intel, whose releases pin an older transformers than semsearch's; it
+runs from its own folder put first on its process' path (`--peer-path`), e.g.
+`pip install --no-deps --target /tmp/stov optimum-intel optimum "openvino-tokenizers~=2026.4.1"
+"transformers<5.6" "tokenizers<0.23.1" "huggingface-hub<1.22"`. Where it cannot run, the
+script says so in one line and measures the rest.
+
+    flock /tmp/cpu.lock python benchmarks/cpu_runtimes.py --pypi-rows 3000 --debian-rows 600
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import (
+    add_results_option,
+    append_result_lines,
+    args_dict,
+    base_parser,
+    command_line,
+    environment,
+    markdown_table,
+    reference_model_path,
+    results_file,
+    write_json,
+)
+
+REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
+PEER = "st-openvino"  # its fastest CPU backend: the speed to beat
+CANDIDATES = (REFERENCE, PEER, "semsearch-torch-fp32", "semsearch-openvino-fp32",
+              "semsearch-openvino-bf16")  # fmt: skip
+FAITHFUL = (0.9999, 0.999)  # mean, min cosine to the reference
+WARMUP = 64  # texts encoded before the clock starts (kernel choice, first-call costs)
+NEIGHBOURS = 10
+QUERIES = 200  # texts of each corpus whose neighbours are compared
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    """In a child process: load one candidate, encode each corpus once, write seconds and vectors."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    corpora = json.loads(Path(args.texts).read_text(encoding="utf-8"))
+    encode = _encoder(args.worker, args.threads, args.batch_size, Path(args.model))
+    out = Path(args.vectors_out)
+    timings = {}
+    for name, texts in corpora.items():
+        encode(texts[:WARMUP])
+        started = time.perf_counter()
+        vectors = encode(texts)
+        timings[name] = time.perf_counter() - started
+        np.save(out / f"{name}.npy", np.asarray(vectors, dtype=np.float32))
+    (out / "timings.json").write_text(json.dumps(timings))
+
+
+def _encoder(candidate: str, threads: int, batch_size: int, model: Path):
+    if candidate.startswith("st-"):
+        from sentence_transformers import SentenceTransformer
+
+        if candidate == PEER:
+            config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+            st = SentenceTransformer(str(model), device="cpu", backend="openvino",
+                                     model_kwargs={"ov_config": config})  # fmt: skip
+        else:
+            st = SentenceTransformer(str(model), device="cpu")
+        return lambda texts: st.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                       show_progress_bar=False)  # fmt: skip
+    from semsearch.models import BiEncoder
+
+    _, runtime, precision = candidate.split("-")
+    encoder = BiEncoder.load(str(model), device="cpu", runtime=runtime)  # type: ignore[arg-type]
+    if encoder.runtime.split("-")[0] != runtime:
+        raise SystemExit(f"{candidate}: the encoder fell back to {encoder.runtime}")
+    return lambda texts: encoder.encode(texts, batch_size=batch_size, precision=precision)
+
+
+def measure(args: argparse.Namespace, texts_file: Path, scratch: Path, peer_ok: bool) -> list[dict]:
+    """Every candidate at every thread count, `--rounds` interleaved rounds each."""
+    candidates = [c for c in CANDIDATES if c != PEER or peer_ok]
+    rows = []
+    for threads in args.threads:
+        seconds: dict[str, list[dict]] = {c: [] for c in candidates}
+        for round_number in range(args.rounds):
+            order = candidates if round_number % 2 == 0 else candidates[::-1]
+            for candidate in order:
+                folder = scratch / f"{candidate}-t{threads}"
+                timings = _child(args, candidate, threads, texts_file, folder)
+                if timings is not None:
+                    seconds[candidate].append(timings)
+        for candidate, runs in seconds.items():
+            if runs:
+                rows.append({"candidate": candidate, "threads": threads, "runs": runs,
+                             "vectors": scratch / f"{candidate}-t{threads}"})  # fmt: skip
+    return rows
+
+
+def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -> dict | None:
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, __file__, "--worker", candidate, "--worker-threads", str(threads),
+               "--texts", str(texts_file), "--vectors-out", str(folder),
+               "--batch-size", str(args.batch_size), "--model", str(args.model)]  # fmt: skip
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
+        command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
+    env = dict(os.environ)
+    if candidate == PEER:
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(args.peer_path), env.get("PYTHONPATH")])
+        )
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"{candidate} ({threads} thread(s)) failed: {last}", flush=True)
+        return None
+    return json.loads((folder / "timings.json").read_text())
+
+
+def peer_available(peer_path: Path) -> bool:
+    """Whether sentence-transformers' OpenVINO backend imports from `peer_path`; says why not."""
+    env = {**os.environ, "PYTHONPATH": str(peer_path)}
+    probe = "import optimum.intel.openvino, sentence_transformers"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"the peer (sentence-transformers, backend='openvino') cannot run from {peer_path}: "
+              f"{last}; measuring the rest", flush=True)  # fmt: skip
+    return done.returncode == 0
+
+
+def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
+    """Per corpus and candidate: texts/s (median), ratio to the peer, cosine and recall@10."""
+    lines = []
+    for corpus, texts in corpora.items():
+        for threads in sorted({row["threads"] for row in rows}):
+            here = [row for row in rows if row["threads"] == threads]
+            rates = {row["candidate"]: len(texts) / statistics.median(run[corpus] for run in row["runs"])
+                     for row in here}  # fmt: skip
+            reference = next((r for r in here if r["candidate"] == REFERENCE), None)
+            wanted = np.load(reference["vectors"] / f"{corpus}.npy") if reference else None
+            for row in here:
+                vectors = np.load(row["vectors"] / f"{corpus}.npy")
+                line = {"corpus": corpus, "texts": len(texts), "threads": threads,
+                        "candidate": row["candidate"], "rounds": len(row["runs"]),
+                        "texts_per_s": round(rates[row["candidate"]], 1),
+                        "ratio_to_peer": round(rates[row["candidate"]] / rates[PEER], 2)
+                        if PEER in rates else None}  # fmt: skip
+                if wanted is not None:
+                    mean, least = cosines(vectors, wanted)
+                    line.update(cosine_mean=round(mean, 6), cosine_min=round(least, 6),
+                                faithful=mean >= FAITHFUL[0] and least >= FAITHFUL[1],
+                                recall_at_10=round(neighbour_recall(vectors, wanted), 4))  # fmt: skip
+                lines.append(line)
+    return lines
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    values = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return float(values.mean()), float(values.min())
+
+
+def neighbour_recall(vectors: np.ndarray, wanted: np.ndarray) -> float:
+    """Share of the first texts' 10 nearest neighbours (inner product) found with `vectors`
+    that are also found with `wanted`; the text itself is left out."""
+    queries = min(QUERIES, len(vectors) - NEIGHBOURS - 1)
+
+    def top(matrix: np.ndarray) -> np.ndarray:
+        scores = matrix[:queries] @ matrix.T
+        scores[np.arange(queries), np.arange(queries)] = -np.inf
+        return np.argsort(-scores, axis=1)[:, :NEIGHBOURS]
+
+    found, expected = top(vectors), top(wanted)
+    return float(np.mean([len(set(f) & set(e)) / NEIGHBOURS for f, e in zip(found, expected)]))
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    add_results_option(parser)
+    parser.add_argument("--pypi-rows", type=int, default=3000)
+    parser.add_argument("--debian-rows", type=int, default=600)
+    parser.add_argument("--threads", type=lambda s: [int(t) for t in s.split(",")],
+                        default=[1, 2], help="thread counts, e.g. 1,2 (one process each)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32, help="every candidate's batch")
+    parser.add_argument("--model", type=Path, default=None, help="default: the bundled model")
+    parser.add_argument("--peer-path", type=Path, default=Path("/tmp/stov"),
+                        help="folder with optimum-intel and its transformers, first on the "
+                        "peer's path")  # fmt: skip
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--texts", help=argparse.SUPPRESS)
+    parser.add_argument("--vectors-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        args.threads = args.worker_threads
+        return run_worker(args)
+    from encode_throughput import load_corpora
+
+    args.model = args.model or reference_model_path()
+    corpora = load_corpora(args.data_dir, args.pypi_rows, args.debian_rows)
+    scratch = args.out_dir / "cpu_runtimes"
+    scratch.mkdir(parents=True, exist_ok=True)
+    texts_file = scratch / "texts.json"
+    texts_file.write_text(json.dumps(corpora), encoding="utf-8")
+    rows = measure(args, texts_file, scratch, peer_available(args.peer_path))
+    lines = summarise(rows, corpora)
+    headers = [
+        "corpus",
+        "threads",
+        "candidate",
+        "texts/s",
+        "x peer",
+        "cosine mean/min",
+        "recall@10",
+    ]
+    print(markdown_table(headers, [[line["corpus"], line["threads"], line["candidate"],
+                                    line["texts_per_s"], line["ratio_to_peer"],
+                                    f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
+                                    line.get("recall_at_10")] for line in lines]))  # fmt: skip
+    shared = {"command": command_line(), "environment": environment()}
+    append_result_lines(results_file(args, "cpu_runtimes"), [{**line, **shared} for line in lines])
+    write_json(
+        args.out_dir, "cpu_runtimes.json", {"args": args_dict(args), "lines": lines, **shared}
+    )
+
+
+if __name__ == "__main__":
+    main()
