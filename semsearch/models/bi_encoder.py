@@ -125,7 +125,7 @@ class BiEncoder(nn.Module):
         `runtime` is what `encode` runs on (`use_runtime`).
         """
         check_quantization(quantization)
-        check_runtime(runtime)
+        check_runtime(runtime, quantization)
         folder = resolve_model(name_or_path, local_files_only)
         require_kind(folder, "bi-encoder")
         if pooling is not None and pooling not in POOLING_MODES:

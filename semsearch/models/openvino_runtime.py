@@ -60,9 +60,14 @@ CHECK_TEXTS = (
 OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
 
 
-def check_runtime(runtime: str) -> None:
+def check_runtime(runtime: str, quantization: str | None = None) -> None:
+    """Refuse an unknown runtime, and OpenVINO for a quantised encoder (it runs fp32 models)."""
     if runtime not in RUNTIMES:
         raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(RUNTIMES)}")
+    if runtime == "openvino" and quantization:
+        raise SemsearchError(
+            f"the openvino runtime runs fp32 models, not {quantization} ones: use --runtime torch"
+        )
 
 
 class OpenVinoEncoder:
@@ -91,11 +96,7 @@ class OpenVinoEncoder:
     def attach(cls, encoder: BiEncoder) -> OpenVinoEncoder | None:
         """The runtime for `encoder`, exported (or taken from the cache) and checked in its
         default precision; None, with one log line, where torch must run instead."""
-        if encoder.quantization:
-            raise SemsearchError(
-                f"the openvino runtime runs the fp32 model, not an {encoder.quantization} one: "
-                "drop --quantize or use --runtime torch"
-            )
+        check_runtime("openvino", encoder.quantization)
         if encoder.device.type != "cpu":
             raise SemsearchError("the openvino runtime runs on the CPU: add --device cpu")
         from semsearch.models.word_encoder import WordNetwork

@@ -183,7 +183,7 @@ def test_packed_batches_run_on_torch(tiny_model_dir, tiny_encoder) -> None:
 
 
 def test_an_int8_encoder_or_unknown_runtime_is_refused(tiny_model_dir) -> None:
-    with pytest.raises(SemsearchError, match="drop --quantize"):
+    with pytest.raises(SemsearchError, match="not int8 ones"):
         BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8", runtime="openvino")
     with pytest.raises(SemsearchError, match="unknown runtime"):
         BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="onnx")  # type: ignore[arg-type]
@@ -233,3 +233,15 @@ def test_an_index_built_on_one_runtime_answers_on_the_other(tiny_model_dir, tmp_
     for key, rows in found.items():
         recall = np.mean([len(a & b) / 10 for a, b in zip(rows, reference)])
         assert recall >= 0.99, (key, recall)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_default_model_is_faithful_on_openvino(
+    default_encoder, monkeypatch, openvino_tiny_model, precision
+) -> None:
+    """The real model, really converted (seconds), in both precisions."""
+    monkeypatch.undo()  # the real convert_model, not the tiny model's
+    encoder = BiEncoder.load("default", device="cpu", runtime="openvino")
+    texts = TEXTS + [f"package {i}: a library for {w}" for i, w in enumerate(TEXTS[1:4])]
+    _assert_faithful(encoder.encode(texts, precision=precision), default_encoder.encode(texts))
