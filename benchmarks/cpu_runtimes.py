@@ -9,12 +9,14 @@ fp32 torch vectors (the faithfulness bar: mean cosine >= 0.9999, min >= 0.999), 
 candidate's 10 nearest neighbours (exact, within the corpus) with those of the fp32 vectors.
 
 The peer needs optimum-intel, whose releases pin an older transformers than semsearch's; it
-runs from its own folder put first on its process' path (`--peer-path`), e.g.
-`pip install --no-deps --target /tmp/stov optimum-intel optimum "openvino-tokenizers~=2026.4.1"
-"transformers<5.6" "tokenizers<0.23.1" "huggingface-hub<1.22"`. Where it cannot run, the
-script says so in one line and measures the rest.
+runs from its own folder put first on its process' path (`--peer-path`; torch, numpy and
+sentence-transformers come from semsearch's environment). What was tested (2026-11-26):
+`pip install --no-deps --target /tmp/stov optimum-intel==2.2.0 optimum==2.3.0
+openvino-tokenizers==2026.4.1.0 transformers==5.5.4 tokenizers==0.22.2 huggingface-hub==1.21.0`.
+Where it cannot run, the script says so in one line and measures the rest.
 
-    flock /tmp/cpu.lock python benchmarks/cpu_runtimes.py --pypi-rows 3000 --debian-rows 600
+    flock /tmp/cpu.lock python benchmarks/cpu_runtimes.py --pypi-rows 3000 --debian-rows 600 \
+        --threads 1,2 --rounds 2 --peer-path /tmp/stov
 """
 
 from __future__ import annotations
