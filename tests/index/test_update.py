@@ -175,6 +175,19 @@ def test_a_renamed_text_column_is_stored_as_the_index_text(tmp_path, tiny_encode
     assert "body" not in hits[0].metadata
 
 
+def test_index_add_takes_a_renamed_text_column_and_convert_types(tmp_path, tiny_encoder) -> None:
+    index = _int_ids_index(tmp_path, tiny_encoder)
+    renamed = pa.table({"doc": [21], "body": ["added through Index.add"], "year": [2021]})
+    assert index.add(renamed, encoder=tiny_encoder, text_column="body").added == 1
+    hits = index.searcher(encoder=tiny_encoder).search(["added through Index.add"], k=1)[0]
+    assert (hits[0].id, hits[0].text) == (21, "added through Index.add")
+    as_text = pa.table({"doc": ["22"], "text": ["a string id that converts"], "year": [2022]})
+    with pytest.raises(SemsearchError, match="convert-types"):
+        index.add(as_text, encoder=tiny_encoder)
+    assert index.add(as_text, encoder=tiny_encoder, convert_types=True).added == 1
+    assert _stored(index, tiny_encoder)[22] == ("a string id that converts", 2022)
+
+
 def test_a_changed_column_type_is_refused_and_a_changed_value_is_a_change(
     tmp_path, tiny_encoder
 ) -> None:
