@@ -58,9 +58,9 @@ from semsearch.index.manifest import (
 from semsearch.index.own_vectors import (
     ColumnVectors,
     VectorColumn,
-    check_vector_type,
     column_spec,
     dimension_of,
+    with_vector_column,
 )
 from semsearch.index.parts import PartRows, prepare_part, write_parts
 from semsearch.index.pipeline import DEFAULT_DEPTH
@@ -81,7 +81,6 @@ from semsearch.options import DEFAULT_TARGET_RECALL, DEFAULT_TUNING_QUERIES
 log = logging.getLogger(__name__)
 
 DEFAULT_PART_ROWS = 16_384
-DEFAULT_TEXT_COLUMN = "text"
 TUNING_K = 10
 STATE_FILE = "build_state.json"
 # Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
@@ -239,7 +238,7 @@ def build_index(
     _check_options(options, name)
     final = Path(options.out_dir) / name
     if options.vector_column is not None:
-        options = with_vector_column(options, source)
+        options = with_vector_column(options, source is not None)
     elif options.model is None:
         options = replace(options, model=DEFAULT_MODEL)
     if source is None and is_many_files(options.corpus):
@@ -471,30 +470,6 @@ def _encode_parts(
             skipped, rows_read, options.text_column,
         )  # fmt: skip
     return rows_read, skipped
-
-
-def with_vector_column(options: BuildOptions, source: PartSource | None) -> BuildOptions:
-    """`options` for a build from your own vectors, checked: one corpus file, a column of
-    lists of numbers, no text column (and no BM25 part) when the corpus has no `text` and
-    none was named."""
-    if source is not None or is_many_files(options.corpus):
-        raise SemsearchError(
-            "--vector-column reads one corpus file, in this process: pass a single file "
-            "(not a folder, a glob or --engine ray)"
-        )
-    corpus = open_corpus(options.corpus)
-    check_vector_type(corpus.schema, options.vector_column, corpus.path.name)
-    if options.vector_column in (options.text_column, options.id_column):
-        raise SemsearchError(
-            f"{options.vector_column!r} cannot be both the vector column and the text or id column"
-        )
-    text_column = options.text_column
-    if text_column == DEFAULT_TEXT_COLUMN and text_column not in corpus.columns:
-        text_column = None  # the default, absent: the rows have vectors and metadata only
-    lexical = options.lexical if text_column is not None else None
-    if options.lexical is not None and lexical is None:
-        log.info("no text column: no BM25 part (queries are dense only)")
-    return replace(options, text_column=text_column, lexical=lexical)
 
 
 def _chunks(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:

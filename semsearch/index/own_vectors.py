@@ -12,16 +12,26 @@ POST /search). Every check here refuses bad input in one line, before anything i
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from semsearch.ann.base import prepare_vectors
+from semsearch.corpus import is_many_files, open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.models.spec import EncoderSpec
+
+if TYPE_CHECKING:
+    from semsearch.index.build import BuildOptions
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEXT_COLUMN = "text"
 
 # What a manifest records for the "model" of an index whose vectors came from a column and
 # whose maker was not named: nothing can encode a text for it.
@@ -41,6 +51,30 @@ class VectorColumn:
         """The rows' vectors, checked (`column_vectors`) and stored as the metric wants."""
         found = column_vectors(rows.column(self.name), self.name, self.dimension)
         return stored_vectors(found, self.metric)
+
+
+def with_vector_column(options: BuildOptions, other_source: bool = False) -> BuildOptions:
+    """`options` for a build from your own vectors, checked: one corpus file, a column of
+    lists of numbers, no text column (and no BM25 part) when the corpus has no `text` and
+    none was named."""
+    if other_source or is_many_files(options.corpus):
+        raise SemsearchError(
+            "--vector-column reads one corpus file, in this process: pass a single file "
+            "(not a folder, a glob or --engine ray)"
+        )
+    corpus = open_corpus(options.corpus)
+    check_vector_type(corpus.schema, options.vector_column, corpus.path.name)
+    if options.vector_column in (options.text_column, options.id_column):
+        raise SemsearchError(
+            f"{options.vector_column!r} cannot be both the vector column and the text or id column"
+        )
+    text_column = options.text_column
+    if text_column == DEFAULT_TEXT_COLUMN and text_column not in corpus.columns:
+        text_column = None  # the default, absent: the rows have vectors and metadata only
+    lexical = options.lexical if text_column is not None else None
+    if options.lexical is not None and lexical is None:
+        log.info("no text column: no BM25 part (queries are dense only)")
+    return replace(options, text_column=text_column, lexical=lexical)
 
 
 def no_model_message(index_name: str, by_vector: str = "--vectors FILE.npy") -> str:

@@ -393,7 +393,8 @@ def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
     index's schema (every other row null there) on what may only be a typo."""
     known = {c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")}
     manifest = served.searcher.manifest
-    known |= {manifest.text_column} | ({manifest.id_column} if manifest.id_column else set())
+    own = (manifest.text_column, manifest.id_column, manifest.source.vector_column)
+    known |= {name for name in own if name}
     unknown = sorted({key for row in rows for key in row} - known)
     if unknown:
         raise ClientError(

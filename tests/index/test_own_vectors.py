@@ -45,7 +45,9 @@ def exact_top_k(base: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     """Brute force cosine top-k with numpy."""
     unit = base / np.linalg.norm(base, axis=1, keepdims=True)
     scores = queries / np.linalg.norm(queries, axis=1, keepdims=True) @ unit.T
-    return np.argsort(-scores, axis=1, kind="stable")[:, :k], np.sort(scores, axis=1)[:, ::-1][:, :k]
+    return np.argsort(-scores, axis=1, kind="stable")[:, :k], np.sort(scores, axis=1)[:, ::-1][
+        :, :k
+    ]
 
 
 def test_a_flat_index_of_your_own_vectors_finds_the_exact_top_k(tmp_path, vectors) -> None:
@@ -83,7 +85,9 @@ def test_add_takes_vectors_from_the_same_column(tmp_path, vectors) -> None:
     extra = np.random.default_rng(2).normal(size=(4, DIMENSION)).astype(np.float32)
     changed = np.concatenate([extra, vectors[:1] * -1])  # four new rows, k0 pointing away
     added = vector_corpus(tmp_path / "a.parquet", changed, first_id=48)
-    added = pq.read_table(added).set_column(0, "key", pa.array([f"k{i}" for i in range(48, 52)] + ["k0"]))
+    added = pq.read_table(added).set_column(
+        0, "key", pa.array([f"k{i}" for i in range(48, 52)] + ["k0"])
+    )
     pq.write_table(added, tmp_path / "a.parquet")
     result = add_rows(folder, tmp_path / "a.parquet")
     assert (result.added, result.replaced) == (4, 1)
@@ -218,3 +222,20 @@ def test_vectors_of_another_size_than_the_named_model_s_are_refused(
         build(vector_corpus(tmp_path / "c.parquet", vectors), tmp_path / "idx",
               model=str(tiny_model_dir), device="cpu")  # fmt: skip
     assert not (tmp_path / "idx" / "c").exists()
+
+
+def test_a_bm25_part_needs_texts(tmp_path, vectors) -> None:
+    from semsearch.index.maintain import set_lexical
+    from semsearch.index.manifest import LexicalSpec
+
+    folder = build(vector_corpus(tmp_path / "c.parquet", vectors), tmp_path / "idx")
+    with pytest.raises(SemsearchError, match=r"holds your own vectors without texts"):
+        set_lexical(folder, LexicalSpec())
+    assert folder.manifest().generation == 1
+
+
+def test_vectors_come_from_one_file_in_this_process(tmp_path, vectors) -> None:
+    (tmp_path / "many").mkdir()
+    vector_corpus(tmp_path / "many" / "c.parquet", vectors)
+    with pytest.raises(SemsearchError, match=r"--vector-column reads one corpus file"):
+        build(tmp_path / "many", tmp_path / "idx")
