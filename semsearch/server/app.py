@@ -215,7 +215,9 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     @app.get(
         "/search",
         openapi_extra={
-            "parameters": _query_parameters(SearchRequest, skip={"queries"}, required={"q"})
+            "parameters": _query_parameters(
+                SearchRequest, skip={"queries", "vector", "vectors"}, required={"q"}
+            )
         },
     )
     async def search_get(request: Request) -> Response:
@@ -358,7 +360,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         return {"index": name, **result.to_dict()}
 
 
-GET_FIELDS = frozenset(SearchRequest.model_fields) - {"queries"}
+GET_FIELDS = frozenset(SearchRequest.model_fields) - {"queries", "vector", "vectors"}
 
 
 def _query_parameters(model: type[BaseModel], skip: set[str], required: set[str]) -> list[dict]:
