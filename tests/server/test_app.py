@@ -373,3 +373,22 @@ def test_bad_query_vectors_get_one_json_error(tmp_path, body, status, message) -
         answer = own.post("/search", content=body, headers={"content-type": "application/json"})
         assert answer.status_code == status, answer.text
         assert message in answer.json()["error"]
+
+
+def test_upserts_into_an_index_of_your_own_vectors_carry_the_vector_column(tmp_path) -> None:
+    folder, _ = _own_vectors_index(tmp_path)
+    with serve(folder, api_key=API_KEY) as own:
+        own.headers["Authorization"] = f"Bearer {API_KEY}"
+        east = [1.0] + [0.0] * 7
+        added = own.post("/indexes/mine/documents", json={"rows": [{"emb": east}]})
+        assert added.status_code == 200, added.text
+        assert added.json()["added"] == 1
+        wrong = own.post("/indexes/mine/documents", json={"rows": [{"emb": [1.0, 0.0]}]})
+        assert wrong.status_code == 400
+        assert "2-d vector in row 0, the index's are 8-d" in wrong.json()["error"]
+        deadline = time.monotonic() + 5
+        while own.post("/search", json={"vector": east, "k": 1}).json()["generation"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        hit = own.post("/search", json={"vector": east, "k": 1}).json()["results"][0]["hits"][0]
+        assert hit["id"] == 20 and hit["score"] == pytest.approx(1)
