@@ -24,6 +24,7 @@ from common import (
     add_threads_option,
     base_parser,
     environment,
+    record,
     set_threads,
     write_json,
 )
@@ -123,6 +124,7 @@ def main() -> None:
     payload = {"benchmark": "hnsw_recall_check", "environment": environment(),
                "args": {key: str(value) for key, value in vars(args).items()}, **results}  # fmt: skip
     print(f"wrote {write_json(args.out_dir, 'hnsw_recall_check.json', payload)}")
+    record(args, "hnsw_recall_check", payload)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from common import (
 )
 
 from semsearch.evaluation.datasets import read_stsb
+from semsearch.evaluation.similarity import row_cosines
 from semsearch.evaluation.sts import STSEvaluator
 from semsearch.index.tune import tie_aware_recall
 from semsearch.models import BiEncoder
@@ -68,7 +69,7 @@ def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict
     kth = np.take_along_axis(exact, exact_top, axis=1)[:, -1]
     found = np.argsort(-(query_vectors["int8"] @ vectors["int8"].T), axis=1)[:, :K]
     recall = tie_aware_recall(np.take_along_axis(exact, found, axis=1), found, kth, K, True)
-    cosines = (vectors["int8"] * vectors["fp32"]).sum(axis=1)
+    cosines = row_cosines(vectors["int8"], vectors["fp32"])
     speed = {name: len(corpus) / seconds[name] for name in encoders}
     return {"rows": len(corpus), "queries": len(queries), "recall_at_10": round(recall, 4),
             "cosine_mean": round(float(cosines.mean()), 5), "cosine_min": round(float(cosines.min()), 5),
