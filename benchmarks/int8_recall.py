@@ -19,11 +19,12 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 from common import (
-    REPO_ROOT,
     add_threads_option,
+    append_result_lines,
     base_parser,
     environment,
     markdown_table,
+    results_file,
     set_threads,
 )
 
@@ -34,7 +35,6 @@ from semsearch.index.tune import tie_aware_recall
 from semsearch.models import BiEncoder
 
 K = 10
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "int8_recall.jsonl"
 
 
 def corpus_texts(args) -> dict[str, list[str]]:
@@ -109,9 +109,7 @@ def main() -> None:
                           "fp32 texts/s", "int8 texts/s", "int8 / fp32"], rows))  # fmt: skip
     print(f"STS-B test Spearman: fp32 {report['stsb_spearman']['fp32']}, int8 "
           f"{report['stsb_spearman']['int8']} (cost {report['stsb_cost']}); {report['seconds']} s")  # fmt: skip
-    RESULTS.parent.mkdir(exist_ok=True)
-    with open(RESULTS, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(report, default=str) + "\n")
+    append_result_lines(results_file(args, "int8_recall"), [report])
 
 
 if __name__ == "__main__":
