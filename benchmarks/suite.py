@@ -228,7 +228,40 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("errors at concurrency 32", "levels.32.semsearch.errors", "==", 0),
             _goal("errors in the soak", "soak.errors", "==", 0),
         ),
-        no_smoke="needs the 841k index and txtai's server; not smoked yet",
+        smoke=(
+            "--index",
+            "pypi-first3000",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--concurrency",
+            "2",
+            "--requests",
+            "40",
+            "--max-seconds",
+            "10",
+            "--no-peer",
+        ),  # fmt: skip
+    ),
+    Benchmark(
+        "living_scale",
+        "the living index at scale on a built index: filters, add, reindex",
+        smoke=(
+            "--name",
+            "pypi-first3000",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--queries",
+            "10",
+            "--add-rows",
+            "100",
+            "--reindex",
+            "",
+        ),  # fmt: skip
+    ),
+    Benchmark(
+        "cpu_ceiling",
+        "why long texts cannot reach 1.5x on this CPU: padding, profiles, the GEMM rate",
+        smoke=("--rows", "30", "--padding-rows", "200"),
     ),
     Benchmark(
         "hybrid_quality",
