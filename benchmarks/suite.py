@@ -135,7 +135,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "size, tie-aware recall@10, QPS",
         smoke=(
             "--index",
-            "pypi-first3000",
+            "pypi-first3000-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--types",
@@ -151,7 +151,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "HNSW recall on a slice of an index's vectors: held-out, without duplicates, own-vector",
         smoke=(
             "--source",
-            "pypi-first3000",
+            "pypi-first3000-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--rows",
@@ -163,12 +163,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "ivf_code_search",
         "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
-        smoke=("--index", "pypi-first3000", "--index-dir", "{scratch}/indexes"),
+        smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
     ),
     Benchmark(
         "hit_metadata",
         "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows",
-        smoke=("--index", "pypi-first3000", "--index-dir", "{scratch}/indexes"),
+        smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
     ),
     Benchmark(
         "living_index",
@@ -230,7 +230,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         smoke=(
             "--index",
-            "pypi-first3000",
+            "pypi-first3000-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--concurrency",
@@ -247,7 +247,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "the living index at scale on a built index: filters, add, reindex",
         smoke=(
             "--name",
-            "pypi-first3000",
+            "pypi-first3000-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--queries",
@@ -347,7 +347,7 @@ def goals_table(results_dir: Path) -> str:
 
 def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
     options = [part.replace("{scratch}", str(scratch)) for part in benchmark.smoke or ()]
-    return [sys.executable, str(HERE / f"{benchmark.name}.py"), *options,
+    return [sys.executable, f"benchmarks/{benchmark.name}.py", *options,
             "--out-dir", str(scratch / benchmark.name)]  # fmt: skip
 
 
@@ -357,7 +357,7 @@ def run_smoke(names: list[str], scratch: Path) -> int:
     chosen = [find(name) for name in names] if names else [b for b in BENCHMARKS if b.smoke]
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    failed = 0
+    failed, began = 0, time.perf_counter()
     for benchmark in chosen:
         command = smoke_command(benchmark, scratch)
         log = scratch / f"{benchmark.name}.log"
@@ -373,7 +373,8 @@ def run_smoke(names: list[str], scratch: Path) -> int:
         verdict = "pass" if code == 0 else ("timeout" if code is None else f"fail (exit {code})")
         failed += code != 0
         print(f"{verdict:16} {benchmark.name:22} {seconds:6.1f} s  {log}", flush=True)
-    print(f"{len(chosen) - failed} of {len(chosen)} passed", flush=True)
+    total = time.perf_counter() - began
+    print(f"{len(chosen) - failed} of {len(chosen)} passed in {total:.0f} s", flush=True)
     return failed
 
 

@@ -91,3 +91,11 @@ def test_the_registry_names_real_scripts_and_valid_goals() -> None:
         for goal in benchmark.goals:
             assert goal.comparison in results_table.COMPARISONS
     assert "startup" in suite.list_benchmarks()
+
+
+def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path) -> None:
+    command = suite.smoke_command(suite.find("hit_metadata"), tmp_path)
+    assert command[1] == "benchmarks/hit_metadata.py"
+    assert f"{tmp_path}/indexes" in command
+    assert command[-2:] == ["--out-dir", str(tmp_path / "hit_metadata")]
+    assert not any("{scratch}" in part for part in command)
