@@ -28,10 +28,11 @@ from common import (
     set_threads,
 )
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation.datasets import read_stsb
 from semsearch.evaluation.similarity import row_cosines
 from semsearch.evaluation.sts import STSEvaluator
-from semsearch.index.tune import tie_aware_recall
+from semsearch.index.tune import rescored_recall
 from semsearch.models import BiEncoder
 
 K = 10
@@ -64,11 +65,10 @@ def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict
     query_vectors = {
         name: np.concatenate([e.encode([q]) for q in queries]) for name, e in encoders.items()
     }
-    exact = query_vectors["fp32"] @ vectors["fp32"].T
-    exact_top = np.argsort(-exact, axis=1)[:, :K]
-    kth = np.take_along_axis(exact, exact_top, axis=1)[:, -1]
-    found = np.argsort(-(query_vectors["int8"] @ vectors["int8"].T), axis=1)[:, :K]
-    recall = tie_aware_recall(np.take_along_axis(exact, found, axis=1), found, kth, K, True)
+    # int8's neighbours judged on their fp32 scores, against fp32's exact k-th (tie-aware)
+    kth = ExactSearch(vectors["fp32"], "dot").search(query_vectors["fp32"], K)[0][:, -1]
+    found = ExactSearch(vectors["int8"], "dot").search(query_vectors["int8"], K)[1]
+    recall = rescored_recall(found, query_vectors["fp32"], vectors["fp32"], kth, "dot")
     cosines = row_cosines(vectors["int8"], vectors["fp32"])
     speed = {name: len(corpus) / seconds[name] for name in encoders}
     return {"rows": len(corpus), "queries": len(queries), "recall_at_10": round(recall, 4),

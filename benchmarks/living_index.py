@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.living import Index
 from semsearch.index.tune import recall_at_k
@@ -149,9 +150,9 @@ def _filters(index: Index, encoder, queries: list[str]) -> list[dict]:
         allowed = np.flatnonzero(searcher.snapshot.where_mask(where))
         vectors = searcher.snapshot.vectors(allowed)
         query_vectors = encoder.encode(queries)
-        order = np.argsort(-(query_vectors @ vectors.T), axis=1)[:, :K]
+        order = ExactSearch(vectors, "dot").search(query_vectors, K)[1]  # -1: fewer than K rows
         ids = np.array(searcher.metadata.column("name").to_pylist(), dtype=object)
-        truth = [list(ids[allowed[line]]) for line in order]
+        truth = [list(ids[allowed[line[line >= 0]]]) for line in order]
         latencies, found = [], []
         for query in queries:
             started = time.perf_counter()
