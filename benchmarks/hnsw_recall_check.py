@@ -77,7 +77,7 @@ def own_vectors(vectors: np.ndarray, queries: int, rng: np.random.Generator) -> 
     """`semsearch tune`'s measure: queries left in the graph, their own row dropped."""
     rows = rng.choice(len(vectors), queries, replace=False)
     # exact top-11 over all rows, then each query's own row dropped from both sides
-    result = tune_against_exact(hnsw(vectors), vectors[rows], everything(vectors), target=0.95,
+    result = tune_against_exact(hnsw(vectors), vectors[rows], lambda: everything(vectors), target=0.95,
                                 k=10, query_ids=rows)  # fmt: skip
     return {"efSearch_for_0.95": result.value, "met": result.met, "tried": result.tried}
 
