@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
 .PHONY: setup setup-gpu demo test test-slow test-ray test-gpu fuzz lint bench clean \
-	gpu-carry bench-gpu bench-gpu-smoke gpu-results
+	gpu-carry bench-gpu bench-gpu-smoke gpu-results bench-list bench-smoke bench-table
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -56,6 +56,20 @@ setup-gpu: $(GPU_VENV)/.installed
 
 test-gpu: setup-gpu
 	$(GPU_VENV)/bin/python -m pytest -q -m gpu -rs
+
+# The benchmarks as a suite (benchmarks/suite.py): `make bench-list` prints each one, what it
+# measures and its goals; `make bench-smoke` runs every registered CPU script at tiny sizes into
+# /tmp/bench_smoke (nothing recorded), each under its time limit, pass or fail per script;
+# `make bench-table` rewrites the goals table at the top of benchmarks/RESULTS.md from
+# benchmarks/results/*.jsonl.
+bench-list:
+	python3 benchmarks/suite.py list
+
+bench-smoke: setup
+	$(PY) benchmarks/suite.py smoke --scratch /tmp/bench_smoke
+
+bench-table:
+	python3 benchmarks/suite.py table --write
 
 # The GPU suite (benchmarks/gpu_suite.sh). Here: `make gpu-carry` packs `.gpu/bundle` (60 MiB,
 # carried by every device call); on the lent GPU machine, three calls: `make bench-gpu PART=1`,

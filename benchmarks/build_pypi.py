@@ -24,6 +24,7 @@ from common import (
     base_parser,
     environment,
     markdown_table,
+    record,
     set_threads,
     write_json,
 )
@@ -186,6 +187,7 @@ def main() -> None:
     out_name = f"build_{name}.json" if build else f"search_{name}.json"  # keep the build's figures
     out_name = out_name.replace(".json", "_compiled.json") if args.compile else out_name
     print(f"wrote {write_json(args.out_dir, out_name, payload)}")
+    record(args, "build_pypi", payload)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import json
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -176,7 +178,7 @@ def add_results_option(parser: argparse.ArgumentParser) -> None:
 
 def results_file(args: argparse.Namespace, script: str) -> Path:
     """The JSON-lines file of `script`'s figures for these options (see `add_results_option`)."""
-    folder = args.results_dir
+    folder = getattr(args, "results_dir", None)
     if folder is None:
         folder = (
             DEFAULT_RESULTS_DIR if args.out_dir == DEFAULT_OUT_DIR else args.out_dir / "results"
@@ -187,7 +189,6 @@ def results_file(args: argparse.Namespace, script: str) -> Path:
 def command_line() -> str:
     """The exact command this process was started with, as one shell-quoted line."""
     import shlex
-    import sys
 
     return shlex.join(["python", *sys.argv])
 
@@ -202,13 +203,49 @@ def device_label(device: str = "cpu") -> str:
 
 
 def append_result_lines(path: Path, lines: list[dict]) -> None:
-    """Append one JSON line per figure, each stamped with the date if it has none."""
+    """Append one JSON line per figure, each stamped with what makes it comparable (date,
+    machine, command, commit, load average); a key the line already has wins."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    stamp = run_stamp()
+    text = "".join(json.dumps({**stamp, **line}, ensure_ascii=False, default=str) + "\n"
+                   for line in lines)  # fmt: skip
     with open(path, "a", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(json.dumps({"date": date, **line}, ensure_ascii=False, default=str) + "\n")
+        handle.write(text)
     print(f"appended {len(lines)} line(s) to {path}", flush=True)
+
+
+def record(args: argparse.Namespace, script: str, figures: dict, device: str = "cpu") -> Path:
+    """Append `figures` as one JSON line to `script`'s results file (see `results_file`)."""
+    path = results_file(args, script)
+    append_result_lines(path, [{"benchmark": script, "device": device_label(device), **figures}])
+    return path
+
+
+def run_stamp() -> dict:
+    """What every figure line carries besides its figures."""
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "command": command_line(), "commit": git_commit(),
+            "load_average": [round(value, 2) for value in os.getloadavg()]}  # fmt: skip
+
+
+def machine() -> dict:
+    """The CPU, its cores, the RAM and the GPU (if torch is loaded and sees one)."""
+    torch = sys.modules.get("torch")
+    gpu = torch.cuda.get_device_name() if torch and torch.cuda.is_available() else None
+    return {"cpu": _cpu_model(), "cores": os.cpu_count(),
+            "ram_gib": round(_total_ram_bytes() / 2**30, 1), "gpu": gpu}  # fmt: skip
+
+
+def git_commit() -> str | None:
+    """The repository's HEAD, with `+dirty` when the working tree differs (None outside git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def stored_vectors(index_dir: Path, name: str) -> np.ndarray:
@@ -221,17 +258,6 @@ def stored_vectors(index_dir: Path, name: str) -> np.ndarray:
     parts = [vectors for record in folder.manifest().segments
              for _, vectors in Segment(folder.segment_dir(record.name), record).iter_parts()]  # fmt: skip
     return np.concatenate(parts).astype(np.float32, copy=False)
-
-
-def tied_recall_at_k(found: np.ndarray, queries: np.ndarray, vectors: np.ndarray,
-                     exact_scores: np.ndarray) -> float:  # fmt: skip
-    """Recall@k of `found` rows ([queries, k], -1 for none) against exact inner-product search,
-    tie-aware: a found row counts when it scores at least the exact k-th score (identical
-    texts swapped for each other are no loss). `exact_scores` [queries, k], best first."""
-    valid = found >= 0
-    scores = np.einsum("qkd,qd->qk", vectors[np.where(valid, found, 0)], queries)
-    hits = valid & (scores >= exact_scores[:, -1:] - 1e-4)
-    return float(np.minimum(hits.sum(axis=1), found.shape[1]).mean() / found.shape[1])
 
 
 def random_base_model(reference: Path, folder: Path) -> Path:

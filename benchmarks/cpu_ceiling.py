@@ -23,6 +23,7 @@ from common import (
     environment,
     load_sentence_transformer,
     markdown_table,
+    record,
     reference_model_path,
     write_json,
 )
@@ -113,6 +114,7 @@ def main() -> None:
                "out_dir": str(args.out_dir)}, "environment": environment(),
                "padding": padding, "op_shares": shares, "gemm_gflops": gemm}  # fmt: skip
     print(f"\nwrote {write_json(args.out_dir, 'cpu_ceiling.json', payload)}")
+    record(args, "cpu_ceiling", payload)
 
 
 if __name__ == "__main__":

@@ -90,11 +90,7 @@ def main() -> None:
                "all_reruns_finished": all(r["rerun_rc"] == 0 and r["final_ok"] for r in rows),
                "full_add_s": round(full, 2), "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(json.dumps(summary))
-    results = common.REPO_ROOT / "benchmarks" / "results"
-    results.mkdir(exist_ok=True)
-    with open(results / "crash_add.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"date_utc": common.environment()["date_utc"], "args": common.args_dict(args),
-                                 **summary, "runs": rows}) + "\n")  # fmt: skip
+    common.record(args, "crash_add", {"args": common.args_dict(args), **summary, "runs": rows})
 
 
 def _timed_full_add(command: list[str], indexes: Path, work_dir: Path) -> float:

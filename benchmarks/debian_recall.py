@@ -21,6 +21,7 @@ from common import (
     load_sentence_transformer,
     markdown_table,
     recall_at_k,
+    record,
     write_json,
 )
 
@@ -123,6 +124,7 @@ def main() -> None:
                "exact_top_k_overlap_semsearch_vs_st": same_top_k,
                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     print(f"wrote {write_json(args.out_dir, 'debian_recall.json', payload)}")
+    record(args, "debian_recall", payload)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ from common import (
     write_json,
 )
 
+from semsearch.evaluation.similarity import row_cosines
 from semsearch.models import BiEncoder, bi_encoder
 
 WARMUP_TEXTS = 2_000
@@ -159,11 +160,6 @@ def timed(encode: Encode, texts: list[str], gpu: bool) -> tuple[dict, np.ndarray
     return spent, np.asarray(vectors, dtype=np.float32)
 
 
-def mean_min_cosine(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    cosines = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return float(cosines.mean()), float(cosines.min())
-
-
 def flops_per_token(base: BiEncoder, mean_tokens: float) -> float:
     """Forward FLOPs per real token: the matrix products of every layer plus attention."""
     config = base.transformer.config
@@ -245,9 +241,8 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
     for entry in rows:
         entry["ratio_vs_st"] = round(entry["texts_per_s"] / anchor_rate, 3)
         entry["cpu_ratio_vs_st"] = round(entry["texts_per_cpu_s"] / anchor_cpu, 3)
-        entry["cosine_mean"], entry["cosine_min"] = mean_min_cosine(
-            vectors[entry["encoder"]], vectors[ANCHOR]
-        )
+        cosines = row_cosines(vectors[entry["encoder"]], vectors[ANCHOR])
+        entry["cosine_mean"], entry["cosine_min"] = float(cosines.mean()), float(cosines.min())
         entry["model_tflops"] = round(flops * entry["tokens_per_s"] / 1e12, 3)
         entry["share_of_bf16_peak"] = round(entry["model_tflops"] / args.peak_tflops, 5)
     return {"rows": rows, "mean_tokens_per_text": round(tokens / len(texts), 1),

@@ -13,13 +13,10 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import torch
-from common import base_parser, environment, reference_model_path, write_json
+from common import base_parser, environment, record, reference_model_path, write_json
 
+from semsearch.evaluation.similarity import row_cosines
 from semsearch.models import BiEncoder
-
-
-def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def main() -> None:
@@ -47,7 +44,7 @@ def main() -> None:
             texts, batch_size=4096, max_batch_tokens=2048, precision="bf16"
         ),
     }.items():
-        agreement = cosines(vectors, reference)
+        agreement = row_cosines(vectors, reference)
         checks[f"{label} vs cpu fp32: mean cosine"] = (float(agreement.mean()),
                                                         agreement.mean() >= 0.999)  # fmt: skip
         checks[f"{label} vs cpu fp32: min cosine"] = (float(agreement.min()),
@@ -66,9 +63,9 @@ def main() -> None:
     gpu.eval()
     after = gpu.encode(texts[:512], precision="bf16")
     after_fp32 = gpu.encode(texts[:512], precision="fp32")
-    moved = float(1 - cosines(after, before).mean())
+    moved = float(1 - row_cosines(after, before).mean())
     checks["bf16 vectors moved after a training step: 1 - mean cosine"] = (moved, moved > 1e-4)
-    follow = cosines(after, after_fp32)
+    follow = row_cosines(after, after_fp32)
     checks["bf16 vs fp32 after the step: min cosine"] = (float(follow.min()), follow.min() >= 0.995)
 
     failures = 0
@@ -79,6 +76,7 @@ def main() -> None:
                "checks": {name: {"value": value, "pass": bool(ok)}
                           for name, (value, ok) in checks.items()}}  # fmt: skip
     print(f"wrote {write_json(args.out_dir, 'gpu_checks.json', payload)}")
+    record(args, "gpu_checks", payload, "cuda")
     sys.exit(failures)
 
 

@@ -10,13 +10,19 @@ must give the same dicts (checked); the figure is one thread's CPU per 10 hits.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from common import DEFAULT_OUT_DIR, REPO_ROOT, base_parser, environment, markdown_table
+from common import (
+    DEFAULT_OUT_DIR,
+    append_result_lines,
+    base_parser,
+    environment,
+    markdown_table,
+    results_file,
+)
 
 QUERIES = 2000
 HITS = 10
@@ -49,9 +55,7 @@ def main() -> None:
             way(rows)
         record["ms_per_10_hits"][name] = round(1000 * (time.thread_time() - started) / QUERIES, 4)
     record["environment"] = environment()
-    results = REPO_ROOT / "benchmarks" / "results" / "hit_metadata.jsonl"
-    with results.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+    append_result_lines(results_file(args, "hit_metadata"), [record])
     print(
         markdown_table(
             ["way", "ms per 10 hits (1 thread)"],

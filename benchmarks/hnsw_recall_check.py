@@ -24,6 +24,7 @@ from common import (
     add_threads_option,
     base_parser,
     environment,
+    record,
     set_threads,
     write_json,
 )
@@ -76,7 +77,7 @@ def own_vectors(vectors: np.ndarray, queries: int, rng: np.random.Generator) -> 
     """`semsearch tune`'s measure: queries left in the graph, their own row dropped."""
     rows = rng.choice(len(vectors), queries, replace=False)
     # exact top-11 over all rows, then each query's own row dropped from both sides
-    result = tune_against_exact(hnsw(vectors), vectors[rows], everything(vectors), target=0.95,
+    result = tune_against_exact(hnsw(vectors), vectors[rows], lambda: everything(vectors), target=0.95,
                                 k=10, query_ids=rows)  # fmt: skip
     return {"efSearch_for_0.95": result.value, "met": result.met, "tried": result.tried}
 
@@ -123,6 +124,7 @@ def main() -> None:
     payload = {"benchmark": "hnsw_recall_check", "environment": environment(),
                "args": {key: str(value) for key, value in vars(args).items()}, **results}  # fmt: skip
     print(f"wrote {write_json(args.out_dir, 'hnsw_recall_check.json', payload)}")
+    record(args, "hnsw_recall_check", payload)
 
 
 if __name__ == "__main__":

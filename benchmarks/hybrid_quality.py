@@ -14,7 +14,6 @@ modes interleaved query by query so that each sees the same machine.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -22,7 +21,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 from build_pypi import sample_queries
-from common import REPO_ROOT, args_dict, base_parser, environment, markdown_table, set_threads
+from common import (
+    append_result_lines,
+    args_dict,
+    base_parser,
+    environment,
+    markdown_table,
+    results_file,
+    set_threads,
+)
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.hybrid import (
@@ -37,7 +44,6 @@ from semsearch.index.lexical import LexicalPart, LexicalSegment, build_bm25, lex
 from semsearch.index.manifest import LexicalSpec
 from semsearch.models import BiEncoder
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "hybrid_quality.jsonl"
 SWEEP = {
     "default (lucene k1=1.5 b=0.75, stemmed, stop words)": LexicalSpec(),
     "k1=1.2": LexicalSpec(k1=1.2),
@@ -211,10 +217,7 @@ def main() -> None:
     if args.latency_index is not None:
         record["latency"] = latency(args.latency_index, args.data_dir, args.latency_queries, 10)
     record["seconds"] = round(time.perf_counter() - started, 1)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, default=str) + "\n")
-    print(f"appended to {RESULTS}")
+    append_result_lines(results_file(args, "hybrid_quality"), [record])
 
 
 if __name__ == "__main__":

@@ -31,12 +31,14 @@ from common import (
     base_parser,
     environment,
     markdown_table,
+    record,
     set_threads,
     write_json,
 )
 
 from semsearch.ann.exact import ExactSearch
 from semsearch.index.store import IndexFolder
+from semsearch.index.tune import rescored_recall
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.training.vectors import index_vectors
 
@@ -97,6 +99,11 @@ def faiss_metric(metric_name: str) -> int:
     return faiss.METRIC_INNER_PRODUCT if metric_name in ("cosine", "dot") else faiss.METRIC_L2
 
 
+def exact_metric_name(metric_name: str) -> str:
+    """The exact search's metric for FAISS's: inner product, else squared L2."""
+    return "dot" if faiss_metric(metric_name) == faiss.METRIC_INNER_PRODUCT else "l2"
+
+
 def build(
     structure: Structure,
     database: np.ndarray,
@@ -122,22 +129,6 @@ def build(
     for start in range(0, len(database), 65_536):
         index.add(database[start : start + 65_536])
     return VectorIndex(index, metric_name), time.perf_counter() - started
-
-
-def recall(index: VectorIndex, params: dict[str, int], queries: np.ndarray,
-           database: np.ndarray, kth_exact: np.ndarray, metric: int) -> float:  # fmt: skip
-    """recall@k, tie-aware: a found row counts if its true score is as good as the k-th exact.
-
-    PyPI has many identical summaries, so comparing row ids would call a tie swapped at rank
-    k a miss. The true score is recomputed from the database (PQ returns estimates).
-    """
-    _, found = index.search(queries, K, params)
-    rows = database[np.maximum(found, 0)]
-    if metric == faiss.METRIC_INNER_PRODUCT:
-        good = np.einsum("qkd,qd->qk", rows, queries) >= kth_exact[:, None] - 1e-5
-    else:
-        good = ((rows - queries[:, None, :]) ** 2).sum(axis=2) <= kth_exact[:, None] + 1e-5
-    return float(np.mean((good & (found >= 0)).sum(axis=1) / K))
 
 
 def single_query_rate(
@@ -171,7 +162,7 @@ def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
     index, seconds = build(structure, database, metric_name, args.seed, args.ef_construction)
     size = int(faiss.serialize_index(index.faiss).size)
     print(f"{structure.label}: built in {seconds:.1f} s, {size / 2**20:.0f} MiB", flush=True)
-    metric = faiss_metric(metric_name)
+    metric = exact_metric_name(metric_name)
     points = []
     for value in structure.values or (None,):
         params = {}
@@ -179,7 +170,9 @@ def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
             if structure.parameter == "nprobe" and value > index.parameter_ceiling():
                 continue
             params = {structure.parameter: value}
-        measured = recall(index, params, queries, database, kth_exact, metric)
+        # tie-aware: PyPI has many identical summaries, and PQ's own scores are estimates
+        found = index.search(queries, K, params)[1]
+        measured = rescored_recall(found, queries, database, kth_exact, metric)
         point = {"parameter": structure.parameter, "value": value,
                  "recall_at_10": round(measured, 4),
                  **single_query_rate(index, params, queries, args.min_seconds)}  # fmt: skip
@@ -262,8 +255,9 @@ def main() -> None:
     del vectors
     print(f"{len(database):,} vectors of {folder.name} ({metric_name}), "
           f"{len(queries):,} held-out queries", flush=True)  # fmt: skip
-    exact_metric = "dot" if faiss_metric(metric_name) == faiss.METRIC_INNER_PRODUCT else "l2"
-    exact_scores, _ = ExactSearch(database, exact_metric).search(queries, K)  # the library's
+    exact_scores, _ = ExactSearch(database, exact_metric_name(metric_name)).search(
+        queries, K
+    )  # the library's
     kth_exact = exact_scores[:, -1]
 
     results = [measure(with_options(STRUCTURES[name], args), database, queries, kth_exact,
@@ -290,11 +284,11 @@ def main() -> None:
     plot(results, exact_qps, args.target, png,
          f"{len(database):,} vectors ({folder.name}), {args.threads or 'all'} thread(s)")  # fmt: skip
     (args.out_dir / f"{stem}.md").write_text(table + "\n\n" + sizes + "\n", encoding="utf-8")
-    json_path = write_json(args.out_dir, f"{stem}.json", {
-        "benchmark": "index_tradeoff", "options": args_dict(args), "index": folder.name,
-        "database_rows": len(database), "queries": len(queries), "k": K,
-        "exact_qps": exact_qps, "results": results, "environment": environment(),
-    })  # fmt: skip
+    payload = {"benchmark": "index_tradeoff", "options": args_dict(args), "index": folder.name,
+               "database_rows": len(database), "queries": len(queries), "k": K,
+               "exact_qps": exact_qps, "results": results, "environment": environment()}  # fmt: skip
+    json_path = write_json(args.out_dir, f"{stem}.json", payload)
+    record(args, "index_tradeoff", payload)
     print(table + "\n\n" + sizes)
     print(f"figures in {json_path}, plot in {png}")
 

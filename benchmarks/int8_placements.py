@@ -21,12 +21,14 @@ from common import (
     base_parser,
     environment,
     markdown_table,
+    record,
     set_threads,
     write_json,
 )
 from cpu_ceiling import debian_texts
 from torch import nn
 
+from semsearch.evaluation.similarity import row_cosines
 from semsearch.models import BiEncoder
 
 # Layer-name fragments; "output.dense" matches the attention output and the FFN's second layer.
@@ -58,7 +60,7 @@ def quantised(names: tuple[str, ...], per_channel: bool) -> BiEncoder:
 
 def cosines(a: np.ndarray, b: np.ndarray) -> str:
     """`mean / min` of the row-wise cosines of two sets of unit vectors."""
-    values = (a * b).sum(axis=1)
+    values = row_cosines(a, b)
     return f"{values.mean():.4f} / {values.min():.4f}"
 
 
@@ -94,6 +96,7 @@ def main() -> None:
     payload = {"benchmark": "int8_placements", "environment": environment(), "rows": rows,
                "debian_rows": len(debian), "pypi_rows": len(pypi)}  # fmt: skip
     print(f"wrote {write_json(args.out_dir, 'int8_placements.json', payload)}")
+    record(args, "int8_placements", payload)
 
 
 if __name__ == "__main__":

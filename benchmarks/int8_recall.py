@@ -19,21 +19,23 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 from common import (
-    REPO_ROOT,
     add_threads_option,
+    append_result_lines,
     base_parser,
     environment,
     markdown_table,
+    results_file,
     set_threads,
 )
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation.datasets import read_stsb
+from semsearch.evaluation.similarity import row_cosines
 from semsearch.evaluation.sts import STSEvaluator
-from semsearch.index.tune import tie_aware_recall
+from semsearch.index.tune import rescored_recall
 from semsearch.models import BiEncoder
 
 K = 10
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "int8_recall.jsonl"
 
 
 def corpus_texts(args) -> dict[str, list[str]]:
@@ -63,12 +65,11 @@ def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict
     query_vectors = {
         name: np.concatenate([e.encode([q]) for q in queries]) for name, e in encoders.items()
     }
-    exact = query_vectors["fp32"] @ vectors["fp32"].T
-    exact_top = np.argsort(-exact, axis=1)[:, :K]
-    kth = np.take_along_axis(exact, exact_top, axis=1)[:, -1]
-    found = np.argsort(-(query_vectors["int8"] @ vectors["int8"].T), axis=1)[:, :K]
-    recall = tie_aware_recall(np.take_along_axis(exact, found, axis=1), found, kth, K, True)
-    cosines = (vectors["int8"] * vectors["fp32"]).sum(axis=1)
+    # int8's neighbours judged on their fp32 scores, against fp32's exact k-th (tie-aware)
+    kth = ExactSearch(vectors["fp32"], "dot").search(query_vectors["fp32"], K)[0][:, -1]
+    found = ExactSearch(vectors["int8"], "dot").search(query_vectors["int8"], K)[1]
+    recall = rescored_recall(found, query_vectors["fp32"], vectors["fp32"], kth, "dot")
+    cosines = row_cosines(vectors["int8"], vectors["fp32"])
     speed = {name: len(corpus) / seconds[name] for name in encoders}
     return {"rows": len(corpus), "queries": len(queries), "recall_at_10": round(recall, 4),
             "cosine_mean": round(float(cosines.mean()), 5), "cosine_min": round(float(cosines.min()), 5),
@@ -108,9 +109,7 @@ def main() -> None:
                           "fp32 texts/s", "int8 texts/s", "int8 / fp32"], rows))  # fmt: skip
     print(f"STS-B test Spearman: fp32 {report['stsb_spearman']['fp32']}, int8 "
           f"{report['stsb_spearman']['int8']} (cost {report['stsb_cost']}); {report['seconds']} s")  # fmt: skip
-    RESULTS.parent.mkdir(exist_ok=True)
-    with open(RESULTS, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(report, default=str) + "\n")
+    append_result_lines(results_file(args, "int8_recall"), [report])
 
 
 if __name__ == "__main__":

@@ -10,14 +10,20 @@ is each one's overlap with exact search at the index's tuned nprobe.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
 import faiss
 import numpy as np
-from common import DEFAULT_OUT_DIR, REPO_ROOT, base_parser, environment, markdown_table
+from common import (
+    DEFAULT_OUT_DIR,
+    append_result_lines,
+    base_parser,
+    environment,
+    markdown_table,
+    results_file,
+)
 
 QUERIES = 500
 
@@ -64,9 +70,7 @@ def main() -> None:
                                       "lists_mib": round(size_mib, 1)}  # fmt: skip
         rows.append([name, f"{ms:.2f}", f"{recall:.4f}", f"{size_mib:.0f}"])
     record["environment"] = environment()
-    results = REPO_ROOT / "benchmarks" / "results" / "ivf_code_search.jsonl"
-    with results.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+    append_result_lines(results_file(args, "ivf_code_search"), [record])
     print(markdown_table(["structure", "ms per query (1 thread)", "recall@10", "lists MiB"], rows))
 
 

@@ -23,8 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from semsearch.ann.exact import ExactSearch
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.living import Index
+from semsearch.index.tune import recall_at_k
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.search import Searcher
 
@@ -88,7 +90,7 @@ def main() -> None:
                "same_top10_as_fresh": float(np.mean([a == b for a, b in zip(ours_ids, theirs_ids)])),
                # Identical texts tie; where they straddle rank 10 either id is right.
                "same_top10_scores_as_fresh": float(np.mean(np.all(np.abs(ours_scores - theirs_scores) < 1e-5, axis=1))),
-               "recall_added": _recall(ours_ids, truth), "recall_fresh": _recall(theirs_ids, truth),
+               "recall_added": _recall_of(ours_ids, truth), "recall_fresh": _recall_of(theirs_ids, truth),
                "search_params": grown.manifest.index.search_params,
                "segments": len(grown.manifest.segments)}  # fmt: skip
         row["recall_gap"] = round(row["recall_fresh"] - row["recall_added"], 4)
@@ -99,12 +101,11 @@ def main() -> None:
     report["filters"] = _filters(Index.open("base-hnsw", indexes), encoder, queries)
     print(json.dumps({key: report[key] for key in ("timings", "delete", "filters")}, indent=1))
     common.write_json(args.out_dir, "living_index.json", report)
-    results = common.REPO_ROOT / "benchmarks" / "results"
-    results.mkdir(exist_ok=True)
-    with open(results / "living_index.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"date_utc": report["environment"]["date_utc"], "args": report["args"],
-                                 "types": report["types"], "timings": timings, "delete": report["delete"],
-                                 "filters": report["filters"]}, default=str) + "\n")  # fmt: skip
+    common.record(args, "living_index", report)
+
+
+def _recall_of(found: list[list], truth: list[list]) -> float:
+    return round(recall_at_k(found, truth, K), 4)
 
 
 def _copy(indexes: Path, source: str, name: str) -> Index:
@@ -119,10 +120,6 @@ def _ids(searcher: Searcher, queries: list[str], **options) -> list[list]:
 
 def _scores(searcher: Searcher, queries: list[str]) -> np.ndarray:
     return np.array([[hit.score for hit in hits] for hits in searcher.search(queries, k=K)])
-
-
-def _recall(found: list[list], truth: list[list]) -> float:
-    return round(float(np.mean([len(set(f) & set(t)) / K for f, t in zip(found, truth)])), 4)
 
 
 def _delete(indexes: Path, encoder, queries: list[str], count: int) -> dict:
@@ -153,9 +150,9 @@ def _filters(index: Index, encoder, queries: list[str]) -> list[dict]:
         allowed = np.flatnonzero(searcher.snapshot.where_mask(where))
         vectors = searcher.snapshot.vectors(allowed)
         query_vectors = encoder.encode(queries)
-        order = np.argsort(-(query_vectors @ vectors.T), axis=1)[:, :K]
+        order = ExactSearch(vectors, "dot").search(query_vectors, K)[1]  # -1: fewer than K rows
         ids = np.array(searcher.metadata.column("name").to_pylist(), dtype=object)
-        truth = [list(ids[allowed[line]]) for line in order]
+        truth = [list(ids[allowed[line[line >= 0]]]) for line in order]
         latencies, found = [], []
         for query in queries:
             started = time.perf_counter()
@@ -163,7 +160,7 @@ def _filters(index: Index, encoder, queries: list[str]) -> list[dict]:
             latencies.append(time.perf_counter() - started)
             found.append([hit.id for hit in hits])
         rows.append({"where": where, "share": round(len(allowed) / searcher.manifest.rows, 4),
-                     "matches": len(allowed), "recall": _recall(found, truth),
+                     "matches": len(allowed), "recall": _recall_of(found, truth),
                      "min_hits": min(len(line) for line in found),
                      "p50_ms": round(1000 * float(np.median(latencies)), 2),
                      "index": searcher.manifest.index.factory})  # fmt: skip

@@ -75,11 +75,7 @@ def main() -> None:
         json.dumps({key: value for key, value in report.items() if key != "environment"}, indent=1)
     )
     common.write_json(args.out_dir, "living_scale.json", report)
-    results = common.REPO_ROOT / "benchmarks" / "results"
-    results.mkdir(exist_ok=True)
-    with open(results / "living_scale.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"date_utc": report["environment"]["date_utc"],
-                                 **{k: v for k, v in report.items() if k != "environment"}}, default=str) + "\n")  # fmt: skip
+    common.record(args, "living_scale", report)
 
 
 def _filter(searcher: Searcher, queries: list[str], vectors: np.ndarray, share: float) -> dict:

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import torch
-from common import base_parser, environment, markdown_table, write_json
+from common import base_parser, environment, markdown_table, record, write_json
 
 from semsearch.models import BiEncoder
 
@@ -62,11 +62,11 @@ def main() -> None:
         if args.compile:
             rows.append([threads, "fp32, torch.compile (frozen weights)", compiled_p50_ms(queries)])
     print(markdown_table(["threads", "encoder", "one-query encode p50 ms"], rows))
-    path = write_json(args.out_dir, "query_encode_latency.json", {
-        "benchmark": "query_encode_latency", "queries": len(queries),
-        "rows": [dict(zip(("threads", "encoder", "p50_ms"), row)) for row in rows],
-        "environment": environment(),
-    })  # fmt: skip
+    payload = {"benchmark": "query_encode_latency", "queries": len(queries),
+               "rows": [dict(zip(("threads", "encoder", "p50_ms"), row)) for row in rows],
+               "environment": environment()}  # fmt: skip
+    path = write_json(args.out_dir, "query_encode_latency.json", payload)
+    record(args, "query_encode_latency", payload)
     print(f"figures in {path}")
 
 

@@ -19,7 +19,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO_ROOT, base_parser, environment, markdown_table
+from common import (
+    append_result_lines,
+    base_parser,
+    environment,
+    markdown_table,
+    results_file,
+)
 from serve_load import stsb_queries
 
 SETTINGS = ("fp32", "bf16", "bf16-warmed")
@@ -83,9 +89,8 @@ def main() -> None:
     record = {"benchmark": "query_kernel_memory", "groups": GROUPS, "settings": rows,
               "command": "python benchmarks/query_kernel_memory.py " + " ".join(sys.argv[1:]),
               "environment": environment()}  # fmt: skip
-    results = REPO_ROOT / "benchmarks" / "results" / "query_kernel_memory.jsonl"
-    with results.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+    results = results_file(args, "query_kernel_memory")
+    append_result_lines(results, [record])
     print(markdown_table(["setting", "RSS growth MiB", "CPU s (1st half)", "CPU s (2nd half)", "warm-up s"],
                          [[r["setting"], r["growth_mib"], r["cpu_s_first_half"], r["cpu_s_second_half"], r["warm_s"]]
                           for r in rows]))  # fmt: skip

@@ -29,7 +29,15 @@ from pathlib import Path
 
 import httpx
 import psutil
-from common import REPO_ROOT, base_parser, environment, markdown_table, reference_model_path
+from common import (
+    REPO_ROOT,
+    append_result_lines,
+    base_parser,
+    environment,
+    markdown_table,
+    reference_model_path,
+    results_file,
+)
 from http_load import load, target_for
 from txtai_peer import MODEL_ENV, build_txtai_index
 
@@ -263,10 +271,8 @@ def main() -> None:
         finally:
             stop(process)
     record["environment"] = environment()
-    results = REPO_ROOT / "benchmarks" / "results" / "serve_load.jsonl"
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with results.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+    results = results_file(args, "serve_load")
+    append_result_lines(results, [record])
     table = []
     for level, both in record["levels"].items():
         ours, peer = both["semsearch"], both.get("txtai")

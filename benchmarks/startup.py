@@ -22,7 +22,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO_ROOT, base_parser, environment, markdown_table, reference_model_path
+from common import (
+    REPO_ROOT,
+    append_result_lines,
+    base_parser,
+    environment,
+    markdown_table,
+    reference_model_path,
+    results_file,
+)
 
 DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "debian_packages.parquet"
 INDEX = "debian-demo"
@@ -128,10 +136,8 @@ def main() -> None:
     record = {"benchmark": "startup", "runs": args.runs, "commands": rows, "cold_query_stages_s": stages,
               "traced_query_vs_peer": round(rows["query, traced encoder"]["wall_s"] / peer_wall, 3),
               "environment": environment(), "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:])}  # fmt: skip
-    results = REPO_ROOT / "benchmarks" / "results" / "startup.jsonl"
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with results.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
+    results = results_file(args, "startup")
+    append_result_lines(results, [record])
     print(markdown_table(["command", "median wall s", "median CPU s", "vs peer (wall)"],
                          [[name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
                           for name, row in rows.items()]))  # fmt: skip

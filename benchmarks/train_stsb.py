@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from common import record
 from training_bench import (
     base_parser,
     data_files,
@@ -123,6 +124,7 @@ def main() -> None:
         "environment": environment(),
     }
     path = write_json(args.out_dir / f"train_{run.replace('-', '_')}.json", payload)
+    record(args, "train_stsb", payload)
     print(markdown_table(
         ["model", "STS-B dev (best)", "STS-B test spearman_cosine", "steps", "training time"],
         [[args.model, "-", f"{before['spearman_cosine']:.4f}", "-", "-"],

@@ -146,7 +146,7 @@ class RowFilter:
     always be traced back to the line it came from.
     """
 
-    text_column: str
+    text_column: str | None
     id_column: str | None = None
     strict: bool = False
     skipped: int = 0
@@ -166,7 +166,7 @@ class RowFilter:
                     f"{role} column {column!r} is not in {corpus.path.name}; its columns are: "
                     f"{', '.join(corpus.columns)} (choose one with --{role}-column)"
                 )
-        if self.id_column == self.text_column:
+        if self.id_column is not None and self.id_column == self.text_column:
             raise SemsearchError(
                 f"{self.text_column!r} is both the text and the id column: choose a column of "
                 "ids with --id-column, or leave it out to number the rows"
@@ -177,6 +177,8 @@ class RowFilter:
                 f"{corpus.path.name} has a column named {reserved[0]!r}, which semsearch adds "
                 "itself: rename that column"
             )
+        if self.text_column is None:  # rows of your own vectors without texts
+            return
         text_type = corpus.schema.field(self.text_column).type
         if not (_is_text(text_type) or pa.types.is_null(text_type)):
             raise SemsearchError(
@@ -408,11 +410,15 @@ def scan_columns(
 
 
 def check_corpus(
-    corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
+    corpus: Corpus, text_column: str | None, id_column: str | None = None, strict: bool = False
 ) -> ColumnScan:
     """Everything `build` checks of a corpus before encoding it (its columns, every text, the
     ids), so `add` refuses exactly what `build` refuses."""
     RowFilter(text_column, id_column).check_columns(corpus)
+    if text_column is None:  # rows of your own vectors without texts: only ids to check
+        if id_column is not None:
+            check_id_column(corpus, id_column)
+        return ColumnScan(corpus.num_rows or 0, corpus.num_rows or 0, [])
     return scan_columns(corpus, text_column, id_column, strict)
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 from semsearch.errors import SemsearchError
 from semsearch.hybrid import Fusion, check_mode, fuse
 from semsearch.index.manifest import Manifest
+from semsearch.index.own_vectors import no_model_message, query_vectors
 from semsearch.index.segment import ID_COLUMN
 from semsearch.index.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
@@ -84,13 +85,16 @@ class Searcher:
         at: int | None = None,
         model_check: bool = True,
         lexical_only: bool = False,
+        vectors_only: bool = False,
     ) -> None:
         """Open `folder` (at generation `at`, default the current one); `compile` compiles the
         CPU encoder for lower warm-query latency (`BiEncoder.compile_for_queries`: the first
         query then takes 15-30 s longer). `model_check=False` skips the check that the
         encoder's weights are those that built the index (needed for an index whose manifest
         records no fingerprint). `lexical_only` loads no model (seconds saved by a one-off BM25
-        query): only `mode="lexical"` then searches."""
+        query): only `mode="lexical"` then searches. `vectors_only` loads no model either:
+        only `search_vectors` then searches (as for an index of your own vectors that names
+        no model)."""
         self.folder = folder
         self.pinned_generation = at
         self._cache = SegmentCache()
@@ -101,6 +105,8 @@ class Searcher:
         if lexical_only:
             self.snapshot.check_lexical()
             return
+        if vectors_only or (encoder is None and not manifest.has_model):
+            return  # your own vectors, no model named: queried by vector only
         if not model_check and manifest.model.fingerprint:
             log.warning("--no-model-check: the model's weights are not compared with the index's")
         if model_check and not manifest.model.fingerprint:
@@ -182,23 +188,45 @@ class Searcher:
         if mode != "dense":
             self.snapshot.check_lexical()  # before the encoding's cost
         if mode != "lexical" and self.encoder is None:
+            if not self.manifest.has_model:
+                raise SemsearchError(no_model_message(self.manifest.name))
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
         vectors = None if mode == "lexical" else self.encoder.encode(queries)
-        results = self.search_vectors(
-            queries, vectors, k, where, mode=mode, fusion=fusion, **search_params
-        )
+        results = self._search(queries, vectors, k, where, mode, fusion, search_params)
         results.notes[:0] = text_notes
         return results
 
     def search_vectors(
-        self, queries: list[str], vectors: np.ndarray | None, k: int = 10, where: str | None = None,
-        mode: SearchMode = "dense", fusion: Fusion | None = None, **search_params: int | None,
+        self, vectors: np.ndarray | list | None, k: int = 10, where: str | None = None, *,
+        queries: list[str] | None = None, mode: SearchMode = "dense",
+        fusion: Fusion | None = None, **search_params: int | None,
     ) -> SearchResults:  # fmt: skip
-        """`search` for queries this index's encoder has already embedded (a server encodes
-        the queries of many requests in one batch, then searches each request's own way);
-        `vectors` may be None in `lexical` mode. `k` and the search parameters are bounded
-        here (`search_limits.bound_search`); the texts are the caller's to bound
-        (`search_limits.bound_texts`, which `search` applies)."""
+        """The `k` best live rows for each query vector (one a row; one 1-D vector is one
+        query), as `search` finds them for texts: for an index of your own vectors, and for
+        queries already embedded by this index's model (a server encodes the queries of many
+        requests in one batch, then searches each request's own way). The vectors are
+        checked (size, finite values) and normalised as the index's metric wants.
+        `queries` label the hits (default `vector N`, N the row) and are what lexical and
+        hybrid modes search for; `vectors` may be None in `lexical` mode. `k` and the
+        search parameters are bounded here (`search_limits.bound_search`); the texts are the
+        caller's to bound (`search_limits.bound_texts`, which `search` applies)."""
+        check_mode(mode)
+        if vectors is not None:
+            vectors = query_vectors(vectors, self.manifest.model.dimension)
+        if queries is None:
+            if mode != "dense":
+                raise SemsearchError(f"--mode {mode} searches texts: give the queries' texts too")
+            if vectors is None:
+                raise SemsearchError("give the query vectors to search for")
+            queries = [f"vector {row}" for row in range(len(vectors))]
+        elif vectors is not None and len(queries) != len(vectors):
+            raise SemsearchError(f"{len(queries)} query texts for {len(vectors)} vectors")
+        return self._search(queries, vectors, k, where, mode, fusion, search_params)
+
+    def _search(
+        self, queries: list[str], vectors: np.ndarray | None, k: int, where: str | None,
+        mode: SearchMode, fusion: Fusion | None, search_params: dict[str, int | None],
+    ) -> SearchResults:  # fmt: skip
         check_mode(mode)
         snapshot = self.snapshot  # one generation for the whole call
         given = {name: int(value) for name, value in search_params.items() if value is not None}
@@ -242,7 +270,7 @@ class Searcher:
         records = snapshot.hit_metadata.rows(rows[found])
         hits = []
         for rank, (score, record) in enumerate(zip(scores[found].tolist(), records), start=1):
-            text = record.pop(manifest.text_column)
+            text = record.pop(manifest.text_column) if manifest.text_column else ""
             row_id = record.pop(manifest.id_column) if manifest.id_column else record.pop(ID_COLUMN)
             hits.append(Hit(query, rank, score, row_id, text, record))
         return hits

@@ -109,7 +109,7 @@ def test_refresh_moves_to_a_rebuilt_index_of_the_same_generation(tmp_path, tiny_
 
 def test_lexical_and_hybrid_modes_with_a_filter(corpus_file, tmp_path, tiny_encoder) -> None:
     searcher = Searcher(_build(corpus_file, tmp_path, tiny_encoder), encoder=tiny_encoder)
-    [lexical] = searcher.search_vectors(["fast JSON parsing"], None, k=5, mode="lexical")
+    [lexical] = searcher.search_vectors(None, k=5, queries=["fast JSON parsing"], mode="lexical")
     assert [hit.id for hit in lexical] == ["d10", "d11"]  # the rows sharing a term, best first
     dense = [hit.id for hit in searcher.search(["guitar on stage"], k=3)[0]]
     convex = Fusion("convex", alpha=1.0)

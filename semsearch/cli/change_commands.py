@@ -198,6 +198,9 @@ def rollback(
 
 
 def _encoder_for(folder, device: str, runtime: str = "torch"):
+    """The index's model; none for an index of your own vectors (an add reads its vectors)."""
+    if folder.manifest().own_vectors:
+        return None
     from semsearch.models.bi_encoder import BiEncoder
 
     return BiEncoder.for_index(folder.manifest().model, device, runtime)  # type: ignore[arg-type]

@@ -49,14 +49,32 @@ def build(
     name: Annotated[
         str | None, typer.Option(help="Index name (default: the corpus file's or folder's name).")
     ] = None,
-    text_column: Annotated[str, typer.Option(help="Column holding the text to embed.")] = "text",
+    text_column: Annotated[
+        str,
+        typer.Option(
+            help="Column holding the text to embed (with --vector-column: the rows' texts, "
+            "optional; 'text' is used when there is one)."
+        ),
+    ] = "text",
     id_column: Annotated[
         str | None, typer.Option(help="Column of unique ids (default: the row number).")
     ] = None,
     model: Annotated[
-        str,
-        typer.Option(help="'default' (embedded all-MiniLM-L6-v2), a model folder or a hub name."),
-    ] = DEFAULT_MODEL,
+        str | None,
+        typer.Option(
+            help="'default' (embedded all-MiniLM-L6-v2), a model folder or a hub name. With "
+            "--vector-column: the model that made the vectors, so text queries work "
+            "(default: none; query by vector)."
+        ),
+    ] = None,
+    vector_column: Annotated[
+        str | None,
+        typer.Option(
+            help="Your own vectors: a column of float lists (or fixed-size lists), indexed "
+            "as they are, no model loaded to encode them; with --metric cosine they are "
+            "normalised to unit length."
+        ),
+    ] = None,
     index_type: Annotated[
         str,
         typer.Option(
@@ -126,13 +144,14 @@ def build(
         index_type = old_index_type
     options = BuildOptions(
         corpus=corpus_location(corpus), name=name, text_column=text_column, id_column=id_column,
-        model=model, index=index_type, metric=metric, batch_size=batch_size, device=device,
+        model=model if model or vector_column else DEFAULT_MODEL, index=index_type, metric=metric, batch_size=batch_size, device=device,
         quantization=quantize, runtime=runtime, out_dir=index_folder(out_dir, "--out-dir"),
         overwrite=overwrite, strict=strict, show_progress=show_progress(json_output),
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
         store_vectors=store_vectors, lexical=LexicalSpec() if lexical else None,
+        vector_column=vector_column,
     )  # fmt: skip
     on_ray = ray_options(engine, address, workers, options.show_progress)
     if on_ray is not None:
@@ -145,10 +164,11 @@ def build(
     if json_output:
         print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])
         return
+    runtime = manifest.operation.get("runtime")
     console.print(
         f"built {manifest.name}: {manifest.rows} vectors, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
-        f"in {manifest.build_seconds:.1f} s (encoder on {manifest.operation.get('runtime', 'torch')})",
+        f"in {manifest.build_seconds:.1f} s" + (f" (encoder on {runtime})" if runtime else ""),
         markup=False,  # a name or path may hold [brackets]
     )
 

@@ -18,6 +18,7 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
+from semsearch.index.own_vectors import no_model_message, query_vectors, read_npy
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
 from semsearch.options import (
@@ -45,6 +46,13 @@ def query(
     ] = None,
     k: Annotated[int, typer.Option("-k", "--top-k", help="How many results per query.")] = 10,
     file: Annotated[Path | None, typer.Option(help="Text file with one query per line.")] = None,
+    vectors: Annotated[
+        Path | None,
+        typer.Option(
+            help="Query by vector: a .npy file of a 2-D float array, one query a row, of the "
+            "index's dimension (dense only; --json lines carry each query's row)."
+        ),
+    ] = None,
     nprobe: Annotated[
         int | None, typer.Option(help="IVF lists to visit (overrides the manifest).")
     ] = None,
@@ -114,22 +122,28 @@ def query(
 
     check_mode(mode)
     fused = Fusion(fusion, alpha=alpha)
+    if vectors is not None:
+        if text is not None or file is not None or rerank is not None or mode != "dense":
+            raise SemsearchError(
+                "--vectors searches by vector alone: leave out TEXT, --file, --rerank and --mode"
+            )
+        _query_vectors(vectors, index, index_dir, at, k, where, nprobe, ef_search, show,
+                       json_output)  # fmt: skip
+        return
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
     from semsearch.models.query_encoder import encoder_for_queries
     from semsearch.search import Searcher
 
+    manifest = folder.manifest(at)
+    if mode != "lexical" and not manifest.has_model:  # before anything loads
+        raise SemsearchError(no_model_message(manifest.name))
     if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
         searcher = Searcher(folder, at=at, lexical_only=True)
     else:
         encoder = encoder_for_queries(folder.manifest(at).model, device, runtime)
         searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
-    missing = [column for column in show or [] if column not in searcher.metadata.column_names]
-    if missing:
-        raise SemsearchError(
-            f"no column {missing[0]!r} in the index's metadata; its columns are: "
-            f"{', '.join(searcher.metadata.column_names)}"
-        )
+    _check_show(searcher, show)
     score_name = searcher.score_name_for(mode)
     options = {
         "where": where,
@@ -160,6 +174,50 @@ def query(
             continue
         for query_text, hits in zip(chunk, results):
             print_hits(query_text, hits, score_name, console, show or [])
+
+
+def _query_vectors(
+    path: Path, index: str | None, index_dir: Path, at: int | None, k: int, where: str | None,
+    nprobe: int | None, ef_search: int | None, show: list[str] | None, json_output: bool,
+) -> None:  # fmt: skip
+    """`query --vectors FILE.npy`: each row a query, searched without a model."""
+    from semsearch.search import Searcher
+
+    array = read_npy(path)
+    searcher = Searcher(find_index(index, index_dir), at=at, vectors_only=True)
+    vectors = query_vectors(array, searcher.manifest.model.dimension, f"the vectors of {path.name}")
+    _check_show(searcher, show)
+    score_name = searcher.score_name_for("dense")
+    per_call = queries_per_call(k)
+    for start in range(0, len(vectors), per_call):
+        found = searcher.search_vectors(vectors[start : start + per_call], k=k, where=where,
+                                        nprobe=nprobe, efSearch=ef_search)  # fmt: skip
+        notes = [_renumbered(note, start) for note in found.notes]
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        for offset, hits in enumerate(found):
+            row = start + offset
+            if json_output:
+                print_json_lines(_with_notes({"query_row": row, **_vector_hit(hit, score_name)}, notes)
+                                 for hit in hits)  # fmt: skip
+            else:
+                print_hits(f"vector {row}", hits, score_name, console, show or [])
+
+
+def _vector_hit(hit, score_name: str) -> dict:
+    """A hit of a vector query as JSON: its rank and row, no query text."""
+    record = hit.to_dict(score_name)
+    record.pop("query")
+    return record
+
+
+def _check_show(searcher, show: list[str] | None) -> None:
+    missing = [column for column in show or [] if column not in searcher.metadata.column_names]
+    if missing:
+        raise SemsearchError(
+            f"no column {missing[0]!r} in the index's metadata; its columns are: "
+            f"{', '.join(searcher.metadata.column_names)}"
+        )
 
 
 def _renumbered(note: str, start: int) -> str:

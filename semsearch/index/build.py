@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
 from tqdm.auto import tqdm
 
@@ -31,6 +32,8 @@ from semsearch.ann.devices import faiss_device
 from semsearch.corpus import (
     Corpus,
     RowFilter,
+    UsableRows,
+    check_id_column,
     count_usable_rows,
     default_name,
     file_sha256,
@@ -51,6 +54,13 @@ from semsearch.index.manifest import (
     SegmentRecord,
     SourceSpec,
     write_manifest,
+)
+from semsearch.index.own_vectors import (
+    ColumnVectors,
+    VectorColumn,
+    column_spec,
+    dimension_of,
+    with_vector_column,
 )
 from semsearch.index.parts import PartRows, prepare_part, write_parts
 from semsearch.index.pipeline import DEFAULT_DEPTH
@@ -87,9 +97,11 @@ class BuildOptions:
 
     corpus: Path
     name: str | None = None
-    text_column: str = "text"
+    text_column: str | None = "text"  # None: rows without texts (with `vector_column` only)
     id_column: str | None = None
-    model: str = DEFAULT_MODEL
+    # With `vector_column`, the model that made the vectors (None: none named; text queries
+    # then cannot be encoded); otherwise the model that encodes the texts.
+    model: str | None = DEFAULT_MODEL
     index: str = "auto"
     metric: str = "cosine"
     batch_size: int | None = None  # texts per forward pass; None: the device's default
@@ -112,6 +124,9 @@ class BuildOptions:
     # Parts queued between the read, tokenise, encode and write stages (memory: about
     # 3 x depth + 4 parts); 0 runs the stages one after the other.
     pipeline_depth: int = DEFAULT_DEPTH
+    # Your own vectors: take each row's vector from this column (`semsearch.index.own_vectors`)
+    # instead of encoding its text; the `model` then only names what made them.
+    vector_column: str | None = None
 
     @property
     def index_name(self) -> str:
@@ -167,9 +182,20 @@ class FilePartSource:
         self.options = options
         self._sha256: str | None = None
         self._usable: int | None = None
+        self.dimension: int | None = None  # of the vector column's vectors, once checked
 
     def usable_rows(self) -> int:
         options = self.options
+        if options.vector_column is not None:  # every vector checked before anything is written
+            column = options.vector_column
+            self.dimension, rows = dimension_of(
+                self.corpus.batches(columns=[column]), column, self.name
+            )
+            if options.text_column is None:
+                if options.id_column is not None:
+                    check_id_column(self.corpus, options.id_column)
+                self._usable = rows
+                return rows
         self._usable = count_usable_rows(
             self.corpus, options.text_column, options.id_column, options.strict
         )
@@ -183,7 +209,7 @@ class FilePartSource:
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         with truncation_report(encoder) as truncated:
             rows_read, skipped = _encode_parts(self.corpus, encoder, writer, options,
-                                               self._usable)  # fmt: skip
+                                               self._usable, self.dimension)  # fmt: skip
         return EncodedRows(rows_read, skipped, truncated.cut)
 
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
@@ -194,6 +220,7 @@ class FilePartSource:
             path=str(self.corpus.path.resolve()), format=self.corpus.format,
             sha256=self.fingerprint(), rows_read=rows.read, rows_skipped=rows.skipped,
             text_column=options.text_column, id_column=options.id_column,
+            vector_column=options.vector_column,
         )  # fmt: skip
 
     def operation(self) -> dict:
@@ -212,6 +239,10 @@ def build_index(
     name = options.index_name
     _check_options(options, name)
     final = Path(options.out_dir) / name
+    if options.vector_column is not None:
+        options = with_vector_column(options, source is not None)
+    elif options.model is None:
+        options = replace(options, model=DEFAULT_MODEL)
     if source is None and is_many_files(options.corpus):
         from semsearch.index.corpus_files import ManyFilesSource  # it builds on this module
 
@@ -225,7 +256,9 @@ def build_index(
     # Where FAISS trains, adds and tunes, checked before the model loads. A cluster's
     # `--device` is its workers' (the driver's FAISS then takes a GPU when it has one).
     device = faiss_device(getattr(source, "driver_device", options.device))
-    if encoder is None:
+    if encoder is None and options.vector_column is not None and options.model is None:
+        encoder = ColumnVectors(column_spec(source.dimension, options.metric), name)
+    elif encoder is None:
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
 
         encoder = BiEncoder.load(
@@ -233,6 +266,11 @@ def build_index(
             device=options.device,
             quantization=options.quantization,
             runtime=options.runtime,
+        )
+    if options.vector_column is not None and encoder.dimension != source.dimension:
+        raise SemsearchError(
+            f"the vectors of {options.vector_column!r} are {source.dimension}-d, but model "
+            f"{encoder.name!r} makes {encoder.dimension}-d ones: name the model that made them"
         )
     # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
     # not after an hour of encoding.
@@ -378,6 +416,7 @@ def _build_state(options: BuildOptions, encoder, source_sha256: str) -> dict:
         "strict": options.strict,
         "part_rows": options.part_rows,
         "store_vectors": options.store_vectors,
+        "vector_column": options.vector_column,
     }
 
 
@@ -398,23 +437,34 @@ def _read_state(folder: Path) -> dict | None:
 
 
 def _encode_parts(
-    corpus: Corpus, encoder, writer: SegmentWriter, options: BuildOptions, usable: int | None
+    corpus: Corpus,
+    encoder,
+    writer: SegmentWriter,
+    options: BuildOptions,
+    usable: int | None,
+    dimension: int | None = None,
 ) -> tuple[int, int]:
     """Encode and write every part not written yet, reading, tokenising, encoding and writing
     overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
     moves with every batch."""
     counts = {"read": 0, "skipped": 0}
     bar = tqdm(total=usable, desc="encoding", unit="text", disable=not options.show_progress)
+    own = options.vector_column
+    vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
 
     def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
         for part, chunk in enumerate(_chunks(corpus, options.part_rows)):
-            rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
+            if options.text_column is None:  # your own vectors alone: every row is usable
+                rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
+            else:
+                rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
             counts["read"] += chunk.num_rows
             counts["skipped"] += rows.skipped
             if writer.has(part):  # written by the interrupted build this one resumes
                 bar.update(len(rows.source_rows))
                 continue
-            yield prepare_part(part, rows.batch, rows.source_rows, options.text_column)
+            yield prepare_part(part, rows.batch, rows.source_rows, options.text_column,
+                               vector_column)  # fmt: skip
 
     with bar:
         write_parts(encoder, parts(), writer, options.batch_size, bar.update,
@@ -441,5 +491,6 @@ def _stem(path: Path) -> str:
 
 
 def encoder_runtime(encoder) -> str:
-    """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation."""
-    return getattr(encoder, "runtime", "torch")
+    """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation;
+    None where no model did (the corpus' own vectors)."""
+    return getattr(encoder, "runtime", None)

@@ -41,18 +41,20 @@ class Index:
         return [self.folder.manifest(number) for number in self.folder.generations()]
 
     def add(self, rows: pa.Table | str | Path, encoder=None, batch_size: int | None = None,
-            device: str = "auto") -> ChangeResult:  # fmt: skip
+            device: str = "auto", text_column: str | None = None,
+            convert_types: bool = False) -> ChangeResult:  # fmt: skip
         """Upsert `rows` (a table or a corpus file) by the index's id column; FAISS adds on
-        `device` (`auto`: a GPU when FAISS can use one)."""
+        `device` (`auto`: a GPU when FAISS can use one). `text_column` names the rows' text
+        column when it is not the index's; `convert_types` reads values of other types that
+        convert without loss (`semsearch.index.conform`)."""
+        options = dict(batch_size=batch_size, device=device, text_column=text_column,
+                       convert_types=convert_types)  # fmt: skip
         if isinstance(rows, pa.Table):
             with tempfile.TemporaryDirectory() as scratch:
                 path = Path(scratch) / "rows.parquet"
                 pq.write_table(rows, path)
-                return update.add_rows(self.folder, path, encoder, batch_size=batch_size,
-                                       device=device)  # fmt: skip
-        return update.add_rows(
-            self.folder, Path(rows), encoder, batch_size=batch_size, device=device
-        )
+                return update.add_rows(self.folder, path, encoder, **options)
+        return update.add_rows(self.folder, Path(rows), encoder, **options)
 
     def delete(self, ids: list | None = None, where: str | None = None) -> ChangeResult:
         return update.delete_rows(

@@ -107,6 +107,11 @@ def set_lexical(folder: IndexFolder, spec: LexicalSpec | None) -> Manifest:
     with folder.writer_lock("reindex --lexical"):
         manifest = folder.manifest()
         check_opened_files(folder, manifest)  # never build a generation on changed files
+        if spec is not None and manifest.text_column is None:
+            raise SemsearchError(
+                f"index {manifest.name!r} holds your own vectors without texts: a BM25 part "
+                "needs a text column (rebuild with --text-column)"
+            )
         if spec == manifest.lexical:
             log.warning("index %r already %s", manifest.name,
                         "has no lexical part" if spec is None else "has this lexical part")  # fmt: skip

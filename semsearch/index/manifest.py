@@ -92,15 +92,20 @@ class LexicalSpec:
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where the first build's rows came from, and which columns hold texts and ids."""
+    """Where the first build's rows came from, and which columns hold texts, ids and vectors.
+
+    `vector_column`: the vectors came from this column, not from a model (`own_vectors`);
+    `text_column` is then None where the rows have no text.
+    """
 
     path: str
     format: str
     sha256: str
     rows_read: int
     rows_skipped: int
-    text_column: str
+    text_column: str | None
     id_column: str | None
+    vector_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,7 @@ class Manifest:
         require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
         require(self.index_created_at == "" or timestamp(self.index_created_at),
                  "index_created_at", self.index_created_at, "an ISO time")  # fmt: skip
-        validate_model(self.model)
+        validate_model(self.model, may_be_unnamed=self.source.vector_column is not None)
         validate_index(self.index)
         validate_source(self.source)
         require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
@@ -241,8 +246,20 @@ class Manifest:
         return names
 
     @property
-    def text_column(self) -> str:
+    def text_column(self) -> str | None:
+        """The column of texts; None for an index of your own vectors without texts."""
         return self.source.text_column
+
+    @property
+    def own_vectors(self) -> bool:
+        """Whether the vectors came from a corpus column rather than from the model."""
+        return self.source.vector_column is not None
+
+    @property
+    def has_model(self) -> bool:
+        """Whether a model can encode text queries for this index (one of your own vectors
+        may name none: it is then queried by vector only)."""
+        return self.model.name != ""
 
     @property
     def id_column(self) -> str | None:

@@ -30,8 +30,10 @@ FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
-def validate_model(model: EncoderSpec) -> None:
-    require(text(model.name), "model.name", model.name, "a non-empty string")
+def validate_model(model: EncoderSpec, may_be_unnamed: bool = False) -> None:
+    """`may_be_unnamed`: vectors from a column may name no model (an empty name)."""
+    named = text(model.name) or (may_be_unnamed and model.name == "")
+    require(named, "model.name", model.name, "a non-empty string")
     require(isinstance(model.fingerprint, str), "model.fingerprint", model.fingerprint, "a string")
     require(model.pooling in POOLING_MODES, "model.pooling", model.pooling,
              f"one of {', '.join(POOLING_MODES)}")  # fmt: skip
@@ -71,9 +73,11 @@ def validate_source(source: SourceSpec) -> None:
         require(
             count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0"
         )
-    require(
-        text(source.text_column), "source.text_column", source.text_column, "a non-empty string"
-    )
+    require(text(source.text_column) or (source.text_column is None and source.vector_column),
+             "source.text_column", source.text_column,
+             "a non-empty string (null only with a vector column)")  # fmt: skip
+    require(source.vector_column is None or text(source.vector_column), "source.vector_column",
+             source.vector_column, "null or a non-empty string")  # fmt: skip
     require(source.id_column is None or text(source.id_column), "source.id_column",
              source.id_column, "null or a non-empty string")  # fmt: skip
 

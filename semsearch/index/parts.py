@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from semsearch.corpus import text_hashes
 from semsearch.errors import SemsearchError
+from semsearch.index.own_vectors import VectorColumn, vector_hashes
 from semsearch.index.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.index.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
 from semsearch.models.tokenized import TokenizedTexts
@@ -34,8 +35,12 @@ class EncodedPart:
         return len(self.ids)
 
 
-def part_metadata(rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str) -> pa.Table:
-    """The rows' own columns plus `_id` and `_text_hash`."""
+def part_metadata(
+    rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str | None,
+    hashes: np.ndarray | None = None,
+) -> pa.Table:  # fmt: skip
+    """The rows' own columns plus `_id` and `_text_hash` (the texts' hashes unless `hashes`
+    are given: those of your own vectors, `own_vectors.vector_hashes`)."""
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
     clashing = [name for name in RESERVED_COLUMNS if name in table.column_names]
     if clashing:
@@ -43,7 +48,9 @@ def part_metadata(rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column:
             f"the corpus has a column named {clashing[0]!r}, which semsearch reserves: rename it"
         )
     table = table.append_column(ID_COLUMN, pa.array(ids, pa.int64()))
-    return table.append_column(TEXT_HASH_COLUMN, pa.array(text_hashes(table.column(text_column))))
+    if hashes is None:
+        hashes = text_hashes(table.column(text_column))
+    return table.append_column(TEXT_HASH_COLUMN, pa.array(hashes, pa.int64()))
 
 
 @dataclass(frozen=True)
@@ -51,31 +58,41 @@ class PartRows:
     """A part read and prepared (sorted by id, texts hashed), waiting for its vectors.
 
     Its `texts` become `TokenizedTexts` once the tokenise stage has run (for an encoder
-    with a `tokenize` of its own).
+    with a `tokenize` of its own). `vectors`: the rows' own, from a vector column; the
+    encode stage then passes them on instead of encoding the texts.
     """
 
     part: int
     ids: np.ndarray
     texts: list[str]
     metadata: pa.Table
+    vectors: np.ndarray | None = None
 
 
 def prepare_part(
-    part: int, rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str
-) -> PartRows:
-    """The read stage's work on one part: rows sorted by id, their texts and metadata."""
+    part: int, rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str | None,
+    vector_column: VectorColumn | None = None,
+) -> PartRows:  # fmt: skip
+    """The read stage's work on one part: rows sorted by id, their texts and metadata (and,
+    with `vector_column`, their own vectors, checked and taken out of the metadata)."""
     order = np.argsort(ids, kind="stable")
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
     table = table.take(pa.array(order)) if not np.all(order == np.arange(len(order))) else table
     ids = np.asarray(ids, dtype=np.int64)[order]
-    texts = table.column(text_column).to_pylist()
-    return PartRows(part, ids, texts, part_metadata(table, ids, text_column))
+    if vector_column is None:
+        texts = table.column(text_column).to_pylist()
+        return PartRows(part, ids, texts, part_metadata(table, ids, text_column))
+    vectors = vector_column.vectors(table)
+    table = table.drop_columns([vector_column.name])
+    own = text_hashes(table.column(text_column)) if text_column is not None else None
+    metadata = part_metadata(table, ids, text_column, vector_hashes(vectors, own))
+    return PartRows(part, ids, [], metadata, vectors)
 
 
 def tokenise_part(encoder, rows: PartRows) -> PartRows:
     """The tokenise stage: the texts with their token ids, for an encoder that tokenises."""
     tokenize = getattr(encoder, "tokenize", None)
-    if not callable(tokenize) or not rows.texts:
+    if not callable(tokenize) or not rows.texts or rows.vectors is not None:
         return rows
     return replace(rows, texts=TokenizedTexts(rows.texts, tokenize(rows.texts)))
 
@@ -84,8 +101,13 @@ def encode_rows(
     encoder, rows: PartRows, batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> EncodedPart:  # fmt: skip
-    """The encode stage: vectors for a prepared part; `progress` hears of each encoded batch."""
-    if not rows.texts:
+    """The encode stage: vectors for a prepared part (its own, when it brought them);
+    `progress` hears of each encoded batch."""
+    if rows.vectors is not None:
+        vectors = rows.vectors
+        if progress is not None:
+            progress(len(vectors))
+    elif not rows.texts:
         vectors = np.empty((0, encoder.dimension), np.float32)
     elif isinstance(rows.texts, TokenizedTexts):  # a BiEncoder: it reports every batch
         vectors = encoder.encode(rows.texts, batch_size=batch_size, progress=progress)

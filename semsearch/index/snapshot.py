@@ -55,6 +55,8 @@ MAX_PARAMETER_SCALE = 64
 WHERE_CACHE_SIZE = 64
 # An open that finds its folder replaced meanwhile starts again, for this long at most.
 OPEN_RETRY_SECONDS = 10.0
+# A folder missing on every try for this long is missing, not between two builds.
+MISSING_GRACE_SECONDS = 0.5
 
 
 @dataclass
@@ -386,7 +388,8 @@ def open_snapshot(
     unchanged folder is the index's own.
     """
     cache = cache or SegmentCache()
-    deadline = time.monotonic() + OPEN_RETRY_SECONDS
+    started = time.monotonic()
+    deadline = started + OPEN_RETRY_SECONDS
     attempt = 0
     while attempt == 0 or time.monotonic() < deadline:
         attempt += 1
@@ -394,7 +397,9 @@ def open_snapshot(
         try:
             snapshot = IndexSnapshot(folder, folder.manifest(at), cache)
         except (SemsearchError, OSError, pa.ArrowException):
-            if before is not None and folder.identity() == before:
+            if folder.identity() == before and (
+                before is not None or time.monotonic() > started + MISSING_GRACE_SECONDS
+            ):  # an unchanged folder's own failure, or a folder that stays missing
                 raise
         else:
             if before is not None and folder.identity() == before:

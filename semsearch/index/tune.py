@@ -84,14 +84,38 @@ def tie_aware_recall(
     kth_exact: np.ndarray,
     k: int,
     higher_is_better: bool,
+    tolerance: float = SCORE_TOLERANCE,
 ) -> float:
     """Mean share of each query's top-k results that score as well as its exact k-th neighbour."""
     valid = found[:, :k] >= 0
     if higher_is_better:
-        good = found_scores[:, :k] >= kth_exact[:, None] - SCORE_TOLERANCE
+        good = found_scores[:, :k] >= kth_exact[:, None] - tolerance
     else:
-        good = found_scores[:, :k] <= kth_exact[:, None] + SCORE_TOLERANCE
+        good = found_scores[:, :k] <= kth_exact[:, None] + tolerance
     return float(np.sum(good & valid) / (k * len(found)))
+
+
+def rescored_recall(
+    found: np.ndarray,
+    queries: np.ndarray,
+    vectors: np.ndarray,
+    kth_exact: np.ndarray,
+    metric: str,
+    tolerance: float = SCORE_TOLERANCE,
+) -> float:
+    """Tie-aware recall@k of `found` rows ([queries, k], -1 for none) with their true scores
+    recomputed from `vectors`: an index's own scores may be estimates (PQ, fp16 codes), and
+    rows that tie with the exact k-th neighbour (identical texts) are no loss. `kth_exact`
+    holds each query's exact k-th score in the metric's own units (squared L2 for "l2")."""
+    rows = vectors[np.maximum(found, 0)]
+    if higher_is_better(metric):
+        scores = np.einsum("qkd,qd->qk", rows, queries)
+    elif metric == "manhattan":
+        scores = np.abs(rows - queries[:, None, :]).sum(axis=2)
+    else:
+        scores = ((rows - queries[:, None, :]) ** 2).sum(axis=2)
+    return tie_aware_recall(scores, found, kth_exact, found.shape[1], higher_is_better(metric),
+                            tolerance)  # fmt: skip
 
 
 def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:

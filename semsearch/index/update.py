@@ -28,6 +28,7 @@ from semsearch.index.filling import add_parts
 from semsearch.index.generation import next_generation, next_segment_number, segment_name
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
+from semsearch.index.own_vectors import VectorColumn, check_vector_type, vector_hashes
 from semsearch.index.parts import prepare_part
 from semsearch.index.parts import write_parts as encode_and_write
 from semsearch.index.rows import LiveRows
@@ -95,6 +96,7 @@ def add_rows(
         check_opened_files(folder, manifest)  # never build a generation on changed files
         text_column, id_column = _columns(manifest, text_column, id_column)
         corpus = open_corpus(corpus_path)
+        vector_column = own_vector_column(manifest, corpus, write_parts)
         check_corpus(corpus, text_column, id_column)  # what build checks, the same way
         table, skipped = _read_usable(corpus, text_column)
         if table.num_rows == 0:
@@ -103,12 +105,20 @@ def add_rows(
             )
         live = LiveRows.read(folder, manifest)
         target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
-        table = rename_text_column(table, text_column, target, corpus.path.name)
+        if text_column is not None:
+            table = rename_text_column(table, text_column, target, corpus.path.name)
+        own = table.column(vector_column.name) if vector_column is not None else None
+        if own is not None:  # checked whole, before anything is written; not a metadata column
+            own_vectors = vector_column.vectors(table)
+            table = table.drop_columns([vector_column.name])
         table = conform(table, target, corpus.format, convert_types)
         if id_column is not None and convert_types:  # "01" and "1" may both have become 1
             check_ids(corpus.path, id_column, [table.column(id_column).combine_chunks()])
         text_column = manifest.text_column
-        hashes = text_hashes(table.column(text_column))
+        hashes = text_hashes(table.column(text_column)) if text_column is not None else None
+        if own is not None:
+            hashes = vector_hashes(own_vectors, hashes)
+            table = table.append_column(vector_column.name, own)
         if id_column is not None:
             existing = live.find(table.column(id_column).combine_chunks())
         else:  # without ids a row is its text: a text already present is unchanged
@@ -125,15 +135,18 @@ def add_rows(
         ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
         ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
         todo = ~unchanged
-        if encoder is None:
+        if vector_column is not None:
+            encoder = None  # the rows bring their vectors
+        elif encoder is None:
             from semsearch.models.bi_encoder import BiEncoder
 
             encoder = BiEncoder.for_index(manifest.model)
-        check_same_model(manifest, encoder)
+        if encoder is not None:
+            check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
         if write_parts is None:
             write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size,
-                                            show_progress)  # fmt: skip
+                                            show_progress, vector_column)  # fmt: skip
         record = _write_segment(folder, manifest, rows, ids[todo], text_column, write_parts,
                                 placement)  # fmt: skip
         deletions = live.deleted_by_segment(existing[replaced])
@@ -142,7 +155,7 @@ def add_rows(
             manifest, segments,
             {"kind": "add", "source": str(corpus.path), "added": int(fresh.sum()),
              "replaced": int(replaced.sum()), "unchanged": int(unchanged.sum()),
-             "runtime": getattr(encoder, "runtime", "torch")},
+             "runtime": getattr(encoder, "runtime", None)},
             time.perf_counter() - started,
             next_id=manifest.next_id + int(fresh.sum()),
         )  # fmt: skip
@@ -160,7 +173,7 @@ def _same_metadata(
     rows = np.flatnonzero(candidates)
     if len(rows) == 0:
         return same
-    skip = {target.text_column, target.id_column}
+    skip = {target.text_column, target.id_column, live.manifest.source.vector_column}
     columns = [name for name in {*target.schema.names, *table.column_names} if name not in skip]
     if not columns:
         return same
@@ -237,7 +250,7 @@ def delete_rows(
 
 def _columns(
     manifest: Manifest, text_column: str | None, id_column: str | None
-) -> tuple[str, str | None]:
+) -> tuple[str | None, str | None]:
     if id_column is not None and id_column != manifest.id_column:
         built = repr(manifest.id_column) if manifest.id_column else "no id column"
         raise SemsearchError(
@@ -247,7 +260,9 @@ def _columns(
     return text_column or manifest.text_column, manifest.id_column
 
 
-def _read_usable(corpus, text_column: str) -> tuple[pa.Table, int]:
+def _read_usable(corpus, text_column: str | None) -> tuple[pa.Table, int]:
+    if text_column is None:  # your own vectors without texts: every row is usable
+        return pa.Table.from_batches(list(corpus.batches()), corpus.schema), 0
     batches, skipped, first_row = [], 0, 0
     for batch in corpus.batches():
         rows = usable_rows(batch, text_column, first_row)
@@ -291,19 +306,39 @@ def _write_segment(
 
 
 def _encode_parts(
-    encoder, text_column: str, batch_size: int | None, show_progress: bool,
-    writer: SegmentWriter, rows: pa.Table, ids: np.ndarray,
+    encoder, text_column: str | None, batch_size: int | None, show_progress: bool,
+    vector_column: VectorColumn | None, writer: SegmentWriter, rows: pa.Table, ids: np.ndarray,
 ) -> None:  # fmt: skip
-    """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`)."""
+    """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`);
+    with `vector_column`, the rows' own vectors are written instead."""
     parts = (
         prepare_part(
-            part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS], text_column
+            part,
+            rows.slice(start, PART_ROWS),
+            ids[start : start + PART_ROWS],
+            text_column,
+            vector_column,
         )  # fmt: skip
         for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
     )
     with tqdm(total=rows.num_rows, desc="encoding", unit="text",
               disable=not show_progress) as bar:  # fmt: skip
         encode_and_write(encoder, parts, writer, batch_size, bar.update)
+
+
+def own_vector_column(manifest: Manifest, corpus, write_parts) -> VectorColumn | None:
+    """For an index of your own vectors, its vector column, checked in the new rows' corpus:
+    an add brings vectors of the index's size in the column the build read them from."""
+    column = manifest.source.vector_column
+    if column is None:
+        return None
+    if write_parts is not None:
+        raise SemsearchError(
+            f"index {manifest.name!r} holds your own vectors: add to it in this process "
+            "(without --engine ray)"
+        )
+    check_vector_type(corpus.schema, column, corpus.path.name)
+    return VectorColumn(column, manifest.model.dimension, manifest.index.metric)
 
 
 def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:

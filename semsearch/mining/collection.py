@@ -142,6 +142,11 @@ class IndexedCollection(Collection):
                 f"index {folder.name!r} uses the {manifest.index.metric} distance; mining ranks "
                 "pairs by similarity: build the index with --metric cosine or dot"
             )
+        if manifest.text_column is None:
+            raise SemsearchError(
+                f"index {folder.name!r} holds your own vectors without texts: mining pairs "
+                "texts, so build the index with a --text-column"
+            )
         id_column = manifest.id_column or ID_COLUMN
         self.segments = [Segment(folder.segment_dir(r.name), r) for r in manifest.segments]
         texts, ids, self._positions = [], [], []

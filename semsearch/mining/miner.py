@@ -140,8 +140,8 @@ def _search_pairs(
     """Feed every row's neighbours to `pairs`; times the index setup, search and bookkeeping apart."""
     started = time.perf_counter()
     device = faiss_device(options.device)
-    if options.top_k + 1 > GPU_MAX_K:  # more neighbours than GPU FAISS selects
-        device = CPU
+    if device.is_gpu and options.top_k + 1 > GPU_MAX_K:
+        device = CPU  # more neighbours than GPU FAISS selects (torch's top-k has no such limit)
     index, structure = search_structure(
         vectors, collection.metric, collection.trained_index(), options.nprobe, device
     )

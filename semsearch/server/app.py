@@ -33,6 +33,7 @@ from semsearch import __version__
 from semsearch.errors import SemsearchError
 from semsearch.hybrid import Fusion
 from semsearch.index.living import Index
+from semsearch.index.own_vectors import no_model_message, query_vectors
 from semsearch.server.guard import RequestGuard, json_bytes
 from semsearch.server.metrics import ServerMetrics
 from semsearch.server.registry import IndexRegistry, ServedIndex
@@ -214,7 +215,9 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     @app.get(
         "/search",
         openapi_extra={
-            "parameters": _query_parameters(SearchRequest, skip={"queries"}, required={"q"})
+            "parameters": _query_parameters(
+                SearchRequest, skip={"queries", "vector", "vectors"}, required={"q"}
+            )
         },
     )
     async def search_get(request: Request) -> Response:
@@ -237,6 +240,8 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         return await _search(indexes, request)
 
     async def _search(indexes: IndexRegistry, request: SearchRequest) -> Response:
+        if request.vector is not None or request.vectors is not None:
+            return await _search_by_vector(indexes, request)
         queries = _queries(request)
         served = _healthy(indexes, request.index)
         searcher = served.searcher  # one generation for the whole request
@@ -248,22 +253,46 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
 
         def answer(vectors: np.ndarray | None) -> bytes:
             """Search and render (on the encoder's worker thread, right after encoding)."""
-            results = searcher.search_vectors(queries, vectors, request.k, request.where, mode=request.mode,
+            results = searcher.search_vectors(vectors, request.k, request.where, queries=queries, mode=request.mode,
                                               fusion=fusion, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
-            score_name = searcher.score_name_for(request.mode)
-            answered = {"index": served.name, "generation": searcher.generation, "mode": request.mode,
-                        "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
-                                    for query, hits in zip(queries, results)]}  # fmt: skip
-            # What the library's bounds changed (a value clamped to what the index can use),
-            # one line each, passed on as they are; absent when nothing was.
-            notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
-            return json_bytes({**answered, "notes": notes} if notes else answered)
+            return _answer(served, searcher, request.mode, queries, results)
 
         if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
             body = await run_in_threadpool(answer, None)
+        elif served.batcher is None:  # your own vectors and no model: nothing encodes texts
+            raise SemsearchError(no_model_message(served.name, '"vector": [...]'))
         else:
             body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
         return Response(body, media_type="application/json")
+
+    async def _search_by_vector(indexes: IndexRegistry, request: SearchRequest) -> Response:
+        """`vector` or `vectors`: searched as they are (dense only), no encoder involved."""
+        if request.q is not None or request.queries is not None:
+            raise ClientError(422, "give either texts (q, queries) or vectors (vector, vectors)")
+        if (request.vector is None) == (request.vectors is None):
+            raise ClientError(422, "give either vector (one) or vectors (a list), not both")
+        if request.mode != "dense":
+            raise ClientError(422, f"mode {request.mode} searches texts: send q or queries")
+        given = [request.vector] if request.vector is not None else request.vectors or []
+        if not given or len(given) > limits.max_queries:
+            raise ClientError(
+                422, f"send 1 to {limits.max_queries} vectors per request, not {len(given)}"
+            )
+        if request.k > limits.max_k:
+            raise ClientError(422, f"k is {request.k}; the limit is {limits.max_k}")
+        served = indexes.get(request.index)
+        if not served.healthy:
+            raise ClientError(503, f"index {served.name!r} is unavailable: {served.problem}")
+        searcher = served.searcher  # one generation for the whole request
+        vectors = query_vectors(given, searcher.manifest.model.dimension)
+
+        def answer() -> bytes:
+            results = searcher.search_vectors(vectors, request.k, request.where,
+                                              nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
+            rows = list(range(len(vectors)))
+            return _answer(served, searcher, "dense", rows, results)
+
+        return Response(await run_in_threadpool(answer), media_type="application/json")
 
     def _queries(request: SearchRequest) -> list[str]:
         if (request.q is None) == (request.queries is None):
@@ -331,7 +360,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         return {"index": name, **result.to_dict()}
 
 
-GET_FIELDS = frozenset(SearchRequest.model_fields) - {"queries"}
+GET_FIELDS = frozenset(SearchRequest.model_fields) - {"queries", "vector", "vectors"}
 
 
 def _query_parameters(model: type[BaseModel], skip: set[str], required: set[str]) -> list[dict]:
@@ -342,9 +371,21 @@ def _query_parameters(model: type[BaseModel], skip: set[str], required: set[str]
             for name, field in schema["properties"].items() if name not in skip]  # fmt: skip
 
 
+def _answer(served: ServedIndex, searcher, mode: str, queries: list, results) -> bytes:
+    """The JSON body of a search: each query (a text, or a vector's row number) and its hits."""
+    score_name = searcher.score_name_for(mode)
+    answered = {"index": served.name, "generation": searcher.generation, "mode": mode,
+                "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
+                            for query, hits in zip(queries, results)]}  # fmt: skip
+    # What the library's bounds changed (a value clamped to what the index can use), one
+    # line each, passed on as they are; absent when nothing was.
+    notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
+    return json_bytes({**answered, "notes": notes} if notes else answered)
+
+
 def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:
     served = indexes.get(name)
-    if not served.healthy or served.batcher is None:
+    if not served.healthy:
         raise ClientError(503, f"index {served.name!r} is unavailable: {served.problem}")
     return served
 
@@ -354,7 +395,8 @@ def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
     index's schema (every other row null there) on what may only be a typo."""
     known = {c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")}
     manifest = served.searcher.manifest
-    known |= {manifest.text_column} | ({manifest.id_column} if manifest.id_column else set())
+    own = (manifest.text_column, manifest.id_column, manifest.source.vector_column)
+    known |= {name for name in own if name}
     unknown = sorted({key for row in rows for key in row} - known)
     if unknown:
         raise ClientError(

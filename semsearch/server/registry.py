@@ -171,9 +171,13 @@ class IndexRegistry:
         searcher, batcher = self._searcher(folder)
         return ServedIndex(folder.name, folder, searcher, batcher)
 
-    def _searcher(self, folder: IndexFolder) -> tuple[Searcher, MicroBatcher]:
-        """A searcher on `folder` whose encoder is shared with every index of the same model."""
-        spec = folder.manifest().model
+    def _searcher(self, folder: IndexFolder) -> tuple[Searcher, MicroBatcher | None]:
+        """A searcher on `folder` whose encoder is shared with every index of the same model;
+        an index of your own vectors that names no model gets no encoder (and no batcher)."""
+        manifest = folder.manifest()
+        if not manifest.has_model:
+            return Searcher(folder), None
+        spec = manifest.model
         key = (spec.name, spec.fingerprint, spec.pooling, spec.normalize, spec.max_length,
                spec.quantization)  # fmt: skip
         if key not in self._encoders:

@@ -55,6 +55,12 @@ class SearchRequest(BaseModel):
 
     q: str | None = Field(None, description="One query.")
     queries: list[str] | None = Field(None, description="Several queries (instead of q).")
+    vector: list[float] | None = Field(
+        None, description="One query vector (instead of q), of the index's dimension."
+    )
+    vectors: list[list[float]] | None = Field(
+        None, description="Several query vectors (instead of queries), one a list."
+    )
     k: int = Field(10, ge=1, description="Results per query.")
     index: str | None = Field(None, description="Index name (optional when one is served).")
     where: str | None = Field(None, description="SQL condition on the metadata.")

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from recording_bar import recording_bar
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
@@ -369,22 +370,8 @@ def test_a_failing_stage_is_raised_once_and_leaves_nothing_written(
 def test_build_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:
     import semsearch.index.build as build_module
 
-    updates: list[int] = []
-
-    class Bar:
-        def __init__(self, *args, **kwargs) -> None:
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc) -> None:
-            pass
-
-        def update(self, rows: int) -> None:
-            updates.append(rows)
-
+    Bar = recording_bar()
     monkeypatch.setattr(build_module, "tqdm", Bar)
     build_index(_options(_hundred_rows(tmp_path), tmp_path, batch_size=16), encoder=tiny_encoder)
-    assert sum(updates) == 100 and len(updates) >= 100 // 16  # one part, many moves
-    assert max(updates) <= 16
+    assert sum(Bar.updates) == 100 and len(Bar.updates) >= 100 // 16  # one part, many moves
+    assert max(Bar.updates) <= 16

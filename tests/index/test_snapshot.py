@@ -113,3 +113,15 @@ def test_a_small_added_segment_of_an_ivf_index_is_searched_exactly(tmp_path, tin
     expected = _brute_force(searcher, rows, 5)
     got = [[hit.id for hit in hits] for hits in searcher.search(QUERIES, k=5, nprobe=16)]
     assert got == expected and "d405" not in {i for ids in got for i in ids}
+
+
+def test_opening_a_missing_index_says_so_at_once(tmp_path) -> None:
+    import time
+
+    from semsearch.index.store import IndexFolder
+
+    started = time.monotonic()
+    with pytest.raises(SemsearchError) as refused:
+        snapshot_module.open_snapshot(IndexFolder(tmp_path / "nowhere"))
+    assert time.monotonic() - started < 3  # not the 10 s meant for a folder being replaced
+    assert "replaced" not in str(refused.value)

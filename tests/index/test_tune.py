@@ -19,6 +19,7 @@ from semsearch.index.tune import (
     TuningResult,
     enforce_target,
     recall_at_k,
+    rescored_recall,
     shortfall,
     tie_aware_recall,
     tune_against_exact,
@@ -59,6 +60,20 @@ def test_a_tie_swapped_at_rank_k_is_a_hit_for_tie_aware_recall() -> None:
     assert tie_aware_recall(worse, found_rows, kth_exact, 2, higher_is_better=True) == 0.5
     distances = np.array([[0.1, 0.2]], dtype=np.float32)
     assert tie_aware_recall(distances, found_rows, np.array([0.15]), 2, False) == 0.5
+
+
+def test_rescored_recall_judges_found_rows_on_their_true_scores() -> None:
+    vectors = np.array([[1.0, 0.0], [0.8, 0.6], [0.8, 0.6], [0.0, 1.0]], dtype=np.float32)
+    queries = np.array([[1.0, 0.0]], dtype=np.float32)
+    kth = np.array([0.8], dtype=np.float32)  # exact top-2: row 0 (1.0), then row 1 or 2 (0.8)
+    assert rescored_recall(np.array([[0, 2]]), queries, vectors, kth, "dot") == 1.0
+    assert rescored_recall(np.array([[0, 3]]), queries, vectors, kth, "dot") == 0.5
+    assert rescored_recall(np.array([[0, -1]]), queries, vectors, kth, "dot") == 0.5
+    squared = np.array([0.4], dtype=np.float32)  # |(1,0) - (0.8,0.6)|^2
+    assert rescored_recall(np.array([[0, 1]]), queries, vectors, squared, "l2") == 1.0
+    assert rescored_recall(np.array([[0, 3]]), queries, vectors, squared, "l2") == 0.5
+    assert rescored_recall(np.array([[0, 3]]), queries, vectors, kth - 0.3, "dot") == 0.5
+    assert rescored_recall(np.array([[0, 3]]), queries, vectors, kth - 0.3, "dot", 0.6) == 1.0
 
 
 def test_duplicated_vectors_need_no_more_nprobe_when_ties_count() -> None:

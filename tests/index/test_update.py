@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from index.living_support import build, generated_table, wide_search_params, write
+from recording_bar import recording_bar
 
 from semsearch.errors import SemsearchError
 from semsearch.index.living import Index
@@ -175,6 +176,19 @@ def test_a_renamed_text_column_is_stored_as_the_index_text(tmp_path, tiny_encode
     assert "body" not in hits[0].metadata
 
 
+def test_index_add_takes_a_renamed_text_column_and_convert_types(tmp_path, tiny_encoder) -> None:
+    index = _int_ids_index(tmp_path, tiny_encoder)
+    renamed = pa.table({"doc": [21], "body": ["added through Index.add"], "year": [2021]})
+    assert index.add(renamed, encoder=tiny_encoder, text_column="body").added == 1
+    hits = index.searcher(encoder=tiny_encoder).search(["added through Index.add"], k=1)[0]
+    assert (hits[0].id, hits[0].text) == (21, "added through Index.add")
+    as_text = pa.table({"doc": ["22"], "text": ["a string id that converts"], "year": [2022]})
+    with pytest.raises(SemsearchError, match="convert-types"):
+        index.add(as_text, encoder=tiny_encoder)
+    assert index.add(as_text, encoder=tiny_encoder, convert_types=True).added == 1
+    assert _stored(index, tiny_encoder)[22] == ("a string id that converts", 2022)
+
+
 def test_a_changed_column_type_is_refused_and_a_changed_value_is_a_change(
     tmp_path, tiny_encoder
 ) -> None:
@@ -231,25 +245,12 @@ def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch
     import semsearch.index.update as update_module
     from semsearch.index.store import IndexFolder
 
-    updates: list[int] = []
-
-    class Bar:
-        def __init__(self, *args, total=None, disable=False, **kwargs) -> None:
-            assert total == 100 and not disable
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc) -> None:
-            pass
-
-        def update(self, rows: int) -> None:
-            updates.append(rows)
-
+    Bar = recording_bar()
     folder = build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx",
                    tiny_encoder)  # fmt: skip
     monkeypatch.setattr(update_module, "tqdm", Bar)
     update_module.add_rows(IndexFolder(folder.path), write(generated_table(100, start=20),
                            tmp_path / "b.parquet"), tiny_encoder, batch_size=16,
                            show_progress=True)  # fmt: skip
-    assert sum(updates) == 100 and len(updates) > 1 and max(updates) <= 16
+    assert sum(Bar.updates) == 100 and len(Bar.updates) > 1 and max(Bar.updates) <= 16
+    assert [(bar.get("total"), bar.get("disable", False)) for bar in Bar.opened] == [(100, False)]

@@ -310,3 +310,85 @@ def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypa
     assert len(body["results"][0]["hits"]) == 2
     monkeypatch.undo()
     assert "notes" not in client.get("/search", params={"q": "guitar", "k": 2}).json()
+
+
+def test_post_search_by_vector_answers_like_the_library(client, index_dir, tiny_model_dir,
+                                                        sentences) -> None:  # fmt: skip
+    searcher = Searcher(find_index("docs", index_dir), device="cpu")
+    vectors = searcher.encoder.encode(sentences[2:4])
+    expected = searcher.search_vectors(vectors, k=3)
+    one = client.post("/search", json={"vector": vectors[0].tolist(), "k": 3})
+    assert one.status_code == 200, one.text
+    assert [hit["id"] for hit in one.json()["results"][0]["hits"]] == [h.id for h in expected[0]]
+    assert one.json()["results"][0]["query"] == 0  # a vector's query is its row
+    many = client.post("/search", json={"vectors": vectors.tolist(), "k": 3}).json()
+    assert [[hit["id"] for hit in r["hits"]] for r in many["results"]] == [
+        [h.id for h in hits] for hits in expected
+    ]
+
+
+def _own_vectors_index(tmp_path) -> tuple:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = np.random.default_rng(5).normal(size=(20, 8)).astype(np.float32)
+    path = tmp_path / "mine.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32()))}), path)
+    folder = tmp_path / "own-indexes"
+    build_index(BuildOptions(corpus=path, vector_column="emb", model=None, out_dir=folder,
+                             show_progress=False))  # fmt: skip
+    return folder, base
+
+
+def test_an_index_of_your_own_vectors_is_served_by_vector(tmp_path) -> None:
+    folder, base = _own_vectors_index(tmp_path)
+    with serve(folder) as own:
+        found = own.post("/search", json={"vector": base[11].tolist(), "k": 2})
+        assert found.status_code == 200, found.text
+        assert found.json()["results"][0]["hits"][0]["id"] == 11
+        text = own.post("/search", json={"q": "a guitar"})
+        assert text.status_code == 400
+        assert text.json()["error"] == (
+            "index 'mine' holds your own vectors and names no model: query with "
+            '"vector": [...], or rebuild with --model NAME'
+        )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ('{"vector": [1, 2, 3]}', 400, "are 3-d; the index holds 8-d"),
+        ('{"vector": [NaN, 1, 1, 1, 1, 1, 1, 1]}', 400, "NaN or infinite values"),
+        ('{"vectors": [[1, 1, 1, 1, 1, 1, 1, 1], [1, 1]]}', 400, "ragged"),
+        ('{"vector": ["a", 1, 1, 1, 1, 1, 1, 1]}', 422, "vector"),
+        ('{"vector": [1, 1, 1, 1, 1, 1, 1, 1], "q": "x"}', 422, "either texts"),
+        ('{"vector": [1, 1, 1, 1, 1, 1, 1, 1], "mode": "hybrid"}', 422, "searches texts"),
+        ('{"vectors": []}', 422, "send 1 to 8 vectors"),
+    ],
+)
+def test_bad_query_vectors_get_one_json_error(tmp_path, body, status, message) -> None:
+    folder, _ = _own_vectors_index(tmp_path)
+    with serve(folder) as own:
+        answer = own.post("/search", content=body, headers={"content-type": "application/json"})
+        assert answer.status_code == status, answer.text
+        assert message in answer.json()["error"]
+
+
+def test_upserts_into_an_index_of_your_own_vectors_carry_the_vector_column(tmp_path) -> None:
+    folder, _ = _own_vectors_index(tmp_path)
+    with serve(folder, api_key=API_KEY) as own:
+        own.headers["Authorization"] = f"Bearer {API_KEY}"
+        east = [1.0] + [0.0] * 7
+        added = own.post("/indexes/mine/documents", json={"rows": [{"emb": east}]})
+        assert added.status_code == 200, added.text
+        assert added.json()["added"] == 1
+        wrong = own.post("/indexes/mine/documents", json={"rows": [{"emb": [1.0, 0.0]}]})
+        assert wrong.status_code == 400
+        assert "2-d vector in row 0, the index's are 8-d" in wrong.json()["error"]
+        deadline = time.monotonic() + 5
+        while own.post("/search", json={"vector": east, "k": 1}).json()["generation"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        hit = own.post("/search", json={"vector": east, "k": 1}).json()["results"][0]["hits"][0]
+        assert hit["id"] == 20 and hit["score"] == pytest.approx(1)

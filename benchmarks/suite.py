@@ -1,0 +1,407 @@
+"""The benchmarks as one suite: what each measures, its goals as data, and its smoke run.
+
+    python benchmarks/suite.py list                 # every benchmark, what it measures, its goals
+    python benchmarks/suite.py table [--write]      # the goals table from results/*.jsonl
+    python benchmarks/suite.py smoke [NAME ...]     # each script at tiny sizes, pass or fail
+
+The scripts stay runnable on their own; this file only describes them (as FAISS's
+`bench_fw` describes what to run) and runs them. The GPU scripts' CPU smoke runs are
+`make bench-gpu-smoke` (gpu_suite.sh); here they are listed with their goals only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from results_table import Goal, answers, markdown, rewrite_region
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One script: what it measures, its goals, and the options of its smoke run (None: it
+    needs a GPU or prebuilt data and is smoked elsewhere or not at all, as `no_smoke` says).
+    `{scratch}` in the options is the smoke run's folder (shared, so a build can feed
+    later steps); each script also gets `--out-dir {scratch}/<name>`."""
+
+    name: str
+    measures: str
+    goals: tuple[Goal, ...] = ()
+    smoke: tuple[str, ...] | None = None
+    no_smoke: str = ""
+    smoke_limit_s: int = 120
+
+
+def _goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
+    """A goal with dotted key paths (`where` keys use `__` for dots)."""
+    paths = {tuple(name.split("__")): value for name, value in where.items()}
+    return Goal(what, tuple(key.split(".")), comparison, threshold, paths)
+
+
+def _gpu_goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
+    return _goal(what, key, comparison, threshold, device="NVIDIA H*", **where)
+
+
+PYPI, DEBIAN = {"corpus": "pypi_summaries"}, {"corpus": "debian_long"}
+BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-smoke`"
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark(
+        "encode_throughput",
+        "texts/s of BiEncoder.encode vs SentenceTransformer.encode "
+        "(PyPI summaries, Debian long descriptions), cosine of their vectors, peak memory",
+        (
+            _gpu_goal("PyPI texts/s (one H100)", "texts_per_s", ">=", 100_000, **PYPI),
+            _gpu_goal("Debian texts/s (one H100)", "texts_per_s", ">=", 40_000, **DEBIAN),
+            _gpu_goal("PyPI x sentence-transformers defaults", "ratio_st_default", ">=", 4, **PYPI),
+            _gpu_goal(
+                "PyPI x sentence-transformers fastest", "ratio_st_fastest", ">=", 1.5, **PYPI
+            ),
+            _gpu_goal("PyPI mean cosine to st fp32", "mean_cos", ">=", 0.999, **PYPI),
+            _gpu_goal("PyPI min cosine to st fp32", "min_cos", ">=", 0.995, **PYPI),
+        ),
+        ("--pypi-rows", "200", "--debian-rows", "40", "--repeats", "1", "--threads", "1"),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
+        "gpu_build",
+        "`semsearch build --device cuda` of all PyPI summaries beside a "
+        "sentence-transformers + FAISS script; recall@10 of the built index",
+        (
+            _gpu_goal("build seconds (841,708 rows)", "seconds", "<=", 30, rows=841_708),
+            _gpu_goal("x the peer's time", "ratio", ">=", 3, rows=841_708),
+            _gpu_goal("recall@10 of the built index", "recall_at_10", ">=", 0.95, rows=841_708),
+        ),
+        no_smoke=BY_GPU_SMOKE,
+    ),
+    Benchmark(
+        "mine_pypi",
+        "paraphrase mining over all PyPI summaries: time, peak memory, recall of the mined pairs",
+        (_gpu_goal("mine seconds (841,708 rows)", "seconds", "<=", 60, rows=841_708),),
+        no_smoke=BY_GPU_SMOKE,
+    ),
+    Benchmark(
+        "cagra_ivf",
+        "cuVS CAGRA against FAISS IVF on the GPU: build time, recall@10, queries/s",
+        no_smoke=BY_GPU_SMOKE,
+    ),
+    Benchmark(
+        "gpu_pairs",
+        "`semsearch bench pairs` with BERT-base-sized models: cross-encoder "
+        "pairs/s against bi-encoder encode and mining",
+        no_smoke=BY_GPU_SMOKE,
+    ),
+    Benchmark(
+        "gpu_checks",
+        "the CUDA path's correctness: CUDA vs CPU vectors, bf16 agreement",
+        no_smoke="needs a GPU (part 1 of gpu_suite.sh runs it)",
+    ),
+    Benchmark(
+        "debian_recall",
+        "recall@10 of a package's long description from its synopsis: "
+        "Flat / IVF / HNSW against sentence-transformers + exact search",
+        smoke=("--rows", "300"),
+    ),
+    Benchmark(
+        "build_pypi",
+        "build_index over PyPI summaries: build time, peak RSS, size; warm "
+        "search latency p50/p90/p99; IVF recall@10 against exact",
+        (_goal("warm query p50 ms, all rows, fp32", "latency.p50_ms", "<=", 10, args__limit=None),),
+        (
+            "--limit",
+            "3000",
+            "--index",
+            "ivf",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--queries",
+            "50",
+            "--recall-queries",
+            "20",
+        ),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
+        "index_tradeoff",
+        "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
+        "size, tie-aware recall@10, QPS",
+        smoke=(
+            "--index",
+            "pypi-first3000-ivf",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--types",
+            "flat,hnsw16",
+            "--queries",
+            "50",
+            "--min-seconds",
+            "0.2",
+        ),
+    ),
+    Benchmark(
+        "hnsw_recall_check",
+        "HNSW recall on a slice of an index's vectors: held-out, without duplicates, own-vector",
+        smoke=(
+            "--source",
+            "pypi-first3000-ivf",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--rows",
+            "2000",
+            "--queries",
+            "50",
+        ),
+    ),
+    Benchmark(
+        "ivf_code_search",
+        "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
+        smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
+    ),
+    Benchmark(
+        "hit_metadata",
+        "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows",
+        smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
+    ),
+    Benchmark(
+        "living_index",
+        "the living index on PyPI summaries: add = build, delete, "
+        "filters (recall vs brute force, p50)",
+        (
+            _goal("IVF recall gap, added vs fresh", "types.ivf.recall_gap", "<=", 0.01),
+            _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap", "<=", 0.01),
+        ),
+        (
+            "--base-rows",
+            "1000",
+            "--add-rows",
+            "300",
+            "--queries",
+            "20",
+            "--delete-rows",
+            "50",
+            "--work-dir",
+            "{scratch}/living",
+        ),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
+        "int8_placements",
+        "cosine to fp32 and speed with different linear layers in int8",
+        smoke=("--debian-rows", "20", "--pypi-rows", "40"),
+    ),
+    Benchmark(
+        "int8_recall",
+        "the int8 encoder against fp32: recall@10, cosine, speed, STS-B",
+        smoke=("--pypi-rows", "300", "--debian-rows", "60", "--queries", "20"),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
+        "query_encode_latency",
+        "one query's encode time, fp32 and int8, on 1 and 2 threads",
+        smoke=("--repeats", "3"),
+    ),
+    Benchmark(
+        "startup",
+        "each command's cold start and where a cold query's time goes, "
+        "beside a sentence-transformers + FAISS script",
+        (
+            _goal("`semsearch --help` s", "commands.semsearch --help.wall_s", "<=", 0.5),
+            _goal("`semsearch list` s", "commands.semsearch list.wall_s", "<=", 0.5),
+            _goal("an error s", "commands.an error (no such index).wall_s", "<=", 0.5),
+        ),
+        ("--runs", "1", "--index-dir", "{scratch}/startup-index"),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
+        "serve_load",
+        "`semsearch serve` under load beside txtai's API, and a soak",
+        (
+            _goal("p99 ms at concurrency 32", "levels.32.semsearch.p99_ms", "<=", 150),
+            _goal("errors at concurrency 32", "levels.32.semsearch.errors", "==", 0),
+            _goal("errors in the soak", "soak.errors", "==", 0),
+        ),
+        smoke=(
+            "--index",
+            "pypi-first3000-ivf",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--concurrency",
+            "2",
+            "--requests",
+            "40",
+            "--max-seconds",
+            "10",
+            "--no-peer",
+        ),  # fmt: skip
+    ),
+    Benchmark(
+        "living_scale",
+        "the living index at scale on a built index: filters, add, reindex",
+        smoke=(
+            "--name",
+            "pypi-first3000-ivf",
+            "--index-dir",
+            "{scratch}/indexes",
+            "--queries",
+            "10",
+            "--add-rows",
+            "100",
+            "--reindex",
+            "",
+        ),  # fmt: skip
+    ),
+    Benchmark(
+        "cpu_ceiling",
+        "why long texts cannot reach 1.5x on this CPU: padding, profiles, the GEMM rate",
+        smoke=("--rows", "30", "--padding-rows", "200"),
+    ),
+    Benchmark(
+        "hybrid_quality",
+        "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
+        (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50", "<=", 1.5),),
+        ("--debian-rows", "300"),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
+        "mpnet",
+        "all-mpnet-base-v2 and its fine-tuned models: STS-B and DBPedia "
+        "(lines written by mpnet_figures.py and the training runs)",
+        (
+            _goal(
+                "fine-tuned mpnet STS-B test",
+                "value",
+                ">=",
+                0.865,
+                task="sts",
+                model="*stsb-cosent-mpnet",
+            ),
+            _goal(
+                "fine-tuned mpnet DBPedia nDCG@10",
+                "value",
+                ">=",
+                0.51,
+                metric="ndcg@10 dense",
+                model="*stsb-cosent-mpnet",
+            ),
+        ),
+        no_smoke="trains a model (tens of minutes)",
+    ),
+    Benchmark(
+        "train_stsb",
+        "fine-tuning the default model on STS-B: STS-B test",
+        (_goal("default model fine-tuned, STS-B test", "after_test.spearman_cosine", ">=", 0.86),),
+        no_smoke="trains a model (tens of minutes)",
+    ),
+    Benchmark(
+        "build_overlap",
+        "encode time against build time, pipelined and not",
+        smoke=("--rows", "1000", "--depths", "0,1"),
+    ),
+    Benchmark(
+        "crash_add",
+        "kill -9 during `semsearch add`: the index always opens",
+        smoke=(
+            "--kills",
+            "1",
+            "--base-rows",
+            "200",
+            "--add-rows",
+            "200",
+            "--work-dir",
+            "{scratch}/crash",
+        ),
+        smoke_limit_s=180,
+    ),
+)
+
+
+def find(name: str) -> Benchmark:
+    for benchmark in BENCHMARKS:
+        if benchmark.name == name:
+            return benchmark
+    raise SystemExit(f"no benchmark {name!r}: see `python benchmarks/suite.py list`")
+
+
+def list_benchmarks() -> str:
+    lines = []
+    for benchmark in BENCHMARKS:
+        lines.append(f"{benchmark.name}: {benchmark.measures}")
+        lines += [f"    goal: {goal.what} {goal.text}" for goal in benchmark.goals]
+        smoke = " ".join(benchmark.smoke) if benchmark.smoke is not None else benchmark.no_smoke
+        lines.append(f"    smoke: {smoke or '(no options)'}")
+    return "\n".join(lines)
+
+
+def goals_table(results_dir: Path) -> str:
+    goals = [(benchmark.name, goal) for benchmark in BENCHMARKS for goal in benchmark.goals]
+    return markdown(answers(goals, results_dir))
+
+
+def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
+    options = [part.replace("{scratch}", str(scratch)) for part in benchmark.smoke or ()]
+    return [sys.executable, f"benchmarks/{benchmark.name}.py", *options,
+            "--out-dir", str(scratch / benchmark.name)]  # fmt: skip
+
+
+def run_smoke(names: list[str], scratch: Path) -> int:
+    """Each smoke run in a fresh process under its time limit; one line per script. Returns
+    the number that failed."""
+    chosen = [find(name) for name in names] if names else [b for b in BENCHMARKS if b.smoke]
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    failed, began = 0, time.perf_counter()
+    for benchmark in chosen:
+        command = smoke_command(benchmark, scratch)
+        log = scratch / f"{benchmark.name}.log"
+        started = time.perf_counter()
+        with open(log, "w", encoding="utf-8") as handle:
+            try:
+                code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
+                                      timeout=benchmark.smoke_limit_s, cwd=HERE.parent,
+                                      env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode  # fmt: skip
+            except subprocess.TimeoutExpired:
+                code = None
+        seconds = time.perf_counter() - started
+        verdict = "pass" if code == 0 else ("timeout" if code is None else f"fail (exit {code})")
+        failed += code != 0
+        print(f"{verdict:16} {benchmark.name:22} {seconds:6.1f} s  {log}", flush=True)
+    total = time.perf_counter() - began
+    print(f"{len(chosen) - failed} of {len(chosen)} passed in {total:.0f} s", flush=True)
+    return failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="every benchmark, what it measures, its goals")
+    table = commands.add_parser("table", help="the goals table from the JSON lines")
+    table.add_argument("--results-dir", type=Path, default=HERE / "results")
+    table.add_argument("--write", type=Path, nargs="?", const=HERE / "RESULTS.md", default=None,
+                       help="rewrite the table region of this file (default RESULTS.md)")  # fmt: skip
+    smoke = commands.add_parser("smoke", help="each registered script at tiny sizes")
+    smoke.add_argument("names", nargs="*", help="only these (default: all with a smoke run)")
+    smoke.add_argument("--scratch", type=Path, default=Path("/tmp/bench_smoke"))
+    args = parser.parse_args()
+    if args.command == "list":
+        print(list_benchmarks())
+    elif args.command == "table":
+        text = goals_table(args.results_dir)
+        if args.write is None:
+            print(text)
+        else:
+            changed = rewrite_region(args.write, text)
+            print(f"{args.write}: {'table rewritten' if changed else 'unchanged'}")
+    else:
+        sys.exit(1 if run_smoke(args.names, args.scratch) else 0)
+
+
+if __name__ == "__main__":
+    main()

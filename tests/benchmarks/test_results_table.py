@@ -1,0 +1,101 @@
+"""The generated goals table of RESULTS.md against a fixture of JSON lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the scripts import each other by bare name
+
+import results_table  # noqa: E402
+import suite  # noqa: E402
+from results_table import BEGIN, END, Goal, answers, markdown, rewrite_region  # noqa: E402
+
+SPEED = Goal("texts/s", ("texts_per_s",), ">=", 100.0, {("device",): "NVIDIA H*"})
+LATENCY = Goal("p99 ms", ("levels", "32", "p99_ms"), "<=", 150.0)
+SECOND = Goal("second filter recall", ("filters", "1", "recall"), ">=", 0.95)
+
+
+def _write(folder: Path, name: str, lines: list[dict]) -> None:
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    (folder / f"{name}.jsonl").write_text(text + "not json\n", encoding="utf-8")
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    machine = {"cpu": "AMD EPYC", "cores": 2, "ram_gib": 23.5, "gpu": "NVIDIA H100"}
+    _write(tmp_path, "encode", [
+        {"date": "2026-11-20T10:00:00+00:00", "device": "NVIDIA H100 80GB", "texts_per_s": 90,
+         "machine": machine, "command": "python benchmarks/encode.py --a"},
+        {"date": "2026-11-21T10:00:00+00:00", "device": "NVIDIA H100 80GB", "texts_per_s": 120,
+         "machine": machine, "command": "python benchmarks/encode.py --b | x"},
+        {"date": "2026-11-22T10:00:00+00:00", "device": "cpu: AMD EPYC (2 cores)",
+         "texts_per_s": 5, "command": "python benchmarks/encode.py --smoke"},
+    ])  # fmt: skip
+    _write(tmp_path, "serve", [
+        {"date_utc": "2026-11-19T09:00:00", "levels": {"32": {"p99_ms": 120}}},
+        {"environment": {"date_utc": "2026-11-23T09:00:00", "cpu": "EPYC", "cpu_count": 2,
+                         "ram_gib": 23.5, "gpu": None}, "levels": {"32": {"p99_ms": 180}}},
+        {"date": "2026-11-24T09:00:00", "levels": {"8": {"p99_ms": 40}}},
+    ])  # fmt: skip
+    return tmp_path
+
+
+def test_the_latest_matching_line_answers_each_goal(results: Path) -> None:
+    speed, latency, missing = answers(
+        [("encode", SPEED), ("serve", LATENCY), ("serve", SECOND)], results
+    )
+    # the CPU smoke line is later but is not an H100 line; the second H100 line wins
+    assert (speed.value, speed.verdict) == (120.0, "met")
+    assert speed.line["command"] == "python benchmarks/encode.py --b | x"
+    # a later line without the figure does not hide the latest one that has it
+    assert (latency.value, latency.verdict) == (180.0, "not met")
+    assert (missing.value, missing.verdict) == (None, "not measured")
+
+
+def test_the_table_shows_figure_status_date_machine_and_command(results: Path) -> None:
+    rows = answers([("encode", SPEED), ("serve", LATENCY), ("absent", SPEED)], results)
+    lines = markdown(rows).splitlines()
+    assert lines[0] == "| benchmark | goal | latest | status | date | machine | command |"
+    assert lines[2] == ("| `encode` | texts/s >= 100 | 120 | met | 2026-11-21 10:00 | AMD EPYC, "
+                        "2 cores, 23.5 GiB, NVIDIA H100 | `python benchmarks/encode.py --b \\| x` |")  # fmt: skip
+    assert lines[3] == ("| `serve` | p99 ms <= 150 | 180 | not met | 2026-11-23 09:00 | EPYC, "
+                        "2 cores, 23.5 GiB |  |")  # fmt: skip
+    assert lines[4] == "| `absent` | texts/s >= 100 | - | not measured |  |  |  |"
+
+
+def test_the_region_is_inserted_then_replaced_and_the_rest_kept(tmp_path: Path) -> None:
+    page = tmp_path / "RESULTS.md"
+    page.write_text("# Benchmark results\n\nProse stays.\n", encoding="utf-8")
+    assert rewrite_region(page, "| first |")
+    assert page.read_text() == f"# Benchmark results\n\n{BEGIN}\n| first |\n{END}\n\nProse stays.\n"
+    assert rewrite_region(page, "| second |\n| row |")
+    assert page.read_text() == (
+        f"# Benchmark results\n\n{BEGIN}\n| second |\n| row |\n{END}\n\nProse stays.\n"
+    )
+    assert not rewrite_region(page, "| second |\n| row |")
+    assert [p.name for p in tmp_path.iterdir()] == ["RESULTS.md"]  # no temporary left
+
+
+def test_the_registry_names_real_scripts_and_valid_goals() -> None:
+    names = [benchmark.name for benchmark in suite.BENCHMARKS]
+    assert len(names) == len(set(names))
+    for benchmark in suite.BENCHMARKS:
+        assert benchmark.smoke is not None or benchmark.no_smoke, benchmark.name
+        if benchmark.smoke is not None:
+            assert (BENCHMARKS / f"{benchmark.name}.py").is_file(), benchmark.name
+        for goal in benchmark.goals:
+            assert goal.comparison in results_table.COMPARISONS
+    assert "startup" in suite.list_benchmarks()
+
+
+def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path) -> None:
+    command = suite.smoke_command(suite.find("hit_metadata"), tmp_path)
+    assert command[1] == "benchmarks/hit_metadata.py"
+    assert f"{tmp_path}/indexes" in command
+    assert command[-2:] == ["--out-dir", str(tmp_path / "hit_metadata")]
+    assert not any("{scratch}" in part for part in command)

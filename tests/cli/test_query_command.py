@@ -1,0 +1,91 @@
+"""`semsearch build --vector-column` and `semsearch query --vectors FILE.npy` end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cli.support import error_line
+
+DIMENSION = 16
+
+
+@pytest.fixture()
+def base() -> np.ndarray:
+    return np.random.default_rng(3).normal(size=(30, DIMENSION)).astype(np.float32)
+
+
+@pytest.fixture()
+def own(cli, tmp_path, base):
+    """An index built from a vector column with no model named."""
+    path = tmp_path / "own.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
+                             "tag": [f"t{i}" for i in range(len(base))]}), path)  # fmt: skip
+    result = cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir,
+                 "--index-type", "flat")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "built own: 30 vectors" in result.stdout
+    return cli
+
+
+def test_query_vectors_prints_json_lines_with_the_query_row_and_rank(own, tmp_path, base) -> None:
+    queries = base[[7, 19]] + 0.01
+    np.save(tmp_path / "q.npy", queries)
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
+                 "-k", "3", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["query_row"], r["rank"]) for r in records] == [
+        (0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)
+    ]  # fmt: skip
+    assert (records[0]["id"], records[0]["tag"]) == (7, "t7")
+    assert records[3]["id"] == 19
+
+
+def test_query_vectors_as_a_table(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:1])
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
+                 "--show", "tag")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "vector 0" in result.stdout and "t0" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (np.ones(DIMENSION, np.float32), r"holds a float32 array of shape \(16,\)"),
+        (np.ones((2, DIMENSION), np.int64), r"holds a int64 array"),
+        (np.ones((2, 2, DIMENSION), np.float32), r"2-D float array"),
+        (np.ones((2, DIMENSION + 1), np.float32), r"are 17-d; the index holds 16-d"),
+        (np.full((1, DIMENSION), np.nan, np.float32), r"NaN or infinite values"),
+    ],
+)
+def test_a_bad_npy_is_one_line(own, tmp_path, array, message) -> None:
+    np.save(tmp_path / "q.npy", array)
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir)
+    assert re.search(message, error_line(result))
+
+
+def test_a_file_that_is_not_npy_is_one_line(own, tmp_path) -> None:
+    (tmp_path / "q.npy").write_text("not numpy")
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir)
+    assert "is not a readable .npy file" in error_line(result)
+
+
+def test_a_text_query_on_your_own_vectors_without_a_model_is_one_line(own) -> None:
+    result = own("query", "a guitar", "--index-dir", own.index_dir)
+    assert error_line(result) == (
+        "error: index 'own' holds your own vectors and names no model: query with "
+        "--vectors FILE.npy, or rebuild with --model NAME"
+    )
+
+
+def test_a_build_from_a_column_of_text_is_one_line(cli, tmp_path) -> None:
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"emb": ["0.1, 0.2", "0.3, 0.4"]}), path)
+    result = cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir)
+    assert "holds string, not lists of numbers" in error_line(result)
