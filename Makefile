@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first, so nothing pulls in several GB of CUDA packages.
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test,bench,baselines]"
+	$(PY) -m pip install -q -e ".[test,bench,baselines,cpu-runtime]"
 	touch $@
 
 setup: $(VENV)/.installed
