@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from models.odd_texts import ODD_TEXTS
 
 from semsearch.errors import SemsearchError
 from semsearch.models import openvino_runtime
@@ -24,15 +25,7 @@ from semsearch.models.openvino_runtime import (
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
 
-TEXTS = [
-    "",
-    "A man is playing a guitar.",
-    "ÉCOLE, café and naïve résumé",
-    "数据库 查询 很快",
-    "word " * 300,
-    "Short",
-    "The cat sleeps on the sofa while the dog barks at the mailman outside.",
-]
+TEXTS = ODD_TEXTS
 LOGGER = "semsearch.models.openvino_runtime"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from models.odd_texts import ODD_TEXTS
 
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.model_folder import resolve_model
@@ -18,16 +19,7 @@ from semsearch.models.query_encoder import (
     save_trace,
 )
 
-# Lengths from empty to past the tiny model's 128 positions, cases, accents and CJK.
-TEXTS = [
-    "",
-    "A man is playing a guitar.",
-    "ÉCOLE, café and naïve résumé",
-    "数据库 查询 很快",
-    "word " * 300,
-    "Short",
-    "The cat sleeps on the sofa while the dog barks at the mailman outside.",
-]
+TEXTS = ODD_TEXTS
 
 
 @pytest.fixture()
