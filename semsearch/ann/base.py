@@ -29,8 +29,11 @@ def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
     return vectors
 
 
+INNER_PRODUCT = ("cosine", "dot")  # metrics FAISS scores by inner product (higher is nearer)
+
+
 def higher_is_better(metric: str) -> bool:
-    return metric in ("cosine", "dot")
+    return metric in INNER_PRODUCT
 
 
 @dataclass

@@ -23,19 +23,14 @@ import numpy as np
 import torch
 
 from semsearch.ann import devices
-from semsearch.ann.base import prepare_vectors
+from semsearch.ann.base import INNER_PRODUCT, higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
 
-INNER_PRODUCT = ("cosine", "dot")
 # Bytes per score entry a tile costs: scores, the boundary-tie mask, and for L2 a temporary.
 BYTES_PER_SCORE = {"cosine": 12, "dot": 12, "l2": 16, "manhattan": 16}
 QUERY_TILE = 4096  # most query rows per tile; base rows fill the rest of the budget
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric in INNER_PRODUCT
 
 
 def nearness(queries: torch.Tensor, base: torch.Tensor, metric: str) -> torch.Tensor:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from semsearch.ann.exact import INNER_PRODUCT, ExactSearch
+from semsearch.ann.base import INNER_PRODUCT
+from semsearch.ann.exact import ExactSearch
 
 KMEANS_ITERATIONS = 20
 
