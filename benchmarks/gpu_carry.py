@@ -70,11 +70,12 @@ def pack(data_dir: Path, pypi_rows: int, debian_rows: int) -> None:
               f"files{'' if total < 64 else ': TOO LARGE, carry less'}")  # fmt: skip
 
 
-def write_extract(table: pa.Table, path: Path) -> None:
-    """One text column as small as Parquet makes it: zstd at a high level, one dictionary-free
-    column (summaries are mostly distinct, so dictionaries only add bytes)."""
+def write_extract(table: pa.Table, path: Path, level: int = 19) -> None:
+    """One text column as small as Parquet makes it: zstd at a high level (a low one where
+    only speed matters: unpacking on the GPU machine, where seconds are device time), one
+    dictionary-free column (summaries are mostly distinct, so dictionaries only add bytes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd", compression_level=19, use_dictionary=False)
+    pq.write_table(table, path, compression="zstd", compression_level=level, use_dictionary=False)
 
 
 def repository_mib() -> float:
@@ -171,7 +172,8 @@ def unpack(site: Path) -> None:
     (CARRY / "model" / HALF_WEIGHTS).write_bytes((BUNDLE / "weights_header.bin").read_bytes()
                                                  + planes.tobytes())  # fmt: skip
     texts = lzma.decompress((BUNDLE / "pypi.txt.xz").read_bytes()).decode().split("\n")
-    write_extract(pa.table({"summary": texts}), CARRY / "data" / "pypi" / "pypi_summaries.parquet")
+    write_extract(pa.table({"summary": texts}), CARRY / "data" / "pypi" / "pypi_summaries.parquet",
+                  level=1)  # fmt: skip
     for folder in ("debian", "stsb"):
         shutil.rmtree(CARRY / "data" / folder, ignore_errors=True)
         shutil.copytree(BUNDLE / "data" / folder, CARRY / "data" / folder)
