@@ -64,6 +64,7 @@ from semsearch.index.own_vectors import (
 )
 from semsearch.index.parts import PartRows, prepare_part, write_parts
 from semsearch.index.pipeline import DEFAULT_DEPTH
+from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import (
     DEFAULT_INDEX_DIR,
@@ -72,7 +73,6 @@ from semsearch.index.store import (
     partial_folder,
     publish,
 )
-from semsearch.index.rescoring import tune_search
 from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL

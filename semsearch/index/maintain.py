@@ -28,9 +28,9 @@ from semsearch.index.manifest import (
     generation_file,
     write_manifest,
 )
+from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
-from semsearch.index.rescoring import tune_search
 from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.index.verify import check_opened_files, check_restorable

@@ -31,8 +31,8 @@ import numpy as np
 
 from semsearch.ann.base import IdFilter, prepare_vectors
 from semsearch.errors import SemsearchError
-from semsearch.index.filling import Parts
 from semsearch.index.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, is_rescoring
+from semsearch.index.filling import Parts
 from semsearch.index.manifest import IndexSpec, part_file_names
 from semsearch.index.segment import Segment
 from semsearch.index.tune import TuningResult, tune_against_exact, tune_index
