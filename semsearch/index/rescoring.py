@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from semsearch.ann.base import IdFilter, prepare_vectors
+from semsearch.ann.base import INNER_PRODUCT, IdFilter, prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.index.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, is_rescoring
 from semsearch.index.filling import Parts
@@ -41,6 +41,7 @@ from semsearch.index.vector_index import VectorIndex
 log = logging.getLogger(__name__)
 
 PartCheck = Callable[[int], None]
+RESCORE_QUERIES = 64  # queries whose candidates are scored together
 
 
 class SegmentVectors:
@@ -133,24 +134,35 @@ class RescoringIndex(VectorIndex):
     def rescored(
         self, queries: np.ndarray, ids: np.ndarray, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The best `k` of each query's candidate `ids` (-1 for none) by exact score."""
-        from semsearch.ann.exact import ExactSearch  # torch only where it runs
-
+        """The best `k` of each query's candidate `ids` (-1 for none) by exact score
+        (`semsearch.ann.exact.nearness`), RESCORE_QUERIES queries at a time."""
         scores = np.full((len(queries), k), np.nan, np.float32)
         best = np.full((len(queries), k), -1, np.int64)
-        unique = np.unique(ids[ids >= 0])
-        if not len(unique):
-            return scores, best
-        vectors = prepare_vectors(self.vectors.gather(unique), self.metric)
-        for query, line in enumerate(ids):
-            found = line[line >= 0]
-            if not len(found):
-                continue
-            exact = ExactSearch(vectors[np.searchsorted(unique, found)], self.metric)
-            line_scores, order = exact.search(queries[query : query + 1], k)
-            scores[query, : order.shape[1]] = line_scores[0]
-            best[query, : order.shape[1]] = found[order[0]]
+        for start in range(0, len(queries), RESCORE_QUERIES):
+            block = slice(start, start + RESCORE_QUERIES)
+            scores[block], best[block] = self._rescored_block(queries[block], ids[block], k)
         return scores, best
+
+    def _rescored_block(self, queries: np.ndarray, ids: np.ndarray, k: int):
+        import torch  # only where a search runs
+
+        from semsearch.ann.exact import nearness
+
+        unique, columns = np.unique(np.maximum(ids, 0), return_inverse=True)
+        vectors = prepare_vectors(self.vectors.gather(unique), self.metric)
+        near = nearness(torch.from_numpy(queries), torch.from_numpy(vectors), self.metric).numpy()
+        near = np.take_along_axis(near, columns.reshape(ids.shape), axis=1)
+        near = np.where(ids >= 0, near, -np.inf)
+        order = np.argsort(-near, axis=1, kind="stable")[:, :k]
+        found = np.take_along_axis(ids, order, axis=1)
+        near = np.take_along_axis(near, order, axis=1)
+        scores = near if self.metric in INNER_PRODUCT else -near  # FAISS's scale
+        scores = np.where(found >= 0, scores, np.nan).astype(np.float32)
+        if found.shape[1] < k:
+            pad = ((0, 0), (0, k - found.shape[1]))
+            found = np.pad(found, pad, constant_values=-1)
+            scores = np.pad(scores, pad, constant_values=np.nan)
+        return scores, found
 
 
 def rescoring_index(
