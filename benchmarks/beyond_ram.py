@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from common import add_results_option, add_threads_option, base_parser, record, set_threads
 
 HERE = Path(__file__).resolve().parent
-FILTERS = {"50%": "bucket < 500", "5%": "bucket < 50", "0.5%": "bucket < 5"}
+FILTERS = {"1_in_2": "bucket < 500", "1_in_20": "bucket < 50", "1_in_200": "bucket < 5"}
 CHUNK = 262_144
 
 
