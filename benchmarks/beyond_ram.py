@@ -58,9 +58,8 @@ def base_vectors(args) -> np.ndarray:
 def synthesise(base: np.ndarray, rows: int, noise: float, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     vectors = base[rng.integers(0, len(base), rows)]
-    vectors = vectors + rng.standard_normal(vectors.shape, np.float32) * (
-        noise / np.sqrt(base.shape[1])
-    )
+    scale = np.float32(noise / np.sqrt(base.shape[1]))  # float32 throughout
+    vectors = vectors + rng.standard_normal(vectors.shape, np.float32) * scale
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
