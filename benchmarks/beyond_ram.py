@@ -144,6 +144,7 @@ def search_worker(args) -> None:
                 found.append([int(hit.id) for hit in hits])
     figures["p50_ms"] = round(1e3 * float(np.percentile(latencies, 50)), 2)
     figures["p99_ms"] = round(1e3 * float(np.percentile(latencies, 99)), 2)
+    figures.update(memory_status())  # after the 1,000 unfiltered queries: the goal's figure
     if truth is not None:
         figures["recall_at_10"] = recall(found, truth["all"], args.k)
         for share, where in FILTERS.items():
@@ -155,7 +156,7 @@ def search_worker(args) -> None:
                 "recall_at_10": recall(hits, truth[share], args.k),
                 "short_results": sum(len(line) < min(args.k, matches) for line in hits),
             }
-    figures.update(memory_status())
+        figures["after_filters"] = memory_status()  # DuckDB and the filters' exact indexes too
     print(json.dumps(figures))
 
 
@@ -194,7 +195,8 @@ def main() -> None:
     parser.add_argument("--base-rows", type=int, default=30_000,
                         help="PyPI summaries encoded for the base when no --base-npy")  # fmt: skip
     parser.add_argument("--index-type", default="disk")
-    parser.add_argument("--target-recall", type=float, default=0.95)
+    # 0.96: tuning measures on corpus rows, the held-out queries came out ~0.005 lower at 200k
+    parser.add_argument("--target-recall", type=float, default=0.96)
     parser.add_argument("--memory-max", default=None, help="also search under this MemoryMax")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/beyond_ram"))
     parser.add_argument("--keep", action="store_true", help="keep the corpus and indexes")
