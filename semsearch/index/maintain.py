@@ -28,9 +28,10 @@ from semsearch.index.manifest import (
     generation_file,
     write_manifest,
 )
+from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
-from semsearch.index.tune import TuningResult, enforce_target, tune_against_exact
+from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.index.verify import check_opened_files, check_restorable
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -186,9 +187,9 @@ def retune(
         else:
             query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
         with index.placed(placement):
-            result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+            result = tune_search(index, manifest.index, segment, queries, target, k, query_ids)
         enforce_target(result, index, strict)
-        params = {**manifest.index.search_params, result.parameter: result.value}
+        params = {**manifest.index.search_params, **result.search_params()}
         new = next_generation(
             manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
             time.perf_counter() - started,
@@ -217,11 +218,11 @@ def _rebuild(
             query_ids, vectors = sample_vectors(
                 segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1
             )
-            tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
-                                        segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
+            tuning = tune_search(index, spec, segment, prepare_vectors(vectors, spec.metric),
+                                 target_recall, TUNING_K, query_ids)  # fmt: skip
             enforce_target(tuning, index, strict)
     if tuning is not None:
-        spec = replace(spec, search_params={tuning.parameter: tuning.value})
+        spec = replace(spec, search_params=tuning.search_params())
         log.warning("tuned %s=%d: recall@%d %.3f (target %s)", tuning.parameter, tuning.value,
                     TUNING_K, tuning.recall, tuning.target)  # fmt: skip
     index_file = index_file_name(generation)

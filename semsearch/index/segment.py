@@ -163,13 +163,13 @@ class Segment:
             mask[positions[positions >= 0]] = False
         return mask
 
-    def read_index(self, metric: str) -> VectorIndex:
+    def read_index(self, metric: str, mapped: bool = False) -> VectorIndex:
         """The segment's FAISS index, refused when its size, row count or metric is not the
         manifest's (FAISS records the metric it was built for)."""
         from semsearch.index.vector_index import METRICS, VectorIndex  # FAISS once an index opens
 
         path = self.folder / self.record.index_file
-        index = VectorIndex.read(path, metric, self.record.index_file_bytes)
+        index = VectorIndex.read(path, metric, self.record.index_file_bytes, mapped)
         if index.faiss.metric_type != METRICS[metric]:
             built_for = "/".join(
                 name for name, value in METRICS.items() if value == index.faiss.metric_type
