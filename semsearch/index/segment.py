@@ -139,6 +139,11 @@ class Segment:
         ]
         return _concat(tables)
 
+    def iter_metadata(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The metadata part by part: one part's rows in memory at a time."""
+        for part in range(self.record.parts):
+            yield pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
+
     def schema(self) -> pa.Schema:
         """The metadata's columns and types (every part has the same)."""
         return pq.read_schema(_metadata_path(self.folder, 0))
