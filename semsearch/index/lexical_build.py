@@ -82,7 +82,10 @@ def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: Lexical
     del data, indices
     np.save(folder / INDPTR_FILE, indptr)
     shutil.rmtree(spill)
-    (folder / VOCAB_FILE).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    from bm25s.utils import json_functions  # bm25s' own writer (orjson where present)
+
+    (folder / VOCAB_FILE).write_text(json_functions.dumps(vocab, ensure_ascii=False),
+                                     encoding="utf-8")  # fmt: skip
     params = {"k1": spec.k1, "b": spec.b, "delta": 0.5, "method": spec.method,
               "idf_method": spec.method, "dtype": "float32", "int_dtype": "int32",
               "num_docs": documents, "version": _bm25s().__version__, "backend": "numpy"}  # fmt: skip

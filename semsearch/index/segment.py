@@ -242,3 +242,8 @@ def _ids_path(folder: Path, part: int) -> Path:
 
 def _metadata_path(folder: Path, part: int) -> Path:
     return folder / part_file_names(part)[2]
+
+
+def metadata_path(folder: Path, part: int) -> Path:
+    """The Parquet file of a part's metadata (for readers that take one part at a time)."""
+    return _metadata_path(folder, part)
