@@ -306,6 +306,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke=("--rows", "1000", "--depths", "0,1"),
     ),
     Benchmark(
+        "bounded_memory",
+        "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
+        "what each holds beyond its FAISS index",
+        smoke=("--rows", "3000", "--work-dir", "{scratch}/bounded"),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
         smoke=(

@@ -139,6 +139,11 @@ class Segment:
         ]
         return _concat(tables)
 
+    def iter_metadata(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The metadata part by part: one part's rows in memory at a time."""
+        for part in range(self.record.parts):
+            yield pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
+
     def schema(self) -> pa.Schema:
         """The metadata's columns and types (every part has the same)."""
         return pq.read_schema(_metadata_path(self.folder, 0))
@@ -237,3 +242,8 @@ def _ids_path(folder: Path, part: int) -> Path:
 
 def _metadata_path(folder: Path, part: int) -> Path:
     return folder / part_file_names(part)[2]
+
+
+def metadata_path(folder: Path, part: int) -> Path:
+    """The Parquet file of a part's metadata (for readers that take one part at a time)."""
+    return _metadata_path(folder, part)
