@@ -163,6 +163,7 @@ class IndexSnapshot:
         self.folder = folder
         self.manifest = manifest
         cache = cache or SegmentCache()
+        self._identity = folder.identity()  # `open_snapshot` checks it is the files' folder
         check_opened_files(folder, manifest, cache.checked)
         self.segments: list[OpenSegment] = []
         opened = [
@@ -197,7 +198,17 @@ class IndexSnapshot:
         column but the internal text hash, and but the internal id where the index has an id
         column of its own."""
         skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if self.manifest.id_column else {TEXT_HASH_COLUMN}
-        return MetadataParts([open_segment.segment for open_segment in self.segments], skipped)
+        segments = [open_segment.segment for open_segment in self.segments]
+        return MetadataParts(segments, skipped, self.check_unreplaced)
+
+    def check_unreplaced(self) -> None:
+        """Refuse to go on reading files by name once `build --overwrite` replaced the folder
+        (they would be another index's): the searcher must reopen it (`Searcher.refresh`)."""
+        if self.folder.identity() != self._identity:
+            raise SemsearchError(
+                f"index {self.folder.name!r} was replaced (build --overwrite) after this searcher "
+                "opened it: reopen it (the server does on its next refresh)"
+            )
 
     @property
     def metadata_columns(self) -> list[str]:
@@ -224,7 +235,9 @@ class IndexSnapshot:
             cached = self._where_cache.get(expression)
         if cached is not None:
             return cached
+        self.check_unreplaced()
         mask = self._where.mask(expression)
+        self.check_unreplaced()  # the parts DuckDB read were this generation's
         mask &= self.live
         limit = max(1, min(WHERE_CACHE_SIZE, WHERE_CACHE_BYTES // max(len(mask), 1)))
         with self._cache_lock:

@@ -147,3 +147,19 @@ def test_a_record_written_before_the_arrow_copy_reads_as_without_one(tmp_path) -
     manifest = type(open_snapshot(IndexFolder(tmp_path / "idx" / "c")).manifest).from_dict(data)
     assert manifest.segments[0].metadata_arrow is False
     assert not any(name.endswith(".arrow") for name in manifest.file_names())
+
+
+def test_a_snapshot_keeps_its_own_rows_after_build_overwrite_replaced_the_folder(
+    tmp_path,
+) -> None:
+    folder = build(tmp_path)
+    snapshot = open_snapshot(folder)
+    pq.write_table(typed_rows(40, first=500), tmp_path / "c.parquet")
+    build_index(BuildOptions(corpus=tmp_path / "c.parquet", out_dir=tmp_path / "idx",
+                             vector_column="emb", model=None, id_column="key", index="flat",
+                             part_rows=7, overwrite=True, show_progress=False))  # fmt: skip
+    assert [row["key"] for row in snapshot.hit_metadata.rows([0, 39])] == ["k0", "k39"]
+    with pytest.raises(SemsearchError, match="was replaced .* reopen it"):
+        snapshot.where_mask("year > 2001")
+    searcher = Searcher(folder)
+    assert searcher.snapshot.where_mask("year > 2538").sum() == 1
