@@ -167,7 +167,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark(
         "hit_metadata",
-        "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows",
+        "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows "
+        "vs MetadataParts",
         smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
     ),
     Benchmark(

@@ -137,7 +137,13 @@ class Searcher:
 
     @property
     def metadata(self) -> pa.Table:
+        """Every row's metadata, read whole from disk at each call (not kept in memory)."""
         return self.snapshot.metadata
+
+    @property
+    def metadata_columns(self) -> list[str]:
+        """The metadata's column names, internal ones included; reads no row."""
+        return self.snapshot.metadata_columns
 
     @property
     def generation(self) -> int:

@@ -60,6 +60,11 @@ def part_file_names(part: int) -> tuple[str, str, str]:
     return f"part-{part:05d}.npy", f"part-{part:05d}.ids.npy", f"part-{part:05d}.parquet"
 
 
+def part_arrow_name(part: int) -> str:
+    """A part's metadata again, as uncompressed Arrow IPC (see `semsearch.index.metadata_parts`)."""
+    return f"part-{part:05d}.arrow"
+
+
 @dataclass(frozen=True)
 class IndexSpec:
     """The FAISS structure: the user's choice, the factory string it became, its search knobs.
@@ -120,6 +125,9 @@ class SegmentRecord:
     deleted: int = 0
     deleted_file: str | None = None  # sorted int64 ids, under the segment's folder
     lexical_dir: str | None = None  # the segment's BM25 folder (see semsearch.index.lexical)
+    # Each part's metadata also as Arrow IPC (`part_arrow_name`), memory-mapped by searches;
+    # False for segments written before (their hits' rows are decoded from the Parquet).
+    metadata_arrow: bool = True
 
     @property
     def live_rows(self) -> int:
@@ -175,7 +183,8 @@ class Manifest:
                     else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
                 ),  # fmt: skip
                 "segments": tuple(
-                    SegmentRecord(**_known(SegmentRecord, item)) for item in data["segments"]
+                    SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
+                    for item in data["segments"]
                 ),
             }
         )
@@ -223,8 +232,8 @@ class Manifest:
     def file_names(self, opened_only: bool = False) -> list[str]:
         """Every file of this generation, as paths under the index folder.
 
-        `opened_only`: only those opening it for search reads whole (ids, metadata, FAISS
-        files, deletions); vectors are memory-mapped and read piecemeal, trained
+        `opened_only`: only those opening it for search reads whole or serves from (ids,
+        metadata and its Arrow copy, FAISS files, deletions); vectors are memory-mapped and read piecemeal, trained
         structures only by writers, lexical parts by the first lexical search (which checks
         them then).
         """
@@ -234,6 +243,8 @@ class Manifest:
             for part in range(segment.parts):
                 vectors, ids, metadata = part_file_names(part)
                 names += [f"{base}/{ids}", f"{base}/{metadata}"]
+                if segment.metadata_arrow:
+                    names.append(f"{base}/{part_arrow_name(part)}")
                 if not opened_only:
                     names.append(f"{base}/{vectors}")
             names.append(f"{base}/{segment.index_file}")

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semsearch.errors import SemsearchError
-from semsearch.index.manifest import SegmentRecord, part_file_names
+from semsearch.index.manifest import SegmentRecord, part_arrow_name, part_file_names
+from semsearch.index.part_ids import PartIds
 
 if TYPE_CHECKING:
     from semsearch.index.vector_index import VectorIndex
@@ -59,6 +60,7 @@ class SegmentWriter:
         if not (len(ids) == len(vectors) == metadata.num_rows):
             raise ValueError("a part needs as many ids, vectors and metadata rows")
         _write_parquet(metadata, _metadata_path(self.folder, part))
+        _write_arrow(metadata, self.folder / part_arrow_name(part))
         _save_npy(_ids_path(self.folder, part), np.asarray(ids, dtype=np.int64))
         _save_npy(_vectors_path(self.folder, part), np.asarray(vectors, dtype=self.vector_dtype))
 
@@ -84,7 +86,7 @@ class Segment:
         """This segment as another generation's `record` has it (only deletions differ),
         sharing the ids already read: a segment's rows never change once written."""
         other = Segment(self.folder, record)
-        for name in ("part_ids", "ids"):
+        for name in ("part_ids", "ids", "id_lookup"):
             if name in self.__dict__:
                 other.__dict__[name] = self.__dict__[name]
         return other
@@ -103,6 +105,18 @@ class Segment:
                 "roll back or rebuild the index with --overwrite"
             )
         return ids
+
+    @cached_property
+    def id_lookup(self) -> PartIds:
+        """The ids searched in place (no copy of them all, unlike `ids`), checked against the
+        manifest's row count."""
+        lookup = PartIds(self.part_ids)
+        if len(lookup) != self.record.rows:
+            raise SemsearchError(
+                f"segment {self.folder} holds {len(lookup)} rows, the manifest says "
+                f"{self.record.rows}: roll back or rebuild the index with --overwrite"
+            )
+        return lookup
 
     def part_vectors(self, part: int) -> np.ndarray:
         return self._load(_vectors_path(self.folder, part))
@@ -125,11 +139,7 @@ class Segment:
 
     def positions_of(self, ids: np.ndarray) -> np.ndarray:
         """Positions of `ids` in the segment, -1 for ids it does not hold."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if len(self.ids) == 0:
-            return np.full(len(ids), -1, dtype=np.int64)
-        positions = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return np.where(self.ids[positions] == ids, positions, -1)
+        return self.id_lookup.positions_of(ids)
 
     def metadata(self, columns: list[str] | None = None) -> pa.Table:
         """The metadata of every stored row, in position order, memory-mapped."""
@@ -143,6 +153,14 @@ class Segment:
         """The metadata part by part: one part's rows in memory at a time."""
         for part in range(self.record.parts):
             yield pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
+
+    def metadata_paths(self) -> list[Path]:
+        """The Parquet file of each part, in order."""
+        return [_metadata_path(self.folder, part) for part in range(self.record.parts)]
+
+    def arrow_path(self, part: int) -> Path:
+        """The part's metadata as Arrow IPC (where `record.metadata_arrow`)."""
+        return self.folder / part_arrow_name(part)
 
     def schema(self) -> pa.Schema:
         """The metadata's columns and types (every part has the same)."""
@@ -218,6 +236,16 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 def _write_parquet(table: pa.Table, path: Path) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, temporary, row_group_size=64 * 1024)
+    os.replace(temporary, path)
+
+
+def _write_arrow(table: pa.Table, path: Path) -> None:
+    """The metadata as one uncompressed Arrow IPC batch: memory-mapped, a row's cells are read
+    in place (`semsearch.index.metadata_parts`), where Parquet decodes a whole row group."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    table = table.combine_chunks()
+    with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=max(table.num_rows, 1))
     os.replace(temporary, path)
 
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 from semsearch.errors import SemsearchError
 from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
 from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, LexicalSpec, Manifest
-from semsearch.index.metadata_rows import MetadataRows
+from semsearch.index.metadata_parts import MetadataParts
 from semsearch.index.rescoring import PartCheck, is_rescoring, rescoring_index
 from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
 from semsearch.index.store import IndexFolder
@@ -54,6 +54,8 @@ EXACT_FILTER_ROWS = 50_000
 FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 WHERE_CACHE_SIZE = 64
+# ... and no more masks than fit this many bytes (one byte a row each: 3 masks at 20M rows).
+WHERE_CACHE_BYTES = 64 << 20
 # An open that finds its folder replaced meanwhile starts again, for this long at most.
 OPEN_RETRY_SECONDS = 10.0
 # A folder missing on every try for this long is missing, not between two builds.
@@ -83,8 +85,8 @@ class OpenSegment:
             return self.live_filter
         if allowed.all():
             return None
-        ids = self.segment.ids
-        return IdFilter.of(np.asarray(ids[allowed]), int(ids[-1]) + 1)
+        lookup = self.segment.id_lookup
+        return IdFilter.of(lookup.at(np.flatnonzero(allowed)), lookup.last + 1)
 
 
 class SegmentCache:
@@ -120,7 +122,7 @@ class SegmentCache:
                     folder, manifest, record))  # fmt: skip
                 self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
-            cached_segment.ids  # noqa: B018 - read once, shared by every generation's copy
+            cached_segment.id_lookup  # noqa: B018 - read once, shared by every generation's copy
         # The deleted rows differ between generations: the record must be this generation's.
         return cached_segment.in_generation(record), index
 
@@ -169,37 +171,63 @@ class IndexSnapshot:
         self.folder = folder
         self.manifest = manifest
         cache = cache or SegmentCache()
+        self._identity = folder.identity()  # `open_snapshot` checks it is the files' folder
         check_opened_files(folder, manifest, cache.checked)
         self.segments: list[OpenSegment] = []
-        offset = 0
-        for position, record in enumerate(manifest.segments):
-            segment, index = cache.open(folder, manifest, position)
-            segment.ids  # noqa: B018 - checks the stored rows against the manifest now
-            self.segments.append(OpenSegment(segment, index, segment.live_mask(), offset))
-            offset += record.rows
+        opened = [
+            cache.open(folder, manifest, position) for position in range(len(manifest.segments))
+        ]
+        # One live mask for the generation; each segment's is a view of it (1 byte a row).
         self.live = (
-            np.concatenate([open_segment.live for open_segment in self.segments])
-            if self.segments
+            np.concatenate([segment.live_mask() for segment, _ in opened])
+            if opened
             else np.zeros(0, dtype=bool)
         )
-        tables = [_read_metadata(open_segment.segment) for open_segment in self.segments]
-        self.metadata: pa.Table = (
-            pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-        )
+        offset = 0
+        for segment, index in opened:
+            rows = segment.record.rows
+            self.segments.append(
+                OpenSegment(segment, index, self.live[offset : offset + rows], offset)
+            )
+            offset += rows
         self._cache = cache
-        self._where = WhereEvaluator(self.metadata)
+        self._where = WhereEvaluator(
+            [path for segment, _ in opened for path in segment.metadata_paths()], len(self.live)
+        )
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
         self._cache_lock = threading.Lock()
         self._vectors_checked: set[str] = set()
+        self.hit_metadata  # noqa: B018 - reads each segment's schema: a damaged footer fails now
 
     @cached_property
-    def hit_metadata(self) -> MetadataRows:
-        """The metadata a hit carries, by row number: every column but the internal text
-        hash, and but the internal id where the index has an id column of its own."""
+    def hit_metadata(self) -> MetadataParts:
+        """The metadata a hit carries, by row number, read from the hits' parts only: every
+        column but the internal text hash, and but the internal id where the index has an id
+        column of its own."""
         skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if self.manifest.id_column else {TEXT_HASH_COLUMN}
-        columns = [name for name in self.metadata.column_names if name not in skipped]
-        return MetadataRows(self.metadata, columns)
+        segments = [open_segment.segment for open_segment in self.segments]
+        return MetadataParts(segments, skipped, self.check_unreplaced)
+
+    def check_unreplaced(self) -> None:
+        """Refuse to go on reading files by name once `build --overwrite` replaced the folder
+        (they would be another index's): the searcher must reopen it (`Searcher.refresh`)."""
+        if self.folder.identity() != self._identity:
+            raise SemsearchError(
+                f"index {self.folder.name!r} was replaced (build --overwrite) after this searcher "
+                "opened it: reopen it (the server does on its next refresh)"
+            )
+
+    @property
+    def metadata_columns(self) -> list[str]:
+        """Every metadata column (internal ones included), without reading any row."""
+        return self.hit_metadata.column_names
+
+    @property
+    def metadata(self) -> pa.Table:
+        """Every stored row's metadata as one table, read from disk at each call (a searcher
+        keeps none of it in memory): for tests and scripts, not for a search path."""
+        return self.hit_metadata.table()
 
     @property
     def generation(self) -> int:
@@ -215,9 +243,13 @@ class IndexSnapshot:
             cached = self._where_cache.get(expression)
         if cached is not None:
             return cached
-        mask = self._where.mask(expression) & self.live
+        self.check_unreplaced()
+        mask = self._where.mask(expression)
+        self.check_unreplaced()  # the parts DuckDB read were this generation's
+        mask &= self.live
+        limit = max(1, min(WHERE_CACHE_SIZE, WHERE_CACHE_BYTES // max(len(mask), 1)))
         with self._cache_lock:
-            if len(self._where_cache) >= WHERE_CACHE_SIZE:
+            while len(self._where_cache) >= limit:
                 self._where_cache.pop(next(iter(self._where_cache)))
             self._where_cache[expression] = mask
         return mask
@@ -370,18 +402,6 @@ class IndexSnapshot:
                                self._cache.checked)  # fmt: skip
             self._vectors_checked.add(name)
         return open_segment.segment
-
-
-def _read_metadata(segment: Segment) -> pa.Table:
-    """A segment's metadata; a part file missing or damaged is one clear line, not a traceback."""
-    try:
-        return segment.metadata()
-    except (OSError, pa.ArrowException) as exc:
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise SemsearchError(
-            f"the metadata of segment {segment.folder} cannot be read ({reason}): roll back or "
-            "rebuild the index with --overwrite"
-        ) from exc
 
 
 def open_snapshot(

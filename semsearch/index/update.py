@@ -221,10 +221,8 @@ def delete_rows(
         check_opened_files(folder, manifest)  # never build a generation on changed files
         if where is not None:
             live = LiveRows.read(folder, manifest)
-            metadata = pa.concat_tables(
-                [segment.metadata() for segment in live.segments], promote_options="permissive"
-            )
-            rows = np.flatnonzero(WhereEvaluator(metadata).mask(where) & live.live)
+            parts = [path for segment in live.segments for path in segment.metadata_paths()]
+            rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
             not_found = 0
         else:
             if not ids:

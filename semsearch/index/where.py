@@ -1,15 +1,18 @@
 """`--where`: a SQL predicate over an index's metadata, evaluated by DuckDB into a row mask.
 
-DuckDB reads the memory-mapped Arrow metadata in place (only the columns the predicate
-names), parses real SQL (`license = 'MIT' AND year >= 2020`, `name LIKE 'py%'`, `IN`, `IS
-NULL`, functions) and names the column it cannot find. It runs with file access switched
-off, so a predicate can read nothing but the metadata.
+DuckDB reads the metadata's Parquet part files on disk (only the columns the predicate
+names, part after part, in the order given: a searcher never holds the whole table), or
+an Arrow table a writer already has; parses real SQL (`license = 'MIT' AND year >= 2020`,
+`name LIKE 'py%'`, `IN`, `IS NULL`, functions) and names the column it cannot find. File
+access is switched off but for those parts, so a predicate can read nothing else.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -20,10 +23,13 @@ MAX_EXPRESSION_LENGTH = 2_000
 
 
 class WhereEvaluator:
-    """Evaluates predicates over one metadata table; safe to share between threads."""
+    """Evaluates predicates over one metadata table, or over Parquet files read as one table
+    (their columns united by name); safe to share between threads."""
 
-    def __init__(self, metadata: pa.Table) -> None:
+    def __init__(self, metadata: pa.Table | Sequence[Path], rows: int | None = None) -> None:
+        """`rows`: how many rows the files hold, checked against each result."""
         self.metadata = metadata
+        self.rows = metadata.num_rows if isinstance(metadata, pa.Table) else rows
         self._lock = threading.Lock()
         self._connection = None
 
@@ -40,19 +46,30 @@ class WhereEvaluator:
             except duckdb.Error as exc:
                 raise SemsearchError(self._explain(expression, exc)) from None
         column = table.column("keep")
+        if self.rows is not None and len(column) != self.rows:  # a part changed under us
+            raise SemsearchError(
+                f"--where read {len(column)} rows of metadata, the index holds {self.rows}: "
+                "its files changed; reopen the index"
+            )
         if not pa.types.is_boolean(column.type):
             raise SemsearchError(
                 f"--where {expression!r} gives {column.type} values, not true/false: write a "
                 'condition such as "year >= 2020"'
             )
-        return column.to_numpy(zero_copy_only=False).astype(bool)
+        return column.to_numpy(zero_copy_only=False).astype(bool, copy=False)
 
     def _relation(self):
         import duckdb
 
         if self._connection is None:
             connection = duckdb.connect(":memory:")
-            connection.register("metadata", self.metadata)
+            if isinstance(self.metadata, pa.Table):
+                connection.register("metadata", self.metadata)
+            else:
+                files = [str(path) for path in self.metadata]
+                connection.read_parquet(files, union_by_name=True).create_view("metadata")
+                connection.execute("SET allowed_paths = ?", [files])
+                connection.execute("SET parquet_metadata_cache = true")
             connection.execute("SET enable_external_access = false")
             connection.execute("SET lock_configuration = true")
             self._connection = connection
@@ -61,7 +78,7 @@ class WhereEvaluator:
     def _explain(self, expression: str, exc: Exception) -> str:
         message = str(exc).splitlines()[0]
         columns = ", ".join(
-            name for name in self.metadata.column_names if not name.startswith("_semsearch_")
+            name for name in self._column_names() if not name.startswith("_semsearch_")
         )
         missing = re.search(r'Referenced column "([^"]+)" not found', message)
         if missing:
@@ -70,6 +87,11 @@ class WhereEvaluator:
                 f"have; its columns are: {columns}"
             )
         return f"--where {expression!r} cannot be evaluated ({message}): check the expression"
+
+    def _column_names(self) -> list[str]:
+        if isinstance(self.metadata, pa.Table):
+            return self.metadata.column_names
+        return self._connection.table("metadata").columns
 
 
 def check_expression(expression: str) -> None:

@@ -393,7 +393,7 @@ def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:
 def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
     """Refuse a field the index has no column for: written, it would silently widen the
     index's schema (every other row null there) on what may only be a typo."""
-    known = {c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")}
+    known = {c for c in served.searcher.metadata_columns if not c.startswith("_semsearch")}
     manifest = served.searcher.manifest
     own = (manifest.text_column, manifest.id_column, manifest.source.vector_column)
     known |= {name for name in own if name}
@@ -418,7 +418,7 @@ def _summary(served: ServedIndex) -> dict:
             "generation": manifest.generation, "rows": manifest.rows, "index": manifest.index.factory,
             "metric": manifest.index.metric, "model": manifest.model.name,
             "modes": ["dense", "lexical", "hybrid"] if manifest.lexical is not None else ["dense"],
-            "columns": [c for c in served.searcher.metadata.column_names if not c.startswith("_semsearch")]}  # fmt: skip
+            "columns": [c for c in served.searcher.metadata_columns if not c.startswith("_semsearch")]}  # fmt: skip
 
 
 # The library's messages name the command line's flags; over HTTP the same things are the

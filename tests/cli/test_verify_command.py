@@ -57,7 +57,7 @@ def test_verify_reports_a_healthy_index(built) -> None:
     )
     record = json.loads(built("verify", "docs", "--index-dir", built.index_dir, "--json").stdout)
     assert record["status"] == "ok" and record["problems"] == []
-    assert record["files"] == 9  # ids, metadata, vectors, FAISS file and five BM25 files
+    assert record["files"] == 10  # ids, metadata and its Arrow copy, vectors, FAISS, five BM25
 
 
 def test_zeroed_bytes_in_the_faiss_file(built) -> None:

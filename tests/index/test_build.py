@@ -52,6 +52,7 @@ def test_folder_holds_a_segment_and_the_first_generation(
     assert sorted(p.name for p in segment.folder.iterdir()) == [
         "index-g000001.faiss",
         "lexical-g000001",  # the BM25 part (tests/index/test_lexical.py)
+        "part-00000.arrow",  # the metadata again, memory-mapped by searches
         "part-00000.ids.npy",
         "part-00000.npy",
         "part-00000.parquet",
