@@ -18,8 +18,6 @@ leaves the encoder on torch with one log line: slower, never a wrong vector.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import threading
@@ -32,7 +30,8 @@ import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.index.checksums import cache_file_problem, write_cache_record
-from semsearch.models.model_folder import cache_dir
+from semsearch.models.exported_query_encoder import QUERY_PRECISION, record_checked
+from semsearch.models.exported_query_encoder import export_path as spec_export_path
 from semsearch.options import RUNTIMES
 
 if TYPE_CHECKING:
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMAT = 1
 # The faithfulness bar of issue 29: how close the runtime's vectors must be to torch's.
 MIN_MEAN_COSINE = 0.9999
 MIN_COSINE = 0.999
@@ -83,6 +81,10 @@ class OpenVinoEncoder:
         self._check_ids, self._check_mask = encoder.features(list(CHECK_TEXTS))
         self._reference = encoder.encode(list(CHECK_TEXTS), precision="fp32")
         self._weights = _weights_key(encoder)
+        self._spec = encoder.spec
+        self._tokenizer = getattr(encoder.tokenizer, "backend_tokenizer", None)  # a fast one
+        self._pad_id = encoder.tokenizer.pad_token_id or 0
+        self._lower = encoder.do_lower_case
         self._compiled: dict[str, Any] = {}  # precision -> compiled model, or None: refused
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -93,9 +95,9 @@ class OpenVinoEncoder:
         return f"openvino-{self.default}"
 
     @classmethod
-    def attach(cls, encoder: BiEncoder) -> OpenVinoEncoder | None:
-        """The runtime for `encoder`, exported (or taken from the cache) and checked in its
-        default precision; None, with one log line, where torch must run instead."""
+    def attach(cls, encoder: BiEncoder, precision: str = "auto") -> OpenVinoEncoder | None:
+        """The runtime for `encoder`, exported (or taken from the cache) and checked in
+        `precision` (`auto`: its default); None, with one log line, where torch must run."""
         check_runtime("openvino", encoder.quantization)
         if encoder.device.type != "cpu":
             raise SemsearchError("the openvino runtime runs on the CPU: add --device cpu")
@@ -117,7 +119,7 @@ class OpenVinoEncoder:
                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")  # fmt: skip
             return None
         runtime = cls(encoder, model, default_precision(ov))
-        return runtime if runtime.forward_for("auto", encoder) is not None else None
+        return runtime if runtime.forward_for(precision, encoder) is not None else None
 
     def forward_for(self, precision: str, encoder: BiEncoder):
         """What runs a padded batch in `precision` (`auto`: the runtime's default), or None
@@ -160,7 +162,18 @@ class OpenVinoEncoder:
             return None
         log.info("encoding with OpenVINO %s on %d thread(s); checked against torch: cosine mean "
                  "%.6f, min %.6f", precision, threads, mean, least)  # fmt: skip
+        if precision == QUERY_PRECISION and isinstance(self.model, Path) and self._tokenizer:
+            self._record_for_queries(mean, least)
         return compiled
+
+    def _record_for_queries(self, mean: float, least: float) -> None:
+        """Let torch-free queries use this export (`exported_query_encoder`): it passed."""
+        try:
+            record_checked(self.model, self._spec, self._tokenizer,
+                           {"pad_id": self._pad_id, "do_lower_case": self._lower,
+                            "cosine_mean": mean, "cosine_min": least})  # fmt: skip
+        except Exception as exc:  # queries stay on torch: slower, never wrong
+            log.warning("could not record the OpenVINO check for queries: %s", exc)
 
     def _run(self, compiled: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         requests = getattr(self._local, "requests", None)
@@ -170,6 +183,18 @@ class OpenVinoEncoder:
         if request is None:
             request = requests[id(compiled)] = compiled.create_infer_request()
         return torch.from_numpy(_infer(request, input_ids.numpy(), attention_mask.numpy()))
+
+
+def export_for_queries(encoder: BiEncoder) -> bool:
+    """Export `encoder` and check it in fp32, so that later queries of its indexes run
+    without torch (`exported_query_encoder`); True when that worked. Never raises."""
+    if encoder.quantization or encoder.device.type != "cpu":
+        return False
+    try:
+        return OpenVinoEncoder.attach(encoder, QUERY_PRECISION) is not None
+    except Exception as exc:  # queries stay on torch: slower, never wrong
+        log.warning("could not export the encoder for queries: %s", exc)
+        return False
 
 
 def _infer(request: Any, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
@@ -200,12 +225,7 @@ def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, floa
 
 def export_path(encoder: BiEncoder, version: str) -> Path | None:
     """Where the export of `encoder` is cached; None for a model without a fingerprint."""
-    if not encoder.fingerprint:
-        return None
-    described = json.dumps([EXPORT_FORMAT, version, encoder.fingerprint, encoder.pooling.mode,
-                            encoder.normalize, encoder.max_length])  # fmt: skip
-    digest = hashlib.sha256(described.encode()).hexdigest()[:24]
-    return cache_dir() / "openvino" / f"{digest}.xml"
+    return spec_export_path(encoder.spec, version)
 
 
 def _exported(encoder: BiEncoder, ov: Any) -> Any:
