@@ -20,7 +20,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,7 @@ class ExportedQueryEncoder:
         self.pad_id: int = facts["pad_id"]
         self.do_lower_case: bool = facts["do_lower_case"]
         self.runtime = f"openvino-{QUERY_PRECISION}"
-        self._request: Any = None
+        self._local = threading.local()  # one inference request per thread
 
     @classmethod
     def open(cls, spec: EncoderSpec, threads: int | None = None) -> ExportedQueryEncoder | None:
@@ -186,18 +187,21 @@ class ExportedQueryEncoder:
         return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
 
     def encode(
-        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False
-    ) -> np.ndarray:
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:  # fmt: skip
         """Vectors for `texts` [len(texts), dimension], float32, in input order; batches of
-        similar lengths, right-padded as the encoder pads them."""
+        similar lengths, right-padded as the encoder pads them. `TokenizedTexts` (a server's
+        added rows) are not tokenised again; `progress` hears of each batch."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
         output = np.empty((len(texts), self.dimension), dtype=np.float32)
-        ids = self.tokenize(texts)
+        ids = getattr(texts, "token_ids", None) or self.tokenize(texts)
         order = np.argsort([len(row) for row in ids], kind="stable")
         size = batch_size or QUERY_BATCH
-        if self._request is None:
-            self._request = self.compiled.create_infer_request()
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._local.request = self.compiled.create_infer_request()
         for start in range(0, len(order), size):
             rows = order[start : start + size]
             width = max(len(ids[row]) for row in rows)
@@ -206,6 +210,8 @@ class ExportedQueryEncoder:
             for line, row in enumerate(rows):
                 input_ids[line, : len(ids[row])] = ids[row]
                 mask[line, : len(ids[row])] = 1
-            result = self._request.infer({"input_ids": input_ids, "attention_mask": mask})
+            result = request.infer({"input_ids": input_ids, "attention_mask": mask})
             output[rows] = np.asarray(result[0], dtype=np.float32)
+            if progress is not None:
+                progress(len(rows))
         return output

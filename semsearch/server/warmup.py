@@ -142,3 +142,19 @@ class QueryPrecisionWarmup:
                 log.info("queries now encode in bf16: kernels for %d workers compiled in %.1f s, "
                          "answering in fp32 meanwhile", self.workers, time.monotonic() - self._started)  # fmt: skip
         return False
+
+
+class NothingToWarm:
+    """The `QueryPrecisionWarmup` of an encoder that is warm once loaded: the checked
+    OpenVINO export (`exported_query_encoder`) runs in fp32 from its first query."""
+
+    warm = True
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def precision(self) -> str:
+        return "fp32"
+
+    def step(self) -> bool:
+        return False
