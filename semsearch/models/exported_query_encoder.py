@@ -28,7 +28,12 @@ from typing import Any
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.checksums import cache_file_problem, write_cache_record
+from semsearch.index.checksums import (
+    CACHE_RECORD_SUFFIX,
+    cache_file_problem,
+    cache_record_path,
+    write_cache_record,
+)
 from semsearch.models.model_folder import cache_dir
 from semsearch.models.spec import EncoderSpec
 
@@ -101,6 +106,34 @@ def record_checked(xml: Path, spec: EncoderSpec, tokenizer: Any, facts: dict) ->
         os.replace(partial, path)
 
 
+def checked_compile_cache(xml: Path) -> Path:
+    """The folder of OpenVINO's compiled copies of the export at `xml` (its `CACHE_DIR`:
+    compiling from it takes about half the time), with every file that fails its hash
+    record deleted first, so OpenVINO compiles it afresh instead of loading it."""
+    folder = xml.with_suffix(".compiled")
+    for blob in _blobs(folder):
+        problem = cache_file_problem(blob)
+        if problem is not None:
+            log.warning("not using the compiled model %s: %s; compiling it again", blob, problem)
+            blob.unlink(missing_ok=True)
+            cache_record_path(blob).unlink(missing_ok=True)
+    return folder
+
+
+def record_compile_cache(xml: Path) -> None:
+    """Hash records for the compiled copies OpenVINO has just written."""
+    for blob in _blobs(xml.with_suffix(".compiled")):
+        if not cache_record_path(blob).is_file():
+            write_cache_record(blob)
+
+
+def _blobs(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return [path for path in folder.iterdir()
+            if path.is_file() and not path.name.endswith(CACHE_RECORD_SUFFIX)]  # fmt: skip
+
+
 class ExportedQueryEncoder:
     """Texts in, the index's vectors out, through the checked OpenVINO export; what a
     `Searcher` needs of an encoder and no more."""
@@ -152,7 +185,9 @@ class ExportedQueryEncoder:
                                       "PERFORMANCE_HINT": "LATENCY"}  # fmt: skip
             if threads:
                 config["INFERENCE_NUM_THREADS"] = threads
+            config["CACHE_DIR"] = str(checked_compile_cache(xml))
             compiled = ov.Core().compile_model(str(xml), "CPU", config)
+            record_compile_cache(xml)
         except Exception as exc:  # a damaged entry costs speed, never an answer
             log.warning("cannot run the OpenVINO export %s (%s): the query encoder runs on torch",
                         xml, exc)  # fmt: skip

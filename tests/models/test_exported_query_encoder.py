@@ -126,3 +126,25 @@ def test_another_models_weights_are_not_exported_for_the_index(tiny_encoder) -> 
     encoder = encoder_for_queries(spec, "cpu", "auto")
     assert isinstance(encoder, BiEncoder)  # the Searcher refuses it, in one line
     assert not export_path(spec, ov.get_version()).is_file()
+
+
+def test_a_tampered_compiled_copy_is_compiled_again(tiny_encoder, caplog) -> None:
+    assert export_for_queries(tiny_encoder)
+    assert ExportedQueryEncoder.open(tiny_encoder.spec, threads=1) is not None
+    compiled = export_path(tiny_encoder.spec, ov.get_version()).with_suffix(".compiled")
+    blobs = [p for p in compiled.iterdir() if not p.name.endswith(".record.json")]
+    assert blobs and all(p.with_name(p.name + ".record.json").is_file() for p in blobs)
+    data = bytearray(blobs[0].read_bytes())
+    data[len(data) // 2] ^= 0x01
+    blobs[0].write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        exported = ExportedQueryEncoder.open(tiny_encoder.spec, threads=1)
+    assert exported is not None
+    assert ["compiling it again" in m for m in _messages(caplog, logging.WARNING)] == [True]
+    np.testing.assert_allclose(
+        exported.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS), atol=1e-5
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert ExportedQueryEncoder.open(tiny_encoder.spec, threads=1) is not None
+    assert _messages(caplog, logging.WARNING) == []  # compiled afresh, and recorded
