@@ -30,7 +30,12 @@ import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.index.checksums import cache_file_problem, write_cache_record
-from semsearch.models.exported_query_encoder import QUERY_PRECISION, record_checked
+from semsearch.models.exported_query_encoder import (
+    OV_PRECISIONS,
+    QUERY_PRECISION,
+    native_bf16,
+    record_checked,
+)
 from semsearch.models.exported_query_encoder import export_path as spec_export_path
 from semsearch.options import RUNTIMES
 
@@ -54,8 +59,6 @@ CHECK_TEXTS = (
     "unit testing framework",
     "encrypt my backups before uploading them to the cloud",
 )
-# semsearch's precision names and OpenVINO's.
-OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
 
 
 def check_runtime(runtime: str, quantization: str | None = None) -> None:
@@ -162,16 +165,18 @@ class OpenVinoEncoder:
             return None
         log.info("encoding with OpenVINO %s on %d thread(s); checked against torch: cosine mean "
                  "%.6f, min %.6f", precision, threads, mean, least)  # fmt: skip
-        if precision == QUERY_PRECISION and isinstance(self.model, Path) and self._tokenizer:
-            self._record_for_queries(mean, least)
+        if isinstance(self.model, Path) and self._tokenizer:
+            self._record_for_queries(precision, mean, least)
         return compiled
 
-    def _record_for_queries(self, mean: float, least: float) -> None:
-        """Let torch-free queries use this export (`exported_query_encoder`): it passed."""
+    def _record_for_queries(self, precision: str, mean: float, least: float) -> None:
+        """Let torch-free queries use this export in `precision` (`exported_query_encoder`):
+        it passed its check."""
         try:
             record_checked(self.model, self._spec, self._tokenizer,
                            {"pad_id": self._pad_id, "do_lower_case": self._lower,
-                            "cosine_mean": mean, "cosine_min": least})  # fmt: skip
+                            "check": {"cosine_mean": mean, "cosine_min": least}},
+                           precision)  # fmt: skip
         except Exception as exc:  # queries stay on torch: slower, never wrong
             log.warning("could not record the OpenVINO check for queries: %s", exc)
 
@@ -186,12 +191,16 @@ class OpenVinoEncoder:
 
 
 def export_for_queries(encoder: BiEncoder) -> bool:
-    """Export `encoder` and check it in fp32, so that later queries of its indexes run
-    without torch (`exported_query_encoder`); True when that worked. Never raises."""
+    """Export `encoder` and check it in fp32 (and in bf16 where the CPU runs it natively,
+    for `serve`), so that later queries of its indexes run without torch
+    (`exported_query_encoder`); True when fp32 passed. Never raises."""
     if encoder.quantization or encoder.device.type != "cpu":
         return False
     try:
-        return OpenVinoEncoder.attach(encoder, QUERY_PRECISION) is not None
+        runtime = OpenVinoEncoder.attach(encoder, QUERY_PRECISION)
+        if runtime is not None and runtime.default == "bf16":
+            runtime.forward_for("bf16", encoder)
+        return runtime is not None
     except Exception as exc:  # queries stay on torch: slower, never wrong
         log.warning("could not export the encoder for queries: %s", exc)
         return False
@@ -204,13 +213,8 @@ def _infer(request: Any, input_ids: np.ndarray, attention_mask: np.ndarray) -> n
 
 
 def default_precision(ov: Any) -> str:
-    """bf16 where OpenVINO's CPU plugin runs it natively (it defaults to bf16 only there:
-    AVX512-BF16, AMX), else fp32."""
-    try:
-        hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
-    except Exception:  # an older plugin without the property: the safe choice
-        return "fp32"
-    return "bf16" if str(hint).lower().find("bf") >= 0 else "fp32"
+    """bf16 where OpenVINO's CPU plugin runs it natively, else fp32."""
+    return "bf16" if native_bf16(ov) else "fp32"
 
 
 def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:

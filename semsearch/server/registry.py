@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import threading
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import IndexFolder, find_index, list_indexes
+from semsearch.models.exported_query_encoder import openvino_installed
 from semsearch.search import Searcher
 from semsearch.server.batcher import MicroBatcher
 from semsearch.server.schemas import ServerConfig
@@ -216,15 +218,20 @@ class IndexRegistry:
         """The checked OpenVINO export and its batcher, where there is one and the server
         encodes in fp32 on the CPU (`auto` included): no torch to import, no kernels to
         warm. None where the torch encoder must run (one log line says why)."""
-        if self.config.device not in ("auto", "cpu") or self.config.precision == "bf16":
+        if self.config.device not in ("auto", "cpu") or not openvino_installed():
             return None
-        from semsearch.models.exported_query_encoder import ExportedQueryEncoder
+        import openvino as ov
 
-        encoder = ExportedQueryEncoder.open(spec, threads=1)
+        from semsearch.models.exported_query_encoder import ExportedQueryEncoder, native_bf16
+
+        wanted = self.config.precision
+        if wanted == "auto":
+            wanted = "bf16" if native_bf16(ov) and self._checked(spec, "bf16") else "fp32"
+        encoder = ExportedQueryEncoder.open(spec, threads=1, precision=wanted)
         if encoder is None:
             return None
         workers = self._workers()
-        self.warmups.append(NothingToWarm(f"fp32 ({encoder.runtime})"))
+        self.warmups.append(NothingToWarm(f"{wanted} ({encoder.runtime})", wanted))
 
         def encode(texts: list[str]):
             return encoder.encode(texts, batch_size=len(texts))
@@ -233,6 +240,19 @@ class IndexRegistry:
                                self.on_batch, workers=workers, group=CPU_SUB_BATCH,
                                on_start=lambda: encoder.encode(["a warm-up query"]))  # fmt: skip
         return encoder, batcher
+
+    @staticmethod
+    def _checked(spec, precision: str) -> bool:
+        """Whether the export of `spec` passed its check in `precision` (no log line)."""
+        import openvino as ov
+
+        from semsearch.models.exported_query_encoder import export_path, query_files
+
+        facts_path = query_files(export_path(spec, ov.get_version()))[0]
+        try:
+            return precision in json.loads(facts_path.read_text(encoding="utf-8"))["checked"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
 
     def _torch_encoder(self, spec) -> tuple[object, MicroBatcher]:
         """The torch encoder and its batcher; bf16 is chosen and warmed between batches."""

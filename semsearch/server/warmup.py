@@ -146,15 +146,16 @@ class QueryPrecisionWarmup:
 
 class NothingToWarm:
     """The `QueryPrecisionWarmup` of an encoder that is warm once loaded: the checked
-    OpenVINO export (`exported_query_encoder`) runs in fp32 from its first query."""
+    OpenVINO export (`exported_query_encoder`) runs in its precision from its first query."""
 
     warm = True
 
-    def __init__(self, state: str) -> None:
+    def __init__(self, state: str, precision: str) -> None:
         self.state = state
+        self._precision = precision
 
     def precision(self) -> str:
-        return "fp32"
+        return self._precision
 
     def step(self) -> bool:
         return False

@@ -60,13 +60,17 @@ def test_the_exported_encoder_gives_torchs_vectors(tiny_encoder) -> None:
         np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-def test_an_fp32_index_keeps_its_neighbours(tiny_encoder, sentences) -> None:
-    """The precision-mismatch rule: an index built by torch fp32, queried through the export,
-    finds the same top 10 (recall@10 >= 0.99)."""
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_an_fp32_index_keeps_its_neighbours(tiny_encoder, sentences, precision) -> None:
+    """The precision-mismatch rule: an index built by torch fp32, queried through the export
+    (fp32 for a query, bf16 for a server), finds the same top 10 (recall@10 >= 0.99)."""
     corpus = tiny_encoder.encode(sentences * 4 + ODD_TEXTS, precision="fp32")
     queries = [*ODD_TEXTS, *sentences]
     assert export_for_queries(tiny_encoder)
-    exported = ExportedQueryEncoder.open(tiny_encoder.spec, threads=1)
+    BiEncoder.load(tiny_encoder.name, device="cpu", runtime="openvino").encode(
+        ["check"], precision=precision
+    )  # checks (and records) bf16 also on a CPU without native bf16
+    exported = ExportedQueryEncoder.open(tiny_encoder.spec, threads=1, precision=precision)
     top = {}
     for name, vectors in (("torch", tiny_encoder.encode(queries, precision="fp32")),
                           ("exported", exported.encode(queries))):  # fmt: skip
@@ -84,13 +88,17 @@ def test_no_entry_or_no_openvino_is_the_torch_path(tiny_encoder, caplog, monkeyp
     assert ExportedQueryEncoder.open(tiny_encoder.spec) is None
 
 
-def test_an_unchecked_export_is_not_used_for_queries(tiny_encoder) -> None:
-    """`--runtime openvino` on a build checks bf16 where the CPU has it: no query facts."""
-    BiEncoder.load(tiny_encoder.name, device="cpu", runtime="openvino")
-    xml = export_path(tiny_encoder.spec, ov.get_version())
-    if query_files(xml)[0].is_file():
-        pytest.skip("this CPU's OpenVINO default is fp32, which the query path uses")
-    assert ExportedQueryEncoder.open(tiny_encoder.spec) is None
+def test_only_a_checked_precision_is_used(tiny_encoder) -> None:
+    """`--runtime openvino` on a build checks its default precision only (bf16 where the CPU
+    has it natively): that one is recorded for a server, not fp32 for a query."""
+    runtime = BiEncoder.load(tiny_encoder.name, device="cpu", runtime="openvino").runtime
+    checked = runtime.removeprefix("openvino-")
+    other = {"bf16": "fp32", "fp32": "bf16"}[checked]
+    assert ExportedQueryEncoder.open(tiny_encoder.spec, precision=other) is None
+    exported = ExportedQueryEncoder.open(tiny_encoder.spec, threads=1, precision=checked)
+    assert exported is not None and exported.runtime == runtime
+    mean, least = cosine_agreement(exported.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS))
+    assert mean >= MIN_MEAN_COSINE and least >= MIN_COSINE, (mean, least)
 
 
 @pytest.mark.parametrize("damaged", [0, 1, 2, 3])

@@ -103,7 +103,9 @@ def checked_export(index_dir, tiny_model_dir, monkeypatch, openvino_tiny_model, 
 
 
 def test_with_a_checked_export_the_server_is_warm_once_ready(index_dir, checked_export, caplog):
-    from semsearch.models.exported_query_encoder import ExportedQueryEncoder
+    import openvino as ov
+
+    from semsearch.models.exported_query_encoder import ExportedQueryEncoder, native_bf16
 
     config = ServerConfig(index_dir=index_dir, device="cpu", api_key=API_KEY)
     with (
@@ -113,26 +115,35 @@ def test_with_a_checked_export_the_server_is_warm_once_ready(index_dir, checked_
         client.app.state.startup.wait(30)
         assert client.get("/health").json() == {"status": "alive"}
         ready = client.get("/ready").json()
-        assert ready["warm"] and ready["precision"] == "fp32 (openvino-fp32)"
-        registry = client.app.state.startup.result
-        assert isinstance(registry.indexes["docs"].searcher.encoder, ExportedQueryEncoder)
+        encoder = client.app.state.startup.result.indexes["docs"].searcher.encoder
+        assert isinstance(encoder, ExportedQueryEncoder)
+        # bf16 where the CPU runs it natively (and it passed its check), else fp32
+        assert encoder.precision == ("bf16" if native_bf16(ov) else "fp32")
+        assert ready["warm"] and ready["precision"] == f"{encoder.precision} ({encoder.runtime})"
         found = client.get("/search", params={"q": "fast json parsing", "k": 3},
-                               headers={"X-API-Key": API_KEY})  # fmt: skip
+                           headers={"X-API-Key": API_KEY})  # fmt: skip
         assert found.status_code == 200
         added = client.post("/indexes/docs/documents", headers={"X-API-Key": API_KEY},
-                                json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.",
-                                                "topic": "music"}]})  # fmt: skip
+                            json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.",
+                                            "topic": "music"}]})  # fmt: skip
         assert added.status_code == 200, added.text  # rows added through the export
         top = client.get("/search", params={"q": "A violin concert tonight.", "k": 1},
-                             headers={"X-API-Key": API_KEY}).json()  # fmt: skip
+                         headers={"X-API-Key": API_KEY}).json()  # fmt: skip
         assert top["results"][0]["hits"][0]["id"] == "n1"
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("ready in"))
-    assert "encoder" in line and "on openvino-fp32" in line and "index docs" in line
+    assert f"on {encoder.runtime}" in line and "index docs" in line
 
 
-def test_bf16_asked_for_keeps_the_torch_encoder(index_dir, checked_export) -> None:
+def test_a_precision_without_a_check_keeps_the_torch_encoder(
+    index_dir, tiny_model_dir, monkeypatch, openvino_tiny_model, tmp_path
+) -> None:
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
     from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.openvino_runtime import OpenVinoEncoder
 
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
+    assert OpenVinoEncoder.attach(BiEncoder.load(str(tiny_model_dir), device="cpu"), "fp32")
     config = ServerConfig(index_dir=index_dir, device="cpu", precision="bf16")
     with TestClient(create_app(config), raise_server_exceptions=False) as client:
         registry = client.app.state.startup.wait(30)
