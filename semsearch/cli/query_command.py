@@ -11,7 +11,6 @@ from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
     IndexDir,
-    RuntimeOption,
     app,
     console,
     user_errors,
@@ -110,7 +109,14 @@ def query(
         ),
     ] = True,
     device: Device = "auto",
-    runtime: RuntimeOption = "torch",
+    runtime: Annotated[
+        str,
+        typer.Option(
+            help="What encodes the queries: auto (the OpenVINO export of the index's model, "
+            "checked against torch once and cached, where OpenVINO is installed and the CPU "
+            "runs it; else torch), torch, or openvino. The vectors are the same either way.",
+        ),
+    ] = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
 ) -> None:
     """Find the rows nearest in meaning to TEXT (or to each line of --file).
@@ -132,7 +138,7 @@ def query(
         return
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
-    from semsearch.models.query_encoder import encoder_for_queries
+    from semsearch.models.exported_query_encoder import open_for_queries
     from semsearch.search import Searcher
 
     manifest = folder.manifest(at)
@@ -141,7 +147,7 @@ def query(
     if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
         searcher = Searcher(folder, at=at, lexical_only=True)
     else:
-        encoder = encoder_for_queries(folder.manifest(at).model, device, runtime)
+        encoder = open_for_queries(manifest.model, device, runtime)
         searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
     _check_show(searcher, show)
     score_name = searcher.score_name_for(mode)

@@ -18,8 +18,6 @@ leaves the encoder on torch with one log line: slower, never a wrong vector.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import threading
@@ -32,7 +30,13 @@ import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.index.checksums import cache_file_problem, write_cache_record
-from semsearch.models.model_folder import cache_dir
+from semsearch.models.exported_query_encoder import (
+    OV_PRECISIONS,
+    QUERY_PRECISION,
+    native_bf16,
+    record_checked,
+)
+from semsearch.models.exported_query_encoder import export_path as spec_export_path
 from semsearch.options import RUNTIMES
 
 if TYPE_CHECKING:
@@ -40,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMAT = 1
 # The faithfulness bar of issue 29: how close the runtime's vectors must be to torch's.
 MIN_MEAN_COSINE = 0.9999
 MIN_COSINE = 0.999
@@ -56,8 +59,6 @@ CHECK_TEXTS = (
     "unit testing framework",
     "encrypt my backups before uploading them to the cloud",
 )
-# semsearch's precision names and OpenVINO's.
-OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
 
 
 def check_runtime(runtime: str, quantization: str | None = None) -> None:
@@ -83,6 +84,10 @@ class OpenVinoEncoder:
         self._check_ids, self._check_mask = encoder.features(list(CHECK_TEXTS))
         self._reference = encoder.encode(list(CHECK_TEXTS), precision="fp32")
         self._weights = _weights_key(encoder)
+        self._spec = encoder.spec
+        self._tokenizer = getattr(encoder.tokenizer, "backend_tokenizer", None)  # a fast one
+        self._pad_id = encoder.tokenizer.pad_token_id or 0
+        self._lower = encoder.do_lower_case
         self._compiled: dict[str, Any] = {}  # precision -> compiled model, or None: refused
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -93,9 +98,9 @@ class OpenVinoEncoder:
         return f"openvino-{self.default}"
 
     @classmethod
-    def attach(cls, encoder: BiEncoder) -> OpenVinoEncoder | None:
-        """The runtime for `encoder`, exported (or taken from the cache) and checked in its
-        default precision; None, with one log line, where torch must run instead."""
+    def attach(cls, encoder: BiEncoder, precision: str = "auto") -> OpenVinoEncoder | None:
+        """The runtime for `encoder`, exported (or taken from the cache) and checked in
+        `precision` (`auto`: its default); None, with one log line, where torch must run."""
         check_runtime("openvino", encoder.quantization)
         if encoder.device.type != "cpu":
             raise SemsearchError("the openvino runtime runs on the CPU: add --device cpu")
@@ -117,7 +122,7 @@ class OpenVinoEncoder:
                         type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")  # fmt: skip
             return None
         runtime = cls(encoder, model, default_precision(ov))
-        return runtime if runtime.forward_for("auto", encoder) is not None else None
+        return runtime if runtime.forward_for(precision, encoder) is not None else None
 
     def forward_for(self, precision: str, encoder: BiEncoder):
         """What runs a padded batch in `precision` (`auto`: the runtime's default), or None
@@ -160,7 +165,20 @@ class OpenVinoEncoder:
             return None
         log.info("encoding with OpenVINO %s on %d thread(s); checked against torch: cosine mean "
                  "%.6f, min %.6f", precision, threads, mean, least)  # fmt: skip
+        if isinstance(self.model, Path) and self._tokenizer:
+            self._record_for_queries(precision, mean, least)
         return compiled
+
+    def _record_for_queries(self, precision: str, mean: float, least: float) -> None:
+        """Let torch-free queries use this export in `precision` (`exported_query_encoder`):
+        it passed its check."""
+        try:
+            record_checked(self.model, self._spec, self._tokenizer,
+                           {"pad_id": self._pad_id, "do_lower_case": self._lower,
+                            "check": {"cosine_mean": mean, "cosine_min": least}},
+                           precision)  # fmt: skip
+        except Exception as exc:  # queries stay on torch: slower, never wrong
+            log.warning("could not record the OpenVINO check for queries: %s", exc)
 
     def _run(self, compiled: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         requests = getattr(self._local, "requests", None)
@@ -172,6 +190,22 @@ class OpenVinoEncoder:
         return torch.from_numpy(_infer(request, input_ids.numpy(), attention_mask.numpy()))
 
 
+def export_for_queries(encoder: BiEncoder) -> bool:
+    """Export `encoder` and check it in fp32 (and in bf16 where the CPU runs it natively,
+    for `serve`), so that later queries of its indexes run without torch
+    (`exported_query_encoder`); True when fp32 passed. Never raises."""
+    if encoder.quantization or encoder.device.type != "cpu":
+        return False
+    try:
+        runtime = OpenVinoEncoder.attach(encoder, QUERY_PRECISION)
+        if runtime is not None and runtime.default == "bf16":
+            runtime.forward_for("bf16", encoder)
+        return runtime is not None
+    except Exception as exc:  # queries stay on torch: slower, never wrong
+        log.warning("could not export the encoder for queries: %s", exc)
+        return False
+
+
 def _infer(request: Any, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """One batch through an inference request; a copy, since the request reuses its output."""
     result = request.infer({"input_ids": input_ids, "attention_mask": attention_mask})
@@ -179,13 +213,8 @@ def _infer(request: Any, input_ids: np.ndarray, attention_mask: np.ndarray) -> n
 
 
 def default_precision(ov: Any) -> str:
-    """bf16 where OpenVINO's CPU plugin runs it natively (it defaults to bf16 only there:
-    AVX512-BF16, AMX), else fp32."""
-    try:
-        hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
-    except Exception:  # an older plugin without the property: the safe choice
-        return "fp32"
-    return "bf16" if str(hint).lower().find("bf") >= 0 else "fp32"
+    """bf16 where OpenVINO's CPU plugin runs it natively, else fp32."""
+    return "bf16" if native_bf16(ov) else "fp32"
 
 
 def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
@@ -200,12 +229,7 @@ def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, floa
 
 def export_path(encoder: BiEncoder, version: str) -> Path | None:
     """Where the export of `encoder` is cached; None for a model without a fingerprint."""
-    if not encoder.fingerprint:
-        return None
-    described = json.dumps([EXPORT_FORMAT, version, encoder.fingerprint, encoder.pooling.mode,
-                            encoder.normalize, encoder.max_length])  # fmt: skip
-    digest = hashlib.sha256(described.encode()).hexdigest()[:24]
-    return cache_dir() / "openvino" / f"{digest}.xml"
+    return spec_export_path(encoder.spec, version)
 
 
 def _exported(encoder: BiEncoder, ov: Any) -> Any:

@@ -36,6 +36,11 @@ import torch
 
 from semsearch.index.checksums import cache_file_problem, write_cache_record
 from semsearch.models.batching import BatchShape, prepared_batches
+from semsearch.models.exported_query_encoder import (
+    ExportedQueryEncoder,
+    check_query_runtime,
+    openvino_installed,
+)
 from semsearch.models.model_folder import (
     DEFAULT_MODEL,
     ModelFolder,
@@ -63,26 +68,52 @@ CHECK_TEXTS = (
 
 
 def encoder_for_queries(
-    spec: EncoderSpec, device: str = "auto", runtime: str = "torch"
-) -> QueryEncoder | BiEncoder:
-    """The encoder an index records, as fast to start as it can be: the traced copy when one
-    is cached, else the full encoder (tracing it for the next time). A runtime other than
-    torch loads the full encoder on it (`BiEncoder.use_runtime`), never the trace."""
-    if runtime != "torch":
+    spec: EncoderSpec, device: str = "auto", runtime: str = "torch", export_tried: bool = False
+) -> ExportedQueryEncoder | QueryEncoder | BiEncoder:
+    """The encoder an index records, as fast to start as it can be.
+
+    `auto` (and `openvino`) on a CPU: the checked OpenVINO export, which needs no torch
+    (`open_for_queries` finds it without importing this module); where there is none, the
+    full encoder is loaded, exported and checked, for this query and the next ones. `torch`,
+    or an export that cannot be made: the traced copy when one is cached, else the full
+    encoder (tracing it for the next time).
+    """
+    check_query_runtime(runtime)
+    encoder = None
+    if runtime == "openvino" and not _on_cpu(device):
         from semsearch.models.bi_encoder import BiEncoder
 
-        return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
+        return BiEncoder.for_index(spec, device, "openvino")  # says it runs on the CPU only
+    if runtime != "torch" and _on_cpu(device) and openvino_installed():
+        exported = None if export_tried else ExportedQueryEncoder.open(spec)
+        if exported is not None:
+            return exported
+        from semsearch.models.bi_encoder import BiEncoder
+        from semsearch.models.openvino_runtime import export_for_queries
+
+        encoder = BiEncoder.for_index(spec, device)
+        if encoder.fingerprint != spec.fingerprint:
+            return encoder  # another model than the index's: the Searcher says so
+        if export_for_queries(encoder):
+            exported = ExportedQueryEncoder.open(spec)
+            if exported is not None:
+                return exported
     key = _trace_key(spec, device)
-    if key is not None:
+    if key is not None and encoder is None:
         traced = QueryEncoder.open(key)
         if traced is not None:
             return traced
-    from semsearch.models.bi_encoder import BiEncoder
+    if encoder is None:
+        from semsearch.models.bi_encoder import BiEncoder
 
-    encoder = BiEncoder.for_index(spec, device)
+        encoder = BiEncoder.for_index(spec, device)
     if key is not None:
         save_trace(encoder, key)
     return encoder
+
+
+def _on_cpu(device: str) -> bool:
+    return device == "cpu" or (device == "auto" and not torch.cuda.is_available())
 
 
 class QueryEncoder:

@@ -1,8 +1,8 @@
 """The HTTP API and search page: `create_app(ServerConfig(...))` gives a FastAPI app.
 
 The model and indexes load once, in a thread the app's lifespan starts: the server listens
-at once, `/health` (no key, no data) says it is alive, and `/ready` answers 503 "starting"
-until every index is open, then 200 (server/warmup.py: queries are answered in fp32 while
+at once, `/health` (no key, no data) and `/ready` answer 503 "starting" until every index
+is open, then 200 (server/warmup.py: queries are answered in fp32 while
 bf16 kernels compile between batches).
 Queries are encoded by the registry's micro-batchers (a worker thread) and searched in
 the thread pool, so the event loop never waits on the model or on FAISS. Every error is a
@@ -84,8 +84,9 @@ def create_app(config: ServerConfig) -> FastAPI:
                 stop()
             raise
         registry.start_refreshing(config.refresh_every_s)
-        log.info("ready in %.1f s: serving %s; queries encode in %s", startup.elapsed_s,
-                 ", ".join(registry.indexes), registry.precision)  # fmt: skip
+        log.info("ready in %.1f s: serving %s; warmed %s; queries encode in %s",
+                 startup.elapsed_s, ", ".join(registry.indexes), ", ".join(registry.warmed),
+                 registry.precision)  # fmt: skip
         return registry
 
     @asynccontextmanager
@@ -169,10 +170,15 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         return resources.files("semsearch.server").joinpath("page.html").read_text(encoding="utf-8")
 
     @app.get("/health")
-    async def health() -> dict:
-        """Liveness, for a load balancer or a container check: 200 while the process answers,
-        with no key and no data. Whether it can search is `/ready`'s answer."""
-        return {"status": "alive"}
+    async def health(request: Request) -> JSONResponse:
+        """For a load balancer or a container check, with no key and no data: 503 "starting"
+        until the model and indexes are loaded (503 "failed" if they could not be), then 200
+        "alive" while the process answers. Whether every index is served is `/ready`'s answer."""
+        startup: Startup[IndexRegistry] = request.app.state.startup
+        if startup.result is None:
+            status = "failed" if startup.failure is not None else "starting"
+            return JSONResponse({"status": status}, status_code=503, headers={"Retry-After": "1"})
+        return JSONResponse({"status": "alive"})
 
     @app.get("/ready")
     async def ready(request: Request) -> JSONResponse:

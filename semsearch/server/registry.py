@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import IndexFolder, find_index, list_indexes
+from semsearch.models.exported_query_encoder import openvino_installed
 from semsearch.search import Searcher
 from semsearch.server.batcher import MicroBatcher
 from semsearch.server.schemas import ServerConfig
-from semsearch.server.warmup import QueryPrecisionWarmup
+from semsearch.server.warmup import NothingToWarm, QueryPrecisionWarmup
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,9 @@ class IndexRegistry:
         self.on_batch = on_batch
         self.on_phase = on_phase or (lambda phase: None)
         self._encoders: dict[tuple, tuple[object, MicroBatcher]] = {}
-        self.warmups: list[QueryPrecisionWarmup] = []
+        self.warmups: list[QueryPrecisionWarmup | NothingToWarm] = []
+        self.warmed: list[str] = []  # what start-up loaded and warmed, and how long each took
+        self._model_s = 0.0  # of which loading models
         # Requests already run in parallel; FAISS's own threads on top of them would only
         # contend for the same cores.
         import faiss
@@ -168,7 +173,15 @@ class IndexRegistry:
 
     def _open(self, folder: IndexFolder) -> ServedIndex:
         self.on_phase(f"opening the index {folder.name}")
+        started, model_s = time.monotonic(), self._model_s
         searcher, batcher = self._searcher(folder)
+        opened_s = time.monotonic() - started - (self._model_s - model_s)
+        self.warmed.append(f"index {folder.name} {opened_s:.1f} s")
+        if searcher.manifest.lexical is not None:
+            self.on_phase(f"reading the lexical part of {folder.name}")
+            started = time.monotonic()
+            searcher.search(["warm-up"], k=1, mode="lexical")  # reads its BM25 files once
+            self.warmed.append(f"its lexical part {time.monotonic() - started:.1f} s")
         return ServedIndex(folder.name, folder, searcher, batcher)
 
     def _searcher(self, folder: IndexFolder) -> tuple[Searcher, MicroBatcher | None]:
@@ -181,41 +194,98 @@ class IndexRegistry:
         key = (spec.name, spec.fingerprint, spec.pooling, spec.normalize, spec.max_length,
                spec.quantization)  # fmt: skip
         if key not in self._encoders:
-            import torch
-
-            from semsearch.models.bi_encoder import BiEncoder
-
             self.on_phase(f"loading the model {spec.name}")
-            encoder = BiEncoder.for_index(spec, self.config.device)
-            # The queries gathered from many requests are encoded and answered in groups of
-            # CPU_SUB_BATCH, shortest first: on a CPU, 32 STS-B sentences take 101 ms as four
-            # length-sorted batches of 8 and 154 ms as one batch of 32, padded to its longest
-            # (measured, fp32).
-            on_cpu = encoder.device.type == "cpu"
-            group = CPU_SUB_BATCH if on_cpu else None
-            # On a CPU, one single-threaded encoder per core: 354 texts/s on 2 cores against
-            # 298 for one encoder on both (STS-B sentences, measured).
-            workers = max(1, len(os.sched_getaffinity(0))) if on_cpu else 1
-            if on_cpu:
-                torch.set_num_threads(1)
-            largest = min(self.config.max_batch, group or self.config.max_batch)
-            # Queries are answered in fp32 from the start; bf16 is chosen and its kernels
-            # compiled between batches (server/warmup.py).
-            warmup = QueryPrecisionWarmup(encoder, self.config.precision, largest, workers)
-            self.warmups.append(warmup)
-
-            def encode(texts: list[str], encoder=encoder, warmup=warmup):
-                return encoder.encode(texts, batch_size=len(texts) if on_cpu else None,
-                                      precision=warmup.precision())  # fmt: skip
-
-            def first_query(encoder=encoder) -> None:  # the fp32 path's own first-call costs
-                encoder.encode(
-                    ["a warm-up query"], batch_size=1, precision="fp32" if on_cpu else "auto"
-                )
-
-            batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms, self.on_batch,
-                                   workers=workers, group=group, on_start=first_query,
-                                   on_idle=warmup.step)  # fmt: skip
-            self._encoders[key] = (encoder, batcher)
+            started = time.monotonic()
+            exported = self._exported_encoder(spec)
+            if exported is not None:
+                self._encoders[key] = exported
+            else:
+                self._encoders[key] = self._torch_encoder(spec)
+            encoder = self._encoders[key][0]
+            loaded_s = time.monotonic() - started
+            self._model_s += loaded_s
+            self.warmed.append(f"encoder {spec.name} on {getattr(encoder, 'runtime', 'torch')} "
+                               f"{loaded_s:.1f} s")  # fmt: skip
         encoder, batcher = self._encoders[key]
         return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]
+
+    def _workers(self) -> int:
+        """One single-threaded encoder per core: 354 texts/s on 2 cores against 298 for one
+        encoder on both (STS-B sentences, measured)."""
+        return max(1, len(os.sched_getaffinity(0)))
+
+    def _exported_encoder(self, spec) -> tuple[object, MicroBatcher] | None:
+        """The checked OpenVINO export and its batcher, where there is one and the server
+        encodes in fp32 on the CPU (`auto` included): no torch to import, no kernels to
+        warm. None where the torch encoder must run (one log line says why)."""
+        if self.config.device not in ("auto", "cpu") or not openvino_installed():
+            return None
+        import openvino as ov
+
+        from semsearch.models.exported_query_encoder import ExportedQueryEncoder, native_bf16
+
+        wanted = self.config.precision
+        if wanted == "auto":
+            wanted = "bf16" if native_bf16(ov) and self._checked(spec, "bf16") else "fp32"
+        encoder = ExportedQueryEncoder.open(spec, threads=1, precision=wanted)
+        if encoder is None:
+            return None
+        workers = self._workers()
+        self.warmups.append(NothingToWarm(f"{wanted} ({encoder.runtime})", wanted))
+
+        def encode(texts: list[str]):
+            return encoder.encode(texts, batch_size=len(texts))
+
+        batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms,
+                               self.on_batch, workers=workers, group=CPU_SUB_BATCH,
+                               on_start=lambda: encoder.encode(["a warm-up query"]))  # fmt: skip
+        return encoder, batcher
+
+    @staticmethod
+    def _checked(spec, precision: str) -> bool:
+        """Whether the export of `spec` passed its check in `precision` (no log line)."""
+        import openvino as ov
+
+        from semsearch.models.exported_query_encoder import export_path, query_files
+
+        facts_path = query_files(export_path(spec, ov.get_version()))[0]
+        try:
+            return precision in json.loads(facts_path.read_text(encoding="utf-8"))["checked"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    def _torch_encoder(self, spec) -> tuple[object, MicroBatcher]:
+        """The torch encoder and its batcher; bf16 is chosen and warmed between batches."""
+        import torch
+
+        from semsearch.models.bi_encoder import BiEncoder
+
+        encoder = BiEncoder.for_index(spec, self.config.device)
+        # The queries gathered from many requests are encoded and answered in groups of
+        # CPU_SUB_BATCH, shortest first: on a CPU, 32 STS-B sentences take 101 ms as four
+        # length-sorted batches of 8 and 154 ms as one batch of 32, padded to its longest
+        # (measured, fp32).
+        on_cpu = encoder.device.type == "cpu"
+        group = CPU_SUB_BATCH if on_cpu else None
+        workers = self._workers() if on_cpu else 1
+        if on_cpu:
+            torch.set_num_threads(1)
+        largest = min(self.config.max_batch, group or self.config.max_batch)
+        # Queries are answered in fp32 from the start; bf16 is chosen and its kernels
+        # compiled between batches (server/warmup.py).
+        warmup = QueryPrecisionWarmup(encoder, self.config.precision, largest, workers)
+        self.warmups.append(warmup)
+
+        def encode(texts: list[str], encoder=encoder, warmup=warmup):
+            return encoder.encode(texts, batch_size=len(texts) if on_cpu else None,
+                                  precision=warmup.precision())  # fmt: skip
+
+        def first_query(encoder=encoder) -> None:  # the fp32 path's own first-call costs
+            encoder.encode(
+                ["a warm-up query"], batch_size=1, precision="fp32" if on_cpu else "auto"
+            )
+
+        batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms, self.on_batch,
+                               workers=workers, group=group, on_start=first_query,
+                               on_idle=warmup.step)  # fmt: skip
+        return encoder, batcher

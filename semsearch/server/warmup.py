@@ -142,3 +142,20 @@ class QueryPrecisionWarmup:
                 log.info("queries now encode in bf16: kernels for %d workers compiled in %.1f s, "
                          "answering in fp32 meanwhile", self.workers, time.monotonic() - self._started)  # fmt: skip
         return False
+
+
+class NothingToWarm:
+    """The `QueryPrecisionWarmup` of an encoder that is warm once loaded: the checked
+    OpenVINO export (`exported_query_encoder`) runs in its precision from its first query."""
+
+    warm = True
+
+    def __init__(self, state: str, precision: str) -> None:
+        self.state = state
+        self._precision = precision
+
+    def precision(self) -> str:
+        return self._precision
+
+    def step(self) -> bool:
+        return False

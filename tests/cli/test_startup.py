@@ -98,3 +98,30 @@ def test_second_query_skips_transformers_and_answers_the_same(built) -> None:
         [hit["score"] for hit in hits[0]], abs=1e-5
     )
     assert "transformers" not in _heavy_modules_after(args)
+
+
+def test_a_query_with_a_checked_export_imports_neither_torch_nor_transformers(
+    built, monkeypatch, openvino_tiny_model
+) -> None:
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.openvino_runtime import export_for_queries
+
+    monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
+    assert export_for_queries(BiEncoder.load(built.model, device="cpu"))  # as a first query does
+    args = ["query", "fast json", "--index", "docs", "--index-dir", built.index_dir, "--json"]
+    script = (
+        "import sys\n"
+        "from semsearch.cli.app import app\n"
+        "try:\n"
+        f"    app({args!r})\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        f"print('\\nHEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    lines = process.stdout.strip().splitlines()
+    assert lines and lines[-1] == "HEAVY=", process.stdout + process.stderr
+    hits = [json.loads(line) for line in lines[:-1] if line.startswith("{")]
+    assert hits and hits[0]["rank"] == 1 and hits[0]["query"] == "fast json"

@@ -16,6 +16,14 @@ from semsearch.server.schemas import Limits, ServerConfig
 API_KEY = "test-key"
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache of each test's own: a checked OpenVINO export that an earlier test (a CLI
+    query) left would otherwise replace the torch encoder these tests are about."""
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path / "own-cache"))
+    return tmp_path / "own-cache"
+
+
 @pytest.fixture()
 def index_dir(tmp_path: Path, corpus_file: Path, tiny_model_dir: Path) -> Path:
     folder = tmp_path / "indexes"

@@ -54,7 +54,8 @@ def slow_start(monkeypatch):
 def test_the_server_answers_while_it_starts_and_health_needs_no_key(index_dir, slow_start) -> None:
     config = ServerConfig(index_dir=index_dir, device="cpu", api_key=API_KEY, precision="fp32")
     with TestClient(create_app(config), raise_server_exceptions=False) as client:
-        assert client.get("/health").json() == {"status": "alive"}  # no key, no data
+        health = client.get("/health")  # no key, no data
+        assert health.status_code == 503 and health.json() == {"status": "starting"}
         starting = client.get("/ready")
         assert starting.status_code == 503 and starting.json()["status"] == "starting"
         search = client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY})
@@ -67,6 +68,7 @@ def test_the_server_answers_while_it_starts_and_health_needs_no_key(index_dir, s
                                                               "precision": "fp32"}  # fmt: skip
         keyed = client.get("/ready", headers={"X-API-Key": API_KEY}).json()
         assert keyed["indexes"]["docs"]["generation"] == 1
+        assert client.get("/health").json() == {"status": "alive"}
         assert client.get("/health").status_code == 200
         assert (
             client.get("/search", params={"q": "x"}, headers={"X-API-Key": API_KEY}).status_code
@@ -82,4 +84,67 @@ def test_a_start_that_fails_says_why(tmp_path, index_dir) -> None:
         assert ready.status_code == 503 and ready.json()["status"] == "failed"
         assert "no indexes to serve" in ready.json()["detail"]
         assert "no indexes to serve" in client.get("/search", params={"q": "x"}).json()["error"]
-        assert client.get("/health").status_code == 200
+        health = client.get("/health")
+        assert health.status_code == 503 and health.json() == {"status": "failed"}
+
+
+@pytest.fixture()
+def checked_export(index_dir, tiny_model_dir, monkeypatch, openvino_tiny_model, tmp_path):
+    """The tiny model's checked OpenVINO export in a fresh cache, as a first query leaves it."""
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.openvino_runtime import export_for_queries
+
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
+    encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    assert export_for_queries(encoder)
+    return encoder
+
+
+def test_with_a_checked_export_the_server_is_warm_once_ready(index_dir, checked_export, caplog):
+    import openvino as ov
+
+    from semsearch.models.exported_query_encoder import ExportedQueryEncoder, native_bf16
+
+    config = ServerConfig(index_dir=index_dir, device="cpu", api_key=API_KEY)
+    with (
+        caplog.at_level("INFO", logger="semsearch.server"),
+        TestClient(create_app(config), raise_server_exceptions=False) as client,
+    ):
+        client.app.state.startup.wait(30)
+        assert client.get("/health").json() == {"status": "alive"}
+        ready = client.get("/ready").json()
+        encoder = client.app.state.startup.result.indexes["docs"].searcher.encoder
+        assert isinstance(encoder, ExportedQueryEncoder)
+        # bf16 where the CPU runs it natively (and it passed its check), else fp32
+        assert encoder.precision == ("bf16" if native_bf16(ov) else "fp32")
+        assert ready["warm"] and ready["precision"] == f"{encoder.precision} ({encoder.runtime})"
+        found = client.get("/search", params={"q": "fast json parsing", "k": 3},
+                           headers={"X-API-Key": API_KEY})  # fmt: skip
+        assert found.status_code == 200
+        added = client.post("/indexes/docs/documents", headers={"X-API-Key": API_KEY},
+                            json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.",
+                                            "topic": "music"}]})  # fmt: skip
+        assert added.status_code == 200, added.text  # rows added through the export
+        top = client.get("/search", params={"q": "A violin concert tonight.", "k": 1},
+                         headers={"X-API-Key": API_KEY}).json()  # fmt: skip
+        assert top["results"][0]["hits"][0]["id"] == "n1"
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("ready in"))
+    assert f"on {encoder.runtime}" in line and "index docs" in line
+
+
+def test_a_precision_without_a_check_keeps_the_torch_encoder(
+    index_dir, tiny_model_dir, monkeypatch, openvino_tiny_model, tmp_path
+) -> None:
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.openvino_runtime import OpenVinoEncoder
+
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
+    assert OpenVinoEncoder.attach(BiEncoder.load(str(tiny_model_dir), device="cpu"), "fp32")
+    config = ServerConfig(index_dir=index_dir, device="cpu", precision="bf16")
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        registry = client.app.state.startup.wait(30)
+        assert isinstance(registry.indexes["docs"].searcher.encoder, BiEncoder)

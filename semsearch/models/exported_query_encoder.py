@@ -1,0 +1,289 @@
+"""An index's encoder for queries without torch or transformers: the checked OpenVINO export.
+
+Why: importing torch is about a second of a cold `semsearch query`, more than everything else
+it does. Once the encoder has been exported to OpenVINO IR and checked against torch
+(`semsearch.models.openvino_runtime`), the check's outcome is recorded in the cache entry
+with the tokenizer it was checked with, so a later query needs only OpenVINO, the `tokenizers`
+library and numpy: tokenise (same truncation as the encoder, no padding), pad, run the graph,
+which pools and normalises as the encoder does.
+
+The entry is found from the index's manifest alone (weights' fingerprint, pooling,
+normalisation, length limit, OpenVINO version), so it encodes exactly the weights that built
+the index. Every file of it has a hash record (`checksums.write_cache_record`); a file that
+does not match, a missing record or an entry checked in another precision is logged in one
+line and the torch path runs (which exports and checks it again), never a wrong vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch.errors import SemsearchError
+from semsearch.index.checksums import (
+    CACHE_RECORD_SUFFIX,
+    cache_file_problem,
+    cache_record_path,
+    write_cache_record,
+)
+from semsearch.models.model_folder import cache_dir
+from semsearch.models.spec import EncoderSpec
+
+log = logging.getLogger(__name__)
+
+EXPORT_FORMAT = 1
+QUERY_FORMAT = 2
+# A one-off query runs in fp32: the same vectors as torch's within float rounding (no
+# precision mismatch with an fp32 index), and one query is too short for bf16 to matter.
+# A server runs bf16 where the CPU has it natively and it passed its check (1.6x fp32's
+# queries/s on this project's CPU, cosine to torch fp32 >= 0.99997 on the probe queries).
+QUERY_PRECISION = "fp32"
+# semsearch's precision names and OpenVINO's.
+OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
+QUERY_BATCH = 64
+# What runs a query's encoder: `auto` is the checked OpenVINO export where OpenVINO is
+# installed and the query runs on a CPU, else torch.
+QUERY_RUNTIMES = ("auto", "torch", "openvino")
+
+
+def check_query_runtime(runtime: str) -> None:
+    if runtime not in QUERY_RUNTIMES:
+        raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(QUERY_RUNTIMES)}")
+
+
+def openvino_installed() -> bool:
+    """Whether OpenVINO can be imported, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("openvino") is not None
+
+
+def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:
+    """The encoder for an index's queries: the checked export without importing torch where
+    there is one (`auto` or `openvino`, on the CPU or `auto` device), else
+    `query_encoder.encoder_for_queries` (torch; it exports and checks for the next time)."""
+    check_query_runtime(runtime)
+    if runtime != "torch" and device in ("auto", "cpu"):
+        exported = ExportedQueryEncoder.open(spec)
+        if exported is not None:
+            return exported
+    from semsearch.models.query_encoder import encoder_for_queries
+
+    return encoder_for_queries(spec, device, runtime, export_tried=True)
+
+
+def export_path(spec: EncoderSpec, version: str) -> Path | None:
+    """Where the OpenVINO export of the encoder `spec` describes is cached (its `.xml`);
+    None for a model without a fingerprint (nothing to key it by)."""
+    if not spec.fingerprint:
+        return None
+    described = json.dumps([EXPORT_FORMAT, version, spec.fingerprint, spec.pooling,
+                            spec.normalize, spec.max_length])  # fmt: skip
+    digest = hashlib.sha256(described.encode()).hexdigest()[:24]
+    return cache_dir() / "openvino" / f"{digest}.xml"
+
+
+def query_files(xml: Path) -> tuple[Path, Path]:
+    """The entry's query facts (what was checked) and the tokenizer it was checked with."""
+    return xml.with_suffix(".query.json"), xml.with_suffix(".tokenizer.json")
+
+
+def record_checked(
+    xml: Path, spec: EncoderSpec, tokenizer: Any, facts: dict, precision: str
+) -> None:
+    """Record beside the export at `xml` that it passed its check in `precision`: the
+    tokenizer (a `tokenizers.Tokenizer`) and the facts a torch-free query needs, each with a
+    hash record, added to the precisions checked before. The facts go last: they mark the
+    entry usable."""
+    facts_path, tokenizer_path = query_files(xml)
+    checked = {}
+    earlier = _read_facts(facts_path) if tokenizer_path.is_file() else None
+    if earlier is not None and earlier.get("spec") == spec.to_dict():
+        checked = earlier.get("checked", {})
+    checked[precision] = facts.pop("check")
+    facts = {"format": QUERY_FORMAT, "spec": spec.to_dict(), **facts, "checked": checked}
+    for path, text in ((tokenizer_path, tokenizer.to_str()), (facts_path, json.dumps(facts))):
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(text, encoding="utf-8")
+        write_cache_record(partial, recorded_as=path)
+        os.replace(partial, path)
+
+
+def _read_facts(path: Path) -> dict | None:
+    """The entry's facts when they pass their hash check and are of this format."""
+    if not path.is_file() or cache_file_problem(path) is not None:
+        return None
+    try:
+        facts = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) and facts.get("format") == QUERY_FORMAT else None
+
+
+def native_bf16(ov: Any) -> bool:
+    """Whether OpenVINO's CPU plugin runs bf16 natively here (its default precision is bf16
+    only there: AVX512-BF16, AMX)."""
+    try:
+        hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    except Exception:  # an older plugin without the property: the safe answer
+        return False
+    return "bf" in str(hint).lower()
+
+
+def checked_compile_cache(xml: Path) -> Path:
+    """The folder of OpenVINO's compiled copies of the export at `xml` (its `CACHE_DIR`:
+    compiling from it takes about half the time), with every file that fails its hash
+    record deleted first, so OpenVINO compiles it afresh instead of loading it."""
+    folder = xml.with_suffix(".compiled")
+    for blob in _blobs(folder):
+        problem = cache_file_problem(blob)
+        if problem is not None:
+            log.warning("not using the compiled model %s: %s; compiling it again", blob, problem)
+            blob.unlink(missing_ok=True)
+            cache_record_path(blob).unlink(missing_ok=True)
+    return folder
+
+
+def record_compile_cache(xml: Path) -> None:
+    """Hash records for the compiled copies OpenVINO has just written."""
+    for blob in _blobs(xml.with_suffix(".compiled")):
+        if not cache_record_path(blob).is_file():
+            write_cache_record(blob)
+
+
+def _blobs(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return [path for path in folder.iterdir()
+            if path.is_file() and not path.name.endswith(CACHE_RECORD_SUFFIX)]  # fmt: skip
+
+
+class ExportedQueryEncoder:
+    """Texts in, the index's vectors out, through the checked OpenVINO export; what a
+    `Searcher` needs of an encoder and no more."""
+
+    def __init__(self, compiled: Any, tokenizer: Any, facts: dict) -> None:
+        self.compiled = compiled
+        self.tokenizer = tokenizer
+        self.spec = EncoderSpec(**facts["spec"])
+        self.pad_id: int = facts["pad_id"]
+        self.do_lower_case: bool = facts["do_lower_case"]
+        self.precision: str = facts.get("precision", QUERY_PRECISION)
+        self.runtime = f"openvino-{self.precision}"
+        self._local = threading.local()  # one inference request per thread
+
+    @classmethod
+    def open(
+        cls, spec: EncoderSpec, threads: int | None = None, precision: str = QUERY_PRECISION
+    ) -> ExportedQueryEncoder | None:
+        """The export for `spec` checked in `precision`, compiled; None (one log line) where
+        the torch path must run: no OpenVINO, no entry checked in that precision, or one that
+        fails its hash check."""
+        if spec.quantization or not spec.fingerprint:
+            return None
+        try:
+            import openvino as ov
+        except ImportError:
+            log.info("openvino is not installed: the query encoder runs on torch")
+            return None
+        xml = export_path(spec, ov.get_version())
+        facts_path, tokenizer_path = query_files(xml)
+        files = (facts_path, tokenizer_path, xml, xml.with_suffix(".bin"))
+        if not all(path.is_file() for path in files):
+            log.info("no checked OpenVINO export of %s yet: the query encoder runs on torch",
+                     spec.name)  # fmt: skip
+            return None
+        problem = next(((p, why) for p in files if (why := cache_file_problem(p))), None)
+        if problem is not None:
+            log.warning("not using the OpenVINO export %s: %s; the query encoder runs on torch "
+                        "and checks it again", problem[0], problem[1])  # fmt: skip
+            return None
+        try:
+            from tokenizers import Tokenizer
+
+            facts = json.loads(facts_path.read_text(encoding="utf-8"))
+            if facts.get("format") != QUERY_FORMAT or precision not in facts.get("checked", {}):
+                log.info("the OpenVINO export %s is not checked in %s: the query encoder runs "
+                         "on torch", xml, precision)  # fmt: skip
+                return None
+            facts["precision"] = precision
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(max_length=spec.max_length)
+            config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
+                                      "PERFORMANCE_HINT": "LATENCY"}  # fmt: skip
+            if threads:
+                config["INFERENCE_NUM_THREADS"] = threads
+            config["CACHE_DIR"] = str(checked_compile_cache(xml))
+            compiled = ov.Core().compile_model(str(xml), "CPU", config)
+            record_compile_cache(xml)
+        except Exception as exc:  # a damaged entry costs speed, never an answer
+            log.warning("cannot run the OpenVINO export %s (%s): the query encoder runs on torch",
+                        xml, exc)  # fmt: skip
+            return None
+        encoder = cls(compiled, tokenizer, facts)
+        if (encoder.spec.fingerprint, encoder.spec.dimension) != (spec.fingerprint, spec.dimension):
+            log.warning("the OpenVINO export %s is another model's: the query encoder runs on "
+                        "torch", xml)  # fmt: skip
+            return None
+        log.info("query encoder: the checked OpenVINO export (%s)", precision)
+        return encoder
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.spec.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self.spec.dimension
+
+    @property
+    def quantization(self) -> str | None:
+        return self.spec.quantization
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        if self.do_lower_case:
+            texts = [text.lower() for text in texts]
+        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
+
+    def encode(
+        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """Vectors for `texts` [len(texts), dimension], float32, in input order; batches of
+        similar lengths, right-padded as the encoder pads them. `TokenizedTexts` (a server's
+        added rows) are not tokenised again; `progress` hears of each batch."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+        output = np.empty((len(texts), self.dimension), dtype=np.float32)
+        ids = getattr(texts, "token_ids", None) or self.tokenize(texts)
+        order = np.argsort([len(row) for row in ids], kind="stable")
+        size = batch_size or QUERY_BATCH
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._local.request = self.compiled.create_infer_request()
+        for start in range(0, len(order), size):
+            rows = order[start : start + size]
+            width = max(len(ids[row]) for row in rows)
+            input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for line, row in enumerate(rows):
+                input_ids[line, : len(ids[row])] = ids[row]
+                mask[line, : len(ids[row])] = 1
+            result = request.infer({"input_ids": input_ids, "attention_mask": mask})
+            output[rows] = np.asarray(result[0], dtype=np.float32)
+            if progress is not None:
+                progress(len(rows))
+        return output
