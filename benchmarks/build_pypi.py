@@ -26,7 +26,6 @@ from common import (
     markdown_table,
     record,
     set_threads,
-    write_json,
 )
 
 from semsearch.index.build import BuildOptions, build_index
@@ -184,9 +183,6 @@ def main() -> None:
                "build": build, "manifest": searcher.manifest.to_dict(),
                "open_seconds": round(open_seconds, 2), "query_source": args.query_source,
                "latency": latency, "ivf_recall": recall}  # fmt: skip
-    out_name = f"build_{name}.json" if build else f"search_{name}.json"  # keep the build's figures
-    out_name = out_name.replace(".json", "_compiled.json") if args.compile else out_name
-    print(f"wrote {write_json(args.out_dir, out_name, payload)}")
     record(args, "build_pypi", payload)
 
 

@@ -131,15 +131,6 @@ def args_dict(args: argparse.Namespace) -> dict:
     }
 
 
-def write_json(out_dir: Path, name: str, payload: dict) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / name
-    path.write_text(
-        json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
-    )
-    return path
-
-
 def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

@@ -25,7 +25,6 @@ from common import (
     markdown_table,
     record,
     reference_model_path,
-    write_json,
 )
 
 from semsearch.models import BiEncoder
@@ -113,7 +112,6 @@ def main() -> None:
     payload = {"benchmark": "cpu_ceiling", "args": vars(args) | {"data_dir": str(args.data_dir),
                "out_dir": str(args.out_dir)}, "environment": environment(),
                "padding": padding, "op_shares": shares, "gemm_gflops": gemm}  # fmt: skip
-    print(f"\nwrote {write_json(args.out_dir, 'cpu_ceiling.json', payload)}")
     record(args, "cpu_ceiling", payload)
 
 

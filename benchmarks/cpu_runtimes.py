@@ -35,14 +35,12 @@ import numpy as np
 from common import (
     add_results_option,
     append_result_lines,
-    args_dict,
     base_parser,
     command_line,
     environment,
     markdown_table,
     reference_model_path,
     results_file,
-    write_json,
 )
 
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
@@ -237,9 +235,6 @@ def main() -> None:
                                     line.get("recall_at_10")] for line in lines]))  # fmt: skip
     shared = {"command": command_line(), "environment": environment()}
     append_result_lines(results_file(args, "cpu_runtimes"), [{**line, **shared} for line in lines])
-    write_json(
-        args.out_dir, "cpu_runtimes.json", {"args": args_dict(args), "lines": lines, **shared}
-    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from common import (
     markdown_table,
     recall_at_k,
     record,
-    write_json,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -123,7 +122,6 @@ def main() -> None:
                "data": facts, "results": results, "flat_vs_st": verdict,
                "exact_top_k_overlap_semsearch_vs_st": same_top_k,
                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'debian_recall.json', payload)}")
     record(args, "debian_recall", payload)
 
 

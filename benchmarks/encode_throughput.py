@@ -47,7 +47,6 @@ from common import (
     add_results_option,
     add_threads_option,
     append_result_lines,
-    args_dict,
     base_parser,
     command_line,
     device_label,
@@ -58,7 +57,6 @@ from common import (
     reference_model_path,
     results_file,
     set_threads,
-    write_json,
 )
 
 from semsearch.evaluation.similarity import row_cosines
@@ -296,7 +294,8 @@ def figure_line(name: str, result: dict, args) -> dict:
             "mean_cos": round(best["cosine_mean"], 6), "min_cos": round(best["cosine_min"], 6),
             "cosines_meet_goal": bool(good), "model_tflops": best["model_tflops"] if gpu else None,
             "flop_utilisation": best["share_of_bf16_peak"] if gpu else None,
-            "peak_tflops": args.peak_tflops if gpu else None}  # fmt: skip
+            "peak_tflops": args.peak_tflops if gpu else None, "run": args.name,
+            "rows": result["rows"]}  # fmt: skip
 
 
 def print_goals(line: dict, reference_model: bool) -> None:
@@ -355,7 +354,7 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
     parser.add_argument("--peak-tflops", type=float, default=SPEC_BF16_PEAK_TFLOPS,
                         help="the GPU's dense bf16 peak, for the share-of-peak column")  # fmt: skip
-    parser.add_argument("--name", default=None, help="result file name (without .json)")
+    parser.add_argument("--name", default=None, help="a label for this run, kept in its lines")
     parser.add_argument("--st-references", action=argparse.BooleanOptionalAction, default=None,
                         help="also time sentence-transformers at its defaults and at its fastest "
                         "setting, for the JSON lines' ratios (default: on with --device cuda)")  # fmt: skip
@@ -380,9 +379,6 @@ def main() -> None:
     set_threads(args.threads)
     env = environment()
     print(env, flush=True)
-    file_name = args.name or "encode_throughput" + (
-        f"_threads{args.threads}" if args.threads else ""
-    )
     ours = BiEncoder.load(str(args.model), device=args.device)
     anchor = load_sentence_transformer(args.model, device=args.device)
     results = {}
@@ -392,13 +388,8 @@ def main() -> None:
             print_table(name, len(texts), results[name], args.device == "cuda")
             line = figure_line(name, results[name], args)
             print_goals(line, reference_model=not args.random_base_model)
+            # One line per corpus, so a run stopped half-way keeps what it measured.
             append_result_lines(results_file(args, "encode_throughput"), [line])
-            # Written after each corpus, so a run stopped half-way keeps what it measured.
-            payload = {"benchmark": "encode_throughput", "args": args_dict(args),
-                       "environment": env, "load_average_after": list(os.getloadavg()),
-                       "results": results}  # fmt: skip
-            path = write_json(args.out_dir, file_name + ".json", payload)
-    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

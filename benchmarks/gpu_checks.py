@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import torch
-from common import base_parser, environment, record, reference_model_path, write_json
+from common import base_parser, environment, record, reference_model_path
 
 from semsearch.evaluation.similarity import row_cosines
 from semsearch.models import BiEncoder
@@ -75,7 +75,6 @@ def main() -> None:
     payload = {"benchmark": "gpu_checks", "environment": environment(), "texts": len(texts),
                "checks": {name: {"value": value, "pass": bool(ok)}
                           for name, (value, ok) in checks.items()}}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'gpu_checks.json', payload)}")
     record(args, "gpu_checks", payload, "cuda")
     sys.exit(failures)
 

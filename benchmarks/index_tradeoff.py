@@ -33,7 +33,6 @@ from common import (
     markdown_table,
     record,
     set_threads,
-    write_json,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -287,10 +286,9 @@ def main() -> None:
     payload = {"benchmark": "index_tradeoff", "options": args_dict(args), "index": folder.name,
                "database_rows": len(database), "queries": len(queries), "k": K,
                "exact_qps": exact_qps, "results": results, "environment": environment()}  # fmt: skip
-    json_path = write_json(args.out_dir, f"{stem}.json", payload)
     record(args, "index_tradeoff", payload)
     print(table + "\n\n" + sizes)
-    print(f"figures in {json_path}, plot in {png}")
+    print(f"plot in {png}")
 
 
 if __name__ == "__main__":

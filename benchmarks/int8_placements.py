@@ -23,7 +23,6 @@ from common import (
     markdown_table,
     record,
     set_threads,
-    write_json,
 )
 from cpu_ceiling import debian_texts
 from torch import nn
@@ -95,7 +94,6 @@ def main() -> None:
                           f"Debian seconds ({len(debian)} texts)"], rows))  # fmt: skip
     payload = {"benchmark": "int8_placements", "environment": environment(), "rows": rows,
                "debian_rows": len(debian), "pypi_rows": len(pypi)}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'int8_placements.json', payload)}")
     record(args, "int8_placements", payload)
 
 

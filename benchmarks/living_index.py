@@ -100,7 +100,6 @@ def main() -> None:
     report["delete"] = _delete(indexes, encoder, queries, args.delete_rows)
     report["filters"] = _filters(Index.open("base-hnsw", indexes), encoder, queries)
     print(json.dumps({key: report[key] for key in ("timings", "delete", "filters")}, indent=1))
-    common.write_json(args.out_dir, "living_index.json", report)
     common.record(args, "living_index", report)
 
 

@@ -74,7 +74,6 @@ def main() -> None:
     print(
         json.dumps({key: value for key, value in report.items() if key != "environment"}, indent=1)
     )
-    common.write_json(args.out_dir, "living_scale.json", report)
     common.record(args, "living_scale", report)
 
 

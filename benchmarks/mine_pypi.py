@@ -33,15 +33,11 @@ from common import (
     DEFAULT_OUT_DIR,
     PeakRss,
     add_results_option,
-    append_result_lines,
     args_dict,
     base_parser,
-    command_line,
-    device_label,
     environment,
     markdown_table,
-    results_file,
-    write_json,
+    record,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -198,16 +194,12 @@ def main() -> None:
                "exact_recall": recall}  # fmt: skip
     print(json.dumps(summary, indent=2))
     torch_device = args.device if args.device != "auto" else _auto_device()
-    append_result_lines(results_file(args, "mine_pypi"),
-                        [{"device": device_label(torch_device), "command": command_line(),
-                          "rows": result.stats.rows, "seconds": round(seconds, 2),
-                          "source": summary["source"], "top_k": result.stats.top_k,
-                          "structure": result.stats.structure, "timings": result.stats.timings,
-                          "pairs_found": result.pairs_found, "exact_recall": recall["recall"],
-                          "peak_rss_mib": summary["peak_rss_sampled_mib"]}])  # fmt: skip
-    payload = {"benchmark": "mine_pypi", "args": args_dict(args), "environment": environment(),
-               **summary, "top_pairs": top_pairs, "largest_duplicate_groups": largest}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, f'mine_pypi_{label}.json', payload)} and {pairs_file}")
+    figures = {"args": args_dict(args), "environment": environment(), **summary,
+               "exact_recall": recall["recall"], "exact_recall_detail": recall,
+               "peak_rss_mib": summary["peak_rss_sampled_mib"], "top_pairs": top_pairs,
+               "largest_duplicate_groups": largest}  # fmt: skip
+    record(args, "mine_pypi", figures, device=torch_device)
+    print(f"pairs in {pairs_file}")
 
 
 def _first_rows(data_dir: Path, limit: int, out_dir: Path, model: str, device: str) -> CorpusSource:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import args_dict, base_parser, environment, markdown_table, record, write_json
+from common import args_dict, base_parser, environment, markdown_table, record
 
 from semsearch.mining import CorpusSource, MiningOptions, MiningResult, mine_corpus
 
@@ -114,8 +114,6 @@ def main() -> None:
                "gold_score": GOLD_SCORE, "pairs_mined": len(result), "seconds": round(seconds, 1),
                "timings": result.stats.timings, "quality": quality,
                "sentence_transformers": reference}  # fmt: skip
-    name = "default" if args.model == "default" else Path(args.model).name
-    print(f"wrote {write_json(args.out_dir, f'mine_stsb_ap_{name}.json', payload)}")
     record(args, "mine_stsb_ap", payload)
 
 

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import REPO_ROOT, base_parser, environment, markdown_table
+from common import append_result_lines, base_parser, environment, markdown_table, results_file
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.distributed.build import fill_in_parallel, part_ranges
@@ -36,8 +36,6 @@ from semsearch.index.filling import add_parts, sample_vectors
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
-
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "ray_build.jsonl"
 
 
 def corpus_file(args) -> tuple[str, int]:
@@ -123,9 +121,7 @@ def main() -> None:
             json.dumps({key: value for key, value in line.items() if key != "environment"}),
             flush=True,
         )
-        RESULTS.parent.mkdir(exist_ok=True)
-        with open(RESULTS, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line, default=str) + "\n")
+        append_result_lines(results_file(args, "ray_build"), [line])
     base = results.get("local", {}).get("seconds")
     table = [[engine, r["workers"] if engine == "ray" else 1, r["worker_device"], r["rows"], r["seconds"],
               r["texts_per_s"], f"{r['seconds'] / base:.2f}x" if base else "-"]

@@ -18,7 +18,6 @@ __all__ = [
     "environment",
     "markdown_table",
     "use_threads",
-    "write_json",
 ]
 
 
@@ -49,7 +48,3 @@ def data_files(data_dir: Path) -> dict[str, Path]:
     if missing:
         raise SystemExit(f"missing data files (see --data-dir): {', '.join(missing)}")
     return files
-
-
-def write_json(path: Path, payload: dict) -> Path:
-    return common.write_json(path.parent, path.name, payload)
