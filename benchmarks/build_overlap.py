@@ -36,6 +36,7 @@ from common import (
     command_line,
     device_label,
     environment,
+    read_corpus,
     results_file,
     set_threads,
 )
@@ -62,10 +63,7 @@ class TimedEncoder:
 
 
 def summaries(data_dir: Path, rows: int) -> pa.Table:
-    path = data_dir / "pypi" / "pypi_summaries.parquet"
-    if not path.is_file():
-        sys.exit(f"{path} not found: pass --data-dir (the folder holding pypi/)")
-    table = pq.read_table(path, columns=["name", "summary"])
+    table = read_corpus(data_dir, "pypi", columns=["name", "summary"])
     table = table.filter(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["summary"])), 0))
     if table.num_rows < rows:
         sys.exit(f"only {table.num_rows} summaries with a text: ask for fewer --rows")

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-import pyarrow.parquet as pq
 from common import (
     DEFAULT_OUT_DIR,
     PeakRss,
     add_threads_option,
     args_dict,
     base_parser,
+    corpus_head,
+    corpus_texts,
     environment,
     markdown_table,
     record,
@@ -35,17 +36,6 @@ from semsearch.models import BiEncoder
 from semsearch.search import Searcher
 
 WARMUP = 20
-
-
-def corpus_slice(data_dir: Path, limit: int | None, work_dir: Path) -> Path:
-    """The PyPI corpus, or a Parquet copy of its first `limit` rows."""
-    source = data_dir / "pypi" / "pypi_summaries.parquet"
-    if limit is None:
-        return source
-    work_dir.mkdir(parents=True, exist_ok=True)
-    target = work_dir / f"pypi_first{limit}.parquet"
-    pq.write_table(pq.read_table(source).slice(0, limit), target)
-    return target
 
 
 def timed_build(options: BuildOptions) -> dict:
@@ -83,12 +73,8 @@ def timed_build(options: BuildOptions) -> dict:
 
 def sample_queries(data_dir: Path, source: str, count: int, seed: int) -> list[str]:
     """`count` distinct non-empty texts: Debian synopses (unseen) or PyPI summaries (indexed)."""
-    if source == "debian":
-        path, column = data_dir / "debian" / "debian_packages.parquet", "short_description"
-    else:
-        path, column = data_dir / "pypi" / "pypi_summaries.parquet", "summary"
-    texts = sorted({text for text in pq.read_table(path, columns=[column])[column].to_pylist()
-                    if text and text.strip()})  # fmt: skip
+    column = "short_description" if source == "debian" else None
+    texts = sorted(set(corpus_texts(data_dir, source, column=column)))
     chosen = np.random.default_rng(seed).choice(len(texts), size=count, replace=False)
     return [texts[row] for row in chosen]
 
@@ -160,7 +146,7 @@ def main() -> None:
         name += f"-{args.quantize}"
     build = None
     if not args.skip_build:
-        corpus = corpus_slice(args.data_dir, args.limit, args.out_dir / "tmp")
+        corpus = corpus_head(args.data_dir, "pypi", args.limit, args.out_dir / "tmp")
         options = BuildOptions(corpus=corpus, name=name, text_column="summary", id_column="name",
                                index=args.index, device="cpu", out_dir=args.index_dir,
                                quantization=args.quantize,

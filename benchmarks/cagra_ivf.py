@@ -36,10 +36,10 @@ from common import (
     device_label,
     markdown_table,
     results_file,
-    stored_vectors,
 )
 
 from semsearch.index.tune import rescored_recall
+from semsearch.training.vectors import load_vectors as stored
 
 K = 10
 GPU_TOLERANCE = 1e-4  # exact scores from torch on a GPU round differently from FAISS's
@@ -48,10 +48,8 @@ Search = Callable[[np.ndarray], np.ndarray]  # queries -> [queries, K] row numbe
 
 def load_vectors(args) -> np.ndarray:
     """The base vectors, float32 [rows, dimension], from the source the options name."""
-    if args.vectors is not None:
-        return np.load(args.vectors).astype(np.float32, copy=False)
-    if args.index is not None:
-        return stored_vectors(args.index_dir, args.index)
+    if args.vectors is not None or args.index is not None:
+        return stored(args.vectors, args.index, args.index_dir)
     cache = args.out_dir / "pypi_vectors.npy"
     if not cache.is_file():
         import pyarrow.parquet as pq

@@ -137,11 +137,6 @@ def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
-def recall_at_k(found: np.ndarray, wanted: np.ndarray) -> float:
-    """Share of queries whose wanted row is among its found rows ([queries, k] vs [queries])."""
-    return float(np.mean((found == wanted[:, None]).any(axis=1)))
-
-
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -239,16 +234,54 @@ def git_commit() -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def stored_vectors(index_dir: Path, name: str) -> np.ndarray:
-    """Every vector an index folder stores (float32, its segments in order), read back from
-    the segments' parts rather than re-encoded."""
-    from semsearch.index.segment import Segment
-    from semsearch.index.store import find_index
+# The shared data's corpora: file under --data-dir, and the column of their texts.
+CORPORA = {"pypi": ("pypi/pypi_summaries.parquet", "summary"),
+           "debian": ("debian/debian_packages.parquet", "long_description")}  # fmt: skip
 
-    folder = find_index(name, index_dir)
-    parts = [vectors for record in folder.manifest().segments
-             for _, vectors in Segment(folder.segment_dir(record.name), record).iter_parts()]  # fmt: skip
-    return np.concatenate(parts).astype(np.float32, copy=False)
+
+def corpus_path(data_dir: Path, corpus: str) -> Path:
+    """The file of a shared corpus ("pypi" or "debian"), checked to exist."""
+    path = data_dir / CORPORA[corpus][0]
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: pass --data-dir (the folder holding {corpus}/)")
+    return path
+
+
+def read_corpus(data_dir: Path, corpus: str, rows: int | None = None,
+                columns: list[str] | None = None):  # fmt: skip
+    """The first `rows` rows (None or 0: all) of a shared corpus as an Arrow table."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(corpus_path(data_dir, corpus), columns=columns)
+    return table.slice(0, rows or None)
+
+
+def corpus_texts(data_dir: Path, corpus: str, rows: int | None = None,
+                 column: str | None = None) -> list[str]:  # fmt: skip
+    """The first `rows` non-blank texts of a corpus (its text column unless `column` says)."""
+    column = column or CORPORA[corpus][1]
+    texts = read_corpus(data_dir, corpus, columns=[column]).column(column).to_pylist()
+    return [text for text in texts if text and text.strip()][: rows or None]
+
+
+def corpus_head(data_dir: Path, corpus: str, rows: int | None, folder: Path,
+                columns: list[str] | None = None) -> Path:  # fmt: skip
+    """The first `rows` rows (None or 0: all) as a Parquet file in `folder`, for commands
+    that build from a file; with no limit and no column choice, the shared file itself."""
+    import pyarrow.parquet as pq
+
+    if not rows and columns is None:
+        return corpus_path(data_dir, corpus)
+    table = read_corpus(data_dir, corpus, rows, columns)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{corpus}_first{table.num_rows}.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def stsb_file(data_dir: Path, split: str) -> Path:
+    """STS-B's train, dev or test file in the shared data."""
+    return data_dir / "stsb" / f"stsb_{split}.tsv.gz"
 
 
 def random_base_model(reference: Path, folder: Path) -> Path:

@@ -43,6 +43,10 @@ from common import (
     results_file,
 )
 
+from semsearch.ann.exact import ExactSearch
+from semsearch.evaluation.similarity import row_cosines
+from semsearch.index.tune import recall_at_k
+
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
 PEER = "st-openvino"  # its fastest CPU backend: the speed to beat
 CANDIDATES = (REFERENCE, PEER, "semsearch-torch-fp32", "semsearch-openvino-fp32",
@@ -171,7 +175,7 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    values = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    values = row_cosines(a, b)
     return float(values.mean()), float(values.min())
 
 
@@ -180,13 +184,11 @@ def neighbour_recall(vectors: np.ndarray, wanted: np.ndarray) -> float:
     that are also found with `wanted`; the text itself is left out."""
     queries = min(QUERIES, len(vectors) - NEIGHBOURS - 1)
 
-    def top(matrix: np.ndarray) -> np.ndarray:
-        scores = matrix[:queries] @ matrix.T
-        scores[np.arange(queries), np.arange(queries)] = -np.inf
-        return np.argsort(-scores, axis=1)[:, :NEIGHBOURS]
+    def top(matrix: np.ndarray) -> list[list[int]]:
+        _, rows = ExactSearch(matrix, "dot").search(matrix[:queries], NEIGHBOURS + 1)
+        return [[row for row in found if row != own][:NEIGHBOURS] for own, found in enumerate(rows)]
 
-    found, expected = top(vectors), top(wanted)
-    return float(np.mean([len(set(f) & set(e)) / NEIGHBOURS for f, e in zip(found, expected)]))
+    return recall_at_k(top(vectors), top(wanted), NEIGHBOURS)
 
 
 def main() -> None:

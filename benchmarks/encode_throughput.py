@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import torch
 from common import (
     PeakRss,
@@ -49,6 +47,7 @@ from common import (
     append_result_lines,
     base_parser,
     command_line,
+    corpus_texts,
     device_label,
     environment,
     load_sentence_transformer,
@@ -129,16 +128,9 @@ class Variant:
 
 
 def load_corpora(data_dir: Path, pypi_rows: int, debian_rows: int) -> dict[str, list[str]]:
-    """The first `pypi_rows` PyPI summaries and the first `debian_rows` non-empty long descriptions."""
-    pypi = pq.read_table(data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    debian = pq.read_table(data_dir / "debian" / "debian_packages.parquet",
-                           columns=["long_description"])  # fmt: skip
-    long_texts = debian.column("long_description")
-    non_empty = debian.filter(pc.not_equal(pc.utf8_trim_whitespace(long_texts), ""))
-    return {
-        "pypi_summaries": pypi.column("summary").slice(0, pypi_rows).to_pylist(),
-        "debian_long": non_empty.column("long_description").slice(0, debian_rows).to_pylist(),
-    }
+    """The first `pypi_rows` PyPI summaries and `debian_rows` long descriptions (non-blank)."""
+    return {"pypi_summaries": corpus_texts(data_dir, "pypi", pypi_rows),
+            "debian_long": corpus_texts(data_dir, "debian", debian_rows)}  # fmt: skip
 
 
 def timed(encode: Encode, texts: list[str], gpu: bool) -> tuple[dict, np.ndarray]:

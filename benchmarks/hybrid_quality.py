@@ -19,7 +19,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 from build_pypi import sample_queries
 from common import (
     append_result_lines,
@@ -27,6 +26,7 @@ from common import (
     base_parser,
     environment,
     markdown_table,
+    read_corpus,
     results_file,
     set_threads,
 )
@@ -79,7 +79,7 @@ class CachedEncoder:
 
 def debian_task(data_dir: Path, rows: int) -> RetrievalData:
     """Query: a package's synopsis; its one relevant document: its long description."""
-    table = pq.read_table(data_dir / "debian" / "debian_packages.parquet").slice(0, rows)
+    table = read_corpus(data_dir, "debian", rows)
     long_texts = table.column("long_description").to_pylist()
     short_texts = table.column("short_description").to_pylist()
     ids = [str(row) for row in range(rows)]

@@ -17,15 +17,16 @@ import json
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 from common import (
     add_threads_option,
     append_result_lines,
     base_parser,
+    corpus_texts,
     environment,
     markdown_table,
     results_file,
     set_threads,
+    stsb_file,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -38,21 +39,11 @@ from semsearch.models import BiEncoder
 K = 10
 
 
-def corpus_texts(args) -> dict[str, list[str]]:
+def corpus_and_queries(args) -> dict[str, list[str]]:
     """Corpus plus queries per data set, in file order, empty texts left out."""
     wanted = {"pypi": args.pypi_rows, "debian": args.debian_rows}
-    files = {"pypi": ("pypi/pypi_summaries.parquet", "summary"),
-             "debian": ("debian/debian_packages.parquet", "long_description")}  # fmt: skip
-    texts = {}
-    for name, (path, column) in files.items():
-        if wanted[name] <= 0:
-            continue
-        table = pq.read_table(args.data_dir / path, columns=[column])
-        rows = table.slice(0, 2 * (wanted[name] + args.queries)).column(0).to_pylist()
-        texts[name] = [text for text in rows if text and text.strip()][
-            : wanted[name] + args.queries
-        ]
-    return texts
+    return {name: corpus_texts(args.data_dir, name, rows + args.queries)
+            for name, rows in wanted.items() if rows > 0}  # fmt: skip
 
 
 def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict:
@@ -89,11 +80,11 @@ def main() -> None:
     encoders = {"fp32": BiEncoder.load("default", device="cpu"),
                 "int8": BiEncoder.load("default", device="cpu", quantization="int8")}  # fmt: skip
     report = {"benchmark": "int8_recall", "environment": environment(), "corpora": {}}
-    for name, texts in corpus_texts(args).items():
+    for name, texts in corpus_and_queries(args).items():
         rows = len(texts) - args.queries
         report["corpora"][name] = compare(encoders, texts, rows)
         print(name, json.dumps(report["corpora"][name]), flush=True)
-    sts = STSEvaluator.from_columns(read_stsb(args.data_dir / "stsb" / "stsb_test.tsv.gz"))
+    sts = STSEvaluator.from_columns(read_stsb(stsb_file(args.data_dir, "test")))
     report["stsb_spearman"] = {
         name: round(sts.evaluate(e)["spearman_cosine"], 4) for name, e in encoders.items()
     }

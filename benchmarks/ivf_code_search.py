@@ -34,16 +34,19 @@ def main() -> None:
     parser.add_argument("--index", default="pypi")
     args = parser.parse_args()
     from semsearch.ann.exact import ExactSearch
+    from semsearch.index.segment import Segment
     from semsearch.index.store import IndexFolder
+    from semsearch.index.tune import recall_at_k
 
     folder = IndexFolder(args.index_dir / args.index)
     manifest = folder.manifest()
     segment = folder.path / "segments" / manifest.segments[0].name
     flat = faiss.read_index(str(segment / manifest.segments[0].index_file))
     ivf = faiss.extract_index_ivf(flat)
-    parts = sorted(p for p in segment.glob("part-*.npy") if not p.name.endswith(".ids.npy"))
-    vectors = np.concatenate([np.load(p) for p in parts]).astype(np.float32)
-    ids = np.concatenate([np.load(str(p).replace(".npy", ".ids.npy")) for p in parts])
+    ids, vectors = (
+        np.concatenate(side) for side in zip(*Segment(segment, manifest.segments[0]).iter_parts())
+    )
+    vectors = vectors.astype(np.float32, copy=False)
     rng = np.random.default_rng(0)
     queries = vectors[rng.choice(len(vectors), QUERIES, replace=False)]
     queries += rng.normal(0, 0.02, queries.shape).astype(np.float32)  # near, not equal, to rows
@@ -64,7 +67,7 @@ def main() -> None:
         started = time.thread_time()
         found = np.concatenate([index.search(queries[i : i + 1], 10)[1] for i in range(QUERIES)])
         ms = 1000 * (time.thread_time() - started) / QUERIES
-        recall = float(np.mean([len(set(f) & set(w)) / 10 for f, w in zip(found, truth)]))
+        recall = recall_at_k(found, truth, 10)
         size_mib = (index.ntotal * (index.code_size + 8)) / 2**20
         record["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
                                       "lists_mib": round(size_mib, 1)}  # fmt: skip

@@ -35,6 +35,7 @@ from common import (
     add_results_option,
     args_dict,
     base_parser,
+    corpus_head,
     environment,
     markdown_table,
     record,
@@ -205,12 +206,8 @@ def main() -> None:
 def _first_rows(data_dir: Path, limit: int, out_dir: Path, model: str, device: str) -> CorpusSource:
     """The file's first `limit` rows (0: all) as a corpus; ids are the names where the file
     has them (gpu_carry.py's extract keeps the summaries alone: ids are then row numbers)."""
-    source = data_dir / "pypi" / "pypi_summaries.parquet"
-    target = out_dir / "tmp" / f"pypi_first{limit}.parquet"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    table = pq.read_table(source)
-    pq.write_table(table.slice(0, limit or None), target)
-    id_column = "name" if "name" in table.column_names else None
+    target = corpus_head(data_dir, "pypi", limit, out_dir / "tmp")
+    id_column = "name" if "name" in pq.read_schema(target).names else None
     return CorpusSource(target, text_column="summary", id_column=id_column, model=model,
                         device=device)  # fmt: skip
 

@@ -25,7 +25,14 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import append_result_lines, base_parser, environment, markdown_table, results_file
+from common import (
+    append_result_lines,
+    base_parser,
+    environment,
+    markdown_table,
+    read_corpus,
+    results_file,
+)
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.distributed.build import fill_in_parallel, part_ranges
@@ -40,11 +47,7 @@ from semsearch.index.vector_index import VectorIndex
 
 def corpus_file(args) -> tuple[str, int]:
     """The first `args.rows` summaries as one Parquet file (its path, its rows)."""
-    table = pq.read_table(
-        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
-    )
-    if args.rows:
-        table = table.slice(0, args.rows)
+    table = read_corpus(args.data_dir, "pypi", args.rows, ["name", "summary"])
     assert pc.count_distinct(table.column("name")).as_py() == table.num_rows, "names must be unique"
     folder = args.out_dir / "ray_build"
     folder.mkdir(parents=True, exist_ok=True)
