@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--pypi-rows", type=int, default=20_000)
     parser.add_argument("--debian-rows", type=int, default=2_000)
     parser.add_argument("--queries", type=int, default=300, help="held-out texts per corpus")
+    parser.add_argument("--sts-pairs", type=int, default=None, help="STS-B test pairs (all)")
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -84,7 +85,10 @@ def main() -> None:
         rows = len(texts) - args.queries
         report["corpora"][name] = compare(encoders, texts, rows)
         print(name, json.dumps(report["corpora"][name]), flush=True)
-    sts = STSEvaluator.from_columns(read_stsb(stsb_file(args.data_dir, "test")))
+    pairs = read_stsb(stsb_file(args.data_dir, "test"))
+    sts = STSEvaluator.from_columns(
+        {key: column[: args.sts_pairs] for key, column in pairs.items()}
+    )
     report["stsb_spearman"] = {
         name: round(sts.evaluate(e)["spearman_cosine"], 4) for name, e in encoders.items()
     }
