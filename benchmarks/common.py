@@ -61,6 +61,13 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
+    """`--index-dir` and `--index`: the built index a script reads (build_pypi.py makes one)."""
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes",
+                        help="folder of index folders")  # fmt: skip
+    parser.add_argument("--index", default=index, help=f"index folder name (default {index})")
+
+
 def add_threads_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch and FAISS threads (default: theirs, one per core); 1 keeps "

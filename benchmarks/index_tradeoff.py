@@ -25,7 +25,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 from common import (
-    DEFAULT_OUT_DIR,
+    add_index_options,
     add_threads_option,
     args_dict,
     base_parser,
@@ -226,8 +226,7 @@ def plot(results: list[dict], exact_qps: float, target: float, path: Path, title
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index", default="pypi", help="index folder name (or path) to read")
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    add_index_options(parser)
     parser.add_argument("--types", default=DEFAULT_TYPES,
                         help=f"comma-separated, from {', '.join(STRUCTURES)}")  # fmt: skip
     parser.add_argument("--queries", type=int, default=1000)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import faiss
 import numpy as np
 from common import (
-    DEFAULT_OUT_DIR,
+    add_index_options,
     append_result_lines,
     base_parser,
     environment,
@@ -30,8 +29,7 @@ QUERIES = 500
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--index", default="pypi")
+    add_index_options(parser)
     args = parser.parse_args()
     from semsearch.ann.exact import ExactSearch
     from semsearch.index.segment import Segment

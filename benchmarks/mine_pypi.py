@@ -30,8 +30,8 @@ import numpy as np
 import psutil
 import pyarrow.parquet as pq
 from common import (
-    DEFAULT_OUT_DIR,
     PeakRss,
+    add_index_options,
     add_results_option,
     args_dict,
     base_parser,
@@ -124,8 +124,7 @@ def exact_recall(result: MiningResult, sample: int, k: int, seed: int = 0) -> di
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--index", default=None, help="index name (default: the PyPI one found)")
+    add_index_options(parser, index=None)  # None: the PyPI one found
     parser.add_argument("--limit", type=int, default=None,
                         help="no index: encode and mine the file's first N rows (0: all)")  # fmt: skip
     parser.add_argument("--proxy-index", action="store_true",

@@ -31,6 +31,7 @@ import httpx
 import psutil
 from common import (
     REPO_ROOT,
+    add_index_options,
     append_result_lines,
     base_parser,
     environment,
@@ -195,10 +196,7 @@ def stop(process: subprocess.Popen) -> None:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index", default="pypi")
-    parser.add_argument(
-        "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "indexes"
-    )
+    add_index_options(parser)
     parser.add_argument("--concurrency", default="1,8,32,128")
     parser.add_argument("--requests", type=int, default=2000, help="requests per concurrency level")
     parser.add_argument("--max-seconds", type=float, default=120, help="cap per concurrency level")

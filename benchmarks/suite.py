@@ -348,7 +348,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "mine_stsb_ap",
         "paraphrase mining on STS-B's sentences: average precision against the gold pairs",
-        no_smoke="encodes all 16k STS-B sentences (about 2 minutes here)",
+        smoke=("--pairs", "300", "--top-k", "10"),
     ),
     Benchmark(
         "objectives_table",
