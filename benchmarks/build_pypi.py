@@ -31,6 +31,7 @@ from common import (
 
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.store import IndexFolder
+from semsearch.index.tune import recall_at_k, tie_aware_recall
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.models import BiEncoder
 from semsearch.search import Searcher
@@ -110,10 +111,10 @@ def ivf_recall(searcher: Searcher, queries: list[str], k: int) -> dict:
     default = spec.search_params["nprobe"]
     for nprobe in (default, default * 2, default * 4):
         scores, found = snapshot.search(vectors, k, {"nprobe": nprobe})
-        same_rows = np.mean([len(set(a) & set(b)) / k for a, b in zip(found, truth)])
+        same_rows = recall_at_k(found, truth, k)
         # Many PyPI summaries are identical, so ties at rank k swap rows without loss;
         # counting results that score at least the k-th exact score is tie-proof.
-        tie_proof = np.mean((scores >= true_scores[:, -1:] - 1e-6).sum(axis=1) / k)
+        tie_proof = tie_aware_recall(scores, found, true_scores[:, -1], k, True, 1e-6)
         results.append({"nprobe": nprobe, "manifest_default": nprobe == default,
                         "recall_same_rows": round(float(same_rows), 4),
                         "recall_tie_aware": round(float(tie_proof), 4)})  # fmt: skip
