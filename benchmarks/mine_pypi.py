@@ -41,11 +41,11 @@ from common import (
     record,
 )
 
-from semsearch.ann.exact import ExactSearch
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.manifest import MANIFEST_FILE, Manifest
-from semsearch.mining import CorpusSource, MiningOptions, MiningResult, mine_corpus, mine_index
+from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
+from semsearch.mining.recall import mined_recall
 from semsearch.models.bi_encoder import EncoderSpec
 
 SCORE_LEVELS = (0.99, 0.95, 0.9, 0.8)
@@ -93,35 +93,6 @@ def find_pypi_index(index_dir: Path) -> str | None:
     return None
 
 
-def exact_recall(result: MiningResult, sample: int, k: int, seed: int = 0) -> dict:
-    """How many of a text's exact top-k neighbours the mined pairs hold, for `sample` texts.
-
-    Tie-proof: a mined partner counts when it scores at least the exact k-th score, so a
-    neighbour swapped for another of equal score (near-identical summaries) is no loss.
-    """
-    collection = result.collection
-    searched = np.arange(len(collection))
-    if result.stats.searched_rows != len(collection):
-        searched = collection.groups.first_rows
-    vectors = collection.vectors(searched)
-    sample = min(sample, len(searched))
-    positions = np.sort(np.random.default_rng(seed).choice(len(searched), sample, replace=False))
-    # the library's exact k-NN; each text finds itself (or a copy when copies crowd it out)
-    scores, found = ExactSearch(vectors, "dot").search(vectors[positions], k + 1)
-    own = found == positions[:, None]
-    own[~own.any(axis=1), -1] = True
-    kth = scores[~own].reshape(sample, -1)[:, k - 1]
-    del vectors
-    rows = searched[positions]
-    sides = np.concatenate([result.rows_a, result.rows_b])
-    scores = np.concatenate([result.scores, result.scores])
-    inside = np.isin(sides, rows)
-    which = np.searchsorted(rows, sides[inside])
-    good = scores[inside] >= kth[which] - 1e-5
-    found = np.minimum(np.bincount(which[good], minlength=sample), k)
-    return {"sampled_texts": sample, "k": k, "recall": round(float(found.mean() / k), 4)}
-
-
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_index_options(parser, index=None)  # None: the PyPI one found
@@ -167,7 +138,7 @@ def main() -> None:
     if result.duplicates is not None:
         result.duplicates.write(args.out_dir / f"mine_pypi_duplicates_{label}.parquet")
     write_seconds = time.perf_counter() - started
-    recall = exact_recall(result, args.recall_sample, result.stats.top_k)
+    recall = mined_recall(result, args.recall_sample, result.stats.top_k)
 
     top_pairs = [{**record, "score": round(record["score"], 4)}
                  for record in result.records(args.show)]  # fmt: skip
