@@ -32,9 +32,9 @@ from baselines_report import write_report
 from common import (
     DEFAULT_OUT_DIR,
     REPO_ROOT,
-    append_result_lines,
     base_parser,
     environment,
+    record,
     results_file,
 )
 from results_table import read_lines
@@ -135,7 +135,7 @@ def main() -> None:
             if row.name in done and not args.rerun:
                 print(f"{row.name}: measured already (--rerun to measure again)", file=sys.stderr)
                 continue
-            record(args, row, measure(row, args.data_dir))
+            record_row(args, row, measure(row, args.data_dir))
     write_report(grid, measured(args), REPO_ROOT / "benchmarks" / "baselines.png")
 
 
@@ -154,10 +154,10 @@ def measured(args) -> dict[str, dict]:
     return {line["row"]: line for line in read_lines(results_file(args, "baselines"))}
 
 
-def record(args, row: Row, figures: dict) -> None:
+def record_row(args, row: Row, figures: dict) -> None:
     line = {"row": row.name, "group": row.group, "budget": row.budget, **figures}
     print(json.dumps(line))
-    append_result_lines(results_file(args, "baselines"), [{**line, "environment": environment()}])
+    record(args, "baselines", {**line, "environment": environment()})
 
 
 def measure(row: Row, data_dir: Path) -> dict:

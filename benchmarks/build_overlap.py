@@ -30,14 +30,13 @@ import pyarrow.parquet as pq
 from common import (
     add_results_option,
     add_threads_option,
-    append_result_lines,
     args_dict,
     base_parser,
     command_line,
     device_label,
     environment,
     read_corpus,
-    results_file,
+    record,
     set_threads,
 )
 
@@ -171,7 +170,7 @@ def main() -> None:
         "tokeniser": tokeniser,
         "environment": environment(),
     }
-    append_result_lines(results_file(args, "build_overlap"), [line])
+    record(args, "build_overlap", line)
 
 
 def argparse_hidden() -> str:

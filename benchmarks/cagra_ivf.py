@@ -30,12 +30,11 @@ import numpy as np
 import torch
 from common import (
     add_results_option,
-    append_result_lines,
     base_parser,
     command_line,
     device_label,
     markdown_table,
-    results_file,
+    record,
 )
 
 from semsearch.index.tune import rescored_recall
@@ -286,7 +285,7 @@ def main() -> None:
         built = cagra_configs(base, backend, args.graph_degree, args.itopk)
         lines += measure("cagra", backend, built, base, queries, truth, args)
     stamp = {"device": device_label(args.device), "command": command_line()}
-    append_result_lines(results_file(args, "cagra_ivf"), [{**stamp, **line} for line in lines])
+    record(args, "cagra_ivf", [{**stamp, **line} for line in lines])
     print(markdown_table(["method", "params", "batch", "build s", "recall@10", "queries/s"],
                          [[line["method"], line["params"], line["batch"], line["build_seconds"],
                            line["recall_at_10"], line["queries_per_s"]] for line in lines]))  # fmt: skip

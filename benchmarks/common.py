@@ -207,10 +207,15 @@ def append_result_lines(path: Path, lines: list[dict]) -> None:
     print(f"appended {len(lines)} line(s) to {path}", flush=True)
 
 
-def record(args: argparse.Namespace, script: str, figures: dict, device: str = "cpu") -> Path:
-    """Append `figures` as one JSON line to `script`'s results file (see `results_file`)."""
+def record(args: argparse.Namespace, script: str, figures: dict | list[dict],
+           device: str = "cpu") -> Path:  # fmt: skip
+    """Append `figures` (one line, or several) to `script`'s results file (see `results_file`),
+    each line stamped by `append_result_lines` and labelled with the benchmark and the device
+    (the line's own `device` wins)."""
     path = results_file(args, script)
-    append_result_lines(path, [{"benchmark": script, "device": device_label(device), **figures}])
+    lines = [figures] if isinstance(figures, dict) else figures
+    label = device_label(device) if any("device" not in line for line in lines) else None
+    append_result_lines(path, [{"benchmark": script, "device": label, **line} for line in lines])
     return path
 
 

@@ -34,13 +34,12 @@ from pathlib import Path
 import numpy as np
 from common import (
     add_results_option,
-    append_result_lines,
     base_parser,
     command_line,
     environment,
     markdown_table,
+    record,
     reference_model_path,
-    results_file,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -236,7 +235,7 @@ def main() -> None:
                                     f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
                                     line.get("recall_at_10")] for line in lines]))  # fmt: skip
     shared = {"command": command_line(), "environment": environment()}
-    append_result_lines(results_file(args, "cpu_runtimes"), [{**line, **shared} for line in lines])
+    record(args, "cpu_runtimes", [{**line, **shared} for line in lines])
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ from common import (
     PeakRss,
     add_results_option,
     add_threads_option,
-    append_result_lines,
     base_parser,
     command_line,
     corpus_texts,
@@ -53,8 +52,8 @@ from common import (
     load_sentence_transformer,
     markdown_table,
     random_base_model,
+    record,
     reference_model_path,
-    results_file,
     set_threads,
 )
 
@@ -381,7 +380,7 @@ def main() -> None:
             line = figure_line(name, results[name], args)
             print_goals(line, reference_model=not args.random_base_model)
             # One line per corpus, so a run stopped half-way keeps what it measured.
-            append_result_lines(results_file(args, "encode_throughput"), [line])
+            record(args, "encode_throughput", line)
 
 
 if __name__ == "__main__":

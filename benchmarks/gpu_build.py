@@ -38,14 +38,13 @@ import pyarrow.parquet as pq
 from common import (
     REPO_ROOT,
     add_results_option,
-    append_result_lines,
     base_parser,
     command_line,
     corpus_head,
     device_label,
     markdown_table,
+    record,
     reference_model_path,
-    results_file,
 )
 
 from semsearch.index.tune import rescored_recall
@@ -243,7 +242,7 @@ def main() -> None:
     where = "" if on_h100 else f" (the goals are for all {FULL_ROWS:,} rows on an H100)"
     print(f"goals on {line['device']}{where}:")
     print("\n".join(goal_lines(line)))
-    append_result_lines(results_file(args, "gpu_build"), [line])
+    record(args, "gpu_build", line)
 
 
 if __name__ == "__main__":

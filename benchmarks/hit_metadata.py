@@ -16,11 +16,10 @@ import time
 import numpy as np
 from common import (
     add_index_options,
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 
 QUERIES = 2000
@@ -44,20 +43,20 @@ def main() -> None:
         return [table.slice(int(row), 1).to_pylist()[0] for row in rows]
 
     assert all(sliced(rows) == rows_of.rows(rows) for rows in queries[:50])
-    record = {"benchmark": "hit_metadata", "index": args.index, "rows": table.num_rows,
+    figures = {"benchmark": "hit_metadata", "index": args.index, "rows": table.num_rows,
               "columns": len(rows_of.names), "queries": QUERIES, "hits": HITS, "ms_per_10_hits": {},
               "command": "python benchmarks/hit_metadata.py " + " ".join(sys.argv[1:])}  # fmt: skip
     for name, way in (("table slice per hit", sliced), ("MetadataRows", rows_of.rows)):
         started = time.thread_time()
         for rows in queries:
             way(rows)
-        record["ms_per_10_hits"][name] = round(1000 * (time.thread_time() - started) / QUERIES, 4)
-    record["environment"] = environment()
-    append_result_lines(results_file(args, "hit_metadata"), [record])
+        figures["ms_per_10_hits"][name] = round(1000 * (time.thread_time() - started) / QUERIES, 4)
+    figures["environment"] = environment()
+    record(args, "hit_metadata", figures)
     print(
         markdown_table(
             ["way", "ms per 10 hits (1 thread)"],
-            [[k, v] for k, v in record["ms_per_10_hits"].items()],
+            [[k, v] for k, v in figures["ms_per_10_hits"].items()],
         )
     )
 

@@ -19,12 +19,11 @@ import time
 import numpy as np
 from common import (
     add_threads_option,
-    append_result_lines,
     base_parser,
     corpus_texts,
     environment,
     markdown_table,
-    results_file,
+    record,
     set_threads,
     stsb_file,
 )
@@ -104,7 +103,7 @@ def main() -> None:
                           "fp32 texts/s", "int8 texts/s", "int8 / fp32"], rows))  # fmt: skip
     print(f"STS-B test Spearman: fp32 {report['stsb_spearman']['fp32']}, int8 "
           f"{report['stsb_spearman']['int8']} (cost {report['stsb_cost']}); {report['seconds']} s")  # fmt: skip
-    append_result_lines(results_file(args, "int8_recall"), [report])
+    record(args, "int8_recall", report)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,10 @@ import faiss
 import numpy as np
 from common import (
     add_index_options,
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 
 QUERIES = 500
@@ -56,7 +55,7 @@ def main() -> None:
     fp16.train(vectors[:1000])  # fp16 codes need no statistics; the centroids are shared
     fp16.add_with_ids(vectors, ids)
     faiss.omp_set_num_threads(1)
-    rows, record = [], {"benchmark": "ivf_code_search", "index": args.index, "rows": len(vectors),
+    rows, figures = [], {"benchmark": "ivf_code_search", "index": args.index, "rows": len(vectors),
                         "nprobe": nprobe, "queries": QUERIES, "structures": {},
                         "command": "python benchmarks/ivf_code_search.py " + " ".join(sys.argv[1:])}  # fmt: skip
     for name, index in ((f"IVF{ivf.nlist},Flat", ivf), (f"IVF{ivf.nlist},SQfp16", fp16)):
@@ -67,11 +66,11 @@ def main() -> None:
         ms = 1000 * (time.thread_time() - started) / QUERIES
         recall = recall_at_k(found, truth, 10)
         size_mib = (index.ntotal * (index.code_size + 8)) / 2**20
-        record["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
+        figures["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
                                       "lists_mib": round(size_mib, 1)}  # fmt: skip
         rows.append([name, f"{ms:.2f}", f"{recall:.4f}", f"{size_mib:.0f}"])
-    record["environment"] = environment()
-    append_result_lines(results_file(args, "ivf_code_search"), [record])
+    figures["environment"] = environment()
+    record(args, "ivf_code_search", figures)
     print(markdown_table(["structure", "ms per query (1 thread)", "recall@10", "lists MiB"], rows))
 
 

@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import REPO_ROOT, append_result_lines, base_parser, results_file
+from common import REPO_ROOT, base_parser, record
 
 MODELS = ("default", "all-mpnet-base-v2")
 # (task, figures kept: the metric's name in the command's JSON, the mode for `ir`)
@@ -75,7 +75,7 @@ def main() -> None:
             result, seconds, command = run_eval(task, model, args.data_dir, args.out_dir)
             lines = figures(task, model, result, seconds, command)
             print("\n".join(json.dumps(line) for line in lines), flush=True)
-            append_result_lines(results_file(args, "mpnet"), lines)
+            record(args, "mpnet", lines)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from common import (
     REPO_ROOT,
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
-    results_file,
 )
 
 PAIR_COLUMNS = {"anchor": "short_description", "positive": "long_description"}
@@ -207,7 +205,7 @@ def main() -> None:
         **figures,
         "environment": environment(),
     }
-    append_result_lines(results_file(args, "multi_dataset_train"), [line])
+    record(args, "multi_dataset_train", line)
     print(markdown_table(
         ["model", "dev combined (step)", "STS-B test", "DBPedia nDCG@10 dense", "hybrid", "steps", "s"],
         [[output.name, f"{record['dev']['best']:.4f} ({record['dev']['best_step']})",

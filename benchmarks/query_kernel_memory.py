@@ -20,11 +20,10 @@ from pathlib import Path
 
 import numpy as np
 from common import (
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 from serve_load import stsb_queries
 
@@ -88,11 +87,10 @@ def main() -> None:
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows.append(json.loads(output.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
-    record = {"benchmark": "query_kernel_memory", "groups": args.groups, "settings": rows,
+    figures = {"benchmark": "query_kernel_memory", "groups": args.groups, "settings": rows,
               "command": "python benchmarks/query_kernel_memory.py " + " ".join(sys.argv[1:]),
               "environment": environment()}  # fmt: skip
-    results = results_file(args, "query_kernel_memory")
-    append_result_lines(results, [record])
+    record(args, "query_kernel_memory", figures)
     print(markdown_table(["setting", "RSS growth MiB", "CPU s (1st half)", "CPU s (2nd half)", "warm-up s"],
                          [[r["setting"], r["growth_mib"], r["cpu_s_first_half"], r["cpu_s_second_half"], r["warm_s"]]
                           for r in rows]))  # fmt: skip

@@ -26,12 +26,11 @@ from datetime import datetime, timezone
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from common import (
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
     read_corpus,
-    results_file,
+    record,
 )
 
 from semsearch.distributed import RayOptions, build_index_on_ray
@@ -124,7 +123,7 @@ def main() -> None:
             json.dumps({key: value for key, value in line.items() if key != "environment"}),
             flush=True,
         )
-        append_result_lines(results_file(args, "ray_build"), [line])
+        record(args, "ray_build", line)
     base = results.get("local", {}).get("seconds")
     table = [[engine, r["workers"] if engine == "ray" else 1, r["worker_device"], r["rows"], r["seconds"],
               r["texts_per_s"], f"{r['seconds'] / base:.2f}x" if base else "-"]

@@ -37,11 +37,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from common import (
     REPO_ROOT,
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 
 from semsearch.evaluation.ir import exact_search
@@ -185,7 +184,7 @@ def evaluate(args, paths: dict[str, Path], output: Path) -> None:
                 "modes": {mode: {k: round(v, 4) for k, v in m.items() if k in ("ndcg@10", "recall@100", "mrr@10")}
                           for mode, m in result["modes"].items()},
                 "verdicts": result["rerank_verdicts"], "environment": environment()}  # fmt: skip
-        append_result_lines(results_file(args, "retrieval_cross_encoder"), [line])
+        record(args, "retrieval_cross_encoder", line)
         for mode, metrics in line["modes"].items():
             rows.append([task, mode, metrics["ndcg@10"], metrics["recall@100"]])
     print(markdown_table(["task", "mode", "nDCG@10", "recall@100"], rows))

@@ -208,9 +208,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "the int8 encoder against fp32: recall@10, cosine, speed, STS-B",
         smoke=(
             "--pypi-rows",
-            "200",
+            "100",
             "--debian-rows",
-            "40",
+            "20",
             "--queries",
             "10",
             "--sts-pairs",
@@ -231,7 +231,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("`semsearch list` s", "commands.semsearch list.wall_s", "<=", 0.5),
             _goal("an error s", "commands.an error (no such index).wall_s", "<=", 0.5),
         ),
-        ("--runs", "1", "--index-dir", "{scratch}/startup-index"),
+        ("--runs", "1", "--demo-rows", "300", "--index-dir", "{scratch}/startup-index"),
         smoke_limit_s=180,
     ),
     Benchmark(
@@ -281,7 +281,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "hybrid_quality",
         "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
         (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50", "<=", 1.5),),
-        ("--debian-rows", "120"),
+        (
+            "--tasks",
+            "debian",
+            "--debian-rows",
+            "120",
+            "--latency-index",
+            "{scratch}/indexes/pypi-first1500-ivf",
+            "--latency-queries",
+            "20",
+        ),
     ),
     Benchmark(
         "mpnet",
