@@ -1,5 +1,7 @@
-"""CPU encoding runtimes side by side (issue 29): semsearch on torch fp32 and on OpenVINO (f32,
-bf16) against sentence-transformers' `backend="openvino"`, its fastest CPU backend.
+"""CPU encoding runtimes side by side (issue 29): semsearch on torch (fp32, int8) and on OpenVINO
+(f32, bf16) against sentence-transformers' fast CPU backends, `backend="openvino"` and its
+ONNX int8 export (`export_dynamic_quantized_onnx_model(..., "avx512_vnni")` on ONNX Runtime);
+the faster of those two at each corpus and thread count is the peer each ratio is taken to.
 
 Why one run: on a shared or throttled machine only figures taken in the same minutes compare.
 Every candidate runs in its own process, pinned to as many cores as it has threads (1, then
@@ -13,10 +15,14 @@ runs from its own folder put first on its process' path (`--peer-path`; torch, n
 sentence-transformers come from semsearch's environment). What was tested (2026-11-26):
 `pip install --no-deps --target /tmp/stov optimum-intel==2.2.0 optimum==2.3.0
 openvino-tokenizers==2026.4.1.0 transformers==5.5.4 tokenizers==0.22.2 huggingface-hub==1.21.0`.
-Where it cannot run, the script says so in one line and measures the rest.
+The ONNX peer's optimum-onnx wants transformers < 4.58 (`--onnx-peer-path`): `pip install
+--no-deps --target /tmp/stonnx optimum-onnx==0.1.0 optimum==2.1.0 transformers==4.57.3 onnx
+onnxruntime tokenizers==0.22.1 "huggingface-hub<1.0" ml_dtypes protobuf coloredlogs
+humanfriendly flatbuffers`. Where a peer cannot run, the script says so in one line and
+measures the rest.
 
     flock /tmp/cpu.lock python benchmarks/cpu_runtimes.py --pypi-rows 3000 --debian-rows 600 \
-        --threads 1,2 --rounds 2 --peer-path /tmp/stov
+        --threads 1,2 --rounds 2 --peer-path /tmp/stov --onnx-peer-path /tmp/stonnx
 """
 
 from __future__ import annotations
@@ -47,9 +53,11 @@ from semsearch.evaluation.similarity import row_cosines
 from semsearch.index.tune import recall_at_k
 
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
-PEER = "st-openvino"  # its fastest CPU backend: the speed to beat
-CANDIDATES = (REFERENCE, PEER, "semsearch-torch-fp32", "semsearch-openvino-fp32",
-              "semsearch-openvino-bf16")  # fmt: skip
+# Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.
+PEERS = ("st-openvino", "st-onnx-int8")
+CANDIDATES = (REFERENCE, *PEERS, "semsearch-torch-fp32", "semsearch-torch-int8",
+              "semsearch-openvino-fp32", "semsearch-openvino-bf16")  # fmt: skip
+ONNX_INT8_FILE = "onnx/model_qint8_avx512_vnni.onnx"  # sentence-transformers' export for VNNI
 FAITHFUL = (0.9999, 0.999)  # mean, min cosine to the reference
 WARMUP = 64  # texts encoded before the clock starts (kernel choice, first-call costs)
 NEIGHBOURS = 10
@@ -78,10 +86,13 @@ def _encoder(candidate: str, threads: int, batch_size: int, model: Path):
     if candidate.startswith("st-"):
         from sentence_transformers import SentenceTransformer
 
-        if candidate == PEER:
+        if candidate == "st-openvino":
             config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
             st = SentenceTransformer(str(model), device="cpu", backend="openvino",
                                      model_kwargs={"ov_config": config})  # fmt: skip
+        elif candidate == "st-onnx-int8":  # the folder prepared by `export_onnx_int8`
+            st = SentenceTransformer(str(model), device="cpu", backend="onnx",
+                                     model_kwargs={"file_name": ONNX_INT8_FILE})  # fmt: skip
         else:
             st = SentenceTransformer(str(model), device="cpu")
         return lambda texts: st.encode(texts, batch_size=batch_size, normalize_embeddings=True,
@@ -89,15 +100,18 @@ def _encoder(candidate: str, threads: int, batch_size: int, model: Path):
     from semsearch.models import BiEncoder
 
     _, runtime, precision = candidate.split("-")
-    encoder = BiEncoder.load(str(model), device="cpu", runtime=runtime)  # type: ignore[arg-type]
+    quantization = "int8" if precision == "int8" else None
+    precision = "fp32" if quantization else precision
+    encoder = BiEncoder.load(str(model), device="cpu", runtime=runtime,  # type: ignore[arg-type]
+                             quantization=quantization)  # fmt: skip
     if encoder.runtime.split("-")[0] != runtime:
         raise SystemExit(f"{candidate}: the encoder fell back to {encoder.runtime}")
     return lambda texts: encoder.encode(texts, batch_size=batch_size, precision=precision)
 
 
-def measure(args: argparse.Namespace, texts_file: Path, scratch: Path, peer_ok: bool) -> list[dict]:
+def measure(args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]) -> list[dict]:
     """Every candidate at every thread count, `--rounds` interleaved rounds each."""
-    candidates = [c for c in CANDIDATES if c != PEER or peer_ok]
+    candidates = [c for c in CANDIDATES if c not in PEERS or c in peers]
     rows = []
     for threads in args.threads:
         seconds: dict[str, list[dict]] = {c: [] for c in candidates}
@@ -119,15 +133,10 @@ def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, __file__, "--worker", candidate, "--worker-threads", str(threads),
                "--texts", str(texts_file), "--vectors-out", str(folder),
-               "--batch-size", str(args.batch_size), "--model", str(args.model)]  # fmt: skip
+               "--batch-size", str(args.batch_size), "--model", str(_model_for(args, candidate))]  # fmt: skip
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
         command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
-    env = dict(os.environ)
-    if candidate == PEER:
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(args.peer_path), env.get("PYTHONPATH")])
-        )
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, env=_peer_env(args, candidate), capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         print(f"{candidate} ({threads} thread(s)) failed: {last}", flush=True)
@@ -135,16 +144,51 @@ def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -
     return json.loads((folder / "timings.json").read_text())
 
 
-def peer_available(peer_path: Path) -> bool:
-    """Whether sentence-transformers' OpenVINO backend imports from `peer_path`; says why not."""
-    env = {**os.environ, "PYTHONPATH": str(peer_path)}
-    probe = "import optimum.intel.openvino, sentence_transformers"
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1]
-        print(f"the peer (sentence-transformers, backend='openvino') cannot run from {peer_path}: "
-              f"{last}; measuring the rest", flush=True)  # fmt: skip
-    return done.returncode == 0
+def _peer_path(args: argparse.Namespace, candidate: str) -> Path | None:
+    return {"st-openvino": args.peer_path, "st-onnx-int8": args.onnx_peer_path}.get(candidate)
+
+
+def _peer_env(args: argparse.Namespace, candidate: str) -> dict[str, str]:
+    """The environment a candidate runs in: a peer's own folder first on its path."""
+    env = dict(os.environ)
+    if path := _peer_path(args, candidate):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), env.get("PYTHONPATH")]))
+    return env
+
+
+def _model_for(args: argparse.Namespace, candidate: str) -> Path:
+    return args.onnx_model if candidate == "st-onnx-int8" else args.model
+
+
+def available_peers(args: argparse.Namespace, scratch: Path) -> set[str]:
+    """The peers that run here; each one that cannot says why in one line. The ONNX int8 peer's
+    model folder is exported once (sentence-transformers' own export, offline, from a copy of
+    the model folder) before any clock starts."""
+    probes = {"st-openvino": "import optimum.intel.openvino, sentence_transformers",
+              "st-onnx-int8": EXPORT_ONNX_INT8}  # fmt: skip
+    args.onnx_model = scratch / "onnx-model"
+    shutil.rmtree(args.onnx_model, ignore_errors=True)
+    shutil.copytree(args.model, args.onnx_model)
+    peers = set()
+    for peer, probe in probes.items():
+        done = subprocess.run([sys.executable, "-c", probe, str(args.onnx_model)],
+                              env=_peer_env(args, peer), capture_output=True, text=True)  # fmt: skip
+        if done.returncode == 0:
+            peers.add(peer)
+        else:
+            last = (done.stderr.strip().splitlines() or ["?"])[-1]
+            print(f"the peer {peer} cannot run from {_peer_path(args, peer)}: {last}; "
+                  "measuring the rest", flush=True)  # fmt: skip
+    return peers
+
+
+EXPORT_ONNX_INT8 = """
+import sys
+from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+model = SentenceTransformer(sys.argv[1], device="cpu", backend="onnx")
+model.save_pretrained(sys.argv[1])
+export_dynamic_quantized_onnx_model(model, "avx512_vnni", sys.argv[1])
+"""
 
 
 def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
@@ -155,6 +199,7 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
             here = [row for row in rows if row["threads"] == threads]
             rates = {row["candidate"]: len(texts) / statistics.median(run[corpus] for run in row["runs"])
                      for row in here}  # fmt: skip
+            peer = max((c for c in PEERS if c in rates), key=rates.get, default=None)
             reference = next((r for r in here if r["candidate"] == REFERENCE), None)
             wanted = np.load(reference["vectors"] / f"{corpus}.npy") if reference else None
             for row in here:
@@ -162,8 +207,9 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
                 line = {"corpus": corpus, "texts": len(texts), "threads": threads,
                         "candidate": row["candidate"], "rounds": len(row["runs"]),
                         "texts_per_s": round(rates[row["candidate"]], 1),
-                        "ratio_to_peer": round(rates[row["candidate"]] / rates[PEER], 2)
-                        if PEER in rates else None}  # fmt: skip
+                        "peer": peer,
+                        "ratio_to_peer": round(rates[row["candidate"]] / rates[peer], 2)
+                        if peer else None}  # fmt: skip
                 if wanted is not None:
                     mean, least = cosines(vectors, wanted)
                     line.update(cosine_mean=round(mean, 6), cosine_min=round(least, 6),
@@ -203,6 +249,9 @@ def main() -> None:
     parser.add_argument("--peer-path", type=Path, default=Path("/tmp/stov"),
                         help="folder with optimum-intel and its transformers, first on the "
                         "peer's path")  # fmt: skip
+    parser.add_argument("--onnx-peer-path", type=Path, default=Path("/tmp/stonnx"),
+                        help="folder with optimum-onnx, onnxruntime and the transformers they "
+                        "accept, first on the ONNX int8 peer's path")  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--texts", help=argparse.SUPPRESS)
@@ -219,7 +268,7 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     texts_file = scratch / "texts.json"
     texts_file.write_text(json.dumps(corpora), encoding="utf-8")
-    rows = measure(args, texts_file, scratch, peer_available(args.peer_path))
+    rows = measure(args, texts_file, scratch, available_peers(args, scratch))
     lines = summarise(rows, corpora)
     headers = [
         "corpus",

@@ -329,6 +329,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke=("--rows", "500", "--depths", "0,1"),
     ),
     Benchmark(
+        "bounded_memory",
+        "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
+        "what each holds beyond its FAISS index",
+        smoke=("--rows", "3000", "--work-dir", "{scratch}/bounded"),
+        smoke_limit_s=180,
+    ),
+    Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
         smoke=(
@@ -383,6 +390,41 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ray_build",
         "`build --engine ray` against the local build: wall time and texts/s",
         no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
+    ),
+    Benchmark(
+        "beyond_ram",
+        "a `disk` index of N synthetic rows (real PyPI vectors plus noise): the searcher's "
+        "RssAnon and RssFile a row, recall@10, p50/p99, filters at 50/5/0.5 %, build time and peak",
+        (
+            _goal(
+                "RssAnon bytes a row, 20M rows",
+                "rss_anon_bytes_per_row",
+                "<=",
+                100,
+                rows=20_000_000,
+            ),
+            _goal("recall@10, 20M rows", "search.recall_at_10", ">=", 0.95, rows=20_000_000),
+            _goal("p50 ms, 20M rows", "search.p50_ms", "<=", 20, rows=20_000_000),
+            _goal("p99 ms, 20M rows", "search.p99_ms", "<=", 100, rows=20_000_000),
+            _goal(
+                "recall@10 at a 1-in-200 filter, 20M rows",
+                "search.filter_1_in_200.recall_at_10",
+                ">=",
+                0.95,
+                rows=20_000_000,
+            ),
+        ),  # fmt: skip
+        smoke=(
+            "--rows",
+            "20000",
+            "--base-rows",
+            "300",
+            "--queries",
+            "50",
+            "--work-dir",
+            "{scratch}/beyond_ram",
+        ),  # fmt: skip
+        smoke_limit_s=180,
     ),
 )
 

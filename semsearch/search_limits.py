@@ -14,6 +14,8 @@ request or where no value is meant (below 1).
   the candidate list cannot hold more rows than a segment has, and FAISS allocates and
   walks a list of the size asked for.
 - `nprobe` (IVF): clamped to the number of lists (FAISS visits at most every list).
+- `oversample` (a `disk` index: candidates re-scored per result): clamped to
+  `MAX_OVERSAMPLE`; each candidate is a stored vector read from disk.
 - Below 1: refused (by `VectorIndex`, as before): there is no value to clamp to.
 - Queries per call: refused beyond `MAX_QUERIES_PER_CALL`, or beyond `MAX_RESULTS_PER_CALL`
   result slots (queries x k): dropping queries would be a wrong answer; a caller with more
@@ -39,6 +41,7 @@ from semsearch.errors import SemsearchError
 
 MAX_K = 10_000
 MAX_EF_SEARCH = 8192
+MAX_OVERSAMPLE = 256
 MAX_QUERIES_PER_CALL = 100_000
 MAX_RESULTS_PER_CALL = 2_000_000
 MAX_QUERY_CHARS = 20_000
@@ -119,7 +122,8 @@ def bound_search(
             f"in one call: send at most {queries_per_call(usable_k):,} queries per call"
         )
     bounded = dict(params)
-    ceilings = {"efSearch": _ef_ceiling(usable_k, segments), "nprobe": _nprobe_ceiling(segments)}
+    ceilings = {"efSearch": _ef_ceiling(usable_k, segments), "nprobe": _nprobe_ceiling(segments),
+                "oversample": (MAX_OVERSAMPLE, "the most candidates re-scored per result")}  # fmt: skip
     for name, (ceiling, reason) in ceilings.items():
         value = bounded.get(name)
         if value is None or ceiling is None or value < 1 or value <= ceiling:

@@ -12,6 +12,7 @@ import pytest
 
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.update import delete_rows
 from semsearch.mining import (
     PAIR_COLUMNS,
     CorpusSource,
@@ -185,6 +186,20 @@ def test_index_input_gives_the_same_pairs_as_file_input(tmp_path, tiny_encoder, 
     )
     assert pair_set(from_index) == pair_set(from_file)
     np.testing.assert_allclose(from_index.scores, from_file.scores, atol=1e-5)
+    assert from_index.to_table().column("text_a") == from_file.to_table().column("text_a")
+
+
+def test_an_index_of_many_parts_with_deletions_mines_its_live_rows(tmp_path, tiny_encoder) -> None:
+    texts = generated_texts(50)
+    path = write_corpus(tmp_path, texts)
+    folder = build_index(_build_options(path, tmp_path, part_rows=7), encoder=tiny_encoder)
+    delete_rows(folder, ids=["d3", "d8", "d30"])
+    kept = pa.table({"doc_id": [f"d{i}" for i in range(50) if i not in (3, 8, 30)],
+                     "text": [t for i, t in enumerate(texts) if i not in (3, 8, 30)]})  # fmt: skip
+    pq.write_table(kept, tmp_path / "kept.parquet")
+    from_file = mine_file(tmp_path / "kept.parquet", tiny_encoder, top_k=4)
+    from_index = mine_index("collection", tmp_path / "idx", MiningOptions(top_k=4))
+    assert pair_set(from_index) == pair_set(from_file)
     assert from_index.to_table().column("text_a") == from_file.to_table().column("text_a")
 
 

@@ -64,6 +64,7 @@ from semsearch.index.own_vectors import (
 )
 from semsearch.index.parts import PartRows, prepare_part, write_parts
 from semsearch.index.pipeline import DEFAULT_DEPTH
+from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import (
     DEFAULT_INDEX_DIR,
@@ -72,7 +73,7 @@ from semsearch.index.store import (
     partial_folder,
     publish,
 )
-from semsearch.index.tune import TuningResult, enforce_target, tune_against_exact
+from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.models.truncation import truncation_report
@@ -305,9 +306,9 @@ def build_index(
             source.fill(index, segment, options)
             tuning = None
             if options.target_recall is not None and index.tunable_parameter():
-                tuning = _tune(index, segment, encoder, options)
+                tuning = _tune(index, spec, segment, encoder, options)
         if tuning is not None:
-            spec = replace(spec, search_params={tuning.parameter: tuning.value})
+            spec = replace(spec, search_params=tuning.search_params())
         index_file = index_file_name(1)
         index_bytes = index.write(writer.folder / index_file)
         lexical_dir = None
@@ -373,7 +374,7 @@ def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
 
 
 def _tune(
-    index: VectorIndex, segment: Segment, encoder, options: BuildOptions
+    index: VectorIndex, spec: IndexSpec, segment: Segment, encoder, options: BuildOptions
 ) -> TuningResult | None:
     """Measure recall against exact search over the stored vectors; keep the smallest good value.
 
@@ -390,9 +391,7 @@ def _tune(
         count = min(DEFAULT_TUNING_QUERIES, segment_rows(segment))
         query_ids, vectors = sample_vectors(segment.iter_parts, count, seed=1)
         queries = prepare_vectors(vectors, index.metric)
-    result = tune_against_exact(
-        index, queries, segment.iter_parts, options.target_recall, TUNING_K, query_ids
-    )
+    result = tune_search(index, spec, segment, queries, options.target_recall, TUNING_K, query_ids)
     enforce_target(result, index, options.strict)  # --strict: a missed target is an error
     verdict = "meets" if result.met else "does NOT meet (the best found)"
     log.warning(

@@ -10,6 +10,12 @@ the 841k PyPI summaries: 623 against 1,239 MiB, 1.11 against 1.92 ms a query, re
 of each coordinate, so only near-ties can swap places; tuning rescoring answers from the
 stored float32 vectors counts those as ties. Manhattan distances need full vectors: there
 auto keeps IVF-Flat.
+
+Where that does not fit the memory budget (`--memory-budget`, by default half the memory
+the process can still get: `memory_budget.py`), auto picks `disk`: IVF-PQ codes whose lists
+stay in the file, memory-mapped, and whose top-k is re-scored exactly from the stored
+vectors (`rescoring.py`); only its centroids, codebooks and the searcher's per-row arrays
+count as memory, the codes are file pages the kernel can reclaim.
 """
 
 from __future__ import annotations
@@ -20,16 +26,24 @@ import re
 
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import METRIC_NAMES, IndexSpec
+from semsearch.index.memory_budget import default_memory_budget
 
 log = logging.getLogger(__name__)
 
 AUTO_EXACT_LIMIT = 100_000
-NAMED_TYPES = ("auto", "flat", "ivf", "ivfsq", "hnsw", "ivfpq")
+NAMED_TYPES = ("auto", "flat", "ivf", "ivfsq", "hnsw", "ivfpq", "disk")
 HNSW_M = 32
 DEFAULT_EF_SEARCH = 64
 DEFAULT_NPROBE = 32
 # FAISS wants about 39 training points per centroid at least; more gives better centroids.
 MIN_POINTS_PER_CENTROID = 39
+# A `disk` index's search parameter: candidates taken from the codes per result wanted, to
+# be re-scored exactly (`rescoring.py`); its presence marks a rescoring index.
+OVERSAMPLE = "oversample"
+DEFAULT_OVERSAMPLE = 4
+# What a searcher holds per row of a `disk` index besides its mapped codes: the ids (8 bytes)
+# and two live masks (1 byte each) of `snapshot.IndexSnapshot`; metadata not counted.
+SEARCHER_BYTES_PER_ROW = 10
 MANHATTAN_FACTORIES = re.compile(r"(PCA\d+,)?(Flat|IVF\d+,Flat|HNSW\d*(,Flat)?)")
 
 
@@ -38,23 +52,23 @@ def choose_index(
 ) -> IndexSpec:
     """The factory string and default search parameters for `requested` on `rows` vectors.
 
-    With a `memory_budget` (bytes), `auto` takes the first of flat (small corpora only),
-    IVF-SQfp16 (IVF-Flat for manhattan) and IVF-PQ whose estimated size fits, and an
-    explicit type that does not fit is refused before anything is built.
+    `auto` takes the first of flat (small corpora only), IVF-SQfp16 (IVF-Flat for manhattan)
+    and disk whose estimated memory fits `memory_budget` (bytes; default: a share of the
+    memory available, `default_memory_budget`); an explicit type that does not fit an
+    explicit budget is refused before anything is built.
     """
     if metric not in METRIC_NAMES:
         raise SemsearchError(f"unknown metric {metric!r}: choose one of {', '.join(METRIC_NAMES)}")
     if requested.lower() == "auto":
         kinds = ["flat"] if rows <= AUTO_EXACT_LIMIT else []
         kinds += ["ivf" if metric == "manhattan" else "ivfsq"]
-        kinds += ["ivfpq"] if memory_budget is not None else []
+        kinds += ["disk"]
+        if memory_budget is None:
+            memory_budget = default_memory_budget()
         specs = [_named_spec(kind, requested, rows, dimension, metric) for kind in kinds]
         specs = [spec for spec in specs if _usable(spec, rows)]  # flat and ivf always are
         for spec in specs:
-            if (
-                memory_budget is None
-                or estimate_bytes(spec.factory, rows, dimension) <= memory_budget
-            ):
+            if memory_budget is None or estimate_spec_bytes(spec, rows, dimension) <= memory_budget:
                 return spec
         return _over_budget(specs[-1], rows, dimension, memory_budget)
     spec = _named_spec(requested.lower(), requested, rows, dimension, metric)
@@ -69,10 +83,15 @@ def choose_index(
             f"{spec.factory} cannot compute the manhattan metric (FAISS computes it on full "
             "vectors only): choose flat, ivf or hnsw, or another --metric"
         )
-    estimate = estimate_bytes(spec.factory, rows, dimension)
+    estimate = estimate_spec_bytes(spec, rows, dimension)
     if memory_budget is not None and estimate is not None and estimate > memory_budget:
         return _over_budget(spec, rows, dimension, memory_budget)
     return spec
+
+
+def is_rescoring(spec: IndexSpec) -> bool:
+    """Whether searches of `spec`'s index oversample codes and rescore from stored vectors."""
+    return OVERSAMPLE in spec.search_params
 
 
 def _usable(spec: IndexSpec, rows: int) -> bool:
@@ -82,6 +101,15 @@ def _usable(spec: IndexSpec, rows: int) -> bool:
     if rows < minimum_rows(spec.factory):
         return False
     return spec.metric != "manhattan" or bool(MANHATTAN_FACTORIES.fullmatch(spec.factory))
+
+
+def estimate_spec_bytes(spec: IndexSpec, rows: int, dimension: int) -> int | None:
+    """Memory a searcher holds for `spec` over `rows` vectors. A `disk` index's codes and ids
+    are mapped from its file: page cache, not counted; its centroids, PQ codebooks and the
+    searcher's per-row arrays are."""
+    if is_rescoring(spec) and (match := re.match(r"IVF(\d+),", spec.factory)):
+        return rows * SEARCHER_BYTES_PER_ROW + (int(match[1]) + 256) * 4 * dimension
+    return estimate_bytes(spec.factory, rows, dimension)
 
 
 def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:
@@ -125,7 +153,7 @@ def parse_bytes(text: str) -> int:
 
 
 def _over_budget(spec: IndexSpec, rows: int, dimension: int, budget: int) -> IndexSpec:
-    need = estimate_bytes(spec.factory, rows, dimension) or 0
+    need = estimate_spec_bytes(spec, rows, dimension) or 0
     raise SemsearchError(
         f"{spec.factory} over {rows} vectors needs about {need / 2**20:.0f} MiB, more than the "
         f"memory budget of {budget / 2**20:.0f} MiB: raise --memory-budget or choose a smaller --index"
@@ -146,6 +174,10 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
     if kind == "ivfpq":
         return IndexSpec(requested, f"IVF{nlist},PQ{_pq_subquantizers(dimension)}x8", metric,
                          {"nprobe": min(DEFAULT_NPROBE, nlist)})  # fmt: skip
+    if kind == "disk":  # np: no polysemous training (30x slower to train, unused here)
+        return IndexSpec(requested, f"IVF{nlist},PQ{_pq_subquantizers(dimension)}x8np", metric,
+                         {"nprobe": min(DEFAULT_NPROBE, nlist),
+                          OVERSAMPLE: DEFAULT_OVERSAMPLE})  # fmt: skip
     if requested.lower() in NAMED_TYPES or not _is_factory_string(requested):
         raise SemsearchError(
             f"unknown index type {requested!r}: use {', '.join(NAMED_TYPES)} or a FAISS factory "

@@ -21,7 +21,7 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,22 +42,24 @@ def lexical_dir_name(generation: int) -> str:
 def tokenize(texts: Sequence[str], spec: LexicalSpec) -> list[list[str]]:
     """Lower-cased words of two or more characters, stop words dropped, stemmed: the terms a
     text is indexed and queried by."""
+    return _tokenizer(spec).tokenize(list(texts), update_vocab=True, return_as="string",
+                                     allow_empty=False, show_progress=False)  # fmt: skip
+
+
+def _tokenizer(spec: LexicalSpec):
+    """A fresh bm25s tokenizer for `spec`: it numbers terms in order of first appearance."""
     from bm25s.tokenization import Tokenizer
 
-    tokenizer = Tokenizer(splitter=TOKEN_PATTERN, stopwords=spec.stopwords or None,
-                          stemmer=_stemmer(spec))  # fmt: skip
-    return tokenizer.tokenize(list(texts), update_vocab=True, return_as="string",
-                              allow_empty=False, show_progress=False)  # fmt: skip
+    return Tokenizer(splitter=TOKEN_PATTERN, stopwords=spec.stopwords or None,
+                     stemmer=_stemmer(spec))  # fmt: skip
 
 
 def build_bm25(texts: Sequence[str], spec: LexicalSpec):
     """A bm25s index of `texts` in memory (row i is texts[i]); its vocabulary numbers the
-    terms in order of first appearance, so the same texts make the same files."""
-    from bm25s.tokenization import Tokenizer
-
+    terms in order of first appearance, so the same texts make the same files. For small
+    collections (an evaluation's corpus); a segment's part is written by `write_lexical`."""
     bm25s = _bm25s()
-    tokenizer = Tokenizer(splitter=TOKEN_PATTERN, stopwords=spec.stopwords or None,
-                          stemmer=_stemmer(spec))  # fmt: skip
+    tokenizer = _tokenizer(spec)
     ids = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", allow_empty=False,
                              show_progress=False)  # fmt: skip
     vocab = tokenizer.get_vocab_dict()
@@ -69,14 +71,18 @@ def build_bm25(texts: Sequence[str], spec: LexicalSpec):
     return model
 
 
-def write_lexical(folder: Path, texts: Sequence[str], spec: LexicalSpec, generation: int) -> str:
-    """Index `texts` (a segment's rows, in position order) into `folder`/lexical-g<N>/ through
-    a temporary folder renamed into place; the folder's name."""
-    model = build_bm25(texts, spec)
+def write_lexical(
+    folder: Path, parts: Iterable[Sequence[str]], spec: LexicalSpec, generation: int
+) -> str:
+    """Index the texts `parts` yields (a segment's rows, part by part, in position order)
+    into `folder`/lexical-g<N>/ through a temporary folder renamed into place, one part in
+    memory at a time (`lexical_build`); the folder's name."""
+    from semsearch.index.lexical_build import write_bm25_parts
+
     name = lexical_dir_name(generation)
     temporary = folder / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
-    model.save(temporary, show_progress=False)
+    write_bm25_parts(temporary, parts, spec)
     final = folder / name
     shutil.rmtree(final, ignore_errors=True)  # left by a writer that died after the rename
     os.rename(temporary, final)
@@ -97,7 +103,8 @@ class LexicalPart:
     def read(cls, folder: Path, rows: int) -> LexicalPart:
         """Load a lexical folder; refused when it does not hold `rows` documents."""
         try:
-            model = _bm25s().BM25.load(folder, mmap=False, show_progress=False)
+            # Memory-mapped: a query reads its terms' postings, never the whole matrices.
+            model = _bm25s().BM25.load(folder, mmap=True, show_progress=False)
         except (OSError, ValueError, KeyError) as exc:
             raise SemsearchError(
                 f"{folder} cannot be read ({type(exc).__name__}): rebuild it with "
@@ -120,15 +127,20 @@ class LexicalPart:
     def document_frequency(self, term: int) -> int:
         return int(self.indptr[term + 1] - self.indptr[term])
 
-    def scores(self, terms: Sequence[int], weights: Sequence[float]) -> np.ndarray:
-        """Each document's score: the sum over `terms` of weight x stored score (float64)."""
+    def matches(
+        self, terms: Sequence[int], weights: Sequence[float]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The documents holding any of `terms` (ascending) and each one's score: the sum over
+        `terms` of weight x stored score (float64). Only the terms' postings are read, so
+        memory follows the matches, not the segment's rows."""
         if not terms:
-            return np.zeros(self.documents)
+            return np.empty(0, np.int64), np.empty(0)
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in terms]
         documents = np.concatenate([self.indices[start:end] for start, end in spans])
         values = np.concatenate([self.data[start:end] * np.float32(weight)
                                  for (start, end), weight in zip(spans, weights)])  # fmt: skip
-        return np.bincount(documents, weights=values, minlength=self.documents)
+        found, slots = np.unique(documents, return_inverse=True)
+        return found.astype(np.int64), np.bincount(slots, weights=values, minlength=len(found))
 
 
 @dataclass
@@ -153,13 +165,14 @@ def lexical_search(
         for segment, (ids, weights) in zip(
             segments, _segment_weights(segments, spec, terms, total)
         ):
-            scores = segment.part.scores(ids, weights)
-            window = allowed[segment.offset : segment.offset + segment.part.documents]
-            candidates = np.flatnonzero((scores > 0) & window)
-            if len(candidates) > k:
-                candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-            found_scores.append(scores[candidates])
-            found_rows.append(candidates + segment.offset)
+            documents, scores = segment.part.matches(ids, weights)
+            kept = (scores > 0) & allowed[segment.offset + documents]
+            documents, scores = documents[kept], scores[kept]
+            if len(documents) > k:
+                best = np.argpartition(-scores, k - 1)[:k]
+                documents, scores = documents[best], scores[best]
+            found_scores.append(scores)
+            found_rows.append(documents + segment.offset)
         scores, rows = np.concatenate(found_scores), np.concatenate(found_rows)
         order = np.lexsort((rows, -scores))[:k]  # best first; ties by row
         all_scores[number, : len(order)], all_rows[number, : len(order)] = (
@@ -236,5 +249,8 @@ def index_segment_texts(folder: Path, text_column: str, rows: int, parts: int, s
     from semsearch.index.segment import Segment
 
     segment = Segment(folder, SegmentRecord(folder.name.removeprefix(".tmp-"), rows, parts, "", 0))
-    texts = segment.metadata([text_column]).column(text_column).to_pylist() if parts else []
-    return write_lexical(folder, [text or "" for text in texts], spec, generation)
+    texts = (
+        [text or "" for text in table.column(text_column).to_pylist()]
+        for table in segment.iter_metadata([text_column])
+    )
+    return write_lexical(folder, texts, spec, generation)

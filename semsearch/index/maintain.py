@@ -13,7 +13,6 @@ import time
 from dataclasses import asdict, replace
 
 import numpy as np
-import pyarrow as pa
 
 from semsearch.ann.devices import FaissDevice, faiss_device
 from semsearch.errors import SemsearchError
@@ -28,9 +27,11 @@ from semsearch.index.manifest import (
     generation_file,
     write_manifest,
 )
+from semsearch.index.merge import write_merged
+from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import IndexFolder, remove_leftovers
-from semsearch.index.tune import TuningResult, enforce_target, tune_against_exact
+from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.index.verify import check_opened_files, check_restorable
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -186,9 +187,9 @@ def retune(
         else:
             query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
         with index.placed(placement):
-            result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+            result = tune_search(index, manifest.index, segment, queries, target, k, query_ids)
         enforce_target(result, index, strict)
-        params = {**manifest.index.search_params, result.parameter: result.value}
+        params = {**manifest.index.search_params, **result.search_params()}
         new = next_generation(
             manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
             time.perf_counter() - started,
@@ -217,11 +218,11 @@ def _rebuild(
             query_ids, vectors = sample_vectors(
                 segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1
             )
-            tuning = tune_against_exact(index, prepare_vectors(vectors, spec.metric),
-                                        segment.iter_parts, target_recall, TUNING_K, query_ids)  # fmt: skip
+            tuning = tune_search(index, spec, segment, prepare_vectors(vectors, spec.metric),
+                                 target_recall, TUNING_K, query_ids)  # fmt: skip
             enforce_target(tuning, index, strict)
     if tuning is not None:
-        spec = replace(spec, search_params={tuning.parameter: tuning.value})
+        spec = replace(spec, search_params=tuning.search_params())
         log.warning("tuned %s=%d: recall@%d %.3f (target %s)", tuning.parameter, tuning.value,
                     TUNING_K, tuning.recall, tuning.target)  # fmt: skip
     index_file = index_file_name(generation)
@@ -249,34 +250,11 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     shutil.rmtree(temporary, ignore_errors=True)
     writer = SegmentWriter(temporary, manifest.vector_dtype)
     segments = [Segment(folder.segment_dir(record.name), record) for record in manifest.segments]
-    # Every live row as (id, segment, position), in id order: a merged segment keeps ids ascending.
-    ids, owners, positions = [], [], []
-    for number, segment in enumerate(segments):
-        live = np.flatnonzero(segment.live_mask())
-        ids.append(np.asarray(segment.ids[live]))
-        owners.append(np.full(len(live), number))
-        positions.append(live)
-    ids, owners, positions = (np.concatenate(values) for values in (ids, owners, positions))
-    order = np.argsort(ids, kind="stable")
-    ids, owners, positions = ids[order], owners[order], positions[order]
-    metadata = [segment.metadata() for segment in segments]
-    for part, start in enumerate(range(0, len(ids), PART_ROWS)):
-        chunk = slice(start, start + PART_ROWS)
-        vectors = np.empty((len(ids[chunk]), manifest.model.dimension), np.float32)
-        tables = []
-        for number, segment in enumerate(segments):
-            mine = owners[chunk] == number
-            if mine.any():
-                vectors[mine] = segment.vectors_at(positions[chunk][mine])
-                tables.append(
-                    (np.flatnonzero(mine), metadata[number].take(pa.array(positions[chunk][mine])))
-                )
-        table = pa.concat_tables([t for _, t in tables], promote_options="permissive")
-        back = np.argsort(np.concatenate([where for where, _ in tables]), kind="stable")
-        writer.write(part, ids[chunk], vectors, table.take(pa.array(back)))
+    # Part by part in id order (a merged segment keeps ids ascending): `semsearch.index.merge`.
+    rows = write_merged(segments, writer, manifest.model.dimension, PART_ROWS)
     parts = writer.part_count()
     temporary.rename(folder.segment_dir(name))
-    return Segment(folder.segment_dir(name), SegmentRecord(name, len(ids), parts, "", 0))
+    return Segment(folder.segment_dir(name), SegmentRecord(name, rows, parts, "", 0))
 
 
 def _readable_next_ids(folder: IndexFolder) -> list[int]:

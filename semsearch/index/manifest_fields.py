@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from semsearch.models.spec import EncoderSpec
 
 METRIC_NAMES = ("cosine", "dot", "l2", "manhattan")
-SEARCH_PARAMETERS = ("nprobe", "efSearch")
+SEARCH_PARAMETERS = ("nprobe", "efSearch", "oversample")  # oversample: a `disk` index
 VECTOR_DTYPES = ("float32", "float16")
 POOLING_MODES = ("mean", "max", "cls", "attention")
 QUANTIZATION_MODES = ("int8",)

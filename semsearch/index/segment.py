@@ -139,6 +139,11 @@ class Segment:
         ]
         return _concat(tables)
 
+    def iter_metadata(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The metadata part by part: one part's rows in memory at a time."""
+        for part in range(self.record.parts):
+            yield pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
+
     def schema(self) -> pa.Schema:
         """The metadata's columns and types (every part has the same)."""
         return pq.read_schema(_metadata_path(self.folder, 0))
@@ -163,13 +168,13 @@ class Segment:
             mask[positions[positions >= 0]] = False
         return mask
 
-    def read_index(self, metric: str) -> VectorIndex:
+    def read_index(self, metric: str, mapped: bool = False) -> VectorIndex:
         """The segment's FAISS index, refused when its size, row count or metric is not the
         manifest's (FAISS records the metric it was built for)."""
         from semsearch.index.vector_index import METRICS, VectorIndex  # FAISS once an index opens
 
         path = self.folder / self.record.index_file
-        index = VectorIndex.read(path, metric, self.record.index_file_bytes)
+        index = VectorIndex.read(path, metric, self.record.index_file_bytes, mapped)
         if index.faiss.metric_type != METRICS[metric]:
             built_for = "/".join(
                 name for name, value in METRICS.items() if value == index.faiss.metric_type
@@ -237,3 +242,8 @@ def _ids_path(folder: Path, part: int) -> Path:
 
 def _metadata_path(folder: Path, part: int) -> Path:
     return folder / part_file_names(part)[2]
+
+
+def metadata_path(folder: Path, part: int) -> Path:
+    """The Parquet file of a part's metadata (for readers that take one part at a time)."""
+    return _metadata_path(folder, part)

@@ -28,6 +28,7 @@ from semsearch.errors import SemsearchError
 from semsearch.index.lexical import LexicalPart, LexicalSegment, lexical_search
 from semsearch.index.manifest import LEXICAL_FILES, SEGMENTS_DIR, IndexSpec, LexicalSpec, Manifest
 from semsearch.index.metadata_rows import MetadataRows
+from semsearch.index.rescoring import PartCheck, is_rescoring, rescoring_index
 from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import (
@@ -108,12 +109,15 @@ class SegmentCache:
         with self._lock:
             if key not in self._opened:
                 segment = Segment(folder.segment_dir(record.name), record)
+                rescoring = is_rescoring(manifest.index)  # its lists stay in the file, mapped
                 # A small added segment of an IVF index is searched exactly (ExactStandIn),
                 # from its stored vectors: those are checked first.
                 index = ExactStandIn.replacing(
-                    segment.read_index(manifest.index.metric),
+                    segment.read_index(manifest.index.metric, mapped=rescoring),
                     self._checked_parts(folder, manifest, segment),
                 )
+                index = rescoring_index(index, manifest.index, segment, self._part_check(
+                    folder, manifest, record))  # fmt: skip
                 self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
             cached_segment.ids  # noqa: B018 - read once, shared by every generation's copy
@@ -126,6 +130,10 @@ class SegmentCache:
         """The segment's (ids, vectors), its vector files hashed before the first is read."""
         check_vector_files(folder, manifest, segment.record, self.checked)
         yield from segment.iter_parts()
+
+    def _part_check(self, folder: IndexFolder, manifest: Manifest, record) -> PartCheck:
+        """Hashes one stored vector file of the segment before a rescoring search reads it."""
+        return lambda part: check_vector_files(folder, manifest, record, self.checked, [part])
 
     def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
         """A segment's lexical part, read (and its files checked) on first use: a dense query

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -43,9 +43,15 @@ class TuningResult:
     queries: int
     met: bool
     tried: dict[int, float]
+    # Other parameters chosen with it (a `disk` index's oversample), kept with it.
+    also: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def search_params(self) -> dict[str, int]:
+        """What the manifest records: the tuned parameter and those chosen with it."""
+        return {self.parameter: self.value, **self.also}
 
 
 def shortfall(result: TuningResult, index: VectorIndex) -> str:

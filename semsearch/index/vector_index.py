@@ -69,8 +69,11 @@ class VectorIndex(AnnBackend):
         return cls(index, spec.metric)
 
     @classmethod
-    def read(cls, path: Path, metric: str, expected_bytes: int | None = None) -> VectorIndex:
-        """Load an index file, refusing one that is missing, truncated or replaced."""
+    def read(
+        cls, path: Path, metric: str, expected_bytes: int | None = None, mapped: bool = False
+    ) -> VectorIndex:
+        """Load an index file, refusing one that is missing, truncated or replaced; `mapped`
+        leaves IVF lists in the file, memory-mapped (`faiss.IO_FLAG_MMAP`), read-only."""
         if not path.is_file():
             raise SemsearchError(
                 f"{path} is missing: roll back or rebuild the index with --overwrite"
@@ -82,7 +85,7 @@ class VectorIndex(AnnBackend):
                 "replaced; roll back or rebuild the index with --overwrite"
             )
         try:
-            index = faiss.read_index(str(path))
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP if mapped else 0)
         except RuntimeError as exc:
             raise SemsearchError(
                 f"{path} is corrupt (FAISS cannot read it): rebuild the index with --overwrite"

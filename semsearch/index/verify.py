@@ -109,8 +109,10 @@ def check_vector_files(
     manifest: Manifest,
     record: SegmentRecord,
     checked: set[tuple] | None = None,
+    parts: list[int] | None = None,
 ) -> None:
-    """Refuse a segment whose stored vector files differ from the record in size or hash.
+    """Refuse a segment whose stored vector files (or those of `parts`) differ from the
+    record in size or hash.
 
     Why: an open checks vectors by size only (they are memory-mapped and read piecemeal), so
     whatever reads them as vectors (an exact search over a filter's rows, an exact stand-in
@@ -120,6 +122,7 @@ def check_vector_files(
     if manifest.files is None:
         return
     names = _vector_files(record)
+    names = names if parts is None else [names[part] for part in parts]
     _check_names(folder, manifest, names, set(names), checked)
 
 

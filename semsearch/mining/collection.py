@@ -151,11 +151,14 @@ class IndexedCollection(Collection):
         self.segments = [Segment(folder.segment_dir(r.name), r) for r in manifest.segments]
         texts, ids, self._positions = [], [], []
         for segment in self.segments:
-            live = np.flatnonzero(segment.live_mask())
-            table = segment.metadata([manifest.text_column, id_column]).take(pa.array(live))
-            texts.append(table.column(manifest.text_column))
-            ids.append(table.column(id_column))
-            self._positions.append(live)
+            mask = segment.live_mask()
+            start = 0  # one metadata part decoded at a time: the texts are held once, not twice
+            for part in segment.iter_metadata([manifest.text_column, id_column]):
+                kept = part.filter(pa.array(mask[start : start + part.num_rows]))
+                texts.append(kept.column(manifest.text_column))
+                ids.append(kept.column(id_column))
+                start += part.num_rows
+            self._positions.append(np.flatnonzero(mask))
         super().__init__(
             name=folder.name,
             texts=_combine([c.combine_chunks() for c in texts], pa.large_string()),
