@@ -29,9 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baselines_report import write_report
-from common import DEFAULT_OUT_DIR, REPO_ROOT, base_parser, environment
+from common import (
+    DEFAULT_OUT_DIR,
+    REPO_ROOT,
+    base_parser,
+    environment,
+    record,
+    results_file,
+)
+from results_table import read_lines
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "baselines.jsonl"
 WORK = DEFAULT_OUT_DIR / "baselines"
 VECTORS = {"minilm-input": WORK / "minilm_input.txt.gz", "w2v": WORK / "w2v_debian_pypi.txt.gz"}
 BUDGET = {"epochs": 1, "batch_size": 16, "seed": 0, "warmup_fraction": 0.1}
@@ -117,7 +124,7 @@ def main() -> None:
         "--report", action="store_true", help="only print the table and draw the PNG"
     )
     args = parser.parse_args()
-    grid, done = rows(), measured()
+    grid, done = rows(), measured(args)
     if args.list:
         for name, row in grid.items():
             print(f"{'done' if name in done else '    '}  {name}  ({row.group})")
@@ -128,8 +135,8 @@ def main() -> None:
             if row.name in done and not args.rerun:
                 print(f"{row.name}: measured already (--rerun to measure again)", file=sys.stderr)
                 continue
-            record(row, measure(row, args.data_dir), " ".join(["python", *sys.argv]))
-    write_report(grid, measured(), REPO_ROOT / "benchmarks" / "baselines.png")
+            record_row(args, row, measure(row, args.data_dir))
+    write_report(grid, measured(args), REPO_ROOT / "benchmarks" / "baselines.png")
 
 
 def select(grid: dict[str, Row], patterns: str) -> list[Row]:
@@ -142,21 +149,15 @@ def select(grid: dict[str, Row], patterns: str) -> list[Row]:
     return chosen
 
 
-def measured() -> dict[str, dict]:
+def measured(args) -> dict[str, dict]:
     """The newest result line of each row measured so far."""
-    if not RESULTS.is_file():
-        return {}
-    lines = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
-    return {line["row"]: line for line in lines}
+    return {line["row"]: line for line in read_lines(results_file(args, "baselines"))}
 
 
-def record(row: Row, figures: dict, command: str) -> None:
-    line = {"row": row.name, "group": row.group, "command": command, "budget": row.budget,
-            **figures, "environment": environment()}  # fmt: skip
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line) + "\n")
-    print(json.dumps({k: v for k, v in line.items() if k != "environment"}))
+def record_row(args, row: Row, figures: dict) -> None:
+    line = {"row": row.name, "group": row.group, "budget": row.budget, **figures}
+    print(json.dumps(line))
+    record(args, "baselines", {**line, "environment": environment()})
 
 
 def measure(row: Row, data_dir: Path) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import stsb_file
 
 from semsearch.evaluation.datasets import read_sick, read_stsb
 from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
@@ -60,8 +61,8 @@ class CachedEncoder:
 
 def evaluate_row(encoder, similarity: str, data_dir: Path, head_folder: Path | None) -> dict:
     """The row's figures; the pair classification is the head's when it has one."""
-    stsb_test = read_stsb(data_dir / "stsb" / "stsb_test.tsv.gz")
-    stsb_dev = read_stsb(data_dir / "stsb" / "stsb_dev.tsv.gz")
+    stsb_test = read_stsb(stsb_file(data_dir, "test"))
+    stsb_dev = read_stsb(stsb_file(data_dir, "dev"))
     sick_trial = read_sick(data_dir / "sick" / "sick_trial.tsv.gz")
     texts = [*stsb_test["sentence1"], *stsb_test["sentence2"], *stsb_dev["sentence1"],
              *stsb_dev["sentence2"], *sick_trial["sentence1"], *sick_trial["sentence2"]]  # fmt: skip

@@ -32,7 +32,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import add_results_option, add_threads_option, base_parser, record, set_threads
+from common import (
+    add_results_option,
+    add_threads_option,
+    base_parser,
+    corpus_texts,
+    record,
+    set_threads,
+)
 
 HERE = Path(__file__).resolve().parent
 FILTERS = {"1_in_2": "bucket < 500", "1_in_20": "bucket < 50", "1_in_200": "bucket < 5"}
@@ -44,15 +51,14 @@ def base_vectors(args) -> np.ndarray:
     if args.base_npy is not None:
         return np.load(args.base_npy).astype(np.float32)
     summaries = args.work_dir / "base.parquet"
-    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    table = table.filter(pa.compute.greater(pa.compute.utf8_length(table["summary"]), 0))
-    pq.write_table(table.slice(0, args.base_rows), summaries)
+    texts = corpus_texts(args.data_dir, "pypi", args.base_rows)
+    pq.write_table(pa.table({"summary": texts}), summaries)
     semsearch(["build", str(summaries), "--text-column", "summary", "--index-type", "flat",
                "--no-lexical", "--target-recall", "0", "--out-dir", str(args.work_dir / "indexes"),
                "--name", "base", "--overwrite"])  # fmt: skip
-    from common import stored_vectors
+    from semsearch.training.vectors import load_vectors
 
-    return stored_vectors(args.work_dir / "indexes", "base")
+    return load_vectors(index="base", index_dir=args.work_dir / "indexes")
 
 
 def synthesise(base: np.ndarray, rows: int, noise: float, seed: int) -> np.ndarray:
@@ -161,8 +167,9 @@ def search_worker(args) -> None:
 
 
 def recall(found: list[list[int]], truth: np.ndarray, k: int) -> float:
-    hits = sum(len(set(line[:k]) & set(row[:k].tolist()) - {-1}) for line, row in zip(found, truth))
-    return round(hits / (k * len(truth)), 4)
+    from semsearch.index.tune import recall_at_k
+
+    return round(recall_at_k(found, [row.tolist() for row in truth], k), 4)
 
 
 def memory_status() -> dict:

@@ -30,13 +30,13 @@ import pyarrow.parquet as pq
 from common import (
     add_results_option,
     add_threads_option,
-    append_result_lines,
     args_dict,
     base_parser,
     command_line,
     device_label,
     environment,
-    results_file,
+    read_corpus,
+    record,
     set_threads,
 )
 
@@ -62,10 +62,7 @@ class TimedEncoder:
 
 
 def summaries(data_dir: Path, rows: int) -> pa.Table:
-    path = data_dir / "pypi" / "pypi_summaries.parquet"
-    if not path.is_file():
-        sys.exit(f"{path} not found: pass --data-dir (the folder holding pypi/)")
-    table = pq.read_table(path, columns=["name", "summary"])
+    table = read_corpus(data_dir, "pypi", columns=["name", "summary"])
     table = table.filter(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["summary"])), 0))
     if table.num_rows < rows:
         sys.exit(f"only {table.num_rows} summaries with a text: ask for fewer --rows")
@@ -173,7 +170,7 @@ def main() -> None:
         "tokeniser": tokeniser,
         "environment": environment(),
     }
-    append_result_lines(results_file(args, "build_overlap"), [line])
+    record(args, "build_overlap", line)
 
 
 def argparse_hidden() -> str:

@@ -15,38 +15,28 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-import pyarrow.parquet as pq
 from common import (
     DEFAULT_OUT_DIR,
     PeakRss,
     add_threads_option,
     args_dict,
     base_parser,
+    corpus_head,
+    corpus_texts,
     environment,
     markdown_table,
     record,
     set_threads,
-    write_json,
 )
 
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.store import IndexFolder
+from semsearch.index.tune import recall_at_k, tie_aware_recall
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.models import BiEncoder
 from semsearch.search import Searcher
 
 WARMUP = 20
-
-
-def corpus_slice(data_dir: Path, limit: int | None, work_dir: Path) -> Path:
-    """The PyPI corpus, or a Parquet copy of its first `limit` rows."""
-    source = data_dir / "pypi" / "pypi_summaries.parquet"
-    if limit is None:
-        return source
-    work_dir.mkdir(parents=True, exist_ok=True)
-    target = work_dir / f"pypi_first{limit}.parquet"
-    pq.write_table(pq.read_table(source).slice(0, limit), target)
-    return target
 
 
 def timed_build(options: BuildOptions) -> dict:
@@ -84,12 +74,8 @@ def timed_build(options: BuildOptions) -> dict:
 
 def sample_queries(data_dir: Path, source: str, count: int, seed: int) -> list[str]:
     """`count` distinct non-empty texts: Debian synopses (unseen) or PyPI summaries (indexed)."""
-    if source == "debian":
-        path, column = data_dir / "debian" / "debian_packages.parquet", "short_description"
-    else:
-        path, column = data_dir / "pypi" / "pypi_summaries.parquet", "summary"
-    texts = sorted({text for text in pq.read_table(path, columns=[column])[column].to_pylist()
-                    if text and text.strip()})  # fmt: skip
+    column = "short_description" if source == "debian" else None
+    texts = sorted(set(corpus_texts(data_dir, source, column=column)))
     chosen = np.random.default_rng(seed).choice(len(texts), size=count, replace=False)
     return [texts[row] for row in chosen]
 
@@ -125,10 +111,10 @@ def ivf_recall(searcher: Searcher, queries: list[str], k: int) -> dict:
     default = spec.search_params["nprobe"]
     for nprobe in (default, default * 2, default * 4):
         scores, found = snapshot.search(vectors, k, {"nprobe": nprobe})
-        same_rows = np.mean([len(set(a) & set(b)) / k for a, b in zip(found, truth)])
+        same_rows = recall_at_k(found, truth, k)
         # Many PyPI summaries are identical, so ties at rank k swap rows without loss;
         # counting results that score at least the k-th exact score is tie-proof.
-        tie_proof = np.mean((scores >= true_scores[:, -1:] - 1e-6).sum(axis=1) / k)
+        tie_proof = tie_aware_recall(scores, found, true_scores[:, -1], k, True, 1e-6)
         results.append({"nprobe": nprobe, "manifest_default": nprobe == default,
                         "recall_same_rows": round(float(same_rows), 4),
                         "recall_tie_aware": round(float(tie_proof), 4)})  # fmt: skip
@@ -161,7 +147,7 @@ def main() -> None:
         name += f"-{args.quantize}"
     build = None
     if not args.skip_build:
-        corpus = corpus_slice(args.data_dir, args.limit, args.out_dir / "tmp")
+        corpus = corpus_head(args.data_dir, "pypi", args.limit, args.out_dir / "tmp")
         options = BuildOptions(corpus=corpus, name=name, text_column="summary", id_column="name",
                                index=args.index, device="cpu", out_dir=args.index_dir,
                                quantization=args.quantize,
@@ -184,9 +170,6 @@ def main() -> None:
                "build": build, "manifest": searcher.manifest.to_dict(),
                "open_seconds": round(open_seconds, 2), "query_source": args.query_source,
                "latency": latency, "ivf_recall": recall}  # fmt: skip
-    out_name = f"build_{name}.json" if build else f"search_{name}.json"  # keep the build's figures
-    out_name = out_name.replace(".json", "_compiled.json") if args.compile else out_name
-    print(f"wrote {write_json(args.out_dir, out_name, payload)}")
     record(args, "build_pypi", payload)
 
 

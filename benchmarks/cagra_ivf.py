@@ -30,16 +30,15 @@ import numpy as np
 import torch
 from common import (
     add_results_option,
-    append_result_lines,
     base_parser,
     command_line,
     device_label,
     markdown_table,
-    results_file,
-    stored_vectors,
+    record,
 )
 
 from semsearch.index.tune import rescored_recall
+from semsearch.training.vectors import load_vectors as stored
 
 K = 10
 GPU_TOLERANCE = 1e-4  # exact scores from torch on a GPU round differently from FAISS's
@@ -48,10 +47,8 @@ Search = Callable[[np.ndarray], np.ndarray]  # queries -> [queries, K] row numbe
 
 def load_vectors(args) -> np.ndarray:
     """The base vectors, float32 [rows, dimension], from the source the options name."""
-    if args.vectors is not None:
-        return np.load(args.vectors).astype(np.float32, copy=False)
-    if args.index is not None:
-        return stored_vectors(args.index_dir, args.index)
+    if args.vectors is not None or args.index is not None:
+        return stored(args.vectors, args.index, args.index_dir)
     cache = args.out_dir / "pypi_vectors.npy"
     if not cache.is_file():
         import pyarrow.parquet as pq
@@ -288,7 +285,7 @@ def main() -> None:
         built = cagra_configs(base, backend, args.graph_degree, args.itopk)
         lines += measure("cagra", backend, built, base, queries, truth, args)
     stamp = {"device": device_label(args.device), "command": command_line()}
-    append_result_lines(results_file(args, "cagra_ivf"), [{**stamp, **line} for line in lines])
+    record(args, "cagra_ivf", [{**stamp, **line} for line in lines])
     print(markdown_table(["method", "params", "batch", "build s", "recall@10", "queries/s"],
                          [[line["method"], line["params"], line["batch"], line["build_seconds"],
                            line["recall_at_10"], line["queries_per_s"]] for line in lines]))  # fmt: skip

@@ -61,6 +61,13 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
+    """`--index-dir` and `--index`: the built index a script reads (build_pypi.py makes one)."""
+    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes",
+                        help="folder of index folders")  # fmt: skip
+    parser.add_argument("--index", default=index, help=f"index folder name (default {index})")
+
+
 def add_threads_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch and FAISS threads (default: theirs, one per core); 1 keeps "
@@ -131,24 +138,10 @@ def args_dict(args: argparse.Namespace) -> dict:
     }
 
 
-def write_json(out_dir: Path, name: str, payload: dict) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / name
-    path.write_text(
-        json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
-    )
-    return path
-
-
 def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def recall_at_k(found: np.ndarray, wanted: np.ndarray) -> float:
-    """Share of queries whose wanted row is among its found rows ([queries, k] vs [queries])."""
-    return float(np.mean((found == wanted[:, None]).any(axis=1)))
 
 
 def _cpu_model() -> str:
@@ -214,10 +207,15 @@ def append_result_lines(path: Path, lines: list[dict]) -> None:
     print(f"appended {len(lines)} line(s) to {path}", flush=True)
 
 
-def record(args: argparse.Namespace, script: str, figures: dict, device: str = "cpu") -> Path:
-    """Append `figures` as one JSON line to `script`'s results file (see `results_file`)."""
+def record(args: argparse.Namespace, script: str, figures: dict | list[dict],
+           device: str = "cpu") -> Path:  # fmt: skip
+    """Append `figures` (one line, or several) to `script`'s results file (see `results_file`),
+    each line stamped by `append_result_lines` and labelled with the benchmark and the device
+    (the line's own `device` wins)."""
     path = results_file(args, script)
-    append_result_lines(path, [{"benchmark": script, "device": device_label(device), **figures}])
+    lines = [figures] if isinstance(figures, dict) else figures
+    label = device_label(device) if any("device" not in line for line in lines) else None
+    append_result_lines(path, [{"benchmark": script, "device": label, **line} for line in lines])
     return path
 
 
@@ -248,16 +246,54 @@ def git_commit() -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def stored_vectors(index_dir: Path, name: str) -> np.ndarray:
-    """Every vector an index folder stores (float32, its segments in order), read back from
-    the segments' parts rather than re-encoded."""
-    from semsearch.index.segment import Segment
-    from semsearch.index.store import find_index
+# The shared data's corpora: file under --data-dir, and the column of their texts.
+CORPORA = {"pypi": ("pypi/pypi_summaries.parquet", "summary"),
+           "debian": ("debian/debian_packages.parquet", "long_description")}  # fmt: skip
 
-    folder = find_index(name, index_dir)
-    parts = [vectors for record in folder.manifest().segments
-             for _, vectors in Segment(folder.segment_dir(record.name), record).iter_parts()]  # fmt: skip
-    return np.concatenate(parts).astype(np.float32, copy=False)
+
+def corpus_path(data_dir: Path, corpus: str) -> Path:
+    """The file of a shared corpus ("pypi" or "debian"), checked to exist."""
+    path = data_dir / CORPORA[corpus][0]
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: pass --data-dir (the folder holding {corpus}/)")
+    return path
+
+
+def read_corpus(data_dir: Path, corpus: str, rows: int | None = None,
+                columns: list[str] | None = None):  # fmt: skip
+    """The first `rows` rows (None or 0: all) of a shared corpus as an Arrow table."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(corpus_path(data_dir, corpus), columns=columns)
+    return table.slice(0, rows or None)
+
+
+def corpus_texts(data_dir: Path, corpus: str, rows: int | None = None,
+                 column: str | None = None) -> list[str]:  # fmt: skip
+    """The first `rows` non-blank texts of a corpus (its text column unless `column` says)."""
+    column = column or CORPORA[corpus][1]
+    texts = read_corpus(data_dir, corpus, columns=[column]).column(column).to_pylist()
+    return [text for text in texts if text and text.strip()][: rows or None]
+
+
+def corpus_head(data_dir: Path, corpus: str, rows: int | None, folder: Path,
+                columns: list[str] | None = None) -> Path:  # fmt: skip
+    """The first `rows` rows (None or 0: all) as a Parquet file in `folder`, for commands
+    that build from a file; with no limit and no column choice, the shared file itself."""
+    import pyarrow.parquet as pq
+
+    if not rows and columns is None:
+        return corpus_path(data_dir, corpus)
+    table = read_corpus(data_dir, corpus, rows, columns)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{corpus}_first{table.num_rows}.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def stsb_file(data_dir: Path, split: str) -> Path:
+    """STS-B's train, dev or test file in the shared data."""
+    return data_dir / "stsb" / f"stsb_{split}.tsv.gz"
 
 
 def random_base_model(reference: Path, folder: Path) -> Path:

@@ -15,29 +15,19 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import torch
 from common import (
     base_parser,
+    corpus_texts,
     environment,
     load_sentence_transformer,
     markdown_table,
     record,
     reference_model_path,
-    write_json,
 )
 
 from semsearch.models import BiEncoder
 from semsearch.models.batching import plan_batches
-
-
-def debian_texts(data_dir, rows: int) -> list[str]:
-    table = pq.read_table(data_dir / "debian" / "debian_packages.parquet",
-                          columns=["long_description"])  # fmt: skip
-    texts = table.column("long_description")
-    non_empty = table.filter(pc.not_equal(pc.utf8_trim_whitespace(texts), ""))
-    return non_empty.column("long_description").slice(0, rows).to_pylist()
 
 
 def padding_ratios(texts: list[str], lengths: np.ndarray, batch: int) -> dict[str, float]:
@@ -90,7 +80,7 @@ def main() -> None:
     torch.set_num_threads(1)
     ours = BiEncoder.load(str(reference_model_path()), device="cpu")
     anchor = load_sentence_transformer()
-    texts = debian_texts(args.data_dir, max(args.rows, args.padding_rows))
+    texts = corpus_texts(args.data_dir, "debian", max(args.rows, args.padding_rows))
     lengths = np.array([len(ids) for ids in ours.tokenize(texts[: args.padding_rows])])
     padding = padding_ratios(texts[: args.padding_rows], lengths, args.batch_size)
     sample = texts[: args.rows]
@@ -113,7 +103,6 @@ def main() -> None:
     payload = {"benchmark": "cpu_ceiling", "args": vars(args) | {"data_dir": str(args.data_dir),
                "out_dir": str(args.out_dir)}, "environment": environment(),
                "padding": padding, "op_shares": shares, "gemm_gflops": gemm}  # fmt: skip
-    print(f"\nwrote {write_json(args.out_dir, 'cpu_ceiling.json', payload)}")
     record(args, "cpu_ceiling", payload)
 
 

@@ -40,16 +40,17 @@ from pathlib import Path
 import numpy as np
 from common import (
     add_results_option,
-    append_result_lines,
-    args_dict,
     base_parser,
     command_line,
     environment,
     markdown_table,
+    record,
     reference_model_path,
-    results_file,
-    write_json,
 )
+
+from semsearch.ann.exact import ExactSearch
+from semsearch.evaluation.similarity import row_cosines
+from semsearch.index.tune import recall_at_k
 
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
 # Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.
@@ -219,7 +220,7 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    values = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    values = row_cosines(a, b)
     return float(values.mean()), float(values.min())
 
 
@@ -228,13 +229,11 @@ def neighbour_recall(vectors: np.ndarray, wanted: np.ndarray) -> float:
     that are also found with `wanted`; the text itself is left out."""
     queries = min(QUERIES, len(vectors) - NEIGHBOURS - 1)
 
-    def top(matrix: np.ndarray) -> np.ndarray:
-        scores = matrix[:queries] @ matrix.T
-        scores[np.arange(queries), np.arange(queries)] = -np.inf
-        return np.argsort(-scores, axis=1)[:, :NEIGHBOURS]
+    def top(matrix: np.ndarray) -> list[list[int]]:
+        _, rows = ExactSearch(matrix, "dot").search(matrix[:queries], NEIGHBOURS + 1)
+        return [[row for row in found if row != own][:NEIGHBOURS] for own, found in enumerate(rows)]
 
-    found, expected = top(vectors), top(wanted)
-    return float(np.mean([len(set(f) & set(e)) / NEIGHBOURS for f, e in zip(found, expected)]))
+    return recall_at_k(top(vectors), top(wanted), NEIGHBOURS)
 
 
 def main() -> None:
@@ -285,10 +284,7 @@ def main() -> None:
                                     f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
                                     line.get("recall_at_10")] for line in lines]))  # fmt: skip
     shared = {"command": command_line(), "environment": environment()}
-    append_result_lines(results_file(args, "cpu_runtimes"), [{**line, **shared} for line in lines])
-    write_json(
-        args.out_dir, "cpu_runtimes.json", {"args": args_dict(args), "lines": lines, **shared}
-    )
+    record(args, "cpu_runtimes", [{**line, **shared} for line in lines])
 
 
 if __name__ == "__main__":

@@ -35,10 +35,8 @@ def main() -> None:
 
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
-    table = pq.read_table(
-        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
-    )
-    table = table.slice(0, args.base_rows + args.add_rows).rename_columns(["name", "text"])
+    table = common.read_corpus(args.data_dir, "pypi", args.base_rows + args.add_rows,
+                               ["name", "summary"]).rename_columns(["name", "text"])  # fmt: skip
     base, extra = args.work_dir / "base.parquet", args.work_dir / "extra.parquet"
     pq.write_table(table.slice(0, args.base_rows), base)
     # Half the added rows are new, half change the text of rows already there.

@@ -2,7 +2,7 @@
 
 Why: it is a real retrieval task with one known answer per query, so recall@10 checks the
 whole path text -> vector -> FAISS index -> ranked rows. The anchor is sentence-transformers
-with exact cosine search in numpy on the same model; semsearch's exact (flat) index must
+with exact cosine search on the same model; semsearch's exact (flat) index must
 match it within 0.002, and the approximate indexes (IVF, HNSW) show what they lose at a few
 nprobe / efSearch values. semsearch's indexes are built as `semsearch build` builds them
 (`choose_index`, then `VectorIndex`).
@@ -20,13 +20,12 @@ from common import (
     environment,
     load_sentence_transformer,
     markdown_table,
-    recall_at_k,
     record,
-    write_json,
 )
 
 from semsearch.ann.exact import ExactSearch
 from semsearch.index.factory import choose_index
+from semsearch.index.tune import recall_at_k, target_recall
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models import BiEncoder
 
@@ -68,7 +67,7 @@ def semsearch_recalls(docs: np.ndarray, queries: np.ndarray, k: int) -> list[dic
             results.append({"engine": "semsearch", "index": spec.factory, "params": params,
                             "default_params": spec.search_params,
                             "build_seconds": round(build_seconds, 2),
-                            f"recall@{k}": recall_at_k(found, wanted)})  # fmt: skip
+                            f"recall@{k}": target_recall(found, wanted)})  # fmt: skip
     return results
 
 
@@ -100,12 +99,11 @@ def main() -> None:
         for texts in (docs, queries)
     )
     st_found = exact_cosine_top_k(st_docs, st_queries, args.k)
-    st_recall = recall_at_k(st_found, np.arange(len(queries)))
-    results.append({"engine": "sentence-transformers", "index": "exact cosine (numpy)",
+    st_recall = target_recall(st_found, np.arange(len(queries)))
+    results.append({"engine": "sentence-transformers", "index": "exact cosine",
                     "params": {}, f"recall@{args.k}": st_recall})  # fmt: skip
     ours_exact = exact_cosine_top_k(our_docs, our_queries, args.k)
-    same_top_k = float(np.mean([len(set(a) & set(b)) / args.k
-                                for a, b in zip(ours_exact, st_found)]))  # fmt: skip
+    same_top_k = recall_at_k(ours_exact, st_found, args.k)
 
     metric = f"recall@{args.k}"
     for entry in results:
@@ -123,7 +121,6 @@ def main() -> None:
                "data": facts, "results": results, "flat_vs_st": verdict,
                "exact_top_k_overlap_semsearch_vs_st": same_top_k,
                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'debian_recall.json', payload)}")
     record(args, "debian_recall", payload)
 
 

@@ -39,26 +39,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import torch
 from common import (
     PeakRss,
     add_results_option,
     add_threads_option,
-    append_result_lines,
-    args_dict,
     base_parser,
     command_line,
+    corpus_texts,
     device_label,
     environment,
     load_sentence_transformer,
     markdown_table,
     random_base_model,
+    record,
     reference_model_path,
-    results_file,
     set_threads,
-    write_json,
 )
 
 from semsearch.evaluation.similarity import row_cosines
@@ -131,16 +127,9 @@ class Variant:
 
 
 def load_corpora(data_dir: Path, pypi_rows: int, debian_rows: int) -> dict[str, list[str]]:
-    """The first `pypi_rows` PyPI summaries and the first `debian_rows` non-empty long descriptions."""
-    pypi = pq.read_table(data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    debian = pq.read_table(data_dir / "debian" / "debian_packages.parquet",
-                           columns=["long_description"])  # fmt: skip
-    long_texts = debian.column("long_description")
-    non_empty = debian.filter(pc.not_equal(pc.utf8_trim_whitespace(long_texts), ""))
-    return {
-        "pypi_summaries": pypi.column("summary").slice(0, pypi_rows).to_pylist(),
-        "debian_long": non_empty.column("long_description").slice(0, debian_rows).to_pylist(),
-    }
+    """The first `pypi_rows` PyPI summaries and `debian_rows` long descriptions (non-blank)."""
+    return {"pypi_summaries": corpus_texts(data_dir, "pypi", pypi_rows),
+            "debian_long": corpus_texts(data_dir, "debian", debian_rows)}  # fmt: skip
 
 
 def timed(encode: Encode, texts: list[str], gpu: bool) -> tuple[dict, np.ndarray]:
@@ -296,7 +285,8 @@ def figure_line(name: str, result: dict, args) -> dict:
             "mean_cos": round(best["cosine_mean"], 6), "min_cos": round(best["cosine_min"], 6),
             "cosines_meet_goal": bool(good), "model_tflops": best["model_tflops"] if gpu else None,
             "flop_utilisation": best["share_of_bf16_peak"] if gpu else None,
-            "peak_tflops": args.peak_tflops if gpu else None}  # fmt: skip
+            "peak_tflops": args.peak_tflops if gpu else None, "run": args.name,
+            "rows": result["rows"]}  # fmt: skip
 
 
 def print_goals(line: dict, reference_model: bool) -> None:
@@ -355,7 +345,7 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
     parser.add_argument("--peak-tflops", type=float, default=SPEC_BF16_PEAK_TFLOPS,
                         help="the GPU's dense bf16 peak, for the share-of-peak column")  # fmt: skip
-    parser.add_argument("--name", default=None, help="result file name (without .json)")
+    parser.add_argument("--name", default=None, help="a label for this run, kept in its lines")
     parser.add_argument("--st-references", action=argparse.BooleanOptionalAction, default=None,
                         help="also time sentence-transformers at its defaults and at its fastest "
                         "setting, for the JSON lines' ratios (default: on with --device cuda)")  # fmt: skip
@@ -380,9 +370,6 @@ def main() -> None:
     set_threads(args.threads)
     env = environment()
     print(env, flush=True)
-    file_name = args.name or "encode_throughput" + (
-        f"_threads{args.threads}" if args.threads else ""
-    )
     ours = BiEncoder.load(str(args.model), device=args.device)
     anchor = load_sentence_transformer(args.model, device=args.device)
     results = {}
@@ -392,13 +379,8 @@ def main() -> None:
             print_table(name, len(texts), results[name], args.device == "cuda")
             line = figure_line(name, results[name], args)
             print_goals(line, reference_model=not args.random_base_model)
-            append_result_lines(results_file(args, "encode_throughput"), [line])
-            # Written after each corpus, so a run stopped half-way keeps what it measured.
-            payload = {"benchmark": "encode_throughput", "args": args_dict(args),
-                       "environment": env, "load_average_after": list(os.getloadavg()),
-                       "results": results}  # fmt: skip
-            path = write_json(args.out_dir, file_name + ".json", payload)
-    print(f"\nwrote {path}")
+            # One line per corpus, so a run stopped half-way keeps what it measured.
+            record(args, "encode_throughput", line)
 
 
 if __name__ == "__main__":

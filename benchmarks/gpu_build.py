@@ -38,17 +38,17 @@ import pyarrow.parquet as pq
 from common import (
     REPO_ROOT,
     add_results_option,
-    append_result_lines,
     base_parser,
     command_line,
+    corpus_head,
     device_label,
     markdown_table,
+    record,
     reference_model_path,
-    results_file,
-    stored_vectors,
 )
 
 from semsearch.index.tune import rescored_recall
+from semsearch.training.vectors import load_vectors
 
 INDEX_NAME = "pypi-gpu-build"
 FULL_ROWS = 841_708
@@ -60,12 +60,8 @@ PEER_BATCH = {"cuda": 1024, "cpu": 64}
 
 def corpus_file(data_dir: Path, rows: int, work: Path) -> tuple[Path, int]:
     """The first `rows` PyPI summaries (0: all) as a Parquet file of the `summary` column."""
-    table = pq.read_table(data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    table = table.slice(0, rows or None)
-    path = work / f"pypi_summaries_{table.num_rows}.parquet"
-    work.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-    return path, table.num_rows
+    path = corpus_head(data_dir, "pypi", rows, work, columns=["summary"])
+    return path, pq.ParquetFile(path).metadata.num_rows
 
 
 def timed_process(command: list[str]) -> tuple[float, str]:
@@ -172,7 +168,7 @@ def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
     folder = find_index(INDEX_NAME, args.out_dir / "indexes")
     (record,) = folder.manifest().segments
     segment = Segment(folder.segment_dir(record.name), record)
-    vectors = stored_vectors(args.out_dir / "indexes", INDEX_NAME)
+    vectors = load_vectors(index=INDEX_NAME, index_dir=args.out_dir / "indexes")
     rows = np.random.default_rng(0).choice(len(vectors), min(queries, len(vectors)), replace=False)
     sample = vectors[rows]
     exact_scores = ExactSearch(vectors, "dot", args.device).search(sample, K)[0]
@@ -246,7 +242,7 @@ def main() -> None:
     where = "" if on_h100 else f" (the goals are for all {FULL_ROWS:,} rows on an H100)"
     print(f"goals on {line['device']}{where}:")
     print("\n".join(goal_lines(line)))
-    append_result_lines(results_file(args, "gpu_build"), [line])
+    record(args, "gpu_build", line)
 
 
 if __name__ == "__main__":

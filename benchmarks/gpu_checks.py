@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
-from common import base_parser, environment, record, reference_model_path, write_json
+from common import base_parser, corpus_texts, environment, record, reference_model_path
 
 from semsearch.evaluation.similarity import row_cosines
 from semsearch.models import BiEncoder
@@ -27,8 +26,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("no CUDA GPU is visible: run this on a GPU machine")
     model = str(args.model or reference_model_path())
-    table = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    texts = table.column("summary").slice(0, args.texts).to_pylist()
+    texts = corpus_texts(args.data_dir, "pypi", args.texts)
     cpu = BiEncoder.load(model, device="cpu")
     gpu = BiEncoder.load(model, device="cuda")
     reference = cpu.encode(texts, batch_size=64)
@@ -75,7 +73,6 @@ def main() -> None:
     payload = {"benchmark": "gpu_checks", "environment": environment(), "texts": len(texts),
                "checks": {name: {"value": value, "pass": bool(ok)}
                           for name, (value, ok) in checks.items()}}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'gpu_checks.json', payload)}")
     record(args, "gpu_checks", payload, "cuda")
     sys.exit(failures)
 

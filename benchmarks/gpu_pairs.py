@@ -31,14 +31,13 @@ from pathlib import Path
 
 from common import (
     add_results_option,
-    append_result_lines,
     base_parser,
     command_line,
     device_label,
     markdown_table,
     random_base_model,
+    record,
     reference_model_path,
-    results_file,
 )
 from gpu_build import timed_process
 
@@ -138,7 +137,7 @@ def main() -> None:
             print(json.dumps(lines[-1]), flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    append_result_lines(results_file(args, "gpu_pairs"), lines)
+    record(args, "gpu_pairs", lines)
     print(table(lines))
 
 

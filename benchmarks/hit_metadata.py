@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from common import (
-    DEFAULT_OUT_DIR,
-    append_result_lines,
+    add_index_options,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 
 QUERIES = 2000
@@ -32,8 +30,7 @@ HITS = 10
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--index", default="pypi")
+    add_index_options(parser)
     args = parser.parse_args()
     from semsearch.index.snapshot import open_snapshot
     from semsearch.index.store import IndexFolder
@@ -51,8 +48,8 @@ def main() -> None:
         return [table.slice(int(row), 1).to_pylist()[0] for row in rows]
 
     assert all(sliced(rows) == rows_of.rows(rows) == parts.rows(rows) for rows in queries[:50])
-    record = {"benchmark": "hit_metadata", "index": args.index, "rows": table.num_rows,
-              "columns": len(parts.names), "queries": QUERIES, "hits": HITS, "ms_per_10_hits": {},
+    figures = {"benchmark": "hit_metadata", "index": args.index, "rows": table.num_rows,
+               "columns": len(parts.names), "queries": QUERIES, "hits": HITS, "ms_per_10_hits": {},
               "command": "python benchmarks/hit_metadata.py " + " ".join(sys.argv[1:])}  # fmt: skip
     ways = (("table slice per hit", sliced), ("MetadataRows", rows_of.rows),
             ("MetadataParts (mapped parts)", parts.rows))  # fmt: skip
@@ -60,13 +57,13 @@ def main() -> None:
         started = time.thread_time()
         for rows in queries:
             way(rows)
-        record["ms_per_10_hits"][name] = round(1000 * (time.thread_time() - started) / QUERIES, 4)
-    record["environment"] = environment()
-    append_result_lines(results_file(args, "hit_metadata"), [record])
+        figures["ms_per_10_hits"][name] = round(1000 * (time.thread_time() - started) / QUERIES, 4)
+    figures["environment"] = environment()
+    record(args, "hit_metadata", figures)
     print(
         markdown_table(
             ["way", "ms per 10 hits (1 thread)"],
-            [[k, v] for k, v in record["ms_per_10_hits"].items()],
+            [[k, v] for k, v in figures["ms_per_10_hits"].items()],
         )
     )
 

@@ -26,7 +26,6 @@ from common import (
     environment,
     record,
     set_threads,
-    write_json,
 )
 
 from semsearch.ann.exact import exact_knn
@@ -123,7 +122,6 @@ def main() -> None:
         print(f"{name}: {value}", flush=True)
     payload = {"benchmark": "hnsw_recall_check", "environment": environment(),
                "args": {key: str(value) for key, value in vars(args).items()}, **results}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'hnsw_recall_check.json', payload)}")
     record(args, "hnsw_recall_check", payload)
 
 

@@ -19,15 +19,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 from build_pypi import sample_queries
 from common import (
-    append_result_lines,
     args_dict,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    read_corpus,
+    record,
     set_threads,
 )
 
@@ -79,7 +78,7 @@ class CachedEncoder:
 
 def debian_task(data_dir: Path, rows: int) -> RetrievalData:
     """Query: a package's synopsis; its one relevant document: its long description."""
-    table = pq.read_table(data_dir / "debian" / "debian_packages.parquet").slice(0, rows)
+    table = read_corpus(data_dir, "debian", rows)
     long_texts = table.column("long_description").to_pylist()
     short_texts = table.column("short_description").to_pylist()
     ids = [str(row) for row in range(rows)]
@@ -198,26 +197,31 @@ def main() -> None:
                         help="an index of the PyPI summaries to time each mode on")  # fmt: skip
     parser.add_argument("--latency-queries", type=int, default=500)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--tasks", nargs="+", choices=("dbpedia", "debian"),
+                        default=["dbpedia", "debian"], help="quality tasks (default both)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     set_threads(args.threads)
-    record = {"benchmark": "hybrid_quality", "args": args_dict(args), "environment": environment()}
+    figures = {"benchmark": "hybrid_quality", "args": args_dict(args), "environment": environment()}
     started = time.perf_counter()
     if not args.skip_quality:
         encoder = CachedEncoder(args.vectors_cache)
-        dbpedia = read_beir(args.data_dir / "beir_dbpedia-entity-mini")
-        rows = quality("dbpedia-mini", dbpedia, encoder, args.sweep)
-        rows += quality(f"debian-{args.debian_rows}", debian_task(args.data_dir, args.debian_rows),
-                        encoder, args.sweep)  # fmt: skip
-        record["quality"] = rows
+        rows = []
+        if "dbpedia" in args.tasks:
+            dbpedia = read_beir(args.data_dir / "beir_dbpedia-entity-mini")
+            rows += quality("dbpedia-mini", dbpedia, encoder, args.sweep)
+        if "debian" in args.tasks:
+            debian = debian_task(args.data_dir, args.debian_rows)
+            rows += quality(f"debian-{args.debian_rows}", debian, encoder, args.sweep)
+        figures["quality"] = rows
         table = [[row["task"], row["bm25"], mode, f"{m['ndcg@10']:.4f}", f"{m['recall@100']:.4f}",
                   f"{m['ndcg@10'] - row['modes']['dense']['ndcg@10']:+.4f}"]
                  for row in rows for mode, m in row["modes"].items() if mode in MODES_SHOWN]  # fmt: skip
         print(markdown_table(["task", "BM25", "mode", "nDCG@10", "recall@100", "vs dense"], table))
     if args.latency_index is not None:
-        record["latency"] = latency(args.latency_index, args.data_dir, args.latency_queries, 10)
-    record["seconds"] = round(time.perf_counter() - started, 1)
-    append_result_lines(results_file(args, "hybrid_quality"), [record])
+        figures["latency"] = latency(args.latency_index, args.data_dir, args.latency_queries, 10)
+    figures["seconds"] = round(time.perf_counter() - started, 1)
+    record(args, "hybrid_quality", figures)
 
 
 if __name__ == "__main__":

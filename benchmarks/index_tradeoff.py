@@ -25,7 +25,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 from common import (
-    DEFAULT_OUT_DIR,
+    add_index_options,
     add_threads_option,
     args_dict,
     base_parser,
@@ -33,7 +33,6 @@ from common import (
     markdown_table,
     record,
     set_threads,
-    write_json,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -227,8 +226,7 @@ def plot(results: list[dict], exact_qps: float, target: float, path: Path, title
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index", default="pypi", help="index folder name (or path) to read")
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
+    add_index_options(parser)
     parser.add_argument("--types", default=DEFAULT_TYPES,
                         help=f"comma-separated, from {', '.join(STRUCTURES)}")  # fmt: skip
     parser.add_argument("--queries", type=int, default=1000)
@@ -287,10 +285,9 @@ def main() -> None:
     payload = {"benchmark": "index_tradeoff", "options": args_dict(args), "index": folder.name,
                "database_rows": len(database), "queries": len(queries), "k": K,
                "exact_qps": exact_qps, "results": results, "environment": environment()}  # fmt: skip
-    json_path = write_json(args.out_dir, f"{stem}.json", payload)
     record(args, "index_tradeoff", payload)
     print(table + "\n\n" + sizes)
-    print(f"figures in {json_path}, plot in {png}")
+    print(f"plot in {png}")
 
 
 if __name__ == "__main__":

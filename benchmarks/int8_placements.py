@@ -14,18 +14,16 @@ import time
 import warnings
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 from common import (
     add_threads_option,
     base_parser,
+    corpus_texts,
     environment,
     markdown_table,
     record,
     set_threads,
-    write_json,
 )
-from cpu_ceiling import debian_texts
 from torch import nn
 
 from semsearch.evaluation.similarity import row_cosines
@@ -78,9 +76,8 @@ def main() -> None:
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
-    debian = debian_texts(args.data_dir, args.debian_rows)
-    pypi = pq.read_table(args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    pypi = pypi.column("summary").slice(0, args.pypi_rows).to_pylist()
+    debian = corpus_texts(args.data_dir, "debian", args.debian_rows)
+    pypi = corpus_texts(args.data_dir, "pypi", args.pypi_rows)
     base = BiEncoder.load("default", device="cpu")
     base_seconds, debian_ref = timed(base, debian)
     pypi_ref = base.encode(pypi, batch_size=32)
@@ -95,7 +92,6 @@ def main() -> None:
                           f"Debian seconds ({len(debian)} texts)"], rows))  # fmt: skip
     payload = {"benchmark": "int8_placements", "environment": environment(), "rows": rows,
                "debian_rows": len(debian), "pypi_rows": len(pypi)}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, 'int8_placements.json', payload)}")
     record(args, "int8_placements", payload)
 
 

@@ -17,15 +17,15 @@ import json
 import time
 
 import numpy as np
-import pyarrow.parquet as pq
 from common import (
     add_threads_option,
-    append_result_lines,
     base_parser,
+    corpus_texts,
     environment,
     markdown_table,
-    results_file,
+    record,
     set_threads,
+    stsb_file,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -38,21 +38,11 @@ from semsearch.models import BiEncoder
 K = 10
 
 
-def corpus_texts(args) -> dict[str, list[str]]:
+def corpus_and_queries(args) -> dict[str, list[str]]:
     """Corpus plus queries per data set, in file order, empty texts left out."""
     wanted = {"pypi": args.pypi_rows, "debian": args.debian_rows}
-    files = {"pypi": ("pypi/pypi_summaries.parquet", "summary"),
-             "debian": ("debian/debian_packages.parquet", "long_description")}  # fmt: skip
-    texts = {}
-    for name, (path, column) in files.items():
-        if wanted[name] <= 0:
-            continue
-        table = pq.read_table(args.data_dir / path, columns=[column])
-        rows = table.slice(0, 2 * (wanted[name] + args.queries)).column(0).to_pylist()
-        texts[name] = [text for text in rows if text and text.strip()][
-            : wanted[name] + args.queries
-        ]
-    return texts
+    return {name: corpus_texts(args.data_dir, name, rows + args.queries)
+            for name, rows in wanted.items() if rows > 0}  # fmt: skip
 
 
 def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict:
@@ -82,6 +72,7 @@ def main() -> None:
     parser.add_argument("--pypi-rows", type=int, default=20_000)
     parser.add_argument("--debian-rows", type=int, default=2_000)
     parser.add_argument("--queries", type=int, default=300, help="held-out texts per corpus")
+    parser.add_argument("--sts-pairs", type=int, default=None, help="STS-B test pairs (all)")
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -89,11 +80,14 @@ def main() -> None:
     encoders = {"fp32": BiEncoder.load("default", device="cpu"),
                 "int8": BiEncoder.load("default", device="cpu", quantization="int8")}  # fmt: skip
     report = {"benchmark": "int8_recall", "environment": environment(), "corpora": {}}
-    for name, texts in corpus_texts(args).items():
+    for name, texts in corpus_and_queries(args).items():
         rows = len(texts) - args.queries
         report["corpora"][name] = compare(encoders, texts, rows)
         print(name, json.dumps(report["corpora"][name]), flush=True)
-    sts = STSEvaluator.from_columns(read_stsb(args.data_dir / "stsb" / "stsb_test.tsv.gz"))
+    pairs = read_stsb(stsb_file(args.data_dir, "test"))
+    sts = STSEvaluator.from_columns(
+        {key: column[: args.sts_pairs] for key, column in pairs.items()}
+    )
     report["stsb_spearman"] = {
         name: round(sts.evaluate(e)["spearman_cosine"], 4) for name, e in encoders.items()
     }
@@ -109,7 +103,7 @@ def main() -> None:
                           "fp32 texts/s", "int8 texts/s", "int8 / fp32"], rows))  # fmt: skip
     print(f"STS-B test Spearman: fp32 {report['stsb_spearman']['fp32']}, int8 "
           f"{report['stsb_spearman']['int8']} (cost {report['stsb_cost']}); {report['seconds']} s")  # fmt: skip
-    append_result_lines(results_file(args, "int8_recall"), [report])
+    record(args, "int8_recall", report)
 
 
 if __name__ == "__main__":

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import faiss
 import numpy as np
 from common import (
-    DEFAULT_OUT_DIR,
-    append_result_lines,
+    add_index_options,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 
 QUERIES = 500
@@ -30,20 +28,22 @@ QUERIES = 500
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--index", default="pypi")
+    add_index_options(parser)
     args = parser.parse_args()
     from semsearch.ann.exact import ExactSearch
+    from semsearch.index.segment import Segment
     from semsearch.index.store import IndexFolder
+    from semsearch.index.tune import recall_at_k
 
     folder = IndexFolder(args.index_dir / args.index)
     manifest = folder.manifest()
     segment = folder.path / "segments" / manifest.segments[0].name
     flat = faiss.read_index(str(segment / manifest.segments[0].index_file))
     ivf = faiss.extract_index_ivf(flat)
-    parts = sorted(p for p in segment.glob("part-*.npy") if not p.name.endswith(".ids.npy"))
-    vectors = np.concatenate([np.load(p) for p in parts]).astype(np.float32)
-    ids = np.concatenate([np.load(str(p).replace(".npy", ".ids.npy")) for p in parts])
+    ids, vectors = (
+        np.concatenate(side) for side in zip(*Segment(segment, manifest.segments[0]).iter_parts())
+    )
+    vectors = vectors.astype(np.float32, copy=False)
     rng = np.random.default_rng(0)
     queries = vectors[rng.choice(len(vectors), QUERIES, replace=False)]
     queries += rng.normal(0, 0.02, queries.shape).astype(np.float32)  # near, not equal, to rows
@@ -55,7 +55,7 @@ def main() -> None:
     fp16.train(vectors[:1000])  # fp16 codes need no statistics; the centroids are shared
     fp16.add_with_ids(vectors, ids)
     faiss.omp_set_num_threads(1)
-    rows, record = [], {"benchmark": "ivf_code_search", "index": args.index, "rows": len(vectors),
+    rows, figures = [], {"benchmark": "ivf_code_search", "index": args.index, "rows": len(vectors),
                         "nprobe": nprobe, "queries": QUERIES, "structures": {},
                         "command": "python benchmarks/ivf_code_search.py " + " ".join(sys.argv[1:])}  # fmt: skip
     for name, index in ((f"IVF{ivf.nlist},Flat", ivf), (f"IVF{ivf.nlist},SQfp16", fp16)):
@@ -64,13 +64,13 @@ def main() -> None:
         started = time.thread_time()
         found = np.concatenate([index.search(queries[i : i + 1], 10)[1] for i in range(QUERIES)])
         ms = 1000 * (time.thread_time() - started) / QUERIES
-        recall = float(np.mean([len(set(f) & set(w)) / 10 for f, w in zip(found, truth)]))
+        recall = recall_at_k(found, truth, 10)
         size_mib = (index.ntotal * (index.code_size + 8)) / 2**20
-        record["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
+        figures["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
                                       "lists_mib": round(size_mib, 1)}  # fmt: skip
         rows.append([name, f"{ms:.2f}", f"{recall:.4f}", f"{size_mib:.0f}"])
-    record["environment"] = environment()
-    append_result_lines(results_file(args, "ivf_code_search"), [record])
+    figures["environment"] = environment()
+    record(args, "ivf_code_search", figures)
     print(markdown_table(["structure", "ms per query (1 thread)", "recall@10", "lists MiB"], rows))
 
 

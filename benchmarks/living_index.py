@@ -46,9 +46,7 @@ def main() -> None:
     common.set_threads(args.threads)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
-    table = pq.read_table(
-        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "month", "summary"]
-    )
+    table = common.read_corpus(args.data_dir, "pypi", columns=["name", "month", "summary"])
     table = table.filter(pc.invert(pc.is_null(table.column("summary"))))
     chosen = np.random.default_rng(0).choice(
         table.num_rows, args.base_rows + args.add_rows + args.queries, replace=False
@@ -100,7 +98,6 @@ def main() -> None:
     report["delete"] = _delete(indexes, encoder, queries, args.delete_rows)
     report["filters"] = _filters(Index.open("base-hnsw", indexes), encoder, queries)
     print(json.dumps({key: report[key] for key in ("timings", "delete", "filters")}, indent=1))
-    common.write_json(args.out_dir, "living_index.json", report)
     common.record(args, "living_index", report)
 
 

@@ -46,8 +46,7 @@ def main() -> None:
     common.set_threads(args.threads)
     index = Index.open(args.name, args.index_dir)
     start = index.manifest
-    debian = pq.read_table(args.data_dir / "debian" / "debian_packages.parquet",
-                           columns=["package", "short_description"])  # fmt: skip
+    debian = common.read_corpus(args.data_dir, "debian", columns=["package", "short_description"])
     picked = np.random.default_rng(0).choice(
         debian.num_rows, args.queries + args.add_rows, replace=False
     )
@@ -74,7 +73,6 @@ def main() -> None:
     print(
         json.dumps({key: value for key, value in report.items() if key != "environment"}, indent=1)
     )
-    common.write_json(args.out_dir, "living_scale.json", report)
     common.record(args, "living_scale", report)
 
 

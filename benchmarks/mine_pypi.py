@@ -30,25 +30,22 @@ import numpy as np
 import psutil
 import pyarrow.parquet as pq
 from common import (
-    DEFAULT_OUT_DIR,
     PeakRss,
+    add_index_options,
     add_results_option,
-    append_result_lines,
     args_dict,
     base_parser,
-    command_line,
-    device_label,
+    corpus_head,
     environment,
     markdown_table,
-    results_file,
-    write_json,
+    record,
 )
 
-from semsearch.ann.exact import ExactSearch
 from semsearch.errors import SemsearchError
 from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.manifest import MANIFEST_FILE, Manifest
-from semsearch.mining import CorpusSource, MiningOptions, MiningResult, mine_corpus, mine_index
+from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
+from semsearch.mining.recall import mined_recall
 from semsearch.models.bi_encoder import EncoderSpec
 
 SCORE_LEVELS = (0.99, 0.95, 0.9, 0.8)
@@ -96,39 +93,9 @@ def find_pypi_index(index_dir: Path) -> str | None:
     return None
 
 
-def exact_recall(result: MiningResult, sample: int, k: int, seed: int = 0) -> dict:
-    """How many of a text's exact top-k neighbours the mined pairs hold, for `sample` texts.
-
-    Tie-proof: a mined partner counts when it scores at least the exact k-th score, so a
-    neighbour swapped for another of equal score (near-identical summaries) is no loss.
-    """
-    collection = result.collection
-    searched = np.arange(len(collection))
-    if result.stats.searched_rows != len(collection):
-        searched = collection.groups.first_rows
-    vectors = collection.vectors(searched)
-    sample = min(sample, len(searched))
-    positions = np.sort(np.random.default_rng(seed).choice(len(searched), sample, replace=False))
-    # the library's exact k-NN; each text finds itself (or a copy when copies crowd it out)
-    scores, found = ExactSearch(vectors, "dot").search(vectors[positions], k + 1)
-    own = found == positions[:, None]
-    own[~own.any(axis=1), -1] = True
-    kth = scores[~own].reshape(sample, -1)[:, k - 1]
-    del vectors
-    rows = searched[positions]
-    sides = np.concatenate([result.rows_a, result.rows_b])
-    scores = np.concatenate([result.scores, result.scores])
-    inside = np.isin(sides, rows)
-    which = np.searchsorted(rows, sides[inside])
-    good = scores[inside] >= kth[which] - 1e-5
-    found = np.minimum(np.bincount(which[good], minlength=sample), k)
-    return {"sampled_texts": sample, "k": k, "recall": round(float(found.mean() / k), 4)}
-
-
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--index", default=None, help="index name (default: the PyPI one found)")
+    add_index_options(parser, index=None)  # None: the PyPI one found
     parser.add_argument("--limit", type=int, default=None,
                         help="no index: encode and mine the file's first N rows (0: all)")  # fmt: skip
     parser.add_argument("--proxy-index", action="store_true",
@@ -171,7 +138,7 @@ def main() -> None:
     if result.duplicates is not None:
         result.duplicates.write(args.out_dir / f"mine_pypi_duplicates_{label}.parquet")
     write_seconds = time.perf_counter() - started
-    recall = exact_recall(result, args.recall_sample, result.stats.top_k)
+    recall = mined_recall(result, args.recall_sample, result.stats.top_k)
 
     top_pairs = [{**record, "score": round(record["score"], 4)}
                  for record in result.records(args.show)]  # fmt: skip
@@ -198,27 +165,19 @@ def main() -> None:
                "exact_recall": recall}  # fmt: skip
     print(json.dumps(summary, indent=2))
     torch_device = args.device if args.device != "auto" else _auto_device()
-    append_result_lines(results_file(args, "mine_pypi"),
-                        [{"device": device_label(torch_device), "command": command_line(),
-                          "rows": result.stats.rows, "seconds": round(seconds, 2),
-                          "source": summary["source"], "top_k": result.stats.top_k,
-                          "structure": result.stats.structure, "timings": result.stats.timings,
-                          "pairs_found": result.pairs_found, "exact_recall": recall["recall"],
-                          "peak_rss_mib": summary["peak_rss_sampled_mib"]}])  # fmt: skip
-    payload = {"benchmark": "mine_pypi", "args": args_dict(args), "environment": environment(),
-               **summary, "top_pairs": top_pairs, "largest_duplicate_groups": largest}  # fmt: skip
-    print(f"wrote {write_json(args.out_dir, f'mine_pypi_{label}.json', payload)} and {pairs_file}")
+    figures = {"args": args_dict(args), "environment": environment(), **summary,
+               "exact_recall": recall["recall"], "exact_recall_detail": recall,
+               "peak_rss_mib": summary["peak_rss_sampled_mib"], "top_pairs": top_pairs,
+               "largest_duplicate_groups": largest}  # fmt: skip
+    record(args, "mine_pypi", figures, device=torch_device)
+    print(f"pairs in {pairs_file}")
 
 
 def _first_rows(data_dir: Path, limit: int, out_dir: Path, model: str, device: str) -> CorpusSource:
     """The file's first `limit` rows (0: all) as a corpus; ids are the names where the file
     has them (gpu_carry.py's extract keeps the summaries alone: ids are then row numbers)."""
-    source = data_dir / "pypi" / "pypi_summaries.parquet"
-    target = out_dir / "tmp" / f"pypi_first{limit}.parquet"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    table = pq.read_table(source)
-    pq.write_table(table.slice(0, limit or None), target)
-    id_column = "name" if "name" in table.column_names else None
+    target = corpus_head(data_dir, "pypi", limit, out_dir / "tmp")
+    id_column = "name" if "name" in pq.read_schema(target).names else None
     return CorpusSource(target, text_column="summary", id_column=id_column, model=model,
                         device=device)  # fmt: skip
 

@@ -14,34 +14,32 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import args_dict, base_parser, environment, markdown_table, record, write_json
+from common import args_dict, base_parser, environment, markdown_table, record, stsb_file
 
+from semsearch.evaluation import read_stsb
 from semsearch.mining import CorpusSource, MiningOptions, MiningResult, mine_corpus
 
 SPLITS = ("train", "dev", "test")
 GOLD_SCORE = 4.0
 
 
-def stsb_collection(data_dir: Path) -> tuple[list[str], set[tuple[int, int]], int]:
-    """Distinct sentences, gold pairs as (row, row) with row < row, and the STS-B row count."""
-    frames = [
-        pd.read_csv(
-            data_dir / "stsb" / f"stsb_{split}.tsv.gz", sep="\t", keep_default_na=False, dtype=str
-        )  # fmt: skip
-        for split in SPLITS
-    ]
-    pairs = pd.concat(frames, ignore_index=True)
-    sentences = list(dict.fromkeys(pairs["sentence1"].tolist() + pairs["sentence2"].tolist()))
+def stsb_collection(
+    data_dir: Path, limit: int | None = None
+) -> tuple[list[str], set[tuple[int, int]], int]:
+    """Distinct sentences, gold pairs as (row, row) with row < row, and the STS-B row count
+    (of the first `limit` pairs of train+dev+test, or all)."""
+    splits = [read_stsb(stsb_file(data_dir, split)) for split in SPLITS]
+    pairs = {key: [value for split in splits for value in split[key]][:limit] for key in splits[0]}
+    sentences = list(dict.fromkeys(pairs["sentence1"] + pairs["sentence2"]))
     row_of = {sentence: row for row, sentence in enumerate(sentences)}
     gold = set()
     for first, second, score in zip(pairs["sentence1"], pairs["sentence2"], pairs["score"]):
         a, b = row_of[first], row_of[second]
-        if float(score) >= GOLD_SCORE and a != b:
+        if 5 * score >= GOLD_SCORE and a != b:  # read_stsb divides the 0-5 gold by 5
             gold.add((min(a, b), max(a, b)))
-    return sentences, gold, len(pairs)
+    return sentences, gold, len(pairs["score"])
 
 
 def ranking_quality(rows_a: np.ndarray, rows_b: np.ndarray, gold: set[tuple[int, int]]) -> dict:
@@ -84,10 +82,11 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="bi-encoder: 'default' or a folder")
     parser.add_argument("-k", "--top-k", type=int, default=100, help="neighbours per sentence")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--pairs", type=int, default=None, help="first N STS-B pairs (all)")
     parser.add_argument("--compare-sentence-transformers", action="store_true",
                         help="also run sentence-transformers' ParaphraseMiningEvaluator")  # fmt: skip
     args = parser.parse_args()
-    sentences, gold, stsb_rows = stsb_collection(args.data_dir)
+    sentences, gold, stsb_rows = stsb_collection(args.data_dir, args.pairs)
     work = args.out_dir / "tmp"
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "stsb_sentences.parquet"
@@ -114,8 +113,6 @@ def main() -> None:
                "gold_score": GOLD_SCORE, "pairs_mined": len(result), "seconds": round(seconds, 1),
                "timings": result.stats.timings, "quality": quality,
                "sentence_transformers": reference}  # fmt: skip
-    name = "default" if args.model == "default" else Path(args.model).name
-    print(f"wrote {write_json(args.out_dir, f'mine_stsb_ap_{name}.json', payload)}")
     record(args, "mine_stsb_ap", payload)
 
 

@@ -19,9 +19,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import REPO_ROOT, base_parser
+from common import REPO_ROOT, base_parser, record
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "mpnet.jsonl"
 MODELS = ("default", "all-mpnet-base-v2")
 # (task, figures kept: the metric's name in the command's JSON, the mode for `ir`)
 KEPT = {
@@ -71,14 +70,12 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--tasks", nargs="+", choices=list(KEPT), default=list(KEPT))
     args = parser.parse_args()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     for model in args.models:
         for task in args.tasks:
             result, seconds, command = run_eval(task, model, args.data_dir, args.out_dir)
-            for line in figures(task, model, result, seconds, command):
-                print(json.dumps(line), flush=True)
-                with RESULTS.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(line) + "\n")
+            lines = figures(task, model, result, seconds, command)
+            print("\n".join(json.dumps(line) for line in lines), flush=True)
+            record(args, "mpnet", lines)
 
 
 if __name__ == "__main__":

@@ -38,9 +38,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import REPO_ROOT, base_parser, environment, markdown_table
+from common import (
+    REPO_ROOT,
+    base_parser,
+    environment,
+    markdown_table,
+)
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "multi_dataset_train.jsonl"
 PAIR_COLUMNS = {"anchor": "short_description", "positive": "long_description"}
 
 
@@ -201,9 +205,7 @@ def main() -> None:
         **figures,
         "environment": environment(),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with RESULTS.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line) + "\n")
+    record(args, "multi_dataset_train", line)
     print(markdown_table(
         ["model", "dev combined (step)", "STS-B test", "DBPedia nDCG@10 dense", "hybrid", "steps", "s"],
         [[output.name, f"{record['dev']['best']:.4f} ({record['dev']['best_step']})",

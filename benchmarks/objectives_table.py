@@ -16,8 +16,9 @@ measured is the last step's. Data per row:
 - mnr: STS-B pairs scoring >= 4, in-batch negatives;
 - floor: the default model's architecture with random weights, trained as `cosine`.
 
-Each finished row is kept in `out/objectives/<row>.json`, so an interrupted table resumes
-at the first missing row (and a row's training resumes from its checkpoint).
+Each finished row is one JSON line in `results/objectives_table.jsonl` (the untrained
+models' scores one more, row "before"), so an interrupted table resumes at the first row with
+no line for these steps and model (and a row's training resumes from its checkpoint).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ import sys
 import time
 from pathlib import Path
 
+from common import record, results_file
+from results_table import read_lines
 from training_bench import (
     base_parser,
     data_files,
     environment,
     markdown_table,
     use_threads,
-    write_json,
 )
 
 from semsearch.evaluation import STSEvaluator, read_sick, read_stsb
@@ -116,58 +118,60 @@ def main() -> None:
         "stsb_test": STSEvaluator.from_columns(read_stsb(files["stsb_test"]), name="stsb-test"),
         "sick_trial": STSEvaluator.from_columns(read_sick(files["sick_trial"]), name="sick-trial"),
     }
-    row_dir = args.out_dir / "objectives"
-    before_file = row_dir / "before.json"
-    if before_file.is_file() and not args.overwrite:
-        before = json.loads(before_file.read_text())
-    else:
+    done = {} if args.overwrite else finished_rows(args)
+    before = done.get("before", {}).get("scores")
+    if before is None:
         before = {"default": measure(args.model, evaluators)}
-        write_json(before_file, before)
+        record_before(args, before)
     print(f"{args.model} before training: {before['default']}", flush=True)
 
     for row in rows:
-        result_file = row_dir / f"{row}.json"
-        if result_file.is_file() and not args.overwrite:
+        if row in done:
             continue
         config = row_config(row, files, args.out_dir, args.steps, args.model)
         if row == "floor" and "random" not in before:
             before["random"] = measure(config.model, evaluators)
-            write_json(before_file, before)
+            record_before(args, before)
         started = time.monotonic()
         result = train(config, overwrite=args.overwrite)
         after = measure(config.output_dir, evaluators)
-        record = json.loads((config.output_dir / "training.json").read_text())
+        training = json.loads((config.output_dir / "training.json").read_text())
         losses = [
             json.loads(line)
             for line in (config.output_dir / "train_log.jsonl").read_text().splitlines()
         ]
         losses = [r["loss"] for r in losses if r["event"] == "train"]
-        write_json(result_file, {
-            "row": row, "objective": config.objective, "data": record["data"]["train"],
-            "objective_options": record["objective_options"], "steps": result.steps,
-            "before": before["random" if row == "floor" else "default"], "after": after,
-            "first_loss": losses[0], "last_loss": losses[-1], "training_seconds": round(result.seconds, 1),
+        done[row] = {
+            "row": row, "model": args.model, "steps": args.steps, "objective": config.objective,
+            "data": training["data"]["train"], "objective_options": training["objective_options"],
+            "trained_steps": result.steps, "before": before["random" if row == "floor" else "default"],
+            "after": after, "first_loss": losses[0], "last_loss": losses[-1],
+            "training_seconds": round(result.seconds, 1),
             "wall_seconds": round(time.monotonic() - started, 1), "environment": environment(),
-        })  # fmt: skip
+        }  # fmt: skip
+        record(args, "objectives_table", done[row])
         print(f"{row}: {after} in {result.seconds:.0f} s", flush=True)
 
-    summary = []
-    for row in ROWS:
-        path = row_dir / f"{row}.json"
-        if path.is_file():
-            summary.append(json.loads(path.read_text()))
+    summary = [done[row] for row in ROWS if row in done]
     table = [[r["row"], r["data"]["source"].split(":")[0] + (f" ({r['data']['notes'][0].split(' ')[0]})"
-              if r["data"]["notes"] else ""), r["data"]["rows_used"], r["steps"],
+              if r["data"]["notes"] else ""), r["data"]["rows_used"], r["trained_steps"],
               f"{r['before']['stsb_test']:.4f}", f"{r['after']['stsb_test']:.4f}",
               f"{r['before']['sick_trial']:.4f}", f"{r['after']['sick_trial']:.4f}",
               f"{r['training_seconds']:.0f}"] for r in summary]  # fmt: skip
     print(markdown_table(["objective", "data", "examples", "steps", "STS-B test before", "after",
                           "SICK trial before", "after", "train s"], table))  # fmt: skip
-    path = write_json(args.out_dir / "objectives_table.json", {
-        "benchmark": "objectives_table", "options": {k: str(v) for k, v in vars(args).items()},
-        "before": before, "rows": summary, "environment": environment(),
-    })  # fmt: skip
-    print(f"figures in {path}")
+
+
+def finished_rows(args) -> dict[str, dict]:
+    """The latest line of each row already measured with these steps and model."""
+    lines = read_lines(results_file(args, "objectives_table"))
+    return {line["row"]: line for line in lines
+            if line.get("steps") == args.steps and line.get("model") == args.model}  # fmt: skip
+
+
+def record_before(args, before: dict) -> None:
+    record(args, "objectives_table", {"row": "before", "model": args.model, "steps": args.steps,
+                                      "scores": before})  # fmt: skip
 
 
 def _negatives_per_positive(path: Path) -> float:

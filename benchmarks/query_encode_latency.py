@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import torch
-from common import base_parser, environment, markdown_table, record, write_json
+from common import base_parser, environment, markdown_table, record
 
 from semsearch.models import BiEncoder
 
@@ -65,9 +65,7 @@ def main() -> None:
     payload = {"benchmark": "query_encode_latency", "queries": len(queries),
                "rows": [dict(zip(("threads", "encoder", "p50_ms"), row)) for row in rows],
                "environment": environment()}  # fmt: skip
-    path = write_json(args.out_dir, "query_encode_latency.json", payload)
     record(args, "query_encode_latency", payload)
-    print(f"figures in {path}")
 
 
 if __name__ == "__main__":

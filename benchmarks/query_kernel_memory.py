@@ -20,11 +20,10 @@ from pathlib import Path
 
 import numpy as np
 from common import (
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
-    results_file,
+    record,
 )
 from serve_load import stsb_queries
 
@@ -40,7 +39,7 @@ def anonymous_mib() -> int:
     return 0
 
 
-def measure(setting: str, data_dir: str) -> dict:
+def measure(setting: str, data_dir: str, count: int = GROUPS) -> dict:
     """Run in a child process: the figures of one setting."""
     import torch
 
@@ -60,11 +59,11 @@ def measure(setting: str, data_dir: str) -> dict:
     rng = np.random.default_rng(0)
     groups = [
         [queries[i] for i in rng.integers(0, len(queries), int(rng.integers(1, 9)))]
-        for _ in range(GROUPS)
+        for _ in range(count)
     ]
     before = anonymous_mib()
     cpu = []
-    for half in (groups[: GROUPS // 2], groups[GROUPS // 2 :]):
+    for half in (groups[: count // 2], groups[count // 2 :]):
         started = time.thread_time()
         for group in half:
             encoder.encode(group, batch_size=len(group), precision=precision)
@@ -76,21 +75,22 @@ def measure(setting: str, data_dir: str) -> dict:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)  # one, in a child
+    parser.add_argument("--groups", type=int, default=GROUPS, help="query groups per setting")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.child, str(args.data_dir))))
+        print(json.dumps(measure(args.child, str(args.data_dir), args.groups)))
         return
     rows = []
     for setting in SETTINGS:
-        command = [sys.executable, __file__, "--child", setting, "--data-dir", str(args.data_dir)]
+        command = [sys.executable, __file__, "--child", setting, "--data-dir", str(args.data_dir),
+                   "--groups", str(args.groups)]  # fmt: skip
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows.append(json.loads(output.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
-    record = {"benchmark": "query_kernel_memory", "groups": GROUPS, "settings": rows,
+    figures = {"benchmark": "query_kernel_memory", "groups": args.groups, "settings": rows,
               "command": "python benchmarks/query_kernel_memory.py " + " ".join(sys.argv[1:]),
               "environment": environment()}  # fmt: skip
-    results = results_file(args, "query_kernel_memory")
-    append_result_lines(results, [record])
+    record(args, "query_kernel_memory", figures)
     print(markdown_table(["setting", "RSS growth MiB", "CPU s (1st half)", "CPU s (2nd half)", "warm-up s"],
                          [[r["setting"], r["growth_mib"], r["cpu_s_first_half"], r["cpu_s_second_half"], r["warm_s"]]
                           for r in rows]))  # fmt: skip

@@ -25,7 +25,13 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import REPO_ROOT, base_parser, environment, markdown_table
+from common import (
+    base_parser,
+    environment,
+    markdown_table,
+    read_corpus,
+    record,
+)
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.distributed.build import fill_in_parallel, part_ranges
@@ -37,16 +43,10 @@ from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "ray_build.jsonl"
-
 
 def corpus_file(args) -> tuple[str, int]:
     """The first `args.rows` summaries as one Parquet file (its path, its rows)."""
-    table = pq.read_table(
-        args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
-    )
-    if args.rows:
-        table = table.slice(0, args.rows)
+    table = read_corpus(args.data_dir, "pypi", args.rows, ["name", "summary"])
     assert pc.count_distinct(table.column("name")).as_py() == table.num_rows, "names must be unique"
     folder = args.out_dir / "ray_build"
     folder.mkdir(parents=True, exist_ok=True)
@@ -123,9 +123,7 @@ def main() -> None:
             json.dumps({key: value for key, value in line.items() if key != "environment"}),
             flush=True,
         )
-        RESULTS.parent.mkdir(exist_ok=True)
-        with open(RESULTS, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line, default=str) + "\n")
+        record(args, "ray_build", line)
     base = results.get("local", {}).get("seconds")
     table = [[engine, r["workers"] if engine == "ray" else 1, r["worker_device"], r["rows"], r["seconds"],
               r["texts_per_s"], f"{r['seconds'] / base:.2f}x" if base else "-"]

@@ -35,12 +35,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import REPO_ROOT, base_parser, environment, markdown_table
+from common import (
+    REPO_ROOT,
+    base_parser,
+    environment,
+    markdown_table,
+    record,
+)
 
 from semsearch.evaluation.ir import exact_search
 from semsearch.evaluation.similarity import normalize_rows
 
-RESULTS = REPO_ROOT / "benchmarks" / "results" / "retrieval_cross_encoder.jsonl"
 NEGATIVE_RANKS = (1, 30)  # hard negatives come from these ranks (0 is usually the positive)
 PLACEHOLDERS = ("add your description here", "my short description for my project.")
 
@@ -179,9 +184,7 @@ def evaluate(args, paths: dict[str, Path], output: Path) -> None:
                 "modes": {mode: {k: round(v, 4) for k, v in m.items() if k in ("ndcg@10", "recall@100", "mrr@10")}
                           for mode, m in result["modes"].items()},
                 "verdicts": result["rerank_verdicts"], "environment": environment()}  # fmt: skip
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        with RESULTS.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line) + "\n")
+        record(args, "retrieval_cross_encoder", line)
         for mode, metrics in line["modes"].items():
             rows.append([task, mode, metrics["ndcg@10"], metrics["recall@100"]])
     print(markdown_table(["task", "mode", "nDCG@10", "recall@100"], rows))

@@ -31,12 +31,12 @@ import httpx
 import psutil
 from common import (
     REPO_ROOT,
-    append_result_lines,
+    add_index_options,
     base_parser,
     environment,
     markdown_table,
+    record,
     reference_model_path,
-    results_file,
 )
 from http_load import load, target_for
 from txtai_peer import MODEL_ENV, build_txtai_index
@@ -195,10 +195,7 @@ def stop(process: subprocess.Popen) -> None:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--index", default="pypi")
-    parser.add_argument(
-        "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "indexes"
-    )
+    add_index_options(parser)
     parser.add_argument("--concurrency", default="1,8,32,128")
     parser.add_argument("--requests", type=int, default=2000, help="requests per concurrency level")
     parser.add_argument("--max-seconds", type=float, default=120, help="cap per concurrency level")
@@ -211,7 +208,7 @@ def main() -> None:
     args = parser.parse_args()
     queries = stsb_queries(args.data_dir, 2000)
     levels = [int(level) for level in args.concurrency.split(",")]
-    record: dict = {"benchmark": "serve_load", "index": args.index, "k": args.k, "levels": {},
+    figures: dict = {"benchmark": "serve_load", "index": args.index, "k": args.k, "levels": {},
                     "client": "http_load (asyncio, keep-alive HTTP/1.1)",
                     "command": "python benchmarks/serve_load.py " + " ".join(sys.argv[1:])}  # fmt: skip
     for name in ("semsearch", "txtai"):
@@ -248,9 +245,9 @@ def main() -> None:
                     - (time.process_time() - client_before)
                 )
                 result["other_cpu_cores"] = round(others_s / max(result["seconds"], 1e-9), 2)
-                record["levels"].setdefault(level_key(record["levels"], level, name), {})[name] = (
-                    result
-                )
+                figures["levels"].setdefault(level_key(figures["levels"], level, name), {})[
+                    name
+                ] = result
                 print(name, json.dumps(result), flush=True)
         finally:
             stop(process)
@@ -264,17 +261,16 @@ def main() -> None:
                 for i, r in enumerate(source.slice(0, 30_000).to_pylist())]  # fmt: skip
         process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
         try:
-            record["soak"] = asyncio.run(
+            figures["soak"] = asyncio.run(
                 soak(base, args.index, queries, args.soak_minutes, rows, process.pid)
             )
-            print("soak", json.dumps(record["soak"]), flush=True)
+            print("soak", json.dumps(figures["soak"]), flush=True)
         finally:
             stop(process)
-    record["environment"] = environment()
-    results = results_file(args, "serve_load")
-    append_result_lines(results, [record])
+    figures["environment"] = environment()
+    results = record(args, "serve_load", figures)
     table = []
-    for level, both in record["levels"].items():
+    for level, both in figures["levels"].items():
         ours, peer = both["semsearch"], both.get("txtai")
         ratio = f"{ours['qps'] / peer['qps']:.2f}" if peer and peer["qps"] else "-"
         table.append([level, ours["qps"], ours["p50_ms"], ours["p99_ms"], ours["errors"],

@@ -22,14 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from common import (
     REPO_ROOT,
-    append_result_lines,
     base_parser,
     environment,
     markdown_table,
+    record,
     reference_model_path,
-    results_file,
 )
 
 DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "debian_packages.parquet"
@@ -97,18 +97,31 @@ def measure(command: list[str], env: dict[str, str], runs: int, before=None) -> 
             "wall_runs": [round(w, 3) for w in walls]}  # fmt: skip
 
 
+def demo_corpus(rows: int | None, folder: Path) -> Path:
+    """The demo corpus, or its first `rows` rows as a Parquet file in `folder`."""
+    if not rows:
+        return DEMO_CORPUS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"demo_first{rows}.parquet"
+    pq.write_table(pq.read_table(DEMO_CORPUS).slice(0, rows), path)
+    return path
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh starts per command")
     parser.add_argument(
         "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup"
     )
+    parser.add_argument("--demo-rows", type=int, default=None,
+                        help="index only the demo corpus' first N rows (default all)")  # fmt: skip
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
     env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache), "SEMSEARCH_NO_TRACE": "0"}
     index_dir = str(args.index_dir)
     if not (args.index_dir / INDEX / "manifest.json").is_file():
-        subprocess.run([*SEMSEARCH, "-q", "build", str(DEMO_CORPUS), "--name", INDEX, "--id-column",
+        corpus = demo_corpus(args.demo_rows, args.index_dir)
+        subprocess.run([*SEMSEARCH, "-q", "build", str(corpus), "--name", INDEX, "--id-column",
                         "package", "--out-dir", index_dir, "--overwrite"], check=True, env=env)  # fmt: skip
     query = [*SEMSEARCH, "query", QUERY, "--index", INDEX, "--index-dir", index_dir, "-k", "5"]
     segment = args.index_dir / INDEX / "segments" / "s000000"
@@ -133,11 +146,10 @@ def main() -> None:
                                        check=True, capture_output=True, text=True, env=env).stdout)  # fmt: skip
     shutil.rmtree(cache, ignore_errors=True)
     peer_wall = rows["peer: sentence-transformers + FAISS script"]["wall_s"]
-    record = {"benchmark": "startup", "runs": args.runs, "commands": rows, "cold_query_stages_s": stages,
+    figures = {"benchmark": "startup", "runs": args.runs, "commands": rows, "cold_query_stages_s": stages,
               "traced_query_vs_peer": round(rows["query, traced encoder"]["wall_s"] / peer_wall, 3),
               "environment": environment(), "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:])}  # fmt: skip
-    results = results_file(args, "startup")
-    append_result_lines(results, [record])
+    results = record(args, "startup", figures)
     print(markdown_table(["command", "median wall s", "median CPU s", "vs peer (wall)"],
                          [[name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
                           for name, row in rows.items()]))  # fmt: skip

@@ -23,6 +23,9 @@ from pathlib import Path
 from results_table import Goal, answers, markdown, rewrite_region
 
 HERE = Path(__file__).resolve().parent
+# Scripts in benchmarks/ that measure nothing: this runner, and the GPU suite's packing and
+# collecting (gpu_suite.sh runs them).
+TOOLS = ("suite", "gpu_carry", "gpu_collect")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class Benchmark:
     """One script: what it measures, its goals, and the options of its smoke run (None: it
     needs a GPU or prebuilt data and is smoked elsewhere or not at all, as `no_smoke` says).
     `{scratch}` in the options is the smoke run's folder (shared, so a build can feed
-    later steps); each script also gets `--out-dir {scratch}/<name>`."""
+    later steps); each script also gets `--out-dir {scratch}/<name>`. `name` is also the
+    results file's (`results/<name>.jsonl`); `script` is the file when it differs."""
 
     name: str
     measures: str
@@ -38,6 +42,11 @@ class Benchmark:
     smoke: tuple[str, ...] | None = None
     no_smoke: str = ""
     smoke_limit_s: int = 120
+    script: str = ""
+
+    @property
+    def path(self) -> str:
+        return f"benchmarks/{self.script or self.name}.py"
 
 
 def _goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
@@ -68,8 +77,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("PyPI mean cosine to st fp32", "mean_cos", ">=", 0.999, **PYPI),
             _gpu_goal("PyPI min cosine to st fp32", "min_cos", ">=", 0.995, **PYPI),
         ),
-        ("--pypi-rows", "200", "--debian-rows", "40", "--repeats", "1", "--threads", "1"),
-        smoke_limit_s=180,
+        ("--pypi-rows", "100", "--debian-rows", "20", "--repeats", "1", "--threads", "1"),
     ),
     Benchmark(
         "gpu_build",
@@ -108,7 +116,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "debian_recall",
         "recall@10 of a package's long description from its synopsis: "
         "Flat / IVF / HNSW against sentence-transformers + exact search",
-        smoke=("--rows", "300"),
+        smoke=("--rows", "150", "--batch-size", "64"),
     ),
     Benchmark(
         "build_pypi",
@@ -117,17 +125,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         (_goal("warm query p50 ms, all rows, fp32", "latency.p50_ms", "<=", 10, args__limit=None),),
         (
             "--limit",
-            "3000",
+            "1500",
             "--index",
             "ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--queries",
-            "50",
+            "30",
             "--recall-queries",
             "20",
         ),
-        smoke_limit_s=180,
     ),
     Benchmark(
         "index_tradeoff",
@@ -135,7 +142,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "size, tie-aware recall@10, QPS",
         smoke=(
             "--index",
-            "pypi-first3000-ivf",
+            "pypi-first1500-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--types",
@@ -151,11 +158,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "HNSW recall on a slice of an index's vectors: held-out, without duplicates, own-vector",
         smoke=(
             "--source",
-            "pypi-first3000-ivf",
+            "pypi-first1500-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--rows",
-            "2000",
+            "1000",
             "--queries",
             "50",
         ),
@@ -163,13 +170,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "ivf_code_search",
         "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
-        smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
+        smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
     ),
     Benchmark(
         "hit_metadata",
         "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows "
         "vs MetadataParts",
-        smoke=("--index", "pypi-first3000-ivf", "--index-dir", "{scratch}/indexes"),
+        smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
     ),
     Benchmark(
         "living_index",
@@ -181,28 +188,35 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         (
             "--base-rows",
-            "1000",
+            "400",
             "--add-rows",
-            "300",
+            "100",
             "--queries",
-            "20",
+            "10",
             "--delete-rows",
-            "50",
+            "20",
             "--work-dir",
             "{scratch}/living",
         ),
-        smoke_limit_s=180,
     ),
     Benchmark(
         "int8_placements",
         "cosine to fp32 and speed with different linear layers in int8",
-        smoke=("--debian-rows", "20", "--pypi-rows", "40"),
+        smoke=("--debian-rows", "8", "--pypi-rows", "16"),
     ),
     Benchmark(
         "int8_recall",
         "the int8 encoder against fp32: recall@10, cosine, speed, STS-B",
-        smoke=("--pypi-rows", "300", "--debian-rows", "60", "--queries", "20"),
-        smoke_limit_s=180,
+        smoke=(
+            "--pypi-rows",
+            "100",
+            "--debian-rows",
+            "20",
+            "--queries",
+            "10",
+            "--sts-pairs",
+            "100",
+        ),
     ),
     Benchmark(
         "query_encode_latency",
@@ -218,7 +232,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("`semsearch list` s", "commands.semsearch list.wall_s", "<=", 0.5),
             _goal("an error s", "commands.an error (no such index).wall_s", "<=", 0.5),
         ),
-        ("--runs", "1", "--index-dir", "{scratch}/startup-index"),
+        ("--runs", "1", "--demo-rows", "300", "--index-dir", "{scratch}/startup-index"),
         smoke_limit_s=180,
     ),
     Benchmark(
@@ -231,7 +245,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         smoke=(
             "--index",
-            "pypi-first3000-ivf",
+            "pypi-first1500-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--concurrency",
@@ -248,7 +262,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "the living index at scale on a built index: filters, add, reindex",
         smoke=(
             "--name",
-            "pypi-first3000-ivf",
+            "pypi-first1500-ivf",
             "--index-dir",
             "{scratch}/indexes",
             "--queries",
@@ -268,8 +282,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "hybrid_quality",
         "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
         (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50", "<=", 1.5),),
-        ("--debian-rows", "300"),
-        smoke_limit_s=180,
+        (
+            "--tasks",
+            "debian",
+            "--debian-rows",
+            "120",
+            "--latency-index",
+            "{scratch}/indexes/pypi-first1500-ivf",
+            "--latency-queries",
+            "20",
+        ),
     ),
     Benchmark(
         "mpnet",
@@ -294,17 +316,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),
         ),
         no_smoke="trains a model (tens of minutes)",
+        script="mpnet_figures",
     ),
     Benchmark(
         "train_stsb",
         "fine-tuning the default model on STS-B: STS-B test",
         (_goal("default model fine-tuned, STS-B test", "after_test.spearman_cosine", ">=", 0.86),),
-        no_smoke="trains a model (tens of minutes)",
+        ("--max-steps", "2", "--epochs", "1"),
     ),
     Benchmark(
         "build_overlap",
         "encode time against build time, pipelined and not",
-        smoke=("--rows", "1000", "--depths", "0,1"),
+        smoke=("--rows", "500", "--depths", "0,1"),
     ),
     Benchmark(
         "bounded_memory",
@@ -329,20 +352,79 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke_limit_s=180,
     ),
     Benchmark(
+        "cpu_runtimes",
+        "texts/s of semsearch's CPU runtimes (torch, OpenVINO fp32/bf16) against "
+        "sentence-transformers' torch and OpenVINO backends; cosine and recall@10 to fp32",
+        smoke=("--pypi-rows", "24", "--debian-rows", "8", "--threads", "1", "--rounds", "1"),
+    ),
+    Benchmark(
+        "query_kernel_memory",
+        "memory growth and CPU of query encoding in fp32, bf16 and bf16 after the kernel warm-up",
+        smoke=("--groups", "40"),
+    ),
+    Benchmark(
+        "mine_stsb_ap",
+        "paraphrase mining on STS-B's sentences: average precision against the gold pairs",
+        smoke=("--pairs", "300", "--top-k", "10"),
+    ),
+    Benchmark(
+        "objectives_table",
+        "one row per training objective from the same model and steps: STS-B test, SICK trial",
+        no_smoke="trains a model per row (hours)",
+    ),
+    Benchmark(
+        "baselines",
+        "the baselines grid (poolings, objectives, data): STS-B, SICK, pair classification",
+        no_smoke="trains a model per row (hours)",
+    ),
+    Benchmark(
+        "multi_dataset_train",
+        "mpnet trained on STS-B plus Debian pairs: STS-B test and DBPedia nDCG@10",
+        no_smoke="trains all-mpnet-base-v2 (not bundled; tens of minutes)",
+    ),
+    Benchmark(
+        "retrieval_cross_encoder",
+        "a cross-encoder trained for retrieval: DBPedia and Debian nDCG@10 after re-ranking",
+        no_smoke="trains a cross-encoder (tens of minutes)",
+    ),
+    Benchmark(
+        "ray_build",
+        "`build --engine ray` against the local build: wall time and texts/s",
+        no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
+    ),
+    Benchmark(
         "beyond_ram",
         "a `disk` index of N synthetic rows (real PyPI vectors plus noise): the searcher's "
         "RssAnon and RssFile a row, recall@10, p50/p99, filters at 50/5/0.5 %, build time and peak",
         (
-            _goal("RssAnon bytes a row, 20M rows", "rss_anon_bytes_per_row", "<=", 100,
-                  rows=20_000_000),
+            _goal(
+                "RssAnon bytes a row, 20M rows",
+                "rss_anon_bytes_per_row",
+                "<=",
+                100,
+                rows=20_000_000,
+            ),
             _goal("recall@10, 20M rows", "search.recall_at_10", ">=", 0.95, rows=20_000_000),
             _goal("p50 ms, 20M rows", "search.p50_ms", "<=", 20, rows=20_000_000),
             _goal("p99 ms, 20M rows", "search.p99_ms", "<=", 100, rows=20_000_000),
-            _goal("recall@10 at a 1-in-200 filter, 20M rows", "search.filter_1_in_200.recall_at_10",
-                  ">=", 0.95, rows=20_000_000),
+            _goal(
+                "recall@10 at a 1-in-200 filter, 20M rows",
+                "search.filter_1_in_200.recall_at_10",
+                ">=",
+                0.95,
+                rows=20_000_000,
+            ),
         ),  # fmt: skip
-        smoke=("--rows", "20000", "--base-rows", "300", "--queries", "50",
-               "--work-dir", "{scratch}/beyond_ram"),  # fmt: skip
+        smoke=(
+            "--rows",
+            "20000",
+            "--base-rows",
+            "300",
+            "--queries",
+            "50",
+            "--work-dir",
+            "{scratch}/beyond_ram",
+        ),  # fmt: skip
         smoke_limit_s=180,
     ),
 )
@@ -372,7 +454,7 @@ def goals_table(results_dir: Path) -> str:
 
 def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
     options = [part.replace("{scratch}", str(scratch)) for part in benchmark.smoke or ()]
-    return [sys.executable, f"benchmarks/{benchmark.name}.py", *options,
+    return [sys.executable, benchmark.path, *options,
             "--out-dir", str(scratch / benchmark.name)]  # fmt: skip
 
 

@@ -13,8 +13,8 @@ same gold pairs, and added to the gold pairs. Dev and test are untouched.
 
 Before training, the default model is measured on STS-B test (the anchor's figure is
 0.820 Spearman of the cosine). The trained model goes to `out/models/stsb-<objective>/`;
-if the run is interrupted, the same command resumes it from its checkpoint. Figures:
-`out/train_stsb_<objective>.json`.
+if the run is interrupted, the same command resumes it from its checkpoint. Figures: one
+JSON line in `results/train_stsb.jsonl`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from training_bench import (
     environment,
     markdown_table,
     use_threads,
-    write_json,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -123,8 +122,7 @@ def main() -> None:
         "silver": silver,
         "environment": environment(),
     }
-    path = write_json(args.out_dir / f"train_{run.replace('-', '_')}.json", payload)
-    record(args, "train_stsb", payload)
+    path = record(args, "train_stsb", payload)
     print(markdown_table(
         ["model", "STS-B dev (best)", "STS-B test spearman_cosine", "steps", "training time"],
         [[args.model, "-", f"{before['spearman_cosine']:.4f}", "-", "-"],

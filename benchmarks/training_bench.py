@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 import common
-from common import environment, markdown_table
+from common import environment, markdown_table, stsb_file
 
 __all__ = [
     "base_parser",
@@ -18,7 +18,6 @@ __all__ = [
     "environment",
     "markdown_table",
     "use_threads",
-    "write_json",
 ]
 
 
@@ -39,9 +38,9 @@ def use_threads(threads: int) -> None:
 def data_files(data_dir: Path) -> dict[str, Path]:
     """The shared STS-B and SICK files, checked to exist."""
     files = {
-        "stsb_train": data_dir / "stsb" / "stsb_train.tsv.gz",
-        "stsb_dev": data_dir / "stsb" / "stsb_dev.tsv.gz",
-        "stsb_test": data_dir / "stsb" / "stsb_test.tsv.gz",
+        "stsb_train": stsb_file(data_dir, "train"),
+        "stsb_dev": stsb_file(data_dir, "dev"),
+        "stsb_test": stsb_file(data_dir, "test"),
         "sick_train": data_dir / "sick" / "sick_train.tsv.gz",
         "sick_trial": data_dir / "sick" / "sick_trial.tsv.gz",
     }
@@ -49,7 +48,3 @@ def data_files(data_dir: Path) -> dict[str, Path]:
     if missing:
         raise SystemExit(f"missing data files (see --data-dir): {', '.join(missing)}")
     return files
-
-
-def write_json(path: Path, payload: dict) -> Path:
-    return common.write_json(path.parent, path.name, payload)

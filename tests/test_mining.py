@@ -22,6 +22,7 @@ from semsearch.mining import (
     mine_index,
 )
 from semsearch.mining import neighbours as neighbours_module
+from semsearch.mining.recall import mined_recall
 
 SUBJECTS = ["A man", "The woman", "A child", "An old dog", "The cat", "A student"]
 VERBS = ["is reading", "plays with", "looks at", "carries", "paints"]
@@ -111,6 +112,17 @@ def test_pairs_match_a_brute_force_search(tmp_path, default_encoder) -> None:
     }
     assert set(zip(result.rows_a.tolist(), result.rows_b.tolist())) == expected
     np.testing.assert_allclose(result.scores, similarity[result.rows_a, result.rows_b], atol=1e-5)
+
+
+def test_mined_recall_is_one_for_full_pairs_and_drops_when_pairs_are_cut(
+    collection, tiny_encoder
+) -> None:
+    full = mine_file(collection, tiny_encoder, top_k=3)
+    assert mined_recall(full, sample=40, k=3) == {"sampled_texts": 40, "k": 3, "recall": 1.0}
+    cut = mine_file(collection, tiny_encoder, top_k=3, threshold=float(np.median(full.scores)))
+    partial = mined_recall(cut, sample=40, k=3)["recall"]
+    assert 0.0 < partial < 1.0
+    assert mined_recall(full, sample=10_000, k=3)["sampled_texts"] == 120  # all, not more
 
 
 def test_default_model_ranks_the_paraphrases_first(corpus_file, default_encoder) -> None:

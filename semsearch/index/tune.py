@@ -130,6 +130,16 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:
     return float(np.sum(hits) / (k * len(exact)))
 
 
+def target_recall(found: np.ndarray, targets: np.ndarray) -> float:
+    """Share of queries whose one right row (`targets`, [queries]) is among the rows found for
+    it (`found`, [queries, k]): recall@k when each query has a single relevant document, as a
+    synopsis has its own package's description."""
+    found, targets = np.asarray(found), np.asarray(targets)
+    if found.ndim != 2 or len(found) != len(targets):
+        raise ValueError(f"found {found.shape} and targets {targets.shape} do not pair up")
+    return float(np.mean((found == targets[:, None]).any(axis=1))) if len(found) else 0.0
+
+
 def tune_index(
     index: VectorIndex,
     queries: np.ndarray,

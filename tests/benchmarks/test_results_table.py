@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,68 @@ def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path)
     assert f"{tmp_path}/indexes" in command
     assert command[-2:] == ["--out-dir", str(tmp_path / "hit_metadata")]
     assert not any("{scratch}" in part for part in command)
+
+
+def _expected(line_files: Path, benchmark: str, goal: Goal) -> float | None:
+    """The goal's figure by brute force: the last line of the file whose filters hold and
+    whose key path leads to a number (an oracle written apart from `results_table`)."""
+    path, found = line_files / f"{benchmark}.jsonl", None
+    for text in path.read_text().splitlines() if path.exists() else []:
+        line = json.loads(text)
+        if all(_same(_walk(line, key), want) for key, want in goal.where.items()):
+            value = _walk(line, goal.key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found = float(value)
+    return found
+
+
+def _same(value: object, want: object) -> bool:
+    if isinstance(want, str) and isinstance(value, str):
+        return fnmatchcase(value, want)
+    return value == want
+
+
+def _walk(line: object, key: tuple[str, ...]) -> object:
+    for step in key:
+        line = line.get(step) if isinstance(line, dict) else None
+    return line
+
+
+def test_the_suite_table_agrees_with_the_lines_common_record_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import common
+
+    labels = {"cuda": "NVIDIA H100 80GB HBM3", "cpu": "cpu: EPYC (2 cores)"}
+    monkeypatch.setattr(common, "device_label", lambda device="cpu": labels[device])
+    monkeypatch.setattr(common, "git_commit", lambda: "abc123")
+    args = argparse.Namespace(results_dir=tmp_path, out_dir=tmp_path)
+    help_s, list_s = "semsearch --help", "semsearch list"
+    common.record(args, "startup", {"commands": {help_s: {"wall_s": 0.7}, list_s: {"wall_s": 0.3}}})
+    common.record(args, "startup", {"commands": {help_s: {"wall_s": 0.4}}})  # later, --help only
+    pypi = {"corpus": "pypi_summaries", "mean_cos": 0.9995, "min_cos": 0.99}
+    common.record(args, "encode_throughput", {**pypi, "texts_per_s": 120_000}, device="cuda")
+    common.record(args, "encode_throughput", {**pypi, "texts_per_s": 900})  # a CPU smoke line
+    debian = {"corpus": "debian_long", "texts_per_s": 30_000}
+    common.record(args, "encode_throughput", debian, device="cuda")
+
+    table = suite.goals_table(tmp_path).splitlines()[2:]
+    goals = [(benchmark.name, goal) for benchmark in suite.BENCHMARKS for goal in benchmark.goals]
+    assert len(table) == len(goals)  # one row per goal of the registry, in its order
+    for row, (benchmark, goal) in zip(table, goals):
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert cells[:2] == [f"`{benchmark}`", f"{goal.what} {goal.text}"]
+        expected = _expected(tmp_path, benchmark, goal)
+        if expected is None:
+            assert cells[2:4] == ["-", "not measured"], row
+        else:
+            assert cells[2] == f"{expected:g}", row
+            assert cells[3] == ("met" if goal.met(expected) else "not met"), row
+            assert cells[5].startswith(common.machine()["cpu"]), row
+            assert cells[6] == f"`{common.command_line()}`", row
+    by_goal = {cells[1]: cells for cells in (r.strip("|").split(" | ") for r in table)}
+    assert by_goal["`semsearch --help` s <= 0.5"][2:4] == ["0.4", "met"]
+    assert by_goal["`semsearch list` s <= 0.5"][2:4] == ["0.3", "met"]  # from the earlier line
+    assert by_goal["PyPI texts/s (one H100) >= 100000"][2:4] == ["120000", "met"]  # not the CPU's
+    assert by_goal["Debian texts/s (one H100) >= 40000"][2:4] == ["30000", "not met"]
+    assert by_goal["PyPI min cosine to st fp32 >= 0.995"][2:4] == ["0.99", "not met"]

@@ -1,0 +1,28 @@
+"""The benchmark registry (benchmarks/suite.py) against the scripts in benchmarks/."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # the scripts import each other by bare name
+
+import suite  # noqa: E402
+
+
+def test_every_script_is_registered_and_every_cpu_script_has_a_smoke_run() -> None:
+    scripts = {path.stem for path in BENCHMARKS.glob("*.py")
+               if '__name__ == "__main__"' in path.read_text(encoding="utf-8")}  # fmt: skip
+    registered = {Path(benchmark.path).stem: benchmark for benchmark in suite.BENCHMARKS}
+    assert scripts - set(suite.TOOLS) == set(registered)
+    for name, benchmark in registered.items():
+        assert (BENCHMARKS / f"{name}.py").is_file()
+        assert (benchmark.smoke is None) == bool(benchmark.no_smoke), name
+
+
+def test_no_script_writes_figures_outside_the_results_lines() -> None:
+    for path in BENCHMARKS.glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "write_json" not in text, path.name
+        assert "argsort(-" not in text, path.name  # exact search is the library's
