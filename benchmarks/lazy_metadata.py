@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import DEFAULT_OUT_DIR, append_result_lines, base_parser, environment, results_file
+from common import DEFAULT_OUT_DIR, base_parser, environment, record
 
 DIMENSION = 32
 QUERIES = 1000
@@ -118,7 +118,7 @@ def main() -> None:
         build_index(BuildOptions(corpus=corpus, out_dir=index.parent, name=index.name,
                                  vector_column="emb", model=None, index="flat",
                                  show_progress=False))  # fmt: skip
-    record = {"benchmark": "lazy_metadata", "rows": args.rows, "dimension": DIMENSION,
+    figures = {"rows": args.rows, "dimension": DIMENSION,
               "index": "Flat", "queries": QUERIES, "command": "python benchmarks/lazy_metadata.py "
               + " ".join(sys.argv[1:]), "runs": {}}  # fmt: skip
     trees = {"this checkout": Path(__file__).resolve().parents[1]}
@@ -128,10 +128,10 @@ def main() -> None:
         environment_vars = {**os.environ, "PYTHONPATH": f"{tree}:{Path(__file__).parent}"}
         output = subprocess.run([sys.executable, __file__, "--child", str(index)], check=True,
                                 capture_output=True, text=True, env=environment_vars).stdout  # fmt: skip
-        record["runs"][name] = json.loads(output.strip().splitlines()[-1])
-        print(name, record["runs"][name], flush=True)
-    record["environment"] = environment()
-    append_result_lines(results_file(args, "lazy_metadata"), [record])
+        figures["runs"][name] = json.loads(output.strip().splitlines()[-1])
+        print(name, figures["runs"][name], flush=True)
+    figures["environment"] = environment()
+    record(args, "lazy_metadata", figures)
 
 
 def argparse_hidden() -> str:

@@ -337,6 +337,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke_limit_s=180,
     ),
     Benchmark(
+        "lazy_metadata",
+        "a searcher's anonymous memory a row apart from its FAISS index, hits' metadata "
+        "latency and --where time, on random vectors with PyPI-like metadata",
+        smoke=("--rows", "5000", "--work-dir", "{scratch}/lazy_metadata"),
+    ),
+    Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
         smoke=(
