@@ -58,6 +58,12 @@ def query(
     ef_search: Annotated[
         int | None, typer.Option(help="HNSW candidate list size (overrides the manifest).")
     ] = None,
+    oversample: Annotated[
+        int | None,
+        typer.Option(
+            help="A disk index's candidates re-scored per result (overrides the manifest)."
+        ),
+    ] = None,
     show: Annotated[
         list[str] | None, typer.Option(help="Metadata column to add to the table (repeatable).")
     ] = None,
@@ -133,8 +139,9 @@ def query(
             raise SemsearchError(
                 "--vectors searches by vector alone: leave out TEXT, --file, --rerank and --mode"
             )
-        _query_vectors(vectors, index, index_dir, at, k, where, nprobe, ef_search, show,
-                       json_output)  # fmt: skip
+        _query_vectors(vectors, index, index_dir, at, k, where,
+                       {"nprobe": nprobe, "efSearch": ef_search, "oversample": oversample},
+                       show, json_output)  # fmt: skip
         return
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
@@ -157,6 +164,7 @@ def query(
         "fusion": fused,
         "nprobe": nprobe,
         "efSearch": ef_search,
+        "oversample": oversample,
     }
     reranker = None
     if rerank is not None:
@@ -184,7 +192,7 @@ def query(
 
 def _query_vectors(
     path: Path, index: str | None, index_dir: Path, at: int | None, k: int, where: str | None,
-    nprobe: int | None, ef_search: int | None, show: list[str] | None, json_output: bool,
+    params: dict[str, int | None], show: list[str] | None, json_output: bool,
 ) -> None:  # fmt: skip
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
     from semsearch.search import Searcher
@@ -197,7 +205,7 @@ def _query_vectors(
     per_call = queries_per_call(k)
     for start in range(0, len(vectors), per_call):
         found = searcher.search_vectors(vectors[start : start + per_call], k=k, where=where,
-                                        nprobe=nprobe, efSearch=ef_search)  # fmt: skip
+                                        **params)  # fmt: skip
         notes = [_renumbered(note, start) for note in found.notes]
         for note in notes:
             typer.echo(f"note: {note}", err=True)

@@ -260,7 +260,8 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         def answer(vectors: np.ndarray | None) -> bytes:
             """Search and render (on the encoder's worker thread, right after encoding)."""
             results = searcher.search_vectors(vectors, request.k, request.where, queries=queries, mode=request.mode,
-                                              fusion=fusion, nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
+                                              fusion=fusion, nprobe=request.nprobe, efSearch=request.ef_search,
+                                              oversample=request.oversample)  # fmt: skip
             return _answer(served, searcher, request.mode, queries, results)
 
         if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
@@ -294,7 +295,8 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
 
         def answer() -> bytes:
             results = searcher.search_vectors(vectors, request.k, request.where,
-                                              nprobe=request.nprobe, efSearch=request.ef_search)  # fmt: skip
+                                              nprobe=request.nprobe, efSearch=request.ef_search,
+                                              oversample=request.oversample)  # fmt: skip
             rows = list(range(len(vectors)))
             return _answer(served, searcher, "dense", rows, results)
 
@@ -430,7 +432,7 @@ def _summary(served: ServedIndex) -> dict:
 # The library's messages name the command line's flags; over HTTP the same things are the
 # request's fields (`--where EXPR` is `where`).
 _FLAGS = re.compile(
-    r"(?<![\w-])--(where|ids|ef-search|nprobe|mode|fusion|alpha)(?: (?:EXPR|FILE))?\b"
+    r"(?<![\w-])--(where|ids|ef-search|nprobe|oversample|mode|fusion|alpha)(?: (?:EXPR|FILE))?\b"
 )
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from semsearch.index.store import DEFAULT_INDEX_DIR
 from semsearch.options import DEFAULT_FUSION, FusionMethod, SearchMode
+from semsearch.search_limits import MAX_OVERSAMPLE
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,12 @@ class SearchRequest(BaseModel):
     )
     ef_search: int | None = Field(
         None, ge=1, le=MAX_EF_SEARCH, description="HNSW candidate list, this call only."
+    )
+    oversample: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_OVERSAMPLE,
+        description="A disk index's candidates re-scored per result, this call only.",
     )
     mode: SearchMode = Field(
         "dense", description="dense (vectors), lexical (BM25) or hybrid (both, fused)."

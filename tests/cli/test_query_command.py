@@ -89,3 +89,34 @@ def test_a_build_from_a_column_of_text_is_one_line(cli, tmp_path) -> None:
     pq.write_table(pa.table({"emb": ["0.1, 0.2", "0.3, 0.4"]}), path)
     result = cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir)
     assert "holds string, not lists of numbers" in error_line(result)
+
+
+def test_query_oversample_reaches_the_exact_neighbours_of_a_disk_index(cli, tmp_path) -> None:
+    """`--nprobe` and `--oversample` override a disk index's manifest for this query: at the
+    most lists and candidates its top-k is the exact one, at one of each it is not."""
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(40, 32))
+    base = (centres[rng.integers(0, 40, 2000)] + 0.5 * rng.normal(size=(2000, 32))).astype(
+        np.float32
+    )
+    path = tmp_path / "many.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32()))}), path)
+    built = cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir,
+                "--index-type", "disk", "--target-recall", "0")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    queries = rng.normal(size=(8, 32)).astype(np.float32)
+    np.save(tmp_path / "q.npy", queries)
+    unit = base / np.linalg.norm(base, axis=1, keepdims=True)
+    exact = np.argsort(-(queries @ unit.T), axis=1)[:, :10]
+
+    def found(*options: str) -> np.ndarray:
+        result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
+                     "--json", *options)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        records = [json.loads(line) for line in result.stdout.splitlines()]
+        return np.array([r["id"] for r in records]).reshape(8, 10)
+
+    wide = found("--nprobe", "4096", "--oversample", "256")
+    assert all(set(w) == set(e) for w, e in zip(wide, exact))
+    narrow = found("--nprobe", "1", "--oversample", "1")
+    assert not all(set(n) == set(e) for n, e in zip(narrow, exact))
