@@ -247,7 +247,8 @@ def test_a_lone_surrogate_is_a_422_not_a_500(client, payload, where) -> None:
 
 
 @pytest.mark.parametrize(
-    "parameter,value", [("ef_search", 10**9), ("nprobe", 10**9), ("oversample", 10**9), ("k", 10**9)]
+    "parameter,value",
+    [("ef_search", 10**9), ("nprobe", 10**9), ("oversample", 10**9), ("k", 10**9)],
 )
 def test_per_call_work_has_a_hard_ceiling(client, parameter, value) -> None:
     response = client.post("/search", json={"q": "guitar", parameter: value})
