@@ -55,7 +55,8 @@ REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vecto
 # Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.
 PEERS = ("st-openvino", "st-onnx-int8")
 CANDIDATES = (REFERENCE, *PEERS, "semsearch-torch-fp32", "semsearch-torch-int8",
-              "semsearch-openvino-fp32", "semsearch-openvino-bf16")  # fmt: skip
+              "semsearch-openvino-fp32", "semsearch-openvino-bf16",
+              "semsearch-openvino-int8")  # fmt: skip
 ONNX_INT8_FILE = "onnx/model_qint8_avx512_vnni.onnx"  # sentence-transformers' export for VNNI
 FAITHFUL = (0.9999, 0.999)  # mean, min cosine to the reference
 WARMUP = 64  # texts encoded before the clock starts (kernel choice, first-call costs)
@@ -108,7 +109,9 @@ def _encoder(candidate: str, threads: int, batch_size: int, model: Path):
     return lambda texts: encoder.encode(texts, batch_size=batch_size, precision=precision)
 
 
-def measure(args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]) -> list[dict]:
+def measure(
+    args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]
+) -> list[dict]:
     """Every candidate at every thread count, `--rounds` interleaved rounds each."""
     candidates = [c for c in CANDIDATES if c not in PEERS or c in peers]
     rows = []
