@@ -113,7 +113,8 @@ def measure(
     args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]
 ) -> list[dict]:
     """Every candidate at every thread count, `--rounds` interleaved rounds each."""
-    candidates = [c for c in CANDIDATES if c not in PEERS or c in peers]
+    candidates = [c for c in CANDIDATES if (c not in PEERS or c in peers)
+                  and (not args.candidates or c == REFERENCE or c in args.candidates)]  # fmt: skip
     rows = []
     for threads in args.threads:
         seconds: dict[str, list[dict]] = {c: [] for c in candidates}
@@ -249,6 +250,8 @@ def main() -> None:
                         default=[1, 2], help="thread counts, e.g. 1,2 (one process each)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32, help="every candidate's batch")
+    parser.add_argument("--candidates", type=lambda s: s.split(","), default=None,
+                        help="only these (comma-separated; the reference always runs)")  # fmt: skip
     parser.add_argument("--model", type=Path, default=None, help="default: the bundled model")
     parser.add_argument("--peer-path", type=Path, default=Path("/tmp/stov"),
                         help="folder with optimum-intel and its transformers, first on the "
