@@ -16,7 +16,9 @@ quantisation fails or the check does not pass, `attach` returns None after one l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
@@ -185,9 +187,10 @@ def _quantize(encoder: BiEncoder, ov: Any, fp32: Any, texts: list[str]) -> Any:
         samples.append({"input_ids": row, "attention_mask": np.ones_like(row)})
     nncf_log = logging.getLogger("nncf")
     level = nncf_log.level
-    nncf_log.setLevel(logging.WARNING)  # its progress bars and notes, per quantisation
-    try:
-        return nncf.quantize(model, nncf.Dataset(samples), model_type=nncf.ModelType.TRANSFORMER,
-                             subset_size=len(samples))  # fmt: skip
+    nncf_log.setLevel(logging.WARNING)  # its notes, and (stdout) its progress bars: one line
+    try:  # of ours says what happened
+        with contextlib.redirect_stdout(io.StringIO()):
+            return nncf.quantize(model, nncf.Dataset(samples), subset_size=len(samples),
+                                 model_type=nncf.ModelType.TRANSFORMER)  # fmt: skip
     finally:
         nncf_log.setLevel(level)
