@@ -56,7 +56,8 @@ REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vecto
 # Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.
 PEERS = ("st-openvino", "st-onnx-int8")
 CANDIDATES = (REFERENCE, *PEERS, "semsearch-torch-fp32", "semsearch-torch-int8",
-              "semsearch-openvino-fp32", "semsearch-openvino-bf16")  # fmt: skip
+              "semsearch-openvino-fp32", "semsearch-openvino-bf16",
+              "semsearch-openvino-int8")  # fmt: skip
 ONNX_INT8_FILE = "onnx/model_qint8_avx512_vnni.onnx"  # sentence-transformers' export for VNNI
 FAITHFUL = (0.9999, 0.999)  # mean, min cosine to the reference
 WARMUP = 64  # texts encoded before the clock starts (kernel choice, first-call costs)
@@ -109,9 +110,12 @@ def _encoder(candidate: str, threads: int, batch_size: int, model: Path):
     return lambda texts: encoder.encode(texts, batch_size=batch_size, precision=precision)
 
 
-def measure(args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]) -> list[dict]:
+def measure(
+    args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]
+) -> list[dict]:
     """Every candidate at every thread count, `--rounds` interleaved rounds each."""
-    candidates = [c for c in CANDIDATES if c not in PEERS or c in peers]
+    candidates = [c for c in CANDIDATES if (c not in PEERS or c in peers)
+                  and (not args.candidates or c == REFERENCE or c in args.candidates)]  # fmt: skip
     rows = []
     for threads in args.threads:
         seconds: dict[str, list[dict]] = {c: [] for c in candidates}
@@ -245,6 +249,8 @@ def main() -> None:
                         default=[1, 2], help="thread counts, e.g. 1,2 (one process each)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32, help="every candidate's batch")
+    parser.add_argument("--candidates", type=lambda s: s.split(","), default=None,
+                        help="only these (comma-separated; the reference always runs)")  # fmt: skip
     parser.add_argument("--model", type=Path, default=None, help="default: the bundled model")
     parser.add_argument("--peer-path", type=Path, default=Path("/tmp/stov"),
                         help="folder with optimum-intel and its transformers, first on the "

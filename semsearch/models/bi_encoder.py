@@ -117,12 +117,14 @@ class BiEncoder(nn.Module):
         quantization: str | None = None,
         local_files_only: bool = False,
         runtime: Runtime = "torch",
+        calibration: Sequence[str] | None = None,
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config.
 
         `quantization="int8"` quantises the linear layers for CPU inference (not for training);
         `local_files_only` takes a hub model from the local cache, never from the network;
-        `runtime` is what `encode` runs on (`use_runtime`).
+        `runtime` is what `encode` runs on (`use_runtime`); `calibration`: sample texts an
+        int8 encoder on OpenVINO is calibrated on (`openvino_int8`; default a fixed set).
         """
         check_quantization(quantization)
         check_runtime(runtime, quantization)
@@ -154,12 +156,24 @@ class BiEncoder(nn.Module):
         encoder.eval()
         encoder = encoder.to(resolve_device(device))
         if quantization == "int8":
-            texts = list(CALIBRATION_TEXTS)  # one at a time: no padding in the ranges
-            encoder.transformer = quantize_int8(encoder.transformer,
-                                                lambda: encoder.encode(texts, batch_size=1),
-                                                encoder.device)  # fmt: skip
-            encoder.quantization = quantization
+            return encoder._quantize_int8(runtime, calibration)
         return encoder.use_runtime(runtime)
+
+    def _quantize_int8(self, runtime: Runtime, calibration: Sequence[str] | None) -> BiEncoder:
+        """int8 on OpenVINO (`openvino_int8`) where asked and possible, else torch's `Int8Linear`."""
+        if runtime == "openvino":
+            from semsearch.models.openvino_int8 import OpenVinoInt8Encoder
+
+            self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
+            self.quantization = "int8"
+            if self._runtime is not None:
+                return self  # else `attach` said why, in one line
+        texts = list(CALIBRATION_TEXTS)  # one at a time: no padding in the ranges
+        self.transformer = quantize_int8(self.transformer,
+                                         lambda: self.encode(texts, batch_size=1),
+                                         self.device)  # fmt: skip
+        self.quantization = "int8"
+        return self
 
     def use_runtime(self, runtime: Runtime) -> BiEncoder:
         """Run `encode`'s padded batches on `runtime`: `openvino` is an exported copy, checked

@@ -177,9 +177,7 @@ def test_packed_batches_run_on_torch(tiny_model_dir, tiny_encoder) -> None:
                                tiny_encoder.encode(TEXTS, packing=True), atol=1e-6)  # fmt: skip
 
 
-def test_an_int8_encoder_or_unknown_runtime_is_refused(tiny_model_dir) -> None:
-    with pytest.raises(SemsearchError, match="not int8 ones"):
-        BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8", runtime="openvino")
+def test_an_unknown_runtime_is_refused(tiny_model_dir) -> None:
     with pytest.raises(SemsearchError, match="unknown runtime"):
         BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="onnx")  # type: ignore[arg-type]
 

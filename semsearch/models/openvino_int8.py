@@ -1,0 +1,197 @@
+"""The int8 encoder on OpenVINO: the exported IR quantised by NNCF, run with the f32 hint.
+
+Why: NNCF's post-training quantisation (static scales calibrated on sample texts, the
+transformer preset) on OpenVINO's int8 kernels is a well-kept replacement for a hand-written
+int8 layer, and faster (benchmarks/RESULTS.md). Static scales mean a text's vector does not
+depend on its batch mates. The f32 hint keeps the layers NNCF left unquantised in fp32: with
+the bf16 hint the model was both slower and further from fp32 (measured 2026-11-26).
+
+The quantised IR is cached beside the fp32 export (`openvino_runtime`), keyed by that
+export's key (weights' fingerprint, pooling, length, OpenVINO version), NNCF's version and
+the calibration texts' hash, with a hash record per file: a tampered entry is quantised
+again, never loaded. Before use it is checked against the torch fp32 encoder on
+`CHECK_TEXTS` with a looser bar than the fp32 runtime's; where openvino or nncf is missing,
+quantisation fails or the check does not pass, `attach` returns None after one log line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from semsearch.errors import SemsearchError
+from semsearch.index.checksums import cache_file_problem, write_cache_record
+from semsearch.models.openvino_runtime import CHECK_TEXTS, OpenVinoEncoder, _exported, export_path
+
+if TYPE_CHECKING:
+    from semsearch.models.bi_encoder import BiEncoder
+
+log = logging.getLogger(__name__)
+
+QUANTIZED_FORMAT = 1
+# The bar int8 vectors must reach against torch fp32 on CHECK_TEXTS. Measured on the default
+# model (2026-11-26): on CHECK_TEXTS mean 0.9976, min 0.9934 (built-in calibration); on 600
+# PyPI summaries / 120 Debian descriptions mean 0.9939 / 0.9937, lowest 0.961 / 0.966
+# (benchmarks/cpu_runtimes.py); calibrated on 300 PyPI summaries instead, mean 0.9972 /
+# 0.9973, lowest 0.969 / 0.992. A broken model (wrong scales, a swapped entry) lands far below.
+MIN_MEAN_COSINE = 0.99
+MIN_COSINE = 0.95
+# Texts calibrated on where no corpus is given (queries, `encode`): fixed, so the quantised
+# model, and every vector, is the same at every load. Varied lengths and domains.
+BUILTIN_CALIBRATION = (
+    "A man is playing a guitar.",
+    "How do I compress a folder on Linux?",
+    "Stock markets fell sharply on Monday.",
+    "The cat sleeps on the sofa while it rains outside.",
+    "Fast JSON decoding for Python programs",
+    "A library for parsing command-line options",
+    "Async HTTP client and server framework",
+    "Utilities for reading and writing Parquet files with pandas",
+    "python3 bindings for the GTK toolkit",
+    "transitional dummy package",
+    "Add your description here",
+    "machine learning model deployment",
+    "what is the capital of France",
+    "Two men pushed carts through the woods.",
+    "Ünïcödé text, emoji 🎉 and CJK 漢字 in one line.",
+    "This package contains the documentation for the library, in HTML and PDF formats, "
+    "with examples of every function and a tutorial for new users.",
+    "GNU Make is a utility which controls the generation of executables and other "
+    "target files of a program from the program's source files. It determines "
+    "automatically which pieces of a program need to be (re)created.",
+    "The recipe needs two eggs, some flour and a cup of milk; bake the cake for "
+    "forty minutes, let it cool, then cover it with chocolate.",
+    "Shares dropped steeply at the start of the week after the central bank raised "
+    "interest rates by half a point, the largest rise in twenty years.",
+    "This is a development package: it holds the header files and the static library "
+    "needed to compile programs that use libfoo. Install it only to build software.",
+    *CHECK_TEXTS,
+)
+# What runs where this runtime cannot (`BiEncoder._quantize_int8`), for the one log line.
+FALLBACK = "int8 on torch instead"
+# Calibration texts taken from a corpus at most (NNCF's default subset is 300 samples).
+MAX_CALIBRATION_TEXTS = 300
+
+
+class OpenVinoInt8Encoder(OpenVinoEncoder):
+    """`OpenVinoEncoder` over the NNCF-quantised IR: one precision, int8, under the f32 hint."""
+
+    bar = (MIN_MEAN_COSINE, MIN_COSINE)
+    precisions = ("int8",)
+
+    @classmethod
+    def attach(  # type: ignore[override]
+        cls, encoder: BiEncoder, calibration: Sequence[str] | None = None
+    ) -> OpenVinoInt8Encoder | None:
+        """The int8 runtime for the fp32 `encoder`, quantised on `calibration` (default:
+        `BUILTIN_CALIBRATION`) or taken from the cache, and checked; None, with one log line,
+        where it cannot run."""
+        if encoder.device.type != "cpu":
+            raise SemsearchError("int8 quantisation runs on the CPU: add --device cpu")
+        from semsearch.models.word_encoder import WordNetwork
+
+        if isinstance(encoder.transformer, WordNetwork):
+            log.warning("a word-vector model has no OpenVINO int8 export: %s", FALLBACK)
+            return None
+        try:
+            import nncf  # noqa: F401
+            import openvino as ov
+        except ImportError as exc:
+            log.warning("int8 on OpenVINO needs openvino and nncf (pip install "
+                        "'semsearch[cpu-runtime]'; missing: %s): %s", exc.name, FALLBACK)  # fmt: skip
+            return None
+        texts = calibration_sample(calibration)
+        try:
+            model = _quantized(encoder, ov, texts)
+        except Exception as exc:
+            log.warning("could not quantise the encoder with NNCF (%s: %s): %s",
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                        FALLBACK)  # fmt: skip
+            return None
+        runtime = cls(encoder, model, "int8")
+        return runtime if runtime.forward_for("auto", encoder) is not None else None
+
+    def forward_for(self, precision: str, encoder: BiEncoder):
+        """int8 for `auto` and `fp32` (an int8 encoder's only precision); None otherwise."""
+        return super().forward_for("int8" if precision in ("auto", "fp32") else "none", encoder)
+
+
+def calibration_sample(texts: Sequence[str] | None) -> list[str]:
+    """The texts to calibrate on: `texts` (non-empty ones, the first `MAX_CALIBRATION_TEXTS`:
+    deterministic) or the built-in set."""
+    chosen = [t for t in (texts or ()) if t.strip()][:MAX_CALIBRATION_TEXTS]
+    return chosen or list(BUILTIN_CALIBRATION)
+
+
+def calibration_hash(texts: Sequence[str]) -> str:
+    return hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()
+
+
+def quantized_path(encoder: BiEncoder, ov_version: str, texts: Sequence[str]) -> Path | None:
+    """Where the int8 IR of `encoder` calibrated on `texts` is cached; None without a
+    fingerprint (a model built in memory)."""
+    import nncf
+
+    fp32 = export_path(encoder, ov_version)
+    if fp32 is None:
+        return None
+    described = json.dumps([QUANTIZED_FORMAT, fp32.stem, nncf.__version__, calibration_hash(texts)])
+    digest = hashlib.sha256(described.encode()).hexdigest()[:24]
+    return fp32.parent.with_name("openvino-int8") / f"{digest}.xml"
+
+
+def _quantized(encoder: BiEncoder, ov: Any, texts: list[str]) -> Any:
+    """The cached int8 IR's path when a checked entry is there, else a fresh quantisation."""
+    xml = quantized_path(encoder, ov.get_version(), texts)
+    if xml is None:
+        return _quantize(encoder, ov, _exported(encoder, ov), texts)
+    weights = xml.with_suffix(".bin")
+    if xml.is_file() and weights.is_file():
+        problem = next(filter(None, (cache_file_problem(p) for p in (weights, xml))), None)
+        if problem is None:
+            return xml
+        log.warning("not using the int8 OpenVINO model %s: %s; quantising again", xml, problem)
+    model = _quantize(encoder, ov, _exported(encoder, ov), texts)
+    xml.parent.mkdir(parents=True, exist_ok=True)
+    partial = xml.with_name(f".{xml.stem}.{os.getpid()}.partial.xml")
+    ov.save_model(model, str(partial), compress_to_fp16=False)
+    partial_weights = partial.with_suffix(".bin")
+    write_cache_record(partial_weights, recorded_as=weights)
+    write_cache_record(partial, recorded_as=xml)
+    os.replace(partial_weights, weights)
+    os.replace(partial, xml)  # the graph last: it marks the entry complete
+    log.info("quantised the encoder to int8 with NNCF on %d texts, in %s", len(texts), xml)
+    return xml
+
+
+def _quantize(encoder: BiEncoder, ov: Any, fp32: Any, texts: list[str]) -> Any:
+    """NNCF's transformer preset over one text per sample (no padding in the ranges)."""
+    import nncf
+
+    model = ov.Core().read_model(fp32) if isinstance(fp32, (str, Path)) else fp32
+    if encoder.do_lower_case:
+        texts = [text.lower() for text in texts]
+    tokenized = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_length,
+                                  return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
+    samples = []
+    for ids in tokenized["input_ids"]:
+        row = np.asarray([ids], dtype=np.int64)
+        samples.append({"input_ids": row, "attention_mask": np.ones_like(row)})
+    nncf_log = logging.getLogger("nncf")
+    level = nncf_log.level
+    nncf_log.setLevel(logging.WARNING)  # its notes, and (stdout) its progress bars: one line
+    try:  # of ours says what happened
+        with contextlib.redirect_stdout(io.StringIO()):
+            return nncf.quantize(model, nncf.Dataset(samples), subset_size=len(samples),
+                                 model_type=nncf.ModelType.TRANSFORMER)  # fmt: skip
+    finally:
+        nncf_log.setLevel(level)
