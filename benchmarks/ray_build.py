@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import REPO_ROOT, base_parser, environment, markdown_table
+from common import REPO_ROOT, add_results_option, base_parser, environment, markdown_table
 from ray_memory import own_vectors_builds
 
 from semsearch.distributed import RayOptions, build_index_on_ray
@@ -87,6 +87,7 @@ def main() -> None:
         help="sizes of own-vector builds on two simulated nodes (driver memory)",
     )
     parser.add_argument("--index", default="IVF1024,SQ8", help="index of the --own-vectors builds")
+    add_results_option(parser)
     args = parser.parse_args()
     if args.own_vectors:
         own_vectors_builds(args, [int(size) for size in args.own_vectors.split(",")])
