@@ -78,9 +78,9 @@ def test_ivf_build_on_ray_fills_copies_and_keeps_the_recall(
         tiny_encoder.encode([f"{w} and more" for w in ("cat", "json", "chess", "eggs")] * 5),
         "cosine",
     )
-    assert (
-        abs(support.recall_at_10(on_ray, queries) - support.recall_at_10(local, queries)) <= 0.005
-    )
+    # nprobe is tuned on the first segment's rows (a smaller, sparser set): never less recall
+    # than the local build's (here 1.0 against 0.95, at nprobe 7).
+    assert support.recall_at_10(on_ray, queries) >= support.recall_at_10(local, queries) - 0.005
 
 
 def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_dir, tiny_encoder,
