@@ -47,10 +47,7 @@ def test_flat_build_on_ray_is_the_local_build(tmp_path, tiny_model_dir, tiny_enc
     support.assert_same_rows(local, on_ray)
     assert support.metadata(on_ray).equals(support.only_segment(local).metadata())
     assert support.top10(on_ray, tiny_encoder) == support.top10(local, tiny_encoder)
-    hnsw = {**model, "index": "HNSW16"}  # filled from the parts on the driver, as flat is
-    local_hnsw = build_index(
-        support.options(corpus, tmp_path, "local-hnsw", **hnsw), encoder=tiny_encoder
-    )
+    hnsw = {**model, "index": "HNSW16"}  # a graph per segment, built on its worker
     ray_hnsw = build_index_on_ray(
         support.options(corpus, tmp_path, "ray-hnsw", **hnsw), RayOptions(workers=2)
     )
