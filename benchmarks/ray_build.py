@@ -6,12 +6,18 @@ local engine (one process, torch on every core) and by `--engine ray` (a Ray ins
 started for the job on this machine, `--workers` encoder actors: on a CPU one core each, on
 a GPU machine one GPU actor with CPU readers). Each build's wall time includes everything a
 user waits for (Ray's start, the model loads, encoding, index, BM25 part, manifest). Appends
-one JSON line per engine to `benchmarks/results/ray_build.jsonl`. With `--merge`, the Ray
-line also times an IVF index filled from the built vectors: on one process against filled
-as copies on the workers and merged (`semsearch.distributed.build.fill_in_parallel`).
+one JSON line per engine to `benchmarks/results/ray_build.jsonl`.
+
+With `--own-vectors 500000,2000000`, no encoder runs: for each size, that many random unit
+384-d vectors (a fixed-size list column `emb`, written in batches) are built with
+`--vector-column emb` on a simulated two-node cluster (`ray.cluster_utils.Cluster`, one CPU
+a node, as the Ray tests do), and the line (`record`, `ray_build_memory.jsonl`) reports the
+driver's peak memory (its anonymous resident memory sampled every 0.1 s, and VmHWM, reset
+before the build) beside the Ray workers' (each `ray::` process sampled the same way).
 
     flock /tmp/cpu.lock python benchmarks/ray_build.py --rows 100000 --workers 2
     python benchmarks/ray_build.py --rows 0 --workers 1 --device cuda   # a GPU machine
+    flock /tmp/cpu.lock python benchmarks/ray_build.py --own-vectors 500000,2000000
 """
 
 from __future__ import annotations
@@ -26,22 +32,17 @@ from datetime import datetime, timezone
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from common import (
+    add_results_option,
     base_parser,
     environment,
     markdown_table,
     read_corpus,
     record,
 )
+from ray_memory import own_vectors_builds
 
 from semsearch.distributed import RayOptions, build_index_on_ray
-from semsearch.distributed.build import fill_in_parallel, part_ranges
-from semsearch.distributed.cluster import ray_session
 from semsearch.index.build import BuildOptions, build_index
-from semsearch.index.factory import choose_index
-from semsearch.index.filling import add_parts, sample_vectors
-from semsearch.index.segment import Segment
-from semsearch.index.store import IndexFolder
-from semsearch.index.vector_index import VectorIndex
 
 
 def corpus_file(args) -> tuple[str, int]:
@@ -71,32 +72,8 @@ def build(engine: str, corpus: str, args) -> dict:
               "texts_per_s": round(manifest.rows / seconds, 1), "index": manifest.index.factory,
               "workers": manifest.operation.get("workers", 1),
               "worker_device": manifest.operation.get("worker_device", args.device)}  # fmt: skip
-    if engine == "ray" and args.merge:
-        result["ivf_fill"] = ivf_fill(folder, args.workers)
     shutil.rmtree(folder.path)
     return result
-
-
-def ivf_fill(folder: IndexFolder, workers: int) -> dict:
-    """Seconds to fill the IVF index `auto` would choose beyond 100k rows from the built
-    vectors: in one process, and as copies on the Ray workers merged on the driver."""
-    (record,) = folder.manifest().segments
-    segment = Segment(folder.segment_dir(record.name), record)
-    rows, dimension = record.rows, segment.part_vectors(0).shape[1]
-    index = VectorIndex.create(choose_index("ivf", rows, dimension, "cosine"), dimension)
-    index.train(sample_vectors(segment.iter_parts, index.training_rows(rows))[1])
-    started = time.perf_counter()
-    add_parts(index.empty_copy(), segment.iter_parts, rows)
-    local = time.perf_counter() - started
-    merged = index.empty_copy()
-    with ray_session(RayOptions(show_progress=False)):
-        started = time.perf_counter()
-        fill, merge = fill_in_parallel(merged, segment, part_ranges(record.parts, workers))
-        total = time.perf_counter() - started
-    assert merged.size == rows
-    return {"factory": str(index.faiss.__class__.__name__), "lists": int(index.parameter_ceiling()),
-            "one_process_s": round(local, 2), "ray_total_s": round(total, 2),
-            "ray_fill_s": round(fill, 2), "merge_s": round(merge, 2), "copies": min(workers, record.parts)}  # fmt: skip
 
 
 def main() -> None:
@@ -105,8 +82,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="Ray encoder actors")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (both engines)")
     parser.add_argument("--engines", default="local,ray", help="which builds, in order")
-    parser.add_argument("--merge", action="store_true", help="also time an IVF fill and merge")
+    parser.add_argument(
+        "--own-vectors",
+        default=None,
+        help="sizes of own-vector builds on two simulated nodes (driver memory)",
+    )
+    parser.add_argument("--index", default="IVF1024,SQ8", help="index of the --own-vectors builds")
+    add_results_option(parser)
     args = parser.parse_args()
+    if args.own_vectors:
+        own_vectors_builds(args, [int(size) for size in args.own_vectors.split(",")])
+        return
     corpus, rows = corpus_file(args)
     env = environment()
     device = env["gpu"] or f"cpu: {env['cpu']} ({env['cpu_count']} cores)"

@@ -1,47 +1,61 @@
-"""`semsearch build --engine ray`: the local build's steps, with the heavy ones on a Ray cluster.
+"""`semsearch build --engine ray`: the local build's steps, with every one that grows with the
+corpus on a Ray cluster.
 
-The driver checks the files, then Ray runs what grows with the corpus: scanning the files
-(one task each), encoding the parts (`semsearch.distributed.encode`), and, for IVF, filling
-the index: the parts are split into one contiguous range per worker, each worker fills an
-empty copy of the trained index with its range and writes it to the shared folder, and the
-driver moves their inverted lists into one index (`faiss.merge_into`, as FAISS'
-`contrib.ondisk.merge_ondisk` does), in part order, so the result is the index a local build
-fills. Flat and HNSW indexes are filled from the parts on the driver. Training, tuning, the
-lexical part and the manifest are the local build's own (`semsearch.index.build`).
+The driver checks the files, then Ray runs the rest: scanning the files (one task each; the
+ids stay on the workers, checked for repeats across files by one task), encoding the parts
+(`semsearch.distributed.encode`; `--vector-column` reads the rows' own vectors instead), and
+indexing them (`semsearch.distributed.segments`): training on a worker, then one segment
+per worker, each filled, tuned, hashed and given its BM25 part where it runs. The driver
+holds counts, records and hashes, never the ids, vectors or index. The manifest is the local
+build's (`semsearch.index.build`), with a segment per worker instead of one.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import shutil
-import time
-from pathlib import Path
+from dataclasses import replace
 
-import faiss
-import numpy as np
+import pyarrow as pa
 
-from semsearch.distributed.cluster import RayConnection, RayOptions, require_ray
+from semsearch.corpus import check_id_column, file_sha256, open_corpus
+from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import EncoderSetup, encode_units, job_errors
+from semsearch.distributed.segments import (
+    SegmentJob,
+    TuningJob,
+    finish_split,
+    index_segment_on_worker,
+    part_ranges,
+    rejoin_parts,
+    split_parts,
+    train_segment,
+    with_tuning,
+)
 from semsearch.errors import ResumableError
 from semsearch.filesystems import check_local_folder, location_text
-from semsearch.index.build import BuildOptions, EncodedRows, build_index
+from semsearch.index.build import BuildOptions, EncodedRows, IndexedParts, build_index
 from semsearch.index.corpus_files import (
     FileScan,
     ManyFilesSource,
+    check_unique_ids,
     part_count,
     plan_units,
     scan_file,
 )
 from semsearch.index.filling import add_parts
-from semsearch.index.manifest import SegmentRecord
+from semsearch.index.manifest import IndexSpec, SourceSpec
+from semsearch.index.own_vectors import (
+    ColumnVectors,
+    VectorColumn,
+    dimension_of,
+    with_vector_column,
+)
 from semsearch.index.segment import Segment, SegmentWriter
 from semsearch.index.store import IndexFolder
-from semsearch.index.vector_index import VectorIndex
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
 
 log = logging.getLogger(__name__)
-
-FILL_FOLDER = ".fill"  # inside the partial folder, removed once merged
 
 
 def build_index_on_ray(options: BuildOptions, ray_options: RayOptions | None = None,
@@ -50,52 +64,65 @@ def build_index_on_ray(options: BuildOptions, ray_options: RayOptions | None = N
 
     `options.corpus` may be one file, a folder or a glob of files of one format and columns,
     local or a URI (`s3://bucket/prefix/*.parquet`) every node can read; `options.out_dir` is
-    a folder every node sees.
+    a folder every node sees. With `options.vector_column`, one file of your own vectors.
     """
     check_local_folder(options.out_dir, "--out-dir")
+    if options.vector_column is not None:
+        options = with_vector_column(options)
     ray_options = ray_options or RayOptions(show_progress=options.show_progress)
     with RayConnection(ray_options, options.device) as connection:
         return build_index(options, encoder, RaySource(options, connection))
 
 
 class RaySource(ManyFilesSource):
-    """The files of a build, scanned, encoded and (IVF) indexed on a Ray cluster (a `PartSource`).
+    """The files of a build, scanned, encoded and indexed on a Ray cluster (a `PartSource`).
 
     Ray is joined when the files are scanned, after every check that needs no cluster."""
 
     # `--device` is the workers'; FAISS on the driver takes its GPU when it has one.
     driver_device = "auto"
+    reads_vector_column = True
 
     def __init__(self, options: BuildOptions, connection: RayConnection) -> None:
         super().__init__(options)
         self.connection = connection
+        self.dimension: int | None = None  # of the vector column's vectors, once scanned
 
     def scan(self) -> list[FileScan]:
+        """Each file scanned by a task; its ids stay in the object store, where one task
+        checks them for repeats across files: the driver gets counts and hashes only."""
         ray = require_ray()
         self.connection.workers()
-        scan = ray.remote(num_cpus=1, max_retries=3)(scan_file)
         options = self.options
-        refs = [scan.remote(location_text(path), options.text_column, options.id_column, options.strict)
+        scan = ray.remote(num_cpus=1, max_retries=3, num_returns=3)(scan_apart)
+        refs = [scan.remote(location_text(path), options.text_column, options.id_column,
+                            options.strict, options.vector_column)
                 for path in self.files]  # fmt: skip
         with job_errors("reading the files", resumable=False):
-            return ray.get(refs)
+            scans = ray.get([ref[0] for ref in refs])
+            dimensions = {value for value in ray.get([ref[2] for ref in refs]) if value}
+            if options.id_column is not None and len(scans) > 1:
+                check = ray.remote(num_cpus=1, max_retries=3)(check_ids_apart)
+                ray.get(check.remote(scans, options.id_column, *[ref[1] for ref in refs]))
+        self.dimension = min(dimensions) if dimensions else None
+        return scans
+
+    def usable_rows(self) -> int:
+        self.scans = self.scan()  # the ids were checked across files by `scan`
+        return sum(scan.usable for scan in self.scans)
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        rejoin_parts(writer.folder.parent.parent)  # a build stopped in its index stage
         workers = self.connection.workers()
         units = plan_units(self.scans, options.part_rows, writer.has)
         truncated = 0
         if units:
             todo = sum(len(unit.wanted) for unit in units)
             log.info("encoding %d parts on Ray (%s)", todo, workers.describe())
-            from semsearch.models.bi_encoder import BiEncoder
-
-            load = functools.partial(BiEncoder.load, options.model, device=workers.device,
-                                     quantization=options.quantization,
-                                     runtime=options.runtime)  # fmt: skip
-            setup = EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size,
-                                 workers.threads)  # fmt: skip
-            done = encode_units(units, workers, setup, writer.folder, writer.vector_dtype,
-                                options.text_column, options.part_rows, options.strict)  # fmt: skip
+            done = encode_units(units, workers, self._setup(encoder, workers, options),
+                                writer.folder, writer.vector_dtype, options.text_column,
+                                options.part_rows, options.strict,
+                                self._vector_column(options))  # fmt: skip
             truncated = done.truncated
             if truncated:
                 log.warning(
@@ -109,14 +136,71 @@ class RaySource(ManyFilesSource):
             )
         return self.encoded_rows(truncated)
 
+    def _setup(self, encoder, workers: Workers, options: BuildOptions) -> EncoderSetup:
+        """How each actor gets its encoder: the model, or for your own vectors none at all."""
+        if options.vector_column is not None:
+            load = functools.partial(ColumnVectors, encoder.spec)
+            return EncoderSetup(load, "", "none", options.batch_size, workers.threads)
+        from semsearch.models.bi_encoder import BiEncoder
+
+        load = functools.partial(BiEncoder.load, options.model, device=workers.device,
+                                 quantization=options.quantization,
+                                 runtime=options.runtime)  # fmt: skip
+        return EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size,
+                            workers.threads)  # fmt: skip
+
+    def _vector_column(self, options: BuildOptions) -> VectorColumn | None:
+        if options.vector_column is None:
+            return None
+        return VectorColumn(options.vector_column, self.dimension, options.metric)
+
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
+        add_parts(index, segment.iter_parts, sum(len(ids) for ids in segment.part_ids),
+                  options.show_progress)  # fmt: skip
+
+    def index_parts(self, spec: IndexSpec, encoder, segment: Segment, folder: IndexFolder,
+                    options: BuildOptions, device) -> IndexedParts:  # fmt: skip
+        """Train on a worker, then index one segment per worker (`semsearch.distributed.segments`)."""
+        ray = require_ray()
         workers = self.connection.workers()
-        ranges = part_ranges(segment.record.parts, workers.count)
-        if not index.is_ivf() or index.device.is_gpu or len(ranges) < 2:
-            add_parts(index, segment.iter_parts, sum(len(ids) for ids in segment.part_ids),
-                      options.show_progress)  # fmt: skip
-            return
-        fill_in_parallel(index, segment, ranges)
+        threads = workers.threads if not workers.num_gpus else 1
+        task = {"num_cpus": workers.num_cpus if not workers.num_gpus else 1.0,
+                "max_retries": 3, "scheduling_strategy": "SPREAD"}  # fmt: skip
+        parts, rows = segment.record.parts, sum(len(ids) for ids in segment.part_ids)
+        train = ray.remote(train_segment).options(**task)
+        with job_errors("training the index", resumable=True):
+            spec = ray.get(train.remote(str(folder.path), segment.name, parts, rows, spec,
+                                        encoder.dimension, threads))  # fmt: skip
+        ranges = part_ranges(parts, workers.count)
+        names = split_parts(folder.path, ranges)
+        tuning = None
+        if options.target_recall is not None:
+            queries = None
+            if options.tuning_queries:
+                queries = prepare_vectors(encoder.encode(options.tuning_queries), spec.metric)
+            tuning = TuningJob(options.target_recall, queries, options.strict)
+        index = ray.remote(index_segment_on_worker).options(**task)
+        refs = [index.remote(SegmentJob(str(folder.path), name, high - low, spec, encoder.dimension,
+                                        options.text_column, options.lexical, threads),
+                             tuning if number == 0 else None)
+                for number, (name, (low, high)) in enumerate(zip(names, ranges))]  # fmt: skip
+        with job_errors("indexing the segments", resumable=True):
+            indexed = ray.get(refs)
+        finish_split(folder.path)
+        result = indexed[0].tuning
+        if result is not None:
+            verdict = "meets" if result.met else "does NOT meet (the best found)"
+            log.warning(
+                "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s", result.parameter,
+                result.value, result.k, result.recall, result.queries, verdict, result.target,
+            )  # fmt: skip
+        files = {name: entry for done in indexed for name, entry in done.files.items()}
+        log.info("indexed %d rows as %d segments on Ray", rows, len(indexed))
+        return IndexedParts(with_tuning(spec, result), tuple(done.record for done in indexed),
+                            result, files)  # fmt: skip
+
+    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        return replace(super().source_spec(rows, options), vector_column=options.vector_column)
 
     def operation(self) -> dict:
         workers = self.connection.workers()
@@ -124,48 +208,30 @@ class RaySource(ManyFilesSource):
                 "worker_device": workers.device, "worker_threads": workers.threads}  # fmt: skip
 
 
-def fill_in_parallel(
-    index: VectorIndex, segment: Segment, ranges: list[tuple[int, int]]
-) -> tuple[float, float]:
-    """Fill `index` (trained, empty IVF) with the segment's parts: a copy per range on the
-    workers, merged here in range order. Seconds spent filling and merging."""
-    ray = require_ray()
-    started = time.perf_counter()
-    scratch = segment.folder.parent.parent / FILL_FOLDER
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    trained = ray.put(faiss.serialize_index(index.faiss))
-    task = ray.remote(num_cpus=1, max_retries=3)(fill_range)
-    refs = [task.remote(trained, str(segment.folder), segment.record.parts, low, high,
-                        str(scratch / f"fill-{number:05d}.faiss"), index.metric)
-            for number, (low, high) in enumerate(ranges)]  # fmt: skip
-    with job_errors("filling the index", resumable=True):
-        paths = ray.get(refs)
-    filled = time.perf_counter()
-    for path in paths:
-        faiss.merge_into(index.faiss, faiss.read_index(path), False)
-        Path(path).unlink()
-    shutil.rmtree(scratch, ignore_errors=True)
-    seconds = (filled - started, time.perf_counter() - filled)
-    log.info(
-        "filled %d copies of the index in %.1f s, merged them in %.1f s", len(ranges), *seconds
+def scan_apart(path: str, text_column: str | None, id_column: str | None, strict: bool,
+               vector_column: str | None = None) -> tuple[FileScan, pa.Array | None, int | None]:  # fmt: skip
+    """On a worker: `scan_file` (and, with `vector_column`, every vector checked), returned as
+    the scan without its ids, the ids, and the vectors' dimension (None: no vector column)."""
+    if vector_column is None:
+        scan = scan_file(path, text_column, id_column, strict)
+        return replace(scan, ids=None), scan.ids, None
+    corpus = open_corpus(path)
+    dimension, rows = dimension_of(corpus.batches(columns=[vector_column]), vector_column,
+                                   corpus.path.name)  # fmt: skip
+    if text_column is not None:
+        return (*scan_apart(path, text_column, id_column, strict)[:2], dimension)
+    if id_column is not None:
+        check_id_column(corpus, id_column)
+    return (
+        FileScan(location_text(path), rows, rows, file_sha256(corpus.path), None),
+        None,
+        dimension,
     )
-    return seconds
 
 
-def fill_range(trained: np.ndarray, folder: str, parts: int, low: int, high: int, out: str,
-               metric: str) -> str:  # fmt: skip
-    """On a worker: an empty copy of the trained index filled with parts [low, high), written to `out`."""
-    faiss.omp_set_num_threads(1)
-    index = VectorIndex(faiss.deserialize_index(trained), metric)
-    segment = Segment(Path(folder), SegmentRecord("", 0, parts, "", 0))
-    for part in range(low, high):
-        index.add(np.asarray(segment.part_vectors(part), dtype=np.float32), segment.part_ids[part])
-    index.write(Path(out))
-    return out
+def check_ids_apart(scans: list[FileScan], id_column: str, *ids: pa.Array | None) -> None:
+    """On a worker: `check_unique_ids` over the files' ids, which never reach the driver."""
+    check_unique_ids([replace(scan, ids=values) for scan, values in zip(scans, ids)], id_column)
 
 
-def part_ranges(parts: int, workers: int) -> list[tuple[int, int]]:
-    """`parts` cut into at most `workers` contiguous ranges of near-equal size."""
-    bounds = np.linspace(0, parts, min(workers, parts) + 1).round().astype(int)
-    return [(int(low), int(high)) for low, high in zip(bounds[:-1], bounds[1:]) if high > low]
+__all__ = ["RaySource", "build_index_on_ray", "part_ranges"]

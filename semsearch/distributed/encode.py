@@ -24,7 +24,9 @@ import pyarrow as pa
 from semsearch.distributed.cluster import RayConnection, Workers, require_ray
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.corpus_files import ReadUnit, read_unit
-from semsearch.index.parts import encode_part
+from semsearch.index.own_vectors import VectorColumn
+from semsearch.index.parts import encode_rows as encode_prepared
+from semsearch.index.parts import prepare_part
 from semsearch.index.segment import SegmentWriter
 from semsearch.models.truncation import truncation_report
 
@@ -112,12 +114,12 @@ class _EncoderActor:
 class PartEncoder(_EncoderActor):
     """Ray Data actor: encodes each part it is given and writes it into `folder`."""
 
-    def __init__(
-        self, setup: EncoderSetup, folder: str, vector_dtype: str, text_column: str
-    ) -> None:
+    def __init__(self, setup: EncoderSetup, folder: str, vector_dtype: str, text_column: str | None,
+                 vector_column: VectorColumn | None = None) -> None:  # fmt: skip
         super().__init__(setup)
         self.writer = SegmentWriter(Path(folder), vector_dtype)
         self.text_column = text_column
+        self.vector_column = vector_column  # your own vectors: read, not encoded
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         parts, rows, truncated = [], [], []
@@ -125,7 +127,8 @@ class PartEncoder(_EncoderActor):
             table = from_ipc(data)
             ids = np.frombuffer(ids, dtype=np.int64)
             with truncation_report(self.encoder) as cut:
-                encoded = encode_part(self.encoder, table, ids, self.text_column, self.batch_size)
+                prepared = prepare_part(int(part), table, ids, self.text_column, self.vector_column)
+                encoded = encode_prepared(self.encoder, prepared, self.batch_size)
             self.writer.write(int(part), encoded.ids, encoded.vectors, encoded.metadata)
             parts.append(int(part))
             rows.append(len(encoded))
@@ -144,15 +147,26 @@ class EncodedParts:
 
 
 def encode_units(units: list[ReadUnit], workers: Workers, setup: EncoderSetup, folder: Path,
-                 vector_dtype: str, text_column: str, part_rows: int, strict: bool) -> EncodedParts:  # fmt: skip
-    """Read, encode and write the parts of `units` on the cluster."""
+                 vector_dtype: str, text_column: str | None, part_rows: int, strict: bool,
+                 vector_column: VectorColumn | None = None) -> EncodedParts:  # fmt: skip
+    """Read, encode and write the parts of `units` on the cluster (with `vector_column`, the
+    rows' own vectors are checked and written instead)."""
     ray = require_ray()
     workers = workers.at_most(sum(len(unit.wanted) for unit in units))
     dataset = ray.data.from_items([unit_row(unit) for unit in units]).map_batches(
         PartReader, batch_size=1, **workers.reader_args(),
         fn_constructor_kwargs={"text_column": text_column, "part_rows": part_rows, "strict": strict},
     )  # fmt: skip
-    return _encode(dataset, workers, setup, folder, vector_dtype, text_column, resumable=True)
+    return _encode(
+        dataset,
+        workers,
+        setup,
+        folder,
+        vector_dtype,
+        text_column,
+        resumable=True,
+        vector_column=vector_column,
+    )
 
 
 def encode_rows(rows: list[dict], workers: Workers, setup: EncoderSetup, folder: Path,
@@ -165,11 +179,12 @@ def encode_rows(rows: list[dict], workers: Workers, setup: EncoderSetup, folder:
 
 
 def _encode(dataset, workers: Workers, setup: EncoderSetup, folder: Path, vector_dtype: str,
-            text_column: str, resumable: bool) -> EncodedParts:  # fmt: skip
+            text_column: str | None, resumable: bool,
+            vector_column: VectorColumn | None = None) -> EncodedParts:  # fmt: skip
     dataset = dataset.map_batches(
         PartEncoder, batch_size=1, **workers.actor_args(),
         fn_constructor_kwargs={"setup": setup, "folder": str(folder), "vector_dtype": vector_dtype,
-                               "text_column": text_column},
+                               "text_column": text_column, "vector_column": vector_column},
     )  # fmt: skip
     parts, rows, truncated = [], 0, 0
     with job_errors("encoding", resumable=resumable):

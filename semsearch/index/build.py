@@ -172,6 +172,10 @@ class PartSource(Protocol):
     def operation(self) -> dict:
         """What the manifest's `operation` records about how the build ran."""
 
+    # Optional: `index_parts(spec, encoder, segment, folder, options, device) -> IndexedParts`
+    # indexes the parts itself (default: `index_segment`, in this process), and
+    # `reads_vector_column = True` says its encode stage takes `--vector-column`.
+
 
 class FilePartSource:
     """One corpus file, encoded part by part in this process."""
@@ -241,7 +245,8 @@ def build_index(
     _check_options(options, name)
     final = Path(options.out_dir) / name
     if options.vector_column is not None:
-        options = with_vector_column(options, source is not None)
+        own = source is not None and not getattr(source, "reads_vector_column", False)
+        options = with_vector_column(options, own)
     elif options.model is None:
         options = replace(options, model=DEFAULT_MODEL)
     if source is None and is_many_files(options.corpus):
@@ -300,26 +305,16 @@ def build_index(
                 f"{source.name} changed while it was being indexed ({usable} rows with a text, "
                 f"then {total}): build again once it stays the same"
             )
-        index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder,
-                                    1, device)  # fmt: skip
-        with index.placed(device):
-            source.fill(index, segment, options)
-            tuning = None
-            if options.target_recall is not None and index.tunable_parameter():
-                tuning = _tune(index, spec, segment, encoder, options)
-        if tuning is not None:
-            spec = replace(spec, search_params=tuning.search_params())
-        index_file = index_file_name(1)
-        index_bytes = index.write(writer.folder / index_file)
-        lexical_dir = None
-        if options.lexical is not None:
-            lexical_dir = index_segment_texts(writer.folder, options.text_column, total, parts,
-                                              options.lexical, 1)  # fmt: skip
-        record = SegmentRecord(segment_name(0), total, parts, index_file, index_bytes,
-                               lexical_dir=lexical_dir)  # fmt: skip
+        # A source may index the parts itself (`--engine ray`: one segment per worker).
+        if hasattr(source, "index_parts"):
+            indexed = source.index_parts(spec, encoder, segment, folder, options, device)
+        else:
+            indexed = index_segment(source, spec, encoder, segment, folder, options, device)
+        spec, tuning = indexed.spec, indexed.tuning
         manifest = Manifest(
             name=name, generation=1, rows=total, model=encoder.spec, index=spec,
-            source=source.source_spec(encoded, options), segments=(record,), next_id=encoded.read,
+            source=source.source_spec(encoded, options), segments=indexed.records,
+            next_id=encoded.read, files=indexed.files,
             vector_dtype=STORE_VECTORS[options.store_vectors],
             operation={"kind": "build", "rows": total, "skipped": encoded.skipped,
                        "truncated": encoded.truncated, "runtime": encoder_runtime(encoder),
@@ -339,6 +334,41 @@ def build_index(
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
+
+
+@dataclass(frozen=True)
+class IndexedParts:
+    """The first segment's parts indexed: the segments they became, the spec (trained file,
+    tuned parameter), the tuning, and the hashes of files already hashed (None: none)."""
+
+    spec: IndexSpec
+    records: tuple[SegmentRecord, ...]
+    tuning: TuningResult | None = None
+    files: dict[str, dict] | None = None
+
+
+def index_segment(source: PartSource, spec: IndexSpec, encoder, segment: Segment,
+                  folder: IndexFolder, options: BuildOptions, device) -> IndexedParts:  # fmt: skip
+    """Train, fill and tune the segment's FAISS index in this process, then its BM25 part."""
+    total, parts = segment_rows(segment), segment.record.parts
+    index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder,
+                                1, device)  # fmt: skip
+    with index.placed(device):
+        source.fill(index, segment, options)
+        tuning = None
+        if options.target_recall is not None and index.tunable_parameter():
+            tuning = _tune(index, spec, segment, encoder, options)
+    if tuning is not None:
+        spec = replace(spec, search_params=tuning.search_params())
+    index_file = index_file_name(1)
+    index_bytes = index.write(segment.folder / index_file)
+    lexical_dir = None
+    if options.lexical is not None:
+        lexical_dir = index_segment_texts(segment.folder, options.text_column, total, parts,
+                                          options.lexical, 1)  # fmt: skip
+    record = SegmentRecord(segment.name, total, parts, index_file, index_bytes,
+                           lexical_dir=lexical_dir)  # fmt: skip
+    return IndexedParts(spec, (record,), tuning)
 
 
 def _check_options(options: BuildOptions, name: str) -> None:

@@ -219,9 +219,10 @@ class PartRows:
 
 
 def read_unit(
-    unit: ReadUnit, text_column: str, part_rows: int, strict: bool = False
+    unit: ReadUnit, text_column: str | None, part_rows: int, strict: bool = False
 ) -> Iterator[PartRows]:
-    """The wanted parts of `unit`, in order, with their usable rows."""
+    """The wanted parts of `unit`, in order, with their usable rows (every row when there is
+    no text column: a build of your own vectors alone)."""
     corpus = open_corpus(unit.path)
     batches = _rows_from(corpus, unit.start)
     for offset, chunk in enumerate(rechunk(batches, part_rows)):
@@ -229,7 +230,9 @@ def read_unit(
         if first_row >= unit.stop:
             break
         part = unit.first_part + offset
-        if part in unit.wanted:
+        if part in unit.wanted and text_column is None:  # your own vectors alone: all usable
+            yield PartRows(part, chunk, unit.first_id + first_row + np.arange(chunk.num_rows))
+        elif part in unit.wanted:
             rows = usable_rows(chunk, text_column, unit.first_id + first_row, strict)
             yield PartRows(part, rows.batch, rows.source_rows)
 

@@ -65,6 +65,25 @@ def part_arrow_name(part: int) -> str:
     return f"part-{part:05d}.arrow"
 
 
+def segment_file_names(segment: SegmentRecord, opened_only: bool = False) -> list[str]:
+    """The files of one segment, as paths under the index folder (see `Manifest.file_names`)."""
+    base = f"{SEGMENTS_DIR}/{segment.name}"
+    names = []
+    for part in range(segment.parts):
+        vectors, ids, metadata = part_file_names(part)
+        names += [f"{base}/{ids}", f"{base}/{metadata}"]
+        if segment.metadata_arrow:
+            names.append(f"{base}/{part_arrow_name(part)}")
+        if not opened_only:
+            names.append(f"{base}/{vectors}")
+    names.append(f"{base}/{segment.index_file}")
+    if segment.deleted_file is not None:
+        names.append(f"{base}/{segment.deleted_file}")
+    if segment.lexical_dir is not None and not opened_only:  # read when first asked for
+        names += [f"{base}/{segment.lexical_dir}/{name}" for name in LEXICAL_FILES]
+    return names
+
+
 @dataclass(frozen=True)
 class IndexSpec:
     """The FAISS structure: the user's choice, the factory string it became, its search knobs.
@@ -239,19 +258,7 @@ class Manifest:
         """
         names = []
         for segment in self.segments:
-            base = f"{SEGMENTS_DIR}/{segment.name}"
-            for part in range(segment.parts):
-                vectors, ids, metadata = part_file_names(part)
-                names += [f"{base}/{ids}", f"{base}/{metadata}"]
-                if segment.metadata_arrow:
-                    names.append(f"{base}/{part_arrow_name(part)}")
-                if not opened_only:
-                    names.append(f"{base}/{vectors}")
-            names.append(f"{base}/{segment.index_file}")
-            if segment.deleted_file is not None:
-                names.append(f"{base}/{segment.deleted_file}")
-            if segment.lexical_dir is not None and not opened_only:  # read when first asked for
-                names += [f"{base}/{segment.lexical_dir}/{name}" for name in LEXICAL_FILES]
+            names += segment_file_names(segment, opened_only)
         if self.index.trained_file is not None and not opened_only:
             names.append(f"{TRAINED_DIR}/{self.index.trained_file}")
         return names

@@ -69,11 +69,20 @@ def only_segment(folder: IndexFolder) -> Segment:
     return Segment(folder.segment_dir(record.name), record)
 
 
+def segments(folder: IndexFolder) -> list[Segment]:
+    """Every segment of the index, in order (a Ray build makes one per worker)."""
+    return [Segment(folder.segment_dir(r.name), r) for r in folder.manifest().segments]
+
+
 def stored(folder: IndexFolder) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, float32 vectors) of a built index, in id order."""
-    segment = only_segment(folder)
-    vectors = np.concatenate([np.asarray(v, np.float32) for _, v in segment.iter_parts()])
-    return np.asarray(segment.ids), vectors
+    """(ids, float32 vectors) of a built index, in id order, over all its segments."""
+    parts = [(ids, v) for segment in segments(folder) for ids, v in segment.iter_parts()]
+    ids = np.concatenate([np.asarray(ids) for ids, _ in parts])
+    return ids, np.concatenate([np.asarray(v, np.float32) for _, v in parts])
+
+
+def metadata(folder: IndexFolder, columns: list[str] | None = None) -> pa.Table:
+    return pa.concat_tables([segment.metadata(columns) for segment in segments(folder)])
 
 
 def assert_same_rows(local: IndexFolder, on_ray: IndexFolder) -> None:
@@ -87,9 +96,8 @@ def assert_same_rows(local: IndexFolder, on_ray: IndexFolder) -> None:
 def assert_every_row_once(folder: IndexFolder, rows: int) -> None:
     """The index of `write_corpus(…, rows)` holds each row with a text once, in order."""
     expected = [i for i in range(rows) if i % 50 != 7]
-    assert only_segment(folder).ids.tolist() == expected
-    metadata = only_segment(folder).metadata(["doc_id"])
-    assert metadata.column("doc_id").to_pylist() == [f"d{i}" for i in expected]
+    assert stored(folder)[0].tolist() == expected
+    assert metadata(folder, ["doc_id"]).column("doc_id").to_pylist() == [f"d{i}" for i in expected]
     assert folder.manifest().rows == len(expected)
 
 
@@ -101,15 +109,25 @@ def top10(folder: IndexFolder, encoder, queries: list[str] = QUERIES) -> list[li
     return [[hit.id for hit in query_hits] for query_hits in hits]
 
 
+def search_segments(folder: IndexFolder, queries: np.ndarray, k: int = 10) -> np.ndarray:
+    """Ids of the top `k` over every segment's index (its tuned parameters), merged by score."""
+    params = folder.manifest().index.search_params
+    found = [
+        segment.read_index("cosine").search(queries, k, params) for segment in segments(folder)
+    ]
+    scores = np.concatenate([s for s, _ in found], axis=1)
+    ids = np.concatenate([i for _, i in found], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(ids, order, axis=1)
+
+
 def recall_at_10(folder: IndexFolder, queries: np.ndarray) -> float:
     """Recall@10 of the index's own search (its tuned parameters) against exact search."""
-    segment = only_segment(folder)
-    _, found = segment.read_index("cosine").search(
-        queries, 10, folder.manifest().index.search_params
-    )
-    _, exact = exact_knn(queries, segment.iter_parts(), 10, "cosine")
+    found = search_segments(folder, queries)
+    parts = [part for segment in segments(folder) for part in segment.iter_parts()]
+    _, exact = exact_knn(queries, parts, 10, "cosine")
     assert Searcher(folder, model_check=False, lexical_only=True).snapshot.live_rows == len(
-        segment.ids
+        stored(folder)[0]
     )
     return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)]))
 

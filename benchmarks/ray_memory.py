@@ -1,0 +1,137 @@
+"""`ray_build.py --own-vectors`: the driver's peak memory of a Ray build against the rows.
+
+Why a figure of its own: a cluster build whose driver gathers ids, vectors or the index
+grows with the corpus until the driver is the machine that limits it. Here the driver's
+anonymous resident memory (what it cannot hand back) is sampled while it builds, and the
+Ray workers' beside it, at each size; flat figures across sizes mean nothing is gathered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from common import record
+
+from semsearch.distributed import RayOptions, build_index_on_ray
+from semsearch.index.build import BuildOptions
+
+DIMENSION = 384
+WRITE_ROWS = 65_536  # rows generated and written at a time
+
+
+def write_vectors(path: Path, rows: int, seed: int = 0) -> Path:
+    """`rows` random unit vectors (column `emb`, a fixed-size list) and a row number `n`."""
+    if path.is_file() and pq.ParquetFile(path).metadata.num_rows == rows:
+        return path
+    rng = np.random.default_rng(seed)
+    schema = pa.schema([("n", pa.int64()), ("emb", pa.list_(pa.float32(), DIMENSION))])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, rows, WRITE_ROWS):
+            count = min(WRITE_ROWS, rows - start)
+            vectors = rng.standard_normal((count, DIMENSION), dtype=np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMENSION)
+            writer.write_table(pa.table({"n": np.arange(start, start + count), "emb": emb},
+                                        schema=schema))  # fmt: skip
+    return path
+
+
+def status_kib(pid: int | str, field: str) -> int:
+    """A field of /proc/PID/status in KiB (0 when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def ray_workers() -> list[int]:
+    """Process ids of the Ray worker processes (titles `ray::...`) on this machine."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != str(os.getpid()):
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if handle.read(5) == b"ray::":
+                        pids.append(int(name))
+            except OSError:
+                continue
+    return pids
+
+
+class MemorySampler:
+    """Samples the driver's RssAnon and each Ray worker's RssAnon in a thread (KiB peaks)."""
+
+    def __init__(self, every_s: float = 0.1) -> None:
+        self.every_s = every_s
+        self.driver_anon = self.worker_anon = self.workers_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")  # resets VmHWM: the peak from here on
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.driver_anon = max(self.driver_anon, status_kib("self", "RssAnon"))
+            workers = [status_kib(pid, "RssAnon") for pid in ray_workers()]
+            self.worker_anon = max([self.worker_anon, *workers])
+            self.workers_total = max(self.workers_total, sum(workers))
+            self._stop.wait(self.every_s)
+
+
+def own_vectors_builds(args, sizes: list[int]) -> None:
+    """Build each size on a simulated two-node cluster and record the memory figures."""
+    from ray.cluster_utils import Cluster
+
+    folder = args.out_dir / "ray_build"
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        for rows in sizes:
+            corpus = write_vectors(folder / f"vectors_{rows}.parquet", rows)
+            options = BuildOptions(corpus=corpus, name=f"own-{rows}", model=None, vector_column="emb",
+                                   index=args.index, out_dir=folder / "indexes", overwrite=True,
+                                   show_progress=False)  # fmt: skip
+            started = time.perf_counter()
+            with MemorySampler() as memory:
+                built = build_index_on_ray(
+                    options, RayOptions(cluster.address, show_progress=False)
+                )
+            seconds = time.perf_counter() - started
+            manifest = built.manifest()
+            figures = {
+                "mode": "own_vectors_two_nodes", "rows": manifest.rows, "index": manifest.index.factory,
+                "segments": len(manifest.segments), "seconds": round(seconds, 1),
+                "driver_peak_rss_anon_mib": round(memory.driver_anon / 1024, 1),
+                "driver_vm_hwm_mib": round(status_kib("self", "VmHWM") / 1024, 1),
+                "worker_peak_rss_anon_mib": round(memory.worker_anon / 1024, 1),
+                "workers_peak_total_rss_anon_mib": round(memory.workers_total / 1024, 1),
+                "search_params": manifest.index.search_params,
+            }  # fmt: skip
+            print(figures, flush=True)
+            record(args, "ray_build_memory", figures)
+            shutil.rmtree(built.path)
+    finally:
+        cluster.shutdown()

@@ -1,0 +1,221 @@
+"""The index stage of `build --engine ray`: one segment per worker, nothing gathered on the driver.
+
+The encoders wrote every part into the first segment's folder. Then:
+
+    train     a Ray task draws the local build's training sample (same seed, same parts) from
+              the shared folder, trains the structure and writes it to `trained/`
+    split     the driver renames the parts of each worker's contiguous range into a segment
+              of its own (file renames only; `SPLIT_FILE` records them, so a build stopped
+              here puts them back and resumes)
+    index     a Ray task per segment fills a copy of the trained structure with its parts,
+              writes it, builds the segment's BM25 part and hashes its files; the first also
+              tunes the search parameter on its own rows
+
+The driver only ever holds the part count, each segment's record and its files' hashes.
+Every segment starts from the same trained structure (the manifest's `trained_file`, as
+for a segment that `add` makes), so an IVF search probes the same lists in each segment
+that one merged index would, and the merged results are the same; a flat index gives the
+same exact top-k. Why segments rather than one merged file: the searcher already searches
+and merges segments (`semsearch.index.snapshot`), each segment's files are hashed and
+verified as any other's, and no process ever holds the whole index.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from semsearch.ann.devices import CPU
+from semsearch.index.checksums import describe_files
+from semsearch.index.filling import add_parts, sample_vectors, trained_index
+from semsearch.index.generation import segment_name
+from semsearch.index.lexical import index_segment_texts
+from semsearch.index.manifest import (
+    IndexSpec,
+    LexicalSpec,
+    SegmentRecord,
+    part_arrow_name,
+    part_file_names,
+    segment_file_names,
+)
+from semsearch.index.rescoring import tune_search
+from semsearch.index.segment import Segment, index_file_name
+from semsearch.index.store import IndexFolder
+from semsearch.index.tune import TuningResult, enforce_target
+from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.options import DEFAULT_TUNING_QUERIES
+
+log = logging.getLogger(__name__)
+
+SPLIT_FILE = "ray_split.json"  # in the partial folder while parts sit in their workers' segments
+TUNING_K = 10
+
+
+@dataclass(frozen=True)
+class SegmentJob:
+    """What one worker indexes: segment `name` of the index in `folder`, holding `parts` parts."""
+
+    folder: str
+    name: str
+    parts: int
+    spec: IndexSpec
+    dimension: int
+    text_column: str | None
+    lexical: LexicalSpec | None
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class TuningJob:
+    """Tune on the segment's rows to `target` recall@10: with `queries` (prepared vectors of
+    `--tuning-queries`), or else a sample of the segment's own rows, each left out of its
+    own results; `strict` refuses a missed target."""
+
+    target: float
+    queries: np.ndarray | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class IndexedSegment:
+    """What a worker reports: the segment's record, its files' sizes and hashes, its tuning."""
+
+    record: SegmentRecord
+    files: dict[str, dict]
+    tuning: TuningResult | None = None
+
+
+def train_segment(folder: str, name: str, parts: int, rows: int, spec: IndexSpec,
+                  dimension: int, threads: int = 1) -> IndexSpec:  # fmt: skip
+    """On a worker: the local build's training (`trained_index`) over segment `name`'s parts;
+    the spec naming the trained file it wrote (unchanged for an untrained structure)."""
+    faiss.omp_set_num_threads(threads)
+    index_folder = IndexFolder(Path(folder))
+    segment = Segment(index_folder.segment_dir(name), SegmentRecord(name, rows, parts, "", 0))
+    return trained_index(spec, dimension, segment.iter_parts, rows, index_folder, 1, CPU)[1]
+
+
+def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) -> IndexedSegment:
+    """On a worker: fill, write and (with `tuning`) tune segment `job.name`'s FAISS index from
+    its parts, then its BM25 part; nothing but the record, hashes and tuning goes back."""
+    faiss.omp_set_num_threads(job.threads)
+    index_folder = IndexFolder(Path(job.folder))
+    path = index_folder.segment_dir(job.name)
+    segment = Segment(path, SegmentRecord(job.name, 0, job.parts, "", 0))
+    rows = sum(len(ids) for ids in segment.part_ids)
+    segment = Segment(path, SegmentRecord(job.name, rows, job.parts, "", 0))
+    if job.spec.trained_file is not None:
+        index = VectorIndex.read(index_folder.trained_path(job.spec.trained_file), job.spec.metric)
+    else:
+        index = VectorIndex.create(job.spec, job.dimension)
+    add_parts(index, segment.iter_parts, rows)
+    result = None
+    if (
+        tuning is not None
+        and index.tunable_parameter()
+        and (rows >= 2 or tuning.queries is not None)
+    ):
+        result = _tune(index, job.spec, segment, rows, tuning)
+    index_file = index_file_name(1)
+    index_bytes = index.write(path / index_file)
+    del index
+    lexical_dir = None
+    if job.lexical is not None:
+        lexical_dir = index_segment_texts(path, job.text_column, rows, job.parts, job.lexical, 1)
+    record = SegmentRecord(job.name, rows, job.parts, index_file, index_bytes,
+                           lexical_dir=lexical_dir)  # fmt: skip
+    return IndexedSegment(record, describe_files(Path(job.folder), segment_file_names(record), {}),
+                          result)  # fmt: skip
+
+
+def _tune(index: VectorIndex, spec: IndexSpec, segment: Segment, rows: int,
+          job: TuningJob) -> TuningResult:  # fmt: skip
+    """`build._tune` on one segment: the centroids are shared, so a list holds the same share
+    of each segment's rows and the nprobe that reaches the target on one reaches it on all."""
+    if job.queries is not None:
+        query_ids, queries = None, job.queries
+    else:
+        query_ids, vectors = sample_vectors(
+            segment.iter_parts, min(DEFAULT_TUNING_QUERIES, rows), 1
+        )
+        queries = prepare_vectors(vectors, index.metric)
+    result = tune_search(index, spec, segment, queries, job.target, TUNING_K, query_ids)
+    enforce_target(result, index, job.strict)
+    return result
+
+
+def part_ranges(parts: int, workers: int) -> list[tuple[int, int]]:
+    """`parts` cut into at most `workers` contiguous ranges of near-equal size."""
+    bounds = np.linspace(0, parts, min(workers, parts) + 1).round().astype(int)
+    return [(int(low), int(high)) for low, high in zip(bounds[:-1], bounds[1:]) if high > low]
+
+
+def split_parts(folder: Path, ranges: list[tuple[int, int]]) -> list[str]:
+    """Move the parts of each range after the first into a segment of its own (renumbered
+    from 0; the first range stays in the first segment); the segments' names, in order."""
+    names = [segment_name(number) for number in range(len(ranges))]
+    plan = [{"name": name, "low": low, "high": high} for name, (low, high) in zip(names, ranges)]
+    _write_json(folder / SPLIT_FILE, plan)
+    segments = folder / "segments"
+    for entry in plan[1:]:
+        target = segments / entry["name"]
+        target.mkdir(parents=True, exist_ok=True)
+        for part in range(entry["low"], entry["high"]):
+            _move_part(segments / names[0], part, target, part - entry["low"])
+    return names
+
+
+def rejoin_parts(folder: Path) -> None:
+    """Undo an interrupted `split_parts`: every part back in the first segment, under its own
+    number, and what the index stage wrote removed, so the build resumes as if never split."""
+    split = folder / SPLIT_FILE
+    if not split.is_file():
+        return
+    plan = json.loads(split.read_text(encoding="utf-8"))
+    segments = folder / "segments"
+    first = segments / plan[0]["name"]
+    for entry in plan[1:]:
+        source = segments / entry["name"]
+        for part in range(entry["low"], entry["high"]):
+            _move_part(source, part - entry["low"], first, part)
+        shutil.rmtree(source, ignore_errors=True)
+    for path in first.iterdir():  # index files and BM25 parts of the interrupted stage
+        if not path.name.startswith("part-"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    split.unlink()
+    log.info("put back the parts of an interrupted index stage in %s", first)
+
+
+def finish_split(folder: Path) -> None:
+    """The segments are indexed and recorded: the split is final."""
+    (folder / SPLIT_FILE).unlink(missing_ok=True)
+
+
+def _move_part(source: Path, number: int, target: Path, new_number: int) -> None:
+    """Rename a part's files, the vectors file (which marks a part complete) last; a file
+    already moved is skipped, so moving again after a stop finishes the move."""
+    vectors, ids, metadata = part_file_names(number)
+    new_vectors, new_ids, new_metadata = part_file_names(new_number)
+    arrow, new_arrow = part_arrow_name(number), part_arrow_name(new_number)
+    for old, new in [(ids, new_ids), (metadata, new_metadata), (arrow, new_arrow),
+                     (vectors, new_vectors)]:  # fmt: skip
+        if (source / old).exists():
+            os.replace(source / old, target / new)
+
+
+def _write_json(path: Path, data: object) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def with_tuning(spec: IndexSpec, tuning: TuningResult | None) -> IndexSpec:
+    """The spec with the tuned search parameter."""
+    return spec if tuning is None else replace(spec, search_params=tuning.search_params())
