@@ -361,6 +361,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "cpu_runtimes",
         "texts/s of semsearch's CPU runtimes (torch, OpenVINO fp32/bf16) against "
         "sentence-transformers' torch and OpenVINO backends; cosine and recall@10 to fp32",
+        goals=tuple(
+            _goal(f"faithful (OpenVINO bf16) x fastest peer, {name}, {threads} thread(s)",
+                  "ratio_to_peer", ">=", 1.5, corpus=corpus, threads=threads,
+                  candidate="semsearch-openvino-bf16")  # fmt: skip
+            for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
+            for threads in (1, 2)
+        ),
         smoke=("--pypi-rows", "24", "--debian-rows", "8", "--threads", "1", "--rounds", "1"),
     ),
     Benchmark(

@@ -21,7 +21,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +28,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.checksums import cache_file_problem, write_cache_record
-from semsearch.models.openvino_runtime import CHECK_TEXTS, OpenVinoEncoder, _exported, export_path
+from semsearch.index.checksums import cache_file_problem
+from semsearch.models.openvino_runtime import (
+    CHECK_TEXTS,
+    OpenVinoEncoder,
+    _exported,
+    export_path,
+    save_cached_ir,
+)
+from semsearch.models.quantize import CALIBRATION_TEXTS
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -47,35 +53,7 @@ MIN_MEAN_COSINE = 0.99
 MIN_COSINE = 0.95
 # Texts calibrated on where no corpus is given (queries, `encode`): fixed, so the quantised
 # model, and every vector, is the same at every load. Varied lengths and domains.
-BUILTIN_CALIBRATION = (
-    "A man is playing a guitar.",
-    "How do I compress a folder on Linux?",
-    "Stock markets fell sharply on Monday.",
-    "The cat sleeps on the sofa while it rains outside.",
-    "Fast JSON decoding for Python programs",
-    "A library for parsing command-line options",
-    "Async HTTP client and server framework",
-    "Utilities for reading and writing Parquet files with pandas",
-    "python3 bindings for the GTK toolkit",
-    "transitional dummy package",
-    "Add your description here",
-    "machine learning model deployment",
-    "what is the capital of France",
-    "Two men pushed carts through the woods.",
-    "Ünïcödé text, emoji 🎉 and CJK 漢字 in one line.",
-    "This package contains the documentation for the library, in HTML and PDF formats, "
-    "with examples of every function and a tutorial for new users.",
-    "GNU Make is a utility which controls the generation of executables and other "
-    "target files of a program from the program's source files. It determines "
-    "automatically which pieces of a program need to be (re)created.",
-    "The recipe needs two eggs, some flour and a cup of milk; bake the cake for "
-    "forty minutes, let it cool, then cover it with chocolate.",
-    "Shares dropped steeply at the start of the week after the central bank raised "
-    "interest rates by half a point, the largest rise in twenty years.",
-    "This is a development package: it holds the header files and the static library "
-    "needed to compile programs that use libfoo. Install it only to build software.",
-    *CHECK_TEXTS,
-)
+BUILTIN_CALIBRATION = (*CALIBRATION_TEXTS, *CHECK_TEXTS)  # torch int8's texts, the check's
 # What runs where this runtime cannot (`BiEncoder._quantize_int8`), for the one log line.
 FALLBACK = "int8 on torch instead"
 # Calibration texts taken from a corpus at most (NNCF's default subset is 300 samples).
@@ -160,15 +138,7 @@ def _quantized(encoder: BiEncoder, ov: Any, texts: list[str]) -> Any:
         if problem is None:
             return xml
         log.warning("not using the int8 OpenVINO model %s: %s; quantising again", xml, problem)
-    model = _quantize(encoder, ov, _exported(encoder, ov), texts)
-    xml.parent.mkdir(parents=True, exist_ok=True)
-    partial = xml.with_name(f".{xml.stem}.{os.getpid()}.partial.xml")
-    ov.save_model(model, str(partial), compress_to_fp16=False)
-    partial_weights = partial.with_suffix(".bin")
-    write_cache_record(partial_weights, recorded_as=weights)
-    write_cache_record(partial, recorded_as=xml)
-    os.replace(partial_weights, weights)
-    os.replace(partial, xml)  # the graph last: it marks the entry complete
+    save_cached_ir(ov, _quantize(encoder, ov, _exported(encoder, ov), texts), xml)
     log.info("quantised the encoder to int8 with NNCF on %d texts, in %s", len(texts), xml)
     return xml
 

@@ -241,17 +241,22 @@ def _exported(encoder: BiEncoder, ov: Any) -> Any:
         if problem is None:
             return xml
         log.warning("not using the OpenVINO export %s: %s; exporting it again", xml, problem)
-    model = _convert(encoder, ov)
+    save_cached_ir(ov, _convert(encoder, ov), xml)
+    log.info("exported the encoder to OpenVINO IR in %s", xml)
+    return xml
+
+
+def save_cached_ir(ov: Any, model: Any, xml: Path) -> None:
+    """Write `model` as IR at `xml` (and its .bin) with hash records, under temporary names
+    renamed into place, the graph last: a cache entry is whole or absent."""
     xml.parent.mkdir(parents=True, exist_ok=True)
     partial = xml.with_name(f".{xml.stem}.{os.getpid()}.partial.xml")
     ov.save_model(model, str(partial), compress_to_fp16=False)
     partial_weights = partial.with_suffix(".bin")
-    write_cache_record(partial_weights, recorded_as=weights)
+    write_cache_record(partial_weights, recorded_as=xml.with_suffix(".bin"))
     write_cache_record(partial, recorded_as=xml)
-    os.replace(partial_weights, weights)
+    os.replace(partial_weights, xml.with_suffix(".bin"))
     os.replace(partial, xml)  # the graph last: it marks the entry complete
-    log.info("exported the encoder to OpenVINO IR in %s", xml)
-    return xml
 
 
 def _convert(encoder: BiEncoder, ov: Any) -> Any:
