@@ -166,7 +166,37 @@ def _blobs(folder: Path) -> list[Path]:
             if path.is_file() and not path.name.endswith(CACHE_RECORD_SUFFIX)]  # fmt: skip
 
 
-class ExportedQueryEncoder:
+class SpecTokenizer:
+    """What a query encoder without transformers shares, traced or exported: its model's
+    facts (`spec`) and token ids from the model's `tokenizer.json` (`tokenizers`)."""
+
+    spec: EncoderSpec
+    tokenizer: Any
+    do_lower_case: bool
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.spec.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self.spec.dimension
+
+    @property
+    def quantization(self) -> str | None:
+        return self.spec.quantization
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        if self.do_lower_case:
+            texts = [text.lower() for text in texts]
+        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
+
+
+class ExportedQueryEncoder(SpecTokenizer):
     """Texts in, the index's vectors out, through the checked OpenVINO export; what a
     `Searcher` needs of an encoder and no more."""
 
@@ -236,27 +266,6 @@ class ExportedQueryEncoder:
             return None
         log.info("query encoder: the checked OpenVINO export (%s)", precision)
         return encoder
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def fingerprint(self) -> str:
-        return self.spec.fingerprint
-
-    @property
-    def dimension(self) -> int:
-        return self.spec.dimension
-
-    @property
-    def quantization(self) -> str | None:
-        return self.spec.quantization
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        if self.do_lower_case:
-            texts = [text.lower() for text in texts]
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
 
     def encode(
         self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,

@@ -38,6 +38,7 @@ from semsearch.index.checksums import cache_file_problem, write_cache_record
 from semsearch.models.batching import BatchShape, prepared_batches
 from semsearch.models.exported_query_encoder import (
     ExportedQueryEncoder,
+    SpecTokenizer,
     check_query_runtime,
     openvino_installed,
 )
@@ -116,7 +117,7 @@ def _on_cpu(device: str) -> bool:
     return device == "cpu" or (device == "auto" and not torch.cuda.is_available())
 
 
-class QueryEncoder:
+class QueryEncoder(SpecTokenizer):
     """Texts in, vectors out, through a traced encoder; what a `Searcher` needs and no more."""
 
     def __init__(self, module: torch.jit.ScriptModule, tokenizer, facts: dict) -> None:
@@ -149,27 +150,6 @@ class QueryEncoder:
             log.debug("cannot use the traced encoder in %s: %s", key.module_path, exc)
             return None
         return cls(module, tokenizer, facts)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def fingerprint(self) -> str:
-        return self.spec.fingerprint
-
-    @property
-    def dimension(self) -> int:
-        return self.spec.dimension
-
-    @property
-    def quantization(self) -> str | None:
-        return self.spec.quantization
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        if self.do_lower_case:
-            texts = [text.lower() for text in texts]
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
 
     def encode(
         self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False
