@@ -307,7 +307,7 @@ class VectorIndex(AnnBackend):
             if name != parameter:
                 raise SemsearchError(
                     f"this index has no {name!r} parameter (nprobe is for IVF indexes, "
-                    "efSearch for HNSW): drop that option"
+                    "efSearch for HNSW, oversample for disk): drop that option"
                 )
             if int(value) < 1:
                 raise SemsearchError(f"{name} must be at least 1, not {value}")
