@@ -2,9 +2,10 @@
 
 Each command runs in a fresh interpreter, `--runs` times; the table gives the median wall
 time and the median CPU time (user + system, which a busy machine inflates less). The cold
-query is measured three ways: on the traced encoder (the cache warm, the usual case), on
-the full encoder (`SEMSEARCH_NO_TRACE=1`), and with the trace cache empty (the first query
-after installing, which also writes the trace). The peer is the script a user of
+query is measured four ways: on the checked OpenVINO export (the default once the cache
+holds it: no torch), with the cache empty (the first query after installing, which exports
+and checks), and with `--runtime torch` on the traced and on the full encoder. `serve` is
+timed from its start to /health 200 (loaded) and to `warm`. The peer is the script a user of
 sentence-transformers and FAISS would write for the same query on the same index files.
 
     python benchmarks/startup.py --runs 5
@@ -44,14 +45,13 @@ from pathlib import Path
 marks = [("start", time.perf_counter())]
 def mark(name): marks.append((name, time.perf_counter()))
 import semsearch.cli.app; mark("import semsearch CLI")
-import torch; mark("import torch")
 import faiss; mark("import faiss")
 import pyarrow.parquet; mark("import pyarrow")
 from semsearch.index.store import find_index
-from semsearch.models.query_encoder import encoder_for_queries
+from semsearch.models.exported_query_encoder import open_for_queries
 from semsearch.search import Searcher; mark("import semsearch.search")
 folder = find_index(sys.argv[1], Path(sys.argv[2]))
-encoder = encoder_for_queries(folder.manifest().model, "cpu"); mark("load the encoder")
+encoder = open_for_queries(folder.manifest().model, "cpu"); mark("load the encoder")
 searcher = Searcher(folder, encoder=encoder); mark("open the index")
 searcher.search([sys.argv[3]], k=5); mark("first query")
 searcher.search([sys.argv[3]], k=5); mark("second query")
@@ -97,6 +97,44 @@ def measure(command: list[str], env: dict[str, str], runs: int, before=None) -> 
             "wall_runs": [round(w, 3) for w in walls]}  # fmt: skip
 
 
+def serve_ready(index_dir: str, env: dict[str, str], limit_s: float = 120.0) -> dict:
+    """Seconds from starting `semsearch serve` until /health answers 200 (model and index
+    loaded) and until /ready says `warm`; None for a mark not reached within `limit_s`."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    server = subprocess.Popen([*SEMSEARCH, "serve", "--index-dir", index_dir, "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    marks: dict[str, float | None] = {"health_200": None, "warm": None}
+
+    def answer(path: str) -> tuple[int | None, dict]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, {}
+        except OSError:
+            return None, {}
+
+    try:
+        while time.monotonic() - started < limit_s and marks["warm"] is None:
+            if marks["health_200"] is None and answer("/health")[0] == 200:
+                marks["health_200"] = round(time.monotonic() - started, 2)
+            status, body = answer("/ready")
+            if status == 200 and body.get("warm"):
+                marks["warm"] = round(time.monotonic() - started, 2)
+            time.sleep(0.05)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return marks
+
+
 def demo_corpus(rows: int | None, folder: Path) -> Path:
     """The demo corpus, or its first `rows` rows as a Parquet file in `folder`."""
     if not rows:
@@ -137,17 +175,21 @@ def main() -> None:
         "semsearch info": measure([*SEMSEARCH, "info", INDEX, "--index-dir", index_dir], env, args.runs),
         "an error (no such index)": measure([*SEMSEARCH, "query", "x", "--index", "nope",
                                              "--index-dir", index_dir], env, args.runs),  # fmt: skip
-        "query, first after install (traces)": measure(query, env, args.runs, before=empty_cache),
-        "query, traced encoder": measure(query, env, args.runs),
-        "query, full encoder (SEMSEARCH_NO_TRACE=1)": measure(query, {**env, "SEMSEARCH_NO_TRACE": "1"}, args.runs),
+        "query, first after install (exports)": measure(query, env, args.runs, before=empty_cache),
+        "query, checked export (default)": measure(query, env, args.runs),
+        "query, traced encoder (--runtime torch)": measure([*query, "--runtime", "torch"], env, args.runs),
+        "query, full encoder (--runtime torch, SEMSEARCH_NO_TRACE=1)": measure(
+            [*query, "--runtime", "torch"], {**env, "SEMSEARCH_NO_TRACE": "1"}, args.runs),
         "peer: sentence-transformers + FAISS script": measure(peer, env, args.runs),
     }  # fmt: skip
     stages = json.loads(subprocess.run([sys.executable, "-c", STAGES, INDEX, index_dir, QUERY],
                                        check=True, capture_output=True, text=True, env=env).stdout)  # fmt: skip
+    serve = serve_ready(index_dir, env)
     shutil.rmtree(cache, ignore_errors=True)
     peer_wall = rows["peer: sentence-transformers + FAISS script"]["wall_s"]
     figures = {"benchmark": "startup", "runs": args.runs, "commands": rows, "cold_query_stages_s": stages,
-              "traced_query_vs_peer": round(rows["query, traced encoder"]["wall_s"] / peer_wall, 3),
+              "serve_s": serve,
+              "query_vs_peer": round(rows["query, checked export (default)"]["wall_s"] / peer_wall, 3),
               "environment": environment(), "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:])}  # fmt: skip
     results = record(args, "startup", figures)
     print(markdown_table(["command", "median wall s", "median CPU s", "vs peer (wall)"],
@@ -155,6 +197,7 @@ def main() -> None:
                           for name, row in rows.items()]))  # fmt: skip
     print()
     print(markdown_table(["cold query stage", "seconds"], [[k, v] for k, v in stages.items()]))
+    print(f"\nserve on the demo index, seconds from start: {serve}")
     print(f"\nload average at the end: {os.getloadavg()}; appended to {results}")
 
 

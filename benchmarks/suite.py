@@ -231,6 +231,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("`semsearch --help` s", "commands.semsearch --help.wall_s", "<=", 0.5),
             _goal("`semsearch list` s", "commands.semsearch list.wall_s", "<=", 0.5),
             _goal("an error s", "commands.an error (no such index).wall_s", "<=", 0.5),
+            _goal("cold `semsearch query` s (demo index)",
+                  "commands.query, checked export (default).wall_s", "<=", 0.5),  # fmt: skip
+            _goal("`serve` ready s (demo index)", "serve_s.health_200", "<=", 10),
         ),
         ("--runs", "1", "--demo-rows", "300", "--index-dir", "{scratch}/startup-index"),
         smoke_limit_s=180,
