@@ -17,7 +17,6 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_hits, print_json_lines
 from semsearch.errors import SemsearchError
-from semsearch.index.own_vectors import no_model_message, query_vectors, read_npy
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
 from semsearch.options import (
@@ -150,6 +149,8 @@ def query(
 
     manifest = folder.manifest(at)
     if mode != "lexical" and not manifest.has_model:  # before anything loads
+        from semsearch.index.own_vectors import no_model_message
+
         raise SemsearchError(no_model_message(manifest.name))
     if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
         searcher = Searcher(folder, at=at, lexical_only=True)
@@ -195,6 +196,7 @@ def _query_vectors(
     params: dict[str, int | None], show: list[str] | None, json_output: bool,
 ) -> None:  # fmt: skip
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
+    from semsearch.index.own_vectors import query_vectors, read_npy
     from semsearch.search import Searcher
 
     array = read_npy(path)
