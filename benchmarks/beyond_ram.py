@@ -22,6 +22,7 @@ also runs under `systemd-run --scope -p MemoryMax=4G` where systemd can do that.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -44,6 +45,7 @@ from common import (
 HERE = Path(__file__).resolve().parent
 FILTERS = {"1_in_2": "bucket < 500", "1_in_20": "bucket < 50", "1_in_200": "bucket < 5"}
 CHUNK = 262_144
+CGROUP_V1 = Path("/sys/fs/cgroup/memory")
 
 
 def base_vectors(args) -> np.ndarray:
@@ -118,15 +120,41 @@ def ground_truth(args, name: str, queries: np.ndarray, k: int) -> dict[str, np.n
 
 
 def search_process(args, name: str, queries: Path, truth: Path | None, limited: bool) -> dict:
-    """The searching figures, from a fresh process (under MemoryMax where `limited`)."""
+    """The searching figures, from a fresh process (under the memory limit where `limited`)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--search-worker", name,
                "--work-dir", str(args.work_dir), "--queries-file", str(queries),
                "--k", str(args.k)] + (["--truth-file", str(truth)] if truth else [])  # fmt: skip
-    if limited:
+    if not limited:
+        output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=HERE.parent)
+        return json.loads(output.stdout.strip().splitlines()[-1])
+    if memory_max_reason() is None:
         command = ["systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={args.memory_max}",
                    *command]  # fmt: skip
-    output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=HERE.parent)
-    return json.loads(output.stdout.strip().splitlines()[-1])
+        output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=HERE.parent)
+        return {"via": "systemd-run MemoryMax", **json.loads(output.stdout.strip().splitlines()[-1])}
+    return cgroup_v1_search(args, command)
+
+
+def cgroup_v1_search(args, command: list[str]) -> dict:
+    """The limited search in a cgroup-v1 memory group of its own (where systemd is not PID 1):
+    memory.limit_in_bytes bounds its anonymous memory and page cache together, as MemoryMax
+    does; the group's peak usage and how often it hit the limit come back with the figures."""
+    from semsearch.index.factory import parse_bytes
+
+    group = CGROUP_V1 / f"semsearch-beyond-ram-{time.time_ns()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(parse_bytes(args.memory_max)))
+        procs = group / "cgroup.procs"
+        output = subprocess.run(command, check=True, capture_output=True, text=True,
+                                cwd=HERE.parent, preexec_fn=lambda: procs.write_text("0"))  # fmt: skip
+        figures = json.loads(output.stdout.strip().splitlines()[-1])
+        usage = int((group / "memory.max_usage_in_bytes").read_text())
+        failures = int((group / "memory.failcnt").read_text())
+        return {"via": "cgroup v1 memory.limit_in_bytes", "group_peak_bytes": usage,
+                "times_at_limit": failures, **figures}  # fmt: skip
+    finally:
+        group.rmdir()
 
 
 def search_worker(args) -> None:
@@ -187,6 +215,14 @@ def memory_max_reason() -> str | None:
     return None if probe.returncode == 0 else " ".join(probe.stderr.split())[:200]
 
 
+def limit_reason() -> str | None:
+    """None where a search can run under a memory limit here (systemd or cgroup v1)."""
+    reason = memory_max_reason()
+    if reason is None or os.access(CGROUP_V1, os.W_OK):
+        return None
+    return f"{reason}; and {CGROUP_V1} is not writable"
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_results_option(parser)
@@ -241,7 +277,7 @@ def main() -> None:
         "disk_bytes": sum(f.stat().st_size for f in (args.work_dir / "indexes" / "beyond").rglob("*") if f.is_file()),
     }  # fmt: skip
     if args.memory_max:
-        reason = memory_max_reason()
+        reason = limit_reason()
         figures["memory_max"] = {"limit": args.memory_max, "not_run": reason} if reason else {
             "limit": args.memory_max, **search_process(args, "beyond", args.work_dir / "queries.npy",
                                                        args.work_dir / "truth.npz", True)}  # fmt: skip

@@ -57,6 +57,12 @@ def test_list_count_leaves_enough_training_points() -> None:
         assert rows // ivf_list_count(rows) >= 39
 
 
+def test_disk_index_takes_about_sqrt_rows_lists() -> None:
+    # 20M rows: 4,096 lists (sqrt 4,472) for disk, where in-RAM IVF takes 16,384
+    assert choose_index("disk", 20_000_000, 384, "cosine").factory == "IVF4096,PQ48x8np"
+    assert choose_index("ivfsq", 20_000_000, 384, "cosine").factory == "IVF16384,SQfp16"
+
+
 def test_search_params_travel_with_each_call_and_are_checked() -> None:
     import faiss
 
@@ -120,7 +126,7 @@ def test_memory_budget_steers_auto_towards_smaller_structures() -> None:
     squeezed = choose_index("auto", rows, dimension, "cosine", memory_budget=300 * 2**20)
     assert ",PQ" in squeezed.factory
     with pytest.raises(SemsearchError, match="memory budget"):
-        choose_index("auto", rows, dimension, "cosine", memory_budget=10 * 2**20)
+        choose_index("auto", rows, dimension, "cosine", memory_budget=4 * 2**20)
     with pytest.raises(SemsearchError, match="memory budget"):
         choose_index("hnsw", rows, dimension, "cosine", memory_budget=1 * 2**30)
 

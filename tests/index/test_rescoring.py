@@ -124,7 +124,7 @@ def test_a_changed_vector_part_is_refused(disk_index) -> None:
 def test_auto_picks_disk_under_a_small_memory_budget(tmp_path, clustered) -> None:
     assert "oversample" not in choose_index("auto", ROWS, DIMENSION, "cosine").search_params
     spec = choose_index("auto", 841_708, 384, "cosine", memory_budget=300 * 2**20)
-    assert "oversample" in spec.search_params and spec.factory == "IVF4096,PQ48x8np"
+    assert "oversample" in spec.search_params and spec.factory == "IVF1024,PQ48x8np"
     corpus = vector_corpus(tmp_path / "c.parquet", clustered)
     folder = build(
         corpus, tmp_path / "idx", memory_budget=100_000, target_recall=None, lexical=None
