@@ -119,19 +119,29 @@ def ground_truth(args, name: str, queries: np.ndarray, k: int) -> dict[str, np.n
     return truth
 
 
-def search_process(args, name: str, queries: Path, truth: Path | None, limited: bool) -> dict:
-    """The searching figures, from a fresh process (under the memory limit where `limited`)."""
+def search_process(args, name: str, queries: Path, truth: Path | None, limited: bool,
+                   found: Path | None = None) -> dict:  # fmt: skip
+    """The searching figures, from a fresh process (under the memory limit where `limited`);
+    with `found`, the unfiltered hits' ids are saved there too."""
     command = [sys.executable, str(Path(__file__).resolve()), "--search-worker", name,
                "--work-dir", str(args.work_dir), "--queries-file", str(queries),
                "--k", str(args.k)] + (["--truth-file", str(truth)] if truth else [])  # fmt: skip
+    command += ["--found-file", str(found)] if found else []
     if not limited:
-        output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=HERE.parent)
+        output = subprocess.run(
+            command, check=True, capture_output=True, text=True, cwd=HERE.parent
+        )
         return json.loads(output.stdout.strip().splitlines()[-1])
     if memory_max_reason() is None:
         command = ["systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={args.memory_max}",
                    *command]  # fmt: skip
-        output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=HERE.parent)
-        return {"via": "systemd-run MemoryMax", **json.loads(output.stdout.strip().splitlines()[-1])}
+        output = subprocess.run(
+            command, check=True, capture_output=True, text=True, cwd=HERE.parent
+        )
+        return {
+            "via": "systemd-run MemoryMax",
+            **json.loads(output.stdout.strip().splitlines()[-1]),
+        }
     return cgroup_v1_search(args, command)
 
 
@@ -175,7 +185,9 @@ def search_worker(args) -> None:
             [hits] = searcher.search_vectors(query, k=args.k)
             latencies.append(time.perf_counter() - started)
             if rounds == 0:
-                found.append([int(hit.id) for hit in hits])
+                found.append([int(hit.id) for hit in hits] + [-1] * (args.k - len(hits)))
+    if args.found_file:
+        np.save(args.found_file, np.array(found, dtype=np.int64))
     figures["p50_ms"] = round(1e3 * float(np.percentile(latencies, 50)), 2)
     figures["p99_ms"] = round(1e3 * float(np.percentile(latencies, 99)), 2)
     figures.update(memory_status())  # after the 1,000 unfiltered queries: the goal's figure
@@ -246,12 +258,21 @@ def main() -> None:
     parser.add_argument("--search-worker", default=None, help=argparse_hidden())
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse_hidden())
     parser.add_argument("--truth-file", type=Path, default=None, help=argparse_hidden())
+    parser.add_argument("--found-file", type=Path, default=None, help=argparse_hidden())
+    parser.add_argument("--from-index", type=Path, default=None,
+                        help="an index folder whose stored vectors are the corpus: its `disk` "
+                        "and `ivfsq` indexes side by side (disk_vs_ram.py)")  # fmt: skip
     args = parser.parse_args()
     set_threads(args.threads)
     if args.search_worker:
         search_worker(args)
         return
     args.work_dir.mkdir(parents=True, exist_ok=True)
+    if args.from_index:
+        from disk_vs_ram import side_by_side
+
+        record(args, "beyond_ram", side_by_side(args))
+        return
     base = base_vectors(args)
     corpus, empty = args.work_dir / "corpus.parquet", args.work_dir / "empty.parquet"
     started = time.perf_counter()
