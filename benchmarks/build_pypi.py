@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import resource
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,10 @@ WARMUP = 20
 def timed_build(options: BuildOptions) -> dict:
     """`build_index` with wall and CPU time, the same inside `encode`, and peak RSS."""
     encoder = BiEncoder.load(
-        options.model, device=options.device, quantization=options.quantization
+        options.model,
+        device=options.device,
+        quantization=options.quantization,
+        runtime=options.runtime,
     )
     encode, spent_encoding = encoder.encode, {"wall": 0.0, "cpu": 0.0}
 
@@ -128,10 +132,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="build on the first N rows only")
     parser.add_argument("--index", default="auto", help="index type passed to BuildOptions")
     parser.add_argument("--quantize", default=None, help="int8: build (and query) with int8")
+    parser.add_argument("--runtime", default=None,
+                        help="what encodes: torch, openvino, ... (default: the library's)")  # fmt: skip
     parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
     parser.add_argument("--skip-build", action="store_true", help="reuse the index already built")
     parser.add_argument("--compile", action="store_true",
                         help="query through Searcher(compile=True) (compiled on the warm-up)")  # fmt: skip
+    parser.add_argument("--query-runtime", default="auto",
+                        help="what encodes the queries (semsearch query --runtime; default auto)")  # fmt: skip
     parser.add_argument("--query-source", choices=["debian", "pypi"], default="debian")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--recall-queries", type=int, default=200)
@@ -145,6 +153,8 @@ def main() -> None:
         name += f"-{args.index.lower()}"
     if args.quantize:
         name += f"-{args.quantize}"
+    if args.runtime:
+        name += f"-{args.runtime}"
     build = None
     if not args.skip_build:
         corpus = corpus_head(args.data_dir, "pypi", args.limit, args.out_dir / "tmp")
@@ -152,11 +162,19 @@ def main() -> None:
                                index=args.index, device="cpu", out_dir=args.index_dir,
                                quantization=args.quantize,
                                overwrite=True)  # fmt: skip
+        if args.runtime:
+            options = replace(options, runtime=args.runtime)
         build = timed_build(options)
         print(f"build: {build}", flush=True)
 
     started = time.perf_counter()
-    searcher = Searcher(IndexFolder(args.index_dir / name), device="cpu", compile=args.compile)
+    folder = IndexFolder(args.index_dir / name)
+    encoder = None
+    if args.query_runtime != "torch":  # as `semsearch query` encodes by default
+        from semsearch.models.exported_query_encoder import open_for_queries
+
+        encoder = open_for_queries(folder.manifest().model, "cpu", args.query_runtime)
+    searcher = Searcher(folder, encoder=encoder, device="cpu", compile=args.compile)
     open_seconds = time.perf_counter() - started
     sampled = sample_queries(args.data_dir, args.query_source, WARMUP + args.queries, args.seed)
     warmup, queries = sampled[:WARMUP], sampled[WARMUP:]
