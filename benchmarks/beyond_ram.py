@@ -255,6 +255,8 @@ def main() -> None:
     parser.add_argument("--memory-max", default=None, help="also search under this MemoryMax")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/beyond_ram"))
     parser.add_argument("--keep", action="store_true", help="keep the corpus and indexes")
+    parser.add_argument("--reuse-corpus", action="store_true",
+                        help="use the work dir's corpus.parquet when it has --rows rows (same seeds)")  # fmt: skip
     parser.add_argument("--search-worker", default=None, help=argparse_hidden())
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse_hidden())
     parser.add_argument("--truth-file", type=Path, default=None, help=argparse_hidden())
@@ -276,9 +278,13 @@ def main() -> None:
     base = base_vectors(args)
     corpus, empty = args.work_dir / "corpus.parquet", args.work_dir / "empty.parquet"
     started = time.perf_counter()
-    write_corpus(corpus, base, args.rows, args.noise)
+    reused = (
+        args.reuse_corpus and corpus.is_file() and pq.read_metadata(corpus).num_rows == args.rows
+    )
+    if not reused:  # the rows are seeded by position: a kept corpus of that size is the same
+        write_corpus(corpus, base, args.rows, args.noise)
     write_corpus(empty, base, 1000, args.noise)
-    synthesis_s = time.perf_counter() - started
+    synthesis_s = None if reused else round(time.perf_counter() - started, 1)
     queries = synthesise(base, args.queries, args.noise, seed=10**12).astype(np.float32)
     np.save(args.work_dir / "queries.npy", queries)
     built = build(args, corpus, "beyond", args.index_type)
@@ -291,7 +297,7 @@ def main() -> None:
     baseline = search_process(args, "empty", args.work_dir / "queries.npy", None, False)
     figures = {
         "rows": args.rows, "noise": args.noise, "base_rows": len(base), "queries": args.queries,
-        "index_type": args.index_type, "build": built, "synthesis_s": round(synthesis_s, 1),
+        "index_type": args.index_type, "build": built, "synthesis_s": synthesis_s,
         "search": search, "empty_index": baseline,
         "rss_anon_bytes_per_row": round((search["RssAnon"] - baseline["RssAnon"]) / args.rows, 1),
         "rss_file_bytes_per_row": round((search["RssFile"] - baseline["RssFile"]) / args.rows, 1),
