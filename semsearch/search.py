@@ -17,7 +17,6 @@ import pyarrow as pa
 from semsearch.errors import SemsearchError
 from semsearch.hybrid import Fusion, check_mode, fuse
 from semsearch.index.manifest import Manifest
-from semsearch.index.own_vectors import no_model_message, query_vectors
 from semsearch.index.segment import ID_COLUMN
 from semsearch.index.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
@@ -195,6 +194,8 @@ class Searcher:
             self.snapshot.check_lexical()  # before the encoding's cost
         if mode != "lexical" and self.encoder is None:
             if not self.manifest.has_model:
+                from semsearch.index.own_vectors import no_model_message
+
                 raise SemsearchError(no_model_message(self.manifest.name))
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
         vectors = None if mode == "lexical" else self.encoder.encode(queries)
@@ -218,6 +219,10 @@ class Searcher:
         caller's to bound (`search_limits.bound_texts`, which `search` applies)."""
         check_mode(mode)
         if vectors is not None:
+            # Where it runs: own_vectors reads corpora, and its imports (pyarrow.compute, the
+            # corpus readers) are a tenth of a cold query that never needs them.
+            from semsearch.index.own_vectors import query_vectors
+
             vectors = query_vectors(vectors, self.manifest.model.dimension)
         if queries is None:
             if mode != "dense":

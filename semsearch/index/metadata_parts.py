@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from semsearch.errors import SemsearchError
 from semsearch.index.metadata_rows import MetadataRows
@@ -130,6 +129,8 @@ def _mapped_table(segment: Segment, part: int) -> pa.Table:
 
 
 def _parquet_table(segment: Segment, part: int, names: list[str]) -> pa.Table:
+    import pyarrow.parquet as pq  # only for a part without an Arrow copy
+
     path = segment.metadata_paths()[part]
     present = [name for name in pq.read_schema(path).names if name in set(names)]
     return pq.read_table(path, columns=present, memory_map=True)

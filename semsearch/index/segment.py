@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import SegmentRecord, part_arrow_name, part_file_names
@@ -143,6 +142,8 @@ class Segment:
 
     def metadata(self, columns: list[str] | None = None) -> pa.Table:
         """The metadata of every stored row, in position order, memory-mapped."""
+        import pyarrow.parquet as pq
+
         tables = [
             pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
             for part in range(self.record.parts)
@@ -151,6 +152,8 @@ class Segment:
 
     def iter_metadata(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """The metadata part by part: one part's rows in memory at a time."""
+        import pyarrow.parquet as pq
+
         for part in range(self.record.parts):
             yield pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
 
@@ -163,7 +166,14 @@ class Segment:
         return self.folder / part_arrow_name(part)
 
     def schema(self) -> pa.Schema:
-        """The metadata's columns and types (every part has the same)."""
+        """The metadata's columns and types (every part has the same), from the Arrow copy
+        where there is one: a query then never imports pyarrow.parquet (a few hundredths of
+        a second of a cold query)."""
+        if self.record.metadata_arrow:
+            with pa.memory_map(str(self.arrow_path(0))) as source:
+                return pa.ipc.open_file(source).schema
+        import pyarrow.parquet as pq
+
         return pq.read_schema(_metadata_path(self.folder, 0))
 
     def deleted_ids(self) -> np.ndarray:
@@ -234,6 +244,8 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
     temporary = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, temporary, row_group_size=64 * 1024)
     os.replace(temporary, path)

@@ -38,6 +38,7 @@ from semsearch.index.manifest import (
     SegmentRecord,
     generation_file,
     load_record,
+    part_arrow_name,
     part_file_names,
     write_manifest,
 )
@@ -166,21 +167,22 @@ def _check_segment_columns(
     """Refuse a generation whose manifest names a text or id column that a segment's stored
     metadata lacks: a hand-edited manifest with a recomputed checksum passes every other
     check, and would end each search in a KeyError, or let `add` write segments whose
-    column differs from the older ones'. Reads one Parquet footer per segment, once per
-    reader (`checked`)."""
-    import pyarrow.parquet as pq
-
+    column differs from the older ones'. Reads one schema per segment, once per reader
+    (`checked`): the Arrow copy's where there is one (the copy a query reads its cells from;
+    pyarrow.parquet then stays unimported), else the Parquet footer."""
     checked = set() if checked is None else checked
     for record in manifest.segments:
         if not record.parts:
             continue
         name = f"{SEGMENTS_DIR}/{record.name}/{part_file_names(0)[2]}"
+        if record.metadata_arrow:
+            name = f"{SEGMENTS_DIR}/{record.name}/{part_arrow_name(0)}"
         status = _stat(folder.path / name)
         key = ("columns", name, manifest.text_column, manifest.id_column,
                *((status.st_size, status.st_mtime_ns, status.st_ino) if status else ()))  # fmt: skip
         if key in checked:
             continue
-        problem = _column_problem(manifest, pq.read_schema(folder.path / name).names, record.name)
+        problem = _column_problem(manifest, _stored_columns(folder.path / name), record.name)
         if problem:
             raise SemsearchError(
                 f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
@@ -188,6 +190,18 @@ def _check_segment_columns(
                 "--overwrite"
             )
         checked.add(key)
+
+
+def _stored_columns(path: Path) -> list[str]:
+    """The column names of a metadata part: an Arrow IPC file or a Parquet file."""
+    if path.suffix == ".arrow":
+        import pyarrow as pa
+
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).schema.names
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names
 
 
 def _column_problem(manifest: Manifest, columns: list[str], segment: str) -> str | None:

@@ -10,7 +10,7 @@ import pytest
 from cli.support import runner
 
 from semsearch import __version__
-from semsearch.cli.app import app
+from semsearch.cli.app import COMMAND_MODULES, app
 from semsearch.cli.common import COMMAND_ORDER
 
 # Together about 5 s to import on this project's machines: commands that need no model skip
@@ -66,6 +66,45 @@ def test_list_info_and_errors_import_no_heavy_library(built) -> None:
         assert _heavy_modules_after(args) == [], args
 
 
+def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
+    import typer
+
+    group = typer.main.get_command(app)
+    assert sorted(group.commands) == sorted(COMMAND_MODULES)
+    for name, command in group.commands.items():
+        callback = command.callback or next(iter(command.commands.values())).callback
+        assert callback.__module__ == f"semsearch.cli.{COMMAND_MODULES[name]}", name
+
+
+def _modules_after_main(args: list[str], names: tuple[str, ...]) -> tuple[list[str], str]:
+    """Run `semsearch ARGS` as the `semsearch` script does (`main`) in a fresh interpreter:
+    which of the modules `names` it imported, and its output."""
+    script = (
+        "import sys\n"
+        f"sys.argv = ['semsearch', *{args!r}]\n"
+        "from semsearch.cli.app import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        f"print('\\nMODULES=' + ','.join(m for m in {names!r} if m in sys.modules))\n"
+    )
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    lines = process.stdout.strip().splitlines()
+    assert lines and lines[-1].startswith("MODULES="), process.stdout + process.stderr
+    found = [name for name in lines[-1].removeprefix("MODULES=").split(",") if name]
+    return found, process.stdout
+
+
+def test_main_registers_only_the_command_it_runs() -> None:
+    others = tuple(f"semsearch.cli.{module}" for module in set(COMMAND_MODULES.values()))
+    found, output = _modules_after_main(["query", "--help"], others)
+    assert found == ["semsearch.cli.query_command"] and "--top-k" in output
+    found, output = _modules_after_main(["--help"], others)  # the full list for --help
+    assert sorted(found) == sorted(others) and "train-adapter" in output
+
+
 def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"semsearch {__version__}"
@@ -110,18 +149,16 @@ def test_a_query_with_a_checked_export_imports_neither_torch_nor_transformers(
     monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
     assert export_for_queries(BiEncoder.load(built.model, device="cpu"))  # as a first query does
     args = ["query", "fast json", "--index", "docs", "--index-dir", built.index_dir, "--json"]
-    script = (
-        "import sys\n"
-        "from semsearch.cli.app import app\n"
-        "try:\n"
-        f"    app({args!r})\n"
-        "except SystemExit as exit:\n"
-        "    assert not exit.code, exit.code\n"
-        f"print('\\nHEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    # Nor what only other commands need (corpus readers, Parquet): a query reads the
+    # metadata's memory-mapped Arrow copy.
+    unneeded = (
+        "pyarrow.parquet",
+        "pyarrow.compute",
+        "semsearch.corpus",
+        "semsearch.cli.bench_command",
     )
-    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
-    lines = process.stdout.strip().splitlines()
-    assert lines and lines[-1] == "HEAVY=", process.stdout + process.stderr
+    found, output = _modules_after_main(args, HEAVY + unneeded)
+    assert found == [], found
+    lines = output.strip().splitlines()
     hits = [json.loads(line) for line in lines[:-1] if line.startswith("{")]
     assert hits and hits[0]["rank"] == 1 and hits[0]["query"] == "fast json"

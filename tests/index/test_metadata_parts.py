@@ -112,6 +112,18 @@ def test_segments_without_an_arrow_copy_are_read_from_their_parquet(tmp_path, mo
     assert len(parquet._open) == 2  # bounded: a part's worth each
 
 
+def test_the_schema_comes_from_the_arrow_copy_and_is_the_parquet_one(tmp_path) -> None:
+    folder = build(tmp_path)
+    record = folder.manifest().segments[0]
+    with_copy = Segment(folder.segment_dir(record.name), record)
+    without = Segment(folder.segment_dir(record.name), replace(record, metadata_arrow=False))
+    assert with_copy.schema().equals(without.schema(), check_metadata=True)
+    assert with_copy.schema().names[:3] == ["key", "year", "name"]
+    expected = without.schema()
+    (folder.segment_dir(record.name) / "part-00000.parquet").unlink()  # not read with a copy
+    assert with_copy.schema().equals(expected, check_metadata=True)
+
+
 def test_open_arrow_parts_are_bounded(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(metadata_parts, "OPEN_ARROW_PARTS", 2)
     snapshot = open_snapshot(build(tmp_path))
