@@ -18,6 +18,13 @@ before the build) beside the Ray workers' (each `ray::` process sampled the same
     flock /tmp/cpu.lock python benchmarks/ray_build.py --rows 100000 --workers 2
     python benchmarks/ray_build.py --rows 0 --workers 1 --device cuda   # a GPU machine
     flock /tmp/cpu.lock python benchmarks/ray_build.py --own-vectors 500000,2000000
+
+With `--mine-own-vectors 200000`, each size's own vectors get a distinct text a row, are
+built locally once (`--index`, kept in `--out-dir`) and mined with `mine --index --engine
+ray` (top-k 10, --top 100000) on the same two simulated nodes; the line
+(`ray_mine_memory.jsonl`) reports the same memory figures beside the vectors' size.
+
+    flock /tmp/cpu.lock python benchmarks/ray_build.py --mine-own-vectors 200000
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from common import (
     read_corpus,
     record,
 )
-from ray_memory import own_vectors_builds
+from ray_memory import own_vectors_builds, own_vectors_mining
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.index.build import BuildOptions, build_index
@@ -87,11 +94,19 @@ def main() -> None:
         default=None,
         help="sizes of own-vector builds on two simulated nodes (driver memory)",
     )
+    parser.add_argument(
+        "--mine-own-vectors",
+        default=None,
+        help="sizes of own-vector indexes mined on two simulated nodes (driver memory)",
+    )
     parser.add_argument("--index", default="IVF1024,SQ8", help="index of the --own-vectors builds")
     add_results_option(parser)
     args = parser.parse_args()
     if args.own_vectors:
         own_vectors_builds(args, [int(size) for size in args.own_vectors.split(",")])
+        return
+    if args.mine_own_vectors:
+        own_vectors_mining(args, [int(size) for size in args.mine_own_vectors.split(",")])
         return
     corpus, rows = corpus_file(args)
     env = environment()

@@ -1,4 +1,5 @@
-"""`ray_build.py --own-vectors`: the driver's peak memory of a Ray build against the rows.
+"""`ray_build.py --own-vectors` / `--mine-own-vectors`: the driver's peak memory of a Ray
+build, or of `mine --index --engine ray`, against the rows.
 
 Why a figure of its own: a cluster build whose driver gathers ids, vectors or the index
 grows with the corpus until the driver is the machine that limits it. Here the driver's
@@ -19,19 +20,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from common import record
 
-from semsearch.distributed import RayOptions, build_index_on_ray
-from semsearch.index.build import BuildOptions
+from semsearch.distributed import RayOptions, build_index_on_ray, mine_index_on_ray
+from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.store import IndexFolder
+from semsearch.mining import MiningOptions
 
 DIMENSION = 384
 WRITE_ROWS = 65_536  # rows generated and written at a time
 
 
-def write_vectors(path: Path, rows: int, seed: int = 0) -> Path:
-    """`rows` random unit vectors (column `emb`, a fixed-size list) and a row number `n`."""
+def write_vectors(path: Path, rows: int, seed: int = 0, texts: bool = False) -> Path:
+    """`rows` random unit vectors (column `emb`, a fixed-size list) and a row number `n`
+    (with `texts`, a distinct `text` each too, for mining)."""
     if path.is_file() and pq.ParquetFile(path).metadata.num_rows == rows:
         return path
     rng = np.random.default_rng(seed)
-    schema = pa.schema([("n", pa.int64()), ("emb", pa.list_(pa.float32(), DIMENSION))])
+    fields = [("n", pa.int64()), ("emb", pa.list_(pa.float32(), DIMENSION))]
+    schema = pa.schema(fields + ([("text", pa.string())] if texts else []))
     path.parent.mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(path, schema) as writer:
         for start in range(0, rows, WRITE_ROWS):
@@ -39,8 +44,10 @@ def write_vectors(path: Path, rows: int, seed: int = 0) -> Path:
             vectors = rng.standard_normal((count, DIMENSION), dtype=np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMENSION)
-            writer.write_table(pa.table({"n": np.arange(start, start + count), "emb": emb},
-                                        schema=schema))  # fmt: skip
+            columns = {"n": np.arange(start, start + count), "emb": emb}
+            if texts:
+                columns["text"] = [f"row {n}" for n in range(start, start + count)]
+            writer.write_table(pa.table(columns, schema=schema))
     return path
 
 
@@ -98,16 +105,60 @@ class MemorySampler:
             self._stop.wait(self.every_s)
 
 
-def own_vectors_builds(args, sizes: list[int]) -> None:
-    """Build each size on a simulated two-node cluster and record the memory figures."""
+def two_nodes():
+    """A simulated two-node cluster of one CPU a node, as the Ray tests use."""
     from ray.cluster_utils import Cluster
 
-    folder = args.out_dir / "ray_build"
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
     )
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
+    return cluster
+
+
+def own_vectors_mining(args, sizes: list[int]) -> None:
+    """For each size, an own-vectors index with texts (built locally once, kept), mined with
+    `mine --index --engine ray` on two simulated nodes; records the memory figures."""
+    folder = args.out_dir / "ray_build"
+    built = {}
+    for rows in sizes:
+        name = f"mine-{rows}-{args.index.replace(',', '_')}"
+        if not (folder / "indexes" / name / "manifest.json").is_file():
+            corpus = write_vectors(folder / f"texts_{rows}.parquet", rows, texts=True)
+            build_index(BuildOptions(corpus=corpus, name=name, model=None, vector_column="emb",
+                                     text_column="text", index=args.index,
+                                     out_dir=folder / "indexes", show_progress=False))  # fmt: skip
+        built[rows] = name
+    cluster = two_nodes()
+    try:
+        for name in built.values():
+            mining = MiningOptions(top_k=10, top=100_000, show_progress=False)
+            started = time.perf_counter()
+            with MemorySampler() as memory:
+                result = mine_index_on_ray(name, folder / "indexes", mining,
+                                           RayOptions(cluster.address, show_progress=False))  # fmt: skip
+            seconds = time.perf_counter() - started
+            manifest = IndexFolder(folder / "indexes" / name).manifest()
+            figures = {
+                "mode": "mine_own_vectors_two_nodes", "rows": manifest.rows, "index": manifest.index.factory,
+                "vectors_mib": round(manifest.rows * DIMENSION * 4 / 2**20, 1),
+                "structure": result.stats.structure, "pairs": len(result), "seconds": round(seconds, 1),
+                "driver_peak_rss_anon_mib": round(memory.driver_anon / 1024, 1),
+                "driver_vm_hwm_mib": round(status_kib("self", "VmHWM") / 1024, 1),
+                "worker_peak_rss_anon_mib": round(memory.worker_anon / 1024, 1),
+                "workers_peak_total_rss_anon_mib": round(memory.workers_total / 1024, 1),
+            }  # fmt: skip
+            print(figures, flush=True)
+            record(args, "ray_mine_memory", figures)
+    finally:
+        cluster.shutdown()
+
+
+def own_vectors_builds(args, sizes: list[int]) -> None:
+    """Build each size on a simulated two-node cluster and record the memory figures."""
+    folder = args.out_dir / "ray_build"
+    cluster = two_nodes()
     try:
         for rows in sizes:
             corpus = write_vectors(folder / f"vectors_{rows}.parquet", rows)

@@ -409,7 +409,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark(
         "ray_build",
-        "`build --engine ray` against the local build: wall time and texts/s",
+        "`build --engine ray` against the local build: wall time and texts/s; with "
+        "--own-vectors / --mine-own-vectors, the driver's peak memory of a Ray build / a Ray "
+        "`mine --index`",
         no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
     ),
     Benchmark(

@@ -1,26 +1,39 @@
 """`semsearch mine --engine ray`: the local miner, with its encoding and search on a Ray cluster.
 
-The driver reads the collection and builds the local miner's search structure once, puts it
-and the vectors into Ray's object store, and an actor pool mines blocks of query rows
-against the whole collection (`semsearch.mining.blocks`): each keeps its best pairs, and the
-driver merges them in the local miner's accumulator, so the pairs (ids, scores, order) are
-the local ones. A corpus file is first encoded by an actor pool (`RayTextEncoder`).
+An actor pool mines blocks of query rows against the whole collection
+(`semsearch.mining.blocks`): each keeps its best pairs, and the driver merges them in the
+local miner's accumulator, so the pairs (ids, scores, order) are the local ones. Where the
+actors get the vectors from differs:
+
+    --index   each actor opens the index folder itself (a filesystem every node mounts at
+              the same path, as a Ray build needs), reads its stored vectors memory-mapped
+              and fills the local miner's structure (`plan_structure`, decided on the
+              driver); a structure trained for mining is trained once, by one Ray task, on
+              the local miner's sample. The driver never holds an [n, d] array: only the
+              texts and ids (for the output), the searched rows, the block plan and pairs.
+    corpus    the texts are encoded by an actor pool (`RayTextEncoder`) into the driver,
+              which builds the structure and puts it and the vectors into the object store.
+
 With `--top` each block keeps its best `top` pairs only, so "pairs found" then adds up each
 block's count (a pair found from both sides in two blocks counts twice).
 """
 
 from __future__ import annotations
 
+import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
 
-from semsearch.distributed.cluster import RayConnection, RayOptions, require_ray
+from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import RayTextEncoder, job_errors
+from semsearch.errors import SemsearchError
 from semsearch.filesystems import check_local_folder
-from semsearch.index.store import DEFAULT_INDEX_DIR
+from semsearch.index.manifest import Manifest
+from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder
 from semsearch.index.vector_index import VectorIndex
 from semsearch.mining.blocks import BlockJob, mine_block, plan_blocks
 from semsearch.mining.collection import (
@@ -28,9 +41,19 @@ from semsearch.mining.collection import (
     CorpusSource,
     EncodedCollection,
     IndexedCollection,
+    SearchedVectors,
+    StoredVectors,
 )
 from semsearch.mining.miner import MiningOptions, mine_paraphrases, timed_reading
-from semsearch.mining.neighbours import SearchStructure, search_structure
+from semsearch.mining.neighbours import (
+    SearchStructure,
+    StructurePlan,
+    VectorSource,
+    build_structure,
+    plan_structure,
+    search_structure,
+    train_structure,
+)
 from semsearch.mining.pairs import MiningResult, PairAccumulator
 
 
@@ -49,26 +72,50 @@ def mine_corpus_on_ray(source: CorpusSource, options: MiningOptions | None = Non
 def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,
                       options: MiningOptions | None = None,
                       ray_options: RayOptions | None = None) -> MiningResult:  # fmt: skip
-    """`mine_index` with the search on Ray (the index's stored vectors, never re-encoded)."""
+    """`mine_index` with the search on Ray: the workers read the index's stored vectors (never
+    re-encoded) from the shared folder; the driver reads its texts and ids only."""
     check_local_folder(index_dir, "--index-dir")
     with RayConnection(ray_options or RayOptions(), "cpu") as connection:
         started = time.perf_counter()
         collection = IndexedCollection(name, index_dir)
         seconds = time.perf_counter() - started
         return timed_reading(
-            mine_paraphrases(collection, options, RayPairSearch(connection)), seconds
+            mine_paraphrases(collection, options, RayIndexPairSearch(connection)), seconds
         )
 
 
+@dataclass(frozen=True)
+class StoredIndex:
+    """Where a worker finds an index's vectors: its folder (absolute) and the manifest the
+    driver read (so every worker opens the same generation)."""
+
+    folder: str
+    manifest: Manifest
+
+    def open(self) -> StoredVectors:
+        folder = IndexFolder(Path(self.folder))
+        if not folder.manifest_file.is_file():
+            raise SemsearchError(
+                f"a Ray worker on {socket.gethostname()} cannot see the index folder {self.folder}: "
+                "mining on Ray reads the index on every node, so keep it on a filesystem every "
+                "node mounts at the same path"
+            )
+        return StoredVectors(folder, self.manifest)
+
+
 class RayPairSearch:
-    """The miner's neighbour search (`SearchPairs`) on an actor pool, one block per call."""
+    """The miner's neighbour search (`SearchPairs`) of a corpus on an actor pool: the vectors
+    (encoded on Ray) and the structure built here are shared through the object store."""
 
     def __init__(self, connection: RayConnection) -> None:
         self.connection = connection
 
-    def __call__(self, collection: Collection, vectors: np.ndarray, options: MiningOptions,
-                 pairs: PairAccumulator, timings: dict[str, float]) -> str:  # fmt: skip
+    def __call__(self, collection: Collection, options: MiningOptions, pairs: PairAccumulator,
+                 timings: dict[str, float]) -> str:  # fmt: skip
         ray = require_ray()
+        started = time.perf_counter()
+        vectors = collection.vectors(pairs.rows, options.show_progress)
+        timings["load_vectors"] += time.perf_counter() - started
         workers = self.connection.workers("cpu")  # FAISS searches on CPUs
         started = time.perf_counter()
         structure, description = search_structure(
@@ -76,30 +123,88 @@ class RayPairSearch:
         )
         shared = [ray.put(faiss.serialize_index(structure.index.faiss)), ray.put(vectors)]
         timings["search_index_setup"] = time.perf_counter() - started
+        job = _block_job(pairs, options)
+        constructor = {"shared": shared, "metric": collection.metric, "params": structure.params}
+        return f"{description}, on Ray " + _mine_blocks(
+            BlockMiner, constructor, workers, job, pairs, options, timings
+        )
+
+
+class RayIndexPairSearch:
+    """The miner's neighbour search (`SearchPairs`) of an index on an actor pool that reads
+    the stored vectors itself; see the module docstring."""
+
+    def __init__(self, connection: RayConnection) -> None:
+        self.connection = connection
+
+    def __call__(self, collection: IndexedCollection, options: MiningOptions,
+                 pairs: PairAccumulator, timings: dict[str, float]) -> str:  # fmt: skip
+        ray = require_ray()
+        workers = self.connection.workers("cpu")  # FAISS searches on CPUs
         started = time.perf_counter()
-        job = BlockJob(pairs.rows, pairs.row_count, options.top_k, options.query_chunk,
-                       pairs.threshold, options.top)  # fmt: skip
-        blocks = plan_blocks(len(vectors), options.query_chunk, workers.count)
-        workers = workers.at_most(len(blocks))
-        dataset = ray.data.from_items([{"start": b.start, "stop": b.stop} for b in blocks]).map_batches(
-            BlockMiner, batch_size=1, **workers.actor_args(),
-            fn_constructor_kwargs={"shared": shared, "metric": collection.metric,
-                                   "params": structure.params, "job": job, "threads": workers.threads},
-        )  # fmt: skip
-        found = 0
-        with job_errors("mining", resumable=False):
-            for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
-                real = batch["key"] >= 0
-                pairs.add_candidates(batch["key"][real], batch["score"][real])
-                found += int(batch["found"].sum())
-        if options.top is not None:
-            pairs.found_in_blocks = found
-        timings["neighbour_search"] = time.perf_counter() - started
-        return f"{description}, on Ray ({workers.describe()}, {len(blocks)} blocks)"
+        stored = collection.stored
+        index = StoredIndex(str(collection.folder.path.resolve()), collection.manifest)
+        plan = plan_structure(len(pairs.rows), stored.dimension, collection.metric,
+                              stored.trained_index(), options.nprobe)  # fmt: skip
+        trained = None
+        if plan.kind == "train":  # once, by one task, on the local miner's sample
+            task = ray.remote(train_for_mining).options(num_cpus=workers.num_cpus)
+            with job_errors("training the mining structure", resumable=False):
+                trained = [ray.put(ray.get(task.remote(index, pairs.rows, plan, workers.threads)))]
+        timings["search_index_setup"] = time.perf_counter() - started
+        job = _block_job(pairs, options)
+        constructor = {"index": index, "plan": plan, "trained": trained}
+        return f"{plan.about}, on Ray " + _mine_blocks(
+            IndexBlockMiner, constructor, workers, job, pairs, options, timings
+        )
+
+
+def train_for_mining(index: StoredIndex, rows: np.ndarray, plan: StructurePlan,
+                     threads: int = 1) -> bytes:  # fmt: skip
+    """On a worker: the local miner's IVF structure trained on its sample of `rows`, empty,
+    serialized (the centroids only: small next to the vectors)."""
+    faiss.omp_set_num_threads(threads)
+    source = SearchedVectors(index.open(), rows)
+    return faiss.serialize_index(train_structure(source, plan.metric).faiss)
+
+
+def _block_job(pairs: PairAccumulator, options: MiningOptions) -> BlockJob:
+    return BlockJob(pairs.rows, pairs.row_count, options.top_k, options.query_chunk,
+                    pairs.threshold, options.top)  # fmt: skip
+
+
+def _mine_blocks(actor: type, constructor: dict, workers: Workers, job: BlockJob,
+                 pairs: PairAccumulator, options: MiningOptions,
+                 timings: dict[str, float]) -> str:  # fmt: skip
+    """Every block of query rows mined by a pool of `actor`s, their best pairs merged into
+    `pairs`; the pool in a few words."""
+    ray = require_ray()
+    started = time.perf_counter()
+    blocks = plan_blocks(len(job.rows), options.query_chunk, workers.count)
+    workers = workers.at_most(len(blocks))
+    dataset = ray.data.from_items([{"start": b.start, "stop": b.stop} for b in blocks]).map_batches(
+        actor, batch_size=1, **workers.actor_args(),
+        fn_constructor_kwargs={**constructor, "job": job, "threads": workers.threads},
+    )  # fmt: skip
+    found = 0
+    with job_errors("mining", resumable=False):
+        for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
+            real = batch["key"] >= 0
+            pairs.add_candidates(batch["key"][real], batch["score"][real])
+            found += int(batch["found"].sum())
+    if options.top is not None:
+        pairs.found_in_blocks = found
+    timings["neighbour_search"] = time.perf_counter() - started
+    return f"({workers.describe()}, {len(blocks)} blocks)"
 
 
 class BlockMiner:
-    """Ray Data actor: holds the search structure and the vectors, mines the blocks it is given."""
+    """Ray Data actor: holds the search structure and the vectors (from the object store),
+    mines the blocks it is given."""
+
+    structure: SearchStructure
+    vectors: np.ndarray | VectorSource
+    job: BlockJob
 
     def __init__(self, shared: list, metric: str, params: dict[str, int], job: BlockJob,
                  threads: int = 1) -> None:  # fmt: skip
@@ -125,4 +230,35 @@ class BlockMiner:
                 "found": np.concatenate(found)}  # fmt: skip
 
 
-__all__ = ["BlockMiner", "RayPairSearch", "mine_corpus_on_ray", "mine_index_on_ray"]
+class IndexBlockMiner(BlockMiner):
+    """Ray Data actor: opens the index, fills the planned structure from its stored vectors
+    (memory-mapped, a FAISS add batch at a time) and mines the blocks it is given."""
+
+    def __init__(self, index: StoredIndex, plan: StructurePlan, trained: list | None,
+                 job: BlockJob, threads: int = 1) -> None:  # fmt: skip
+        faiss.omp_set_num_threads(threads)  # the CPUs the actor holds
+        stored = index.open()
+        if len(stored) != job.row_count:
+            raise SemsearchError(
+                f"the index in {index.folder} has {len(stored)} live rows on a worker, "
+                f"{job.row_count} on the driver: run the mining again"
+            )
+        own = None
+        if plan.kind == "own":
+            own = stored.trained_index()[0]  # type: ignore[index]
+        elif trained is not None:
+            index_bytes = require_ray().get(trained[0])  # in a list: Ray Data passes it as is
+            own = VectorIndex(faiss.deserialize_index(index_bytes), plan.metric)
+        self.vectors = SearchedVectors(stored, job.rows)
+        self.structure = build_structure(plan, self.vectors, own)
+        self.job = job
+
+
+__all__ = [
+    "BlockMiner",
+    "IndexBlockMiner",
+    "RayIndexPairSearch",
+    "RayPairSearch",
+    "mine_corpus_on_ray",
+    "mine_index_on_ray",
+]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from semsearch.mining.neighbours import SearchStructure, search_in_chunks
+from semsearch.mining.neighbours import SearchStructure, VectorSource, search_in_chunks
 from semsearch.mining.pairs import PairAccumulator
 
 
@@ -30,7 +30,7 @@ class BlockJob:
 
 
 def mine_block(
-    structure: SearchStructure, vectors: np.ndarray, job: BlockJob, block: range
+    structure: SearchStructure, vectors: np.ndarray | VectorSource, job: BlockJob, block: range
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(pair keys, scores, distinct pairs found) of the queries in `block`; see the module docstring."""
     pairs = PairAccumulator(job.rows, job.row_count, job.threshold)

@@ -21,7 +21,7 @@ from semsearch.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import Manifest
 from semsearch.index.segment import ID_COLUMN, Segment
-from semsearch.index.store import DEFAULT_INDEX_DIR, find_index
+from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -131,45 +131,25 @@ class EncodedCollection(Collection):
         return prepare_vectors(encoded, self.metric)[back]
 
 
-class IndexedCollection(Collection):
-    """An index's live rows: vectors read from the ones it stores, never re-encoded."""
+class StoredVectors:
+    """An index's stored vectors of its live rows (in collection order), memory-mapped and
+    read a few at a time: what `IndexedCollection` and every mining worker on Ray read."""
 
-    def __init__(self, name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> None:
-        folder = find_index(name, index_dir)
-        manifest = folder.manifest()
-        if manifest.index.metric not in ("cosine", "dot"):
-            raise SemsearchError(
-                f"index {folder.name!r} uses the {manifest.index.metric} distance; mining ranks "
-                "pairs by similarity: build the index with --metric cosine or dot"
-            )
-        if manifest.text_column is None:
-            raise SemsearchError(
-                f"index {folder.name!r} holds your own vectors without texts: mining pairs "
-                "texts, so build the index with a --text-column"
-            )
-        id_column = manifest.id_column or ID_COLUMN
-        self.segments = [Segment(folder.segment_dir(r.name), r) for r in manifest.segments]
-        texts, ids, self._positions = [], [], []
-        for segment in self.segments:
-            mask = segment.live_mask()
-            start = 0  # one metadata part decoded at a time: the texts are held once, not twice
-            for part in segment.iter_metadata([manifest.text_column, id_column]):
-                kept = part.filter(pa.array(mask[start : start + part.num_rows]))
-                texts.append(kept.column(manifest.text_column))
-                ids.append(kept.column(id_column))
-                start += part.num_rows
-            self._positions.append(np.flatnonzero(mask))
-        super().__init__(
-            name=folder.name,
-            texts=_combine([c.combine_chunks() for c in texts], pa.large_string()),
-            ids=pa.chunked_array([c.combine_chunks() for c in ids]).combine_chunks(),
-            metric=manifest.index.metric,
-        )
+    def __init__(self, folder: IndexFolder, manifest: Manifest) -> None:
         self.folder = folder
-        self.manifest: Manifest = manifest
+        self.manifest = manifest
+        self.metric = manifest.index.metric
+        self.dimension = manifest.model.dimension
+        self.segments = [Segment(folder.segment_dir(r.name), r) for r in manifest.segments]
+        self.live_masks = [segment.live_mask() for segment in self.segments]
+        self._positions = [np.flatnonzero(mask) for mask in self.live_masks]
 
-    def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
-        output = np.empty((len(rows), self.manifest.model.dimension), dtype=np.float32)
+    def __len__(self) -> int:
+        return sum(len(positions) for positions in self._positions)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Search-ready vectors (unit length for cosine) of collection `rows`, increasing."""
+        output = np.empty((len(rows), self.dimension), dtype=np.float32)
         start = 0
         for segment, positions in zip(self.segments, self._positions):
             inside = (rows >= start) & (rows < start + len(positions))
@@ -187,6 +167,68 @@ class IndexedCollection(Collection):
             return None
         index = VectorIndex.read(self.folder.trained_path(spec.trained_file), spec.metric)
         return index, dict(spec.search_params), spec.factory
+
+
+class SearchedVectors:
+    """The searched `rows` of stored vectors as a `VectorSource`: position i is rows[i]."""
+
+    def __init__(self, stored: StoredVectors, rows: np.ndarray) -> None:
+        self.stored = stored
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def dimension(self) -> int:
+        return self.stored.dimension
+
+    def take(self, positions: np.ndarray | range) -> np.ndarray:
+        if isinstance(positions, range):
+            return self.stored.take(self.rows[positions.start : positions.stop])
+        return self.stored.take(self.rows[positions])
+
+
+class IndexedCollection(Collection):
+    """An index's live rows: vectors read from the ones it stores, never re-encoded."""
+
+    def __init__(self, name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> None:
+        folder = find_index(name, index_dir)
+        manifest = folder.manifest()
+        if manifest.index.metric not in ("cosine", "dot"):
+            raise SemsearchError(
+                f"index {folder.name!r} uses the {manifest.index.metric} distance; mining ranks "
+                "pairs by similarity: build the index with --metric cosine or dot"
+            )
+        if manifest.text_column is None:
+            raise SemsearchError(
+                f"index {folder.name!r} holds your own vectors without texts: mining pairs "
+                "texts, so build the index with a --text-column"
+            )
+        id_column = manifest.id_column or ID_COLUMN
+        self.stored = StoredVectors(folder, manifest)
+        texts, ids = [], []
+        for segment, mask in zip(self.stored.segments, self.stored.live_masks):
+            start = 0  # one metadata part decoded at a time: the texts are held once, not twice
+            for part in segment.iter_metadata([manifest.text_column, id_column]):
+                kept = part.filter(pa.array(mask[start : start + part.num_rows]))
+                texts.append(kept.column(manifest.text_column))
+                ids.append(kept.column(id_column))
+                start += part.num_rows
+        super().__init__(
+            name=folder.name,
+            texts=_combine([c.combine_chunks() for c in texts], pa.large_string()),
+            ids=pa.chunked_array([c.combine_chunks() for c in ids]).combine_chunks(),
+            metric=manifest.index.metric,
+        )
+        self.folder = folder
+        self.manifest: Manifest = manifest
+
+    def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
+        return self.stored.take(rows)
+
+    def trained_index(self) -> tuple[VectorIndex, dict[str, int], str] | None:
+        return self.stored.trained_index()
 
 
 def _combine(chunks: list[pa.Array], type_: pa.DataType) -> pa.Array:

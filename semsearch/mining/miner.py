@@ -97,14 +97,12 @@ def mine_paraphrases(
     groups = collection.groups
     keep_copies = options.exact_duplicates == "keep"
     rows = np.arange(len(collection), dtype=np.int64) if keep_copies else groups.first_rows
-    vectors = collection.vectors(rows, options.show_progress)
-    timings["load_vectors"] = time.perf_counter() - started
+    timings["load_vectors"] = time.perf_counter() - started  # the groups; search_pairs adds
 
     pairs = PairAccumulator(rows, len(collection), options.threshold)
     structure = "none: fewer than two distinct texts"
     if len(rows) >= 2:
-        structure = search_pairs(collection, vectors, options, pairs, timings)
-    del vectors
+        structure = search_pairs(collection, options, pairs, timings)
 
     started = time.perf_counter()
     rows_a, rows_b, scores, found = pairs.finish(options.top)
@@ -124,20 +122,22 @@ def mine_paraphrases(
     return MiningResult(rows_a, rows_b, scores, collection, found, stats, duplicates)
 
 
-# (collection, its search-ready vectors, options, the accumulator, timings) -> the structure used
-SearchPairs = Callable[
-    [Collection, np.ndarray, "MiningOptions", PairAccumulator, dict[str, float]], str
-]
+# (collection, options, the accumulator of the searched rows `pairs.rows`, timings) -> the
+# structure used. It reads the vectors where it searches: the local one here, in this process.
+SearchPairs = Callable[[Collection, "MiningOptions", PairAccumulator, dict[str, float]], str]
 
 
 def _search_pairs(
     collection: Collection,
-    vectors: np.ndarray,
     options: MiningOptions,
     pairs: PairAccumulator,
     timings: dict[str, float],
 ) -> str:
-    """Feed every row's neighbours to `pairs`; times the index setup, search and bookkeeping apart."""
+    """Feed every row's neighbours to `pairs`; times the loading, index setup, search and
+    bookkeeping apart."""
+    started = time.perf_counter()
+    vectors = collection.vectors(pairs.rows, options.show_progress)
+    timings["load_vectors"] += time.perf_counter() - started
     started = time.perf_counter()
     device = faiss_device(options.device)
     if device.is_gpu and options.top_k + 1 > GPU_MAX_K:

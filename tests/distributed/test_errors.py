@@ -67,6 +67,16 @@ def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_d
     assert not (tmp_path / "idx" / ".corpus.partial").exists()
 
 
+def test_bad_input_to_mine_an_index_on_ray_is_one_line(tmp_path) -> None:
+    def mine(*args: str):
+        return runner.invoke(app, ["-q", "mine", "--engine", "ray", *args], catch_exceptions=False)
+
+    line = error_line(mine("--index", "nope", "--index-dir", str(tmp_path)))
+    assert "nope" in line
+    line = error_line(mine("--index", "docs", "--index-dir", "s3://bucket/indexes"))
+    assert "is a URI, but an index folder must be a local path" in line
+
+
 # the last test here: the commands join it, not start their own
 @pytest.mark.usefixtures("local_ray")
 def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(
