@@ -4,7 +4,7 @@ Each command runs in a fresh interpreter, `--runs` times; the table gives the me
 time and the median CPU time (user + system, which a busy machine inflates less). The cold
 query is measured four ways: on the checked OpenVINO export (the default once the cache
 holds it: no torch), with the cache empty (the first query after installing, which exports
-and checks), and with `--runtime torch` on the traced and on the full encoder. `serve` is
+and checks), and with `--runtime torch` (the full torch encoder: the fallback). `serve` is
 timed from its start to /health 200 (loaded) and to `warm`. The peer is the script a user of
 sentence-transformers and FAISS would write for the same query on the same index files.
 
@@ -155,7 +155,7 @@ def main() -> None:
                         help="index only the demo corpus' first N rows (default all)")  # fmt: skip
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
-    env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache), "SEMSEARCH_NO_TRACE": "0"}
+    env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache)}
     index_dir = str(args.index_dir)
     if not (args.index_dir / INDEX / "manifest.json").is_file():
         corpus = demo_corpus(args.demo_rows, args.index_dir)
@@ -177,9 +177,7 @@ def main() -> None:
                                              "--index-dir", index_dir], env, args.runs),  # fmt: skip
         "query, first after install (exports)": measure(query, env, args.runs, before=empty_cache),
         "query, checked export (default)": measure(query, env, args.runs),
-        "query, traced encoder (--runtime torch)": measure([*query, "--runtime", "torch"], env, args.runs),
-        "query, full encoder (--runtime torch, SEMSEARCH_NO_TRACE=1)": measure(
-            [*query, "--runtime", "torch"], {**env, "SEMSEARCH_NO_TRACE": "1"}, args.runs),
+        "query, full encoder (--runtime torch)": measure([*query, "--runtime", "torch"], env, args.runs),
         "peer: sentence-transformers + FAISS script": measure(peer, env, args.runs),
     }  # fmt: skip
     stages = json.loads(subprocess.run([sys.executable, "-c", STAGES, INDEX, index_dir, QUERY],

@@ -47,9 +47,10 @@ DEFAULT_DATA_DIR = Path("../shared/data")
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
-# What runs the encoder on a CPU: torch, or an exported copy on OpenVINO
-# (semsearch.models.openvino_runtime; checked against torch, torch where it cannot run).
-Runtime = Literal["torch", "openvino"]
+# What runs the encoder: `auto` (the default) is an exported copy on OpenVINO on a CPU
+# (semsearch.models.openvino_runtime; checked against torch, torch where it cannot run) and
+# torch on a GPU; `openvino` asks for the export, `torch` for torch alone.
+Runtime = Literal["auto", "torch", "openvino"]
 RUNTIMES: tuple[str, ...] = get_args(Runtime)
 
 # How a server encodes queries on a CPU (semsearch.models.query_precision measures `auto`).

@@ -117,7 +117,7 @@ class Searcher:
         if encoder is None:
             from semsearch.models.bi_encoder import BiEncoder
 
-            encoder = BiEncoder.for_index(manifest.model, device)
+            encoder = BiEncoder.for_index(manifest.model, device, "torch")
         self.encoder = encoder
         check_same_model(manifest, self.encoder, check_fingerprint=model_check)
         if compile:

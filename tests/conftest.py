@@ -47,8 +47,9 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def traced_encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Traced query encoders go to a temporary folder, not the user's cache."""
+def encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """OpenVINO exports (the default runtime on a CPU) go to a temporary folder, not the
+    user's cache; one per session, so each tiny model is exported once."""
     folder = tmp_path_factory.mktemp("semsearch-cache")
     previous = os.environ.get("SEMSEARCH_CACHE_DIR")
     os.environ["SEMSEARCH_CACHE_DIR"] = str(folder)
@@ -57,6 +58,21 @@ def traced_encoder_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
         os.environ.pop("SEMSEARCH_CACHE_DIR", None)
     else:
         os.environ["SEMSEARCH_CACHE_DIR"] = previous
+
+
+@pytest.fixture(autouse=True)
+def torch_unless_about_the_runtime(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`runtime="auto"` (the default: OpenVINO on a CPU) means torch in tests that are not
+    about the runtime: their references are torch's vectors to 1e-6 (OpenVINO's bf16 is
+    within cosine 0.9999, not 1e-6), and each load would compile and check a model. Tests
+    marked `default_runtime`, and the CLI run in a subprocess, get the real default."""
+    if request.node.get_closest_marker("default_runtime") is None:
+        from semsearch.models import bi_encoder
+
+        monkeypatch.setattr(bi_encoder, "resolve_runtime",
+                            lambda runtime, device: "torch" if runtime == "auto" else runtime)  # fmt: skip
 
 
 @pytest.fixture()
@@ -85,7 +101,8 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture()
 def tiny_encoder(tiny_model_dir: Path) -> BiEncoder:
-    return BiEncoder.load(str(tiny_model_dir), device="cpu")
+    """The tiny model on torch: the reference the runtimes are compared with."""
+    return BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch")
 
 
 @pytest.fixture(scope="session")
@@ -95,13 +112,13 @@ def openvino_tiny_model(tiny_model_dir: Path):
     ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
     from semsearch.models.openvino_runtime import _convert
 
-    return _convert(BiEncoder.load(str(tiny_model_dir), device="cpu"), ov)
+    return _convert(BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch"), ov)
 
 
 @pytest.fixture(scope="session")
 def default_encoder() -> BiEncoder:
-    """The real embedded all-MiniLM-L6-v2 (loads in about a second)."""
-    return BiEncoder.load("default", device="cpu")
+    """The real embedded all-MiniLM-L6-v2 on torch (loads in about a second)."""
+    return BiEncoder.load("default", device="cpu", runtime="torch")
 
 
 @pytest.fixture()

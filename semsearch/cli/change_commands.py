@@ -66,7 +66,7 @@ def add(
     ] = False,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
-    runtime: RuntimeOption = "torch",
+    runtime: RuntimeOption = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
     engine: Engine = "local",
@@ -197,7 +197,7 @@ def rollback(
     _report_manifest(folder.name, restore(folder, generation), json_output)
 
 
-def _encoder_for(folder, device: str, runtime: str = "torch"):
+def _encoder_for(folder, device: str, runtime: str = "auto"):
     """The index's model; none for an index of your own vectors (an add reads its vectors)."""
     if folder.manifest().own_vectors:
         return None

@@ -129,17 +129,19 @@ RuntimeOption = Annotated[
     str,
     typer.Option(
         "--runtime",
-        help="What runs the encoder on a CPU: torch, or openvino (an exported copy, bf16 where "
-        "the CPU has it natively; checked against torch, which runs wherever it cannot; needs "
-        "the cpu-runtime extra). Indexes stay compatible either way.",
+        help="What runs the encoder: auto (openvino on a CPU, torch on a GPU), torch, or "
+        "openvino (an exported copy, bf16 where the CPU has it natively; checked against torch, "
+        "which runs wherever it cannot, with one log line; needs the cpu-runtime extra). "
+        "Indexes stay compatible either way.",
     ),
 ]
 Quantize = Annotated[
     str | None,
     typer.Option(
-        help="int8: quantise the model's linear layers for CPU inference (faster, vectors "
-        "change slightly; off unless asked). With --runtime openvino: the exported encoder "
-        "quantised by NNCF instead (faster still, further from fp32)."
+        help="int8: quantise the model's linear layers for CPU inference on torch (faster, "
+        "vectors change slightly; off unless asked; --runtime auto keeps it on torch). With "
+        "--runtime openvino: the exported encoder quantised by NNCF instead (faster still, "
+        "further from fp32)."
     ),
 ]
 

@@ -87,7 +87,7 @@ def build(
     batch_size: EncodeBatch = None,
     device: Device = "auto",
     quantize: Quantize = None,
-    runtime: RuntimeOption = "torch",
+    runtime: RuntimeOption = "auto",
     out_dir: IndexDir = DEFAULT_INDEX_DIR,
     overwrite: Annotated[
         bool, typer.Option(help="Replace an existing index of the same name.")

@@ -128,7 +128,9 @@ def load_model(options: ModelOptions) -> LoadedModel:
         raise SemsearchError("give either --model or --index, not both")
     if options.index is None:
         name, quantization = options.model or DEFAULT_MODEL, options.quantization
-        encoder = BiEncoder.load(name, device=options.device, quantization=quantization)
+        # torch: a model's published figures are torch's (OpenVINO's bf16 moves the 5th digit).
+        encoder = BiEncoder.load(name, device=options.device, quantization=quantization,
+                                 runtime="torch")  # fmt: skip
         return LoadedModel(encoder, name + (f" ({quantization})" if quantization else ""))
     if options.quantization is not None:
         raise SemsearchError(

@@ -108,8 +108,9 @@ class BuildOptions:
     batch_size: int | None = None  # texts per forward pass; None: the device's default
     device: str = "auto"
     quantization: str | None = None  # "int8": a quantised CPU encoder (queries use it too)
-    # What encodes on a CPU (`BiEncoder.use_runtime`): recorded in the operation, not the model.
-    runtime: str = "torch"
+    # What encodes (`BiEncoder.use_runtime`; `auto`: OpenVINO on a CPU): what ran is recorded
+    # in the operation, not the model.
+    runtime: str = "auto"
     out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
     overwrite: bool = False
     strict: bool = False

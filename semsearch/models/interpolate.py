@@ -37,8 +37,8 @@ def interpolate_models(base: str, tuned: str, weight: float, output: Path) -> Bi
         raise SemsearchError(
             f"{output} already exists and is not an empty folder: choose another -o"
         )
-    base_encoder = BiEncoder.load(base, device="cpu")
-    mixed = BiEncoder.load(tuned, device="cpu")
+    base_encoder = BiEncoder.load(base, device="cpu", runtime="torch")  # weights to mix
+    mixed = BiEncoder.load(tuned, device="cpu", runtime="torch")
     _mix(base_encoder.transformer, mixed.transformer, weight, base, tuned)
     _mix(base_encoder.pooling, mixed.pooling, weight, base, tuned)  # attention pooling's scorer
     staged = output.with_name(f".{output.name}.partial-{os.getpid()}")

@@ -83,7 +83,7 @@ def resolve_model(name: str, local_files_only: bool = False) -> ModelFolder:
 
 
 def cache_dir() -> Path:
-    """Where assembled models and traced encoders are kept: $SEMSEARCH_CACHE_DIR, else the
+    """Where assembled models and OpenVINO exports are kept: $SEMSEARCH_CACHE_DIR, else the
     user's cache folder."""
     configured = os.environ.get("SEMSEARCH_CACHE_DIR")
     if configured:

@@ -1,5 +1,6 @@
 """The encoder on OpenVINO's CPU runtime: an exported copy that `BiEncoder.encode` runs
-instead of torch for its padded batches (`BiEncoder.load(..., runtime="openvino")`).
+instead of torch for its padded batches (`runtime="auto"`, the default, on a CPU, or
+`runtime="openvino"`).
 
 Why: on a CPU the encoder's fp32 torch path is near the machine's fp32 peak, so more speed
 needs lower-precision kernels and a runtime that fuses the graph; OpenVINO is the runtime
@@ -7,8 +8,8 @@ sentence-transformers' own `backend="openvino"` uses. On a CPU with native bf16 
 or AMX; OpenVINO's own default precision there) it runs in bf16, else in f32.
 
 The whole encoder (transformer, pooling, normalisation) is exported once to OpenVINO IR in
-the user cache (`SEMSEARCH_CACHE_DIR`, as the traced query encoder), keyed by the weights'
-fingerprint, the pooling settings, the length limit and the OpenVINO version. Each file has
+the user cache (`SEMSEARCH_CACHE_DIR`), keyed by the weights' fingerprint, the pooling
+settings, the length limit and the OpenVINO version. Each file has
 a hash record beside it (`checksums.write_cache_record`); an entry that does not match is
 logged in one line and exported again, never loaded. Before a compiled model is used it is
 run on a fixed batch and compared with the torch encoder (cosine mean >= 0.9999, min >=

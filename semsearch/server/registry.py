@@ -260,7 +260,7 @@ class IndexRegistry:
 
         from semsearch.models.bi_encoder import BiEncoder
 
-        encoder = BiEncoder.for_index(spec, self.config.device)
+        encoder = BiEncoder.for_index(spec, self.config.device, "torch")
         # The queries gathered from many requests are encoded and answered in groups of
         # CPU_SUB_BATCH, shortest first: on a CPU, 32 STS-B sentences take 101 ms as four
         # length-sorted batches of 8 and 154 ms as one batch of 32, padded to its longest

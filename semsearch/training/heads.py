@@ -66,7 +66,7 @@ def load_head(folder: str | Path, encoder: BiEncoder | None = None) -> SiameseLo
     if not config_file.is_file():
         raise SemsearchError(f"{folder} holds no trained head ({HEAD_DIR}/{HEAD_CONFIG})")
     config = json.loads(config_file.read_text(encoding="utf-8"))
-    encoder = encoder or BiEncoder.load(str(folder), device="cpu")
+    encoder = encoder or BiEncoder.load(str(folder), device="cpu", runtime="torch")
     loss = build_loss(config["objective"], encoder, **config["options"])
     head = trained_head(loss, config["objective"])
     load_model(head, str(folder / HEAD_DIR / HEAD_WEIGHTS), device=str(encoder.device))

@@ -65,8 +65,9 @@ class MultiDatasetTrainer(Trainer):
 
     def _build_objective(self) -> bool:
         config = self.config
+        # torch: the weights change as it trains (an export would be stale at once).
         encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
-                                 device=config.run.device)  # fmt: skip
+                                 device=config.run.device, runtime="torch")  # fmt: skip
         self.device = encoder.device
         losses, self.objective_options = [], {}
         for spec, data in zip(self.plan.datasets, self.datasets):

@@ -111,8 +111,9 @@ class Trainer:
     def _build_objective(self) -> bool:
         """Model, loss and the columns they read; True when batches must hold no duplicates."""
         config = self.config
+        # torch: the weights change as it trains (an export would be stale at once).
         encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
-                                 device=config.run.device)  # fmt: skip
+                                 device=config.run.device, runtime="torch")  # fmt: skip
         self.device = encoder.device
         self.objective_options = objective_options(config, self.data)
         self.loss = build_loss(config.objective, encoder, **self.objective_options)
@@ -290,7 +291,7 @@ class Trainer:
 
     def _load_kept_model(self) -> BiEncoder:
         """The model the run kept, read back from disk as a user will load it."""
-        return BiEncoder.load(str(self.output_dir), device=str(self.device))
+        return BiEncoder.load(str(self.output_dir), device=str(self.device), runtime="torch")
 
     def _write_card(self, record: dict[str, Any]) -> None:
         write_model_card(self.output_dir, self.config, record)

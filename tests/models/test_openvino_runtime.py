@@ -15,7 +15,7 @@ from models.odd_texts import ODD_TEXTS
 
 from semsearch.errors import SemsearchError
 from semsearch.models import openvino_runtime
-from semsearch.models.bi_encoder import BiEncoder
+from semsearch.models.bi_encoder import BiEncoder, resolve_runtime
 from semsearch.models.openvino_runtime import (
     MIN_COSINE,
     MIN_MEAN_COSINE,
@@ -88,7 +88,9 @@ def test_a_tampered_cache_entry_is_rebuilt(
     original = export_path(_load(tiny_model_dir), ov.get_version())
     expected = _load(tiny_model_dir).encode(TEXTS)
     monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path))
-    copy = export_path(BiEncoder.load(str(tiny_model_dir), device="cpu"), ov.get_version())
+    copy = export_path(
+        BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch"), ov.get_version()
+    )
     copy.parent.mkdir(parents=True)
     for file in original.parent.glob(original.stem + ".*"):
         if not file.is_file():
@@ -162,7 +164,7 @@ def test_changed_weights_move_the_encoder_back_to_torch(tiny_model_dir, caplog) 
     with torch.no_grad():
         encoder.transformer.pooler.dense.weight.mul_(1.0)  # same values, a new version
         encoder.transformer.embeddings.word_embeddings.weight[:, 0] += 1.0
-    reference = BiEncoder.load(str(tiny_model_dir), device="cpu")
+    reference = BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch")
     reference.load_state_dict(encoder.state_dict())
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         got = encoder.encode(TEXTS)
@@ -180,6 +182,42 @@ def test_packed_batches_run_on_torch(tiny_model_dir, tiny_encoder) -> None:
 def test_an_unknown_runtime_is_refused(tiny_model_dir) -> None:
     with pytest.raises(SemsearchError, match="unknown runtime"):
         BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="onnx")  # type: ignore[arg-type]
+
+
+def test_auto_is_openvino_on_a_cpu_and_torch_on_a_gpu() -> None:
+    assert resolve_runtime("auto", torch.device("cpu")) == "openvino"
+    assert resolve_runtime("auto", torch.device("cuda", 0)) == "torch"
+    assert resolve_runtime("torch", torch.device("cpu")) == "torch"
+
+
+@pytest.mark.default_runtime
+def test_the_default_load_and_build_run_openvino(tiny_model_dir, tiny_encoder, tmp_path) -> None:
+    from semsearch.index.build import BuildOptions, build_index
+
+    encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")  # runtime="auto"
+    assert encoder.runtime.startswith("openvino-")
+    _assert_faithful(encoder.encode(TEXTS), tiny_encoder.encode(TEXTS))
+    options = BuildOptions(corpus=_corpus(tmp_path), model=str(tiny_model_dir), device="cpu",
+                           out_dir=tmp_path / "idx", show_progress=False, lexical=None)  # fmt: skip
+    assert build_index(options).manifest().operation["runtime"] == encoder.runtime
+
+
+@pytest.mark.default_runtime
+def test_int8_by_default_stays_on_torchs_int8(tiny_model_dir, exports) -> None:
+    """OpenVINO's int8 misses the recall bar: `auto` keeps `--quantize int8` on torch."""
+    from semsearch.models.quantize import Int8Linear
+
+    encoder = BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8")
+    assert encoder.runtime == "torch" and encoder.quantization == "int8" and exports == []
+    assert any(isinstance(module, Int8Linear) for module in encoder.modules())
+
+
+def _corpus(folder: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": list(TEXTS)}), folder / "corpus.parquet")
+    return folder / "corpus.parquet"
 
 
 def test_an_index_built_on_one_runtime_answers_on_the_other(tiny_model_dir, tmp_path) -> None:

@@ -40,6 +40,14 @@ def test_averaged_vectors_are_the_mean_of_the_word_vectors(tmp_path) -> None:
     assert encoder.dimension == 8 and not encoder.normalize
 
 
+@pytest.mark.default_runtime
+def test_a_word_model_runs_torch_by_default_without_a_warning(tmp_path, caplog) -> None:
+    """There is no OpenVINO export of a word model: `auto` means torch, with nothing to say."""
+    with caplog.at_level("WARNING"):
+        encoder = BiEncoder.load(str(_model(tmp_path)), device="cpu")
+    assert encoder.runtime == "torch" and caplog.records == []
+
+
 @pytest.mark.parametrize(("layer", "pooling"), [("none", "max"), ("lstm", "max"), ("cnn", "mean")])
 def test_sentence_transformers_loads_the_folder_to_the_same_vectors(
     tmp_path, layer, pooling

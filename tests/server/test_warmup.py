@@ -134,6 +134,25 @@ def test_with_a_checked_export_the_server_is_warm_once_ready(index_dir, checked_
     assert f"on {encoder.runtime}" in line and "index docs" in line
 
 
+@pytest.mark.default_runtime
+def test_an_index_built_by_default_is_served_on_its_export(
+    tmp_path, corpus_file, tiny_model_dir, monkeypatch, openvino_tiny_model
+) -> None:
+    """The default build (`--runtime auto`) leaves a checked export that `serve` answers with
+    from the start, without a first query to make it."""
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.models.exported_query_encoder import ExportedQueryEncoder
+
+    monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
+    build_index(BuildOptions(corpus=corpus_file, name="docs", model=str(tiny_model_dir),
+                             out_dir=tmp_path / "idx", device="cpu", show_progress=False))  # fmt: skip
+    config = ServerConfig(index_dir=tmp_path / "idx", device="cpu")
+    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+        registry = client.app.state.startup.wait(30)
+        assert isinstance(registry.indexes["docs"].searcher.encoder, ExportedQueryEncoder)
+
+
 def test_a_precision_without_a_check_keeps_the_torch_encoder(
     index_dir, tiny_model_dir, monkeypatch, openvino_tiny_model, tmp_path
 ) -> None:
@@ -143,7 +162,9 @@ def test_a_precision_without_a_check_keeps_the_torch_encoder(
 
     monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
-    assert OpenVinoEncoder.attach(BiEncoder.load(str(tiny_model_dir), device="cpu"), "fp32")
+    assert OpenVinoEncoder.attach(
+        BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch"), "fp32"
+    )
     config = ServerConfig(index_dir=index_dir, device="cpu", precision="bf16")
     with TestClient(create_app(config), raise_server_exceptions=False) as client:
         registry = client.app.state.startup.wait(30)
