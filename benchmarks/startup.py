@@ -155,7 +155,10 @@ def main() -> None:
                         help="index only the demo corpus' first N rows (default all)")  # fmt: skip
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
-    env = {**os.environ, "SEMSEARCH_CACHE_DIR": str(cache)}
+    # As an installed package runs: with its bytecode cached. This machine sets
+    # PYTHONDONTWRITEBYTECODE, which would recompile semsearch's modules on every start.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env["SEMSEARCH_CACHE_DIR"] = str(cache)
     index_dir = str(args.index_dir)
     if not (args.index_dir / INDEX / "manifest.json").is_file():
         corpus = demo_corpus(args.demo_rows, args.index_dir)
