@@ -53,6 +53,15 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 Runtime = Literal["auto", "torch", "openvino"]
 RUNTIMES: tuple[str, ...] = get_args(Runtime)
 
+
+def check_runtime(runtime: str) -> None:
+    """Refuse an unknown runtime in one line (int8 runs on OpenVINO too: `openvino_int8`)."""
+    if runtime not in RUNTIMES:
+        from semsearch.errors import SemsearchError
+
+        raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(RUNTIMES)}")
+
+
 # How a server encodes queries on a CPU (semsearch.models.query_precision measures `auto`).
 QueryPrecision = Literal["auto", "fp32", "bf16"]
 QUERY_PRECISIONS: tuple[str, ...] = get_args(QueryPrecision)

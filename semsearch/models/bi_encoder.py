@@ -31,7 +31,6 @@ from semsearch.models.model_folder import (
     resolve_model,
     weights_fingerprint,
 )
-from semsearch.models.openvino_runtime import check_runtime
 from semsearch.models.packing import (
     PackedAttention,
     PackedBatch,
@@ -47,7 +46,7 @@ from semsearch.models.tokenized import TokenizedTexts
 from semsearch.models.torch_device import HALF_PRECISIONS, Precision, resolve_device
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
-from semsearch.options import Runtime
+from semsearch.options import Runtime, check_runtime
 
 # Vectors computed on a GPU wait there until this many are ready, then come back in one copy.
 FLUSH_ROWS = 16_384
@@ -128,7 +127,7 @@ class BiEncoder(nn.Module):
         calibrated on (`openvino_int8`; default a fixed set).
         """
         check_quantization(quantization)
-        check_runtime(runtime, quantization)
+        check_runtime(runtime)
         folder = resolve_model(name_or_path, local_files_only)
         require_kind(folder, "bi-encoder")
         if pooling is not None and pooling not in POOLING_MODES:

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.errors import SemsearchError
 from semsearch.index.checksums import (
     CACHE_RECORD_SUFFIX,
     cache_file_problem,
@@ -36,6 +35,7 @@ from semsearch.index.checksums import (
 )
 from semsearch.models.model_folder import cache_dir
 from semsearch.models.spec import EncoderSpec
+from semsearch.options import check_runtime
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +49,10 @@ QUERY_PRECISION = "fp32"
 # semsearch's precision names and OpenVINO's.
 OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
 QUERY_BATCH = 64
+
+
 # What runs a query's encoder: `auto` is the checked OpenVINO export where OpenVINO is
 # installed and the query runs on a CPU, else torch.
-QUERY_RUNTIMES = ("auto", "torch", "openvino")
-
-
-def check_query_runtime(runtime: str) -> None:
-    if runtime not in QUERY_RUNTIMES:
-        raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(QUERY_RUNTIMES)}")
-
-
 def openvino_installed() -> bool:
     """Whether OpenVINO can be imported, without importing it."""
     import importlib.util
@@ -70,7 +64,7 @@ def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "au
     """The encoder for an index's queries: the checked export without importing torch where
     there is one (`auto` or `openvino`, on the CPU or `auto` device), else
     `query_encoder.encoder_for_queries` (torch; it exports and checks for the next time)."""
-    check_query_runtime(runtime)
+    check_runtime(runtime)
     if runtime != "torch" and device in ("auto", "cpu"):
         exported = ExportedQueryEncoder.open(spec)
         if exported is not None:

@@ -38,7 +38,6 @@ from semsearch.models.exported_query_encoder import (
     record_checked,
 )
 from semsearch.models.exported_query_encoder import export_path as spec_export_path
-from semsearch.options import RUNTIMES
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -60,12 +59,6 @@ CHECK_TEXTS = (
     "unit testing framework",
     "encrypt my backups before uploading them to the cloud",
 )
-
-
-def check_runtime(runtime: str, quantization: str | None = None) -> None:
-    """Refuse an unknown runtime (int8 runs on OpenVINO too: `openvino_int8`)."""
-    if runtime not in RUNTIMES:
-        raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(RUNTIMES)}")
 
 
 class OpenVinoEncoder:

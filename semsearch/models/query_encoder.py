@@ -15,10 +15,10 @@ import torch
 
 from semsearch.models.exported_query_encoder import (
     ExportedQueryEncoder,
-    check_query_runtime,
     openvino_installed,
 )
 from semsearch.models.spec import EncoderSpec
+from semsearch.options import check_runtime
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -36,7 +36,7 @@ def encoder_for_queries(
     """
     from semsearch.models.bi_encoder import BiEncoder
 
-    check_query_runtime(runtime)
+    check_runtime(runtime)
     if runtime == "openvino" and not _on_cpu(device):
         return BiEncoder.for_index(spec, device, "openvino")  # says it runs on the CPU only
     if runtime == "torch" or not _on_cpu(device) or not openvino_installed():
