@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from semsearch.corpus import check_id_column, file_sha256, open_corpus
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
-from semsearch.distributed.encode import EncoderSetup, encode_units, job_errors
+from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_units, job_errors
 from semsearch.distributed.segments import (
     SegmentJob,
     TuningJob,
@@ -145,7 +145,7 @@ class RaySource(ManyFilesSource):
 
         load = functools.partial(BiEncoder.load, options.model, device=workers.device,
                                  quantization=options.quantization,
-                                 runtime=options.runtime)  # fmt: skip
+                                 runtime=actor_runtime(options.runtime, workers.device))  # fmt: skip
         return EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size,
                             workers.threads)  # fmt: skip
 

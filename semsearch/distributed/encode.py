@@ -204,6 +204,19 @@ class TextEncoder(_EncoderActor):
         return {"position": batch["position"], "vector": vectors}
 
 
+def actor_runtime(runtime: str, device: str) -> str:
+    """`runtime` with `auto` resolved once, on the driver, for every actor: the actors then run
+    what the driver chose, not each its own default (an actor without OpenVINO still falls
+    back to torch with its one log line)."""
+    if runtime != "auto":
+        return runtime
+    import torch
+
+    from semsearch.models.bi_encoder import resolve_runtime
+
+    return resolve_runtime("auto", torch.device(device))
+
+
 class RayTextEncoder:
     """Stands in for a `BiEncoder` where only `encode` is needed (mining a corpus): the texts
     are encoded by an actor pool, TEXTS_PER_TASK at a time, and come back in their order."""
@@ -218,7 +231,8 @@ class RayTextEncoder:
 
         ray = require_ray()
         workers = self.connection.workers().at_most(-(-len(texts) // TEXTS_PER_TASK))
-        load = functools.partial(BiEncoder.load, self.model, device=workers.device)
+        load = functools.partial(BiEncoder.load, self.model, device=workers.device,
+                                 runtime=actor_runtime("auto", workers.device))  # fmt: skip
         setup = EncoderSetup(load, "", workers.device, batch_size, workers.threads)
         table = pa.table(
             {"position": np.arange(len(texts)), "text": pa.array(texts, pa.large_string())}

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.distributed.cluster import RayConnection, RayOptions
-from semsearch.distributed.encode import EncoderSetup, encode_rows, part_row
+from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_rows, part_row
 from semsearch.index.manifest import Manifest
 from semsearch.index.segment import SegmentWriter
 from semsearch.index.store import IndexFolder
@@ -50,7 +50,8 @@ class RayPartsWriter:
         from semsearch.models.bi_encoder import BiEncoder
 
         workers = self.connection.workers()
-        load = functools.partial(BiEncoder.for_index, self.manifest.model, device=workers.device)
+        load = functools.partial(BiEncoder.for_index, self.manifest.model, device=workers.device,
+                                 runtime=actor_runtime("auto", workers.device))  # fmt: skip
         fingerprint = self.manifest.model.fingerprint or ""
         setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size, workers.threads)
         parts = [part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
