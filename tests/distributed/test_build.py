@@ -96,12 +96,11 @@ def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_d
     def stop(*args, **kwargs):
         raise KeyboardInterrupt  # the driver killed after encoding, before the index is filled
 
-    monkeypatch.setattr(RaySource, "index_parts", stop)
-    with pytest.raises(KeyboardInterrupt):
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(RaySource, "index_parts", stop)  # undone alone: the fixtures' stay
         build_index_on_ray(
             support.options(folder, tmp_path / "ray", None, **settings), RayOptions(workers=2)
         )
-    monkeypatch.undo()
     parts = partial_folder(tmp_path / "ray", "data") / "segments" / "s000000"
     vectors = sorted(parts.glob("part-*[0-9].npy"))
     assert len(vectors) == 9  # 3 + 3 + 3 parts of 50 rows: a part never spans two files

@@ -57,11 +57,17 @@ def test_mining_an_ivf_index_on_ray_with_a_cut_finds_the_local_pairs(tmp_path, t
     local = mine_index("docs", tmp_path, mining)
     puts = _driver_never_reads_vectors(monkeypatch)
     on_ray = mine_index_on_ray("docs", tmp_path, mining, RayOptions(workers=2))
-    assert puts == []  # the workers read the index's own centroids too
+    assert _data_sized(puts) == []  # the workers read the index's own centroids too
     assert "IVF16,Flat (the index's own centroids)" in local.stats.structure
     assert len(local) == 50 and on_ray.stats.structure.startswith(local.stats.structure)
     assert_same_pairs(local, on_ray)
     assert on_ray.pairs_found >= local.pairs_found  # per block: pairs found twice count twice
+
+
+def _data_sized(puts: list[int]) -> list[int]:
+    """The puts bigger than Ray Data's own bookkeeping (its blocks of a few block bounds are
+    a few bytes each): what could carry vectors or a structure."""
+    return [size for size in puts if size > 1024]
 
 
 def _driver_never_reads_vectors(monkeypatch) -> list[int]:
@@ -102,7 +108,8 @@ def test_a_structure_trained_for_mining_on_one_worker_finds_the_local_pairs(
     assert_same_pairs(local, on_ray)
     assert on_ray.pairs_found == local.pairs_found
     # one put: the trained centroids, a small share of the vectors the driver never held
-    assert len(puts) == 1 and 0 < puts[0] < rows * dimension * 4 // 4
+    trained = _data_sized(puts)
+    assert len(trained) == 1 and trained[0] < rows * dimension * 4 // 4
 
 
 def test_mining_an_index_built_on_ray_reads_its_segments_on_the_workers(
