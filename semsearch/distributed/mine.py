@@ -73,7 +73,10 @@ def mine_corpus_on_ray(source: CorpusSource, options: MiningOptions | None = Non
     with RayConnection(ray_options or RayOptions(), source.device) as connection:
 
         def build(build_options: BuildOptions) -> IndexFolder:
-            return build_index(build_options, None, RaySource(build_options, connection))
+            part_source = RaySource(build_options, connection)  # the files checked, then Ray
+            if work_dir is None:
+                _check_one_node(connection)
+            return build_index(build_options, None, part_source)
 
         return mine_corpus_as_index(
             source, options, work_dir, build, RayIndexPairSearch(connection)
@@ -110,6 +113,17 @@ def mine_corpus_as_index(source: CorpusSource, options: MiningOptions | None,
         shutil.rmtree(folder, ignore_errors=True)
     result.stats.timings = {"encode_into_index": round(built, 3), **result.stats.timings}
     return result
+
+
+def _check_one_node(connection: RayConnection) -> None:
+    """This machine's temporary folder is no other node's: a cluster needs a --work-dir."""
+    connection.workers()  # joins Ray
+    nodes = [node for node in require_ray().nodes() if node.get("Alive")]
+    if len(nodes) > 1:
+        raise SemsearchError(
+            f"the Ray cluster has {len(nodes)} nodes, which cannot all see this machine's "
+            "temporary folder: give --work-dir, a folder every node mounts at the same path"
+        )
 
 
 def _work_folder(work_dir: str | Path | None) -> Path:

@@ -4,6 +4,7 @@ corpus is built into) and the driver never does, nor encodes."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import replace
 
 import numpy as np
@@ -103,6 +104,15 @@ def test_mining_a_corpus_on_ray_that_fails_leaves_nothing_behind(tmp_path, tiny_
     with pytest.raises(SemsearchError, match="while mining"):
         mine_corpus_on_ray(source, MiningOptions(), RayOptions(workers=1), work)
     assert list(work.iterdir()) == []
+
+    import ray  # a cluster of two nodes, and no --work-dir: this machine's /tmp is not theirs
+
+    node = {"Alive": True, "Resources": {"CPU": 2.0}}
+    monkeypatch.setattr(ray, "nodes", lambda: [node, node])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    with pytest.raises(SemsearchError, match="has 2 nodes, .* give --work-dir, a folder every"):
+        mine_corpus_on_ray(source, MiningOptions(), RayOptions(workers=1))
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_bad_input_to_mine_a_corpus_on_ray_is_the_local_line(tmp_path, tiny_model_dir) -> None:
