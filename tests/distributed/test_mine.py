@@ -59,21 +59,41 @@ def test_mining_a_corpus_on_ray_finds_the_local_pairs_without_the_vectors_on_the
     source = CorpusSource(corpus, id_column="doc_id", model=str(tiny_model_dir), device="cpu")
     mining = MiningOptions(top_k=5, query_chunk=16, exact_duplicates="drop")
     local = mine_corpus(source, mining, encoder=tiny_encoder)
-    build_options = mine_module._build_options  # parts of 64 rows: a segment per worker
+    # Parts of 64 rows: a segment per worker. The workers encode on torch, as `tiny_encoder`
+    # does here (`runtime="auto"`, both sides' default, is OpenVINO on their CPUs).
+    build_options = mine_module._build_options
     monkeypatch.setattr(mine_module, "_build_options",
-                        lambda *args: replace(build_options(*args), part_rows=64))  # fmt: skip
+                        lambda *args: replace(build_options(*args), part_rows=64, runtime="torch"))  # fmt: skip
     segment_counts = _segments_mined(monkeypatch)
     puts = _driver_never_reads_vectors(monkeypatch)
     work = tmp_path / "work"
     on_ray = mine_corpus_on_ray(source, mining, RayOptions(workers=2), work)
-    assert_same_pairs(local, on_ray, atol=1e-5)
+    _assert_same_pairs_but_ties(local, on_ray, atol=1e-5)  # each row encoded apart, on a worker
     assert on_ray.pairs_found == local.pairs_found
     assert on_ray.stats.rows_skipped == local.stats.rows_skipped == 6
     assert on_ray.collection.name == "corpus.parquet"
     assert on_ray.stats.structure.startswith("Flat (exact), on Ray (2 CPU actors")
     assert segment_counts == [2]
-    assert puts == []  # the driver puts nothing: it holds no vector, nor a structure of them
+    # every put (Ray Data's blocks of work, the actors' arguments) is smaller than the vectors,
+    # which the old driver put whole (as an array and as a serialized Flat index)
+    assert max(puts, default=0) < on_ray.stats.rows * tiny_encoder.dimension * 4
     assert list(work.iterdir()) == []  # the temporary index is gone
+
+
+def _assert_same_pairs_but_ties(ours: MiningResult, theirs: MiningResult, atol: float) -> None:
+    """The same pairs (ids and texts) with the same scores to `atol`, in the same order but
+    where two scores tie to `atol` (float noise may swap those)."""
+    local, on_ray = ours.to_table(), theirs.to_table()
+    columns = ("id_a", "id_b", "text_a", "text_b")
+    local_pairs = list(zip(*(local.column(column).to_pylist() for column in columns)))
+    ray_pairs = list(zip(*(on_ray.column(column).to_pylist() for column in columns)))
+    assert sorted(ray_pairs) == sorted(local_pairs)
+    local_scores = dict(zip(local_pairs, local.column("score").to_numpy()))
+    ray_scores = on_ray.column("score").to_numpy()
+    np.testing.assert_allclose(ray_scores, [local_scores[pair] for pair in ray_pairs], atol=atol)
+    np.testing.assert_allclose(ray_scores, local.column("score").to_numpy(), atol=atol)  # order
+    assert theirs.stats.rows == ours.stats.rows
+    assert theirs.stats.searched_rows == ours.stats.searched_rows
 
 
 def _segments_mined(monkeypatch) -> list[int]:
@@ -174,7 +194,8 @@ def _driver_never_reads_vectors(monkeypatch) -> list[int]:
     put = ray.put
 
     def recording_put(value, *args, **kwargs):
-        puts.append(len(value) if isinstance(value, bytes) else getattr(value, "nbytes", -1))
+        size = len(value) if isinstance(value, bytes) else getattr(value, "nbytes", None)
+        puts.append(size if size is not None else len(ray.cloudpickle.dumps(value)))
         return put(value, *args, **kwargs)
 
     monkeypatch.setattr(ray, "put", recording_put)
