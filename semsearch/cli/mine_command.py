@@ -92,6 +92,14 @@ def mine(
     engine: Engine = "local",
     address: Address = None,
     workers: Workers = None,
+    work_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="--engine ray with a corpus file: where its vectors are written (a temporary "
+            "index, removed after); on a cluster, a folder every node mounts at the same path "
+            "(default: this machine's temporary folder)."
+        ),
+    ] = None,
 ) -> None:
     """Find the most similar pairs of texts in COLLECTION (or in --index NAME).
 
@@ -110,6 +118,10 @@ def mine(
         _check_writable(path)
     if (collection is None) == (index is None):
         raise SemsearchError("give either a corpus file COLLECTION or --index NAME (one of them)")
+    if work_dir is not None and (on_ray is None or index is not None):
+        raise SemsearchError(
+            "--work-dir is for mining a corpus file with --engine ray: add that, or leave it out"
+        )
     if index is not None:
         if text_column or id_column or model:
             raise SemsearchError(
@@ -123,7 +135,7 @@ def mine(
             path=_corpus_path(collection), text_column=text_column or "text", id_column=id_column,
             model=model or DEFAULT_MODEL, batch_size=batch_size, device=device,
         )  # fmt: skip
-        result = _mine_corpus(source, options, on_ray)
+        result = _mine_corpus(source, options, on_ray, work_dir)
     if out is not None:
         result.write(out)
     if duplicates_out is not None and result.duplicates is not None:
@@ -147,14 +159,14 @@ def _mine_index(index: str, index_dir: Path, options, on_ray) -> MiningResult:
     return mine_index_on_ray(index, index_dir, options, on_ray)
 
 
-def _mine_corpus(source, options, on_ray) -> MiningResult:
+def _mine_corpus(source, options, on_ray, work_dir: Path | None) -> MiningResult:
     if on_ray is None:
         from semsearch.mining import mine_corpus
 
         return mine_corpus(source, options)
     from semsearch.distributed.mine import mine_corpus_on_ray
 
-    return mine_corpus_on_ray(source, options, on_ray)
+    return mine_corpus_on_ray(source, options, on_ray, work_dir)
 
 
 def _corpus_path(collection: str) -> str | Path:

@@ -6,13 +6,12 @@ splits or merges with another on its way; `PartEncoder` actors (the model loaded
 actor: one per GPU, or N on CPUs) run `encode_part` and write the part into the index's
 folder, which every node must see (a shared filesystem). A part is written whole or not at
 all, so a task Ray retries after a worker dies rewrites the same part, and a job run again
-skips the parts already there. `RayTextEncoder` encodes plain texts the same way, for mining.
+skips the parts already there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from semsearch.distributed.cluster import RayConnection, Workers, require_ray
+from semsearch.distributed.cluster import Workers, require_ray
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.corpus_files import ReadUnit, read_unit
 from semsearch.index.own_vectors import VectorColumn
@@ -31,9 +30,6 @@ from semsearch.index.segment import SegmentWriter
 from semsearch.models.truncation import truncation_report
 
 log = logging.getLogger(__name__)
-
-# Texts an actor encodes per call when the job is plain texts (mining).
-TEXTS_PER_TASK = 4096
 
 
 def to_ipc(rows: pa.Table | pa.RecordBatch) -> bytes:
@@ -195,15 +191,6 @@ def _encode(dataset, workers: Workers, setup: EncoderSetup, folder: Path, vector
     return EncodedParts(sorted(parts), rows, truncated)
 
 
-class TextEncoder(_EncoderActor):
-    """Ray Data actor: texts in, vectors out, each with its position."""
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        texts = [str(text) for text in batch["text"]]
-        vectors = self.encoder.encode(texts, batch_size=self.batch_size)
-        return {"position": batch["position"], "vector": vectors}
-
-
 def actor_runtime(runtime: str, device: str) -> str:
     """`runtime` with `auto` resolved once, on the driver, for every actor: the actors then run
     what the driver chose, not each its own default (an actor without OpenVINO still falls
@@ -215,39 +202,6 @@ def actor_runtime(runtime: str, device: str) -> str:
     from semsearch.models.bi_encoder import resolve_runtime
 
     return resolve_runtime("auto", torch.device(device))
-
-
-class RayTextEncoder:
-    """Stands in for a `BiEncoder` where only `encode` is needed (mining a corpus): the texts
-    are encoded by an actor pool, TEXTS_PER_TASK at a time, and come back in their order."""
-
-    def __init__(self, connection: RayConnection, model: str) -> None:
-        self.connection = connection
-        self.model = model
-
-    def encode(self, texts: list[str], batch_size: int | None = None,
-               show_progress: bool = False) -> np.ndarray:  # fmt: skip
-        from semsearch.models.bi_encoder import BiEncoder
-
-        ray = require_ray()
-        workers = self.connection.workers().at_most(-(-len(texts) // TEXTS_PER_TASK))
-        load = functools.partial(BiEncoder.load, self.model, device=workers.device,
-                                 runtime=actor_runtime("auto", workers.device))  # fmt: skip
-        setup = EncoderSetup(load, "", workers.device, batch_size, workers.threads)
-        table = pa.table(
-            {"position": np.arange(len(texts)), "text": pa.array(texts, pa.large_string())}
-        )
-        dataset = ray.data.from_arrow(table).map_batches(
-            TextEncoder, batch_size=TEXTS_PER_TASK, **workers.actor_args(),
-            fn_constructor_kwargs={"setup": setup},
-        )  # fmt: skip
-        output: np.ndarray | None = None
-        with job_errors("encoding", resumable=False):
-            for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
-                if output is None:
-                    output = np.empty((len(texts), batch["vector"].shape[1]), dtype=np.float32)
-                output[batch["position"]] = batch["vector"]
-        return output if output is not None else np.empty((0, 0), dtype=np.float32)
 
 
 @contextlib.contextmanager

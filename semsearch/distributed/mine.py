@@ -1,18 +1,18 @@
 """`semsearch mine --engine ray`: the local miner, with its encoding and search on a Ray cluster.
 
 An actor pool mines blocks of query rows against the whole collection
-(`semsearch.mining.blocks`): each keeps its best pairs, and the driver merges them in the
-local miner's accumulator, so the pairs (ids, scores, order) are the local ones. Where the
-actors get the vectors from differs:
+(`semsearch.mining.blocks`): each actor opens the index folder itself (a filesystem every
+node mounts at the same path, as a Ray build needs), reads its stored vectors memory-mapped
+and fills the local miner's structure (`plan_structure`, decided on the driver); a structure
+trained for mining is trained once, by one Ray task, on the local miner's sample. The
+driver merges the blocks' best pairs in the local miner's accumulator, so the pairs (ids,
+scores, order) are the local ones, and it never holds an [n, d] array: only the texts and
+ids (for the output), the searched rows, the block plan and pairs.
 
-    --index   each actor opens the index folder itself (a filesystem every node mounts at
-              the same path, as a Ray build needs), reads its stored vectors memory-mapped
-              and fills the local miner's structure (`plan_structure`, decided on the
-              driver); a structure trained for mining is trained once, by one Ray task, on
-              the local miner's sample. The driver never holds an [n, d] array: only the
-              texts and ids (for the output), the searched rows, the block plan and pairs.
-    corpus    the texts are encoded by an actor pool (`RayTextEncoder`) into the driver,
-              which builds the structure and puts it and the vectors into the object store.
+    --index   the index is mined where it is.
+    corpus    the Ray build (`build_index_on_ray`) encodes the corpus on the workers into a
+              temporary index (flat, so the structure is the local corpus miner's) in
+              `--work-dir`, which is mined as an index and removed, also when anything fails.
 
 With `--top` each block keeps its best `top` pairs only, so "pairs found" then adds up each
 block's count (a pair found from both sides in two blocks counts twice).
@@ -20,53 +20,143 @@ block's count (a pair found from both sides in two blocks counts twice).
 
 from __future__ import annotations
 
+import re
+import shutil
 import socket
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
 
+from semsearch.distributed.build import RaySource
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
-from semsearch.distributed.encode import RayTextEncoder, job_errors
-from semsearch.errors import SemsearchError
-from semsearch.filesystems import check_local_folder
+from semsearch.distributed.encode import job_errors
+from semsearch.errors import ResumableError, SemsearchError
+from semsearch.filesystems import check_local_folder, file_name
+from semsearch.index.build import BuildOptions, build_index
 from semsearch.index.manifest import Manifest
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder
 from semsearch.index.vector_index import VectorIndex
 from semsearch.mining.blocks import BlockJob, mine_block, plan_blocks
 from semsearch.mining.collection import (
-    Collection,
     CorpusSource,
-    EncodedCollection,
     IndexedCollection,
     SearchedVectors,
     StoredVectors,
 )
-from semsearch.mining.miner import MiningOptions, mine_paraphrases, timed_reading
+from semsearch.mining.miner import MiningOptions, SearchPairs, mine_paraphrases, timed_reading
 from semsearch.mining.neighbours import (
-    SearchStructure,
     StructurePlan,
-    VectorSource,
     build_structure,
     plan_structure,
-    search_structure,
     train_structure,
 )
 from semsearch.mining.pairs import MiningResult, PairAccumulator
 
+# The temporary index of a corpus mined on Ray: WORK_PREFIX + a random part, in --work-dir.
+WORK_PREFIX = "semsearch-mine-"
+WORK_INDEX = "corpus"
+
 
 def mine_corpus_on_ray(source: CorpusSource, options: MiningOptions | None = None,
-                       ray_options: RayOptions | None = None) -> MiningResult:  # fmt: skip
-    """`mine_corpus` with the encoding and the search on Ray."""
+                       ray_options: RayOptions | None = None,
+                       work_dir: str | Path | None = None) -> MiningResult:  # fmt: skip
+    """`mine_corpus` with the encoding and the search on Ray, the vectors never on the driver.
+
+    `work_dir` holds the temporary index: a folder every node mounts at the same path
+    (default: this machine's temporary folder, enough for a Ray instance on this machine).
+    """
     with RayConnection(ray_options or RayOptions(), source.device) as connection:
-        started = time.perf_counter()
-        collection = EncodedCollection(source, RayTextEncoder(connection, source.model))
-        seconds = time.perf_counter() - started
-        return timed_reading(
-            mine_paraphrases(collection, options, RayPairSearch(connection)), seconds
+
+        def build(build_options: BuildOptions) -> IndexFolder:
+            part_source = RaySource(build_options, connection)  # the files checked, then Ray
+            if work_dir is None:
+                _check_one_node(connection)
+            return build_index(build_options, None, part_source)
+
+        return mine_corpus_as_index(
+            source, options, work_dir, build, RayIndexPairSearch(connection)
         )
+
+
+def mine_corpus_as_index(source: CorpusSource, options: MiningOptions | None,
+                         work_dir: str | Path | None,
+                         build: Callable[[BuildOptions], IndexFolder],
+                         search_pairs: SearchPairs) -> MiningResult:  # fmt: skip
+    """`source` built by `build` into a temporary index in `work_dir`, mined by
+    `search_pairs` as the local corpus miner would (same rows, ids, name and counts), and
+    removed whatever happens: nothing half-written stays behind."""
+    options = options or MiningOptions()
+    options.check(source.metric)  # before anything is encoded
+    folder = _work_folder(work_dir)
+    try:
+        started = time.perf_counter()
+        try:
+            index = build(_build_options(source, folder, options.show_progress))
+        except ResumableError as exc:  # nothing is kept to resume from
+            raise SemsearchError(
+                f"{_without_resume_hint(exc)}: run the mining again (on a cluster, with a "
+                "--work-dir every node mounts)"
+            ) from exc
+        built = time.perf_counter() - started
+        started = time.perf_counter()
+        collection = IndexedCollection(index.name, folder)
+        collection.name = file_name(source.path)  # the local corpus miner's name for it
+        collection.rows_skipped = collection.manifest.source.rows_skipped
+        read = time.perf_counter() - started
+        result = timed_reading(mine_paraphrases(collection, options, search_pairs), read)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result.stats.timings = {"encode_into_index": round(built, 3), **result.stats.timings}
+    return result
+
+
+def _check_one_node(connection: RayConnection) -> None:
+    """This machine's temporary folder is no other node's: a cluster needs a --work-dir."""
+    connection.workers()  # joins Ray
+    nodes = [node for node in require_ray().nodes() if node.get("Alive")]
+    if len(nodes) > 1:
+        raise SemsearchError(
+            f"the Ray cluster has {len(nodes)} nodes, which cannot all see this machine's "
+            "temporary folder: give --work-dir, a folder every node mounts at the same path"
+        )
+
+
+def _work_folder(work_dir: str | Path | None) -> Path:
+    """A new, empty folder for the temporary index, inside `work_dir` (made if missing)."""
+    if work_dir is not None:
+        check_local_folder(work_dir, "--work-dir")
+    parent = Path(work_dir) if work_dir is not None else Path(tempfile.gettempdir())
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=parent)).absolute()
+    except OSError as exc:
+        raise SemsearchError(
+            f"cannot make a temporary index in --work-dir {parent} ({exc.strerror or exc}): "
+            "choose a folder you can write to (on a cluster, one every node mounts)"
+        ) from None
+
+
+def _build_options(source: CorpusSource, folder: Path, show_progress: bool) -> BuildOptions:
+    """A build that stores what mining reads (texts, ids, vectors) and no more: a flat index
+    (so the miner plans the local corpus miner's structure), untuned, without BM25."""
+    return BuildOptions(
+        corpus=source.path, name=WORK_INDEX, text_column=source.text_column,
+        id_column=source.id_column, model=source.model, index="flat", metric=source.metric,
+        batch_size=source.batch_size, device=source.device, out_dir=folder,
+        show_progress=show_progress, target_recall=None, lexical=None,
+    )  # fmt: skip
+
+
+def _without_resume_hint(exc: ResumableError) -> str:
+    """A failed build's message without its advice to resume: mining keeps no parts."""
+    text = re.sub(r"(; the parts written so far are kept)?: run the same command again.*$", "",
+                  str(exc))  # fmt: skip
+    return text.rstrip(". ")
 
 
 def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,
@@ -103,33 +193,6 @@ class StoredIndex:
         return StoredVectors(folder, self.manifest)
 
 
-class RayPairSearch:
-    """The miner's neighbour search (`SearchPairs`) of a corpus on an actor pool: the vectors
-    (encoded on Ray) and the structure built here are shared through the object store."""
-
-    def __init__(self, connection: RayConnection) -> None:
-        self.connection = connection
-
-    def __call__(self, collection: Collection, options: MiningOptions, pairs: PairAccumulator,
-                 timings: dict[str, float]) -> str:  # fmt: skip
-        ray = require_ray()
-        started = time.perf_counter()
-        vectors = collection.vectors(pairs.rows, options.show_progress)
-        timings["load_vectors"] += time.perf_counter() - started
-        workers = self.connection.workers("cpu")  # FAISS searches on CPUs
-        started = time.perf_counter()
-        structure, description = search_structure(
-            vectors, collection.metric, collection.trained_index(), options.nprobe
-        )
-        shared = [ray.put(faiss.serialize_index(structure.index.faiss)), ray.put(vectors)]
-        timings["search_index_setup"] = time.perf_counter() - started
-        job = _block_job(pairs, options)
-        constructor = {"shared": shared, "metric": collection.metric, "params": structure.params}
-        return f"{description}, on Ray " + _mine_blocks(
-            BlockMiner, constructor, workers, job, pairs, options, timings
-        )
-
-
 class RayIndexPairSearch:
     """The miner's neighbour search (`SearchPairs`) of an index on an actor pool that reads
     the stored vectors itself; see the module docstring."""
@@ -155,7 +218,7 @@ class RayIndexPairSearch:
         job = _block_job(pairs, options)
         constructor = {"index": index, "plan": plan, "trained": trained}
         return f"{plan.about}, on Ray " + _mine_blocks(
-            IndexBlockMiner, constructor, workers, job, pairs, options, timings
+            constructor, workers, job, pairs, options, timings
         )
 
 
@@ -173,17 +236,16 @@ def _block_job(pairs: PairAccumulator, options: MiningOptions) -> BlockJob:
                     pairs.threshold, options.top)  # fmt: skip
 
 
-def _mine_blocks(actor: type, constructor: dict, workers: Workers, job: BlockJob,
-                 pairs: PairAccumulator, options: MiningOptions,
-                 timings: dict[str, float]) -> str:  # fmt: skip
-    """Every block of query rows mined by a pool of `actor`s, their best pairs merged into
-    `pairs`; the pool in a few words."""
+def _mine_blocks(constructor: dict, workers: Workers, job: BlockJob, pairs: PairAccumulator,
+                 options: MiningOptions, timings: dict[str, float]) -> str:  # fmt: skip
+    """Every block of query rows mined by a pool of `IndexBlockMiner`s, their best pairs
+    merged into `pairs`; the pool in a few words."""
     ray = require_ray()
     started = time.perf_counter()
     blocks = plan_blocks(len(job.rows), options.query_chunk, workers.count)
     workers = workers.at_most(len(blocks))
     dataset = ray.data.from_items([{"start": b.start, "stop": b.stop} for b in blocks]).map_batches(
-        actor, batch_size=1, **workers.actor_args(),
+        IndexBlockMiner, batch_size=1, **workers.actor_args(),
         fn_constructor_kwargs={**constructor, "job": job, "threads": workers.threads},
     )  # fmt: skip
     found = 0
@@ -198,39 +260,7 @@ def _mine_blocks(actor: type, constructor: dict, workers: Workers, job: BlockJob
     return f"({workers.describe()}, {len(blocks)} blocks)"
 
 
-class BlockMiner:
-    """Ray Data actor: holds the search structure and the vectors (from the object store),
-    mines the blocks it is given."""
-
-    structure: SearchStructure
-    vectors: np.ndarray | VectorSource
-    job: BlockJob
-
-    def __init__(self, shared: list, metric: str, params: dict[str, int], job: BlockJob,
-                 threads: int = 1) -> None:  # fmt: skip
-        ray = require_ray()
-        faiss.omp_set_num_threads(threads)  # the CPUs the actor holds
-        index_bytes, self.vectors = ray.get(shared)
-        self.structure = SearchStructure(
-            VectorIndex(faiss.deserialize_index(index_bytes), metric), params
-        )
-        self.job = job
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        keys, scores, found = [], [], []
-        for start, stop in zip(batch["start"], batch["stop"]):
-            block_keys, block_scores, distinct = mine_block(
-                self.structure, self.vectors, self.job, range(int(start), int(stop))
-            )
-            # One row per pair, and a row with key -1 that carries the block's count.
-            keys += [block_keys, np.array([-1], np.int64)]
-            scores += [block_scores, np.array([np.nan], np.float32)]
-            found += [np.zeros(len(block_keys), np.int64), np.array([distinct], np.int64)]
-        return {"key": np.concatenate(keys), "score": np.concatenate(scores),
-                "found": np.concatenate(found)}  # fmt: skip
-
-
-class IndexBlockMiner(BlockMiner):
+class IndexBlockMiner:
     """Ray Data actor: opens the index, fills the planned structure from its stored vectors
     (memory-mapped, a FAISS add batch at a time) and mines the blocks it is given."""
 
@@ -253,12 +283,24 @@ class IndexBlockMiner(BlockMiner):
         self.structure = build_structure(plan, self.vectors, own)
         self.job = job
 
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        keys, scores, found = [], [], []
+        for start, stop in zip(batch["start"], batch["stop"]):
+            block_keys, block_scores, distinct = mine_block(
+                self.structure, self.vectors, self.job, range(int(start), int(stop))
+            )
+            # One row per pair, and a row with key -1 that carries the block's count.
+            keys += [block_keys, np.array([-1], np.int64)]
+            scores += [block_scores, np.array([np.nan], np.float32)]
+            found += [np.zeros(len(block_keys), np.int64), np.array([distinct], np.int64)]
+        return {"key": np.concatenate(keys), "score": np.concatenate(scores),
+                "found": np.concatenate(found)}  # fmt: skip
+
 
 __all__ = [
-    "BlockMiner",
     "IndexBlockMiner",
     "RayIndexPairSearch",
-    "RayPairSearch",
+    "mine_corpus_as_index",
     "mine_corpus_on_ray",
     "mine_index_on_ray",
 ]

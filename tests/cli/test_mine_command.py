@@ -80,6 +80,7 @@ def test_index_gives_the_same_pairs_as_its_corpus(cli, corpus_file) -> None:
         (["{corpus}", "--exact-duplicates", "merge"], "choose keep, separate, drop"),
         (["{corpus}", "--duplicates-out", "d.parquet"], "needs --exact-duplicates separate"),
         (["{corpus}", "--text-column", "body"], "columns are: doc_id, text, topic"),
+        (["{corpus}", "--work-dir", "w"], "--work-dir is for mining a corpus file with --engine"),
     ],
 )
 def test_bad_input_is_one_line(cli, corpus_file, tmp_path, args, expected) -> None:

@@ -1,19 +1,34 @@
-"""The workers' side of `mine --index --engine ray`, without Ray: actors that open the index
-themselves, mining their blocks in this process, give the local miner's pairs."""
+"""The workers' side of `mine --engine ray`, without Ray: actors that open the index
+themselves, mining their blocks in this process, give the local miner's pairs; a corpus
+mined through a temporary index gives the local corpus miner's, and leaves nothing behind."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from distributed.conftest import options, write_corpus
+from distributed.conftest import options, texts, write_corpus
 
 from semsearch.distributed import mine as mine_module
-from semsearch.distributed.mine import IndexBlockMiner, StoredIndex, train_for_mining
-from semsearch.errors import SemsearchError
+from semsearch.distributed.mine import (
+    IndexBlockMiner,
+    StoredIndex,
+    mine_corpus_as_index,
+    train_for_mining,
+)
+from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.build import build_index
-from semsearch.mining import IndexedCollection, MiningOptions, mine_index, mine_paraphrases
+from semsearch.mining import (
+    CorpusSource,
+    IndexedCollection,
+    MiningOptions,
+    mine_corpus,
+    mine_index,
+    mine_paraphrases,
+)
 from semsearch.mining import neighbours as neighbours_module
 from semsearch.mining.blocks import plan_blocks
 from semsearch.mining.neighbours import plan_structure
@@ -89,3 +104,86 @@ def test_a_worker_that_cannot_see_the_index_folder_says_so(built, tmp_path) -> N
     stored = StoredIndex(str(collection.folder.path), collection.manifest).open()
     rows = np.array([0, 5, 9])
     np.testing.assert_array_equal(stored.take(rows), collection.vectors(rows))
+
+
+def write_copies(path):
+    """`texts` with some repeated, a blank, a null and a text of spaces (those are skipped)."""
+    rows = texts(150, seed=3) + texts(150, seed=3)[:20:3] + ["   ", None]
+    table = pa.table({"doc_id": [f"k{i:03d}" for i in range(len(rows))], "text": rows})
+    pq.write_table(table.take(np.random.default_rng(1).permutation(len(rows))), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("id_column", "duplicates"), [("doc_id", "separate"), (None, "drop"), ("doc_id", "keep")]
+)
+def test_a_corpus_mined_through_a_temporary_index_is_the_local_corpus_mining(
+    tmp_path, tiny_model_dir, tiny_encoder, id_column, duplicates
+) -> None:
+    corpus = write_copies(tmp_path / "copies.parquet")
+    source = CorpusSource(corpus, id_column=id_column, model=str(tiny_model_dir), device="cpu")
+    mining = MiningOptions(top_k=4, query_chunk=32, exact_duplicates=duplicates)
+    local = mine_corpus(source, mining, encoder=tiny_encoder)
+    work = tmp_path / "work"
+    through = mine_corpus_as_index(
+        source, mining, work, lambda built: build_index(built, tiny_encoder), _search_on_workers()
+    )
+    ours, theirs = local.to_table(), through.to_table()
+    for column in ("id_a", "id_b", "text_a", "text_b"):  # the same pairs, in the same order
+        assert theirs.column(column).equals(ours.column(column)), column
+    np.testing.assert_allclose(  # each row encoded apart, not each distinct text once
+        theirs.column("score").to_numpy(), ours.column("score").to_numpy(), atol=1e-6
+    )
+    assert through.pairs_found == local.pairs_found
+    assert through.stats.structure.startswith(local.stats.structure)
+    assert through.collection.name == local.collection.name == "copies.parquet"
+    assert through.collection.ids.type == local.collection.ids.type
+    for field in ("rows", "rows_skipped", "searched_rows", "exact_duplicate_rows", "top_k"):
+        assert getattr(through.stats, field) == getattr(local.stats, field), field
+    assert local.stats.rows_skipped == 5 and local.stats.exact_duplicate_rows > 0
+    if duplicates == "separate":
+        assert through.duplicates.table.equals(local.duplicates.table)
+    assert list(work.iterdir()) == []  # the temporary index is gone
+
+
+def test_a_failed_build_or_search_leaves_no_temporary_index(tmp_path, tiny_model_dir) -> None:
+    corpus = write_copies(tmp_path / "copies.parquet")
+    source = CorpusSource(corpus, model=str(tiny_model_dir), device="cpu")
+    work, seen = tmp_path / "work", []
+
+    def lost(built) -> None:
+        seen.append(built.out_dir)
+        (built.out_dir / ".corpus.partial").mkdir()  # what a build leaves to resume from
+        raise ResumableError("the Ray job wrote 1 of 2 parts: run the same command again to "
+                             "encode the rest")  # fmt: skip
+
+    with pytest.raises(SemsearchError) as raised:
+        mine_corpus_as_index(source, None, work, lost, _search_on_workers())
+    assert str(raised.value) == ("the Ray job wrote 1 of 2 parts: run the mining again (on a "
+                                 "cluster, with a --work-dir every node mounts)")  # fmt: skip
+    assert seen[0].parent == work and list(work.iterdir()) == []
+
+    def broken(*args) -> str:
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        mine_corpus_as_index(source, None, work, build_index, broken)
+    assert list(work.iterdir()) == []
+
+
+def test_a_work_dir_that_cannot_hold_the_temporary_index_is_one_line(tmp_path) -> None:
+    source = CorpusSource(write_copies(tmp_path / "copies.parquet"))
+    (tmp_path / "file").write_text("x")
+
+    def never(*args) -> None:
+        raise AssertionError("nothing is built")
+
+    for work_dir, expected in [
+        ("s3://bucket/work", "--work-dir s3://bucket/work is a URI"),
+        (tmp_path / "file", f"cannot make a temporary index in --work-dir {tmp_path / 'file'}"),
+    ]:
+        with pytest.raises(SemsearchError, match=expected):
+            mine_corpus_as_index(source, None, work_dir, never, never)
+    with pytest.raises(SemsearchError, match="--top-k must be at least 1"):
+        mine_corpus_as_index(source, MiningOptions(top_k=0), tmp_path / "w", never, never)
+    assert not (tmp_path / "w").exists()
