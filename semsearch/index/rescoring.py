@@ -203,22 +203,24 @@ def tune_rescoring(
     query_ids: np.ndarray | None,
 ) -> TuningResult:  # fmt: skip
     """The cheapest (nprobe, oversample) meeting `target`: for each oversample in
-    OVERSAMPLE_CANDIDATES the smallest nprobe (`tune_index`), then the least estimated cost;
-    where none meets it, the best recall reached."""
+    OVERSAMPLE_CANDIDATES, rising, the smallest nprobe (`tune_index`) below what a smaller
+    oversample needed, then the least estimated cost; where none meets it, the best recall
+    reached. An oversample whose recall stops rising with nprobe is left there."""
     extra = 0 if query_ids is None else 1
     scores, exact = index.knn(queries, parts(), k + extra)
-    results = {
-        oversample: tune_index(
-            index.with_oversample(oversample),
-            queries,
-            exact,
-            target,
-            k,
-            query_ids,
-            exact_scores=scores,
-        )  # fmt: skip
-        for oversample in OVERSAMPLE_CANDIDATES
-    }
+    results: dict[int, TuningResult] = {}
+    ceiling = None
+    for oversample in OVERSAMPLE_CANDIDATES:
+        # At the nprobe a smaller oversample met the target, a larger one costs more: only
+        # smaller nprobe values can pay for it.
+        result = tune_index(index.with_oversample(oversample), queries, exact, target, k,
+                            query_ids, exact_scores=scores, ceiling=ceiling,
+                            stop_on_plateau=True)  # fmt: skip
+        results[oversample] = result
+        if result.met:
+            ceiling = result.value - 1
+            if ceiling < 1:
+                break
     rows_per_list = index.size / max(index.parameter_ceiling() or 1, 1)
 
     def cost(item: tuple[int, TuningResult]) -> float:

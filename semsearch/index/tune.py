@@ -28,6 +28,10 @@ from semsearch.index.vector_index import VectorIndex, higher_is_better, prepare_
 log = logging.getLogger(__name__)
 
 SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes differ by rounding
+# Recall gained over the last two doublings below which, when asked, tuning stops climbing:
+# a rescoring index's recall is capped by how many candidates its codes rank (oversample),
+# and probing more lists past that point only costs time (at 20M rows, minutes a step).
+PLATEAU_GAIN = 0.002
 Rescore = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -149,6 +153,8 @@ def tune_index(
     query_ids: np.ndarray | None = None,
     exact_scores: np.ndarray | None = None,
     rescore: Rescore | None = None,
+    ceiling: int | None = None,
+    stop_on_plateau: bool = False,
 ) -> TuningResult:
     """The smallest nprobe/efSearch whose recall@k on `queries` meets `target`.
 
@@ -157,7 +163,8 @@ def tune_index(
     exact scores of what a coded index found); with `query_ids` (the
     queries' own ids in the index) those are dropped from both sides, so the queries act as
     held-out ones. Each value is tried through per-call search parameters: the index is
-    never changed.
+    never changed. `ceiling` bounds the values tried (nothing above it is wanted);
+    `stop_on_plateau` stops climbing once two doublings gained less than PLATEAU_GAIN.
     """
     if not 0 < target <= 1:
         raise SemsearchError(f"target recall must be in (0, 1], not {target}")
@@ -170,7 +177,8 @@ def tune_index(
     if index.keeps_exact_vectors():
         rescore = None  # its own scores are exact already
     measure = _recall_measure(index, queries, exact, k, query_ids, parameter, exact_scores, rescore)
-    candidates = index.parameter_candidates(k)
+    candidates = [value for value in index.parameter_candidates(k)
+                  if ceiling is None or value <= ceiling]  # fmt: skip
     tried: dict[int, float] = {}
     for position, value in enumerate(candidates):
         tried[value] = measure(value)
@@ -180,10 +188,19 @@ def tune_index(
             return TuningResult(
                 parameter, value, tried[value], target, k, len(queries), True, tried
             )
+        if stop_on_plateau and _has_plateaued([tried[done] for done in candidates[: position + 1]]):
+            log.info("%s: recall %.4f stopped rising at %d, not climbing further",
+                     parameter, tried[value], value)  # fmt: skip
+            break
     # Recall need not rise with the parameter (PQ codes rank by estimates): keep the best
     # measured, the cheapest among equals.
     best = min(tried, key=lambda value: (-tried[value], value))
     return TuningResult(parameter, best, tried[best], target, k, len(queries), False, tried)
+
+
+def _has_plateaued(recalls: list[float]) -> bool:
+    """Whether the last two steps together gained less than PLATEAU_GAIN."""
+    return len(recalls) >= 3 and recalls[-1] - recalls[-3] < PLATEAU_GAIN
 
 
 def _reachable_k(exact: np.ndarray, query_ids: np.ndarray | None, k: int) -> int:

@@ -139,6 +139,31 @@ def test_tuning_picks_the_smallest_nprobe_meeting_the_target() -> None:
     assert index.search(vectors[rows], 10)[1].shape == (len(rows), 10)  # tuning changed nothing
 
 
+def test_a_ceiling_bounds_the_values_tried() -> None:
+    vectors = _clustered()
+    index = _ivf(vectors)
+    rows = np.arange(0, 4000, 20)
+    _, exact = _exact(vectors[rows], vectors, 11)
+    result = tune_index(index, vectors[rows], exact, target=1.0, k=10, query_ids=rows, ceiling=4)
+    assert max(result.tried) <= 4 and result.value <= 4
+
+
+def test_climbing_stops_where_coarse_codes_stop_gaining_recall() -> None:
+    """IVF-PQ with 2 bytes a row, compared by ids: recall stalls far below 1.0 once the near
+    lists are probed; stopping there saves probing every list."""
+    vectors = _clustered()
+    index = VectorIndex.create(choose_index("IVF64,PQ2x4np", 4000, 16, "cosine"), 16)
+    index.train(vectors)
+    index.add(vectors, np.arange(4000))
+    rows = np.arange(0, 4000, 20)
+    _, exact = _exact(vectors[rows], vectors, 11)
+    climbing = tune_index(index, vectors[rows], exact, 0.99, k=10, query_ids=rows)
+    stopping = tune_index(index, vectors[rows], exact, 0.99, 10, rows, stop_on_plateau=True)
+    assert not climbing.met and max(climbing.tried) == 64  # every list, to no avail
+    assert not stopping.met and max(stopping.tried) < 64
+    assert stopping.recall >= max(climbing.tried.values()) - 0.01
+
+
 def _tuned_hnsw(rows: int, target: float):
     """An HNSW index over clustered vectors, tuned on every 20th of them as held-out queries."""
     vectors = _clustered(rows)
