@@ -87,7 +87,7 @@ def add(
         from semsearch.distributed.update import add_rows_on_ray
 
         result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
-                                 on_ray, device, convert_types)  # fmt: skip
+                                 on_ray, device, convert_types, runtime)  # fmt: skip
     else:
         result = add_rows(folder, rows, encoder, text_column, id_column, batch_size,
                           device=device, convert_types=convert_types,

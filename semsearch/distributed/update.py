@@ -25,13 +25,14 @@ def add_rows_on_ray(
     folder: IndexFolder, corpus_path: str | Path, encoder=None, text_column: str | None = None,
     id_column: str | None = None, batch_size: int | None = None,
     ray_options: RayOptions | None = None, device: str = "auto", convert_types: bool = False,
+    runtime: str = "auto",
 ) -> ChangeResult:  # fmt: skip
-    """`add_rows`, with the new rows encoded on Ray (by GPU actors where `device` allows);
-    `corpus_path` is a local path or a URI (read here, on the driver)."""
+    """`add_rows`, with the new rows encoded on Ray (by GPU actors where `device` allows) on
+    `runtime`; `corpus_path` is a local path or a URI (read here, on the driver)."""
     manifest = folder.manifest()
     with RayConnection(ray_options or RayOptions(), device) as connection:
         # the rows reach the writer with the corpus's text column renamed to the index's
-        writer = RayPartsWriter(connection, manifest, manifest.text_column, batch_size)
+        writer = RayPartsWriter(connection, manifest, manifest.text_column, batch_size, runtime)
         return add_rows(folder, corpus_path, encoder, text_column, id_column, batch_size, writer,
                         convert_types=convert_types)  # fmt: skip
 
@@ -40,8 +41,9 @@ class RayPartsWriter:
     """A `PartsWriter`: cuts the rows into parts here and has the actor pool encode and write them."""
 
     def __init__(self, connection: RayConnection, manifest: Manifest, text_column: str,
-                 batch_size: int | None) -> None:  # fmt: skip
+                 batch_size: int | None, runtime: str = "auto") -> None:  # fmt: skip
         self.connection = connection
+        self.runtime = runtime
         self.manifest = manifest
         self.text_column = text_column
         self.batch_size = batch_size
@@ -51,7 +53,7 @@ class RayPartsWriter:
 
         workers = self.connection.workers()
         load = functools.partial(BiEncoder.for_index, self.manifest.model, device=workers.device,
-                                 runtime=actor_runtime("auto", workers.device))  # fmt: skip
+                                 runtime=actor_runtime(self.runtime, workers.device))  # fmt: skip
         fingerprint = self.manifest.model.fingerprint or ""
         setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size, workers.threads)
         parts = [part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])

@@ -28,6 +28,7 @@ def _segments(folder: IndexFolder) -> list[tuple[np.ndarray, np.ndarray]]:
     return found
 
 
+@pytest.mark.default_runtime  # `auto` would pick OpenVINO: the actors must run the runtime asked
 def test_add_on_ray_writes_the_local_add(tmp_path, tiny_model_dir, tiny_encoder) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 200)
     built = build_index(options(corpus, tmp_path / "a", "docs", model=str(tiny_model_dir), index="flat"),
@@ -38,7 +39,7 @@ def test_add_on_ray_writes_the_local_add(tmp_path, tiny_model_dir, tiny_encoder)
     more = write_corpus(tmp_path / "more.parquet", 250, seed=5, first_id=150)
     local = add_rows(built, more, tiny_encoder)
     on_ray = add_rows_on_ray(
-        copy, more, tiny_encoder, ray_options=RayOptions(workers=2), device="cpu"
+        copy, more, tiny_encoder, ray_options=RayOptions(workers=2), device="cpu", runtime="torch"
     )
     assert on_ray == local and local.added > 100 and local.replaced > 40
     ours, theirs = _segments(built), _segments(copy)
