@@ -9,7 +9,13 @@ the IVF index against exact search over the very same vectors.
 
 from __future__ import annotations
 
-import resource
+import os
+
+# Queries are measured as `semsearch query` and `serve` answer them: FAISS's idle OpenMP
+# threads sleep instead of spinning (semsearch/cli/app.py); read when FAISS loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import resource  # noqa: E402
 import time
 from dataclasses import replace
 from pathlib import Path

@@ -123,9 +123,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "build_index over PyPI summaries: build time, peak RSS, size; warm "
         "search latency p50/p90/p99; IVF recall@10 against exact",
         (
-            _goal("warm query p50 ms, all rows, fp32", "latency.p50_ms", "<=", 10, args__limit=None),
-            _goal("warm query p50 ms, all rows (issue 29)", "latency.p50_ms", "<=", 5,
-                  args__limit=None),
+            _goal(
+                "warm query p50 ms, all rows, fp32", "latency.p50_ms", "<=", 10, args__limit=None
+            ),
+            _goal(
+                "warm query p50 ms, all rows (issue 29)",
+                "latency.p50_ms",
+                "<=",
+                5,
+                args__limit=None,
+            ),
         ),  # fmt: skip
         (
             "--limit",
@@ -235,8 +242,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("`semsearch --help` s", "commands.semsearch --help.wall_s", "<=", 0.5),
             _goal("`semsearch list` s", "commands.semsearch list.wall_s", "<=", 0.5),
             _goal("an error s", "commands.an error (no such index).wall_s", "<=", 0.5),
-            _goal("cold `semsearch query` s (demo index)",
-                  "commands.query, checked export (default).wall_s", "<=", 0.5),  # fmt: skip
+            _goal(
+                "cold `semsearch query` s (demo index)",
+                "commands.query, checked export (default).wall_s",
+                "<=",
+                0.5,
+            ),  # fmt: skip
             _goal("`serve` ready s (demo index)", "serve_s.health_200", "<=", 10),
         ),
         ("--runs", "1", "--demo-rows", "300", "--index-dir", "{scratch}/startup-index"),
@@ -369,9 +380,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "texts/s of semsearch's CPU runtimes (torch, OpenVINO fp32/bf16) against "
         "sentence-transformers' torch and OpenVINO backends; cosine and recall@10 to fp32",
         goals=tuple(
-            _goal(f"faithful (OpenVINO bf16) x fastest peer, {name}, {threads} thread(s)",
-                  "ratio_to_peer", ">=", 1.5, corpus=corpus, threads=threads,
-                  candidate="semsearch-openvino-bf16")  # fmt: skip
+            _goal(
+                f"faithful (OpenVINO bf16) x fastest peer, {name}, {threads} thread(s)",
+                "ratio_to_peer",
+                ">=",
+                1.5,
+                corpus=corpus,
+                threads=threads,
+                candidate="semsearch-openvino-bf16",
+            )  # fmt: skip
             for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
             for threads in (1, 2)
         ),

@@ -227,7 +227,6 @@ def test_text_hashes_are_the_stored_blake2b_values_read_from_the_arrow_buffers()
     assert text_hashes(pa.array([], pa.string())).dtype == np.int64
 
 
-
 @pytest.mark.slow
 def test_reading_batches_holds_one_row_group_not_the_file(tmp_path) -> None:
     # A vector column read batch by batch (a build's own vectors) must not pile up in Arrow's
@@ -239,7 +238,7 @@ def test_reading_batches_holds_one_row_group_not_the_file(tmp_path) -> None:
     rng = np.random.default_rng(0)  # random values: constant ones dictionary-encode to nothing
     schema = pa.schema([("emb", pa.list_(pa.float16(), dimension)), ("bucket", pa.int32())])
     with pq.ParquetWriter(path, schema, compression="none") as writer:
-        for group in range(groups):
+        for _group in range(groups):
             flat = rng.standard_normal(rows_per_group * dimension, np.float32).astype(np.float16)
             emb = pa.FixedSizeListArray.from_arrays(pa.array(flat), dimension)
             bucket = pa.array(np.zeros(rows_per_group, np.int32))

@@ -9,6 +9,7 @@ it holds, about 0.1 s for all of them, and the modules' imports cost more again)
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -22,6 +23,11 @@ COMMAND_MODULES = {
     "train": "train_command", "train-adapter": "train_command", "tune": "tune_command",
     "verify": "verify_command", "word-model": "word_commands", "word-vectors": "word_commands",
 }  # fmt: skip
+
+# Commands that answer queries one at a time: their OpenMP threads (FAISS's) sleep when idle
+# rather than spin, since a spinning thread takes a core from the encoder's next query
+# (OpenVINO's own threads); `VectorIndex` then shares a lone query's lists among them.
+QUERY_COMMANDS = {"query", "serve"}
 
 __all__ = ["COMMAND_MODULES", "app", "main"]  # noqa: F822 (`app` comes from __getattr__)
 
@@ -53,6 +59,9 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    module = COMMAND_MODULES.get(command_named(sys.argv[1:]) or "")
+    command = command_named(sys.argv[1:]) or ""
+    if command in QUERY_COMMANDS:  # read by OpenMP when FAISS loads: before any import of it
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    module = COMMAND_MODULES.get(command)
     app = register([module]) if module else register_all()
     app()

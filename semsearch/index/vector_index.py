@@ -15,6 +15,7 @@ back to the CPU, with a log line, instead of failing the job.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -249,9 +250,23 @@ class VectorIndex(AnnBackend):
 
         def work() -> tuple[np.ndarray, np.ndarray]:
             search_params = self._search_parameters(params or {}, allowed)
+            self._share_threads(len(queries))
             return self.faiss.search(queries, k, params=search_params)
 
         return self._falling_back(work)
+
+    def _share_threads(self, queries: int) -> None:
+        """FAISS gives each of its threads whole queries (IVF `parallel_mode` 0), so a lone
+        query runs on one core; with fewer queries than threads its lists are shared out
+        instead (mode 1): one query on the 841k PyPI IVF4096 index, nprobe 95, two threads,
+        1.49 -> 0.81 ms. Only where OpenMP's threads sleep when idle (OMP_WAIT_POLICY=PASSIVE,
+        as `semsearch query` and `serve` set it): spinning after each query, they took a core
+        from the encoder's next one (OpenVINO, 3.5 -> 5.5 ms). Either mode returns the same
+        neighbours."""
+        ivf = None if self.device.is_gpu else self._ivf()
+        if ivf is not None:
+            passive = os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"
+            ivf.parallel_mode = 1 if passive and queries < faiss.omp_get_max_threads() else 0
 
     def tunable_parameter(self) -> str | None:
         """`nprobe` for IVF indexes, `efSearch` for HNSW, None for exact ones."""

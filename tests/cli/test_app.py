@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -118,3 +119,16 @@ def test_quiet_build_prints_no_progress(cli, corpus_file) -> None:
     result = cli("-q", "build", str(corpus_file), "--name", "quiet", "--model", cli.model,
                  "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
     assert result.exit_code == 0 and result.stderr == "" and "built quiet" in result.stdout
+
+
+@pytest.mark.parametrize(("command", "passive"), [("query", True), ("serve", True),
+                                                  ("build", False)])  # fmt: skip
+def test_query_commands_let_idle_openmp_threads_sleep(command, passive) -> None:
+    """Set before FAISS loads, so a fresh interpreter is the only honest place to look."""
+    probe = ("import os, sys; from semsearch.cli import app; sys.argv = ['semsearch', "
+             f"'{command}', '--help']\ntry:\n    app.main()\nexcept SystemExit:\n    pass\n"
+             "print('POLICY=' + os.environ.get('OMP_WAIT_POLICY', ''), file=sys.stderr)")  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    process = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             timeout=120, env=env)  # fmt: skip
+    assert f"POLICY={'PASSIVE' if passive else ''}" in process.stderr.splitlines()[-1]
