@@ -30,10 +30,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-from common import (
+# Searched as `semsearch serve` searches: FAISS's idle OpenMP threads sleep, and a lone query
+# shares its lists among them (semsearch/cli/app.py); read when FAISS loads, and inherited.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from common import (  # noqa: E402
     add_results_option,
     add_threads_option,
     base_parser,

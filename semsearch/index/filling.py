@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from semsearch.ann.devices import CPU, FaissDevice, faiss_reason
 from semsearch.errors import SemsearchError
@@ -77,6 +76,8 @@ def trained_index(
 
 def add_parts(index: VectorIndex, parts: Parts, total: int, show_progress: bool = False) -> None:
     """Add every (ids, vectors) part to `index`, with a progress bar."""
+    from tqdm.auto import tqdm  # here: a query, which imports this module, never needs it
+
     with tqdm(total=total, desc="indexing", unit="vec", disable=not show_progress) as bar:
         for ids, vectors in parts():
             try:
