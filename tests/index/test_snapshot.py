@@ -125,3 +125,11 @@ def test_opening_a_missing_index_says_so_at_once(tmp_path) -> None:
         snapshot_module.open_snapshot(IndexFolder(tmp_path / "nowhere"))
     assert time.monotonic() - started < 3  # not the 10 s meant for a folder being replaced
     assert "replaced" not in str(refused.value)
+
+
+def test_a_filter_widens_a_disk_index_oversample_by_the_root_of_its_scale() -> None:
+    """A filter keeping 1 in 20 (scale 60) re-scores ~8x the candidates, within the bound."""
+    widened = snapshot_module._widened({"oversample": 4, "efSearch": 16}, 60.0, [])
+    assert widened == {"oversample": 31, "efSearch": 960}
+    assert snapshot_module._widened({"oversample": 200}, 60.0, [])["oversample"] == 256
+    assert snapshot_module._widened({"efSearch": 16}, 60.0, []) == {"efSearch": 960}
