@@ -82,7 +82,7 @@ class SegmentVectors:
             return cached[1]
         if self.check is not None:
             self.check(part)  # raises on a changed file; hashes it once per stat
-        vectors = self.segment.part_vectors(part)
+        vectors = self.segment.part_vectors_for_random_reads(part)
         with self._lock:
             self._maps[part] = (state, vectors)
         return vectors

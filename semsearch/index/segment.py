@@ -14,6 +14,7 @@ name), so an interrupted build or add resumes from the last complete part.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 from functools import cached_property
@@ -119,6 +120,30 @@ class Segment:
 
     def part_vectors(self, part: int) -> np.ndarray:
         return self._load(_vectors_path(self.folder, part))
+
+    def part_vectors_for_random_reads(self, part: int) -> np.ndarray:
+        """The part's vectors memory-mapped without the kernel's read-around (MADV_RANDOM).
+
+        Re-scoring reads a few rows of 768 bytes at random; read-around fetched 128 KiB about
+        each. At 20M rows 1,000 queries left 4.1 GB of file pages, and a process limited to
+        4 GiB thrashed at 268 ms a query."""
+        path = _vectors_path(self.folder, part)
+        try:
+            with open(path, "rb") as handle:
+                version = np.lib.format.read_magic(handle)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)  # fmt: skip
+                shape, fortran_order, dtype = read_header(handle)
+                offset = handle.tell()
+                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            if hasattr(mmap, "MADV_RANDOM"):  # not on every platform
+                mapped.madvise(mmap.MADV_RANDOM)
+            order = "F" if fortran_order else "C"
+            return np.ndarray(shape, dtype, buffer=mapped, offset=offset, order=order)
+        except (OSError, ValueError, TypeError) as exc:  # TypeError: data cut short
+            raise SemsearchError(
+                f"{path} cannot be read ({type(exc).__name__}): roll back or rebuild the index"
+            ) from exc
 
     def iter_parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, vectors) of each part in order; vectors as stored (float32 or float16)."""

@@ -95,6 +95,21 @@ def test_mapped_lists_answer_as_lists_in_memory(disk_index) -> None:
     )
 
 
+def test_vectors_mapped_for_random_reads_are_the_stored_ones(disk_index) -> None:
+    record = disk_index.manifest().segments[0]
+    segment = Segment(disk_index.segment_dir(record.name), record)
+    for part in range(record.parts):
+        stored, mapped = segment.part_vectors(part), segment.part_vectors_for_random_reads(part)
+        assert mapped.dtype == stored.dtype and mapped.shape == stored.shape
+        np.testing.assert_array_equal(mapped, stored)
+    path = segment.folder / "part-00000.npy"
+    whole = path.read_bytes()
+    for cut in (40, 200):  # in the header, in the data
+        path.write_bytes(whole[:cut])
+        with pytest.raises(SemsearchError, match="cannot be read"):
+            segment.part_vectors_for_random_reads(0)
+
+
 def test_deleted_rows_and_filters_hold(disk_index, clustered) -> None:
     query = queries(1)[0]
     _, before = exact(clustered, query)
