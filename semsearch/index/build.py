@@ -478,8 +478,9 @@ def _encode_parts(
     overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
     moves with every batch."""
     counts = {"read": 0, "skipped": 0}
-    bar = tqdm(total=usable, desc="encoding", unit="text", disable=not options.show_progress)
     own = options.vector_column
+    bar = tqdm(total=usable, desc="encoding" if own is None else "reading vectors",
+               unit="text" if own is None else "row", disable=not options.show_progress)  # fmt: skip
     vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
 
     def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
