@@ -219,7 +219,7 @@ def tune_rescoring(
         results[oversample] = result
         if result.met:
             ceiling = result.value - 1
-            if ceiling < 1:
+            if ceiling < min(index.parameter_candidates(k)):
                 break
     rows_per_list = index.size / max(index.parameter_ceiling() or 1, 1)
 
