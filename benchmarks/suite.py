@@ -124,7 +124,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "search latency p50/p90/p99; IVF recall@10 against exact",
         (
             _goal(
-                "warm query p50 ms, all rows (issue 5)", "latency.p50_ms", "<=", 10, args__limit=None
+                "warm query p50 ms, all rows (issue 5)",
+                "latency.p50_ms",
+                "<=",
+                10,
+                args__limit=None,
             ),
             _goal(
                 "warm query p50 ms, all rows (issue 29)",
