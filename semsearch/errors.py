@@ -12,4 +12,12 @@ class SemsearchError(Exception):
 
 class ResumableError(SemsearchError):
     """A failure that leaves a build's finished parts worth keeping (a cluster job that
-    failed after its retries): the same command resumes from them."""
+    failed after its retries): the same command resumes from them. `failure` is what went
+    wrong without that advice, for a caller that keeps no parts (mining a corpus)."""
+
+    def __init__(self, failure: str, advice: str) -> None:
+        super().__init__(f"{failure}; {advice}")
+        self.failure, self.advice = failure, advice
+
+    def __reduce__(self):  # pickled as built (Ray, multiprocessing), not from its message
+        return type(self), (self.failure, self.advice)

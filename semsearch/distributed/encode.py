@@ -219,8 +219,8 @@ def job_errors(stage: str, resumable: bool) -> Iterator[None]:
         reason = f"{type(exc).__name__}: {_first_line(exc)}"
         if resumable:
             raise ResumableError(
-                f"the Ray job failed while {stage} ({reason}); the parts written so far are kept: "
-                "run the same command again to resume"
+                f"the Ray job failed while {stage} ({reason})",
+                "the parts written so far are kept: run the same command again to resume",
             ) from exc
         raise SemsearchError(f"the Ray job failed while {stage} ({reason}): run it again") from exc
 

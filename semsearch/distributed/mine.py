@@ -20,7 +20,6 @@ block's count (a pair found from both sides in two blocks counts twice).
 
 from __future__ import annotations
 
-import re
 import shutil
 import socket
 import tempfile
@@ -99,8 +98,8 @@ def mine_corpus_as_index(source: CorpusSource, options: MiningOptions | None,
             index = build(_build_options(source, folder, options.show_progress))
         except ResumableError as exc:  # nothing is kept to resume from
             raise SemsearchError(
-                f"{_without_resume_hint(exc)}: run the mining again (on a cluster, with a "
-                "--work-dir every node mounts)"
+                f"{exc.failure}: run the mining again (on a cluster, with a --work-dir every "
+                "node mounts)"
             ) from exc
         built = time.perf_counter() - started
         started = time.perf_counter()
@@ -150,13 +149,6 @@ def _build_options(source: CorpusSource, folder: Path, show_progress: bool) -> B
         batch_size=source.batch_size, device=source.device, out_dir=folder,
         show_progress=show_progress, target_recall=None, lexical=None,
     )  # fmt: skip
-
-
-def _without_resume_hint(exc: ResumableError) -> str:
-    """A failed build's message without its advice to resume: mining keeps no parts."""
-    text = re.sub(r"(; the parts written so far are kept)?: run the same command again.*$", "",
-                  str(exc))  # fmt: skip
-    return text.rstrip(". ")
 
 
 def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,

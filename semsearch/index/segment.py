@@ -141,9 +141,7 @@ class Segment:
             order = "F" if fortran_order else "C"
             return np.ndarray(shape, dtype, buffer=mapped, offset=offset, order=order)
         except (OSError, ValueError, TypeError) as exc:  # TypeError: data cut short
-            raise SemsearchError(
-                f"{path} cannot be read ({type(exc).__name__}): roll back or rebuild the index"
-            ) from exc
+            raise _unreadable(path, exc) from exc
 
     def iter_parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(ids, vectors) of each part in order; vectors as stored (float32 or float16)."""
@@ -250,9 +248,13 @@ class Segment:
         try:
             return np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise SemsearchError(
-                f"{path} cannot be read ({type(exc).__name__}): roll back or rebuild the index"
-            ) from exc
+            raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: Path, exc: Exception) -> SemsearchError:
+    return SemsearchError(
+        f"{path} cannot be read ({type(exc).__name__}): roll back or rebuild the index"
+    )
 
 
 def write_deleted(folder: Path, generation: int, ids: np.ndarray) -> str:

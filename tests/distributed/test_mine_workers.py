@@ -154,8 +154,8 @@ def test_a_failed_build_or_search_leaves_no_temporary_index(tmp_path, tiny_model
     def lost(built) -> None:
         seen.append(built.out_dir)
         (built.out_dir / ".corpus.partial").mkdir()  # what a build leaves to resume from
-        raise ResumableError("the Ray job wrote 1 of 2 parts: run the same command again to "
-                             "encode the rest")  # fmt: skip
+        raise ResumableError("the Ray job wrote 1 of 2 parts",
+                             "run the same command again to encode the rest")  # fmt: skip
 
     with pytest.raises(SemsearchError) as raised:
         mine_corpus_as_index(source, None, work, lost, _search_on_workers())

@@ -1,0 +1,15 @@
+"""`ResumableError`: its message, and the failure without the advice to resume."""
+
+from __future__ import annotations
+
+import pickle
+
+from semsearch.errors import ResumableError
+
+
+def test_a_resumable_error_keeps_its_failure_apart_and_survives_pickling() -> None:
+    error = ResumableError("the Ray job wrote 1 of 2 parts", "run the same command again")
+    again = pickle.loads(pickle.dumps(error))  # as it crosses a process (Ray) boundary
+    for each in (error, again):
+        assert str(each) == "the Ray job wrote 1 of 2 parts; run the same command again"
+        assert each.failure == "the Ray job wrote 1 of 2 parts"
