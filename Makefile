@@ -71,16 +71,19 @@ bench-smoke: setup
 bench-table:
 	python3 benchmarks/suite.py table --write
 
-# The GPU suite (benchmarks/gpu_suite.sh). Here: `make gpu-carry` packs `.gpu/bundle` (60 MiB,
-# carried by every device call); on the lent GPU machine, three calls: `make bench-gpu PART=1`,
-# `PART=2`, `PART=3` (nothing is installed there: the bundle brings the model, data and FAISS);
-# here again after each: `make gpu-results FROM=<the call's files folder> PART=N`.
+# The GPU suite (benchmarks/gpu_suite.sh). Here: `make gpu-carry` packs `.gpu/bundle` (about
+# 60 MiB, carried by the device call); on the lent GPU machine, one call of at most 8 minutes:
+# `make bench-gpu` (nothing is installed there: the bundle brings the model, data and FAISS),
+# or `make bench-gpu STEP=build` to rerun one step (checks, encode, build, mine, pairs, tests);
+# here again after it: `make gpu-results FROM=<the call's files folder> [LABEL=build]`.
 # `make bench-gpu-smoke` runs every step on this CPU at small sizes (about 4 minutes).
+STEP ?= all
+LABEL ?= suite
 gpu-carry: setup
 	$(PY) benchmarks/gpu_carry.py --bundle
 
 bench-gpu:
-	bash benchmarks/gpu_suite.sh $(PART)
+	bash benchmarks/gpu_suite.sh $(STEP)
 
 bench-gpu-smoke: setup
 	rm -rf /tmp/gpu_suite_smoke
@@ -88,7 +91,7 @@ bench-gpu-smoke: setup
 		bash benchmarks/gpu_suite.sh all
 
 gpu-results: setup
-	$(PY) benchmarks/gpu_collect.py $(FROM) --part $(PART)
+	$(PY) benchmarks/gpu_collect.py $(FROM) --label $(LABEL)
 
 # A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
 # through build and query; `make test` runs 40 fixed ones, `make test-slow` 300 more.

@@ -184,8 +184,8 @@ def compared_encoders(ours: BiEncoder, anchor, args) -> dict[str, Encode]:
     if args.anchor_bf16:
         encoders[ANCHOR_BF16] = st(copy.deepcopy(anchor).to(torch.bfloat16))
     if args.st_references:
-        # As a user calls it: `encode(texts)` with its defaults (the cosines need no norm).
-        encoders[ST_DEFAULT] = lambda texts: anchor.encode(texts, show_progress_bar=False)
+        if args.st_defaults:  # as a user calls it: `encode(texts)` (the cosines need no norm)
+            encoders[ST_DEFAULT] = lambda texts: anchor.encode(texts, show_progress_bar=False)
         fastest = copy.deepcopy(anchor).to(torch.bfloat16)
 
         def st_fastest(texts: list[str]) -> np.ndarray:
@@ -349,6 +349,13 @@ def main() -> None:
     parser.add_argument("--st-references", action=argparse.BooleanOptionalAction, default=None,
                         help="also time sentence-transformers at its defaults and at its fastest "
                         "setting, for the JSON lines' ratios (default: on with --device cuda)")  # fmt: skip
+    parser.add_argument(
+        "--st-defaults",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --st-references, also time its defaults (batch 32, fp32: the "
+        "slowest row; the one-call GPU suite leaves it out)",
+    )
     parser.add_argument("--st-fastest-batch", type=int, default=512,
                         help="batch size of sentence-transformers' fastest reference (bf16 weights)")  # fmt: skip
     parser.add_argument("--random-base-model", action="store_true",

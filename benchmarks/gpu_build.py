@@ -9,9 +9,11 @@ processes, timed from start to exit, so each pays its imports, model load and CU
   (`--no-lexical` unless `--lexical`: the peer builds no BM25 index);
 - the peer (`--peer` runs this file as it): sentence-transformers at its fastest documented
   setting (bf16 weights, a large batch; fp32 on a CPU), FAISS `index_factory` with the
-  factory string semsearch's manifest records, trained and filled on the GPU when FAISS has
-  one, nprobe doubled until recall@10 on sampled queries reaches the target, and
-  `write_index` of the CPU copy.
+  factory string semsearch's manifest records, trained on a random sample of 64 rows a list
+  (semsearch's own sample size, within the 30-256 a list that FAISS's guidelines give) and
+  filled on the GPU when FAISS has one, nprobe doubled until recall@10 on sampled queries
+  reaches the target, and `write_index` of the CPU copy. It prints each phase's seconds as
+  it ends, so a run cut short still says where the time went.
 
 Then, untimed, recall@10 of semsearch's written index (at its tuned nprobe) against exact
 search over its stored vectors for `--queries` rows drawn from the corpus (tie-aware: a row
@@ -105,14 +107,21 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
     vectors = encoder.encode(texts, batch_size=PEER_BATCH[device], normalize_embeddings=True,
                              convert_to_tensor=True).float().cpu().numpy()  # fmt: skip
     encoded = time.perf_counter()
+    phase(f"peer: encoded {len(texts):,} texts", encoded - started)
     index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    ivf = faiss.try_extract_index_ivf(index)
+    rng = np.random.default_rng(0)
+    sample_rows = len(vectors) if ivf is None else min(len(vectors), 64 * ivf.nlist)
+    sample = vectors[np.sort(rng.choice(len(vectors), sample_rows, replace=False))]
     on_gpu = device == "cuda" and hasattr(faiss, "StandardGpuResources")
     if on_gpu:
         resources = faiss.StandardGpuResources()
         index = faiss.index_cpu_to_gpu(resources, 0, index)
-    index.train(vectors)
+    index.train(sample)
+    phase(f"peer: trained on {sample_rows:,} rows", time.perf_counter() - encoded)
     index.add(vectors)
     filled = time.perf_counter()
+    phase("peer: trained and added", filled - encoded)
     queries = vectors[
         np.random.default_rng(1).choice(len(vectors), min(1000, len(vectors)), replace=False)
     ]
@@ -133,6 +142,7 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
                 break
             nprobe = min(2 * nprobe, ceiling)
     tuned = time.perf_counter()
+    phase(f"peer: tuned to nprobe {nprobe} (recall@10 {recall:.3f})", tuned - filled)
     cpu_index = faiss.index_gpu_to_cpu(index) if on_gpu else index
     if nprobe is not None:
         faiss.ParameterSpace().set_index_parameter(cpu_index, "nprobe", nprobe)
@@ -141,8 +151,14 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
     return {"seconds_inside": round(written - started, 2), "encode_s": round(encoded - started, 2),
             "train_add_s": round(filled - encoded, 2), "tune_s": round(tuned - filled, 2),
             "write_s": round(written - tuned, 2), "faiss_on_gpu": on_gpu, "nprobe": nprobe,
+            "training_rows": sample_rows,
             "recall_at_10": round(recall, 4), "batch_size": PEER_BATCH[device],
             "weights": "bf16" if device == "cuda" else "fp32"}  # fmt: skip
+
+
+def phase(what: str, seconds: float) -> None:
+    """One phase's seconds on stderr as it ends (stdout carries the figures' JSON line)."""
+    print(f"{what}: {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
 def run_peer(corpus: Path, factory: str, args) -> tuple[float, dict]:

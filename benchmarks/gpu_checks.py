@@ -3,7 +3,11 @@
 Why: the unit tests run on CPU, but on CUDA `BiEncoder.encode` takes another path: pinned
 memory, non-blocking copies, vectors gathered on the GPU, and a bf16 copy of the weights
 that must follow training. Each check prints its figure and PASS or FAIL; the exit code is
-the number of failures.
+the number of failures. `--device cpu` runs the same checks with the CPU in the GPU's place
+(the GPU suite's CPU smoke): the figures then say nothing about CUDA, but the script's
+paths (its data, its model, its record) are exercised before a GPU is lent.
+
+    python3 benchmarks/gpu_checks.py --model /tmp/model --data-dir .gpu/data
 """
 
 from __future__ import annotations
@@ -22,23 +26,25 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model folder (default: the bundled one)")
     parser.add_argument("--texts", type=int, default=5_000)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="the device checked against the CPU (cpu: a smoke run)")  # fmt: skip
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("no CUDA GPU is visible: run this on a GPU machine")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("no CUDA GPU is visible: run this on a GPU machine, or pass --device cpu")
     model = str(args.model or reference_model_path())
     texts = corpus_texts(args.data_dir, "pypi", args.texts)
-    cpu = BiEncoder.load(model, device="cpu")
-    gpu = BiEncoder.load(model, device="cuda")
+    cpu = BiEncoder.load(model, device="cpu", runtime="torch")
+    gpu = BiEncoder.load(model, device=args.device, runtime="torch")
     reference = cpu.encode(texts, batch_size=64)
     checks: dict[str, tuple[float, bool]] = {}
 
     fp32 = gpu.encode(texts, batch_size=64, precision="fp32")
     gap = float(np.abs(fp32 - reference).max())
-    checks["cuda fp32 vs cpu fp32: max |diff|"] = (gap, gap < 1e-3)
+    checks[f"{args.device} fp32 vs cpu fp32: max |diff|"] = (gap, gap < 1e-3)
     for label, vectors in {
-        "cuda default (bf16, device batches)": gpu.encode(texts),
-        "cuda bf16, batch 7": gpu.encode(texts, batch_size=7, precision="bf16"),
-        "cuda bf16, 4096 rows / 2048 tokens": gpu.encode(
+        f"{args.device} default (auto precision, device batches)": gpu.encode(texts),
+        f"{args.device} bf16, batch 7": gpu.encode(texts, batch_size=7, precision="bf16"),
+        f"{args.device} bf16, 4096 rows / 2048 tokens": gpu.encode(
             texts, batch_size=4096, max_batch_tokens=2048, precision="bf16"
         ),
     }.items():
@@ -52,7 +58,7 @@ def main() -> None:
     before = gpu.encode(texts[:512], precision="bf16")
     optimizer = torch.optim.AdamW(gpu.parameters(), lr=1e-3)
     gpu.train()
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.autocast(args.device, dtype=torch.bfloat16):
         first = gpu(*gpu.features(texts[:32]))
         second = gpu(*gpu.features(texts[32:64]))
         loss = ((first * second).sum(dim=1) - 1.0).pow(2).mean()
@@ -73,7 +79,7 @@ def main() -> None:
     payload = {"benchmark": "gpu_checks", "environment": environment(), "texts": len(texts),
                "checks": {name: {"value": value, "pass": bool(ok)}
                           for name, (value, ok) in checks.items()}}  # fmt: skip
-    record(args, "gpu_checks", payload, "cuda")
+    record(args, "gpu_checks", payload, args.device)
     sys.exit(failures)
 
 

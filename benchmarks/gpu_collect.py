@@ -2,10 +2,11 @@
 
 Why: a lent GPU machine's results come back as a folder (the `files_at` of the device call)
 holding `suite.log` and `results.tgz`; the figures belong in `benchmarks/results/` beside
-every other run and the raw output under `benchmarks/gpu_runs/<date>/part<N>/`, so a later
+every other run and the raw output under `benchmarks/gpu_runs/<date>/<label>/`, so a later
 reader can check any figure against what the machine printed.
 
-    python benchmarks/gpu_collect.py /work/.device/<call>/files --part 1
+    python benchmarks/gpu_collect.py /work/.device/<call>/files             # label: suite
+    python benchmarks/gpu_collect.py /work/.device/<call>/files --label build   # one step
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ RESULTS = REPO_ROOT / "benchmarks" / "results"
 RUNS = REPO_ROOT / "benchmarks" / "gpu_runs"
 
 
-def collect(source: Path, part: str, date: str) -> list[str]:
-    """Copy the call's files under gpu_runs/DATE/partN, unpack its results there and append
+def collect(source: Path, label: str, date: str) -> list[str]:
+    """Copy the call's files under gpu_runs/DATE/LABEL, unpack its results there and append
     every JSON line to results/<script>.jsonl; returns one line per file appended to."""
-    target = RUNS / date / f"part{part}"
+    target = RUNS / date / label
     target.mkdir(parents=True, exist_ok=True)
     for path in source.iterdir():
         if path.is_file():
@@ -49,10 +50,15 @@ def collect(source: Path, part: str, date: str) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", type=Path, help="the device call's files folder")
-    parser.add_argument("--part", required=True, help="the suite's part (1, 2, 3 or all)")
+    parser.add_argument(
+        "--label",
+        default="suite",
+        help="the run's folder under gpu_runs/<date>/ (default: suite; a step's name "
+        "for a one-step rerun)",
+    )
     parser.add_argument("--date", default=datetime.date.today().isoformat())
     args = parser.parse_args()
-    for line in collect(args.source, args.part, args.date) or ["no JSON lines found"]:
+    for line in collect(args.source, args.label, args.date) or ["no JSON lines found"]:
         print(line)
 
 

@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--model", default="default", help="bi-encoder for --limit (a folder)")
     add_results_option(parser)
     args = parser.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)  # the pairs are written there
     options = MiningOptions(top_k=args.top_k, exact_duplicates=args.exact_duplicates,
                             nprobe=args.nprobe, show_progress=True, device=args.device)  # fmt: skip
     index = args.index or (None if args.limit is not None else find_pypi_index(args.index_dir))

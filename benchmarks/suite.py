@@ -99,7 +99,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "cagra_ivf",
         "cuVS CAGRA against FAISS IVF on the GPU: build time, recall@10, queries/s",
-        no_smoke=BY_GPU_SMOKE,
+        no_smoke="needs cuVS on a GPU, which cannot travel to the lent machine: outside "
+        "gpu_suite.sh, run by hand where cuVS is installed",
     ),
     Benchmark(
         "gpu_pairs",
@@ -110,7 +111,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "gpu_checks",
         "the CUDA path's correctness: CUDA vs CPU vectors, bf16 agreement",
-        no_smoke="needs a GPU (part 1 of gpu_suite.sh runs it)",
+        no_smoke=BY_GPU_SMOKE,
     ),
     Benchmark(
         "debian_recall",

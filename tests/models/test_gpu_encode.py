@@ -15,9 +15,11 @@ TEXTS += [" ".join(["a long package description that goes on"] * 40)] * 20
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("packing", [False, True])
-def test_gpu_vectors_stay_within_the_cosine_goal_of_the_cpu_ones(default_encoder, packing) -> None:
+def test_gpu_vectors_stay_within_the_cosine_goal_of_the_cpu_ones(
+    default_encoder, reference_model_dir, packing
+) -> None:
     reference = default_encoder.encode(TEXTS)
-    gpu = BiEncoder.load("default", device="cuda")
+    gpu = BiEncoder.load(reference_model_dir, device="cuda")
     vectors = gpu.encode(TEXTS, packing=packing)
     cosines = (reference * vectors).sum(axis=1)
     assert cosines.mean() >= 0.999 and cosines.min() >= 0.995
