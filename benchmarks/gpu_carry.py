@@ -110,7 +110,7 @@ FAISS_WHEEL = "faiss-cpu==1.15.1"
 def bundle(data_dir: Path) -> None:
     """Everything the GPU suite needs in one call's 64 MiB: `.gpu/bundle/` holds the fp16
     weights split into high and low byte planes (xz squeezes the exponent bytes: 44 -> 37
-    MiB), every PyPI summary as newline-joined text under xz (15.4 -> 11.7 MiB; no summary
+    MiB), the tokenizer and configs under xz (0.7 -> 0.2 MiB), every PyPI summary as newline-joined text under xz (15.4 -> 11.7 MiB; no summary
     contains a newline), the Debian and STS-B extracts, and faiss-cpu's installed tree under
     xz (the image has no FAISS; 18 -> 9 MiB). `--unpack` restores `.gpu/model`, `.gpu/data`
     and a FAISS site folder there."""
@@ -130,7 +130,9 @@ def bundle(data_dir: Path) -> None:
     (BUNDLE / "weights_header.bin").write_bytes(weights[:header])
     for name, plane in (("weights_lo.xz", planes[0::2]), ("weights_hi.xz", planes[1::2])):
         (BUNDLE / name).write_bytes(lzma.compress(plane.tobytes(), preset=9 | lzma.PRESET_EXTREME))
-    shutil.copytree(CARRY / "model", BUNDLE / "model", ignore=shutil.ignore_patterns(HALF_WEIGHTS))
+    with tarfile.open(BUNDLE / "model.tar.xz", "w:xz", preset=9) as tar:  # tokenizer, configs
+        tar.add(CARRY / "model", arcname=".", filter=lambda entry: None
+                if entry.name.endswith(HALF_WEIGHTS) else entry)  # fmt: skip
     summaries = pq.read_table(CARRY / "data" / "pypi" / "pypi_summaries.parquet")
     texts = summaries.column("summary").to_pylist()
     if any("\n" in text for text in texts):
@@ -168,7 +170,8 @@ def unpack(site: Path) -> None:
     planes = np.empty(lo.size * 2, dtype=np.uint8)
     planes[0::2], planes[1::2] = lo, hi
     shutil.rmtree(CARRY / "model", ignore_errors=True)
-    shutil.copytree(BUNDLE / "model", CARRY / "model")
+    with tarfile.open(BUNDLE / "model.tar.xz") as tar:
+        tar.extractall(CARRY / "model", filter="data")
     (CARRY / "model" / HALF_WEIGHTS).write_bytes((BUNDLE / "weights_header.bin").read_bytes()
                                                  + planes.tobytes())  # fmt: skip
     texts = lzma.decompress((BUNDLE / "pypi.txt.xz").read_bytes()).decode().split("\n")
