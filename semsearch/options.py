@@ -24,6 +24,11 @@ Objective = Literal[
     "malstm",
 ]
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
+# How training examples are formed from scored pairs, and how dev data is measured.
+Formation = Literal["none", "positives", "triplets", "binary"]
+FORMATIONS: tuple[str, ...] = get_args(Formation)
+DevTask = Literal["auto", "sts", "pairs", "ir"]
+DEV_TASKS: tuple[str, ...] = get_args(DevTask)
 # The objectives a cross-encoder trains with, and the metrics its runs report.
 CROSS_OBJECTIVES = ("bce", "softmax")
 CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
@@ -81,3 +86,14 @@ DEFAULT_RRF_K = 60
 # adaptive fusion where BM25 is most confident (elsewhere more).
 DEFAULT_ALPHA = 0.5
 HYBRID_DEPTH = 100  # candidates each side contributes to the fusion (at least k)
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...], where: str = "") -> None:
+    """Refuse a value outside `choices` in one line that lists them (`where` prefixes it)."""
+    if value not in choices:
+        from semsearch.errors import SemsearchError
+
+        prefix = f"{where}: " if where else ""
+        raise SemsearchError(
+            f"{prefix}unknown {name} {value!r}: choose one of {', '.join(choices)}"
+        )

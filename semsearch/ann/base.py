@@ -20,22 +20,6 @@ import numpy as np
 Parts = Iterable[tuple[np.ndarray, np.ndarray]]  # (ids, vectors) streamed in turn
 
 
-def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Float32, C-contiguous, and unit length for cosine, as FAISS' inner product expects."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if metric == "cosine":
-        vectors = vectors.copy()
-        faiss.normalize_L2(vectors)
-    return vectors
-
-
-INNER_PRODUCT = ("cosine", "dot")  # metrics FAISS scores by inner product (higher is nearer)
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric in INNER_PRODUCT
-
-
 @dataclass
 class IdFilter:
     """The ids a search may return, as a bitmap FAISS reads directly (bit i: id i allowed)."""

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from semsearch.ann import devices
-from semsearch.ann.base import INNER_PRODUCT, higher_is_better, prepare_vectors
+from semsearch.ann.metrics import INNER_PRODUCT, higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)

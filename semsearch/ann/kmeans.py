@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from semsearch.ann.base import INNER_PRODUCT
 from semsearch.ann.exact import ExactSearch
+from semsearch.ann.metrics import INNER_PRODUCT
 
 KMEANS_ITERATIONS = 20
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from semsearch.ann.base import AnnBackend, IdFilter, prepare_vectors
+from semsearch.ann.base import AnnBackend, IdFilter
 from semsearch.ann.exact import ExactSearch
+from semsearch.ann.metrics import prepare_vectors
 from semsearch.errors import SemsearchError
 
 

@@ -51,8 +51,8 @@ from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import DEFAULT_RERANK_TOP
 from semsearch.rerank import Reranker
 from semsearch.search import Searcher
-from semsearch.training.config import DataOptions
 from semsearch.training.data import TrainingData, read_eval_data
+from semsearch.training.data_options import DataOptions
 from semsearch.training.dev import choose_task
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,6 @@ per segment. Deleted rows count in the statistics until `compact`, as in Lucene.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 from collections.abc import Iterable, Sequence
@@ -28,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from semsearch.errors import SemsearchError
+from semsearch.index.lexical_build import write_bm25_parts
+from semsearch.index.lexical_terms import bm25s_module, term_idf, tokenizer_for
 from semsearch.index.manifest import LexicalSpec
 
 log = logging.getLogger(__name__)
-
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s' and scikit-learn's default
 
 
 def lexical_dir_name(generation: int) -> str:
@@ -42,24 +41,16 @@ def lexical_dir_name(generation: int) -> str:
 def tokenize(texts: Sequence[str], spec: LexicalSpec) -> list[list[str]]:
     """Lower-cased words of two or more characters, stop words dropped, stemmed: the terms a
     text is indexed and queried by."""
-    return _tokenizer(spec).tokenize(list(texts), update_vocab=True, return_as="string",
+    return tokenizer_for(spec).tokenize(list(texts), update_vocab=True, return_as="string",
                                      allow_empty=False, show_progress=False)  # fmt: skip
-
-
-def _tokenizer(spec: LexicalSpec):
-    """A fresh bm25s tokenizer for `spec`: it numbers terms in order of first appearance."""
-    from bm25s.tokenization import Tokenizer
-
-    return Tokenizer(splitter=TOKEN_PATTERN, stopwords=spec.stopwords or None,
-                     stemmer=_stemmer(spec))  # fmt: skip
 
 
 def build_bm25(texts: Sequence[str], spec: LexicalSpec):
     """A bm25s index of `texts` in memory (row i is texts[i]); its vocabulary numbers the
     terms in order of first appearance, so the same texts make the same files. For small
     collections (an evaluation's corpus); a segment's part is written by `write_lexical`."""
-    bm25s = _bm25s()
-    tokenizer = _tokenizer(spec)
+    bm25s = bm25s_module()
+    tokenizer = tokenizer_for(spec)
     ids = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", allow_empty=False,
                              show_progress=False)  # fmt: skip
     vocab = tokenizer.get_vocab_dict()
@@ -77,8 +68,6 @@ def write_lexical(
     """Index the texts `parts` yields (a segment's rows, part by part, in position order)
     into `folder`/lexical-g<N>/ through a temporary folder renamed into place, one part in
     memory at a time (`lexical_build`); the folder's name."""
-    from semsearch.index.lexical_build import write_bm25_parts
-
     name = lexical_dir_name(generation)
     temporary = folder / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
@@ -104,7 +93,7 @@ class LexicalPart:
         """Load a lexical folder; refused when it does not hold `rows` documents."""
         try:
             # Memory-mapped: a query reads its terms' postings, never the whole matrices.
-            model = _bm25s().BM25.load(folder, mmap=True, show_progress=False)
+            model = bm25s_module().BM25.load(folder, mmap=True, show_progress=False)
         except (OSError, ValueError, KeyError) as exc:
             raise SemsearchError(
                 f"{folder} cannot be read ({type(exc).__name__}): rebuild it with "
@@ -196,49 +185,12 @@ def _segment_weights(
     for segment, ids, counts in zip(segments, found, frequencies):
         chosen, weights = [], []
         for i, count, everywhere in zip(ids, counts, overall):
-            local = _idf(spec.method, count, segment.part.documents) if i >= 0 else 0.0
+            local = term_idf(spec.method, count, segment.part.documents) if i >= 0 else 0.0
             if local > 0:  # a term with no weight here contributes nothing here
                 chosen.append(i)
-                weights.append(_idf(spec.method, everywhere, total) / local)
+                weights.append(term_idf(spec.method, everywhere, total) / local)
         weighted.append((chosen, weights))
     return weighted
-
-
-def _idf(method: str, frequency: int, documents: int) -> float:
-    """The IDF bm25s gives a term in `frequency` of `documents` documents."""
-    if frequency <= 0:
-        return 0.0
-    if method == "atire":
-        return math.log(documents / frequency)
-    inner = (documents - frequency + 0.5) / (frequency + 0.5)
-    if method == "robertson":
-        return math.log(max(inner, 1.0))
-    return math.log(1 + inner)  # lucene
-
-
-def _bm25s():
-    """The bm25s module, with its logger (which it sets to DEBUG) quiet unless asked."""
-    import bm25s
-
-    if (
-        logging.getLogger("bm25s").level < logging.WARNING
-        and log.getEffectiveLevel() > logging.DEBUG
-    ):
-        logging.getLogger("bm25s").setLevel(logging.WARNING)
-    return bm25s
-
-
-def _stemmer(spec: LexicalSpec):
-    if not spec.stemmer:
-        return None
-    import Stemmer
-
-    try:
-        return Stemmer.Stemmer(spec.stemmer)
-    except KeyError:
-        raise SemsearchError(
-            f"no stemmer for {spec.stemmer!r}: use one of {', '.join(Stemmer.algorithms())}"
-        ) from None
 
 
 def index_segment_texts(folder: Path, text_column: str, rows: int, parts: int, spec: LexicalSpec,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from semsearch.index.lexical_terms import bm25s_module, term_idf, tokenizer_for
 from semsearch.index.manifest import LexicalSpec
 
 DATA_FILE, INDICES_FILE, INDPTR_FILE = ("data.csc.index.npy", "indices.csc.index.npy",
@@ -35,12 +36,10 @@ VOCAB_FILE, PARAMS_FILE = "vocab.index.json", "params.index.json"
 def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: LexicalSpec) -> None:
     """Write into `folder` the bm25s index of the texts `parts` yields (documents numbered
     in that order), the files `bm25s.BM25(...).index(...).save(folder)` would write."""
-    from semsearch.index.lexical import _bm25s, _tokenizer
-
     folder.mkdir(parents=True, exist_ok=True)
     spill = folder / ".pairs"
     spill.mkdir(exist_ok=True)
-    tokenizer = _tokenizer(spec)
+    tokenizer = tokenizer_for(spec)
     lengths, frequencies, pair_counts = [], np.zeros(0, np.int64), []
     for number, texts in enumerate(parts):
         tokens = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids",
@@ -88,7 +87,7 @@ def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: Lexical
                                      encoding="utf-8")  # fmt: skip
     params = {"k1": spec.k1, "b": spec.b, "delta": 0.5, "method": spec.method,
               "idf_method": spec.method, "dtype": "float32", "int_dtype": "int32",
-              "num_docs": documents, "version": _bm25s().__version__, "backend": "numpy"}  # fmt: skip
+              "num_docs": documents, "version": bm25s_module().__version__, "backend": "numpy"}  # fmt: skip
     (folder / PARAMS_FILE).write_text(json.dumps(params, indent=4), encoding="utf-8")
 
 
@@ -121,11 +120,9 @@ def _slots(terms: np.ndarray, heads: np.ndarray) -> np.ndarray:
 
 def _idf_array(method: str, frequencies: np.ndarray, documents: int) -> np.ndarray:
     """bm25s' IDF of each term (float32; 0 for a term in no document)."""
-    from semsearch.index.lexical import _idf
-
     idf = np.zeros(len(frequencies), np.float32)
     for term in np.flatnonzero(frequencies):
-        idf[term] = _idf(method, int(frequencies[term]), documents)
+        idf[term] = term_idf(method, int(frequencies[term]), documents)
     return idf
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from semsearch.ann.base import prepare_vectors
+from semsearch.ann.metrics import prepare_vectors
 from semsearch.corpus import is_many_files, open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.models.spec import EncoderSpec

@@ -29,7 +29,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from semsearch.ann.base import INNER_PRODUCT, IdFilter, prepare_vectors
+from semsearch.ann.base import IdFilter
+from semsearch.ann.metrics import INNER_PRODUCT, prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.index.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, is_rescoring
 from semsearch.index.filling import Parts

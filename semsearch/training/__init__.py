@@ -2,12 +2,14 @@
 
 The flow, one module per stage:
 
-    config.py     TrainingConfig: every option of a run, grouped in DataOptions,
+    config.py     TrainingConfig: every option of a run, grouped in DataOptions
+                  (data_options.py),
                   OptimizationOptions and RunOptions
     data.py       a file (or `stsb:` / `sick:` reader) -> named columns -> checked, labelled
     formation.py  scored pairs -> positives, triplets or binary pairs
     schedule.py   seeded batches (no duplicate texts for mnr), AdamW, warm-up + linear decay
     trainer.py    the loop: steps, dev checks, best model, checkpoints, resume
+    run.py        train(config): the one-dataset loop or a plan's
     plan.py       a training plan: several datasets, each with its objective, and dev sets
     mixing.py     the batch order of several datasets (round-robin or proportional)
     multi.py      the loop for a plan: one loss per dataset on one encoder, combined dev
@@ -27,18 +29,15 @@ The flow, one module per stage:
 from __future__ import annotations
 
 from semsearch.training.adapter import AdapterConfig, AdapterResult, VectorAdapter, train_adapter
-from semsearch.training.config import (
-    DataOptions,
-    OptimizationOptions,
-    RunOptions,
-    TrainingConfig,
-)
+from semsearch.training.config import OptimizationOptions, RunOptions, TrainingConfig
 from semsearch.training.data import TrainingData, prepare_training_data, read_source
+from semsearch.training.data_options import DataOptions
 from semsearch.training.dev import make_evaluator
 from semsearch.training.formation import form_examples
 from semsearch.training.heads import load_head
 from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan, read_plan
-from semsearch.training.trainer import TrainingResult, train
+from semsearch.training.run import train
+from semsearch.training.trainer import TrainingResult
 from semsearch.training.vectors import VectorPairs, load_vectors, read_vector_pairs
 
 __all__ = [

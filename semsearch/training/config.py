@@ -12,52 +12,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any
 
 from semsearch.errors import SemsearchError
 from semsearch.losses import loss_class
 from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.options import PRECISIONS, Precision
+from semsearch.options import PRECISIONS, Precision, check_choice
+from semsearch.training.data_options import DataOptions
+from semsearch.training.plan import TrainingPlan
 
-if TYPE_CHECKING:
-    from semsearch.training.plan import TrainingPlan
-
-Formation = Literal["none", "positives", "triplets", "binary"]
-FORMATIONS: tuple[str, ...] = get_args(Formation)
-DevTask = Literal["auto", "sts", "pairs", "ir"]
-DEV_TASKS: tuple[str, ...] = get_args(DevTask)
 RANGE_ERROR = "eval_every must be >= 0, warmup_fraction within [0, 1] and learning_rate > 0"
-
-
-@dataclass
-class DataOptions:
-    """Where training pairs come from and how they become the objective's columns.
-
-    Args:
-        train: the training data, `PATH` (Parquet/CSV/TSV/JSONL) or `READER:PATH` with a
-            reader for the shared files (`stsb:`, `sick:`); see `semsearch.training.data`.
-        dev: data measured during training to keep the best checkpoint (None: keep the last).
-        test: data measured once with the best model at the end, for the model card.
-        columns: objective column -> file column, e.g. {"sentence1": "question"}.
-        form: derive the objective's columns from scored pairs or positive pairs
-            (`positives`, `triplets`, `binary`); `none` uses the columns as they are.
-        positive_at: with `form`, a pair whose `score` is at least this is a positive.
-        score_max: divide the `score` column by this (5 for 0-5 gold scores in a plain file).
-        dev_task: how to measure `dev`: `sts`, `pairs`, `ir`, or `auto` (from its columns).
-    """
-
-    train: str
-    dev: str | None = None
-    test: str | None = None
-    columns: dict[str, str] = field(default_factory=dict)
-    form: Formation = "none"
-    positive_at: float = 0.8
-    score_max: float | None = None
-    dev_task: DevTask = "auto"
-
-    def __post_init__(self) -> None:
-        _check_choice("form", self.form, FORMATIONS)
-        _check_choice("dev task", self.dev_task, DEV_TASKS)
 
 
 @dataclass
@@ -90,7 +54,7 @@ class OptimizationOptions:
     precision: Precision = "auto"
 
     def __post_init__(self) -> None:
-        _check_choice("precision", self.precision, PRECISIONS)
+        check_choice("precision", self.precision, PRECISIONS)
         _check_at_least_one(self, ("epochs", "batch_size"))
         if self.max_steps is not None and self.max_steps < 1:
             raise SemsearchError(f"max steps must be at least 1, not {self.max_steps}")
@@ -191,8 +155,6 @@ class TrainingConfig:
         known = {item.name for item in fields(cls)}
         options = {key: value for key, value in values.items() if key in known}
         if options.get("plan") is not None:
-            from semsearch.training.plan import TrainingPlan
-
             options["plan"] = TrainingPlan.from_dict(options["plan"])
         if options.get("data") is not None:
             options["data"] = DataOptions(**options["data"])
@@ -226,11 +188,6 @@ class TrainingConfig:
             elif current.get(key) != saved.get(key):
                 changed.append(key)
         return changed
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise SemsearchError(f"unknown {name} {value!r}: choose one of {', '.join(choices)}")
 
 
 def _check_at_least_one(options: object, names: tuple[str, ...]) -> None:

@@ -22,7 +22,7 @@ from semsearch.corpus import open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.datasets import SICK_LABELS, Columns, read_sick, read_stsb
 from semsearch.losses import loss_class, require_columns
-from semsearch.training.config import DataOptions
+from semsearch.training.data_options import DataOptions
 from semsearch.training.formation import form_examples
 
 READERS: dict[str, Callable[[Path], Columns]] = {"stsb": read_stsb, "sick": read_sick}

@@ -37,8 +37,8 @@ from typing import Any, Literal, get_args
 
 from semsearch.errors import SemsearchError
 from semsearch.losses import loss_class
-from semsearch.options import OBJECTIVES
-from semsearch.training.config import DEV_TASKS, FORMATIONS, DataOptions
+from semsearch.options import DEV_TASKS, FORMATIONS, OBJECTIVES, check_choice
+from semsearch.training.data_options import DataOptions
 
 Mixing = Literal["round-robin", "proportional"]
 MIXINGS: tuple[str, ...] = get_args(Mixing)
@@ -66,7 +66,7 @@ class DatasetSpec:
             raise SemsearchError(f"{where}: unknown objective {self.objective!r}: choose one "
                                  f"of {', '.join(OBJECTIVES)}") from None  # fmt: skip
         self.objective = self.objective.replace("_", "-")
-        _check_choice(where, "form", self.form, FORMATIONS)
+        check_choice("form", self.form, FORMATIONS, where)
         _check_weight(where, self.weight)
 
     def data_options(self) -> DataOptions:
@@ -87,7 +87,7 @@ class EvaluationSpec:
     weight: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_choice(f"evaluation set {self.name!r}", "task", self.task, DEV_TASKS)
+        check_choice("task", self.task, DEV_TASKS, f"evaluation set {self.name!r}")
         _check_weight(f"evaluation set {self.name!r}", self.weight)
 
     def data_options(self) -> DataOptions:
@@ -106,7 +106,7 @@ class TrainingPlan:
     def __post_init__(self) -> None:
         if not self.datasets:
             raise SemsearchError("a training plan needs at least one dataset under 'datasets'")
-        _check_choice("the plan", "mixing", self.mixing, MIXINGS)
+        check_choice("mixing", self.mixing, MIXINGS, "the plan")
         for role, specs in (("datasets", self.datasets), ("dev", self.dev), ("test", self.test)):
             names = [spec.name for spec in specs]
             repeated = sorted({name for name in names if names.count(name) > 1})
@@ -204,13 +204,6 @@ def _check_keys(where: str, values: dict, known: set[str]) -> None:
     if unknown:
         raise SemsearchError(f"{where}: unknown key(s) {', '.join(unknown)}; known: "
                              f"{', '.join(sorted(known))}")  # fmt: skip
-
-
-def _check_choice(where: str, name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise SemsearchError(
-            f"{where}: unknown {name} {value!r}: choose one of {', '.join(choices)}"
-        )
 
 
 def _check_weight(where: str, weight: float) -> None:

@@ -73,19 +73,6 @@ class TrainingResult:
         return {**self.__dict__, "output_dir": str(self.output_dir)}
 
 
-def train(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
-    """Train as `config` says; with `overwrite`, a previous run in the folder is replaced.
-    A config with a `plan` trains on its several datasets (`semsearch.training.multi`)."""
-    with ckpt.no_empty_folder_if_refused(config.output_dir):
-        if config.plan is not None:
-            from semsearch.training.multi import MultiDatasetTrainer
-
-            trainer: Trainer = MultiDatasetTrainer(config, overwrite)
-        else:
-            trainer = Trainer(config, overwrite)
-    return trainer.run()
-
-
 class Trainer:
     """One run. Construction prepares everything (or restores a checkpoint); `run` trains."""
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from semsearch.ann.base import AnnBackend, IdFilter, prepare_vectors
+from semsearch.ann.base import AnnBackend, IdFilter
+from semsearch.ann.metrics import prepare_vectors
 from semsearch.ann.torch_exact import TorchExactIndex
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import IndexSpec

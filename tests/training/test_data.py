@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.training.config import DataOptions
 from semsearch.training.data import prepare_training_data, read_source, split_source
+from semsearch.training.data_options import DataOptions
 
 
 def test_reader_prefixes_and_plain_paths(stsb_file, sick_file) -> None:
