@@ -101,6 +101,7 @@ fuzz: setup
 		tests/cli/test_fuzz.py --hypothesis-show-statistics
 
 lint: setup
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check semsearch tests benchmarks
 	$(VENV)/bin/ruff format --check semsearch tests benchmarks
 

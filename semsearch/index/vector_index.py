@@ -26,8 +26,8 @@ import numpy as np
 
 from semsearch.ann import faiss_gpu as gpu
 from semsearch.ann.base import AnnBackend, IdFilter
-from semsearch.ann.metrics import higher_is_better, prepare_vectors
 from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
+from semsearch.ann.metrics import higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.index.manifest import IndexSpec
 
