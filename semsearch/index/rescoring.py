@@ -30,7 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from semsearch.ann.base import INNER_PRODUCT, IdFilter, prepare_vectors
-from semsearch.errors import SemsearchError
+from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.index.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, is_rescoring
 from semsearch.index.filling import Parts
 from semsearch.index.manifest import IndexSpec, part_file_names
@@ -60,7 +60,7 @@ class SegmentVectors:
         """float32 vectors of `ids` (unique, ascending, all stored in the segment)."""
         positions = self.segment.positions_of(ids)
         if len(positions) and positions.min() < 0:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"segment {self.segment.folder}: its index returned ids it does not store: "
                 "rebuild the index with --overwrite"
             )
