@@ -20,6 +20,7 @@ import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 import pyarrow.json as pjson
 
+from semsearch.delimited import MarkedStream, without_end_mark
 from semsearch.errors import SemsearchError
 from semsearch.filesystems import (
     GLOB_CHARACTERS,
@@ -262,9 +263,13 @@ def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Itera
         reader = _open_json(corpus.path, block_size=1 << 22)
     else:  # every delimited column is read as text: a CSV has no types to trust
         types = {name: pa.string() for name in corpus.schema.names}
-        reader = _open_delimited(corpus.path, corpus.format, column_types=types, columns=columns)
+        reader = _open_delimited(corpus.path, corpus.format, column_types=types, columns=columns,
+                                 marked=len(corpus.schema.names))  # fmt: skip
     with reader:
-        for batch in reader:
+        batches = iter(reader)
+        if corpus.format != "jsonl":  # read to the end: a quote never closed is refused
+            batches = without_end_mark(batches, corpus.path.name)
+        for batch in batches:
             if corpus.format == "jsonl":
                 batch.validate(full=True)  # pyarrow's JSON reader takes bytes that are not UTF-8
             if columns is not None and corpus.format == "jsonl":
@@ -276,12 +281,17 @@ def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Itera
 
 
 def _open_delimited(
-    path: Path, file_format: str, column_types: dict | None, columns: list[str] | None = None
-):
+    path: Path, file_format: str, column_types: dict | None, columns: list[str] | None = None,
+    marked: int | None = None,
+):  # fmt: skip
+    """A streaming CSV/TSV reader; with `marked` (the header's column count), of the file
+    followed by the end marker line that `delimited.without_end_mark` checks."""
     delimiter = "\t" if file_format == "tsv" else ","
     convert = pcsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False,
                                   include_columns=columns)  # fmt: skip
     source = input_stream(path, compression="detect")
+    if marked is not None:
+        source = MarkedStream(source, marked, delimiter)
     return pcsv.open_csv(
         source,
         read_options=pcsv.ReadOptions(block_size=1 << 22),

@@ -21,3 +21,9 @@ class ResumableError(SemsearchError):
 
     def __reduce__(self):  # pickled as built (Ray, multiprocessing), not from its message
         return type(self), (self.failure, self.advice)
+
+
+class DamagedIndexError(SemsearchError):
+    """An index whose files are not what semsearch wrote (changed, truncated, inconsistent
+    with its manifest): the index's owner must roll back or rebuild it. For a server this is
+    its own problem, not the client's: it answers 503 and reports the index in /ready."""

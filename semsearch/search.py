@@ -282,7 +282,9 @@ class Searcher:
         hits = []
         for rank, (score, record) in enumerate(zip(scores[found].tolist(), records), start=1):
             text = record.pop(manifest.text_column) if manifest.text_column else ""
-            row_id = record.pop(manifest.id_column) if manifest.id_column else record.pop(ID_COLUMN)
+            id_column = manifest.id_column or ID_COLUMN
+            # The text column may be the id column too: then each row's text is its id.
+            row_id = text if id_column == manifest.text_column else record.pop(id_column)
             hits.append(Hit(query, rank, score, row_id, text, record))
         return hits
 

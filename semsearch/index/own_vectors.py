@@ -241,6 +241,10 @@ def read_npy(path: Path) -> np.ndarray:
         array = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise SemsearchError(f"{path} does not exist: give a .npy file of query vectors") from None
+    except EOFError:  # numpy's answer to a file of no bytes at all
+        raise SemsearchError(
+            f"{path} is empty: give a .npy file of query vectors (np.save(path, vectors))"
+        ) from None
     except (OSError, ValueError) as exc:
         raise SemsearchError(f"{path} is not a readable .npy file ({exc})") from None
     if (

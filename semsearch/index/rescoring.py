@@ -31,7 +31,7 @@ import numpy as np
 
 from semsearch.ann.base import IdFilter
 from semsearch.ann.metrics import INNER_PRODUCT, prepare_vectors
-from semsearch.errors import SemsearchError
+from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.index.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, is_rescoring
 from semsearch.index.filling import Parts
 from semsearch.index.manifest import IndexSpec, part_file_names
@@ -61,7 +61,7 @@ class SegmentVectors:
         """float32 vectors of `ids` (unique, ascending, all stored in the segment)."""
         positions = self.segment.positions_of(ids)
         if len(positions) and positions.min() < 0:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"segment {self.segment.folder}: its index returned ids it does not store: "
                 "rebuild the index with --overwrite"
             )
@@ -149,11 +149,15 @@ class RescoringIndex(VectorIndex):
 
         from semsearch.ann.exact import nearness
 
-        unique, columns = np.unique(np.maximum(ids, 0), return_inverse=True)
-        vectors = prepare_vectors(self.vectors.gather(unique), self.metric)
-        near = nearness(torch.from_numpy(queries), torch.from_numpy(vectors), self.metric).numpy()
-        near = np.take_along_axis(near, columns.reshape(ids.shape), axis=1)
-        near = np.where(ids >= 0, near, -np.inf)
+        # FAISS fills the slots it found no candidate for with -1: they are dropped, never
+        # read as a row (a segment need not store id 0).
+        filled = ids >= 0
+        unique, columns = np.unique(ids[filled], return_inverse=True)
+        near = np.full(ids.shape, -np.inf, np.float32)
+        if len(unique):
+            vectors = prepare_vectors(self.vectors.gather(unique), self.metric)
+            scored = nearness(torch.from_numpy(queries), torch.from_numpy(vectors), self.metric)
+            near[filled] = scored.numpy()[np.nonzero(filled)[0], columns.ravel()]
         order = np.argsort(-near, axis=1, kind="stable")[:, :k]
         found = np.take_along_axis(ids, order, axis=1)
         near = np.take_along_axis(near, order, axis=1)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.index.manifest import SegmentRecord, part_arrow_name, part_file_names
 from semsearch.index.part_ids import PartIds
 
@@ -100,7 +100,7 @@ class Segment:
         """Every stored id, ascending (deleted ones included)."""
         ids = np.concatenate(self.part_ids) if self.part_ids else np.empty(0, np.int64)
         if len(ids) != self.record.rows:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"segment {self.folder} holds {len(ids)} rows, the manifest says {self.record.rows}: "
                 "roll back or rebuild the index with --overwrite"
             )
@@ -112,7 +112,7 @@ class Segment:
         manifest's row count."""
         lookup = PartIds(self.part_ids)
         if len(lookup) != self.record.rows:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"segment {self.folder} holds {len(lookup)} rows, the manifest says "
                 f"{self.record.rows}: roll back or rebuild the index with --overwrite"
             )
@@ -204,7 +204,7 @@ class Segment:
             return np.empty(0, dtype=np.int64)
         deleted = self._load(self.folder / self.record.deleted_file)
         if len(deleted) != self.record.deleted:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"{self.folder / self.record.deleted_file} lists {len(deleted)} deleted rows, the "
                 f"manifest says {self.record.deleted}: roll back or rebuild the index"
             )
@@ -230,12 +230,12 @@ class Segment:
             built_for = "/".join(
                 name for name, value in METRICS.items() if value == index.faiss.metric_type
             )
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"{path} was built for the {built_for or 'another'} metric but the manifest says "
                 f"{metric}: the manifest was edited; roll back or rebuild the index with --overwrite"
             )
         if index.size != self.record.rows:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"{self.folder / self.record.index_file} holds {index.size} vectors, the manifest "
                 f"says {self.record.rows}: roll back or rebuild the index with --overwrite"
             )
@@ -251,8 +251,8 @@ class Segment:
             raise _unreadable(path, exc) from exc
 
 
-def _unreadable(path: Path, exc: Exception) -> SemsearchError:
-    return SemsearchError(
+def _unreadable(path: Path, exc: Exception) -> DamagedIndexError:
+    return DamagedIndexError(
         f"{path} cannot be read ({type(exc).__name__}): roll back or rebuild the index"
     )
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.index.checksums import HASH_NAME, file_digest
 from semsearch.index.generation import next_generation
 from semsearch.index.manifest import (
@@ -184,7 +184,7 @@ def _check_segment_columns(
             continue
         problem = _column_problem(manifest, _stored_columns(folder.path / name), record.name)
         if problem:
-            raise SemsearchError(
+            raise DamagedIndexError(
                 f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
                 f"'semsearch rollback {folder.name} GENERATION' or rebuild the index with "
                 "--overwrite"
@@ -214,8 +214,8 @@ def _column_problem(manifest: Manifest, columns: list[str], segment: str) -> str
     return None
 
 
-def _changed(folder: IndexFolder, problem: str) -> SemsearchError:
-    return SemsearchError(
+def _changed(folder: IndexFolder, problem: str) -> DamagedIndexError:
+    return DamagedIndexError(
         f"index {folder.name!r}: {problem}; the file changed after semsearch wrote it: run "
         f"'semsearch verify {folder.name}' to find a generation to roll back to, or rebuild "
         "the index with --overwrite"

@@ -147,10 +147,27 @@ def checked_compile_cache(xml: Path) -> Path:
 
 
 def record_compile_cache(xml: Path) -> None:
-    """Hash records for the compiled copies OpenVINO has just written."""
+    """Hash records for the compiled copies OpenVINO has just written: new ones, and ones it
+    rewrote in place (it compiles afresh over a copy it finds outdated, under the same name).
+    `checked_compile_cache` deleted every copy unlike its record before the compile, so a
+    copy unlike its record now is the compile's own. Only a copy written since its record
+    (by modification time) is hashed again."""
     for blob in _blobs(xml.with_suffix(".compiled")):
-        if not cache_record_path(blob).is_file():
+        try:
+            rewritten = blob.stat().st_mtime_ns >= cache_record_path(blob).stat().st_mtime_ns
+        except FileNotFoundError:
+            rewritten = True
+        if rewritten and cache_file_problem(blob) is not None:
             write_cache_record(blob)
+
+
+def forget_compile_cache(xml: Path) -> None:
+    """Delete the compiled copies of the export at `xml` and their records: the export is
+    being written again, and copies compiled from the old one would only be compiled over
+    (leaving their records stale) or, worse, loaded."""
+    for blob in _blobs(xml.with_suffix(".compiled")):
+        blob.unlink(missing_ok=True)
+        cache_record_path(blob).unlink(missing_ok=True)
 
 
 def _blobs(folder: Path) -> list[Path]:

@@ -34,6 +34,7 @@ from semsearch.index.checksums import cache_file_problem, write_cache_record
 from semsearch.models.exported_query_encoder import (
     OV_PRECISIONS,
     QUERY_PRECISION,
+    forget_compile_cache,
     native_bf16,
     record_checked,
 )
@@ -242,8 +243,10 @@ def _exported(encoder: BiEncoder, ov: Any) -> Any:
 
 def save_cached_ir(ov: Any, model: Any, xml: Path) -> None:
     """Write `model` as IR at `xml` (and its .bin) with hash records, under temporary names
-    renamed into place, the graph last: a cache entry is whole or absent."""
+    renamed into place, the graph last: a cache entry is whole or absent. Compiled copies of
+    an earlier export at `xml` are deleted first (`forget_compile_cache`)."""
     xml.parent.mkdir(parents=True, exist_ok=True)
+    forget_compile_cache(xml)
     partial = xml.with_name(f".{xml.stem}.{os.getpid()}.partial.xml")
     ov.save_model(model, str(partial), compress_to_fp16=False)
     partial_weights = partial.with_suffix(".bin")

@@ -6,8 +6,9 @@ is open, then 200 (server/warmup.py: queries are answered in fp32 while
 bf16 kernels compile between batches).
 Queries are encoded by the registry's micro-batchers (a worker thread) and searched in
 the thread pool, so the event loop never waits on the model or on FAISS. Every error is a
-JSON body `{"error": ...}`: 4xx for what the client can fix, 500 with a request id (logged
-with its traceback) for the rest.
+JSON body `{"error": ...}`: 4xx for what the client can fix, 503 for an index whose files
+are damaged (the index is then unhealthy in /ready, with the reason), 500 with a request id
+(logged with its traceback) for the rest.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import asyncio
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
 from typing import Annotated
 
@@ -30,7 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from semsearch import __version__
-from semsearch.errors import SemsearchError
+from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.hybrid import Fusion
 from semsearch.index.living import Index
 from semsearch.index.own_vectors import no_model_message, query_vectors
@@ -120,6 +121,10 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
     async def user_error(request: Request, exc: SemsearchError) -> JSONResponse:
         return _error(400, api_words(str(exc)))
 
+    @app.exception_handler(DamagedIndexError)
+    async def damaged_index(request: Request, exc: DamagedIndexError) -> JSONResponse:
+        return _error(503, str(exc))  # the index's owner must act, not the client
+
     @app.exception_handler(LookupError)
     async def not_found(request: Request, exc: LookupError) -> JSONResponse:
         return _error(404, str(exc.args[0] if exc.args else exc))
@@ -183,7 +188,8 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
     @app.get("/ready")
     async def ready(request: Request) -> JSONResponse:
         """Readiness: 503 with "starting" (and what is loading) until the model and every
-        index are open, then 200 "ok", or 503 "degraded" while an index cannot be served.
+        index are open, then 200 "ok", or 503 "degraded" while an index cannot be served
+        (its folder gone, or its files found damaged by a search).
         `warm` turns true once queries encode in their final precision (bf16 kernels are
         compiled in the background; fp32 answers meanwhile). With the key (or none set) the
         body also names each index's state."""
@@ -264,12 +270,13 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
                                               oversample=request.oversample)  # fmt: skip
             return _answer(served, searcher, request.mode, queries, results)
 
-        if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
-            body = await run_in_threadpool(answer, None)
-        elif served.batcher is None:  # your own vectors and no model: nothing encodes texts
-            raise SemsearchError(no_model_message(served.name, '"vector": [...]'))
-        else:
-            body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
+        with _damage_reported(indexes, served, searcher.generation):
+            if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
+                body = await run_in_threadpool(answer, None)
+            elif served.batcher is None:  # your own vectors and no model: nothing encodes texts
+                raise SemsearchError(no_model_message(served.name, '"vector": [...]'))
+            else:
+                body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
         return Response(body, media_type="application/json")
 
     async def _search_by_vector(indexes: IndexRegistry, request: SearchRequest) -> Response:
@@ -300,7 +307,9 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             rows = list(range(len(vectors)))
             return _answer(served, searcher, "dense", rows, results)
 
-        return Response(await run_in_threadpool(answer), media_type="application/json")
+        with _damage_reported(indexes, served, searcher.generation):
+            body = await run_in_threadpool(answer)
+        return Response(body, media_type="application/json")
 
     def _queries(request: SearchRequest) -> list[str]:
         if (request.q is None) == (request.queries is None):
@@ -354,7 +363,8 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             table = pa.Table.from_pylist(body.rows)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ClientError(422, f"the rows do not form a table: {exc}") from None
-        result = Index(served.folder).add(table, encoder=served.searcher.encoder)
+        with _damage_reported(indexes, served, served.searcher.generation):
+            result = Index(served.folder).add(table, encoder=served.searcher.encoder)
         indexes.refresh(served)
         return {"index": name, **result.to_dict()}
 
@@ -363,7 +373,8 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
         served = _healthy(indexes, name)
         if (body.ids is None) == (body.where is None):
             raise ClientError(422, "give either ids or where, not both")
-        result = Index(served.folder).delete(ids=body.ids, where=body.where)
+        with _damage_reported(indexes, served, served.searcher.generation):
+            result = Index(served.folder).delete(ids=body.ids, where=body.where)
         indexes.refresh(served)
         return {"index": name, **result.to_dict()}
 
@@ -389,6 +400,19 @@ def _answer(served: ServedIndex, searcher, mode: str, queries: list, results) ->
     # line each, passed on as they are; absent when nothing was.
     notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
     return json_bytes({**answered, "notes": notes} if notes else answered)
+
+
+@contextmanager
+def _damage_reported(
+    indexes: IndexRegistry, served: ServedIndex, generation: int
+) -> Iterator[None]:
+    """A `DamagedIndexError` met while serving `served` (at `generation`) marks it unhealthy,
+    for /ready and the requests after this one, before it is answered with a 503."""
+    try:
+        yield
+    except DamagedIndexError as exc:
+        indexes.mark_damaged(served, generation, str(exc))
+        raise
 
 
 def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:

@@ -5,7 +5,8 @@ micro-batcher. A background thread looks at every index's manifest a few times a
 and moves its searcher to a new generation (written by the API, or by `semsearch add` in
 another process), so answers follow changes within a second without a restart; searches
 in flight finish on the generation they started with. An index whose folder disappears or
-stops opening is marked unhealthy with the reason, and the others keep serving.
+stops opening, or whose files a search finds damaged, is marked unhealthy with the reason,
+and the others keep serving.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class ServedIndex:
     searcher: Searcher | None
     batcher: MicroBatcher | None
     problem: str | None = None
+    # (generation, why): a search found the index's files damaged; it stays unhealthy until
+    # it moves to another generation (a rollback or a rebuild).
+    damage: tuple[int, str] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -145,9 +149,12 @@ class IndexRegistry:
                         "index %s: now at generation %d", served.name, served.searcher.generation
                     )
                     release_free_memory()  # the old generation's pages, and the change's
-                if served.problem is not None:
+                if served.damage is not None and served.damage[0] != served.searcher.generation:
+                    served.damage = None  # rolled back or rebuilt: other files
+                problem = served.damage[1] if served.damage is not None else None
+                if served.problem is not None and problem is None:
                     log.info("index %s is healthy again", served.name)
-                served.problem = None
+                served.problem = problem
             except Exception as exc:  # one broken index must not stop the others
                 message = (
                     str(exc) if isinstance(exc, SemsearchError) else f"{type(exc).__name__}: {exc}"
@@ -155,6 +162,17 @@ class IndexRegistry:
                 if served.problem != message:
                     log.warning("index %s is unhealthy: %s", served.name, message)
                 served.problem = message
+
+    def mark_damaged(self, served: ServedIndex, generation: int, message: str) -> None:
+        """Record that a search of `served` at `generation` found its files damaged: it is
+        unhealthy (503 to searches, named in /ready) until it moves to another generation."""
+        with served.lock:
+            if served.searcher is None or served.searcher.generation != generation:
+                return  # already moved on: the next search opens the new generation's files
+            served.damage = (generation, message)
+            if served.problem != message:
+                log.error("index %s is damaged: %s", served.name, message)
+            served.problem = message
 
     def _refresh_loop(self, every_s: float) -> None:
         while not self._stop.wait(every_s):

@@ -76,6 +76,14 @@ def test_a_file_that_is_not_npy_is_one_line(own, tmp_path) -> None:
     assert "is not a readable .npy file" in error_line(result)
 
 
+def test_an_empty_npy_file_is_one_line(own, tmp_path) -> None:
+    (tmp_path / "q.npy").write_bytes(b"")
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir)
+    assert error_line(result).endswith(
+        "q.npy is empty: give a .npy file of query vectors (np.save(path, vectors))"
+    )
+
+
 def test_a_text_query_on_your_own_vectors_without_a_model_is_one_line(own) -> None:
     result = own("query", "a guitar", "--index-dir", own.index_dir)
     assert error_line(result) == (

@@ -219,6 +219,7 @@ MALFORMED_CSVS = {
     "repeated.csv": b"doc,text\nd90,a\nd90,b\n",
     "latin1.csv": "doc,text\nd90,caf\u00e9\n".encode("latin-1"),
     "no_text.csv": b"doc,title\nd90,a\n",
+    "unclosed_quote.csv": b'doc,text\nd90,fine\nd91,"never closed\nd92,more\n',
 }
 
 
@@ -239,6 +240,11 @@ def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -
         add_rows(index.folder, path, tiny_encoder)
     assert str(by_add.value) == str(by_build.value)
     assert index.manifest.generation == 1
+    if name == "unclosed_quote.csv":
+        assert str(by_add.value) == (
+            "unclosed_quote.csv: a quote in row 1 is never closed, so the rest of the file would "
+            'be read as one value: close it (a quote inside a quoted value is written twice: "")'
+        )
 
 
 def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:

@@ -258,6 +258,26 @@ def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
     assert folder.generations() == [1]
 
 
+def test_a_manifest_resealed_with_the_text_column_as_the_id_column_is_searched(
+    folder, tiny_encoder
+) -> None:
+    """The text column is a legitimate id column (it exists in every segment): a manifest
+    re-sealed to name it is consistent, and a search answers with each row's text as its id."""
+    from semsearch.index.checksums import content_digest
+
+    for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
+        data = json.loads(path.read_text())
+        data["source"]["id_column"] = "text"
+        data.pop("checksum")
+        data["checksum"] = content_digest(data)  # sealed again, as semsearch seals it
+        path.write_text(json.dumps(data))
+    assert verify_index(folder).status == "ok"
+    hits = Searcher(folder, encoder=tiny_encoder).search(["guitar"], k=3)[0]
+    assert len(hits) == 3
+    assert all(hit.id == hit.text and hit.text for hit in hits)
+    assert "doc" in hits[0].metadata and "text" not in hits[0].metadata
+
+
 @pytest.mark.parametrize("operation", ["reindex", "compact"])
 def test_writers_that_copy_the_vectors_refuse_ones_changed_in_place(
     folder, tiny_encoder, operation

@@ -156,3 +156,32 @@ def test_a_tampered_compiled_copy_is_compiled_again(tiny_encoder, caplog) -> Non
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert ExportedQueryEncoder.open(tiny_encoder.spec, threads=1) is not None
     assert _messages(caplog, logging.WARNING) == []  # compiled afresh, and recorded
+
+
+def test_a_rebuilt_export_leaves_compiled_copies_the_next_open_loads(tiny_encoder, caplog) -> None:
+    """Issue 37: after the export was written again, its compiled copy's record was stale, so
+    the next process warned and compiled it again (seconds)."""
+    from semsearch.index.checksums import cache_file_problem
+
+    assert export_for_queries(tiny_encoder)
+    assert ExportedQueryEncoder.open(tiny_encoder.spec) is not None  # compiled and recorded
+    xml = export_path(tiny_encoder.spec, ov.get_version())
+    weights = xml.with_suffix(".bin")
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    weights.write_bytes(bytes(data))
+    # The torch path exports the encoder again, checks it, and opens the new export.
+    assert isinstance(encoder_for_queries(tiny_encoder.spec, "cpu", "auto"), ExportedQueryEncoder)
+    compiled = xml.with_suffix(".compiled")
+    blobs = [p for p in compiled.iterdir() if not p.name.endswith(".record.json")]
+    assert blobs and [cache_file_problem(blob) for blob in blobs] == [None] * len(blobs)
+    written = {blob.name: blob.stat().st_mtime_ns for blob in blobs}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        exported = ExportedQueryEncoder.open(tiny_encoder.spec)
+    assert exported is not None and _messages(caplog, logging.WARNING) == []
+    again = {p.name: p.stat().st_mtime_ns for p in compiled.iterdir() if p.name in written}
+    assert again == written  # loaded as it was, not compiled again
+    np.testing.assert_allclose(
+        exported.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS), atol=1e-5
+    )

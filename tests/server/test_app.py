@@ -395,3 +395,36 @@ def test_upserts_into_an_index_of_your_own_vectors_carry_the_vector_column(tmp_p
             time.sleep(0.05)
         hit = own.post("/search", json={"vector": east, "k": 1}).json()["results"][0]["hits"][0]
         assert hit["id"] == 20 and hit["score"] == pytest.approx(1)
+
+
+def test_a_damaged_index_is_the_server_s_problem_and_ready_names_it(tmp_path) -> None:
+    """A disk index's vector file changed under the server: the search answers 503 (not a
+    client error) in one line, and /ready names the index and why it cannot serve."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = np.random.default_rng(6).normal(size=(300, 16)).astype(np.float32)
+    path = tmp_path / "disky.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32()))}), path)
+    folder = tmp_path / "disk-indexes"
+    built = build_index(BuildOptions(corpus=path, vector_column="emb", model=None, out_dir=folder,
+                                     index="disk", target_recall=None, show_progress=False))  # fmt: skip
+    with serve(folder) as served:
+        query = {"vector": base[3].tolist(), "k": 5}
+        assert served.post("/search", json=query).status_code == 200
+        part = built.segment_dir(built.manifest().segments[0].name) / "part-00000.npy"
+        data = bytearray(part.read_bytes())
+        data[-64:] = bytes(64)  # the same size, other vectors
+        part.write_bytes(bytes(data))
+        refused = served.post("/search", json=query)
+        assert refused.status_code == 503, refused.text
+        message = refused.json()["error"]
+        assert "disky" in message and "changed" in message and "\n" not in message
+        ready = served.get("/ready")
+        assert ready.status_code == 503 and ready.json()["status"] == "degraded"
+        state = ready.json()["indexes"]["disky"]
+        assert state["healthy"] is False and "changed" in state["problem"]
+        time.sleep(0.2)  # the refresher runs every 0.05 s: it must not call it healthy again
+        assert served.get("/ready").json()["indexes"]["disky"]["healthy"] is False
+        assert served.post("/search", json=query).status_code == 503
