@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pjson
 
 from semsearch.delimited import MarkedStream, without_end_mark
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.filesystems import (
     GLOB_CHARACTERS,
     RemoteFile,
@@ -307,7 +307,7 @@ def _open_json(path: Path, block_size: int):
 
 def _unreadable(path: Path, file_format: str, exc: BaseException) -> str:
     """The one line for a corpus pyarrow cannot read; text that is not UTF-8 gets the fix."""
-    reason = _first_line(exc)
+    reason = one_line(exc)
     if isinstance(exc, UnicodeDecodeError) or re.search(r"utf-?8", reason, re.IGNORECASE):
         return f"{path.name} is not UTF-8 text ({reason}): {ICONV_HINT}"
     if "changed from" in reason:  # pyarrow's JSON reader wants one type per field
@@ -338,11 +338,6 @@ def _check_id_type(id_type: pa.DataType, id_column: str) -> None:
             f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
             "choose another --id-column"
         )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @dataclass(frozen=True)

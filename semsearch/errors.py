@@ -27,3 +27,12 @@ class DamagedIndexError(SemsearchError):
     """An index whose files are not what semsearch wrote (changed, truncated, inconsistent
     with its manifest): the index's owner must roll back or rebuild it. For a server this is
     its own problem, not the client's: it answers 503 and reports the index in /ready."""
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-blank line of an exception's message (at most `limit` characters), or
+    its type's name when it has none: other libraries' errors quoted inside ours."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return type(exc).__name__

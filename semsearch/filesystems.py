@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 
 # A URI starts with a scheme of two or more characters (one letter is a Windows drive).
 URI_PATTERN = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
@@ -135,7 +135,7 @@ class RemoteFile:
             return filesystem.get_file_info(path)
         except (pa.ArrowException, OSError) as exc:
             raise SemsearchError(
-                f"cannot read {self} ({_first_line(exc)}): check the URI and its credentials"
+                f"cannot read {self} ({one_line(exc)}): check the URI and its credentials"
             ) from exc
 
 
@@ -172,12 +172,10 @@ def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.FileSystem.from_uri(uri)
     except pa.ArrowInvalid as exc:
         if "Unrecognized filesystem type" not in str(exc):
-            raise SemsearchError(
-                f"cannot open {shown} ({_first_line(exc)}): check the URI"
-            ) from None
+            raise SemsearchError(f"cannot open {shown} ({one_line(exc)}): check the URI") from None
     except (pa.ArrowException, OSError) as exc:  # not built in, a library missing, no answer
         raise SemsearchError(
-            f"cannot open {shown} ({_first_line(exc)}): check the URI and its credentials"
+            f"cannot open {shown} ({one_line(exc)}): check the URI and its credentials"
         ) from None
     return _from_fsspec(uri, shown)
 
@@ -195,15 +193,15 @@ def _from_fsspec(uri: str, shown: str) -> tuple[pafs.FileSystem, str]:
         filesystem, path = url_to_fs(uri)
     except ImportError as exc:
         raise SemsearchError(
-            f"reading {scheme}:// needs a package that is not installed: {_first_line(exc)}"
+            f"reading {scheme}:// needs a package that is not installed: {one_line(exc)}"
         ) from None
     except ValueError as exc:
         if "not known" in str(exc):
             raise SemsearchError(unknown) from None
-        raise SemsearchError(f"cannot open {shown} ({_first_line(exc)}): check the URI") from None
+        raise SemsearchError(f"cannot open {shown} ({one_line(exc)}): check the URI") from None
     except Exception as exc:  # noqa: BLE001 - a filesystem of fsspec's may fail in its own way
         raise SemsearchError(
-            f"cannot open {shown} ({type(exc).__name__}: {_first_line(exc)}): check the URI"
+            f"cannot open {shown} ({type(exc).__name__}: {one_line(exc)}): check the URI"
         ) from None
     return pafs.PyFileSystem(pafs.FSSpecHandler(filesystem)), path
 
@@ -254,7 +252,7 @@ def _listing(folder: RemoteFile, recursive: bool) -> list[tuple[tuple[str, ...],
         )
     except (pa.ArrowException, OSError) as exc:
         raise SemsearchError(
-            f"cannot list {folder} ({_first_line(exc)}): check the URI and its credentials"
+            f"cannot list {folder} ({one_line(exc)}): check the URI and its credentials"
         ) from exc
     root = path.rstrip("/") + "/"
     found = []
@@ -307,8 +305,3 @@ def sha256(location: Path | RemoteFile) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -13,3 +13,11 @@ def test_a_resumable_error_keeps_its_failure_apart_and_survives_pickling() -> No
     for each in (error, again):
         assert str(each) == "the Ray job wrote 1 of 2 parts; run the same command again"
         assert each.failure == "the Ray job wrote 1 of 2 parts"
+
+
+def test_one_line_quotes_the_first_non_blank_line_or_the_type() -> None:
+    from semsearch.errors import one_line
+
+    assert one_line(ValueError("\n  bad value  \nmore detail")) == "bad value"
+    assert one_line(KeyError()) == "KeyError"
+    assert one_line(OSError("x" * 500), limit=10) == "x" * 10

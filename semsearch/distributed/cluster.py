@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from types import ModuleType
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def ray_session(options: RayOptions) -> Iterator[ModuleType]:
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
             where = options.address or "this machine"
             raise SemsearchError(
-                f"cannot connect to the Ray cluster at {where} ({_first_line(exc)}): start one "
+                f"cannot connect to the Ray cluster at {where} ({one_line(exc)}): start one "
                 "with 'ray start --head', or check --address"
             ) from None
         started = True
@@ -205,8 +205,3 @@ def _quiet_ray_data(show_progress: bool) -> None:
     context.enable_progress_bars = show_progress
     if logging.getLogger().getEffectiveLevel() > logging.INFO:  # its tuning hints too
         logging.getLogger("ray.data").setLevel(logging.ERROR)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.distributed.cluster import Workers, require_ray
-from semsearch.errors import ResumableError, SemsearchError
+from semsearch.errors import ResumableError, SemsearchError, one_line
 from semsearch.index.corpus_files import ReadUnit, read_unit
 from semsearch.index.own_vectors import VectorColumn
 from semsearch.index.parts import encode_rows as encode_prepared
@@ -216,7 +216,7 @@ def job_errors(stage: str, resumable: bool) -> Iterator[None]:
         mistake = _semsearch_error(exc)
         if mistake is not None:
             raise SemsearchError(str(mistake)) from None
-        reason = f"{type(exc).__name__}: {_first_line(exc)}"
+        reason = f"{type(exc).__name__}: {one_line(exc)}"
         if resumable:
             raise ResumableError(
                 f"the Ray job failed while {stage} ({reason})",
@@ -240,8 +240,3 @@ def _semsearch_error(exc: BaseException) -> SemsearchError | None:
             return current
         pending += [getattr(current, "cause", None), current.__cause__, current.__context__]
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "no message"

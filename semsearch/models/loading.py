@@ -20,7 +20,7 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers import utils as hf_utils
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.models.model_folder import ModelFolder, read_json
 
 
@@ -104,5 +104,5 @@ def loading_errors(folder: Path, what: str = "the model") -> Iterator[None]:
     except SemsearchError:
         raise
     except Exception as exc:  # their errors have no common base: OSError, ValueError, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = one_line(exc)
         raise SemsearchError(f"cannot load {what} in {folder}: {reason}") from exc

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.models.packaged_model import PACKAGED_MODELS, packaged_model_path
 
 DEFAULT_MODEL = "default"
@@ -184,7 +184,7 @@ def _download_from_hub(name: str, local_files_only: bool = False) -> Path:
 
         return Path(snapshot_download(repo_id=name, local_files_only=local_files_only))
     except Exception as exc:  # the hub's many errors all mean "not here"
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = one_line(exc)
         if local_files_only:
             raise SemsearchError(
                 f"the index's model {name!r} is not in the local Hugging Face cache, and opening "

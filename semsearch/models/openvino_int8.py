@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.index.checksums import cache_file_problem
 from semsearch.models.openvino_runtime import (
     CHECK_TEXTS,
@@ -92,7 +92,7 @@ class OpenVinoInt8Encoder(OpenVinoEncoder):
             model = _quantized(encoder, ov, texts)
         except Exception as exc:
             log.warning("could not quantise the encoder with NNCF (%s: %s): %s",
-                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                        type(exc).__name__, one_line(exc),
                         FALLBACK)  # fmt: skip
             return None
         runtime = cls(encoder, model, "int8")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.index.checksums import cache_file_problem, write_cache_record
 from semsearch.models.exported_query_encoder import (
     OV_PRECISIONS,
@@ -112,7 +112,7 @@ class OpenVinoEncoder:
             model = _exported(encoder, ov)
         except Exception as exc:
             log.warning("could not export the encoder to OpenVINO (%s: %s): encoding with torch",
-                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")  # fmt: skip
+                        type(exc).__name__, one_line(exc))  # fmt: skip
             return None
         runtime = cls(encoder, model, default_precision(ov))
         return runtime if runtime.forward_for(precision, encoder) is not None else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.models.batching import SORT_CHUNK, Tokenize
 
 log = logging.getLogger(__name__)
@@ -296,7 +296,7 @@ class PackedAttention:
                 raise  # smaller batches, not another kernel (`MemoryFit`)
             except (RuntimeError, NotImplementedError, TypeError) as exc:
                 log.warning("varlen attention failed on %s (%s): packing with a dense mask instead",
-                            device, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)  # fmt: skip
+                            device, one_line(exc))  # fmt: skip
                 self.varlen = False
         segments = batch.segments.to(device, non_blocking=device.type == "cuda")
         mask = block_mask(segments, self.model.config._attn_implementation, self.model.dtype)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.models.model_folder import ModelFolder, read_json
 from semsearch.models.pooling import Pooling
 from semsearch.models.st_layout import ST, module_entry, write_json, write_tail, write_weights
@@ -154,7 +154,7 @@ def load_word_model(folder: ModelFolder) -> tuple[WordNetwork, WordTokenizer, in
         elif layer.kind == "cnn":
             network.convs.load_state_dict(_strip(layer_weights, "convs."))  # type: ignore[union-attr]
     except (KeyError, ValueError, RuntimeError) as exc:
-        reason = str(exc).strip().splitlines()[0]
+        reason = one_line(exc)
         raise SemsearchError(
             f"cannot load the word-vector model in {folder.path}: {reason}"
         ) from exc

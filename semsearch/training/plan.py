@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from semsearch.errors import SemsearchError
+from semsearch.errors import SemsearchError, one_line
 from semsearch.losses import loss_class
 from semsearch.options import DEV_TASKS, FORMATIONS, OBJECTIVES, check_choice
 from semsearch.training.data_options import DataOptions
@@ -154,9 +154,9 @@ def read_plan(path: str | Path) -> TrainingPlan:
             values = yaml.safe_load(text)
     except ValueError as exc:  # json.JSONDecodeError and yaml.YAMLError's parse errors
         raise SemsearchError(f"{path} is not valid {path.suffix.lstrip('.') or 'YAML'}: "
-                             f"{str(exc).splitlines()[0]}") from None  # fmt: skip
+                             f"{one_line(exc)}") from None  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - yaml.YAMLError without importing yaml up front
-        raise SemsearchError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise SemsearchError(f"{path} is not valid YAML: {one_line(exc)}") from None
     try:
         return TrainingPlan.from_dict(values, base=path.parent)
     except SemsearchError as exc:
