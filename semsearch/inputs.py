@@ -35,3 +35,31 @@ def read_lines(path: Path, limit: int = MAX_LINES_BYTES) -> list[str]:
     if not texts:
         raise SemsearchError(f"{path} holds no text: write one per line")
     return texts
+
+
+def read_npy(path: Path, what: str = "query vectors", option: str = "--vectors"):
+    """A .npy file of vectors: a 2-D float array, one vector a row (never a pickle); `what`
+    and `option` name it in the one-line errors."""
+    import numpy as np
+
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise SemsearchError(f"{path} does not exist: give a .npy file of {what}") from None
+    except EOFError:  # numpy's answer to a file of no bytes at all
+        raise SemsearchError(
+            f"{path} is empty: give a .npy file of {what} (np.save(path, vectors))"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SemsearchError(f"{path} is not a readable .npy file ({exc})") from None
+    if (
+        not isinstance(array, np.ndarray)
+        or array.ndim != 2
+        or not np.issubdtype(array.dtype, np.floating)
+    ):
+        shape = getattr(array, "shape", "?")
+        raise SemsearchError(
+            f"{path} holds a {getattr(array, 'dtype', '?')} array of shape {shape}: "
+            f"{option} needs a 2-D float array, one vector a row (np.save(path, vectors))"
+        )
+    return array

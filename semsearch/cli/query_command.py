@@ -196,7 +196,8 @@ def _query_vectors(
     params: dict[str, int | None], show: list[str] | None, json_output: bool,
 ) -> None:  # fmt: skip
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
-    from semsearch.index.own_vectors import query_vectors, read_npy
+    from semsearch.index.own_vectors import query_vectors
+    from semsearch.inputs import read_npy
     from semsearch.search import Searcher
 
     array = read_npy(path)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -231,30 +230,5 @@ def query_vectors(vectors: object, dimension: int, what: str = "the query vector
     if not finite.all():
         raise SemsearchError(
             f"{what} hold NaN or infinite values (query row {int(np.flatnonzero(~finite)[0])})"
-        )
-    return array
-
-
-def read_npy(path: Path) -> np.ndarray:
-    """A .npy file of query vectors: a 2-D float array, one query a row (no pickles)."""
-    try:
-        array = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise SemsearchError(f"{path} does not exist: give a .npy file of query vectors") from None
-    except EOFError:  # numpy's answer to a file of no bytes at all
-        raise SemsearchError(
-            f"{path} is empty: give a .npy file of query vectors (np.save(path, vectors))"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise SemsearchError(f"{path} is not a readable .npy file ({exc})") from None
-    if (
-        not isinstance(array, np.ndarray)
-        or array.ndim != 2
-        or not np.issubdtype(array.dtype, np.floating)
-    ):
-        shape = getattr(array, "shape", "?")
-        raise SemsearchError(
-            f"{path} holds a {getattr(array, 'dtype', '?')} array of shape {shape}: "
-            "--vectors needs a 2-D float array, one query a row (np.save(path, vectors))"
         )
     return array

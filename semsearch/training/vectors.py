@@ -17,6 +17,7 @@ import numpy as np
 from semsearch.errors import SemsearchError
 from semsearch.index.segment import Segment
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
+from semsearch.inputs import read_npy
 from semsearch.training.data import read_source
 
 PAIR_COLUMNS = ("row1", "row2", "label")
@@ -41,15 +42,7 @@ def load_vectors(path: Path | None = None, index: str | None = None,
         raise SemsearchError("give either a .npy file of vectors or an index (one of them)")
     if index is not None:
         return index_vectors(find_index(index, index_dir))
-    if not path.is_file():
-        raise SemsearchError(f"no such file: {path}")
-    try:
-        vectors = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise SemsearchError(f"{path} is not a .npy array ({exc})") from exc
-    if vectors.ndim != 2 or not np.issubdtype(vectors.dtype, np.floating):
-        raise SemsearchError(f"{path} holds a {vectors.dtype} array of shape {vectors.shape}: "
-                             "expected floats [rows, dimension]")  # fmt: skip
+    vectors = read_npy(path, "vectors", "--vectors")
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 

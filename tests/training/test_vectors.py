@@ -26,11 +26,14 @@ def test_vectors_from_npy_and_from_an_index_agree(tmp_path, corpus_file, tiny_mo
 def test_bad_vector_sources(tmp_path) -> None:
     with pytest.raises(SemsearchError, match="either a .npy file of vectors or an index"):
         load_vectors()
-    with pytest.raises(SemsearchError, match="no such file"):
+    with pytest.raises(SemsearchError, match="missing.npy does not exist"):
         load_vectors(tmp_path / "missing.npy")
     np.save(tmp_path / "flat.npy", np.zeros(4))
-    with pytest.raises(SemsearchError, match="expected floats \\[rows, dimension\\]"):
+    with pytest.raises(SemsearchError, match="needs a 2-D float array"):
         load_vectors(tmp_path / "flat.npy")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    with pytest.raises(SemsearchError, match="empty.npy is empty"):
+        load_vectors(tmp_path / "empty.npy")
 
 
 def test_pairs_are_checked_against_the_vectors(tmp_path) -> None:
