@@ -78,7 +78,7 @@ def build(
     index_type: Annotated[
         str,
         typer.Option(
-            help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, or a FAISS factory string."
+            help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, disk (IVF-PQ codes read from the file, answers re-scored from the stored vectors: larger than memory), or a FAISS factory string."
         ),
     ] = "auto",
     # The first release's spelling: `--index` names an index everywhere else.
