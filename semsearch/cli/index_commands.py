@@ -165,10 +165,14 @@ def build(
         print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])
         return
     runtime = manifest.operation.get("runtime")
+    if manifest.own_vectors:
+        how = f" (vectors read from column {manifest.source.vector_column!r}, none encoded)"
+    else:
+        how = f" (encoder on {runtime})" if runtime else ""
     console.print(
         f"built {manifest.name}: {manifest.rows} vectors, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
-        f"in {manifest.build_seconds:.1f} s" + (f" (encoder on {runtime})" if runtime else ""),
+        f"in {manifest.build_seconds:.1f} s{how}",
         markup=False,  # a name or path may hold [brackets]
     )
 

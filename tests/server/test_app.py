@@ -323,7 +323,12 @@ def test_post_search_by_vector_answers_like_the_library(client, index_dir, tiny_
     one = client.post("/search", json={"vector": vectors[0].tolist(), "k": 3})
     assert one.status_code == 200, one.text
     assert [hit["id"] for hit in one.json()["results"][0]["hits"]] == [h.id for h in expected[0]]
-    assert one.json()["results"][0]["query"] == 0  # a vector's query is its row
+    # A vector's query is its row, named as `query --vectors --json` names it, in the result
+    # and in its hits alike.
+    [result] = one.json()["results"]
+    assert result["query_row"] == 0 and "query" not in result
+    assert {hit["query_row"] for hit in result["hits"]} == {0}
+    assert not any("query" in hit for hit in result["hits"])
     many = client.post("/search", json={"vectors": vectors.tolist(), "k": 3}).json()
     assert [[hit["id"] for hit in r["hits"]] for r in many["results"]] == [
         [h.id for h in hits] for hits in expected
@@ -350,6 +355,7 @@ def test_an_index_of_your_own_vectors_is_served_by_vector(tmp_path) -> None:
         found = own.post("/search", json={"vector": base[11].tolist(), "k": 2})
         assert found.status_code == 200, found.text
         assert found.json()["results"][0]["hits"][0]["id"] == 11
+        assert "text" not in found.json()["results"][0]["hits"][0]  # it has no text column
         text = own.post("/search", json={"q": "a guitar"})
         assert text.status_code == 400
         assert text.json()["error"] == (
