@@ -27,6 +27,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ValidationError
 
 from semsearch import __version__
@@ -41,6 +42,8 @@ from semsearch.server.schemas import DeleteRequest, DocumentsRequest, SearchRequ
 from semsearch.server.warmup import Startup
 
 log = logging.getLogger(__name__)
+
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files, from the package
 
 
 class ClientError(Exception):
@@ -99,8 +102,11 @@ def create_app(config: ServerConfig) -> FastAPI:
             if registry is not None:
                 registry.close()
 
-    app = FastAPI(title="semsearch", version=__version__, lifespan=lifespan,
-                  description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
+    # /docs (Swagger UI) and /redoc with their scripts and styles served from the
+    # fastapi-offline package, not a CDN: they work on a machine without the internet.
+    app = FastAPIOffline(title="semsearch", version=__version__, lifespan=lifespan,
+                         static_url=DOCS_ASSETS,
+                         description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
     app.state.config, app.state.metrics = config, metrics
     _add_error_handling(app, config, metrics)
     _add_routes(app, config, metrics)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -297,6 +298,20 @@ def test_the_page_is_self_contained_and_keeps_the_search_in_its_url(client) -> N
     assert "Columns to filter on" in page and "@media (max-width" in page
     columns = client.get("/indexes").json()[0]["columns"]
     assert "topic" in columns  # what the page lists as filterable
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_docs_load_nothing_from_the_internet(client, page) -> None:
+    """Swagger UI and ReDoc come from the server itself: loaded from a CDN, /docs was a
+    blank page on a machine without the internet."""
+    html = client.get(page)
+    assert html.status_code == 200
+    assert re.findall(r"https?://[^\s\"'<>]*", html.text) == []
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html.text)
+    assert any(asset.endswith(".js") for asset in assets), html.text
+    for asset in [*assets, client.app.openapi_url]:
+        answer = client.get(asset)
+        assert answer.status_code == 200 and answer.content, asset
 
 
 def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypatch) -> None:
