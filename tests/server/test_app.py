@@ -314,6 +314,17 @@ def test_the_api_docs_load_nothing_from_the_internet(client, page) -> None:
         assert answer.status_code == 200 and answer.content, asset
 
 
+def test_nprobe_on_a_flat_index_is_answered_with_a_note(client) -> None:
+    """The README's POST example sends nprobe 64 to the demo index, which is flat."""
+    answer = client.post("/search", json={"queries": ["guitar", "cat"], "k": 3, "nprobe": 64})
+    assert answer.status_code == 200, answer.text
+    assert [len(result["hits"]) for result in answer.json()["results"]] == [3, 3]
+    assert answer.json()["notes"] == [
+        "nprobe 64 ignored: this index has no use for it (nprobe is for IVF indexes, efSearch "
+        "for HNSW, oversample for disk; a flat index searches every row)"
+    ]
+
+
 def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypatch) -> None:
     served = client.registry.get("docs")
     original = served.searcher.search_vectors
