@@ -36,6 +36,7 @@ demo: setup
 	$(VENV)/bin/semsearch query "edit photos and images" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "play chess against the computer" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
+	@echo "semsearch is installed in $(VENV): '. $(VENV)/bin/activate' puts it on your PATH"
 
 # The quick suite (about 2.5 min on 2 quiet cores, 3-4 min busy); the slow tests run on the real model.
 test: setup-test
