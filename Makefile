@@ -3,18 +3,32 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INDEX_DIR ?= indexes
 
-.PHONY: setup setup-gpu demo test test-slow test-ray test-gpu fuzz lint bench clean \
+.PHONY: setup setup-test setup-bench setup-gpu demo test test-slow test-ray test-gpu fuzz lint bench clean \
 	gpu-carry bench-gpu bench-gpu-smoke gpu-results bench-list bench-smoke bench-table
 
+# Three steps, each with its stamp: `make demo` installs what semsearch runs on (with the
+# CPU encoder runtime); the tests add their tools (pytest, sentence-transformers as the
+# reference, moto, Playwright) and gensim, which they train word vectors with; the
+# benchmarks add theirs (psutil, txtai as the server's peer) on top of those.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first, so nothing pulls in several GB of CUDA packages.
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test,bench,baselines,cpu-runtime]"
+	$(PY) -m pip install -q -e ".[cpu-runtime]"
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[cpu-runtime,test,baselines]"
+	touch $@
+
+$(VENV)/.bench-installed: $(VENV)/.test-installed
+	$(PY) -m pip install -q -e ".[cpu-runtime,test,baselines,bench]"
 	touch $@
 
 setup: $(VENV)/.installed
+setup-test: $(VENV)/.test-installed
+setup-bench: $(VENV)/.bench-installed
 
 demo: setup
 	$(VENV)/bin/semsearch build data/demo/debian_packages.parquet --name debian-demo \
@@ -22,17 +36,18 @@ demo: setup
 	$(VENV)/bin/semsearch query "edit photos and images" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "play chess against the computer" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
+	@echo "semsearch is installed in $(VENV): '. $(VENV)/bin/activate' puts it on your PATH"
 
 # The quick suite (about 2.5 min on 2 quiet cores, 3-4 min busy); the slow tests run on the real model.
-test: setup
+test: setup-test
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
-test-slow: setup
+test-slow: setup-test
 	$(VENV)/bin/python -m pytest -q -m "slow and not ray"
 
 # `--engine ray` on a local Ray instance and a simulated two-node cluster (about four minutes
 # on 2 cores); installs the `ray` extra first.
-$(VENV)/.ray-installed: $(VENV)/.installed
+$(VENV)/.ray-installed: $(VENV)/.test-installed
 	$(PY) -m pip install -q -e ".[ray]"
 	touch $@
 
@@ -65,7 +80,7 @@ test-gpu: setup-gpu
 bench-list:
 	python3 benchmarks/suite.py list
 
-bench-smoke: setup
+bench-smoke: setup-bench
 	$(PY) benchmarks/suite.py smoke --scratch /tmp/bench_smoke
 
 bench-table:
@@ -79,28 +94,28 @@ bench-table:
 # `make bench-gpu-smoke` runs every step on this CPU at small sizes (about 4 minutes).
 STEP ?= all
 LABEL ?= suite
-gpu-carry: setup
+gpu-carry: setup-bench
 	$(PY) benchmarks/gpu_carry.py --bundle
 
 bench-gpu:
 	bash benchmarks/gpu_suite.sh $(STEP)
 
-bench-gpu-smoke: setup
+bench-gpu-smoke: setup-bench
 	rm -rf /tmp/gpu_suite_smoke
 	SMOKE=1 PY=$(abspath $(PY)) WORK=/tmp/gpu_suite_smoke/work OUT=/tmp/gpu_suite_smoke \
 		bash benchmarks/gpu_suite.sh all
 
-gpu-results: setup
+gpu-results: setup-bench
 	$(PY) benchmarks/gpu_collect.py $(FROM) --label $(LABEL)
 
 # A long random run of the corpus fuzz test (tests/cli/test_fuzz.py): FUZZ_EXAMPLES corpora
 # through build and query; `make test` runs 40 fixed ones, `make test-slow` 300 more.
 FUZZ_EXAMPLES ?= 2000
-fuzz: setup
+fuzz: setup-test
 	SEMSEARCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/cli/test_fuzz.py --hypothesis-show-statistics
 
-lint: setup
+lint: setup-test
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check semsearch tests benchmarks
 	$(VENV)/bin/ruff format --check semsearch tests benchmarks

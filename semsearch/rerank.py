@@ -64,6 +64,11 @@ class Reranker:
         metadata (`retrieval_rank`, `retrieval_score`). Ties keep the retrieval order.
         """
         heads = [list(hits[: max(self.top, k)]) for hits in results]
+        if any(hit.text is None for hits in heads for hit in hits):
+            raise SemsearchError(
+                "--rerank scores the hits' texts, and this index has no text column (your own "
+                "vectors): query without --rerank"
+            )
         scores = self.scores(queries, [[hit.text for hit in hits] for hits in heads])
         reranked = []
         for query, hits, hit_scores in zip(queries, heads, scores):

@@ -48,20 +48,23 @@ class SearchResults(list):
 
 @dataclass(frozen=True)
 class Hit:
-    """One result: its rank, score, id, text and the rest of its row."""
+    """One result: its rank, score, id, text and the rest of its row. `text` is None for an
+    index of your own vectors that has no text column."""
 
     query: str
     rank: int
     score: float
     id: object
-    text: str
+    text: str | None
     metadata: dict
 
     def to_dict(self, score_name: str = "score") -> dict:
         """The hit as one flat record; a corpus column named like one of the hit's own fields
-        (a `text` column beside the one embedded) comes as `column:<name>`, not over it."""
-        record = {"query": self.query, "rank": self.rank, score_name: self.score, "id": self.id,
-                  "text": self.text}  # fmt: skip
+        (a `text` column beside the one embedded) comes as `column:<name>`, not over it. A
+        hit without a text (your own vectors, no text column) has no `text` field."""
+        record = {"query": self.query, "rank": self.rank, score_name: self.score, "id": self.id}
+        if self.text is not None:
+            record["text"] = self.text
         for name, value in self.metadata.items():
             record[f"column:{name}" if name in record else name] = value
         return record
@@ -281,7 +284,7 @@ class Searcher:
         records = snapshot.hit_metadata.rows(rows[found])
         hits = []
         for rank, (score, record) in enumerate(zip(scores[found].tolist(), records), start=1):
-            text = record.pop(manifest.text_column) if manifest.text_column else ""
+            text = record.pop(manifest.text_column) if manifest.text_column else None
             id_column = manifest.id_column or ID_COLUMN
             # The text column may be the id column too: then each row's text is its id.
             row_id = text if id_column == manifest.text_column else record.pop(id_column)

@@ -16,6 +16,9 @@ request or where no value is meant (below 1).
 - `nprobe` (IVF): clamped to the number of lists (FAISS visits at most every list).
 - `oversample` (a `disk` index: candidates re-scored per result): clamped to
   `MAX_OVERSAMPLE`; each candidate is a stored vector read from disk.
+- A parameter no segment of the index takes (`nprobe` on a flat or HNSW index, `efSearch`
+  on an IVF one): dropped with a note. The answer is the one without it, and a client that
+  sends one `nprobe` to every index it queries gets answers, not errors.
 - Below 1: refused (by `VectorIndex`, as before): there is no value to clamp to.
 - Queries per call: refused beyond `MAX_QUERIES_PER_CALL`, or beyond `MAX_RESULTS_PER_CALL`
   result slots (queries x k): dropping queries would be a wrong answer; a caller with more
@@ -51,7 +54,7 @@ class _Segment(Protocol):
     """What the bounds need of a searched segment (`snapshot.OpenSegment`)."""
 
     @property
-    def index(self): ...
+    def index(self): ...  # an `AnnBackend`: its size, parameter_ceiling, search_parameters
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def bound_search(
             f"in one call: send at most {queries_per_call(usable_k):,} queries per call"
         )
     bounded = dict(params)
+    for name in _unused(bounded, segments):
+        notes.append(f"{name} {bounded.pop(name):,} ignored: {_UNUSED_REASON}")
     ceilings = {"efSearch": _ef_ceiling(usable_k, segments), "nprobe": _nprobe_ceiling(segments),
                 "oversample": (MAX_OVERSAMPLE, "the most candidates re-scored per result")}  # fmt: skip
     for name, (ceiling, reason) in ceilings.items():
@@ -131,6 +136,18 @@ def bound_search(
         bounded[name] = ceiling
         notes.append(f"{name} {value:,} clamped to {ceiling:,} ({reason})")
     return Bounded(usable_k, bounded, notes)
+
+
+_UNUSED_REASON = (
+    "this index has no use for it (nprobe is for IVF indexes, efSearch for HNSW, oversample "
+    "for disk; a flat index searches every row)"
+)
+
+
+def _unused(params: dict[str, int], segments: Sequence[_Segment]) -> list[str]:
+    """The parameters given (1 or more: below 1 is refused) that no segment's index takes."""
+    taken = set().union(*(segment.index.search_parameters() for segment in segments))
+    return [name for name, value in params.items() if value >= 1 and segments and name not in taken]
 
 
 def _ef_ceiling(k: int, segments: Sequence[_Segment]) -> tuple[int, str]:

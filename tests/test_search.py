@@ -65,8 +65,8 @@ def test_search_parameters_can_be_overridden(tmp_path, tiny_encoder) -> None:
     assert wide == [[ids[row] for row in line] for line in exact]  # every list visited: exact
     assert narrow != wide  # the override took effect for that call...
     assert searcher.manifest.index.search_params["nprobe"] < nlist  # ...and changed nothing stored
-    with pytest.raises(SemsearchError, match="efSearch"):
-        searcher.search(["text"], k=5, efSearch=10)
+    # HNSW's parameter on an IVF index changes nothing: dropped, with a note saying so
+    assert searcher.search(["text"], k=5, efSearch=10).notes[0].startswith("efSearch 10 ignored")
 
 
 def test_l2_index_reports_distances(corpus_file, tmp_path, tiny_encoder, sentences) -> None:

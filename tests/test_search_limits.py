@@ -53,6 +53,32 @@ def test_nprobe_is_clamped_to_the_number_of_lists(tmp_path, tiny_encoder) -> Non
         searcher.search(["text"], k=3, nprobe=0)
 
 
+@pytest.mark.parametrize(
+    ("index", "given", "kept"),
+    [
+        ("flat", {"nprobe": 64}, {}),
+        ("flat", {"efSearch": 100, "oversample": 8}, {}),
+        ("hnsw", {"nprobe": 64, "efSearch": 20}, {"efSearch": 20}),
+    ],
+)
+def test_a_parameter_the_index_does_not_take_is_dropped_with_a_note(
+    tmp_path, tiny_encoder, index, given, kept
+) -> None:
+    """The README's `"nprobe": 64` on the (flat) demo index: answered, with a note, as the
+    README promises for values beyond what the index can use; it was refused."""
+    searcher = _searcher(tmp_path, tiny_encoder, index)
+    results = searcher.search(["text number 3"], k=3, **given)
+    assert results.params == kept
+    dropped = [name for name in given if name not in kept]
+    assert results.notes == [
+        f"{name} {given[name]} ignored: this index has no use for it (nprobe is for IVF "
+        "indexes, efSearch for HNSW, oversample for disk; a flat index searches every row)"
+        for name in dropped
+    ]
+    plain = searcher.search(["text number 3"], k=3, **kept)
+    assert [hit.id for hit in results[0]] == [hit.id for hit in plain[0]] and not plain.notes
+
+
 def test_k_beyond_the_most_one_call_returns_is_clamped(tmp_path, tiny_encoder, monkeypatch) -> None:
     searcher = _searcher(tmp_path, tiny_encoder, "flat")
     monkeypatch.setattr(search_limits, "MAX_K", 10)

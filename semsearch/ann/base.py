@@ -91,6 +91,11 @@ class AnnBackend(ABC):
         """Scores and ids of the `k` nearest allowed vectors; `params` (nprobe, efSearch)
         hold for this call only, so one structure serves any number of threads."""
 
+    def search_parameters(self) -> frozenset[str]:
+        """The per-call parameters `search` takes (nprobe, efSearch, oversample); none for
+        exact search."""
+        return frozenset()
+
     def knn(self, queries: np.ndarray, parts: Parts, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The exact top-k over (ids, vectors) parts, on this structure's device: the truth
         its own searches are measured against."""

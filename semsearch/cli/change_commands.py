@@ -121,7 +121,7 @@ def reindex(
     index_type: Annotated[
         str | None,
         typer.Option(
-            help="flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, auto or a FAISS factory string."
+            help="flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, disk (larger than memory), auto or a FAISS factory string."
         ),
     ] = None,
     lexical: Annotated[

@@ -78,7 +78,7 @@ def build(
     index_type: Annotated[
         str,
         typer.Option(
-            help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, or a FAISS factory string."
+            help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, disk (IVF-PQ codes read from the file, answers re-scored from the stored vectors: larger than memory), or a FAISS factory string."
         ),
     ] = "auto",
     # The first release's spelling: `--index` names an index everywhere else.
@@ -165,10 +165,14 @@ def build(
         print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])
         return
     runtime = manifest.operation.get("runtime")
+    if manifest.own_vectors:
+        how = f" (vectors read from column {manifest.source.vector_column!r}, none encoded)"
+    else:
+        how = f" (encoder on {runtime})" if runtime else ""
     console.print(
         f"built {manifest.name}: {manifest.rows} vectors, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
-        f"in {manifest.build_seconds:.1f} s" + (f" (encoder on {runtime})" if runtime else ""),
+        f"in {manifest.build_seconds:.1f} s{how}",
         markup=False,  # a name or path may hold [brackets]
     )
 

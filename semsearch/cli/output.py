@@ -25,18 +25,17 @@ def print_json_lines(records: Iterable[dict]) -> None:
 def print_hits(
     query: str, hits: list[Hit], score_name: str, console: Console, extra: list[str]
 ) -> None:
-    """One table per query: rank, score, id, text, then the `extra` columns asked for."""
+    """One table per query: rank, score, id, text (where the index has texts), then the
+    `extra` columns asked for."""
     # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is.
     table = Table(title=f"[bold]{escape(query)}[/bold]", title_justify="left", expand=False)
-    for column in ("rank", score_name, "id", "text", *extra):
+    texts = [hit.text for hit in hits if hit.text is not None]
+    for column in ("rank", score_name, "id", *(["text"] if texts else []), *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
     for hit in hits:
-        text = (
-            hit.text
-            if len(hit.text) <= TABLE_TEXT_CHARS
-            else hit.text[: TABLE_TEXT_CHARS - 1] + "…"
-        )
-        cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id), text]
+        cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id)]
+        if texts:
+            cells.append(_short(hit.text, TABLE_TEXT_CHARS))
         cells += [_short(hit.metadata.get(key)) for key in extra]
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)

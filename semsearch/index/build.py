@@ -318,7 +318,7 @@ def build_index(
             next_id=encoded.read, files=indexed.files,
             vector_dtype=STORE_VECTORS[options.store_vectors],
             operation={"kind": "build", "rows": total, "skipped": encoded.skipped,
-                       "truncated": encoded.truncated, "runtime": encoder_runtime(encoder),
+                       "truncated": encoded.truncated, "runtime": encoder_runtime(encoder, options),
                        **source.operation()},
             semsearch_version=__version__, created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
@@ -521,7 +521,10 @@ def _stem(path: Path) -> str:
     return name or "index"
 
 
-def encoder_runtime(encoder) -> str:
+def encoder_runtime(encoder, options: BuildOptions) -> str | None:
     """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation;
-    None where no model did (the corpus' own vectors)."""
+    None where no model did: the corpus' own vectors, also when a model is named for them
+    (it is loaded for its fingerprint and text queries, and encodes no row)."""
+    if options.vector_column is not None:
+        return None
     return getattr(encoder, "runtime", None)

@@ -37,6 +37,9 @@ DEFAULT_EF_SEARCH = 64
 DEFAULT_NPROBE = 32
 # FAISS wants about 39 training points per centroid at least; more gives better centroids.
 MIN_POINTS_PER_CENTROID = 39
+# Bits of a product quantizer's code: 2**8 centroids per codebook, where the rows can train
+# them (9,984 rows); fewer below (`pq_bits`).
+PQ_BITS = 8
 # IVF lists per square root of the rows. A `disk` index takes a quarter as many, as LanceDB's
 # IVF-PQ does (sqrt(rows)): its 48-byte codes are scanned ~8x faster than fp16 vectors, so
 # longer lists cost little per query, while training (k-means on 64 points a list) grows with
@@ -130,8 +133,9 @@ def estimate_bytes(factory: str, rows: int, dimension: int) -> int | None:
         return rows * (2 * dimension + 8) + int(match[1]) * vector
     if match := re.fullmatch(r"HNSW(\d+),Flat", factory):
         return rows * (vector + 8 * int(match[1]) + 16)
-    if match := re.fullmatch(r"IVF(\d+),PQ(\d+)x8", factory):
-        return rows * (int(match[2]) + 8) + int(match[1]) * vector + 256 * vector
+    if match := re.fullmatch(r"IVF(\d+),PQ(\d+)x([1-8])", factory):
+        code = -(-int(match[2]) * int(match[3]) // 8)  # bytes, rounded up
+        return rows * (code + 8) + int(match[1]) * vector + 2 ** int(match[3]) * vector
     return None
 
 
@@ -178,11 +182,12 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
         )
     if kind == "hnsw":
         return IndexSpec(requested, f"HNSW{HNSW_M},Flat", metric, {"efSearch": DEFAULT_EF_SEARCH})
+    pq = f"PQ{_pq_subquantizers(dimension)}x{pq_bits(rows)}"
     if kind == "ivfpq":
-        return IndexSpec(requested, f"IVF{nlist},PQ{_pq_subquantizers(dimension)}x8", metric,
+        return IndexSpec(requested, f"IVF{nlist},{pq}", metric,
                          {"nprobe": min(DEFAULT_NPROBE, nlist)})  # fmt: skip
     if kind == "disk":  # np: no polysemous training (30x slower to train, unused here)
-        return IndexSpec(requested, f"IVF{nlist},PQ{_pq_subquantizers(dimension)}x8np", metric,
+        return IndexSpec(requested, f"IVF{nlist},{pq}np", metric,
                          {"nprobe": min(DEFAULT_NPROBE, nlist),
                           OVERSAMPLE: DEFAULT_OVERSAMPLE})  # fmt: skip
     if requested.lower() in NAMED_TYPES or not _is_factory_string(requested):
@@ -205,6 +210,16 @@ def ivf_list_count(rows: int, per_sqrt: int = 4) -> int:
         return 1
     target = 2 ** round(math.log2(per_sqrt * math.sqrt(rows)))
     return max(1, min(target, rows // MIN_POINTS_PER_CENTROID, 65536))
+
+
+def pq_bits(rows: int) -> int:
+    """Bits a PQ code takes (8), or fewer where `rows` cannot train 2**8 centroids per codebook
+    (FAISS would train each on too few points, and say so once per sub-quantizer: 48 lines
+    for 384-d vectors). Under 2**8 rows, 8: too few for any codebook, so `choose_index` builds
+    a flat index instead."""
+    if rows < 2**PQ_BITS:
+        return PQ_BITS
+    return min(PQ_BITS, (rows // MIN_POINTS_PER_CENTROID).bit_length() - 1)
 
 
 def _pq_subquantizers(dimension: int) -> int:

@@ -108,6 +108,9 @@ class RescoringIndex(VectorIndex):
     def keeps_exact_vectors(self) -> bool:
         return True  # the scores it returns are exact
 
+    def search_parameters(self) -> frozenset[str]:
+        return self.source.search_parameters() | {OVERSAMPLE}
+
     def memory_bytes(self) -> int:
         """What the process holds itself: the codes and ids stay in mapped file pages."""
         ivf = self._ivf()

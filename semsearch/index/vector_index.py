@@ -277,6 +277,10 @@ class VectorIndex(AnnBackend):
             return "efSearch"
         return None
 
+    def search_parameters(self) -> frozenset[str]:
+        parameter = self.tunable_parameter()
+        return frozenset({parameter} if parameter else ())
+
     def parameter_candidates(self, k: int) -> list[int]:
         """The values of the tunable parameter worth measuring, in increasing order (on a GPU,
         up to the most lists GPU FAISS probes)."""
@@ -368,6 +372,9 @@ class ExactStandIn(VectorIndex):
         for ids, vectors in parts:
             exact.add(np.asarray(vectors, dtype=np.float32), ids)
         return cls(exact.faiss, source.metric, "nprobe")
+
+    def search_parameters(self) -> frozenset[str]:
+        return frozenset({self.stands_for} if self.stands_for else ())
 
     def search(
         self, queries: np.ndarray, k: int, params: dict[str, int] | None = None,

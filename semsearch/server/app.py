@@ -28,6 +28,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ValidationError
 
 from semsearch import __version__
@@ -42,6 +43,8 @@ from semsearch.server.schemas import DeleteRequest, DocumentsRequest, SearchRequ
 from semsearch.server.warmup import Startup
 
 log = logging.getLogger(__name__)
+
+DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files, from the package
 
 
 class ClientError(Exception):
@@ -100,8 +103,11 @@ def create_app(config: ServerConfig) -> FastAPI:
             if registry is not None:
                 registry.close()
 
-    app = FastAPI(title="semsearch", version=__version__, lifespan=lifespan,
-                  description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
+    # /docs (Swagger UI) and /redoc with their scripts and styles served from the
+    # fastapi-offline package, not a CDN: they work on a machine without the internet.
+    app = FastAPIOffline(title="semsearch", version=__version__, lifespan=lifespan,
+                         static_url=DOCS_ASSETS,
+                         description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
     app.state.config, app.state.metrics = config, metrics
     _add_error_handling(app, config, metrics)
     _add_routes(app, config, metrics)
@@ -304,8 +310,7 @@ def _add_routes(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> N
             results = searcher.search_vectors(vectors, request.k, request.where,
                                               nprobe=request.nprobe, efSearch=request.ef_search,
                                               oversample=request.oversample)  # fmt: skip
-            rows = list(range(len(vectors)))
-            return _answer(served, searcher, "dense", rows, results)
+            return _answer(served, searcher, "dense", None, results)
 
         with _damage_reported(indexes, served, searcher.generation):
             body = await run_in_threadpool(answer)
@@ -390,12 +395,20 @@ def _query_parameters(model: type[BaseModel], skip: set[str], required: set[str]
             for name, field in schema["properties"].items() if name not in skip]  # fmt: skip
 
 
-def _answer(served: ServedIndex, searcher, mode: str, queries: list, results) -> bytes:
-    """The JSON body of a search: each query (a text, or a vector's row number) and its hits."""
+def _answer(served: ServedIndex, searcher, mode: str, queries: list[str] | None, results) -> bytes:
+    """The JSON body of a search: each query and its hits. A text query is its `query`; query
+    vectors (`queries` None) are numbered by row, as `query_row` in the result and in each of
+    its hits, which then carry the fields of `semsearch query --vectors --json`."""
     score_name = searcher.score_name_for(mode)
+    answers = []
+    for row, hits in enumerate(results):
+        records = [hit.to_dict(score_name) for hit in hits]
+        if queries is None:
+            answers.append({"query_row": row, "hits": [_by_row(record, row) for record in records]})
+        else:
+            answers.append({"query": queries[row], "hits": records})
     answered = {"index": served.name, "generation": searcher.generation, "mode": mode,
-                "results": [{"query": query, "hits": [hit.to_dict(score_name) for hit in hits]}
-                            for query, hits in zip(queries, results)]}  # fmt: skip
+                "results": answers}  # fmt: skip
     # What the library's bounds changed (a value clamped to what the index can use), one
     # line each, passed on as they are; absent when nothing was.
     notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
@@ -413,6 +426,12 @@ def _damage_reported(
     except DamagedIndexError as exc:
         indexes.mark_damaged(served, generation, str(exc))
         raise
+
+
+def _by_row(record: dict, row: int) -> dict:
+    """A vector query's hit: its query's row in place of a query text."""
+    record.pop("query")
+    return {"query_row": row, **record}
 
 
 def _healthy(indexes: IndexRegistry, name: str | None) -> ServedIndex:

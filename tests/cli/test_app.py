@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -113,6 +114,16 @@ def test_help_explains_the_commands() -> None:
     result = runner.invoke(app, ["--help"])
     for command in ("build", "query", "info", "list"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", ["build", "reindex"])
+def test_index_type_help_names_every_named_type(command) -> None:
+    from typer.main import get_command
+
+    from semsearch.index.factory import NAMED_TYPES
+
+    [option] = [p for p in get_command(app).commands[command].params if p.name == "index_type"]
+    assert set(NAMED_TYPES) <= set(re.findall(r"[a-z]+", option.help))
 
 
 def test_quiet_build_prints_no_progress(cli, corpus_file) -> None:

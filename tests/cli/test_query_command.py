@@ -44,6 +44,31 @@ def test_query_vectors_prints_json_lines_with_the_query_row_and_rank(own, tmp_pa
     ]  # fmt: skip
     assert (records[0]["id"], records[0]["tag"]) == (7, "t7")
     assert records[3]["id"] == 19
+    assert "text" not in records[0]  # no text column: no empty text field either
+
+
+def test_a_build_of_your_own_vectors_says_it_read_them(cli, tmp_path) -> None:
+    """With --model (for text queries) the model is loaded, but it encodes nothing: the build
+    line and the manifest say the vectors were read, not which runtime would have encoded."""
+    vectors = np.random.default_rng(4).normal(size=(12, 32)).astype(np.float32)  # tiny: 32-d
+    path = tmp_path / "own.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(vectors), pa.list_(pa.float32()))}), path)
+    result = cli("build", str(path), "--vector-column", "emb", "--model", cli.model,
+                 "--out-dir", cli.index_dir)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "(vectors read from column 'emb', none encoded)" in result.stdout
+    assert "encoder on" not in result.stdout
+    manifest = json.loads((tmp_path / "idx" / "own" / "manifest.json").read_text())
+    assert manifest["operation"]["runtime"] is None
+    table = cli("query", "--vectors", str(_saved(tmp_path, vectors[:1])), "--index-dir",
+                cli.index_dir)  # fmt: skip
+    assert table.exit_code == 0, table.output
+    assert "text" not in table.stdout and "vector 0" in table.stdout
+
+
+def _saved(tmp_path, array: np.ndarray):
+    np.save(tmp_path / "q.npy", array)
+    return tmp_path / "q.npy"
 
 
 def test_query_vectors_as_a_table(own, tmp_path, base) -> None:

@@ -63,6 +63,23 @@ def test_disk_index_takes_about_sqrt_rows_lists() -> None:
     assert choose_index("ivfsq", 20_000_000, 384, "cosine").factory == "IVF16384,SQfp16"
 
 
+def test_pq_codebooks_have_as_many_centroids_as_the_rows_can_train(capfd) -> None:
+    """The demo corpus (3,198 rows) cannot train 256 centroids per codebook (9,984 rows):
+    FAISS printed one warning per sub-quantizer, 48 lines, where 6-bit codes train quietly."""
+    assert choose_index("disk", 3_198, 384, "cosine").factory == "IVF64,PQ48x6np"
+    assert choose_index("ivfpq", 9_983, 384, "cosine").factory.endswith("PQ48x7")
+    assert choose_index("disk", 9_984, 384, "cosine").factory.endswith("PQ48x8np")
+    assert choose_index("ivfpq", 255, 384, "cosine").factory == "Flat"  # no codebook fits
+    spec = choose_index("disk", 3_198, 384, "cosine")
+    vectors = prepare_vectors(np.random.default_rng(0).normal(size=(3_198, 384)), "cosine")
+    index = VectorIndex.create(spec, 384)
+    capfd.readouterr()
+    index.train(vectors)
+    index.add(vectors, np.arange(3_198))
+    assert "please provide at least" not in capfd.readouterr().err
+    assert estimate_bytes("IVF64,PQ48x6", 3_198, 384) == 3_198 * (36 + 8) + (64 + 64) * 4 * 384
+
+
 def test_search_params_travel_with_each_call_and_are_checked() -> None:
     import faiss
 

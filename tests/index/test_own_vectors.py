@@ -64,6 +64,7 @@ def test_a_flat_index_of_your_own_vectors_finds_the_exact_top_k(tmp_path, vector
     np.testing.assert_allclose(found, scores, atol=1e-5)
     assert results[0][0].metadata["year"] == 2000 + expected[0][0]
     assert "emb" not in results[0][0].metadata  # the vectors are not metadata
+    assert results[0][0].text is None and "text" not in results[0][0].to_dict()  # none given
     stored = np.load(folder.path / "segments" / manifest.segments[0].name / "part-00000.npy")
     np.testing.assert_allclose(np.linalg.norm(stored, axis=1), 1, atol=1e-5)  # cosine: unit
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -299,6 +300,31 @@ def test_the_page_is_self_contained_and_keeps_the_search_in_its_url(client) -> N
     assert "topic" in columns  # what the page lists as filterable
 
 
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_docs_load_nothing_from_the_internet(client, page) -> None:
+    """Swagger UI and ReDoc come from the server itself: loaded from a CDN, /docs was a
+    blank page on a machine without the internet."""
+    html = client.get(page)
+    assert html.status_code == 200
+    assert re.findall(r"https?://[^\s\"'<>]*", html.text) == []
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html.text)
+    assert any(asset.endswith(".js") for asset in assets), html.text
+    for asset in [*assets, client.app.openapi_url]:
+        answer = client.get(asset)
+        assert answer.status_code == 200 and answer.content, asset
+
+
+def test_nprobe_on_a_flat_index_is_answered_with_a_note(client) -> None:
+    """The README's POST example sends nprobe 64 to the demo index, which is flat."""
+    answer = client.post("/search", json={"queries": ["guitar", "cat"], "k": 3, "nprobe": 64})
+    assert answer.status_code == 200, answer.text
+    assert [len(result["hits"]) for result in answer.json()["results"]] == [3, 3]
+    assert answer.json()["notes"] == [
+        "nprobe 64 ignored: this index has no use for it (nprobe is for IVF indexes, efSearch "
+        "for HNSW, oversample for disk; a flat index searches every row)"
+    ]
+
+
 def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypatch) -> None:
     served = client.registry.get("docs")
     original = served.searcher.search_vectors
@@ -323,7 +349,12 @@ def test_post_search_by_vector_answers_like_the_library(client, index_dir, tiny_
     one = client.post("/search", json={"vector": vectors[0].tolist(), "k": 3})
     assert one.status_code == 200, one.text
     assert [hit["id"] for hit in one.json()["results"][0]["hits"]] == [h.id for h in expected[0]]
-    assert one.json()["results"][0]["query"] == 0  # a vector's query is its row
+    # A vector's query is its row, named as `query --vectors --json` names it, in the result
+    # and in its hits alike.
+    [result] = one.json()["results"]
+    assert result["query_row"] == 0 and "query" not in result
+    assert {hit["query_row"] for hit in result["hits"]} == {0}
+    assert not any("query" in hit for hit in result["hits"])
     many = client.post("/search", json={"vectors": vectors.tolist(), "k": 3}).json()
     assert [[hit["id"] for hit in r["hits"]] for r in many["results"]] == [
         [h.id for h in hits] for hits in expected
@@ -350,6 +381,7 @@ def test_an_index_of_your_own_vectors_is_served_by_vector(tmp_path) -> None:
         found = own.post("/search", json={"vector": base[11].tolist(), "k": 2})
         assert found.status_code == 200, found.text
         assert found.json()["results"][0]["hits"][0]["id"] == 11
+        assert "text" not in found.json()["results"][0]["hits"][0]  # it has no text column
         text = own.post("/search", json={"q": "a guitar"})
         assert text.status_code == 400
         assert text.json()["error"] == (

@@ -1,7 +1,8 @@
 """The search page in a real headless browser: Debian's chromium, driven by Playwright.
 
 Skipped, saying why, where Playwright or a chromium binary is missing (`.ci/run` installs
-both). With SEMSEARCH_SCREENSHOT=PATH the test also saves its screenshot there (the README's).
+both). With SEMSEARCH_SCREENSHOT=PATH the test also saves its screenshot there (the README's),
+and with SEMSEARCH_DOCS_SCREENSHOT=PATH the /docs test saves its own (docs/api-docs-offline.png).
 """
 
 from __future__ import annotations
@@ -87,6 +88,36 @@ def test_typing_a_query_shows_ranked_results(browser, real_index_dir, tmp_path) 
         if os.environ.get("SEMSEARCH_SCREENSHOT"):
             narrow = Path(os.environ["SEMSEARCH_SCREENSHOT"]).with_suffix(".390px.png")
             phone.screenshot(path=str(narrow), full_page=True)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_api_docs_render_with_nothing_but_the_server_reachable(browser, index_dir) -> None:
+    """/docs in a browser that may reach the server alone: Swagger UI draws the API's
+    operations (it drew a blank page offline when its files came from a CDN)."""
+    process, base = start_server(index_dir)
+    try:
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        outside: list[str] = []
+
+        def only_the_server(route) -> None:
+            if route.request.url.startswith(base):
+                route.continue_()
+            else:
+                outside.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_the_server)
+        page.goto(f"{base}/docs")
+        page.wait_for_selector(".swagger-ui .opblock-summary-path")
+        assert "semsearch" in page.locator(".swagger-ui .info .title").inner_text()
+        paths = page.locator(".opblock-summary-path").all_inner_texts()
+        assert "/search" in paths and "/indexes/{name}/documents" in paths
+        assert outside == []
+        if os.environ.get("SEMSEARCH_DOCS_SCREENSHOT"):
+            page.screenshot(path=os.environ["SEMSEARCH_DOCS_SCREENSHOT"], full_page=False)
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)

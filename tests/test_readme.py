@@ -1,0 +1,258 @@
+"""Every shell command and `curl` example in README.md's code blocks, run as written.
+
+The blocks are read from README.md itself, so an example that stops working fails here. The
+blocks about the demo index (`debian-demo`) run where `make demo` leaves a user: a folder
+whose `indexes/` holds that index alone. The others run in a folder holding the files they
+name (`corpus.parquet` with `id`, `text`, `year` and `license` columns, `queries.txt`, ...),
+made from the demo corpus. `semsearch` is the package run by this interpreter. Of the
+servers, the README's address and ports are the only things changed: each listens on a
+free port, and the `curl` lines are sent to the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from server.live import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DEMO_CORPUS = ROOT / "data" / "demo" / "debian_packages.parquet"
+SHELL_BLOCKS = {"bash", "sh", "shell", "console"}
+README_SERVER = "127.0.0.1:8000"
+
+# Commands not run, each with why; everything else in a shell block runs.
+SKIPPED = [
+    (r"^make ", "sets up .venv and runs the suites: this test runs inside them"),
+    (r"^pip install ", "installs an extra: set-up, not an example of use"),
+    (r"^ray start|--engine ray", "needs a Ray cluster: `make test-ray` runs --engine ray"),
+    (r"^semsearch train\b", "trains a model (minutes to hours): tests/cli/test_train_command.py"),
+    (r"models/(stsb|cross)|--model lstm", "uses a model trained by a skipped `train` line"),
+    (r"\.\./shared/data", "reads the project's shared STS-B and BEIR data, which a clone lacks"),
+    (r"^semsearch bench pairs", "a measurement of minutes: tests/bench/test_bench_pairs.py"),
+    (
+        r"^semsearch word-",
+        "trains word vectors on corpora the README does not ship: tests/cli/test_word_commands.py",
+    ),  # fmt: skip
+]
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # of the opening fence in README.md
+    language: str
+    commands: list[str]
+
+    @property
+    def about_the_demo(self) -> bool:
+        return any("debian-demo" in command for command in self.commands)
+
+
+def readme_blocks() -> list[Block]:
+    """README.md's fenced code blocks, each with its commands (continued lines joined)."""
+    blocks, language, start, lines = [], None, 0, []
+    for number, line in enumerate(README.read_text().splitlines(), start=1):
+        fence = re.match(r"^```(\w*)\s*$", line)
+        if fence and language is None:
+            language, start, lines = fence[1], number, []
+        elif line.startswith("```"):
+            commands, pending = [], ""
+            for text in lines:
+                pending += text.rstrip()
+                if pending.endswith("\\"):
+                    pending = pending[:-1] + " "
+                    continue
+                if pending.strip() and not pending.lstrip().startswith("#"):
+                    commands.append(pending.strip())
+                pending = ""
+            blocks.append(Block(start, language, commands))
+            language = None
+        else:
+            lines.append(line)
+    return blocks
+
+
+def skip_reason(command: str) -> str | None:
+    return next((why for pattern, why in SKIPPED if re.search(pattern, command)), None)
+
+
+def test_every_command_of_the_readme_is_in_a_shell_block() -> None:
+    """A command in a block without a shell language would escape the test below."""
+    for block in readme_blocks():
+        if block.language not in SHELL_BLOCKS:
+            commands = [c for c in block.commands if re.match(r"(semsearch|curl|pip|make) ", c)]
+            assert not commands, f"README.md:{block.line}: tag this block ```bash: {commands}"
+
+
+def test_the_skipped_commands_are_few_and_each_is_named_for_a_reason() -> None:
+    commands = [c for block in readme_blocks() if block.language in SHELL_BLOCKS
+                for c in block.commands]  # fmt: skip
+    skipped = [c for c in commands if skip_reason(c)]
+    assert len(skipped) < len(commands) / 2, skipped
+    for pattern, _ in SKIPPED:  # every entry is still needed
+        assert any(re.search(pattern, command) for command in commands), pattern
+
+
+class Shell:
+    """Runs README lines with `bash -c` in one folder, `semsearch` being this checkout."""
+
+    def __init__(self, folder: Path, bin_dir: Path) -> None:
+        self.folder = folder
+        self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                    "KEY": "readme-test-key"}  # fmt: skip
+
+    def run(self, command: str, where: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(["bash", "-c", command], cwd=self.folder, env=self.env,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, (
+            f"{where}: {command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
+        assert "Traceback" not in done.stderr, f"{where}: {command}\n{done.stderr[-3000:]}"
+        return done
+
+    def start(self, command: str, log: Path) -> subprocess.Popen:
+        """`command` in the background, its output in `log` (a pipe nobody reads could fill
+        and stop it)."""
+        with log.open("w") as output:
+            return subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.folder,
+                                    env=self.env, stdout=output, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A `semsearch` on the PATH that is this interpreter running this checkout."""
+    folder = tmp_path_factory.mktemp("bin")
+    script = folder / "semsearch"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m semsearch "$@"\n')
+    script.chmod(0o755)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def demo_folder(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path) -> Path:
+    """Where `make demo` leaves a user: `indexes/debian-demo`, built by its command."""
+    folder = tmp_path_factory.mktemp("demo")
+    Shell(folder, bin_dir).run(
+        f"semsearch build {shlex.quote(str(DEMO_CORPUS))} --name debian-demo --id-column "
+        "package --out-dir indexes --overwrite",
+        "Makefile (demo)",
+    )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def corpus_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The files the README's other examples name, cut from the demo corpus."""
+    folder = tmp_path_factory.mktemp("corpus")
+    demo = pq.read_table(DEMO_CORPUS)
+    rows = 400
+    table = pa.table({
+        "id": demo["package"],
+        "text": demo["text"],
+        "year": pa.array([2008 + i % 17 for i in range(demo.num_rows)], pa.int64()),
+        "license": pa.array([("MIT", "GPL-2", "BSD-3-Clause", "Apache-2.0")[i % 4]
+                             for i in range(demo.num_rows)]),
+    })  # fmt: skip
+    pq.write_table(table.slice(0, rows), folder / "corpus.parquet")
+    pq.write_table(table.slice(rows, 30), folder / "more.parquet")
+    changed = table.slice(0, 5).set_column(1, "text", pc.utf8_upper(table.slice(0, 5)["text"]))
+    pq.write_table(pa.concat_tables([table.slice(rows + 30, 20), changed]),
+                   folder / "new_rows.parquet")  # fmt: skip
+    (folder / "queries.txt").write_text("resize images\nplay chess\nencrypt my backups\n")
+    (folder / "gone.txt").write_text("".join(f"{i}\n" for i in table["id"][10:13].to_pylist()))
+    return folder
+
+
+def _wait_ready(base: str, server: subprocess.Popen, log: Path, where: str) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"{where}: the server exited: {log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{base}/ready", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{where}: the server was not ready in 180 s")
+
+
+@pytest.fixture()
+def servers() -> Iterator[list[subprocess.Popen]]:
+    started: list[subprocess.Popen] = []
+    yield started
+    for server in started:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _serve(shell: Shell, command: str, where: str, servers: list) -> str:
+    """`semsearch serve ...` started on a free port (its --port, or the default 8000,
+    replaced); its base URL once it is ready."""
+    port = free_port()
+    command = re.sub(r"\s+#\s.*$", "", command)  # the comment, so that --port can follow
+    if re.search(r"--port \d+", command):
+        command = re.sub(r"--port \d+", f"--port {port}", command)
+    else:
+        command += f" --port {port}"
+    log = shell.folder / f"serve-{port}.log"
+    server = shell.start(command, log)
+    servers.append(server)
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(base, server, log, where)
+    return base
+
+
+def _check_answer(command: str, done: subprocess.CompletedProcess, where: str) -> None:
+    """A `curl` to /search answers JSON results, not an error (curl exits 0 on a 400 too)."""
+    body = json.loads(done.stdout)
+    assert "error" not in body and body["results"], f"{where}: {command}\n{done.stdout}"
+    assert all(result["hits"] for result in body["results"]), f"{where}: {command}\n{done.stdout}"
+
+
+@pytest.mark.slow
+def test_the_readme_s_commands_run_as_written(demo_folder, corpus_folder, bin_dir, servers) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("no curl")
+    ran = 0
+    for block in readme_blocks():
+        if block.language not in SHELL_BLOCKS:
+            continue
+        shell = Shell(demo_folder if block.about_the_demo else corpus_folder, bin_dir)
+        base = None
+        for command in block.commands:
+            where = f"README.md block at line {block.line}"
+            if skip_reason(command):
+                continue
+            if command.startswith("semsearch serve"):
+                started = _serve(shell, command, where, servers)
+                base = base or started
+            elif command.startswith("curl "):
+                assert base is not None, f"{where}: a curl line before any `semsearch serve`"
+                sent = command.replace(f"http://{README_SERVER}", base)
+                _check_answer(command, shell.run(sent, where), where)
+            else:
+                shell.run(command, where)
+            ran += 1
+    assert ran >= 25  # the README's examples, not a parser that found none
