@@ -277,7 +277,7 @@ def test_the_write_body_is_documented_with_an_example(client) -> None:
 
 
 def test_errors_name_the_api_fields_not_the_command_line_flags(client) -> None:
-    from semsearch.server.app import api_words
+    from semsearch.server.access import api_words
 
     response = client.get("/search", params={"q": "x", "where": "missing = 1"})
     assert response.status_code == 400 and "--" not in response.json()["error"]
