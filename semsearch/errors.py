@@ -1,4 +1,4 @@
-"""The one exception type for user mistakes; the CLI prints it as a single line."""
+"""The exceptions for what a user can fix, and one way to quote another library's error in one line."""
 
 from __future__ import annotations
 
