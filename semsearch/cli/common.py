@@ -68,6 +68,7 @@ class _CurrentStderrHandler(logging.StreamHandler):
 
 
 DEBUG_ENV = "SEMSEARCH_DEBUG"
+FAISS_LOADER_LOGGER = "faiss.loader"
 _debug_flag = {"on": False}  # set by --debug for the command that runs next
 
 
@@ -98,6 +99,9 @@ def configure_logging(
     logging.basicConfig(level=level, handlers=[handler], force=True)
     if not verbose:
         logging.getLogger("faiss").setLevel(logging.WARNING)
+    # FAISS tries its AVX512 and AVX2 builds first and logs each one missing as "Could not load
+    # library ..." at INFO: under -v that reads like a failure, though the build it then loads works.
+    logging.getLogger(FAISS_LOADER_LOGGER).setLevel(logging.WARNING)
 
 
 Command = TypeVar("Command", bound=Callable)

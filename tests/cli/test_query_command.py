@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -120,3 +123,18 @@ def test_query_oversample_reaches_the_exact_neighbours_of_a_disk_index(cli, tmp_
     assert all(set(w) == set(e) for w, e in zip(wide, exact))
     narrow = found("--nprobe", "1", "--oversample", "1")
     assert not all(set(n) == set(e) for n, e in zip(narrow, exact))
+
+
+def test_verbose_leaves_out_faiss_s_tries_at_its_faster_builds(own, tmp_path, base) -> None:
+    """FAISS tries its AVX512 and AVX2 builds before the one it loads and logs each one
+    missing as "Could not load library": no failure, so `-v` does not show it."""
+    np.save(tmp_path / "q.npy", base[:1])
+    assert own("-v", "list", "--index-dir", own.index_dir).exit_code == 0
+    assert logging.getLogger("faiss.loader").getEffectiveLevel() == logging.WARNING
+    process = subprocess.run([sys.executable, "-m", "semsearch", "-v", "query", "--vectors",
+                              str(tmp_path / "q.npy"), "--index-dir", own.index_dir, "--json"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert process.returncode == 0, process.stderr
+    assert len(process.stdout.splitlines()) == 10
+    assert "Could not load library" not in process.stderr
+    assert "Loading faiss" not in process.stderr
