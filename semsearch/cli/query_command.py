@@ -179,7 +179,7 @@ def query(
     for start in range(0, len(queries), per_call):
         chunk = queries[start : start + per_call]
         found = searcher.search(chunk, k=depth, **options)
-        notes = [_renumbered(note, start) for note in found.notes]
+        notes = [_renumbered(note, start) for note in _notes_on_k(found, k, depth)]
         for note in notes:
             typer.echo(f"note: {note}", err=True)
         results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
@@ -246,6 +246,17 @@ def _renumbered(note: str, start: int) -> str:
     ):
         return f"{prefix}{int(number) + start}{note[len(prefix) + len(number) :]}"
     return note
+
+
+def _notes_on_k(found, k: int, depth: int) -> list[str]:
+    """The search's notes, as -k asked: with --rerank the index was asked for `depth`
+    candidates, so a note that it clamped them speaks of -k, and only where -k was more too."""
+    if depth == k:
+        return found.notes
+    clamped = f"k {depth:,} clamped to "
+    notes = [note for note in found.notes if not note.startswith(clamped) or k > found.k]
+    return [f"k {k:,} {note[len(f'k {depth:,} '):]}" if note.startswith(clamped) else note
+            for note in notes]  # fmt: skip
 
 
 def _with_notes(record: dict, notes: list[str]) -> dict:

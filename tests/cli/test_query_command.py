@@ -138,3 +138,14 @@ def test_verbose_leaves_out_faiss_s_tries_at_its_faster_builds(own, tmp_path, ba
     assert len(process.stdout.splitlines()) == 10
     assert "Could not load library" not in process.stderr
     assert "Loading faiss" not in process.stderr
+
+
+def test_k_beyond_the_rows_says_so_on_stderr_and_in_json(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:1])
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
+                 "-k", "20000", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["note: k 20,000 clamped to 30 (the index holds 30 rows)"]
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 30
+    assert records[0]["notes"] == ["k 20,000 clamped to 30 (the index holds 30 rows)"]
