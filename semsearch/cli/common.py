@@ -14,7 +14,7 @@ from typing import Annotated, TypeVar
 import click
 import typer
 import typer.core
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import DEFAULT_INDEX_DIR
@@ -52,7 +52,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+# How wide output into a pipe or a file may be: wider than any row a command prints.
+PIPE_WIDTH = 100_000
+
+
+class _UnwrappedWhenPiped(Console):
+    """rich's console, as wide as the terminal it writes to; into a pipe or a file (no
+    terminal, where rich assumes 80 columns) as wide as what it prints: a script reads one
+    table row a line, and no cell broken across lines."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)
+        return size if self.is_terminal else ConsoleDimensions(PIPE_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = _UnwrappedWhenPiped()
 
 
 class _CurrentStderrHandler(logging.StreamHandler):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from semsearch.search import Hit
@@ -25,18 +26,22 @@ def print_json_lines(records: Iterable[dict]) -> None:
 def print_hits(
     query: str, hits: list[Hit], score_name: str, console: Console, extra: list[str]
 ) -> None:
-    """One table per query: rank, score, id, text, then the `extra` columns asked for."""
-    # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is.
-    table = Table(title=f"[bold]{escape(query)}[/bold]", title_justify="left", expand=False)
+    """One table per query, under the query: rank, score, id, text, then the `extra` columns
+    asked for. Each cell is one line (a text's line breaks become spaces), so that a row is
+    one line wherever the output is not cut to a terminal's width."""
+    # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is. The
+    # query is a line of its own, not the table's title, which wraps at the table's width.
+    console.print(Text(_short(query, limit=None), style="bold"))
+    table = Table(expand=False)
     for column in ("rank", score_name, "id", "text", *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
     for hit in hits:
-        text = (
-            hit.text
-            if len(hit.text) <= TABLE_TEXT_CHARS
-            else hit.text[: TABLE_TEXT_CHARS - 1] + "…"
-        )
-        cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id), text]
+        cells = [
+            str(hit.rank),
+            f"{hit.score:.4f}",
+            str(hit.id),
+            _short(hit.text, TABLE_TEXT_CHARS),
+        ]
         cells += [_short(hit.metadata.get(key)) for key in extra]
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
@@ -67,6 +72,8 @@ def _flatten(values: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
             yield f"{prefix}{key}", value
 
 
-def _short(value: object, limit: int = 60) -> str:
-    text = "" if value is None else str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _short(value: object, limit: int | None = 60) -> str:
+    """`value` as one line (its runs of white space, line breaks too, as one space), cut to
+    `limit` characters."""
+    text = "" if value is None else " ".join(str(value).split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"

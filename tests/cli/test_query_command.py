@@ -149,3 +149,24 @@ def test_k_beyond_the_rows_says_so_on_stderr_and_in_json(own, tmp_path, base) ->
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(records) == 30
     assert records[0]["notes"] == ["k 20,000 clamped to 30 (the index holds 30 rows)"]
+
+
+def test_a_table_into_a_pipe_keeps_each_row_on_one_line(cli, tmp_path, base) -> None:
+    """Into a pipe or a file rich assumed 80 columns and folded the cells of a wider table
+    over several lines, which a script reads one at a time; a text's own line breaks too."""
+    path = tmp_path / "wide.parquet"
+    notes = [f"note {i}:\n" + "word " * 20 for i in range(len(base))]
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
+                             "note": notes}), path)  # fmt: skip
+    assert (
+        cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir).exit_code == 0
+    )
+    np.save(tmp_path / "q.npy", base[:2])
+    result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
+                 "-k", "3", "--show", "note")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 6 and all(len(row) > 80 for row in rows)
+    for row in rows:
+        number = row.split("│")[3].strip()
+        assert f"note {number}: word word word" in row
