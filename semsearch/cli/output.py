@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from semsearch.search import Hit
 
 TABLE_TEXT_CHARS = 160
+NO_RESULTS = "no results"
 
 
 def print_json_lines(records: Iterable[dict]) -> None:
@@ -32,6 +34,9 @@ def print_hits(
     # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is. The
     # query is a line of its own, not the table's title, which wraps at the table's width.
     console.print(Text(_short(query, limit=None), style="bold"))
+    if not hits:
+        console.print(NO_RESULTS, highlight=False)
+        return
     table = Table(expand=False)
     for column in ("rank", score_name, "id", "text", *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
@@ -45,6 +50,12 @@ def print_hits(
         cells += [_short(hit.metadata.get(key)) for key in extra]
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+
+
+def say_no_results(query: str) -> None:
+    """On stderr, for a query that found nothing when its hits go out as JSON lines (there
+    are none on stdout: an empty list of records)."""
+    typer.echo(f"{NO_RESULTS} for {json.dumps(_short(query), ensure_ascii=False)}", err=True)
 
 
 def print_mapping(title: str, values: dict, console: Console) -> None:

@@ -15,7 +15,7 @@ from semsearch.cli.common import (
     console,
     user_errors,
 )
-from semsearch.cli.output import print_hits, print_json_lines
+from semsearch.cli.output import print_hits, print_json_lines, say_no_results
 from semsearch.errors import SemsearchError
 from semsearch.index.store import find_index
 from semsearch.inputs import read_lines
@@ -186,6 +186,8 @@ def query(
         if json_output:
             print_json_lines(_with_notes(hit.to_dict(score_name), notes)
                              for hits in results for hit in hits)  # fmt: skip
+            for query_text in (text for text, hits in zip(chunk, results) if not hits):
+                say_no_results(query_text)
             continue
         for query_text, hits in zip(chunk, results):
             print_hits(query_text, hits, score_name, console, show or [])
@@ -216,6 +218,8 @@ def _query_vectors(
             if json_output:
                 print_json_lines(_with_notes({"query_row": row, **_vector_hit(hit, score_name)}, notes)
                                  for hit in hits)  # fmt: skip
+                if not hits:
+                    say_no_results(f"vector {row}")
             else:
                 print_hits(f"vector {row}", hits, score_name, console, show or [])
 

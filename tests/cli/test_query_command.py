@@ -170,3 +170,27 @@ def test_a_table_into_a_pipe_keeps_each_row_on_one_line(cli, tmp_path, base) -> 
     for row in rows:
         number = row.split("│")[3].strip()
         assert f"note {number}: word word word" in row
+
+
+def test_a_query_that_finds_nothing_says_so(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:2])
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
+             "--where", "tag = 'none'"]  # fmt: skip
+    table = own(*query)
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines() == ["vector 0", "no results", "vector 1", "no results"]
+    lines = own(*query, "--json")
+    assert lines.exit_code == 0, lines.output
+    assert lines.stdout == ""  # JSON lines: no record
+    assert lines.stderr.splitlines() == ['no results for "vector 0"', 'no results for "vector 1"']
+
+
+def test_a_text_query_that_finds_nothing_says_so(cli, corpus_file) -> None:
+    built = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,
+                "--device", "cpu")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    query = ["query", "cats", "--index-dir", cli.index_dir, "--where", "topic = 'none'"]
+    assert cli(*query).stdout.splitlines()[-2:] == ["cats", "no results"]
+    lines = cli(*query, "--json")
+    assert lines.exit_code == 0 and lines.stdout == ""
+    assert lines.stderr.splitlines()[-1] == 'no results for "cats"'
