@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +18,7 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_hits, print_json_lines, say_no_results
 from semsearch.errors import SemsearchError
-from semsearch.index.store import find_index
+from semsearch.index.store import IndexFolder, find_index
 from semsearch.inputs import read_lines
 from semsearch.options import (
     DEFAULT_ALPHA,
@@ -179,12 +180,14 @@ def query(
     for start in range(0, len(queries), per_call):
         chunk = queries[start : start + per_call]
         found = searcher.search(chunk, k=depth, **options)
+        if start == 0 and index is None:
+            _say_which_index(folder, index_dir)
         notes = [_renumbered(note, start) for note in _notes_on_k(found, k, depth)]
         for note in notes:
             typer.echo(f"note: {note}", err=True)
         results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
         if json_output:
-            print_json_lines(_with_notes(hit.to_dict(score_name), notes)
+            print_json_lines(_json_record(hit.to_dict(score_name), folder.name, notes)
                              for hits in results for hit in hits)  # fmt: skip
             for query_text in (text for text, hits in zip(chunk, results) if not hits):
                 say_no_results(query_text)
@@ -202,7 +205,8 @@ def _query_vectors(
     from semsearch.search import Searcher
 
     array = read_npy(path)
-    searcher = Searcher(find_index(index, index_dir), at=at, vectors_only=True)
+    folder = find_index(index, index_dir)
+    searcher = Searcher(folder, at=at, vectors_only=True)
     vectors = query_vectors(array, searcher.manifest.model.dimension, f"the vectors of {path.name}")
     _check_show(searcher, show)
     score_name = searcher.score_name_for("dense")
@@ -210,13 +214,16 @@ def _query_vectors(
     for start in range(0, len(vectors), per_call):
         found = searcher.search_vectors(vectors[start : start + per_call], k=k, where=where,
                                         **params)  # fmt: skip
+        if start == 0 and index is None:
+            _say_which_index(folder, index_dir)
         notes = [_renumbered(note, start) for note in found.notes]
         for note in notes:
             typer.echo(f"note: {note}", err=True)
         for offset, hits in enumerate(found):
             row = start + offset
             if json_output:
-                print_json_lines(_with_notes({"query_row": row, **_vector_hit(hit, score_name)}, notes)
+                print_json_lines(_json_record({"query_row": row, **_vector_hit(hit, score_name)},
+                                              folder.name, notes)
                                  for hit in hits)  # fmt: skip
                 if not hits:
                     say_no_results(f"vector {row}")
@@ -263,14 +270,24 @@ def _notes_on_k(found, k: int, depth: int) -> list[str]:
             for note in notes]  # fmt: skip
 
 
-def _with_notes(record: dict, notes: list[str]) -> dict:
-    """A JSON hit carrying the call's notes (what a bound changed), when there are any; a
-    metadata column called `notes` moves to `column:notes`, as `Hit.to_dict` does."""
-    if not notes:
-        return record
-    if "notes" in record:
-        record["column:notes"] = record.pop("notes")
-    return {**record, "notes": notes}
+def _json_record(record: dict, index_name: str, notes: list[str]) -> dict:
+    """A JSON hit with the index that answered it and the call's notes (what a bound changed,
+    when there are any); a metadata column called `index` or `notes` moves to `column:<name>`,
+    as `Hit.to_dict` does."""
+    added = {"index": index_name, **({"notes": notes} if notes else {})}
+    for name in added:
+        if name in record:
+            record[f"column:{name}"] = record.pop(name)
+    return {**record, **added}
+
+
+def _say_which_index(folder: IndexFolder, index_dir: Path) -> None:
+    """One line on stderr (unless -q) naming the index that answered, for a query without
+    --index: the most recent one, which the user did not choose. Said once the first search
+    worked, so that a refused query stays one error line."""
+    if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
+        typer.echo(f"index: {folder.name} (the most recent in {index_dir}/; choose one with "
+                   "--index)", err=True)  # fmt: skip
 
 
 def _read_queries(text: str | None, file: Path | None) -> list[str]:

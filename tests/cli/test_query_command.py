@@ -142,8 +142,8 @@ def test_verbose_leaves_out_faiss_s_tries_at_its_faster_builds(own, tmp_path, ba
 
 def test_k_beyond_the_rows_says_so_on_stderr_and_in_json(own, tmp_path, base) -> None:
     np.save(tmp_path / "q.npy", base[:1])
-    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
-                 "-k", "20000", "--json")  # fmt: skip
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index", "own",
+                 "--index-dir", own.index_dir, "-k", "20000", "--json")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == ["note: k 20,000 clamped to 30 (the index holds 30 rows)"]
     records = [json.loads(line) for line in result.stdout.splitlines()]
@@ -174,8 +174,8 @@ def test_a_table_into_a_pipe_keeps_each_row_on_one_line(cli, tmp_path, base) -> 
 
 def test_a_query_that_finds_nothing_says_so(own, tmp_path, base) -> None:
     np.save(tmp_path / "q.npy", base[:2])
-    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
-             "--where", "tag = 'none'"]  # fmt: skip
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index", "own",
+             "--index-dir", own.index_dir, "--where", "tag = 'none'"]  # fmt: skip
     table = own(*query)
     assert table.exit_code == 0, table.output
     assert table.stdout.splitlines() == ["vector 0", "no results", "vector 1", "no results"]
@@ -194,3 +194,35 @@ def test_a_text_query_that_finds_nothing_says_so(cli, corpus_file) -> None:
     lines = cli(*query, "--json")
     assert lines.exit_code == 0 and lines.stdout == ""
     assert lines.stderr.splitlines()[-1] == 'no results for "cats"'
+
+
+def test_the_index_that_answered_is_named(own, tmp_path, base) -> None:
+    """Without --index the most recent index answers: one line on stderr names it (not
+    under -q); every JSON hit names it, --index or not."""
+    np.save(tmp_path / "q.npy", base[:1])
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir, "-k", "2"]
+    result = own(*query, "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"index: own (the most recent in {own.index_dir}/; choose one with --index)"
+    ]
+    assert [json.loads(line)["index"] for line in result.stdout.splitlines()] == ["own", "own"]
+    table = own(*query)
+    assert table.exit_code == 0 and table.stderr.startswith("index: own ")
+    chosen = own(*query, "--index", "own", "--json")
+    assert chosen.stderr == "" and json.loads(chosen.stdout.splitlines()[0])["index"] == "own"
+    assert own("-q", *query).stderr == ""
+
+
+def test_a_column_called_index_keeps_its_value(cli, tmp_path, base) -> None:
+    path = tmp_path / "own.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
+                             "index": [f"i{i}" for i in range(len(base))]}), path)  # fmt: skip
+    assert (
+        cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir).exit_code == 0
+    )
+    np.save(tmp_path / "q.npy", base[3:4])
+    result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
+                 "-k", "1", "--json")  # fmt: skip
+    [record] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (record["index"], record["column:index"]) == ("own", "i3")
