@@ -226,3 +226,16 @@ def test_a_column_called_index_keeps_its_value(cli, tmp_path, base) -> None:
                  "-k", "1", "--json")  # fmt: skip
     [record] = [json.loads(line) for line in result.stdout.splitlines()]
     assert (record["index"], record["column:index"]) == ("own", "i3")
+
+
+def test_a_bad_where_is_one_line_about_what_the_user_typed(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:1])
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir]
+    assert error_line(own(*query, "--where", "month >= 2024")) == (
+        "error: --where names the column 'month', which the index's metadata does not have; "
+        "its columns are: tag"
+    )
+    assert error_line(own(*query, "--where", "tag = 't1' AND")) == (
+        'error: --where "tag = \'t1\' AND": syntax error at or near "AND" (character 12): '
+        "check the expression"
+    )
