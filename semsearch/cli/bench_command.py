@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from semsearch.cli.common import Device, JsonFlag, app, console, show_progress, user_errors
+from semsearch.cli.common import App, Device, JsonFlag, app, console, show_progress, user_errors
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -17,7 +17,7 @@ from semsearch.options import DEFAULT_DATA_DIR
 if TYPE_CHECKING:
     from semsearch.bench import PairsBenchResult
 
-bench_app = typer.Typer(help="Benchmarks: semsearch's methods measured against each other.",
+bench_app = App(help="Benchmarks: semsearch's methods measured against each other.",
                         no_args_is_help=True)  # fmt: skip
 app.add_typer(bench_app, name="bench")
 

@@ -27,7 +27,37 @@ COMMAND_ORDER = (
 )  # fmt: skip
 
 
-class _CommandsInUseOrder(typer.core.TyperGroup):
+class _FlagsAsFlags:
+    """--help shows a flag as a flag (`--json`), not as an option that takes a `<bool>`
+    (typer's rich help gives every option its type, flags too)."""
+
+    def get_params(self, ctx) -> list:  # typer's own (vendored) click types
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""  # shown in place of the type
+        return params
+
+
+class _Command(_FlagsAsFlags, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_FlagsAsFlags, typer.core.TyperGroup):
+    pass
+
+
+class App(typer.Typer):
+    """A typer app whose commands and command groups show their flags as flags."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**{"cls": _Group, **options})
+
+    def command(self, *args, **options):
+        return super().command(*args, **{"cls": _Command, **options})
+
+
+class _CommandsInUseOrder(_Group):
     """Lists commands in COMMAND_ORDER (anything not named there after them) instead of in
     the order their modules happened to be imported."""
 
@@ -45,7 +75,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = typer.Typer(
+app = App(
     help="Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them.",
     cls=_CommandsInUseOrder,
     no_args_is_help=True,
@@ -244,5 +274,5 @@ def show_progress(json_output: bool = False) -> bool:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
-__all__ = ["DEFAULT_INDEX_DIR", "Device", "FaissDeviceOption", "IndexDir", "JsonFlag", "Quantize", "app", "console",
+__all__ = ["App", "DEFAULT_INDEX_DIR", "Device", "FaissDeviceOption", "IndexDir", "JsonFlag", "Quantize", "app", "console",
            "user_errors"]  # fmt: skip

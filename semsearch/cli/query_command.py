@@ -10,7 +10,6 @@ import typer
 
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
-    Device,
     IndexDir,
     app,
     console,
@@ -30,105 +29,121 @@ from semsearch.options import (
 )
 from semsearch.search_limits import queries_per_call
 
+# `query --help` lists the common options first, then these groups.
+HYBRID_PANEL = "Hybrid search and re-ranking"
+TUNING_PANEL = "Index parameters (override the index's tuned values)"
+MODEL_PANEL = "Model"
+
 
 @app.command()
 @user_errors
 def query(
     text: Annotated[
-        str | None,
-        typer.Argument(
-            help="The text to search for; put `--` before a text that starts with a dash."
-        ),
+        str | None, typer.Argument(help="What to search for (after `--` if it starts with a dash).")
     ] = None,
     index: Annotated[
         str | None, typer.Option(help="Index name or folder (default: the most recent).")
     ] = None,
-    k: Annotated[int, typer.Option("-k", "--top-k", help="How many results per query.")] = 10,
-    file: Annotated[Path | None, typer.Option(help="Text file with one query per line.")] = None,
-    vectors: Annotated[
-        Path | None,
-        typer.Option(
-            help="Query by vector: a .npy file of a 2-D float array, one query a row, of the "
-            "index's dimension (dense only; --json lines carry each query's row)."
-        ),
-    ] = None,
-    nprobe: Annotated[
-        int | None, typer.Option(help="IVF lists to visit (overrides the manifest).")
-    ] = None,
-    ef_search: Annotated[
-        int | None, typer.Option(help="HNSW candidate list size (overrides the manifest).")
-    ] = None,
-    oversample: Annotated[
-        int | None,
-        typer.Option(
-            help="A disk index's candidates re-scored per result (overrides the manifest)."
-        ),
-    ] = None,
-    show: Annotated[
-        list[str] | None, typer.Option(help="Metadata column to add to the table (repeatable).")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print JSON lines, one per result, with every column.")
-    ] = False,
-    rerank: Annotated[
-        str | None,
-        typer.Option(help="A cross-encoder folder that re-orders the retrieved candidates."),
-    ] = None,
-    rerank_top: Annotated[
-        int, typer.Option(help="Candidates retrieved per query for --rerank to re-order.")
-    ] = DEFAULT_RERANK_TOP,
+    k: Annotated[int, typer.Option("-k", "--top-k", help="Results per query.")] = 10,
+    file: Annotated[Path | None, typer.Option(help="A text file of queries, one per line.")] = None,
     where: Annotated[
         str | None,
         typer.Option(
             help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."
         ),
     ] = None,
-    at: Annotated[
-        int | None, typer.Option(help="Search this generation instead of the current one.")
+    show: Annotated[
+        list[str] | None, typer.Option(help="A metadata column to add to the table (repeatable).")
     ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="JSON lines, one per result, with every column.")
+    ] = False,
+    vectors: Annotated[
+        Path | None,
+        typer.Option(help="Query by vector: a .npy file, one query a row (no model; dense only)."),
+    ] = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
     mode: Annotated[
         str,
         typer.Option(
-            help=f"{' | '.join(SEARCH_MODES)}: the vectors, the BM25 index, or both fused."
+            help=f"{' | '.join(SEARCH_MODES)}: the vectors, BM25, or both fused.",
+            rich_help_panel=HYBRID_PANEL,
         ),
     ] = "dense",
     fusion: Annotated[
         str,
         typer.Option(
-            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (adaptive: BM25 weighs "
-            "up to 1 - alpha, less where its top scores are flat; reciprocal rank fusion, "
-            f"k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical)."
+            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (BM25 weighs less where its top "
+            f"scores are flat; reciprocal ranks, k={DEFAULT_RRF_K}; alpha x dense + (1 - alpha) x "
+            "lexical).",
+            rich_help_panel=HYBRID_PANEL,
         ),
     ] = DEFAULT_FUSION,
     alpha: Annotated[
         float,
         typer.Option(
-            help="The dense side's weight in --fusion convex, its least in adaptive (tune it with "
-            "'semsearch eval ir --tune-alpha')."
+            help="The dense side's weight in convex fusion, its least in adaptive.",
+            rich_help_panel=HYBRID_PANEL,
         ),
     ] = DEFAULT_ALPHA,
-    model_check: Annotated[
-        bool,
+    rerank: Annotated[
+        str | None,
         typer.Option(
-            help="Check that the model's weights are those that built the index "
-            "(--no-model-check for an index that records none)."
+            help="A cross-encoder folder that re-orders the candidates.",
+            rich_help_panel=HYBRID_PANEL,
         ),
-    ] = True,
-    device: Device = "auto",
+    ] = None,
+    rerank_top: Annotated[
+        int,
+        typer.Option(
+            help="Candidates per query for --rerank to re-order.", rich_help_panel=HYBRID_PANEL
+        ),
+    ] = DEFAULT_RERANK_TOP,
+    nprobe: Annotated[
+        int | None, typer.Option(help="IVF lists to visit.", rich_help_panel=TUNING_PANEL)
+    ] = None,
+    ef_search: Annotated[
+        int | None, typer.Option(help="HNSW candidate list size.", rich_help_panel=TUNING_PANEL)
+    ] = None,
+    oversample: Annotated[
+        int | None,
+        typer.Option(
+            help="A disk index's candidates re-scored per result.", rich_help_panel=TUNING_PANEL
+        ),
+    ] = None,
+    at: Annotated[
+        int | None,
+        typer.Option(
+            help="Search this generation, not the current one.", rich_help_panel=TUNING_PANEL
+        ),
+    ] = None,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="auto (CUDA when present), cpu, cuda or cuda:N.", rich_help_panel=MODEL_PANEL
+        ),
+    ] = "auto",
     runtime: Annotated[
         str,
         typer.Option(
-            help="What encodes the queries: auto (the OpenVINO export of the index's model, "
-            "checked against torch once and cached, where OpenVINO is installed and the CPU "
-            "runs it; else torch), torch, or openvino. The vectors are the same either way.",
+            help="What encodes the queries: auto (OpenVINO where it runs, else torch), torch or "
+            "openvino; the vectors are the same.",
+            rich_help_panel=MODEL_PANEL,
         ),
     ] = "auto",
-    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    skip_model_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-model-check",
+            help="Query even where the model's weights are not those that "
+            "built the index (or it records none).",
+            rich_help_panel=MODEL_PANEL,
+        ),
+    ] = False,
 ) -> None:
     """Find the rows nearest in meaning to TEXT (or to each line of --file).
 
-    With --rerank, the index retrieves --rerank-top candidates and the cross-encoder keeps
-    the best -k of them by its own score.
+    With --rerank, a cross-encoder keeps the best -k of --rerank-top candidates.
     """
     from semsearch.hybrid import Fusion, check_mode
 
@@ -157,7 +172,7 @@ def query(
         searcher = Searcher(folder, at=at, lexical_only=True)
     else:
         encoder = open_for_queries(manifest.model, device, runtime)
-        searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
+        searcher = Searcher(folder, encoder=encoder, at=at, model_check=not skip_model_check)
     _check_show(searcher, show)
     score_name = searcher.score_name_for(mode)
     options = {
