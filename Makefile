@@ -34,7 +34,7 @@ demo: setup
 	$(VENV)/bin/semsearch build data/demo/debian_packages.parquet --name debian-demo \
 		--id-column package --out-dir $(INDEX_DIR) --overwrite
 	$(VENV)/bin/semsearch query "edit photos and images" --index debian-demo --index-dir $(INDEX_DIR) -k 5
-	$(VENV)/bin/semsearch query "play chess against the computer" --index debian-demo --index-dir $(INDEX_DIR) -k 5
+	$(VENV)/bin/semsearch query "play a strategy game" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	@echo "semsearch is installed in $(VENV): '. $(VENV)/bin/activate' puts it on your PATH"
 

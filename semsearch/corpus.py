@@ -8,6 +8,7 @@ pyarrow (or fsspec) filesystem (`semsearch.filesystems`).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -310,9 +311,40 @@ def _unreadable(path: Path, file_format: str, exc: BaseException) -> str:
     reason = one_line(exc)
     if isinstance(exc, UnicodeDecodeError) or re.search(r"utf-?8", reason, re.IGNORECASE):
         return f"{path.name} is not UTF-8 text ({reason}): {ICONV_HINT}"
+    if "Column() changed from object" in reason and file_format == "jsonl":
+        found = _first_line_not_an_object(path)  # pyarrow's row counts skip blank lines
+        if found is not None:
+            return (
+                f"{path.name}: line {found[0]} holds a JSON {found[1]}, not an object: each line "
+                'of a .jsonl corpus must be one JSON object, such as {"text": "..."}'
+            )
     if "changed from" in reason:  # pyarrow's JSON reader wants one type per field
         return f"{path.name}: {reason}: give each field one type on every line (e.g. quote numbers)"
     return f"{path} is not a readable {file_format} file ({reason}): check its format"
+
+
+def _first_line_not_an_object(path: Path | RemoteFile) -> tuple[int, str] | None:
+    """The number (from 1) of the first line of a .jsonl file that holds JSON other than an
+    object or null, and what it holds ("array", "string", ...); None if there is none."""
+    kinds = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    for number, line in enumerate(_lines(path), start=1):
+        try:
+            value = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue  # not JSON at all: pyarrow says so in its own words
+        if value is not None and not isinstance(value, dict):
+            return number, kinds.get(type(value), type(value).__name__)
+    return None
+
+
+def _lines(path: Path | RemoteFile, block: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of a file (decompressed where its name says so), read a block at a time."""
+    with input_stream(path, compression="detect") as stream:
+        rest = b""
+        while chunk := stream.read(block):
+            *lines, rest = (rest + chunk).split(b"\n")
+            yield from lines
+        yield rest
 
 
 def _is_text(data_type: pa.DataType) -> bool:

@@ -8,8 +8,8 @@ line (`SemsearchError`; a server answers 4xx), by this rule: clamp where the bou
 the index could use anyway, refuse where obeying a smaller value would drop part of the
 request or where no value is meant (below 1).
 
-- `k`: clamped to the live rows without a note (asking for more rows than there are returns
-  every row, which is what was asked) and to `MAX_K` with one.
+- `k`: clamped to the live rows and to `MAX_K`, with a note either way (the same note whatever
+  the index's size: a script asking for 20,000 rows learns that it got fewer, and why).
 - `efSearch` (HNSW): clamped to max(k, min(rows of the largest segment, MAX_EF_SEARCH)):
   the candidate list cannot hold more rows than a segment has, and FAISS allocates and
   walks a list of the size asked for.
@@ -117,8 +117,10 @@ def bound_search(
         raise SemsearchError(f"-k must be at least 1, not {k}")
     notes = []
     usable_k = min(k, max(live_rows, 1), MAX_K)
-    if k > MAX_K and usable_k == MAX_K:  # k beyond the rows alone returns every row: no note
+    if k > MAX_K and usable_k == MAX_K:
         notes.append(f"k {k:,} clamped to {MAX_K:,} (the most one call returns)")
+    elif k > usable_k and live_rows:  # an empty index: no note, the empty result says it
+        notes.append(f"k {k:,} clamped to {usable_k:,} (the index holds {live_rows:,} rows)")
     if queries * usable_k > MAX_RESULTS_PER_CALL:
         raise SemsearchError(
             f"{queries:,} queries x k {usable_k:,} is more than {MAX_RESULTS_PER_CALL:,} results "

@@ -167,6 +167,24 @@ def test_a_byte_that_is_not_utf8_deep_in_a_jsonl_file_says_so(tmp_path) -> None:
         count_usable_rows(open_corpus(path), "text")
 
 
+def test_a_jsonl_line_that_is_not_an_object_is_named_by_its_line_number(tmp_path) -> None:
+    """pyarrow says 'Column() changed from object to array in row 1' (its rows skip blank
+    lines, and count from its block's start); the advice was to quote numbers."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "a"}\n\n{"text": "b"}\n["text", "c"]\n')
+    with pytest.raises(SemsearchError) as refused:
+        open_corpus(path)
+    assert str(refused.value) == (
+        "c.jsonl: line 4 holds a JSON array, not an object: each line of a .jsonl corpus must "
+        'be one JSON object, such as {"text": "..."}'
+    )
+    deep = tmp_path / "deep.jsonl.gz"  # past the first block read, and compressed
+    with gzip.open(deep, "wt") as file:
+        file.write("".join(f'{{"text": "row {i}"}}\n' for i in range(60_000)) + '"row"\n')
+    with pytest.raises(SemsearchError, match="line 60001 holds a JSON string, not an object"):
+        count_usable_rows(open_corpus(deep), "text")
+
+
 def test_a_header_only_csv_has_text_columns_and_no_rows(tmp_path) -> None:
     path = tmp_path / "c.csv"
     path.write_text("id,text\n")

@@ -34,13 +34,32 @@ def test_a_huge_ef_search_is_clamped_to_the_rows_with_a_note(tmp_path, tiny_enco
     assert [hit.id for hit in results[0]] == [hit.id for hit in exact[0]] and not exact.notes
 
 
-def test_ef_search_below_k_is_left_to_faiss_and_k_beyond_the_rows_has_no_note(
+def test_ef_search_below_k_is_left_to_faiss_and_k_beyond_the_rows_has_a_note(
     tmp_path, tiny_encoder
 ) -> None:
     searcher = _searcher(tmp_path, tiny_encoder, "hnsw")
     results = searcher.search(["text"], k=100, efSearch=10**6)
     assert len(results[0]) == 40 and results.k == 40 and results.params == {"efSearch": 40}
-    assert [note.split(" (")[0] for note in results.notes] == ["efSearch 1,000,000 clamped to 40"]
+    assert results.notes[0] == "k 100 clamped to 40 (the index holds 40 rows)"
+    assert [note.split(" (")[0] for note in results.notes[1:]] == [
+        "efSearch 1,000,000 clamped to 40"
+    ]
+    assert not searcher.search(["text"], k=40).notes  # every row, as asked: nothing to say
+
+
+def test_k_beyond_the_rows_has_the_same_note_as_beyond_the_most_one_call_returns(
+    tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    """A small index clamps k to its rows as a large one clamps it to MAX_K: both say so."""
+    searcher = _searcher(tmp_path, tiny_encoder, "flat", rows=20)
+    monkeypatch.setattr(search_limits, "MAX_K", 30)
+    assert searcher.search(["text"], k=2000).notes == [
+        "k 2,000 clamped to 20 (the index holds 20 rows)"
+    ]
+    monkeypatch.setattr(search_limits, "MAX_K", 10)
+    assert searcher.search(["text"], k=2000).notes == [
+        "k 2,000 clamped to 10 (the most one call returns)"
+    ]
 
 
 def test_nprobe_is_clamped_to_the_number_of_lists(tmp_path, tiny_encoder) -> None:

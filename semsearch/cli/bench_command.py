@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from semsearch.cli.common import Device, JsonFlag, app, console, show_progress, user_errors
+from semsearch.cli.common import App, Device, JsonFlag, app, console, show_progress, user_errors
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -17,7 +17,7 @@ from semsearch.options import DEFAULT_DATA_DIR
 if TYPE_CHECKING:
     from semsearch.bench import PairsBenchResult
 
-bench_app = typer.Typer(help="Benchmarks: semsearch's methods measured against each other.",
+bench_app = App(help="Benchmarks: semsearch's methods measured against each other.",
                         no_args_is_help=True)  # fmt: skip
 app.add_typer(bench_app, name="bench")
 
@@ -41,7 +41,7 @@ def pairs(
     batch_size: Annotated[int, typer.Option(help="Texts (or pairs) per forward pass.")] = 64,
     seed: Annotated[int, typer.Option(help="Seed of the sentence sample and the random pairs.")] = 0,
     device: Device = "auto",
-    out_dir: Annotated[Path, typer.Option(help="Where bench_pairs.json and bench_pairs.md go.")] = Path("."),
+    out_dir: Annotated[Path | None, typer.Option(help="Write bench_pairs.json and bench_pairs.md into this folder (default: no files, only what is printed).")] = None,
     json_output: JsonFlag = False,
 ) -> None:  # fmt: skip
     """Time to find the most similar pair among n sentences: a cross-encoder scoring every
@@ -69,14 +69,15 @@ def pairs(
     bi = BiEncoder.load(model, device=device)
     typer.echo(f"sizes to measure: {', '.join(f'{size:,}' for size in sizes)}", err=True)
     # Written after each size, so that an interrupted run keeps what it measured.
+    write = None if out_dir is None else (lambda so_far: write_pairs_result(so_far, out_dir))
     result = run_pairs_bench(sets, cross, bi, options, lambda line: typer.echo(line, err=True),
-                             lambda so_far: write_pairs_result(so_far, out_dir),
-                             show_progress=show_progress(json_output))  # fmt: skip
+                             write, show_progress=show_progress(json_output))  # fmt: skip
     if json_output:
         print_json_lines([result.to_dict()])
     else:
         _print_result(result)
-    typer.echo("wrote {} and {}".format(*result_paths(out_dir)), err=json_output)
+    if out_dir is not None:
+        typer.echo("wrote {} and {}".format(*result_paths(out_dir)), err=json_output)
 
 
 def _print_result(result: PairsBenchResult) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, TypeVar
 import click
 import typer
 import typer.core
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 from semsearch.errors import SemsearchError
 from semsearch.index.store import DEFAULT_INDEX_DIR
@@ -27,7 +27,37 @@ COMMAND_ORDER = (
 )  # fmt: skip
 
 
-class _CommandsInUseOrder(typer.core.TyperGroup):
+class _FlagsAsFlags:
+    """--help shows a flag as a flag (`--json`), not as an option that takes a `<bool>`
+    (typer's rich help gives every option its type, flags too)."""
+
+    def get_params(self, ctx) -> list:  # typer's own (vendored) click types
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""  # shown in place of the type
+        return params
+
+
+class _Command(_FlagsAsFlags, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_FlagsAsFlags, typer.core.TyperGroup):
+    pass
+
+
+class App(typer.Typer):
+    """A typer app whose commands and command groups show their flags as flags."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**{"cls": _Group, **options})
+
+    def command(self, *args, **options):
+        return super().command(*args, **{"cls": _Command, **options})
+
+
+class _CommandsInUseOrder(_Group):
     """Lists commands in COMMAND_ORDER (anything not named there after them) instead of in
     the order their modules happened to be imported."""
 
@@ -45,14 +75,33 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = typer.Typer(
+app = App(
     help="Semantic search with a Sentence-BERT bi-encoder: build FAISS indexes over your texts and query them.",
     cls=_CommandsInUseOrder,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+# How wide output into a pipe or a file may be: wider than any row a command prints.
+PIPE_WIDTH = 100_000
+
+
+class _UnwrappedWhenPiped(Console):
+    """rich's console, as wide as the terminal it writes to; into a pipe or a file (no
+    terminal, where rich assumes 80 columns) as wide as what it prints: a script reads one
+    table row a line, and no cell broken across lines."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)
+        return size if self.is_terminal else ConsoleDimensions(PIPE_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = _UnwrappedWhenPiped()
 
 
 class _CurrentStderrHandler(logging.StreamHandler):
@@ -68,6 +117,7 @@ class _CurrentStderrHandler(logging.StreamHandler):
 
 
 DEBUG_ENV = "SEMSEARCH_DEBUG"
+FAISS_LOADER_LOGGER = "faiss.loader"
 _debug_flag = {"on": False}  # set by --debug for the command that runs next
 
 
@@ -98,6 +148,9 @@ def configure_logging(
     logging.basicConfig(level=level, handlers=[handler], force=True)
     if not verbose:
         logging.getLogger("faiss").setLevel(logging.WARNING)
+    # FAISS tries its AVX512 and AVX2 builds first and logs each one missing as "Could not load
+    # library ..." at INFO: under -v that reads like a failure, though the build it then loads works.
+    logging.getLogger(FAISS_LOADER_LOGGER).setLevel(logging.WARNING)
 
 
 Command = TypeVar("Command", bound=Callable)
@@ -221,5 +274,5 @@ def show_progress(json_output: bool = False) -> bool:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
-__all__ = ["DEFAULT_INDEX_DIR", "Device", "FaissDeviceOption", "IndexDir", "JsonFlag", "Quantize", "app", "console",
+__all__ = ["App", "DEFAULT_INDEX_DIR", "Device", "FaissDeviceOption", "IndexDir", "JsonFlag", "Quantize", "app", "console",
            "user_errors"]  # fmt: skip

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
+    App,
     Device,
     IndexDir,
     JsonFlag,
@@ -40,7 +41,7 @@ from semsearch.options import (
 if TYPE_CHECKING:
     from semsearch.evaluation.tasks import EvaluationResult
 
-eval_app = typer.Typer(help="Measure a model (or an index's model) on labelled data.",
+eval_app = App(help="Measure a model (or an index's model) on labelled data.",
                        no_args_is_help=True)  # fmt: skip
 app.add_typer(eval_app, name="eval")
 

@@ -7,14 +7,17 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from semsearch.search import Hit
 
 TABLE_TEXT_CHARS = 160
+NO_RESULTS = "no results"
 
 
 def print_json_lines(records: Iterable[dict]) -> None:
@@ -25,11 +28,17 @@ def print_json_lines(records: Iterable[dict]) -> None:
 def print_hits(
     query: str, hits: list[Hit], score_name: str, console: Console, extra: list[str]
 ) -> None:
-    """One table per query: rank, score, id, text (where the index has texts), then the
-    `extra` columns asked for."""
-    # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is.
-    table = Table(title=f"[bold]{escape(query)}[/bold]", title_justify="left", expand=False)
-    texts = [hit.text for hit in hits if hit.text is not None]
+    """One table per query, under the query: rank, score, id, text, then the `extra` columns
+    asked for. Each cell is one line (a text's line breaks become spaces), so that a row is
+    one line wherever the output is not cut to a terminal's width."""
+    # Texts are data, not rich markup: a "[/]" in a query or a row must print as it is. The
+    # query is a line of its own, not the table's title, which wraps at the table's width.
+    console.print(Text(_short(query, limit=None), style="bold"))
+    if not hits:
+        console.print(NO_RESULTS, highlight=False)
+        return
+    table = Table(expand=False)
+    texts = [hit.text for hit in hits if hit.text is not None]  # none in an index of vectors
     for column in ("rank", score_name, "id", *(["text"] if texts else []), *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
     for hit in hits:
@@ -39,6 +48,12 @@ def print_hits(
         cells += [_short(hit.metadata.get(key)) for key in extra]
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+
+
+def say_no_results(query: str) -> None:
+    """On stderr, for a query that found nothing when its hits go out as JSON lines (there
+    are none on stdout: an empty list of records)."""
+    typer.echo(f"{NO_RESULTS} for {json.dumps(_short(query), ensure_ascii=False)}", err=True)
 
 
 def print_mapping(title: str, values: dict, console: Console) -> None:
@@ -66,6 +81,8 @@ def _flatten(values: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
             yield f"{prefix}{key}", value
 
 
-def _short(value: object, limit: int = 60) -> str:
-    text = "" if value is None else str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _short(value: object, limit: int | None = 60) -> str:
+    """`value` as one line (its runs of white space, line breaks too, as one space), cut to
+    `limit` characters."""
+    text = "" if value is None else " ".join(str(value).split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"

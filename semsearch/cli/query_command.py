@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -9,15 +10,14 @@ import typer
 
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
-    Device,
     IndexDir,
     app,
     console,
     user_errors,
 )
-from semsearch.cli.output import print_hits, print_json_lines
+from semsearch.cli.output import print_hits, print_json_lines, say_no_results
 from semsearch.errors import SemsearchError
-from semsearch.index.store import find_index
+from semsearch.index.store import IndexFolder, find_index
 from semsearch.inputs import read_lines
 from semsearch.options import (
     DEFAULT_ALPHA,
@@ -29,105 +29,121 @@ from semsearch.options import (
 )
 from semsearch.search_limits import queries_per_call
 
+# `query --help` lists the common options first, then these groups.
+HYBRID_PANEL = "Hybrid search and re-ranking"
+TUNING_PANEL = "Index parameters (override the index's tuned values)"
+MODEL_PANEL = "Model"
+
 
 @app.command()
 @user_errors
 def query(
     text: Annotated[
-        str | None,
-        typer.Argument(
-            help="The text to search for; put `--` before a text that starts with a dash."
-        ),
+        str | None, typer.Argument(help="What to search for (after `--` if it starts with a dash).")
     ] = None,
     index: Annotated[
         str | None, typer.Option(help="Index name or folder (default: the most recent).")
     ] = None,
-    k: Annotated[int, typer.Option("-k", "--top-k", help="How many results per query.")] = 10,
-    file: Annotated[Path | None, typer.Option(help="Text file with one query per line.")] = None,
-    vectors: Annotated[
-        Path | None,
-        typer.Option(
-            help="Query by vector: a .npy file of a 2-D float array, one query a row, of the "
-            "index's dimension (dense only; --json lines carry each query's row)."
-        ),
-    ] = None,
-    nprobe: Annotated[
-        int | None, typer.Option(help="IVF lists to visit (overrides the manifest).")
-    ] = None,
-    ef_search: Annotated[
-        int | None, typer.Option(help="HNSW candidate list size (overrides the manifest).")
-    ] = None,
-    oversample: Annotated[
-        int | None,
-        typer.Option(
-            help="A disk index's candidates re-scored per result (overrides the manifest)."
-        ),
-    ] = None,
-    show: Annotated[
-        list[str] | None, typer.Option(help="Metadata column to add to the table (repeatable).")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print JSON lines, one per result, with every column.")
-    ] = False,
-    rerank: Annotated[
-        str | None,
-        typer.Option(help="A cross-encoder folder that re-orders the retrieved candidates."),
-    ] = None,
-    rerank_top: Annotated[
-        int, typer.Option(help="Candidates retrieved per query for --rerank to re-order.")
-    ] = DEFAULT_RERANK_TOP,
+    k: Annotated[int, typer.Option("-k", "--top-k", help="Results per query.")] = 10,
+    file: Annotated[Path | None, typer.Option(help="A text file of queries, one per line.")] = None,
     where: Annotated[
         str | None,
         typer.Option(
             help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."
         ),
     ] = None,
-    at: Annotated[
-        int | None, typer.Option(help="Search this generation instead of the current one.")
+    show: Annotated[
+        list[str] | None, typer.Option(help="A metadata column to add to the table (repeatable).")
     ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="JSON lines, one per result, with every column.")
+    ] = False,
+    vectors: Annotated[
+        Path | None,
+        typer.Option(help="Query by vector: a .npy file, one query a row (no model; dense only)."),
+    ] = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
     mode: Annotated[
         str,
         typer.Option(
-            help=f"{' | '.join(SEARCH_MODES)}: the vectors, the BM25 index, or both fused."
+            help=f"{' | '.join(SEARCH_MODES)}: the vectors, BM25, or both fused.",
+            rich_help_panel=HYBRID_PANEL,
         ),
     ] = "dense",
     fusion: Annotated[
         str,
         typer.Option(
-            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (adaptive: BM25 weighs "
-            "up to 1 - alpha, less where its top scores are flat; reciprocal rank fusion, "
-            f"k={DEFAULT_RRF_K}; or alpha x dense + (1 - alpha) x lexical)."
+            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (BM25 weighs less where its top "
+            f"scores are flat; reciprocal ranks, k={DEFAULT_RRF_K}; alpha x dense + (1 - alpha) x "
+            "lexical).",
+            rich_help_panel=HYBRID_PANEL,
         ),
     ] = DEFAULT_FUSION,
     alpha: Annotated[
         float,
         typer.Option(
-            help="The dense side's weight in --fusion convex, its least in adaptive (tune it with "
-            "'semsearch eval ir --tune-alpha')."
+            help="The dense side's weight in convex fusion, its least in adaptive.",
+            rich_help_panel=HYBRID_PANEL,
         ),
     ] = DEFAULT_ALPHA,
-    model_check: Annotated[
-        bool,
+    rerank: Annotated[
+        str | None,
         typer.Option(
-            help="Check that the model's weights are those that built the index "
-            "(--no-model-check for an index that records none)."
+            help="A cross-encoder folder that re-orders the candidates.",
+            rich_help_panel=HYBRID_PANEL,
         ),
-    ] = True,
-    device: Device = "auto",
+    ] = None,
+    rerank_top: Annotated[
+        int,
+        typer.Option(
+            help="Candidates per query for --rerank to re-order.", rich_help_panel=HYBRID_PANEL
+        ),
+    ] = DEFAULT_RERANK_TOP,
+    nprobe: Annotated[
+        int | None, typer.Option(help="IVF lists to visit.", rich_help_panel=TUNING_PANEL)
+    ] = None,
+    ef_search: Annotated[
+        int | None, typer.Option(help="HNSW candidate list size.", rich_help_panel=TUNING_PANEL)
+    ] = None,
+    oversample: Annotated[
+        int | None,
+        typer.Option(
+            help="A disk index's candidates re-scored per result.", rich_help_panel=TUNING_PANEL
+        ),
+    ] = None,
+    at: Annotated[
+        int | None,
+        typer.Option(
+            help="Search this generation, not the current one.", rich_help_panel=TUNING_PANEL
+        ),
+    ] = None,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="auto (CUDA when present), cpu, cuda or cuda:N.", rich_help_panel=MODEL_PANEL
+        ),
+    ] = "auto",
     runtime: Annotated[
         str,
         typer.Option(
-            help="What encodes the queries: auto (the OpenVINO export of the index's model, "
-            "checked against torch once and cached, where OpenVINO is installed and the CPU "
-            "runs it; else torch), torch, or openvino. The vectors are the same either way.",
+            help="What encodes the queries: auto (OpenVINO where it runs, else torch), torch or "
+            "openvino; the vectors are the same.",
+            rich_help_panel=MODEL_PANEL,
         ),
     ] = "auto",
-    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    skip_model_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-model-check",
+            help="Query even where the model's weights are not those that "
+            "built the index (or it records none).",
+            rich_help_panel=MODEL_PANEL,
+        ),
+    ] = False,
 ) -> None:
     """Find the rows nearest in meaning to TEXT (or to each line of --file).
 
-    With --rerank, the index retrieves --rerank-top candidates and the cross-encoder keeps
-    the best -k of them by its own score.
+    With --rerank, a cross-encoder keeps the best -k of --rerank-top candidates.
     """
     from semsearch.hybrid import Fusion, check_mode
 
@@ -156,7 +172,7 @@ def query(
         searcher = Searcher(folder, at=at, lexical_only=True)
     else:
         encoder = open_for_queries(manifest.model, device, runtime)
-        searcher = Searcher(folder, encoder=encoder, at=at, model_check=model_check)
+        searcher = Searcher(folder, encoder=encoder, at=at, model_check=not skip_model_check)
     _check_show(searcher, show)
     score_name = searcher.score_name_for(mode)
     options = {
@@ -179,13 +195,17 @@ def query(
     for start in range(0, len(queries), per_call):
         chunk = queries[start : start + per_call]
         found = searcher.search(chunk, k=depth, **options)
-        notes = [_renumbered(note, start) for note in found.notes]
+        if start == 0 and index is None:
+            _say_which_index(folder, index_dir)
+        notes = [_renumbered(note, start) for note in _notes_on_k(found, k, depth)]
         for note in notes:
             typer.echo(f"note: {note}", err=True)
         results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
         if json_output:
-            print_json_lines(_with_notes(hit.to_dict(score_name), notes)
+            print_json_lines(_json_record(hit.to_dict(score_name), folder.name, notes)
                              for hits in results for hit in hits)  # fmt: skip
+            for query_text in (text for text, hits in zip(chunk, results) if not hits):
+                say_no_results(query_text)
             continue
         for query_text, hits in zip(chunk, results):
             print_hits(query_text, hits, score_name, console, show or [])
@@ -201,7 +221,8 @@ def _query_vectors(
     from semsearch.search import Searcher
 
     array = read_npy(path)
-    searcher = Searcher(find_index(index, index_dir), at=at, vectors_only=True)
+    folder = find_index(index, index_dir)
+    searcher = Searcher(folder, at=at, vectors_only=True)
     vectors = query_vectors(array, searcher.manifest.model.dimension, f"the vectors of {path.name}")
     _check_show(searcher, show)
     score_name = searcher.score_name_for("dense")
@@ -209,14 +230,19 @@ def _query_vectors(
     for start in range(0, len(vectors), per_call):
         found = searcher.search_vectors(vectors[start : start + per_call], k=k, where=where,
                                         **params)  # fmt: skip
+        if start == 0 and index is None:
+            _say_which_index(folder, index_dir)
         notes = [_renumbered(note, start) for note in found.notes]
         for note in notes:
             typer.echo(f"note: {note}", err=True)
         for offset, hits in enumerate(found):
             row = start + offset
             if json_output:
-                print_json_lines(_with_notes({"query_row": row, **_vector_hit(hit, score_name)}, notes)
+                print_json_lines(_json_record({"query_row": row, **_vector_hit(hit, score_name)},
+                                              folder.name, notes)
                                  for hit in hits)  # fmt: skip
+                if not hits:
+                    say_no_results(f"vector {row}")
             else:
                 print_hits(f"vector {row}", hits, score_name, console, show or [])
 
@@ -249,14 +275,35 @@ def _renumbered(note: str, start: int) -> str:
     return note
 
 
-def _with_notes(record: dict, notes: list[str]) -> dict:
-    """A JSON hit carrying the call's notes (what a bound changed), when there are any; a
-    metadata column called `notes` moves to `column:notes`, as `Hit.to_dict` does."""
-    if not notes:
-        return record
-    if "notes" in record:
-        record["column:notes"] = record.pop("notes")
-    return {**record, "notes": notes}
+def _notes_on_k(found, k: int, depth: int) -> list[str]:
+    """The search's notes, as -k asked: with --rerank the index was asked for `depth`
+    candidates, so a note that it clamped them speaks of -k, and only where -k was more too."""
+    if depth == k:
+        return found.notes
+    clamped = f"k {depth:,} clamped to "
+    notes = [note for note in found.notes if not note.startswith(clamped) or k > found.k]
+    return [f"k {k:,} {note[len(f'k {depth:,} '):]}" if note.startswith(clamped) else note
+            for note in notes]  # fmt: skip
+
+
+def _json_record(record: dict, index_name: str, notes: list[str]) -> dict:
+    """A JSON hit with the index that answered it and the call's notes (what a bound changed,
+    when there are any); a metadata column called `index` or `notes` moves to `column:<name>`,
+    as `Hit.to_dict` does."""
+    added = {"index": index_name, **({"notes": notes} if notes else {})}
+    for name in added:
+        if name in record:
+            record[f"column:{name}"] = record.pop(name)
+    return {**record, **added}
+
+
+def _say_which_index(folder: IndexFolder, index_dir: Path) -> None:
+    """One line on stderr (unless -q) naming the index that answered, for a query without
+    --index: the most recent one, which the user did not choose. Said once the first search
+    worked, so that a refused query stays one error line."""
+    if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
+        typer.echo(f"index: {folder.name} (the most recent in {index_dir}/; choose one with "
+                   "--index)", err=True)  # fmt: skip
 
 
 def _read_queries(text: str | None, file: Path | None) -> list[str]:

@@ -131,7 +131,8 @@ class RaySource(ManyFilesSource):
         expected = part_count(self.scans, options.part_rows)
         if writer.part_count() != expected:
             raise ResumableError(
-                f"the Ray job wrote {writer.part_count()} of {expected} parts",
+                f"the Ray job wrote {writer.part_count()} of {expected} "
+                + ("part" if expected == 1 else "parts"),
                 "run the same command again to encode the rest",
             )
         return self.encoded_rows(truncated)

@@ -43,6 +43,8 @@ class WhereEvaluator:
             try:
                 result = relation.project(f"coalesce(({expression}), false) AS keep")
                 table = result.to_arrow_table()
+            except duckdb.ParserException:
+                raise SemsearchError(syntax_error(expression, self._connection)) from None
             except duckdb.Error as exc:
                 raise SemsearchError(self._explain(expression, exc)) from None
         column = table.column("keep")
@@ -92,6 +94,50 @@ class WhereEvaluator:
         if isinstance(self.metadata, pa.Table):
             return self.metadata.column_names
         return self._connection.table("metadata").columns
+
+
+def syntax_error(expression: str, connection) -> str:
+    """The line for an `expression` DuckDB cannot parse, pointing into the expression as the
+    user typed it. `mask` wraps it (`coalesce((...), false) AS keep`), and DuckDB's message
+    about the wrapped text names characters the user never typed: a missing operand reads
+    'syntax error at or near ")"'. So the expression is parsed again alone, on lines of its
+    own, and the position DuckDB gives is mapped back into it."""
+    try:
+        statements = connection.extract_statements(f"SELECT\n{expression}\n")
+    except Exception as exc:  # noqa: BLE001 (duckdb.ParserException, or anything it raises)
+        return (
+            f"--where {expression!r}: {_parser_error(str(exc), expression)}: check the expression"
+        )
+    if len(statements) > 1:
+        return f"--where {expression!r} holds more than one statement: give one condition"
+    return f"--where {expression!r} is not a condition DuckDB can read: check the expression"
+
+
+def _parser_error(message: str, expression: str) -> str:
+    """DuckDB's reason ('syntax error at or near "="') and where it is in `expression`
+    (counted from 1), from the 'LINE n: text' and caret lines under it, as parsed from
+    'SELECT' and the expression from line 2 on."""
+    lines = message.splitlines()
+    reason = lines[0].removeprefix("Parser Error: ") if lines else "syntax error"
+    for number, line in enumerate(lines[:-1]):
+        shown = re.match(r"LINE (\d+): (.*)$", line)
+        if not shown or "^" not in lines[number + 1]:
+            continue
+        row = int(shown[1]) - 2
+        expression_lines = expression.split("\n")
+        if not 0 <= row < len(expression_lines):
+            break
+        text, caret = shown[2], lines[number + 1].index("^") - len(line) + len(shown[2])
+        # A long line is shown cut, '...' at either end: find the part shown in the line.
+        lead = 3 if text.startswith("...") else 0
+        start = expression_lines[row].find(text[lead:].removesuffix("..."))
+        if start < 0:
+            break
+        position = (
+            sum(len(earlier) + 1 for earlier in expression_lines[:row]) + start + caret - lead
+        )
+        return f"{reason} (character {position + 1})"
+    return reason
 
 
 def check_expression(expression: str) -> None:

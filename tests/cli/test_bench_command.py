@@ -46,6 +46,22 @@ def test_bench_pairs_prints_the_table_and_writes_json_and_markdown(
     assert "| 5 |" in (out / "bench_pairs.md").read_text()
 
 
+def test_without_out_dir_it_writes_no_file_and_prints_whole_rows(
+    sentences_file, models, tmp_path, monkeypatch
+) -> None:
+    """It wrote bench_pairs.json and .md into the current folder unasked, and its table,
+    folded at 80 columns into a pipe, broke words such as 'extrapolated' across lines."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
+                                 *models, *QUICK])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert sorted(tmp_path.iterdir()) == before and "wrote" not in result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 2
+    assert "cross-encoder" in rows[0] and "(extrapolated)" in rows[0] and "(measured)" in rows[1]
+
+
 def test_json_output_for_scripts(sentences_file, models, tmp_path) -> None:
     result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
                                  *models, *QUICK, "--out-dir", str(tmp_path), "--json"])  # fmt: skip

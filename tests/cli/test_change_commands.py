@@ -93,7 +93,7 @@ def test_a_day_of_changes(living) -> None:
         ),
         (["delete", "docs", "--ids", "/dev/zero"], "/dev/zero is larger than"),
         (["delete", "docs", "--where", "colour = 'red'"], "column 'colour'"),
-        (["delete", "docs", "--where", "year >="], "cannot be evaluated"),
+        (["delete", "docs", "--where", "year >="], 'syntax error at or near ">=" (character 6)'),
         (["delete", "docs"], "either ids (--ids FILE) or a filter (--where EXPR)"),
         (["delete", "docs", "--ids", "{folder}/blank.txt"], "holds no text"),
         (["query", "x", "--index", "docs", "--where", "nope > 1"], "column 'nope'"),

@@ -64,6 +64,22 @@ def test_query_rerank_reorders_by_the_cross_encoder(index, cross_dir, sentences)
         assert record["topic"] == retrieved[record["id"]]["topic"]
 
 
+def test_query_rerank_notes_speak_of_k_not_of_the_candidates(index, cross_dir, sentences) -> None:
+    """The index holds 12 rows: --rerank-top's 100 candidates are all of them, which -k 3
+    needs no note for; -k 50 asks for more rows than there are, and the note says -k."""
+
+    def notes(*options: str) -> list[str]:
+        result = runner.invoke(app, ["query", sentences[0], *index, "--rerank", str(cross_dir),
+                                     *options])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return [line for line in result.stderr.splitlines() if line.startswith("note:")]
+
+    assert notes("-k", "3") == []
+    assert notes("-k", "50", "--rerank-top", "20") == [
+        "note: k 50 clamped to 12 (the index holds 12 rows)"
+    ]
+
+
 def test_eval_ir_rerank_reports_before_and_after(tmp_path, tiny_model_dir, cross_dir, beir) -> None:
     plain, reranked = tmp_path / "plain.json", tmp_path / "reranked.json"
     first = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir),

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -153,3 +156,119 @@ def test_query_oversample_reaches_the_exact_neighbours_of_a_disk_index(cli, tmp_
     assert all(set(w) == set(e) for w, e in zip(wide, exact))
     narrow = found("--nprobe", "1", "--oversample", "1")
     assert not all(set(n) == set(e) for n, e in zip(narrow, exact))
+
+
+def test_verbose_leaves_out_faiss_s_tries_at_its_faster_builds(own, tmp_path, base) -> None:
+    """FAISS tries its AVX512 and AVX2 builds before the one it loads and logs each one
+    missing as "Could not load library": no failure, so `-v` does not show it."""
+    np.save(tmp_path / "q.npy", base[:1])
+    assert own("-v", "list", "--index-dir", own.index_dir).exit_code == 0
+    assert logging.getLogger("faiss.loader").getEffectiveLevel() == logging.WARNING
+    process = subprocess.run([sys.executable, "-m", "semsearch", "-v", "query", "--vectors",
+                              str(tmp_path / "q.npy"), "--index-dir", own.index_dir, "--json"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert process.returncode == 0, process.stderr
+    assert len(process.stdout.splitlines()) == 10
+    assert "Could not load library" not in process.stderr
+    assert "Loading faiss" not in process.stderr
+
+
+def test_k_beyond_the_rows_says_so_on_stderr_and_in_json(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:1])
+    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index", "own",
+                 "--index-dir", own.index_dir, "-k", "20000", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["note: k 20,000 clamped to 30 (the index holds 30 rows)"]
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 30
+    assert records[0]["notes"] == ["k 20,000 clamped to 30 (the index holds 30 rows)"]
+
+
+def test_a_table_into_a_pipe_keeps_each_row_on_one_line(cli, tmp_path, base) -> None:
+    """Into a pipe or a file rich assumed 80 columns and folded the cells of a wider table
+    over several lines, which a script reads one at a time; a text's own line breaks too."""
+    path = tmp_path / "wide.parquet"
+    notes = [f"note {i}:\n" + "word " * 20 for i in range(len(base))]
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
+                             "note": notes}), path)  # fmt: skip
+    assert (
+        cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir).exit_code == 0
+    )
+    np.save(tmp_path / "q.npy", base[:2])
+    result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
+                 "-k", "3", "--show", "note")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 6 and all(len(row) > 80 for row in rows)
+    for row in rows:
+        number = row.split("│")[3].strip()
+        assert f"note {number}: word word word" in row
+
+
+def test_a_query_that_finds_nothing_says_so(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:2])
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index", "own",
+             "--index-dir", own.index_dir, "--where", "tag = 'none'"]  # fmt: skip
+    table = own(*query)
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines() == ["vector 0", "no results", "vector 1", "no results"]
+    lines = own(*query, "--json")
+    assert lines.exit_code == 0, lines.output
+    assert lines.stdout == ""  # JSON lines: no record
+    assert lines.stderr.splitlines() == ['no results for "vector 0"', 'no results for "vector 1"']
+
+
+def test_a_text_query_that_finds_nothing_says_so(cli, corpus_file) -> None:
+    built = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,
+                "--device", "cpu")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    query = ["query", "cats", "--index-dir", cli.index_dir, "--where", "topic = 'none'"]
+    assert cli(*query).stdout.splitlines()[-2:] == ["cats", "no results"]
+    lines = cli(*query, "--json")
+    assert lines.exit_code == 0 and lines.stdout == ""
+    assert lines.stderr.splitlines()[-1] == 'no results for "cats"'
+
+
+def test_the_index_that_answered_is_named(own, tmp_path, base) -> None:
+    """Without --index the most recent index answers: one line on stderr names it (not
+    under -q); every JSON hit names it, --index or not."""
+    np.save(tmp_path / "q.npy", base[:1])
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir, "-k", "2"]
+    result = own(*query, "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"index: own (the most recent in {own.index_dir}/; choose one with --index)"
+    ]
+    assert [json.loads(line)["index"] for line in result.stdout.splitlines()] == ["own", "own"]
+    table = own(*query)
+    assert table.exit_code == 0 and table.stderr.startswith("index: own ")
+    chosen = own(*query, "--index", "own", "--json")
+    assert chosen.stderr == "" and json.loads(chosen.stdout.splitlines()[0])["index"] == "own"
+    assert own("-q", *query).stderr == ""
+
+
+def test_a_column_called_index_keeps_its_value(cli, tmp_path, base) -> None:
+    path = tmp_path / "own.parquet"
+    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
+                             "index": [f"i{i}" for i in range(len(base))]}), path)  # fmt: skip
+    assert (
+        cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir).exit_code == 0
+    )
+    np.save(tmp_path / "q.npy", base[3:4])
+    result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
+                 "-k", "1", "--json")  # fmt: skip
+    [record] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (record["index"], record["column:index"]) == ("own", "i3")
+
+
+def test_a_bad_where_is_one_line_about_what_the_user_typed(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[:1])
+    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir]
+    assert error_line(own(*query, "--where", "month >= 2024")) == (
+        "error: --where names the column 'month', which the index's metadata does not have; "
+        "its columns are: tag"
+    )
+    assert error_line(own(*query, "--where", "tag = 't1' AND")) == (
+        'error: --where "tag = \'t1\' AND": syntax error at or near "AND" (character 12): '
+        "check the expression"
+    )

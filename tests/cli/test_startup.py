@@ -118,6 +118,26 @@ def test_help_lists_commands_in_use_order() -> None:
     assert listed.index("train") > listed.index("rollback") and listed[-1] == "bench"
 
 
+@pytest.mark.parametrize("args", [["--help"], ["query", "--help"], ["bench", "pairs", "--help"]])
+def test_help_shows_flags_as_flags(args) -> None:
+    """typer's help gave every flag a type, `--json <bool>`, as if it took a value."""
+    text = runner.invoke(app, args).stdout
+    assert "--help" in text and "<bool>" not in text
+    assert [line.split()[:2] for line in text.splitlines() if "│ --help " in line] == [
+        ["│", "--help"]
+    ]
+
+
+def test_query_help_is_short_and_grouped() -> None:
+    """135 lines at 80 columns, every option in one list; the rarer ones now go in groups."""
+    text = runner.invoke(app, ["query", "--help"], env={"COLUMNS": "80"}).stdout
+    assert len(text.splitlines()) <= 75
+    for panel in ("Hybrid search and re-ranking", "Index parameters", "Model"):
+        assert f"─ {panel}" in text
+    assert "--no-model-check " in text and "--model-check " not in text
+    assert text.index("│ --json") < text.index("─ Hybrid") < text.index("│ --rerank-top")
+
+
 def test_old_index_option_of_build_still_works(cli, corpus_file) -> None:
     result = cli("build", str(corpus_file), "--name", "old", "--index", "flat", "--model",
                  cli.model, "--out-dir", cli.index_dir, "--device", "cpu", "--json")  # fmt: skip

@@ -197,9 +197,11 @@ def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> No
         and "\n" not in entries["bad"].reason
     )
     assert (
-        "after encoding 1 parts" in entries["half"].reason
+        "after encoding 1 part:" in entries["half"].reason
         and f"rm -rf {partial}" in entries["half"].reason
     )
+    (partial / "segments" / "s000000" / "part-00001.npy").write_bytes(b"x")
+    assert "after encoding 2 parts:" in {e.name: e for e in scan_indexes(out)}["half"].reason
     assert [folder.name for folder in list_indexes(out)] == ["docs"]
     assert find_index("bad", out).name == "bad"  # by name, so that opening it says what is wrong
     with pytest.raises(SemsearchError, match="is damaged"):

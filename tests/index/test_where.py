@@ -58,3 +58,26 @@ def test_cached_masks_are_bounded_in_bytes(tmp_path, monkeypatch) -> None:
         snapshot.where_mask(f"year > {year}")
     assert len(snapshot._where_cache) == 2
     assert snapshot.where_mask("year > 2009").sum() == 30
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("year >= ", 'syntax error at or near ">=" (character 6)'),
+        ("(year = 1", 'syntax error at or near "1" (character 9)'),
+        ("year = 1)", 'syntax error at or near ")" (character 9)'),
+        ("year > 1 OR", 'syntax error at or near "OR" (character 10)'),
+        ("name = 'a", "unterminated string literal (character 8)"),
+        ("year = 1\n  AND = 2", 'syntax error at or near "=" (character 16)'),
+        ("name = 'ééé' = = 1", 'syntax error at or near "=" (character 16)'),
+        ("year = 1; SELECT 2", "holds more than one statement: give one condition"),
+    ],
+)
+def test_a_syntax_error_points_into_the_expression_as_typed(expression, message) -> None:
+    """The expression runs wrapped (`coalesce((...), false) AS keep`): DuckDB's own message
+    named a ")" or "AS" the user never typed."""
+    where = WhereEvaluator(pa.table({"year": [2020, 2021], "name": ["a", "b"]}))
+    with pytest.raises(SemsearchError) as refused:
+        where.mask(expression)
+    line = str(refused.value)
+    assert line.startswith(f"--where {expression!r}") and message in line, line

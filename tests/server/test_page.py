@@ -12,11 +12,13 @@ import shutil
 import signal
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from server.live import start_server
 
 from semsearch.index.build import BuildOptions, build_index
 
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo" / "debian_packages.parquet"
 CHROMIUM = (
     os.environ.get("SEMSEARCH_CHROMIUM")
     or shutil.which("chromium")
@@ -118,6 +120,59 @@ def test_the_api_docs_render_with_nothing_but_the_server_reachable(browser, inde
         assert outside == []
         if os.environ.get("SEMSEARCH_DOCS_SCREENSHOT"):
             page.screenshot(path=os.environ["SEMSEARCH_DOCS_SCREENSHOT"], full_page=False)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+@pytest.fixture()
+def demo_index_dir(tmp_path: Path, tiny_model_dir: Path) -> Path:
+    """40 rows of the demo corpus (four columns, long descriptions) on the tiny model: what a
+    phone shows of the README's demo, in seconds."""
+    corpus = tmp_path / "demo.parquet"
+    pq.write_table(pq.read_table(DEMO_CORPUS).slice(0, 40), corpus)
+    folder = tmp_path / "indexes"
+    build_index(BuildOptions(corpus=corpus, name="debian-demo", id_column="package",
+                             model=str(tiny_model_dir), out_dir=folder, device="cpu",
+                             show_progress=False))  # fmt: skip
+    return folder
+
+
+# The right edge of the page's widest element, and the room the index <select> lacks for the
+# name it shows (its text's width plus room for the arrow, less its width; > 0 cuts the name).
+WIDEST = "Math.max(...[...document.querySelectorAll('body *')].map(e => e.getBoundingClientRect().right))"
+INDEX_NAME_CUT = """(() => {
+  const select = document.getElementById("index"), probe = document.createElement("span");
+  probe.style.font = getComputedStyle(select).font;
+  probe.textContent = select.options[select.selectedIndex].text;
+  document.body.append(probe);
+  const lacking = probe.getBoundingClientRect().width + 40 - select.clientWidth;
+  probe.remove();
+  return lacking;
+})()"""
+
+
+def test_the_page_fits_a_390_px_phone(browser, demo_index_dir, tmp_path) -> None:
+    """At 390 px the results table ran 270 px past the screen's edge (scrolling sideways,
+    its columns cut) and the index's name was cut in its half-width <select>."""
+    process, base = start_server(demo_index_dir)
+    try:
+        phone = browser.new_page(viewport={"width": 390, "height": 800})
+        phone.goto(f"{base}/?q=edit+photos+and+images&k=5&index=debian-demo")
+        phone.wait_for_selector("tr.hit")
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        assert phone.evaluate(WIDEST) <= 390
+        assert phone.evaluate(INDEX_NAME_CUT) <= 0
+        assert "short_description" in phone.locator("tr.hit td.extra").first.evaluate(
+            "td => getComputedStyle(td, '::before').content"
+        )
+        shot = tmp_path / "search-page-390.png"
+        phone.screenshot(path=str(shot), full_page=True)
+        assert shot.read_bytes()[:4] == b"\x89PNG"
+        wide = browser.new_page(viewport={"width": 1100, "height": 620})
+        wide.goto(phone.url)
+        wide.wait_for_selector("tr.hit")
+        assert wide.locator("#head th").count() == 6 and wide.locator("#head").is_visible()
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
