@@ -9,7 +9,7 @@ evaluated, never trained or selected on.
 
 Data (written to `--out-dir/multi/`, with the plan):
 - Debian train pairs: `--debian-pairs` rows drawn (seed 0) from the packages after the first
-  10,000, so the first 5,000 (the `debian_recall` and `hybrid_quality` task) stay unseen;
+  10,000, so the first 5,000 (the `hybrid_quality` task) stay unseen;
 - Debian IR dev: `--dev-pairs` rows drawn from packages 5,000-9,999;
 - long descriptions cut at `--max-chars` characters (median 285): the tail of a long
   description adds CPU time, little signal.

@@ -114,12 +114,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         no_smoke=BY_GPU_SMOKE,
     ),
     Benchmark(
-        "debian_recall",
-        "recall@10 of a package's long description from its synopsis: "
-        "Flat / IVF / HNSW against sentence-transformers + exact search",
-        smoke=("--rows", "150", "--batch-size", "64"),
-    ),
-    Benchmark(
         "build_pypi",
         "build_index over PyPI summaries: build time, peak RSS, size; warm "
         "search latency p50/p90/p99; IVF recall@10 against exact",
@@ -170,28 +164,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
     ),
     Benchmark(
-        "hnsw_recall_check",
-        "HNSW recall on a slice of an index's vectors: held-out, without duplicates, own-vector",
-        smoke=(
-            "--source",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--rows",
-            "1000",
-            "--queries",
-            "50",
-        ),
-    ),
-    Benchmark(
         "ivf_code_search",
         "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
-        smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
-    ),
-    Benchmark(
-        "hit_metadata",
-        "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows "
-        "vs MetadataParts",
         smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
     ),
     Benchmark(
@@ -216,11 +190,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
     ),
     Benchmark(
-        "int8_placements",
-        "cosine to fp32 and speed with different linear layers in int8",
-        smoke=("--debian-rows", "8", "--pypi-rows", "16"),
-    ),
-    Benchmark(
         "int8_recall",
         "the int8 encoder against fp32: recall@10, cosine, speed, STS-B",
         smoke=(
@@ -233,11 +202,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "--sts-pairs",
             "100",
         ),
-    ),
-    Benchmark(
-        "query_encode_latency",
-        "one query's encode time, fp32 and int8, on 1 and 2 threads",
-        smoke=("--repeats", "3"),
     ),
     Benchmark(
         "startup",
@@ -295,11 +259,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "--reindex",
             "",
         ),  # fmt: skip
-    ),
-    Benchmark(
-        "cpu_ceiling",
-        "why long texts cannot reach 1.5x on this CPU: padding, profiles, the GEMM rate",
-        smoke=("--rows", "30", "--padding-rows", "200"),
     ),
     Benchmark(
         "hybrid_quality",
@@ -398,11 +357,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for threads in (1, 2)
         ),
         smoke=("--pypi-rows", "24", "--debian-rows", "8", "--threads", "1", "--rounds", "1"),
-    ),
-    Benchmark(
-        "query_kernel_memory",
-        "memory growth and CPU of query encoding in fp32, bf16 and bf16 after the kernel warm-up",
-        smoke=("--groups", "40"),
     ),
     Benchmark(
         "mine_stsb_ap",

@@ -96,10 +96,10 @@ def test_the_registry_names_real_scripts_and_valid_goals() -> None:
 
 
 def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path) -> None:
-    command = suite.smoke_command(suite.find("hit_metadata"), tmp_path)
-    assert command[1] == "benchmarks/hit_metadata.py"
+    command = suite.smoke_command(suite.find("ivf_code_search"), tmp_path)
+    assert command[1] == "benchmarks/ivf_code_search.py"
     assert f"{tmp_path}/indexes" in command
-    assert command[-2:] == ["--out-dir", str(tmp_path / "hit_metadata")]
+    assert command[-2:] == ["--out-dir", str(tmp_path / "ivf_code_search")]
     assert not any("{scratch}" in part for part in command)
 
 
