@@ -1,7 +1,7 @@
 """The benchmarks as one suite: what each measures, its goals as data, and its smoke run.
 
     python benchmarks/suite.py list                 # every benchmark, what it measures, its goals
-    python benchmarks/suite.py table [--write]      # the goals table from results/*.jsonl
+    python benchmarks/suite.py table [--write]      # goals and latest figures from results/*.jsonl
     python benchmarks/suite.py smoke [NAME ...]     # each script at tiny sizes, pass or fail
 
 The scripts stay runnable on their own; this file only describes them (as FAISS's
@@ -20,7 +20,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from results_table import Goal, answers, markdown, rewrite_region
+from results_table import (
+    FIGURES_BEGIN,
+    FIGURES_END,
+    Figure,
+    Goal,
+    answers,
+    figures_section,
+    markdown,
+    rewrite_region,
+)
 
 HERE = Path(__file__).resolve().parent
 # Scripts in benchmarks/ that measure nothing: this runner, and the GPU suite's packing and
@@ -34,7 +43,9 @@ class Benchmark:
     needs a GPU or prebuilt data and is smoked elsewhere or not at all, as `no_smoke` says).
     `{scratch}` in the options is the smoke run's folder (shared, so a build can feed
     later steps); each script also gets `--out-dir {scratch}/<name>`. `name` is also the
-    results file's (`results/<name>.jsonl`); `script` is the file when it differs."""
+    results file's (`results/<name>.jsonl`); `script` is the file when it differs. RESULTS.md
+    shows the latest value of each goal's figure and of `figures`; `gpu_only` marks a script
+    whose figures need a GPU, and `note` says what the registry's lines do not."""
 
     name: str
     measures: str
@@ -43,6 +54,9 @@ class Benchmark:
     no_smoke: str = ""
     smoke_limit_s: int = 120
     script: str = ""
+    figures: tuple[Figure, ...] = ()
+    gpu_only: bool = False
+    note: str = ""
 
     @property
     def path(self) -> str:
@@ -53,6 +67,12 @@ def _goal(what: str, key: str, comparison: str, threshold: float, **where: objec
     """A goal with dotted key paths (`where` keys use `__` for dots)."""
     paths = {tuple(name.split("__")): value for name, value in where.items()}
     return Goal(what, tuple(key.split(".")), comparison, threshold, paths)
+
+
+def _figure(what: str, key: str | tuple[str, ...], results: str = "", **where: object) -> Figure:
+    """A figure to show as the latest (`key` dotted, or a tuple where a key holds a dot)."""
+    paths = {tuple(name.split("__")): value for name, value in where.items()}
+    return Figure(what, tuple(key.split(".")) if isinstance(key, str) else key, paths, results)
 
 
 def _gpu_goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
@@ -89,29 +109,44 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("recall@10 of the built index", "recall_at_10", ">=", 0.95, rows=841_708),
         ),
         no_smoke=BY_GPU_SMOKE,
+        gpu_only=True,
     ),
     Benchmark(
         "mine_pypi",
         "paraphrase mining over all PyPI summaries: time, peak memory, recall of the mined pairs",
         (_gpu_goal("mine seconds (841,708 rows)", "seconds", "<=", 60, rows=841_708),),
         no_smoke=BY_GPU_SMOKE,
+        figures=(_figure("encode texts/s (841,708 rows)", "encode_texts_per_s", rows=841_708),),
+        gpu_only=True,
     ),
     Benchmark(
         "cagra_ivf",
         "cuVS CAGRA against FAISS IVF on the GPU: build time, recall@10, queries/s",
         no_smoke="needs cuVS on a GPU, which cannot travel to the lent machine: outside "
         "gpu_suite.sh, run by hand where cuVS is installed",
+        gpu_only=True,
     ),
     Benchmark(
         "gpu_pairs",
         "`semsearch bench pairs` with BERT-base-sized models: cross-encoder "
         "pairs/s against bi-encoder encode and mining",
         no_smoke=BY_GPU_SMOKE,
+        figures=tuple(
+            _figure(what, key, shape="base")
+            for what, key in (
+                ("cross-encoder pairs/s, BERT-base shape", "cross_encoder_pairs_per_s"),
+                ("cross-encoder hours for all pairs (extrapolated)", "cross_encoder_hours"),
+                ("bi-encoder s (encode, then mine)", "bi_encoder_seconds"),
+                ("bi-encoder x faster", "speedup"),
+            )
+        ),
+        gpu_only=True,
     ),
     Benchmark(
         "gpu_checks",
         "the CUDA path's correctness: CUDA vs CPU vectors, bf16 agreement",
         no_smoke=BY_GPU_SMOKE,
+        gpu_only=True,
     ),
     Benchmark(
         "build_pypi",
@@ -145,6 +180,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "--recall-queries",
             "20",
         ),
+        figures=(
+            _figure("warm query p99 ms, all rows", "latency.p99_ms", args__limit=None),
+            _figure("build s, all rows", "build.seconds", args__limit=None),
+            _figure("encode texts/s in the build", "build.encode_texts_per_s", args__limit=None),
+            _figure("build peak RSS MiB (sampled)", "build.peak_rss_sampled_mib", args__limit=None),
+        ),
     ),
     Benchmark(
         "index_tradeoff",
@@ -167,6 +208,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ivf_code_search",
         "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
         smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
+        figures=tuple(
+            _figure(f"{structure} {what}", ("structures", structure, key))
+            for structure in ("IVF4096,SQfp16", "IVF4096,Flat")
+            for what, key in (
+                ("ms a query", "ms_per_query"),
+                ("recall@10", "recall_at_10"),
+                ("lists MiB", "lists_mib"),
+            )
+        ),
     ),
     Benchmark(
         "living_index",
@@ -201,6 +251,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "10",
             "--sts-pairs",
             "100",
+        ),
+        figures=(
+            _figure("PyPI recall@10 of int8 to fp32", "corpora.pypi.recall_at_10"),
+            _figure("PyPI int8 x fp32 speed", "corpora.pypi.speed_ratio"),
+            _figure("Debian recall@10 of int8 to fp32", "corpora.debian.recall_at_10"),
+            _figure("Debian int8 x fp32 speed", "corpora.debian.speed_ratio"),
+            _figure("STS-B Spearman, int8", "stsb_spearman.int8"),
         ),
     ),
     Benchmark(
@@ -243,6 +300,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "10",
             "--no-peer",
         ),  # fmt: skip
+        figures=(
+            _figure("queries/s at concurrency 32", "levels.32.semsearch.qps"),
+            _figure("soak p99 ms", "soak.p99_ms"),
+            _figure("soak RSS growth", "soak.rss_growth"),
+        ),
     ),
     Benchmark(
         "living_scale",
@@ -259,6 +321,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "--reindex",
             "",
         ),  # fmt: skip
+        figures=tuple(
+            _figure(
+                f"{factory} {what} at a 0.5 % filter",
+                f"filters.2.{key}",
+                factory=factory,
+                filters__2__share=0.0049,
+            )
+            for factory in ("IVF4096,Flat", "HNSW32,Flat")
+            for what, key in (("recall", "recall"), ("query p50 ms", "p50_query_ms"))
+        ),
     ),
     Benchmark(
         "hybrid_quality",
@@ -273,6 +345,17 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "{scratch}/indexes/pypi-first1500-ivf",
             "--latency-queries",
             "20",
+        ),
+        figures=(
+            *(
+                _figure(
+                    f"{task} nDCG@10, {mode}",
+                    ("quality", str(n), "modes", mode, "ndcg@10"),
+                    **{f"quality__{n}__task": name},
+                )
+                for n, task, name in ((0, "DBPedia", "dbpedia-mini"), (1, "Debian", "debian-5000"))
+                for mode in ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60")
+            ),
         ),
     ),
     Benchmark(
@@ -299,6 +382,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         no_smoke="trains a model (tens of minutes)",
         script="mpnet_figures",
+        figures=tuple(
+            _figure(f"{name} {what}", "value", model=model, metric=metric)
+            for model, name in (("default", "default model"), ("all-mpnet-base-v2", "mpnet"))
+            for metric, what in (
+                ("spearman_cosine", "STS-B test"),
+                ("ndcg@10 dense", "DBPedia nDCG@10"),
+            )
+        ),
     ),
     Benchmark(
         "train_stsb",
@@ -310,6 +401,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "build_overlap",
         "encode time against build time, pipelined and not",
         smoke=("--rows", "500", "--depths", "0,1"),
+        figures=tuple(
+            _figure(
+                f"build texts/s, pipeline depth {n % 2} (run {n + 1})", f"builds.{n}.texts_per_s"
+            )
+            for n in range(4)
+        ),
     ),
     Benchmark(
         "bounded_memory",
@@ -317,12 +414,24 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "what each holds beyond its FAISS index",
         smoke=("--rows", "3000", "--work-dir", "{scratch}/bounded"),
         smoke_limit_s=180,
+        figures=tuple(
+            _figure(f"{step} peak RSS MiB, 1M rows", f"{step}.peak_rss_mib", rows=1_000_000)
+            for step in ("build", "add", "compact", "reindex")
+        ),
     ),
     Benchmark(
         "lazy_metadata",
         "a searcher's anonymous memory a row apart from its FAISS index, hits' metadata "
         "latency and --where time, on random vectors with PyPI-like metadata",
         smoke=("--rows", "5000", "--work-dir", "{scratch}/lazy_metadata"),
+        figures=tuple(
+            _figure(what, f"runs.this checkout.{key}")
+            for what, key in (
+                ("anonymous bytes a row apart from FAISS", "rss_anon_bytes_a_row_apart_from_faiss"),
+                ("hits' metadata p50 ms", "hit_metadata_ms_p50"),
+                ("search p50 ms", "search_ms_p50"),
+            )
+        ),
     ),
     Benchmark(
         "crash_add",
@@ -338,6 +447,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "{scratch}/crash",
         ),
         smoke_limit_s=180,
+        figures=(
+            _figure("kills mid-add", "killed_mid_run"),
+            _figure("the index opened after every kill", "all_opened"),
+            _figure("its rows were right after every kill", "all_rows_ok"),
+        ),
     ),
     Benchmark(
         "cpu_runtimes",
@@ -372,16 +486,32 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "baselines",
         "the baselines grid (poolings, objectives, data): STS-B, SICK, pair classification",
         no_smoke="trains a model per row (hours)",
+        figures=(
+            *(
+                _figure(f"{row} STS-B test", "stsb_test_spearman", row=row)
+                for row in ("bilstm-malstm", "frozen-minilm-mean", "minilm-cosine-stsb")
+            ),
+            _figure("frozen-minilm-mean texts/s", "encode_texts_per_s", row="frozen-minilm-mean"),
+        ),
     ),
     Benchmark(
         "multi_dataset_train",
         "mpnet trained on STS-B plus Debian pairs: STS-B test and DBPedia nDCG@10",
         no_smoke="trains all-mpnet-base-v2 (not bundled; tens of minutes)",
+        figures=(
+            _figure("STS-B test", "stsb_test_spearman"),
+            _figure("DBPedia nDCG@10, dense", "dbpedia_ndcg@10_dense"),
+        ),
     ),
     Benchmark(
         "retrieval_cross_encoder",
         "a cross-encoder trained for retrieval: DBPedia and Debian nDCG@10 after re-ranking",
         no_smoke="trains a cross-encoder (tens of minutes)",
+        figures=tuple(
+            _figure(f"{name} nDCG@10, {mode}", ("modes", mode, "ndcg@10"), task=task)
+            for task, name in (("dbpedia", "DBPedia"), ("debian", "Debian"))
+            for mode in ("dense", "dense + rerank")
+        ),
     ),
     Benchmark(
         "ray_build",
@@ -389,6 +519,26 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "--own-vectors / --mine-own-vectors, the driver's peak memory of a Ray build / a Ray "
         "`mine --index`",
         no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
+        figures=(
+            _figure("local texts/s, 100,000 rows", "texts_per_s", engine="local", rows=100_000),
+            *(
+                _figure(
+                    f"Ray texts/s, {n} actor(s), 100,000 rows",
+                    "texts_per_s",
+                    engine="ray",
+                    workers=n,
+                    rows=100_000,
+                )
+                for n in (1, 2)
+            ),
+            _figure(
+                "driver peak anonymous MiB, 2M own vectors",
+                "driver_peak_rss_anon_mib",
+                results="ray_build_memory",
+                rows=2_000_000,
+            ),
+        ),
+        note="`--own-vectors` lines go to `results/ray_build_memory.jsonl`.",
     ),
     Benchmark(
         "beyond_ram",
@@ -450,6 +600,22 @@ def goals_table(results_dir: Path) -> str:
     return markdown(answers(goals, results_dir))
 
 
+def latest_figures(results_dir: Path) -> str:
+    """Each benchmark's latest figures (its goals' figures, then `figures`), with the lines
+    they come from, or why there is none."""
+    sections = []
+    for benchmark in BENCHMARKS:
+        shown: dict[tuple, Goal | Figure] = {}
+        for wanted in (*benchmark.goals, *benchmark.figures):
+            shown.setdefault((wanted.key, tuple(wanted.where.items())), wanted)
+        rows = answers([(benchmark.name, wanted) for wanted in shown.values()], results_dir)
+        about = f"Measures {benchmark.measures}." + (f" {benchmark.note}" if benchmark.note else "")
+        about += f" **GPU only**: {benchmark.no_smoke}." if benchmark.gpu_only else ""
+        missing = f"No JSON line yet: `python {benchmark.path}` records one."
+        sections.append(figures_section(benchmark.name, about, rows, missing))
+    return "\n\n".join(sections)
+
+
 def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
     options = [part.replace("{scratch}", str(scratch)) for part in benchmark.smoke or ()]
     return [sys.executable, benchmark.path, *options,
@@ -487,10 +653,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="every benchmark, what it measures, its goals")
-    table = commands.add_parser("table", help="the goals table from the JSON lines")
+    table = commands.add_parser("table", help="goals table and latest figures from the lines")
     table.add_argument("--results-dir", type=Path, default=HERE / "results")
     table.add_argument("--write", type=Path, nargs="?", const=HERE / "RESULTS.md", default=None,
-                       help="rewrite the table region of this file (default RESULTS.md)")  # fmt: skip
+                       help="rewrite the generated regions of this file (default RESULTS.md)")  # fmt: skip
     smoke = commands.add_parser("smoke", help="each registered script at tiny sizes")
     smoke.add_argument("names", nargs="*", help="only these (default: all with a smoke run)")
     smoke.add_argument("--scratch", type=Path, default=Path("/tmp/bench_smoke"))
@@ -498,12 +664,13 @@ def main() -> None:
     if args.command == "list":
         print(list_benchmarks())
     elif args.command == "table":
-        text = goals_table(args.results_dir)
+        table, figures = goals_table(args.results_dir), latest_figures(args.results_dir)
         if args.write is None:
-            print(text)
+            print(f"{table}\n\n{figures}")
         else:
-            changed = rewrite_region(args.write, text)
-            print(f"{args.write}: {'table rewritten' if changed else 'unchanged'}")
+            changed = rewrite_region(args.write, table)
+            changed |= rewrite_region(args.write, figures, (FIGURES_BEGIN, FIGURES_END))
+            print(f"{args.write}: {'regions rewritten' if changed else 'unchanged'}")
     else:
         sys.exit(1 if run_smoke(args.names, args.scratch) else 0)
 
