@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,8 +40,9 @@ TOOLS = ("suite", "gpu_carry", "gpu_collect")
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One script: what it measures, its goals, and the options of its smoke run (None: it
-    needs a GPU or prebuilt data and is smoked elsewhere or not at all, as `no_smoke` says).
+    """One script: what it measures, its goals, and the options of its smoke run (a command
+    line, split as a shell splits it; None: it needs a GPU or prebuilt data and is smoked
+    elsewhere or not at all, as `no_smoke` says).
     `{scratch}` in the options is the smoke run's folder (shared, so a build can feed
     later steps); each script also gets `--out-dir {scratch}/<name>`. `name` is also the
     results file's (`results/<name>.jsonl`); `script` is the file when it differs. RESULTS.md
@@ -50,7 +52,7 @@ class Benchmark:
     name: str
     measures: str
     goals: tuple[Goal, ...] = ()
-    smoke: tuple[str, ...] | None = None
+    smoke: str | None = None
     no_smoke: str = ""
     smoke_limit_s: int = 120
     script: str = ""
@@ -81,6 +83,8 @@ def _gpu_goal(what: str, key: str, comparison: str, threshold: float, **where: o
 
 PYPI, DEBIAN = {"corpus": "pypi_summaries"}, {"corpus": "debian_long"}
 BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-smoke`"
+# The index build_pypi's smoke run builds, for the smoke runs that read one.
+SMOKE_INDEX = "--index pypi-first1500-ivf --index-dir {scratch}/indexes"
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
@@ -97,7 +101,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("PyPI mean cosine to st fp32", "mean_cos", ">=", 0.999, **PYPI),
             _gpu_goal("PyPI min cosine to st fp32", "min_cos", ">=", 0.995, **PYPI),
         ),
-        ("--pypi-rows", "100", "--debian-rows", "20", "--repeats", "1", "--threads", "1"),
+        smoke="--pypi-rows 100 --debian-rows 20 --repeats 1 --threads 1",
     ),
     Benchmark(
         "gpu_build",
@@ -168,18 +172,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 args__limit=None,
             ),
         ),  # fmt: skip
-        (
-            "--limit",
-            "1500",
-            "--index",
-            "ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--queries",
-            "30",
-            "--recall-queries",
-            "20",
-        ),
+        smoke="--limit 1500 --index ivf --index-dir {scratch}/indexes --queries 30 "
+        "--recall-queries 20",
         figures=(
             _figure("warm query p99 ms, all rows", "latency.p99_ms", args__limit=None),
             _figure("build s, all rows", "build.seconds", args__limit=None),
@@ -191,23 +185,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "index_tradeoff",
         "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
         "size, tie-aware recall@10, QPS",
-        smoke=(
-            "--index",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--types",
-            "flat,hnsw16",
-            "--queries",
-            "50",
-            "--min-seconds",
-            "0.2",
-        ),
+        smoke=f"{SMOKE_INDEX} --types flat,hnsw16 --queries 50 --min-seconds 0.2",
     ),
     Benchmark(
         "ivf_code_search",
         "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
-        smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
+        smoke=SMOKE_INDEX,
         figures=tuple(
             _figure(f"{structure} {what}", ("structures", structure, key))
             for structure in ("IVF4096,SQfp16", "IVF4096,Flat")
@@ -226,32 +209,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("IVF recall gap, added vs fresh", "types.ivf.recall_gap", "<=", 0.01),
             _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap", "<=", 0.01),
         ),
-        (
-            "--base-rows",
-            "400",
-            "--add-rows",
-            "100",
-            "--queries",
-            "10",
-            "--delete-rows",
-            "20",
-            "--work-dir",
-            "{scratch}/living",
-        ),
+        smoke="--base-rows 400 --add-rows 100 --queries 10 --delete-rows 20 "
+        "--work-dir {scratch}/living",
     ),
     Benchmark(
         "int8_recall",
         "the int8 encoder against fp32: recall@10, cosine, speed, STS-B",
-        smoke=(
-            "--pypi-rows",
-            "100",
-            "--debian-rows",
-            "20",
-            "--queries",
-            "10",
-            "--sts-pairs",
-            "100",
-        ),
+        smoke="--pypi-rows 100 --debian-rows 20 --queries 10 --sts-pairs 100",
         figures=(
             _figure("PyPI recall@10 of int8 to fp32", "corpora.pypi.recall_at_10"),
             _figure("PyPI int8 x fp32 speed", "corpora.pypi.speed_ratio"),
@@ -276,7 +240,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),  # fmt: skip
             _goal("`serve` ready s (demo index)", "serve_s.health_200", "<=", 10),
         ),
-        ("--runs", "1", "--demo-rows", "300", "--index-dir", "{scratch}/startup-index"),
+        smoke="--runs 1 --demo-rows 300 --index-dir {scratch}/startup-index",
         smoke_limit_s=180,
     ),
     Benchmark(
@@ -287,19 +251,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("errors at concurrency 32", "levels.32.semsearch.errors", "==", 0),
             _goal("errors in the soak", "soak.errors", "==", 0),
         ),
-        smoke=(
-            "--index",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--concurrency",
-            "2",
-            "--requests",
-            "40",
-            "--max-seconds",
-            "10",
-            "--no-peer",
-        ),  # fmt: skip
+        smoke=f"{SMOKE_INDEX} --concurrency 2 --requests 40 --max-seconds 10 --no-peer",
         figures=(
             _figure("queries/s at concurrency 32", "levels.32.semsearch.qps"),
             _figure("soak p99 ms", "soak.p99_ms"),
@@ -309,18 +261,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "living_scale",
         "the living index at scale on a built index: filters, add, reindex",
-        smoke=(
-            "--name",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--queries",
-            "10",
-            "--add-rows",
-            "100",
-            "--reindex",
-            "",
-        ),  # fmt: skip
+        smoke="--name pypi-first1500-ivf --index-dir {scratch}/indexes --queries 10 --add-rows 100 "
+        "--reindex ''",
         figures=tuple(
             _figure(
                 f"{factory} {what} at a 0.5 % filter",
@@ -336,16 +278,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "hybrid_quality",
         "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
         (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50", "<=", 1.5),),
-        (
-            "--tasks",
-            "debian",
-            "--debian-rows",
-            "120",
-            "--latency-index",
-            "{scratch}/indexes/pypi-first1500-ivf",
-            "--latency-queries",
-            "20",
-        ),
+        smoke="--tasks debian --debian-rows 120 "
+        "--latency-index {scratch}/indexes/pypi-first1500-ivf --latency-queries 20",
         figures=(
             *(
                 _figure(
@@ -395,12 +329,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "train_stsb",
         "fine-tuning the default model on STS-B: STS-B test",
         (_goal("default model fine-tuned, STS-B test", "after_test.spearman_cosine", ">=", 0.86),),
-        ("--max-steps", "2", "--epochs", "1"),
+        smoke="--max-steps 2 --epochs 1",
     ),
     Benchmark(
         "build_overlap",
         "encode time against build time, pipelined and not",
-        smoke=("--rows", "500", "--depths", "0,1"),
+        smoke="--rows 500 --depths 0,1",
         figures=tuple(
             _figure(
                 f"build texts/s, pipeline depth {n % 2} (run {n + 1})", f"builds.{n}.texts_per_s"
@@ -412,7 +346,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "bounded_memory",
         "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
         "what each holds beyond its FAISS index",
-        smoke=("--rows", "3000", "--work-dir", "{scratch}/bounded"),
+        smoke="--rows 3000 --work-dir {scratch}/bounded",
         smoke_limit_s=180,
         figures=tuple(
             _figure(f"{step} peak RSS MiB, 1M rows", f"{step}.peak_rss_mib", rows=1_000_000)
@@ -423,7 +357,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "lazy_metadata",
         "a searcher's anonymous memory a row apart from its FAISS index, hits' metadata "
         "latency and --where time, on random vectors with PyPI-like metadata",
-        smoke=("--rows", "5000", "--work-dir", "{scratch}/lazy_metadata"),
+        smoke="--rows 5000 --work-dir {scratch}/lazy_metadata",
         figures=tuple(
             _figure(what, f"runs.this checkout.{key}")
             for what, key in (
@@ -436,16 +370,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
-        smoke=(
-            "--kills",
-            "1",
-            "--base-rows",
-            "200",
-            "--add-rows",
-            "200",
-            "--work-dir",
-            "{scratch}/crash",
-        ),
+        smoke="--kills 1 --base-rows 200 --add-rows 200 --work-dir {scratch}/crash",
         smoke_limit_s=180,
         figures=(
             _figure("kills mid-add", "killed_mid_run"),
@@ -470,12 +395,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
             for threads in (1, 2)
         ),
-        smoke=("--pypi-rows", "24", "--debian-rows", "8", "--threads", "1", "--rounds", "1"),
+        smoke="--pypi-rows 24 --debian-rows 8 --threads 1 --rounds 1",
     ),
     Benchmark(
         "mine_stsb_ap",
         "paraphrase mining on STS-B's sentences: average precision against the gold pairs",
-        smoke=("--pairs", "300", "--top-k", "10"),
+        smoke="--pairs 300 --top-k 10",
     ),
     Benchmark(
         "objectives_table",
@@ -563,16 +488,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 rows=20_000_000,
             ),
         ),  # fmt: skip
-        smoke=(
-            "--rows",
-            "20000",
-            "--base-rows",
-            "300",
-            "--queries",
-            "50",
-            "--work-dir",
-            "{scratch}/beyond_ram",
-        ),  # fmt: skip
+        smoke="--rows 20000 --base-rows 300 --queries 50 --work-dir {scratch}/beyond_ram",
         smoke_limit_s=180,
     ),
 )
@@ -590,7 +506,7 @@ def list_benchmarks() -> str:
     for benchmark in BENCHMARKS:
         lines.append(f"{benchmark.name}: {benchmark.measures}")
         lines += [f"    goal: {goal.what} {goal.text}" for goal in benchmark.goals]
-        smoke = " ".join(benchmark.smoke) if benchmark.smoke is not None else benchmark.no_smoke
+        smoke = benchmark.smoke if benchmark.smoke is not None else benchmark.no_smoke
         lines.append(f"    smoke: {smoke or '(no options)'}")
     return "\n".join(lines)
 
@@ -617,7 +533,9 @@ def latest_figures(results_dir: Path) -> str:
 
 
 def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
-    options = [part.replace("{scratch}", str(scratch)) for part in benchmark.smoke or ()]
+    options = [
+        part.replace("{scratch}", str(scratch)) for part in shlex.split(benchmark.smoke or "")
+    ]
     return [sys.executable, benchmark.path, *options,
             "--out-dir", str(scratch / benchmark.name)]  # fmt: skip
 
@@ -656,7 +574,7 @@ def main() -> None:
     table = commands.add_parser("table", help="goals table and latest figures from the lines")
     table.add_argument("--results-dir", type=Path, default=HERE / "results")
     table.add_argument("--write", type=Path, nargs="?", const=HERE / "RESULTS.md", default=None,
-                       help="rewrite the generated regions of this file (default RESULTS.md)")  # fmt: skip
+                       help="rewrite the generated regions of this file (RESULTS.md)")  # fmt: skip
     smoke = commands.add_parser("smoke", help="each registered script at tiny sizes")
     smoke.add_argument("names", nargs="*", help="only these (default: all with a smoke run)")
     smoke.add_argument("--scratch", type=Path, default=Path("/tmp/bench_smoke"))
