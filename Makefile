@@ -75,7 +75,7 @@ test-gpu: setup-gpu
 # The benchmarks as a suite (benchmarks/suite.py): `make bench-list` prints each one, what it
 # measures and its goals; `make bench-smoke` runs every registered CPU script at tiny sizes into
 # /tmp/bench_smoke (nothing recorded), each under its time limit, pass or fail per script;
-# `make bench-table` rewrites the goals table at the top of benchmarks/RESULTS.md from
+# `make bench-table` rewrites the goals table and latest figures of benchmarks/RESULTS.md from
 # benchmarks/results/*.jsonl.
 bench-list:
 	python3 benchmarks/suite.py list

@@ -21,6 +21,7 @@ also runs under `systemd-run --scope -p MemoryMax=4G` where systemd can do that.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 # Searched as `semsearch serve` searches: FAISS's idle OpenMP threads sleep, and a lone query
@@ -42,8 +44,10 @@ from common import (  # noqa: E402
     add_threads_option,
     base_parser,
     corpus_texts,
+    proc_status_kib,
     record,
     set_threads,
+    vector_column,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -77,14 +81,21 @@ def synthesise(base: np.ndarray, rows: int, noise: float, seed: int) -> np.ndarr
 
 def write_corpus(path: Path, base: np.ndarray, rows: int, noise: float) -> None:
     """`rows` synthetic vectors (float16) with their filter bucket, chunk by chunk."""
-    schema = pa.schema([("emb", pa.list_(pa.float16(), base.shape[1])), ("bucket", pa.int32())])
+    chunks = (synthesise(base, min(CHUNK, rows - start), noise, seed=start + 1)
+              for start in range(0, rows, CHUNK))  # fmt: skip
+    write_vectors(path, base.shape[1], chunks)
+
+
+def write_vectors(path: Path, dimension: int, chunks: Iterable[np.ndarray]) -> None:
+    """Vectors as float16 and each row's filter bucket (row number mod 1,000), chunk by chunk."""
+    schema = pa.schema([("emb", pa.list_(pa.float16(), dimension)), ("bucket", pa.int32())])
     with pq.ParquetWriter(path, schema, compression="none") as writer:
-        for start in range(0, rows, CHUNK):
-            count = min(CHUNK, rows - start)
-            vectors = synthesise(base, count, noise, seed=start + 1).astype(np.float16)
-            emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), base.shape[1])
-            bucket = pa.array(np.arange(start, start + count) % 1000, pa.int32())
+        start = 0
+        for chunk in chunks:
+            emb = vector_column(chunk.astype(np.float16))
+            bucket = pa.array(np.arange(start, start + len(chunk)) % 1000, pa.int32())
             writer.write_table(pa.table({"emb": emb, "bucket": bucket}, schema=schema))
+            start += len(chunk)
 
 
 def semsearch(arguments: list[str]) -> float:
@@ -230,9 +241,8 @@ def recall(found: list[list[int]], truth: np.ndarray, k: int) -> float:
 
 
 def memory_status() -> dict:
-    status = Path("/proc/self/status").read_text().splitlines()
-    fields = dict(line.split(":", 1) for line in status if ":" in line)
-    return {name: int(fields[name].split()[0]) * 1024 for name in ("RssAnon", "RssFile", "VmHWM")}
+    fields = proc_status_kib("self", ("RssAnon", "RssFile", "VmHWM"))
+    return {name: fields[name] * 1024 for name in ("RssAnon", "RssFile", "VmHWM")}
 
 
 def memory_max_reason() -> str | None:
@@ -277,10 +287,10 @@ def main() -> None:
     parser.add_argument("--reuse-index", action="store_true",
                         help="search the work dir's kept index, queries and truth again (after a "
                         "change to searching): no corpus, build or ground truth")  # fmt: skip
-    parser.add_argument("--search-worker", default=None, help=argparse_hidden())
-    parser.add_argument("--queries-file", type=Path, default=None, help=argparse_hidden())
-    parser.add_argument("--truth-file", type=Path, default=None, help=argparse_hidden())
-    parser.add_argument("--found-file", type=Path, default=None, help=argparse_hidden())
+    parser.add_argument("--search-worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--truth-file", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--found-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--from-index", type=Path, default=None,
                         help="an index folder whose stored vectors are the corpus: its `disk` "
                         "and `ivfsq` indexes side by side (disk_vs_ram.py)")  # fmt: skip
@@ -349,12 +359,6 @@ def search_figures(args) -> dict:
             "limit": args.memory_max, **search_process(args, "beyond", queries, truth, True)}  # fmt: skip
     figures["index"] = manifest["index"]
     return figures
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

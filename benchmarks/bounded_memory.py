@@ -41,10 +41,9 @@ def write_corpus(path: Path, rows: int, dimension: int, first_id: int = 0, seed:
     with pq.ParquetWriter(temporary, schema) as writer:
         for start in range(0, rows, CHUNK):
             count = min(CHUNK, rows - start)
-            vectors = rng.standard_normal((count, dimension), dtype=np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = common.unit_vectors(rng, count, dimension)
             texts = [" ".join(line) for line in words[rng.integers(0, len(words), (count, 6))]]
-            emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
+            emb = common.vector_column(vectors)
             keys = pa.array(np.arange(first_id + start, first_id + start + count))
             writer.write_table(pa.table([keys, pa.array(texts), emb], schema=schema))
     os.replace(temporary, path)
@@ -56,9 +55,8 @@ def run(command: list[str]) -> dict:
     child = subprocess.Popen([sys.executable, "-m", "semsearch", *command],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     peak = {"VmHWM": 0, "RssAnon": 0}
-    status = Path(f"/proc/{child.pid}/status")
     while child.poll() is None:
-        for key, kib in _status_kib(status).items():
+        for key, kib in common.proc_status_kib(child.pid, ("VmHWM", "RssAnon")).items():
             peak[key] = max(peak[key], kib)
         time.sleep(0.05)
     err = child.stderr.read()
@@ -67,16 +65,6 @@ def run(command: list[str]) -> dict:
     return {"seconds": round(time.perf_counter() - started, 1),
             "peak_anon_mib": round(peak["RssAnon"] / 1024, 1),
             "peak_rss_mib": round(peak["VmHWM"] / 1024, 1)}  # fmt: skip
-
-
-def _status_kib(status: Path) -> dict[str, int]:
-    """VmHWM and RssAnon (KiB) of a running process (nothing once it has exited)."""
-    try:
-        lines = status.read_text().splitlines()
-    except OSError:
-        return {}
-    fields = (line.split() for line in lines)
-    return {f[0][:-1]: int(f[1]) for f in fields if f and f[0] in ("VmHWM:", "RssAnon:")}
 
 
 def index_bytes(folder: Path) -> int:

@@ -16,6 +16,7 @@ on a shared machine they are noisy, so the load average is recorded with them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -141,7 +142,7 @@ def main() -> None:
                         "(alternated and repeated: the first build also warms the model)")  # fmt: skip
     parser.add_argument("--tokeniser-threads", default="1,2",
                         help="thread counts to measure the tokenizer at")  # fmt: skip
-    parser.add_argument("--tokeniser-probe", type=Path, help=argparse_hidden())
+    parser.add_argument("--tokeniser-probe", type=Path, help=argparse.SUPPRESS)
     add_threads_option(parser)
     add_results_option(parser)
     args = parser.parse_args()
@@ -171,12 +172,6 @@ def main() -> None:
         "environment": environment(),
     }
     record(args, "build_overlap", line)
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

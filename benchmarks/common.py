@@ -11,11 +11,13 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import psutil
@@ -28,15 +30,18 @@ BASE_SHAPE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads"
               "intermediate_size": 3072}  # fmt: skip
 
 
-class PeakRss:
-    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
+_Sampler = TypeVar("_Sampler", bound="Sampler")
 
-    def __init__(self, every_s: float = 0.2) -> None:
-        self.every_s, self.peak = every_s, 0
+
+class Sampler:
+    """Calls `sample` every `every_s` seconds in a thread while its `with` block runs."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> PeakRss:
+    def __enter__(self: _Sampler) -> _Sampler:
         self._thread.start()
         return self
 
@@ -44,11 +49,74 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
 
+    def sample(self) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
-        process = psutil.Process()
         while not self._stop.is_set():
-            self.peak = max(self.peak, process.memory_info().rss)
+            self.sample()
             self._stop.wait(self.every_s)
+
+
+class PeakRss(Sampler):
+    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        super().__init__(every_s)
+        self.peak, self._process = 0, psutil.Process()
+
+    def sample(self) -> None:
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
+def proc_status_kib(
+    pid: int | str = "self", fields: tuple[str, ...] = ("RssAnon",)
+) -> dict[str, int]:
+    """`fields` of /proc/PID/status in KiB (those it has; none once the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    parts = (line.split() for line in lines)
+    return {part[0][:-1]: int(part[1]) for part in parts if part and part[0][:-1] in fields}
+
+
+def unit_vectors(rng: np.random.Generator, count: int, dimension: int) -> np.ndarray:
+    """`count` random float32 vectors of unit length."""
+    vectors = rng.standard_normal((count, dimension), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def vector_column(vectors: np.ndarray):  # -> pa.FixedSizeListArray
+    """The rows of `vectors` as an Arrow fixed-size list column (pyarrow imported here, so
+    that a script measuring its own memory imports it only where it did before)."""
+    import pyarrow as pa
+
+    return pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1])
+
+
+def semsearch_cli(*arguments: str) -> list[str]:
+    """The `semsearch` console script beside this interpreter, with `arguments`."""
+    return [str(Path(sys.executable).with_name("semsearch")), *arguments]
+
+
+def run_for_minutes(command: list[str], minutes: float) -> int | None:
+    """Run `command` from the repository root for at most `minutes`; its exit code, or None
+    when it was stopped by SIGINT (a training run keeps its last checkpoint and resumes)."""
+    process = subprocess.Popen(command, cwd=REPO_ROOT, preexec_fn=_default_sigint)
+    try:
+        return process.wait(timeout=minutes * 60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        process.wait()
+        return None
+
+
+def _default_sigint() -> None:
+    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt
+    (a shell starts background jobs with SIGINT ignored, and the child would inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -19,9 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-from beyond_ram import CHUNK, build, ground_truth, recall, search_process
+from beyond_ram import CHUNK, build, ground_truth, recall, search_process, write_vectors
 from common import corpus_texts
 
 TIE_TOLERANCE = 1e-5
@@ -38,14 +36,9 @@ def stored_vectors(folder: Path) -> np.ndarray:
     return np.concatenate([v.astype(np.float32) for s in segments for _, v in s.iter_parts()])
 
 
-def write_vectors(path: Path, vectors: np.ndarray) -> None:
-    schema = pa.schema([("emb", pa.list_(pa.float16(), vectors.shape[1])), ("bucket", pa.int32())])
-    with pq.ParquetWriter(path, schema, compression="none") as writer:
-        for start in range(0, len(vectors), CHUNK):
-            chunk = vectors[start : start + CHUNK].astype(np.float16)
-            emb = pa.FixedSizeListArray.from_arrays(pa.array(chunk.ravel()), vectors.shape[1])
-            bucket = pa.array(np.arange(start, start + len(chunk)) % 1000, pa.int32())
-            writer.write_table(pa.table({"emb": emb, "bucket": bucket}, schema=schema))
+def write_chunked(path: Path, vectors: np.ndarray) -> None:
+    chunks = (vectors[start : start + CHUNK] for start in range(0, len(vectors), CHUNK))
+    write_vectors(path, vectors.shape[1], chunks)
 
 
 def debian_queries(args, model: str) -> np.ndarray:
@@ -74,8 +67,8 @@ def side_by_side(args) -> dict:
     manifest = source.manifest()
     vectors = stored_vectors(args.from_index)
     corpus, empty = args.work_dir / "corpus.parquet", args.work_dir / "empty.parquet"
-    write_vectors(corpus, vectors)
-    write_vectors(empty, vectors[:1000])
+    write_chunked(corpus, vectors)
+    write_chunked(empty, vectors[:1000])
     vectors = vectors.astype(np.float16).astype(np.float32)  # as both indexes store them
     queries = debian_queries(args, manifest.model.name).astype(np.float32)
     queries_file = args.work_dir / "queries.npy"

@@ -2,7 +2,7 @@
 
 Why: the issue asks whether fusing BM25 with the vectors improves what users get. Quality is
 nDCG@10 and recall@100 on the DBPedia subset (BEIR, graded) and on Debian short -> long
-descriptions (first 5,000 packages, as `debian_recall.py`), by exact search on the default
+descriptions (first 5,000 packages), by exact search on the default
 model and an in-memory BM25 (the same code a built index runs: `semsearch.evaluation.hybrid`).
 Convex fusion's alpha is tuned on a dev split: 2 folds, each ranked with the alpha of the
 other. `--sweep` also tries BM25 settings (k1, b, method, stemming, stop words). Latency is

@@ -12,6 +12,7 @@ minus the same process's RssAnon before it opened the index, minus the FAISS ind
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -20,7 +21,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import DEFAULT_OUT_DIR, base_parser, environment, record
+from common import (
+    DEFAULT_OUT_DIR,
+    base_parser,
+    environment,
+    proc_status_kib,
+    record,
+    vector_column,
+)
 
 DIMENSION = 32
 QUERIES = 1000
@@ -46,7 +54,7 @@ def write_corpus(path: Path, rows: int) -> None:
             "license": rng.choice(["MIT", "BSD", "Apache-2.0", "GPL"], count),
             "year": np.arange(start, start + count) % 1000 + 1500,
             "tags": [list(rng.choice(words, n)) for n in rng.integers(0, 4, count)],
-            "emb": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMENSION),
+            "emb": vector_column(vectors),
         })  # fmt: skip
         writer = writer or pq.ParquetWriter(path, table.schema)
         writer.write_table(table)
@@ -59,10 +67,7 @@ def child(index: Path) -> dict:
     from semsearch.search import Searcher
 
     def anon() -> int:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return proc_status_kib("self", ("RssAnon",)).get("RssAnon", 0) * 1024
 
     import faiss  # noqa: F401 - imported before the baseline, as the searcher needs it
 
@@ -102,7 +107,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_OUT_DIR / "lazy_metadata")
     parser.add_argument("--old-tree", type=Path, default=None)
-    parser.add_argument("--child", type=Path, default=None, help=argparse_hidden())
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(child(args.child)))
@@ -132,12 +137,6 @@ def main() -> None:
         print(name, figures["runs"][name], flush=True)
     figures["environment"] = environment()
     record(args, "lazy_metadata", figures)
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

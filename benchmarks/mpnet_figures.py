@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import REPO_ROOT, base_parser, record
+from common import REPO_ROOT, base_parser, record, semsearch_cli
 
 MODELS = ("default", "all-mpnet-base-v2")
 # (task, figures kept: the metric's name in the command's JSON, the mode for `ir`)
@@ -39,12 +38,11 @@ def task_arguments(task: str, data_dir: Path) -> list[str]:
 def run_eval(task: str, model: str, data_dir: Path, out_dir: Path) -> tuple[dict, float, str]:
     """Run one evaluation command; its JSON result (also kept in `out_dir`), wall-clock
     seconds and command line."""
-    semsearch = Path(sys.executable).with_name("semsearch")
     out = out_dir / "mpnet" / f"{model}-{task}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     arguments = ["eval", *task_arguments(task, data_dir), "--model", model, "--device", "cpu"]
     started = time.monotonic()
-    subprocess.run([str(semsearch), *arguments, "--out", str(out)], check=True, cwd=REPO_ROOT,
+    subprocess.run(semsearch_cli(*arguments, "--out", str(out)), check=True, cwd=REPO_ROOT,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     seconds = time.monotonic() - started
     return json.loads(out.read_text()), seconds, " ".join(["semsearch", *arguments])

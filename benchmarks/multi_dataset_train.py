@@ -9,7 +9,7 @@ evaluated, never trained or selected on.
 
 Data (written to `--out-dir/multi/`, with the plan):
 - Debian train pairs: `--debian-pairs` rows drawn (seed 0) from the packages after the first
-  10,000, so the first 5,000 (the `debian_recall` and `hybrid_quality` task) stay unseen;
+  10,000, so the first 5,000 (the `hybrid_quality` task) stay unseen;
 - Debian IR dev: `--dev-pairs` rows drawn from packages 5,000-9,999;
 - long descriptions cut at `--max-chars` characters (median 285): the tail of a long
   description adds CPU time, little signal.
@@ -28,9 +28,7 @@ Figures are appended to `benchmarks/results/multi_dataset_train.jsonl`, one line
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +41,8 @@ from common import (
     base_parser,
     environment,
     markdown_table,
+    run_for_minutes,
+    semsearch_cli,
 )
 
 PAIR_COLUMNS = {"anchor": "short_description", "positive": "long_description"}
@@ -95,27 +95,6 @@ def write_plan(folder: Path, data_dir: Path, debian: dict, mixing: str) -> Path:
     return path
 
 
-def _interruptible() -> None:
-    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt
-    (a shell starts background jobs with SIGINT ignored, and the child would inherit that)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def semsearch(*arguments: str) -> list[str]:
-    return [str(Path(sys.executable).with_name("semsearch")), *arguments]
-
-
-def train_chunk(command: list[str], minutes: float) -> bool:
-    """Run the training command for at most `minutes`; True when the run has finished."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT, preexec_fn=_interruptible)
-    try:
-        return process.wait(timeout=minutes * 60) == 0
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)  # stops at once; the last checkpoint is kept
-        process.wait()
-        return False
-
-
 def evaluate(model_dir: Path, data_dir: Path) -> tuple[dict, list[str]]:
     """STS-B test Spearman (cosine) and DBPedia nDCG@10 / recall@100: dense, lexical, hybrid
     RRF and convex with alpha tuned on a dev split of the queries (2 folds)."""
@@ -128,7 +107,7 @@ def evaluate(model_dir: Path, data_dir: Path) -> tuple[dict, list[str]]:
         out = model_dir / f"eval_{task}.json"
         command = [*arguments, "--model", str(model_dir), "--device", "cpu"]
         started = time.monotonic()
-        subprocess.run(semsearch(*command, "--out", str(out)), check=True, cwd=REPO_ROOT,
+        subprocess.run(semsearch_cli(*command, "--out", str(out)), check=True, cwd=REPO_ROOT,
                        stdout=subprocess.DEVNULL)  # fmt: skip
         figures[f"{task}_seconds"] = round(time.monotonic() - started, 1)
         commands.append(" ".join(["semsearch", *command]))
@@ -185,7 +164,11 @@ def main() -> None:
         arguments += ["--max-steps", str(args.max_steps)]
     print("training:", " ".join(["semsearch", *arguments]), flush=True)
     finished = (output / "training.json").is_file()
-    if not (finished or args.evaluate_now or train_chunk(semsearch(*arguments), args.minutes)):
+    if not (
+        finished
+        or args.evaluate_now
+        or run_for_minutes(semsearch_cli(*arguments), args.minutes) == 0
+    ):
         print(f"stopped after {args.minutes} min: run the same command again to resume", flush=True)
         return
     record = run_record(output)

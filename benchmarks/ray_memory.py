@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import record
+from common import Sampler, proc_status_kib, record, unit_vectors, vector_column
 
 from semsearch.distributed import RayOptions, build_index_on_ray, mine_index_on_ray
 from semsearch.index.build import BuildOptions, build_index
@@ -41,9 +40,7 @@ def write_vectors(path: Path, rows: int, seed: int = 0, texts: bool = False) -> 
     with pq.ParquetWriter(path, schema) as writer:
         for start in range(0, rows, WRITE_ROWS):
             count = min(WRITE_ROWS, rows - start)
-            vectors = rng.standard_normal((count, DIMENSION), dtype=np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMENSION)
+            emb = vector_column(unit_vectors(rng, count, DIMENSION))
             columns = {"n": np.arange(start, start + count), "emb": emb}
             if texts:
                 columns["text"] = [f"row {n}" for n in range(start, start + count)]
@@ -53,14 +50,7 @@ def write_vectors(path: Path, rows: int, seed: int = 0, texts: bool = False) -> 
 
 def status_kib(pid: int | str, field: str) -> int:
     """A field of /proc/PID/status in KiB (0 when the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return proc_status_kib(pid, (field,)).get(field, 0)
 
 
 def ray_workers() -> list[int]:
@@ -77,32 +67,23 @@ def ray_workers() -> list[int]:
     return pids
 
 
-class MemorySampler:
+class MemorySampler(Sampler):
     """Samples the driver's RssAnon and each Ray worker's RssAnon in a thread (KiB peaks)."""
 
     def __init__(self, every_s: float = 0.1) -> None:
-        self.every_s = every_s
+        super().__init__(every_s)
         self.driver_anon = self.worker_anon = self.workers_total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> MemorySampler:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
             handle.write("5")  # resets VmHWM: the peak from here on
-        self._thread.start()
-        return self
+        return super().__enter__()
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.driver_anon = max(self.driver_anon, status_kib("self", "RssAnon"))
-            workers = [status_kib(pid, "RssAnon") for pid in ray_workers()]
-            self.worker_anon = max([self.worker_anon, *workers])
-            self.workers_total = max(self.workers_total, sum(workers))
-            self._stop.wait(self.every_s)
+    def sample(self) -> None:
+        self.driver_anon = max(self.driver_anon, status_kib("self", "RssAnon"))
+        workers = [status_kib(pid, "RssAnon") for pid in ray_workers()]
+        self.worker_anon = max([self.worker_anon, *workers])
+        self.workers_total = max(self.workers_total, sum(workers))
 
 
 def two_nodes():

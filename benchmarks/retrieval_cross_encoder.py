@@ -25,9 +25,7 @@ Figures: one JSON line per evaluation in `benchmarks/results/retrieval_cross_enc
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +39,8 @@ from common import (
     environment,
     markdown_table,
     record,
+    run_for_minutes,
+    semsearch_cli,
 )
 
 from semsearch.evaluation.ir import exact_search
@@ -135,16 +135,6 @@ def write_debian_beir(data_dir: Path, folder: Path, queries: int) -> None:
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + lines)
 
 
-def _interruptible() -> None:
-    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt
-    (a shell starts background jobs with SIGINT ignored, and the child would inherit that)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def semsearch(*arguments: str) -> list[str]:
-    return [str(Path(sys.executable).with_name("semsearch")), *arguments]
-
-
 def train(args, paths: dict[str, Path], output: Path) -> bool:
     arguments = ["train", str(paths["train"]), "--cross-encoder", "-o", str(output),
                  "--model", args.model, "--dev", str(paths["dev"]), "--epochs", str(args.epochs),
@@ -153,14 +143,10 @@ def train(args, paths: dict[str, Path], output: Path) -> bool:
     print("training:", " ".join(["semsearch", *arguments]), flush=True)
     if (output / "training.json").is_file():
         return True
-    process = subprocess.Popen(semsearch(*arguments), cwd=REPO_ROOT, preexec_fn=_interruptible)
-    try:
-        return process.wait(timeout=args.minutes * 60) == 0
-    except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
-        process.wait()
+    code = run_for_minutes(semsearch_cli(*arguments), args.minutes)
+    if code is None:
         print("stopped: run --phase train again to resume", flush=True)
-        return False
+    return code == 0
 
 
 def evaluate(args, paths: dict[str, Path], output: Path) -> None:
@@ -174,7 +160,7 @@ def evaluate(args, paths: dict[str, Path], output: Path) -> None:
         command = ["eval", "ir", str(folder), "--model", args.first_stage, "--rerank", str(output),
                    "--rerank-top", str(top), "--device", "cpu"]  # fmt: skip
         started = time.monotonic()
-        subprocess.run(semsearch(*command, "--out", str(out)), check=True, cwd=REPO_ROOT)
+        subprocess.run(semsearch_cli(*command, "--out", str(out)), check=True, cwd=REPO_ROOT)
         result = json.loads(out.read_text())
         line = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "benchmark": "retrieval_cross_encoder", "task": task, "cross_encoder": str(output),

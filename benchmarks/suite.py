@@ -1,7 +1,7 @@
 """The benchmarks as one suite: what each measures, its goals as data, and its smoke run.
 
     python benchmarks/suite.py list                 # every benchmark, what it measures, its goals
-    python benchmarks/suite.py table [--write]      # the goals table from results/*.jsonl
+    python benchmarks/suite.py table [--write]      # goals and latest figures from results/*.jsonl
     python benchmarks/suite.py smoke [NAME ...]     # each script at tiny sizes, pass or fail
 
 The scripts stay runnable on their own; this file only describes them (as FAISS's
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from results_table import Goal, answers, markdown, rewrite_region
+from results_table import (
+    FIGURES_BEGIN,
+    FIGURES_END,
+    Figure,
+    Goal,
+    answers,
+    figures_section,
+    markdown,
+    rewrite_region,
+)
 
 HERE = Path(__file__).resolve().parent
 # Scripts in benchmarks/ that measure nothing: this runner, and the GPU suite's packing and
@@ -30,19 +40,25 @@ TOOLS = ("suite", "gpu_carry", "gpu_collect")
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One script: what it measures, its goals, and the options of its smoke run (None: it
-    needs a GPU or prebuilt data and is smoked elsewhere or not at all, as `no_smoke` says).
+    """One script: what it measures, its goals, and the options of its smoke run (a command
+    line, split as a shell splits it; None: it needs a GPU or prebuilt data and is smoked
+    elsewhere or not at all, as `no_smoke` says).
     `{scratch}` in the options is the smoke run's folder (shared, so a build can feed
     later steps); each script also gets `--out-dir {scratch}/<name>`. `name` is also the
-    results file's (`results/<name>.jsonl`); `script` is the file when it differs."""
+    results file's (`results/<name>.jsonl`); `script` is the file when it differs. RESULTS.md
+    shows the latest value of each goal's figure and of `figures`; `gpu_only` marks a script
+    whose figures need a GPU, and `note` says what the registry's lines do not."""
 
     name: str
     measures: str
     goals: tuple[Goal, ...] = ()
-    smoke: tuple[str, ...] | None = None
+    smoke: str | None = None
     no_smoke: str = ""
     smoke_limit_s: int = 120
     script: str = ""
+    figures: tuple[Figure, ...] = ()
+    gpu_only: bool = False
+    note: str = ""
 
     @property
     def path(self) -> str:
@@ -55,12 +71,20 @@ def _goal(what: str, key: str, comparison: str, threshold: float, **where: objec
     return Goal(what, tuple(key.split(".")), comparison, threshold, paths)
 
 
+def _figure(what: str, key: str | tuple[str, ...], results: str = "", **where: object) -> Figure:
+    """A figure to show as the latest (`key` dotted, or a tuple where a key holds a dot)."""
+    paths = {tuple(name.split("__")): value for name, value in where.items()}
+    return Figure(what, tuple(key.split(".")) if isinstance(key, str) else key, paths, results)
+
+
 def _gpu_goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
     return _goal(what, key, comparison, threshold, device="NVIDIA H*", **where)
 
 
 PYPI, DEBIAN = {"corpus": "pypi_summaries"}, {"corpus": "debian_long"}
 BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-smoke`"
+# The index build_pypi's smoke run builds, for the smoke runs that read one.
+SMOKE_INDEX = "--index pypi-first1500-ivf --index-dir {scratch}/indexes"
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
@@ -77,7 +101,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("PyPI mean cosine to st fp32", "mean_cos", ">=", 0.999, **PYPI),
             _gpu_goal("PyPI min cosine to st fp32", "min_cos", ">=", 0.995, **PYPI),
         ),
-        ("--pypi-rows", "100", "--debian-rows", "20", "--repeats", "1", "--threads", "1"),
+        smoke="--pypi-rows 100 --debian-rows 20 --repeats 1 --threads 1",
     ),
     Benchmark(
         "gpu_build",
@@ -89,35 +113,44 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("recall@10 of the built index", "recall_at_10", ">=", 0.95, rows=841_708),
         ),
         no_smoke=BY_GPU_SMOKE,
+        gpu_only=True,
     ),
     Benchmark(
         "mine_pypi",
         "paraphrase mining over all PyPI summaries: time, peak memory, recall of the mined pairs",
         (_gpu_goal("mine seconds (841,708 rows)", "seconds", "<=", 60, rows=841_708),),
         no_smoke=BY_GPU_SMOKE,
+        figures=(_figure("encode texts/s (841,708 rows)", "encode_texts_per_s", rows=841_708),),
+        gpu_only=True,
     ),
     Benchmark(
         "cagra_ivf",
         "cuVS CAGRA against FAISS IVF on the GPU: build time, recall@10, queries/s",
         no_smoke="needs cuVS on a GPU, which cannot travel to the lent machine: outside "
         "gpu_suite.sh, run by hand where cuVS is installed",
+        gpu_only=True,
     ),
     Benchmark(
         "gpu_pairs",
         "`semsearch bench pairs` with BERT-base-sized models: cross-encoder "
         "pairs/s against bi-encoder encode and mining",
         no_smoke=BY_GPU_SMOKE,
+        figures=tuple(
+            _figure(what, key, shape="base")
+            for what, key in (
+                ("cross-encoder pairs/s, BERT-base shape", "cross_encoder_pairs_per_s"),
+                ("cross-encoder hours for all pairs (extrapolated)", "cross_encoder_hours"),
+                ("bi-encoder s (encode, then mine)", "bi_encoder_seconds"),
+                ("bi-encoder x faster", "speedup"),
+            )
+        ),
+        gpu_only=True,
     ),
     Benchmark(
         "gpu_checks",
         "the CUDA path's correctness: CUDA vs CPU vectors, bf16 agreement",
         no_smoke=BY_GPU_SMOKE,
-    ),
-    Benchmark(
-        "debian_recall",
-        "recall@10 of a package's long description from its synopsis: "
-        "Flat / IVF / HNSW against sentence-transformers + exact search",
-        smoke=("--rows", "150", "--batch-size", "64"),
+        gpu_only=True,
     ),
     Benchmark(
         "build_pypi",
@@ -139,60 +172,34 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 args__limit=None,
             ),
         ),  # fmt: skip
-        (
-            "--limit",
-            "1500",
-            "--index",
-            "ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--queries",
-            "30",
-            "--recall-queries",
-            "20",
+        smoke="--limit 1500 --index ivf --index-dir {scratch}/indexes --queries 30 "
+        "--recall-queries 20",
+        figures=(
+            _figure("warm query p99 ms, all rows", "latency.p99_ms", args__limit=None),
+            _figure("build s, all rows", "build.seconds", args__limit=None),
+            _figure("encode texts/s in the build", "build.encode_texts_per_s", args__limit=None),
+            _figure("build peak RSS MiB (sampled)", "build.peak_rss_sampled_mib", args__limit=None),
         ),
     ),
     Benchmark(
         "index_tradeoff",
         "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
         "size, tie-aware recall@10, QPS",
-        smoke=(
-            "--index",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--types",
-            "flat,hnsw16",
-            "--queries",
-            "50",
-            "--min-seconds",
-            "0.2",
-        ),
-    ),
-    Benchmark(
-        "hnsw_recall_check",
-        "HNSW recall on a slice of an index's vectors: held-out, without duplicates, own-vector",
-        smoke=(
-            "--source",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--rows",
-            "1000",
-            "--queries",
-            "50",
-        ),
+        smoke=f"{SMOKE_INDEX} --types flat,hnsw16 --queries 50 --min-seconds 0.2",
     ),
     Benchmark(
         "ivf_code_search",
         "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
-        smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
-    ),
-    Benchmark(
-        "hit_metadata",
-        "CPU to turn 10 hits' rows into metadata dicts: a table slice per hit vs MetadataRows "
-        "vs MetadataParts",
-        smoke=("--index", "pypi-first1500-ivf", "--index-dir", "{scratch}/indexes"),
+        smoke=SMOKE_INDEX,
+        figures=tuple(
+            _figure(f"{structure} {what}", ("structures", structure, key))
+            for structure in ("IVF4096,SQfp16", "IVF4096,Flat")
+            for what, key in (
+                ("ms a query", "ms_per_query"),
+                ("recall@10", "recall_at_10"),
+                ("lists MiB", "lists_mib"),
+            )
+        ),
     ),
     Benchmark(
         "living_index",
@@ -202,42 +209,20 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("IVF recall gap, added vs fresh", "types.ivf.recall_gap", "<=", 0.01),
             _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap", "<=", 0.01),
         ),
-        (
-            "--base-rows",
-            "400",
-            "--add-rows",
-            "100",
-            "--queries",
-            "10",
-            "--delete-rows",
-            "20",
-            "--work-dir",
-            "{scratch}/living",
-        ),
-    ),
-    Benchmark(
-        "int8_placements",
-        "cosine to fp32 and speed with different linear layers in int8",
-        smoke=("--debian-rows", "8", "--pypi-rows", "16"),
+        smoke="--base-rows 400 --add-rows 100 --queries 10 --delete-rows 20 "
+        "--work-dir {scratch}/living",
     ),
     Benchmark(
         "int8_recall",
         "the int8 encoder against fp32: recall@10, cosine, speed, STS-B",
-        smoke=(
-            "--pypi-rows",
-            "100",
-            "--debian-rows",
-            "20",
-            "--queries",
-            "10",
-            "--sts-pairs",
-            "100",
+        smoke="--pypi-rows 100 --debian-rows 20 --queries 10 --sts-pairs 100",
+        figures=(
+            _figure("PyPI recall@10 of int8 to fp32", "corpora.pypi.recall_at_10"),
+            _figure("PyPI int8 x fp32 speed", "corpora.pypi.speed_ratio"),
+            _figure("Debian recall@10 of int8 to fp32", "corpora.debian.recall_at_10"),
+            _figure("Debian int8 x fp32 speed", "corpora.debian.speed_ratio"),
+            _figure("STS-B Spearman, int8", "stsb_spearman.int8"),
         ),
-    ),
-    Benchmark(
-        "query_encode_latency",
-        "one query's encode time, fp32 and int8, on 1 and 2 threads",
-        smoke=("--repeats", "3"),
     ),
     Benchmark(
         "startup",
@@ -255,7 +240,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),  # fmt: skip
             _goal("`serve` ready s (demo index)", "serve_s.health_200", "<=", 10),
         ),
-        ("--runs", "1", "--demo-rows", "300", "--index-dir", "{scratch}/startup-index"),
+        smoke="--runs 1 --demo-rows 300 --index-dir {scratch}/startup-index",
         smoke_limit_s=180,
     ),
     Benchmark(
@@ -266,54 +251,45 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("errors at concurrency 32", "levels.32.semsearch.errors", "==", 0),
             _goal("errors in the soak", "soak.errors", "==", 0),
         ),
-        smoke=(
-            "--index",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--concurrency",
-            "2",
-            "--requests",
-            "40",
-            "--max-seconds",
-            "10",
-            "--no-peer",
-        ),  # fmt: skip
+        smoke=f"{SMOKE_INDEX} --concurrency 2 --requests 40 --max-seconds 10 --no-peer",
+        figures=(
+            _figure("queries/s at concurrency 32", "levels.32.semsearch.qps"),
+            _figure("soak p99 ms", "soak.p99_ms"),
+            _figure("soak RSS growth", "soak.rss_growth"),
+        ),
     ),
     Benchmark(
         "living_scale",
         "the living index at scale on a built index: filters, add, reindex",
-        smoke=(
-            "--name",
-            "pypi-first1500-ivf",
-            "--index-dir",
-            "{scratch}/indexes",
-            "--queries",
-            "10",
-            "--add-rows",
-            "100",
-            "--reindex",
-            "",
-        ),  # fmt: skip
-    ),
-    Benchmark(
-        "cpu_ceiling",
-        "why long texts cannot reach 1.5x on this CPU: padding, profiles, the GEMM rate",
-        smoke=("--rows", "30", "--padding-rows", "200"),
+        smoke="--name pypi-first1500-ivf --index-dir {scratch}/indexes --queries 10 --add-rows 100 "
+        "--reindex ''",
+        figures=tuple(
+            _figure(
+                f"{factory} {what} at a 0.5 % filter",
+                f"filters.2.{key}",
+                factory=factory,
+                filters__2__share=0.0049,
+            )
+            for factory in ("IVF4096,Flat", "HNSW32,Flat")
+            for what, key in (("recall", "recall"), ("query p50 ms", "p50_query_ms"))
+        ),
     ),
     Benchmark(
         "hybrid_quality",
         "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
         (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50", "<=", 1.5),),
-        (
-            "--tasks",
-            "debian",
-            "--debian-rows",
-            "120",
-            "--latency-index",
-            "{scratch}/indexes/pypi-first1500-ivf",
-            "--latency-queries",
-            "20",
+        smoke="--tasks debian --debian-rows 120 "
+        "--latency-index {scratch}/indexes/pypi-first1500-ivf --latency-queries 20",
+        figures=(
+            *(
+                _figure(
+                    f"{task} nDCG@10, {mode}",
+                    ("quality", str(n), "modes", mode, "ndcg@10"),
+                    **{f"quality__{n}__task": name},
+                )
+                for n, task, name in ((0, "DBPedia", "dbpedia-mini"), (1, "Debian", "debian-5000"))
+                for mode in ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60")
+            ),
         ),
     ),
     Benchmark(
@@ -340,45 +316,67 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         no_smoke="trains a model (tens of minutes)",
         script="mpnet_figures",
+        figures=tuple(
+            _figure(f"{name} {what}", "value", model=model, metric=metric)
+            for model, name in (("default", "default model"), ("all-mpnet-base-v2", "mpnet"))
+            for metric, what in (
+                ("spearman_cosine", "STS-B test"),
+                ("ndcg@10 dense", "DBPedia nDCG@10"),
+            )
+        ),
     ),
     Benchmark(
         "train_stsb",
         "fine-tuning the default model on STS-B: STS-B test",
         (_goal("default model fine-tuned, STS-B test", "after_test.spearman_cosine", ">=", 0.86),),
-        ("--max-steps", "2", "--epochs", "1"),
+        smoke="--max-steps 2 --epochs 1",
     ),
     Benchmark(
         "build_overlap",
         "encode time against build time, pipelined and not",
-        smoke=("--rows", "500", "--depths", "0,1"),
+        smoke="--rows 500 --depths 0,1",
+        figures=tuple(
+            _figure(
+                f"build texts/s, pipeline depth {n % 2} (run {n + 1})", f"builds.{n}.texts_per_s"
+            )
+            for n in range(4)
+        ),
     ),
     Benchmark(
         "bounded_memory",
         "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
         "what each holds beyond its FAISS index",
-        smoke=("--rows", "3000", "--work-dir", "{scratch}/bounded"),
+        smoke="--rows 3000 --work-dir {scratch}/bounded",
         smoke_limit_s=180,
+        figures=tuple(
+            _figure(f"{step} peak RSS MiB, 1M rows", f"{step}.peak_rss_mib", rows=1_000_000)
+            for step in ("build", "add", "compact", "reindex")
+        ),
     ),
     Benchmark(
         "lazy_metadata",
         "a searcher's anonymous memory a row apart from its FAISS index, hits' metadata "
         "latency and --where time, on random vectors with PyPI-like metadata",
-        smoke=("--rows", "5000", "--work-dir", "{scratch}/lazy_metadata"),
+        smoke="--rows 5000 --work-dir {scratch}/lazy_metadata",
+        figures=tuple(
+            _figure(what, f"runs.this checkout.{key}")
+            for what, key in (
+                ("anonymous bytes a row apart from FAISS", "rss_anon_bytes_a_row_apart_from_faiss"),
+                ("hits' metadata p50 ms", "hit_metadata_ms_p50"),
+                ("search p50 ms", "search_ms_p50"),
+            )
+        ),
     ),
     Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
-        smoke=(
-            "--kills",
-            "1",
-            "--base-rows",
-            "200",
-            "--add-rows",
-            "200",
-            "--work-dir",
-            "{scratch}/crash",
-        ),
+        smoke="--kills 1 --base-rows 200 --add-rows 200 --work-dir {scratch}/crash",
         smoke_limit_s=180,
+        figures=(
+            _figure("kills mid-add", "killed_mid_run"),
+            _figure("the index opened after every kill", "all_opened"),
+            _figure("its rows were right after every kill", "all_rows_ok"),
+        ),
     ),
     Benchmark(
         "cpu_runtimes",
@@ -397,17 +395,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
             for threads in (1, 2)
         ),
-        smoke=("--pypi-rows", "24", "--debian-rows", "8", "--threads", "1", "--rounds", "1"),
-    ),
-    Benchmark(
-        "query_kernel_memory",
-        "memory growth and CPU of query encoding in fp32, bf16 and bf16 after the kernel warm-up",
-        smoke=("--groups", "40"),
+        smoke="--pypi-rows 24 --debian-rows 8 --threads 1 --rounds 1",
     ),
     Benchmark(
         "mine_stsb_ap",
         "paraphrase mining on STS-B's sentences: average precision against the gold pairs",
-        smoke=("--pairs", "300", "--top-k", "10"),
+        smoke="--pairs 300 --top-k 10",
     ),
     Benchmark(
         "objectives_table",
@@ -418,16 +411,32 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "baselines",
         "the baselines grid (poolings, objectives, data): STS-B, SICK, pair classification",
         no_smoke="trains a model per row (hours)",
+        figures=(
+            *(
+                _figure(f"{row} STS-B test", "stsb_test_spearman", row=row)
+                for row in ("bilstm-malstm", "frozen-minilm-mean", "minilm-cosine-stsb")
+            ),
+            _figure("frozen-minilm-mean texts/s", "encode_texts_per_s", row="frozen-minilm-mean"),
+        ),
     ),
     Benchmark(
         "multi_dataset_train",
         "mpnet trained on STS-B plus Debian pairs: STS-B test and DBPedia nDCG@10",
         no_smoke="trains all-mpnet-base-v2 (not bundled; tens of minutes)",
+        figures=(
+            _figure("STS-B test", "stsb_test_spearman"),
+            _figure("DBPedia nDCG@10, dense", "dbpedia_ndcg@10_dense"),
+        ),
     ),
     Benchmark(
         "retrieval_cross_encoder",
         "a cross-encoder trained for retrieval: DBPedia and Debian nDCG@10 after re-ranking",
         no_smoke="trains a cross-encoder (tens of minutes)",
+        figures=tuple(
+            _figure(f"{name} nDCG@10, {mode}", ("modes", mode, "ndcg@10"), task=task)
+            for task, name in (("dbpedia", "DBPedia"), ("debian", "Debian"))
+            for mode in ("dense", "dense + rerank")
+        ),
     ),
     Benchmark(
         "ray_build",
@@ -435,6 +444,26 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "--own-vectors / --mine-own-vectors, the driver's peak memory of a Ray build / a Ray "
         "`mine --index`",
         no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
+        figures=(
+            _figure("local texts/s, 100,000 rows", "texts_per_s", engine="local", rows=100_000),
+            *(
+                _figure(
+                    f"Ray texts/s, {n} actor(s), 100,000 rows",
+                    "texts_per_s",
+                    engine="ray",
+                    workers=n,
+                    rows=100_000,
+                )
+                for n in (1, 2)
+            ),
+            _figure(
+                "driver peak anonymous MiB, 2M own vectors",
+                "driver_peak_rss_anon_mib",
+                results="ray_build_memory",
+                rows=2_000_000,
+            ),
+        ),
+        note="`--own-vectors` lines go to `results/ray_build_memory.jsonl`.",
     ),
     Benchmark(
         "beyond_ram",
@@ -459,16 +488,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 rows=20_000_000,
             ),
         ),  # fmt: skip
-        smoke=(
-            "--rows",
-            "20000",
-            "--base-rows",
-            "300",
-            "--queries",
-            "50",
-            "--work-dir",
-            "{scratch}/beyond_ram",
-        ),  # fmt: skip
+        smoke="--rows 20000 --base-rows 300 --queries 50 --work-dir {scratch}/beyond_ram",
         smoke_limit_s=180,
     ),
 )
@@ -486,7 +506,7 @@ def list_benchmarks() -> str:
     for benchmark in BENCHMARKS:
         lines.append(f"{benchmark.name}: {benchmark.measures}")
         lines += [f"    goal: {goal.what} {goal.text}" for goal in benchmark.goals]
-        smoke = " ".join(benchmark.smoke) if benchmark.smoke is not None else benchmark.no_smoke
+        smoke = benchmark.smoke if benchmark.smoke is not None else benchmark.no_smoke
         lines.append(f"    smoke: {smoke or '(no options)'}")
     return "\n".join(lines)
 
@@ -496,8 +516,26 @@ def goals_table(results_dir: Path) -> str:
     return markdown(answers(goals, results_dir))
 
 
+def latest_figures(results_dir: Path) -> str:
+    """Each benchmark's latest figures (its goals' figures, then `figures`), with the lines
+    they come from, or why there is none."""
+    sections = []
+    for benchmark in BENCHMARKS:
+        shown: dict[tuple, Goal | Figure] = {}
+        for wanted in (*benchmark.goals, *benchmark.figures):
+            shown.setdefault((wanted.key, tuple(wanted.where.items())), wanted)
+        rows = answers([(benchmark.name, wanted) for wanted in shown.values()], results_dir)
+        about = f"Measures {benchmark.measures}." + (f" {benchmark.note}" if benchmark.note else "")
+        about += f" **GPU only**: {benchmark.no_smoke}." if benchmark.gpu_only else ""
+        missing = f"No JSON line yet: `python {benchmark.path}` records one."
+        sections.append(figures_section(benchmark.name, about, rows, missing))
+    return "\n\n".join(sections)
+
+
 def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
-    options = [part.replace("{scratch}", str(scratch)) for part in benchmark.smoke or ()]
+    options = [
+        part.replace("{scratch}", str(scratch)) for part in shlex.split(benchmark.smoke or "")
+    ]
     return [sys.executable, benchmark.path, *options,
             "--out-dir", str(scratch / benchmark.name)]  # fmt: skip
 
@@ -533,10 +571,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="every benchmark, what it measures, its goals")
-    table = commands.add_parser("table", help="the goals table from the JSON lines")
+    table = commands.add_parser("table", help="goals table and latest figures from the lines")
     table.add_argument("--results-dir", type=Path, default=HERE / "results")
     table.add_argument("--write", type=Path, nargs="?", const=HERE / "RESULTS.md", default=None,
-                       help="rewrite the table region of this file (default RESULTS.md)")  # fmt: skip
+                       help="rewrite the generated regions of this file (RESULTS.md)")  # fmt: skip
     smoke = commands.add_parser("smoke", help="each registered script at tiny sizes")
     smoke.add_argument("names", nargs="*", help="only these (default: all with a smoke run)")
     smoke.add_argument("--scratch", type=Path, default=Path("/tmp/bench_smoke"))
@@ -544,12 +582,13 @@ def main() -> None:
     if args.command == "list":
         print(list_benchmarks())
     elif args.command == "table":
-        text = goals_table(args.results_dir)
+        table, figures = goals_table(args.results_dir), latest_figures(args.results_dir)
         if args.write is None:
-            print(text)
+            print(f"{table}\n\n{figures}")
         else:
-            changed = rewrite_region(args.write, text)
-            print(f"{args.write}: {'table rewritten' if changed else 'unchanged'}")
+            changed = rewrite_region(args.write, table)
+            changed |= rewrite_region(args.write, figures, (FIGURES_BEGIN, FIGURES_END))
+            print(f"{args.write}: {'regions rewritten' if changed else 'unchanged'}")
     else:
         sys.exit(1 if run_smoke(args.names, args.scratch) else 0)
 

@@ -4,7 +4,8 @@ Why a module: a server turns about ten row numbers per query into dicts, on the 
 Python holds the GIL. Slicing the table once per hit costs about 15 microseconds (a Table is
 built for each, every column looking up its chunk); finding each row's record batch with
 one `searchsorted` and reading its cells costs less than half of that (on the 841k-row
-PyPI metadata: 0.081 against 0.037 ms per 10 hits, `benchmarks/hit_metadata.py`).
+PyPI metadata: 0.081 against 0.037 ms per 10 hits, measured by `benchmarks/hit_metadata.py`,
+since deleted; see git history).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ EXACT_FILTER_ROWS = 50_000
 # Where a filter keeps a share s of the rows, the approximate search visits 3/s times more
 # candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE: 1/s only keeps the number of
 # allowed candidates; on 841k rows a 50 % filter then lost 0.01-0.02 recall, and 2/s left
-# HNSW at 0.949 (benchmarks/RESULTS.md).
+# HNSW at 0.949 (docs/results-history.md).
 FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 # ... and a `disk` index re-scores sqrt of that scale times more candidates per result: the

@@ -3,7 +3,7 @@
 Why: one short query on CPU spends most of its time streaming the weights through small
 matrix products, plus Python's cost per layer. Inductor with frozen weights prepacks them
 for oneDNN and removes the Python: measured 11.6 -> 9.3 ms per query on one core and
-9.9 -> 6.8 ms on two (benchmarks/RESULTS.md), same vectors to ~1e-6. It costs 15-30 s of
+9.9 -> 6.8 ms on two (docs/results-history.md), same vectors to ~1e-6. It costs 15-30 s of
 compilation on the first query and turns the weights into constants, so it is for serving
 an index, never for training; it does not speed up large batches (measured slower).
 """

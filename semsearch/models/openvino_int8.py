@@ -2,7 +2,7 @@
 
 Why: NNCF's post-training quantisation (static scales calibrated on sample texts, the
 transformer preset) on OpenVINO's int8 kernels is a well-kept replacement for a hand-written
-int8 layer, and faster (benchmarks/RESULTS.md). Static scales mean a text's vector does not
+int8 layer, and faster (docs/results-history.md). Static scales mean a text's vector does not
 depend on its batch mates. The f32 hint keeps the layers NNCF left unquantised in fp32: with
 the bf16 hint the model was both slower and further from fp32 (measured 2026-11-26).
 

@@ -5,7 +5,7 @@ and a single query reads a quarter of the weights. torch's dynamic quantisation 
 activation scale over the whole padded batch, so a text's vector changed with its batch
 mates (cosine 0.92-0.97 between a query alone and in a batch; recall@10 0.75 against fp32).
 Here every token gets its own scale, so a text's vector is the same alone or in any batch,
-and three things keep the vectors close to fp32 (benchmarks/RESULTS.md):
+and three things keep the vectors close to fp32 (docs/results-history.md):
 
 - weights: one scale per output channel;
 - SmoothQuant (Xiao et al., 2023): a few input channels carry most of the activations'

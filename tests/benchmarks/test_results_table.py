@@ -15,7 +15,7 @@ sys.path.insert(0, str(BENCHMARKS))  # the scripts import each other by bare nam
 
 import results_table  # noqa: E402
 import suite  # noqa: E402
-from results_table import BEGIN, END, Goal, answers, markdown, rewrite_region  # noqa: E402
+from results_table import BEGIN, END, Figure, Goal, answers, markdown, rewrite_region  # noqa: E402
 
 SPEED = Goal("texts/s", ("texts_per_s",), ">=", 100.0, {("device",): "NVIDIA H*"})
 LATENCY = Goal("p99 ms", ("levels", "32", "p99_ms"), "<=", 150.0)
@@ -83,6 +83,47 @@ def test_the_region_is_inserted_then_replaced_and_the_rest_kept(tmp_path: Path) 
     assert [p.name for p in tmp_path.iterdir()] == ["RESULTS.md"]  # no temporary left
 
 
+def test_a_figure_is_the_latest_value_even_a_yes_or_no_from_its_own_file(results: Path) -> None:
+    _write(results, "crash", [{"all_opened": False, "kills": 3}, {"all_opened": True}])
+    _write(results, "crash_memory", [{"peak_mib": 12.5, "rows": 2}])
+    wanted = [Figure("opened", ("all_opened",)), Figure("kills", ("kills",)),
+              Figure("peak", ("peak_mib",), {("rows",): 2}, "crash_memory"),
+              Figure("absent", ("nothing",))]  # fmt: skip
+    opened, kills, peak, absent = answers([("crash", figure) for figure in wanted], results)
+    assert (opened.shown, kills.shown, peak.shown, absent.shown) == ("yes", "3", "12.5", "-")
+    assert opened.verdict == "" and absent.verdict == "not measured"
+    # a goal is never met by a yes or no
+    goal = Goal("opened", ("all_opened",), "==", 1)
+    assert answers([("crash", goal)], results)[0].value is None
+
+
+def test_a_figures_section_numbers_the_lines_its_figures_come_from(results: Path) -> None:
+    rows = answers([("encode", Figure("texts/s", ("texts_per_s",), {("device",): "NVIDIA*"})),
+                    ("encode", Figure("any texts/s", ("texts_per_s",))),
+                    ("encode", Figure("never", ("nothing",)))], results)  # fmt: skip
+    section = results_table.figures_section("encode", "Measures speed.", rows, "none")
+    assert section.splitlines() == [
+        "### `encode`", "", "Measures speed.", "",
+        "| figure | latest | line |", "|---|---|---|",
+        "| texts/s | 120 | 1 |", "| any texts/s | 5 | 2 |", "| never | - | - |", "",
+        "1. 2026-11-21 10:00, AMD EPYC, 2 cores, 23.5 GiB, NVIDIA H100: "
+        "`python benchmarks/encode.py --b | x`",
+        "2. 2026-11-22 10:00, cpu: AMD EPYC (2 cores): `python benchmarks/encode.py --smoke`",
+    ]  # fmt: skip
+    empty = results_table.figures_section("absent", "Measures.", rows[2:], "No line yet.")
+    assert empty.splitlines()[-1] == "No line yet."
+
+
+def test_both_regions_are_written_and_the_prose_between_kept(tmp_path: Path) -> None:
+    page = tmp_path / "RESULTS.md"
+    figures = (results_table.FIGURES_BEGIN, results_table.FIGURES_END)
+    page.write_text(f"# R\n\n{BEGIN}\nold\n{END}\n\nProse.\n\n{figures[0]}\nold\n{figures[1]}\n")
+    assert rewrite_region(page, "goals") and rewrite_region(page, "latest", figures)
+    assert page.read_text() == (
+        f"# R\n\n{BEGIN}\ngoals\n{END}\n\nProse.\n\n{figures[0]}\nlatest\n{figures[1]}\n"
+    )
+
+
 def test_the_registry_names_real_scripts_and_valid_goals() -> None:
     names = [benchmark.name for benchmark in suite.BENCHMARKS]
     assert len(names) == len(set(names))
@@ -96,10 +137,10 @@ def test_the_registry_names_real_scripts_and_valid_goals() -> None:
 
 
 def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path) -> None:
-    command = suite.smoke_command(suite.find("hit_metadata"), tmp_path)
-    assert command[1] == "benchmarks/hit_metadata.py"
+    command = suite.smoke_command(suite.find("ivf_code_search"), tmp_path)
+    assert command[1] == "benchmarks/ivf_code_search.py"
     assert f"{tmp_path}/indexes" in command
-    assert command[-2:] == ["--out-dir", str(tmp_path / "hit_metadata")]
+    assert command[-2:] == ["--out-dir", str(tmp_path / "ivf_code_search")]
     assert not any("{scratch}" in part for part in command)
 
 

@@ -26,3 +26,16 @@ def test_no_script_writes_figures_outside_the_results_lines() -> None:
         text = path.read_text(encoding="utf-8")
         assert "write_json" not in text, path.name
         assert "argsort(-" not in text, path.name  # exact search is the library's
+
+
+def test_every_benchmark_with_lines_shows_a_figure_from_them() -> None:
+    """A figure's key that the lines no longer hold shows here, not as a silent '-'."""
+    results = BENCHMARKS / "results"
+    sections = suite.latest_figures(results).split("\n\n### ")
+    assert len(sections) == len(suite.BENCHMARKS)
+    for benchmark, section in zip(suite.BENCHMARKS, sections):
+        assert section.lstrip("# ").startswith(f"`{benchmark.name}`")
+        has_lines = (results / f"{benchmark.name}.jsonl").is_file()
+        assert ("No JSON line yet" not in section) == has_lines, benchmark.name
+        if has_lines:
+            assert "\n1. " in section, benchmark.name
