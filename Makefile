@@ -116,7 +116,7 @@ fuzz: setup-test
 		tests/cli/test_fuzz.py --hypothesis-show-statistics
 
 lint: setup-test
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check semsearch tests benchmarks
 	$(VENV)/bin/ruff format --check semsearch tests benchmarks
 

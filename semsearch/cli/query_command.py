@@ -160,7 +160,7 @@ def query(
         return
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
-    from semsearch.models.exported_query_encoder import open_for_queries
+    from semsearch.models.query_loader import open_for_queries
     from semsearch.search import Searcher
 
     manifest = folder.manifest(at)

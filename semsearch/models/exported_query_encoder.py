@@ -35,7 +35,6 @@ from semsearch.index.checksums import (
 )
 from semsearch.models.model_folder import cache_dir
 from semsearch.models.spec import EncoderSpec
-from semsearch.options import check_runtime
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +57,6 @@ def openvino_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("openvino") is not None
-
-
-def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:
-    """The encoder for an index's queries: the checked export without importing torch where
-    there is one (`auto` or `openvino`, on the CPU or `auto` device), else
-    `query_encoder.encoder_for_queries` (torch; it exports and checks for the next time)."""
-    check_runtime(runtime)
-    if runtime != "torch" and device in ("auto", "cpu"):
-        exported = ExportedQueryEncoder.open(spec)
-        if exported is not None:
-            return exported
-    from semsearch.models.query_encoder import encoder_for_queries
-
-    return encoder_for_queries(spec, device, runtime, export_tried=True)
 
 
 def export_path(spec: EncoderSpec, version: str) -> Path | None:

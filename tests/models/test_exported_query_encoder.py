@@ -15,7 +15,6 @@ from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.exported_query_encoder import (
     ExportedQueryEncoder,
     export_path,
-    open_for_queries,
     query_files,
 )
 from semsearch.models.openvino_runtime import (
@@ -25,6 +24,7 @@ from semsearch.models.openvino_runtime import (
     export_for_queries,
 )
 from semsearch.models.query_encoder import encoder_for_queries
+from semsearch.models.query_loader import open_for_queries
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
 
