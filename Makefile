@@ -38,15 +38,15 @@ demo: setup
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	@echo "semsearch is installed in $(VENV): '. $(VENV)/bin/activate' puts it on your PATH"
 
-# The quick suite (about 2.5 min on 2 quiet cores, 3-4 min busy); the slow tests run on the real model.
+# The quick suite (about 3 min on 2 quiet cores, 4-5 min busy); the slow tests run on the real model.
 test: setup-test
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
 test-slow: setup-test
 	$(VENV)/bin/python -m pytest -q -m "slow and not ray"
 
-# `--engine ray` on a local Ray instance and a simulated two-node cluster (about four minutes
-# on 2 cores); installs the `ray` extra first.
+# `--engine ray` on a local Ray instance and a simulated two-node cluster, and an S3 corpus on a
+# local moto server (about six minutes on 2 cores); installs the `ray` extra first.
 $(VENV)/.ray-installed: $(VENV)/.test-installed
 	$(PY) -m pip install -q -e ".[ray]"
 	touch $@

@@ -1,12 +1,15 @@
-"""Every shell command and `curl` example in README.md's code blocks, run as written.
+"""Every shell command and `curl` example in the code blocks of README.md and docs/*.md, run
+as written; and every relative link of those pages leads to a file.
 
-The blocks are read from README.md itself, so an example that stops working fails here. The
-blocks about the demo index (`debian-demo`) run where `make demo` leaves a user: a folder
-whose `indexes/` holds that index alone. The others run in a folder holding the files they
-name (`corpus.parquet` with `id`, `text`, `year` and `license` columns, `queries.txt`, ...),
-made from the demo corpus. `semsearch` is the package run by this interpreter. Of the
-servers, the README's address and ports are the only things changed: each listens on a
-free port, and the `curl` lines are sent to the first.
+The blocks are read from the pages themselves, so an example that stops working fails here.
+The blocks about the demo index (`debian-demo`) run where `make demo` leaves a user: a folder
+whose `indexes/` holds that index alone and whose `.venv/bin/semsearch` is semsearch. The
+others run in one folder holding the files they name (`corpus.parquet` with `id`, `text`,
+`year` and `license` columns, `queries.txt`, ...), made from the demo corpus: README.md
+first, then the pages in name order, so a page may use the `corpus` index that the README's
+quick start builds. `semsearch` is the package run by this interpreter. Of the servers, the
+pages' address and ports are the only things changed: each listens on a free port, the
+`curl` lines of a block are sent to the block's first, and a block's servers stop at its end.
 """
 
 from __future__ import annotations
@@ -33,13 +36,16 @@ from server.live import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# Records of what was measured when, not instructions: their commands are not run.
+NOT_INSTRUCTIONS = {"results-history.md"}
 DEMO_CORPUS = ROOT / "data" / "demo" / "debian_packages.parquet"
 SHELL_BLOCKS = {"bash", "sh", "shell", "console"}
-README_SERVER = "127.0.0.1:8000"
+PAGES_SERVER = "127.0.0.1:8000"
 
 # Commands not run, each with why; everything else in a shell block runs.
 SKIPPED = [
     (r"^make ", "sets up .venv and runs the suites: this test runs inside them"),
+    (r"^\. \.venv(-gpu)?/bin/activate", "sets the PATH of a shell: here semsearch is on it"),
     (r"^pip install ", "installs an extra: set-up, not an example of use"),
     (r"^ray start|--engine ray", "needs a Ray cluster: `make test-ray` runs --engine ray"),
     (r"^semsearch train\b", "trains a model (minutes to hours): tests/cli/test_train_command.py"),
@@ -48,26 +54,41 @@ SKIPPED = [
     (r"^semsearch bench pairs", "a measurement of minutes: tests/bench/test_bench_pairs.py"),
     (
         r"^semsearch word-",
-        "trains word vectors on corpora the README does not ship: tests/cli/test_word_commands.py",
+        "trains word vectors on corpora the pages do not ship: tests/cli/test_word_commands.py",
     ),  # fmt: skip
 ]
 
 
+def pages() -> list[Path]:
+    """README.md, then docs/*.md in name order (the order their examples run in)."""
+    docs = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_INSTRUCTIONS)
+    return [README, *docs]
+
+
 @dataclass(frozen=True)
 class Block:
-    line: int  # of the opening fence in README.md
+    page: Path
+    line: int  # of the opening fence
     language: str
     commands: list[str]
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
 
     @property
     def about_the_demo(self) -> bool:
         return any("debian-demo" in command for command in self.commands)
 
 
-def readme_blocks() -> list[Block]:
-    """README.md's fenced code blocks, each with its commands (continued lines joined)."""
+def example_blocks() -> list[Block]:
+    """The fenced code blocks of every page, each with its commands (continued lines joined)."""
+    return [block for page in pages() for block in page_blocks(page)]
+
+
+def page_blocks(page: Path) -> list[Block]:
     blocks, language, start, lines = [], None, 0, []
-    for number, line in enumerate(README.read_text().splitlines(), start=1):
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
         fence = re.match(r"^```(\w*)\s*$", line)
         if fence and language is None:
             language, start, lines = fence[1], number, []
@@ -81,7 +102,7 @@ def readme_blocks() -> list[Block]:
                 if pending.strip() and not pending.lstrip().startswith("#"):
                     commands.append(pending.strip())
                 pending = ""
-            blocks.append(Block(start, language, commands))
+            blocks.append(Block(page, start, language, commands))
             language = None
         else:
             lines.append(line)
@@ -94,23 +115,24 @@ def skip_reason(command: str) -> str | None:
 
 def test_every_command_of_the_readme_is_in_a_shell_block() -> None:
     """A command in a block without a shell language would escape the test below."""
-    for block in readme_blocks():
+    for block in example_blocks():
         if block.language not in SHELL_BLOCKS:
             commands = [c for c in block.commands if re.match(r"(semsearch|curl|pip|make) ", c)]
-            assert not commands, f"README.md:{block.line}: tag this block ```bash: {commands}"
+            assert not commands, f"{block.where}: tag this block ```bash: {commands}"
 
 
 def test_the_skipped_commands_are_few_and_each_is_named_for_a_reason() -> None:
-    commands = [c for block in readme_blocks() if block.language in SHELL_BLOCKS
+    commands = [c for block in example_blocks() if block.language in SHELL_BLOCKS
                 for c in block.commands]  # fmt: skip
     skipped = [c for c in commands if skip_reason(c)]
     assert len(skipped) < len(commands) / 2, skipped
+    assert len(SKIPPED) <= 10, "a long skip list: make the examples runnable instead"
     for pattern, _ in SKIPPED:  # every entry is still needed
         assert any(re.search(pattern, command) for command in commands), pattern
 
 
 class Shell:
-    """Runs README lines with `bash -c` in one folder, `semsearch` being this checkout."""
+    """Runs the pages' lines with `bash -c` in one folder, `semsearch` being this checkout."""
 
     def __init__(self, folder: Path, bin_dir: Path) -> None:
         self.folder = folder
@@ -147,8 +169,11 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_folder(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path) -> Path:
-    """Where `make demo` leaves a user: `indexes/debian-demo`, built by its command."""
+    """Where `make demo` leaves a user: `indexes/debian-demo`, built by its command, and
+    `.venv/bin/semsearch`."""
     folder = tmp_path_factory.mktemp("demo")
+    (folder / ".venv" / "bin").mkdir(parents=True)
+    (folder / ".venv" / "bin" / "semsearch").symlink_to(bin_dir / "semsearch")
     Shell(folder, bin_dir).run(
         f"semsearch build {shlex.quote(str(DEMO_CORPUS))} --name debian-demo --id-column "
         "package --out-dir indexes --overwrite",
@@ -159,7 +184,7 @@ def demo_folder(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path) -> Path
 
 @pytest.fixture(scope="session")
 def corpus_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The files the README's other examples name, cut from the demo corpus."""
+    """The files the pages' other examples name, cut from the demo corpus."""
     folder = tmp_path_factory.mktemp("corpus")
     demo = pq.read_table(DEMO_CORPUS)
     rows = 400
@@ -195,16 +220,21 @@ def _wait_ready(base: str, server: subprocess.Popen, log: Path, where: str) -> N
     raise AssertionError(f"{where}: the server was not ready in 180 s")
 
 
-@pytest.fixture()
-def servers() -> Iterator[list[subprocess.Popen]]:
-    started: list[subprocess.Popen] = []
-    yield started
-    for server in started:
+def _stop(servers: list[subprocess.Popen]) -> None:
+    while servers:
+        server = servers.pop()
         server.send_signal(signal.SIGTERM)
         try:
             server.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+@pytest.fixture()
+def servers() -> Iterator[list[subprocess.Popen]]:
+    started: list[subprocess.Popen] = []
+    yield started
+    _stop(started)
 
 
 def _serve(shell: Shell, command: str, where: str, servers: list) -> str:
@@ -232,17 +262,17 @@ def _check_answer(command: str, done: subprocess.CompletedProcess, where: str) -
 
 
 @pytest.mark.slow
-def test_the_readme_s_commands_run_as_written(demo_folder, corpus_folder, bin_dir, servers) -> None:
+def test_the_pages_commands_run_as_written(demo_folder, corpus_folder, bin_dir, servers) -> None:
     if shutil.which("curl") is None:
         pytest.skip("no curl")
     ran = 0
-    for block in readme_blocks():
+    for block in example_blocks():
         if block.language not in SHELL_BLOCKS:
             continue
         shell = Shell(demo_folder if block.about_the_demo else corpus_folder, bin_dir)
         base = None
+        where = f"the block at {block.where}"
         for command in block.commands:
-            where = f"README.md block at line {block.line}"
             if skip_reason(command):
                 continue
             if command.startswith("semsearch serve"):
@@ -250,9 +280,40 @@ def test_the_readme_s_commands_run_as_written(demo_folder, corpus_folder, bin_di
                 base = base or started
             elif command.startswith("curl "):
                 assert base is not None, f"{where}: a curl line before any `semsearch serve`"
-                sent = command.replace(f"http://{README_SERVER}", base)
+                sent = command.replace(f"http://{PAGES_SERVER}", base)
                 _check_answer(command, shell.run(sent, where), where)
             else:
                 shell.run(command, where)
             ran += 1
-    assert ran >= 25  # the README's examples, not a parser that found none
+        _stop(servers)  # a server holds memory and warms up in the background: not for long
+    assert ran >= 30  # the pages' examples, not a parser that found none
+
+
+def relative_links(page: Path) -> list[tuple[int, str]]:
+    """The page's Markdown links and images that name a path: not a URL, not an anchor alone."""
+    found, in_code = [], False
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code:
+            continue
+        outside_code = re.sub(r"`[^`]*`", "", line)
+        for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", outside_code):
+            if not re.match(r"(https?|mailto):|#", target):
+                found.append((number, target))
+    return found
+
+
+def test_every_relative_link_of_the_pages_leads_to_a_file() -> None:
+    links = [(page, number, target) for page in pages() for number, target in relative_links(page)]
+    broken = [f"{page.relative_to(ROOT)}:{number}: {target}" for page, number, target in links
+              if not (page.parent / target.split("#")[0]).exists()]  # fmt: skip
+    assert not broken, broken
+    assert len(links) >= 20  # the pages' links, not a pattern that found none
+
+
+def test_the_link_finder_finds_a_broken_link(tmp_path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("[ok](page.md) [gone](gone.md#part) [web](https://x.org) [here](#top)\n"
+                    "`[code](not-a-link.md)`\n```\n[block](nor-this.md)\n```\n")  # fmt: skip
+    assert relative_links(page) == [(1, "page.md"), (1, "gone.md#part")]

@@ -83,8 +83,8 @@ def test_nprobe_is_clamped_to_the_number_of_lists(tmp_path, tiny_encoder) -> Non
 def test_a_parameter_the_index_does_not_take_is_dropped_with_a_note(
     tmp_path, tiny_encoder, index, given, kept
 ) -> None:
-    """The README's `"nprobe": 64` on the (flat) demo index: answered, with a note, as the
-    README promises for values beyond what the index can use; it was refused."""
+    """docs/serving.md's `"nprobe": 64` on the (flat) demo index: answered, with a note, as
+    docs/search.md promises for values beyond what the index can use; it was refused."""
     searcher = _searcher(tmp_path, tiny_encoder, index)
     results = searcher.search(["text number 3"], k=3, **given)
     assert results.params == kept

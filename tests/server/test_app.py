@@ -315,7 +315,7 @@ def test_the_api_docs_load_nothing_from_the_internet(client, page) -> None:
 
 
 def test_nprobe_on_a_flat_index_is_answered_with_a_note(client) -> None:
-    """The README's POST example sends nprobe 64 to the demo index, which is flat."""
+    """docs/serving.md's POST example sends nprobe 64 to the demo index, which is flat."""
     answer = client.post("/search", json={"queries": ["guitar", "cat"], "k": 3, "nprobe": 64})
     assert answer.status_code == 200, answer.text
     assert [len(result["hits"]) for result in answer.json()["results"]] == [3, 3]

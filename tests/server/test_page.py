@@ -1,7 +1,7 @@
 """The search page in a real headless browser: Debian's chromium, driven by Playwright.
 
 Skipped, saying why, where Playwright or a chromium binary is missing (`.ci/run` installs
-both). With SEMSEARCH_SCREENSHOT=PATH the test also saves its screenshot there (the README's),
+both). With SEMSEARCH_SCREENSHOT=PATH the test also saves its screenshot there (docs/search-page.png),
 and with SEMSEARCH_DOCS_SCREENSHOT=PATH the /docs test saves its own (docs/api-docs-offline.png).
 """
 
