@@ -33,7 +33,7 @@ import faiss
 import numpy as np
 
 from semsearch.ann.devices import CPU
-from semsearch.index.checksums import describe_files
+from semsearch.checksums import describe_files
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import segment_name
 from semsearch.index.lexical import index_segment_texts

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from semsearch.checksums import content_digest, describe_files
 from semsearch.errors import SemsearchError
-from semsearch.index.checksums import content_digest, describe_files
 from semsearch.index.manifest_fields import (  # noqa: F401 - METRIC_NAMES and SEARCH_PARAMETERS are read from here
     METRIC_NAMES,
     SEARCH_PARAMETERS,

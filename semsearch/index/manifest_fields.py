@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from semsearch.index.checksums import HASH_NAME
+from semsearch.checksums import HASH_NAME
 
 if TYPE_CHECKING:
     from semsearch.index.manifest import IndexSpec, LexicalSpec, SegmentRecord, SourceSpec

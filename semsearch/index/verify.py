@@ -29,8 +29,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from semsearch.checksums import HASH_NAME, file_digest
 from semsearch.errors import DamagedIndexError, SemsearchError
-from semsearch.index.checksums import HASH_NAME, file_digest
 from semsearch.index.generation import next_generation
 from semsearch.index.manifest import (
     SEGMENTS_DIR,

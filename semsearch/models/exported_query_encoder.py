@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from semsearch.index.checksums import (
+from semsearch.checksums import (
     CACHE_RECORD_SUFFIX,
     cache_file_problem,
     cache_record_path,

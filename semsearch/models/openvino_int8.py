@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from semsearch.checksums import cache_file_problem
 from semsearch.errors import SemsearchError, one_line
-from semsearch.index.checksums import cache_file_problem
 from semsearch.models.openvino_runtime import (
     CHECK_TEXTS,
     OpenVinoEncoder,

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from semsearch.checksums import cache_file_problem, write_cache_record
 from semsearch.errors import SemsearchError, one_line
-from semsearch.index.checksums import cache_file_problem, write_cache_record
 from semsearch.models.exported_query_encoder import (
     OV_PRECISIONS,
     QUERY_PRECISION,

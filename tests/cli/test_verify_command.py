@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli.support import error_line
 
-from semsearch.index.checksums import content_digest
+from semsearch.checksums import content_digest
 
 
 @pytest.fixture()

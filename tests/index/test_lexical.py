@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 from index.living_support import build, generated_table, write
 
+from semsearch.checksums import content_digest
 from semsearch.errors import SemsearchError
-from semsearch.index.checksums import content_digest
 from semsearch.index.lexical import (
     LexicalPart,
     LexicalSegment,

@@ -9,9 +9,9 @@ import sys
 import pytest
 from index.living_support import build, generated_table, write
 
+from semsearch.checksums import content_digest
 from semsearch.errors import SemsearchError
 from semsearch.index import manifest_fields
-from semsearch.index.checksums import content_digest
 from semsearch.index.manifest import read_manifest, write_manifest
 
 

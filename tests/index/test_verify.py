@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from index.living_support import build, generated_table, write
 
+from semsearch.checksums import file_digest
 from semsearch.errors import SemsearchError
-from semsearch.index.checksums import file_digest
 from semsearch.index.store import IndexFolder
 from semsearch.index.update import add_rows, delete_rows
 from semsearch.index.verify import record_checksums, verify_index
@@ -233,8 +233,8 @@ def test_vectors_an_exact_stand_in_reads_at_open_are_hashed(tmp_path, tiny_encod
 def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
     folder, tmp_path, tiny_encoder, field
 ) -> None:
+    from semsearch.checksums import content_digest
     from semsearch.index import maintain
-    from semsearch.index.checksums import content_digest
 
     for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
         data = json.loads(path.read_text())
@@ -263,7 +263,7 @@ def test_a_manifest_resealed_with_the_text_column_as_the_id_column_is_searched(
 ) -> None:
     """The text column is a legitimate id column (it exists in every segment): a manifest
     re-sealed to name it is consistent, and a search answers with each row's text as its id."""
-    from semsearch.index.checksums import content_digest
+    from semsearch.checksums import content_digest
 
     for path in (folder.manifest_file, folder.path / "generations" / "g000001.json"):
         data = json.loads(path.read_text())

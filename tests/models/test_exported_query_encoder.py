@@ -161,7 +161,7 @@ def test_a_tampered_compiled_copy_is_compiled_again(tiny_encoder, caplog) -> Non
 def test_a_rebuilt_export_leaves_compiled_copies_the_next_open_loads(tiny_encoder, caplog) -> None:
     """Issue 37: after the export was written again, its compiled copy's record was stale, so
     the next process warned and compiled it again (seconds)."""
-    from semsearch.index.checksums import cache_file_problem
+    from semsearch.checksums import cache_file_problem
 
     assert export_for_queries(tiny_encoder)
     assert ExportedQueryEncoder.open(tiny_encoder.spec) is not None  # compiled and recorded
