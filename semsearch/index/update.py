@@ -44,6 +44,7 @@ from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
 from semsearch.index.verify import check_file, check_opened_files
 from semsearch.index.where import WhereEvaluator
+from semsearch.models.exported_query_encoder import open_for_rows
 from semsearch.search import check_same_model
 
 log = logging.getLogger(__name__)
@@ -81,15 +82,18 @@ def add_rows(
     device: str = "auto",
     convert_types: bool = False,
     show_progress: bool = False,
+    runtime: str = "auto",
 ) -> ChangeResult:
     """Upsert the rows of a corpus file into the index; see the module docstring. The new
     segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
     `show_progress` shows a bar of the texts encoded, moving with every batch.
 
+    Without an `encoder`, the index's model is loaded only once some row needs encoding,
+    on `device` and `runtime` (`exported_query_encoder.open_for_rows`: on a CPU, the
+    checked OpenVINO export, without torch): an add of unchanged rows loads no model.
     The corpus is checked as `build` checks it; its text column is stored as the index's,
     and its columns must hold the index's types (`semsearch.index.conform`; `convert_types`
     reads other types where each value converts without loss)."""
-    placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("add"):
         manifest = folder.manifest()
@@ -131,6 +135,7 @@ def add_rows(
         if not (replaced.any() or fresh.any()):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+        placement = faiss_device(device)
         old_ids = live.table.column(ID_COLUMN).to_numpy()
         ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
         ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
@@ -138,9 +143,8 @@ def add_rows(
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
         elif encoder is None:
-            from semsearch.models.bi_encoder import BiEncoder
-
-            encoder = BiEncoder.for_index(manifest.model)
+            log.warning("loading model %s to encode %d rows", manifest.model.name, int(todo.sum()))
+            encoder = open_for_rows(manifest.model, device, runtime)
         if encoder is not None:
             check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))

@@ -74,6 +74,27 @@ def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "au
     return encoder_for_queries(spec, device, runtime, export_tried=True)
 
 
+def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:
+    """The encoder for rows an `add` encodes: the checked export where it serves (`auto` or
+    `openvino` on a CPU; bf16 where the CPU runs it natively and it passed its check there,
+    as a build on this CPU encodes, else fp32), which needs no torch; else the torch
+    encoder (`BiEncoder.for_index`, on `runtime`)."""
+    from semsearch.ann.devices import cuda_may_be_visible
+
+    check_runtime(runtime)
+    on_cpu = device == "cpu" or (device == "auto" and not cuda_may_be_visible())
+    if runtime != "torch" and on_cpu and openvino_installed():
+        import openvino as ov
+
+        for precision in ("bf16", "fp32") if native_bf16(ov) else ("fp32",):
+            exported = ExportedQueryEncoder.open(spec, precision=precision)
+            if exported is not None:
+                return exported
+    from semsearch.models.bi_encoder import BiEncoder
+
+    return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
+
+
 def export_path(spec: EncoderSpec, version: str) -> Path | None:
     """Where the OpenVINO export of the encoder `spec` describes is cached (its `.xml`);
     None for a model without a fingerprint (nothing to key it by)."""

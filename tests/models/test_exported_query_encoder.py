@@ -16,6 +16,7 @@ from semsearch.models.exported_query_encoder import (
     ExportedQueryEncoder,
     export_path,
     open_for_queries,
+    open_for_rows,
     query_files,
 )
 from semsearch.models.openvino_runtime import (
@@ -156,3 +157,13 @@ def test_a_tampered_compiled_copy_is_compiled_again(tiny_encoder, caplog) -> Non
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert ExportedQueryEncoder.open(tiny_encoder.spec, threads=1) is not None
     assert _messages(caplog, logging.WARNING) == []  # compiled afresh, and recorded
+
+
+def test_rows_to_add_are_encoded_on_the_checked_export_where_there_is_one(tiny_encoder) -> None:
+    assert export_for_queries(tiny_encoder)
+    encoder = open_for_rows(tiny_encoder.spec, "cpu", "auto")
+    assert isinstance(encoder, ExportedQueryEncoder)
+    # bf16 where the CPU runs it natively, as a build on it encodes
+    mean, least = cosine_agreement(encoder.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS))
+    assert mean >= MIN_MEAN_COSINE and least >= MIN_COSINE, (mean, least)
+    assert isinstance(open_for_rows(tiny_encoder.spec, "cpu", "torch"), BiEncoder)
