@@ -62,7 +62,7 @@ from semsearch.index.own_vectors import (
     dimension_of,
     with_vector_column,
 )
-from semsearch.index.parts import PartRows, prepare_part, write_parts
+from semsearch.index.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
 from semsearch.index.pipeline import DEFAULT_DEPTH
 from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
@@ -480,7 +480,8 @@ def _encode_parts(
     counts = {"read": 0, "skipped": 0}
     own = options.vector_column
     bar = tqdm(total=usable, desc="encoding" if own is None else "reading vectors",
-               unit="text" if own is None else "row", disable=not options.show_progress)  # fmt: skip
+               unit="text" if own is None else "row", disable=not options.show_progress,
+               smoothing=RATE_SMOOTHING)  # fmt: skip
     vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
 
     def parts() -> Iterator[PartRows]:  # runs in the read stage's thread

@@ -29,7 +29,7 @@ from semsearch.index.generation import next_generation, next_segment_number, seg
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.index.own_vectors import VectorColumn, check_vector_type, vector_hashes
-from semsearch.index.parts import prepare_part
+from semsearch.index.parts import RATE_SMOOTHING, prepare_part
 from semsearch.index.parts import write_parts as encode_and_write
 from semsearch.index.rows import LiveRows
 from semsearch.index.segment import (
@@ -323,8 +323,8 @@ def _encode_parts(
         )  # fmt: skip
         for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
     )
-    with tqdm(total=rows.num_rows, desc="encoding", unit="text",
-              disable=not show_progress) as bar:  # fmt: skip
+    with tqdm(total=rows.num_rows, desc="encoding", unit="text", disable=not show_progress,
+              smoothing=RATE_SMOOTHING) as bar:  # fmt: skip
         encode_and_write(encoder, parts, writer, batch_size, bar.update)
 
 

@@ -376,3 +376,5 @@ def test_build_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypat
     build_index(_options(_hundred_rows(tmp_path), tmp_path, batch_size=16), encoder=tiny_encoder)
     assert sum(Bar.updates) == 100 and len(Bar.updates) >= 100 // 16  # one part, many moves
     assert max(Bar.updates) <= 16
+    # The rate (and ETA) averages over seconds, not over the last batch or two.
+    assert Bar.opened[0]["smoothing"] <= 0.1
