@@ -476,10 +476,12 @@ def _encode_parts(
 ) -> tuple[int, int]:
     """Encode and write every part not written yet, reading, tokenising, encoding and writing
     overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
-    moves with every batch."""
+    moves with every batch; a resumed build's starts at the rows its parts hold already, so
+    its rate and ETA count only the texts this run encodes."""
     counts = {"read": 0, "skipped": 0}
     own = options.vector_column
-    bar = tqdm(total=usable, desc="encoding" if own is None else "reading vectors",
+    bar = tqdm(total=usable, initial=writer.rows_written(),
+               desc="encoding" if own is None else "reading vectors",
                unit="text" if own is None else "row", disable=not options.show_progress,
                smoothing=RATE_SMOOTHING)  # fmt: skip
     vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
@@ -493,8 +495,7 @@ def _encode_parts(
             counts["read"] += chunk.num_rows
             counts["skipped"] += rows.skipped
             if writer.has(part):  # written by the interrupted build this one resumes
-                bar.update(len(rows.source_rows))
-                continue
+                continue  # its rows are the bar's `initial`
             yield prepare_part(part, rows.batch, rows.source_rows, options.text_column,
                                vector_column)  # fmt: skip
 

@@ -378,3 +378,30 @@ def test_build_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypat
     assert max(Bar.updates) <= 16
     # The rate (and ETA) averages over seconds, not over the last batch or two.
     assert Bar.opened[0]["smoothing"] <= 0.1
+
+
+def test_a_resumed_build_s_rate_counts_only_the_texts_it_encodes(
+    corpus_file, tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    """The bar of a resumed build counted the parts it found as encoded, at once: a rate of
+    thousands of texts/s and an ETA to match."""
+    import semsearch.index.build as build_module
+
+    original, calls = tiny_encoder.encode, []
+
+    def interrupting_encode(texts, **kwargs):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original(texts, **kwargs)
+
+    monkeypatch.setattr(tiny_encoder, "encode", interrupting_encode)
+    options = _options(corpus_file, tmp_path / "out", part_rows=4)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(options, encoder=tiny_encoder)  # two parts of 4 rows written
+    monkeypatch.setattr(tiny_encoder, "encode", original)
+    Bar = recording_bar()
+    monkeypatch.setattr(build_module, "tqdm", Bar)
+    build_index(options, encoder=tiny_encoder)
+    assert Bar.opened[0]["total"] == 12 and Bar.opened[0]["initial"] == 8
+    assert sum(Bar.updates) == 4  # tqdm's rate is (n - initial) / elapsed
