@@ -169,6 +169,14 @@ def cuda_may_be_visible() -> bool:
     return True
 
 
+def device_words(device: str) -> str:
+    """`--device` as a line said before a model loads names it (torch not imported yet):
+    `auto` is `cpu` where no GPU can be visible."""
+    if device == "auto":
+        return "a GPU if torch sees one, else the CPU" if cuda_may_be_visible() else "cpu"
+    return device
+
+
 def _without_gpu_faiss(gpu: int) -> FaissDevice | None:
     """FAISS on the CPU with its heavy steps on GPU `gpu` through torch, where torch sees
     that GPU; None where it does not (said once in the log either way). torch is imported

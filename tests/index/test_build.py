@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -405,3 +407,24 @@ def test_a_resumed_build_s_rate_counts_only_the_texts_it_encodes(
     build_index(options, encoder=tiny_encoder)
     assert Bar.opened[0]["total"] == 12 and Bar.opened[0]["initial"] == 8
     assert sum(Bar.updates) == 4  # tqdm's rate is (n - initial) / elapsed
+
+
+def test_a_build_says_which_model_it_loads_before_loading_it(
+    corpus_file, tmp_path, tiny_model_dir, monkeypatch, caplog
+) -> None:
+    """The bar sat at 0 for the seconds the model took to load, with no word of why."""
+    from semsearch.models.bi_encoder import BiEncoder
+
+    said_before_loading: list[str] = []
+    load = BiEncoder.load
+
+    def recording_load(*args, **kwargs):
+        said_before_loading.extend(record.getMessage() for record in caplog.records)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(BiEncoder, "load", recording_load)
+    with caplog.at_level(logging.WARNING, logger="semsearch.index.build"):
+        options = replace(_options(corpus_file, tmp_path, model=str(tiny_model_dir), device="cpu"),
+                          show_progress=True)  # fmt: skip
+        build_index(options)
+    assert f"loading model {tiny_model_dir} on cpu" in said_before_loading
