@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
-from semsearch.ann.devices import FaissDevice, faiss_device
+from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
 from semsearch.errors import SemsearchError
 from semsearch.index.conform import Target, conform, rename_text_column
@@ -143,7 +143,9 @@ def add_rows(
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
         elif encoder is None:
-            log.warning("loading model %s to encode %d rows", manifest.model.name, int(todo.sum()))
+            if show_progress:  # seconds of silence otherwise
+                log.warning("loading model %s on %s to encode %d rows", manifest.model.name,
+                            device_words(device), int(todo.sum()))  # fmt: skip
             encoder = open_for_rows(manifest.model, device, runtime)
         if encoder is not None:
             check_same_model(manifest, encoder)
