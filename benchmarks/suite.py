@@ -343,6 +343,21 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
     ),
     Benchmark(
+        "build_progress",
+        "a `semsearch build`'s bar second by second: when the first line and the first move "
+        "come, texts/s per one-second window (median, 10th percentile), the ETA's error",
+        (
+            _goal(
+                "slowest 10 % of 1-s windows / median texts/s (50,000 PyPI summaries)",
+                "slow_over_median",
+                ">=",
+                0.5,
+                rows=50_000,
+            ),
+        ),
+        ("--rows", "300"),
+    ),
+    Benchmark(
         "bounded_memory",
         "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
         "what each holds beyond its FAISS index",

@@ -11,8 +11,11 @@ on the same device; and the tile budget of the exact k-NN is decided here, so ba
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import faiss
@@ -153,10 +156,35 @@ def faiss_device(device: str = "auto") -> FaissDevice:
     return placed
 
 
+def cuda_may_be_visible() -> bool:
+    """Whether a CUDA GPU could be visible to this process, answered without importing torch
+    (seconds): never on macOS, nor on Linux without an NVIDIA device node (WSL: /dev/dxg),
+    nor where CUDA_VISIBLE_DEVICES hides every GPU. True means torch must be asked."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
+    if sys.platform == "darwin":
+        return False
+    if sys.platform.startswith("linux"):
+        return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/dxg").exists()
+    return True
+
+
+def device_words(device: str) -> str:
+    """`--device` as a line said before a model loads names it (torch not imported yet):
+    `auto` is `cpu` where no GPU can be visible."""
+    if device == "auto":
+        return "a GPU if torch sees one, else the CPU" if cuda_may_be_visible() else "cpu"
+    return device
+
+
 def _without_gpu_faiss(gpu: int) -> FaissDevice | None:
     """FAISS on the CPU with its heavy steps on GPU `gpu` through torch, where torch sees
-    that GPU; None where it does not (said once in the log either way)."""
-    import torch  # already loaded wherever an encoder is
+    that GPU; None where it does not (said once in the log either way). torch is imported
+    only where a GPU may be visible (or it is loaded already, as wherever an encoder is)."""
+    if "torch" not in sys.modules and not cuda_may_be_visible():
+        _log_fallback(False)
+        return None
+    import torch
 
     if gpu < (torch.cuda.device_count() if torch.cuda.is_available() else 0):
         _log_fallback(True)

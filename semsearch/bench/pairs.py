@@ -11,6 +11,7 @@ up to 100,000 sentences, so every pair's similarity is computed).
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -30,8 +31,6 @@ from semsearch.index.vector_index import prepare_vectors
 from semsearch.mining import Collection, MiningOptions, mine_paraphrases
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
-
-_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s"
 
 # The SBERT paper's figures, quoted for reference (Reimers & Gurevych, EMNLP 2019, section 1).
 QUOTED = {
@@ -199,24 +198,34 @@ def run_pairs_bench(
 def measure_cross_encoder(
     model: CrossEncoder, texts: list[str], options: PairsBenchOptions, show_progress: bool = False
 ) -> CrossMeasure:
-    """Score random pairs of `texts` until both `min_pairs` and `min_seconds` are reached
-    (the bar counts seconds of scoring towards `min_seconds`, or pairs when it is 0)."""
+    """Score random pairs of `texts`, a chunk at a time, until both `min_pairs` and
+    `min_seconds` are reached. The bar counts pairs, batch by batch, out of those the sample
+    will take: the chunks `min_pairs` needs, or those `min_seconds` needs at the rate seen
+    so far (the untimed warm-up's, then the sample's own). A bar of seconds stood at 100 %
+    while the pairs `min_pairs` asks for were still being scored."""
     rng = np.random.default_rng(options.seed)
     chunk = min(1024, max(options.min_pairs, options.batch_size))
-    model.predict(random_pairs(texts, options.batch_size, rng), options.batch_size)  # warm-up
+    warm_up = random_pairs(texts, options.batch_size, rng)
+    started = time.perf_counter()
+    model.predict(warm_up, options.batch_size)  # not in the figures: one-off costs
+    per_pair = (time.perf_counter() - started) / len(warm_up)
+
+    def chunks_needed(seconds_per_pair: float) -> int:
+        for_time = options.min_seconds / (seconds_per_pair * chunk) if seconds_per_pair else 0
+        return max(-(-options.min_pairs // chunk), math.ceil(for_time))
+
     scored, seconds = 0, 0.0
-    by_time = options.min_seconds > 0
-    total = options.min_seconds if by_time else options.min_pairs
-    with tqdm(total=total, desc="cross-encoder sample", unit="s" if by_time else "pair",
-              disable=not show_progress, bar_format=_BAR if by_time else None) as bar:  # fmt: skip
+    with tqdm(total=chunks_needed(per_pair) * chunk, desc="cross-encoder sample", unit="pair",
+              disable=not show_progress) as bar:  # fmt: skip
         while scored < options.min_pairs or seconds < options.min_seconds:
             pairs = random_pairs(texts, chunk, rng)
             started = time.perf_counter()
-            model.predict(pairs, batch_size=options.batch_size)
-            took = time.perf_counter() - started
-            seconds += took
+            model.predict(pairs, batch_size=options.batch_size, progress=bar.update)
+            seconds += time.perf_counter() - started
             scored += len(pairs)
-            bar.update(min(took, total - bar.n) if by_time else min(len(pairs), total - bar.n))
+            # Once both are reached this is the chunks scored: the bar ends full.
+            bar.total = max(chunks_needed(seconds / scored), scored // chunk) * chunk
+            bar.refresh()
     return CrossMeasure(pairs_scored=scored, seconds=seconds)
 
 

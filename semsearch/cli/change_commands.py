@@ -81,17 +81,17 @@ def add(
     on_ray = ray_options(engine, address, workers, show_progress(json_output))
     index_folder(index, "--index")  # a name or a folder, never a URI
     folder = find_index(index, index_folder(index_dir))
-    encoder = _encoder_for(folder, device, runtime)
     rows = corpus_location(corpus)
     if on_ray is not None:
         from semsearch.distributed.update import add_rows_on_ray
 
+        encoder = _encoder_for(folder, device, runtime)
         result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
                                  on_ray, device, convert_types, runtime)  # fmt: skip
-    else:
-        result = add_rows(folder, rows, encoder, text_column, id_column, batch_size,
+    else:  # the model loads only once some row needs encoding
+        result = add_rows(folder, rows, None, text_column, id_column, batch_size,
                           device=device, convert_types=convert_types,
-                          show_progress=show_progress(json_output))  # fmt: skip
+                          show_progress=show_progress(json_output), runtime=runtime)  # fmt: skip
     _report(folder.name, result, json_output)
 
 

@@ -27,6 +27,7 @@ from semsearch.cli.common import (
     Quantize,
     app,
     console,
+    show_progress,
     user_errors,
 )
 from semsearch.cli.train_command import Columns, parse_assignments
@@ -69,7 +70,8 @@ def sts(
 
     columns = parse_assignments(column, "--column")
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
-                          quantization=quantize, batch_size=batch_size)  # fmt: skip
+                          quantization=quantize, batch_size=batch_size,
+                          show_progress=show_progress(json_output))  # fmt: skip
     _report(evaluate_sts(data, chosen, columns, score_max), Output(out, json_output))
 
 
@@ -87,7 +89,7 @@ def pairs(
 
     columns = parse_assignments(column, "--column")
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
-                          batch_size=batch_size)  # fmt: skip
+                          batch_size=batch_size, show_progress=show_progress(json_output))  # fmt: skip
     _report(evaluate_pairs(dev, chosen, test, columns), Output(out, json_output))
 
 

@@ -11,7 +11,10 @@ from torch import nn
 
 
 class TextEncoder(Protocol):
-    """Anything that embeds texts: a `BiEncoder`, or a wrapper around an index's encoder."""
+    """Anything that embeds texts: a `BiEncoder`, or a wrapper around an index's encoder.
+
+    Evaluators that show progress also pass `show_progress=True`, as `BiEncoder.encode` takes it.
+    """
 
     def encode(self, texts: Sequence[str], batch_size: int = ...) -> np.ndarray: ...
 
@@ -28,6 +31,7 @@ class Evaluator(ABC):
     def __init__(self, name: str, batch_size: int = 64) -> None:
         self.name = name
         self.batch_size = batch_size
+        self.show_progress = False  # a bar of the texts encoded (`semsearch eval`)
 
     def __call__(self, encoder: TextEncoder) -> dict[str, float]:
         was_training = isinstance(encoder, nn.Module) and encoder.training
@@ -48,10 +52,13 @@ class Evaluator(ABC):
 
 
 def encode_pairs(
-    encoder: TextEncoder, first: Sequence[str], second: Sequence[str], batch_size: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors for both sides of a list of pairs, encoding each distinct text once."""
+    encoder: TextEncoder, first: Sequence[str], second: Sequence[str], batch_size: int,
+    show_progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Vectors for both sides of a list of pairs, encoding each distinct text once (with a
+    bar of them where `show_progress`)."""
     unique = list(dict.fromkeys([*first, *second]))
-    vectors = encoder.encode(unique, batch_size=batch_size)
+    shown = {"show_progress": True} if show_progress else {}  # any encoder works without it
+    vectors = encoder.encode(unique, batch_size=batch_size, **shown)
     row = {text: index for index, text in enumerate(unique)}
     return vectors[[row[text] for text in first]], vectors[[row[text] for text in second]]

@@ -74,7 +74,8 @@ class PairClassificationEvaluator(Evaluator):
         return metrics
 
     def _similarities(self, encoder: TextEncoder, pairs: LabelledPairs) -> dict[str, np.ndarray]:
-        first, second = encode_pairs(encoder, pairs.sentence1, pairs.sentence2, self.batch_size)
+        first, second = encode_pairs(encoder, pairs.sentence1, pairs.sentence2, self.batch_size,
+                                     self.show_progress)  # fmt: skip
         return paired_similarities(first, second)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from semsearch import __version__
+from semsearch.ann.devices import device_words
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import Evaluator
 from semsearch.evaluation.beir import RetrievalData, read_beir
@@ -47,7 +48,7 @@ from semsearch.index.store import DEFAULT_INDEX_DIR, find_index
 from semsearch.inputs import read_lines
 from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
-from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.options import DEFAULT_RERANK_TOP
 from semsearch.rerank import Reranker
 from semsearch.search import Searcher
@@ -72,6 +73,8 @@ class ModelOptions:
         device: `auto`, `cpu`, `cuda`...
         quantization: a quantised encoder (with `model` only: an index keeps its encoder).
         batch_size: texts per forward pass.
+        show_progress: a line naming the model before it loads, and a bar of the texts
+            encoded (sts and pairs).
     """
 
     model: str | None = None
@@ -80,6 +83,7 @@ class ModelOptions:
     device: str = "auto"
     quantization: str | None = None
     batch_size: int = 64
+    show_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,9 @@ def load_model(options: ModelOptions) -> LoadedModel:
         raise SemsearchError("give either --model or --index, not both")
     if options.index is None:
         name, quantization = options.model or DEFAULT_MODEL, options.quantization
+        if options.show_progress:  # seconds of silence otherwise; a missing model stays one line
+            require_kind(resolve_model(name), "bi-encoder")
+            log.warning("loading model %s on %s", name, device_words(options.device))
         # torch: a model's published figures are torch's (OpenVINO's bf16 moves the 5th digit).
         encoder = BiEncoder.load(name, device=options.device, quantization=quantization,
                                  runtime="torch")  # fmt: skip
@@ -136,7 +143,12 @@ def load_model(options: ModelOptions) -> LoadedModel:
         raise SemsearchError(
             "--quantize goes with --model: an index uses the encoder it was built with"
         )
-    searcher = Searcher(find_index(options.index, options.index_dir), device=options.device)
+    folder = find_index(options.index, options.index_dir)
+    if options.show_progress:
+        log.warning(
+            "loading the model of index %s on %s", folder.name, device_words(options.device)
+        )
+    searcher = Searcher(folder, device=options.device)
     described = f"index {searcher.folder.name} (model {searcher.manifest.model.name})"
     return LoadedModel(searcher.encoder, described, searcher)
 
@@ -152,7 +164,7 @@ def evaluate_sts(
     pairs = read_labelled(data, "sts", columns, score_max)
     loaded = load_model(model)
     evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
-    evaluator.batch_size = model.batch_size
+    evaluator.batch_size, evaluator.show_progress = model.batch_size, model.show_progress
     return _measure("sts", evaluator, loaded, {"data": data, "rows": len(pairs)})
 
 
@@ -170,6 +182,7 @@ def evaluate_pairs(
     evaluator = PairClassificationEvaluator(
         dev_pairs, test_pairs, name=test or dev, batch_size=model.batch_size
     )
+    evaluator.show_progress = model.show_progress
     facts = {"dev": dev, "test": test, "dev_rows": len(dev_pairs.labels)}
     return _measure("pairs", evaluator, loaded, facts)
 

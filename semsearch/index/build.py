@@ -28,7 +28,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from semsearch import __version__
-from semsearch.ann.devices import faiss_device
+from semsearch.ann.devices import device_words, faiss_device
 from semsearch.corpus import (
     Corpus,
     RowFilter,
@@ -43,7 +43,7 @@ from semsearch.corpus import (
     usable_rows,
 )
 from semsearch.errors import ResumableError, SemsearchError
-from semsearch.index.factory import choose_index
+from semsearch.index.factory import check_index_type, choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
 from semsearch.index.lexical import index_segment_texts
@@ -62,7 +62,7 @@ from semsearch.index.own_vectors import (
     dimension_of,
     with_vector_column,
 )
-from semsearch.index.parts import PartRows, prepare_part, write_parts
+from semsearch.index.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
 from semsearch.index.pipeline import DEFAULT_DEPTH
 from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
@@ -75,9 +75,9 @@ from semsearch.index.store import (
 )
 from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
-from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.truncation import truncation_report
-from semsearch.options import DEFAULT_TARGET_RECALL, DEFAULT_TUNING_QUERIES
+from semsearch.options import DEFAULT_TARGET_RECALL, DEFAULT_TUNING_QUERIES, check_runtime
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +266,9 @@ def build_index(
     if encoder is None and options.vector_column is not None and options.model is None:
         encoder = ColumnVectors(column_spec(source.dimension, options.metric), name)
     elif encoder is None:
+        if options.show_progress:  # seconds to minutes (torch, the weights, the CPU export)
+            require_kind(resolve_model(options.model), "bi-encoder")  # its errors stay one line
+            log.warning("loading model %s on %s", options.model, device_words(options.device))
         from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
 
         encoder = BiEncoder.load(
@@ -288,10 +291,7 @@ def build_index(
     try:
         _prepare_partial(partial, _build_state(options, encoder, source_sha256))
     except OSError as exc:
-        raise SemsearchError(
-            f"cannot write the index into {options.out_dir} ({exc.strerror or exc}): "
-            "choose a folder you can write to with --out-dir"
-        ) from exc
+        raise SemsearchError(_cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
     folder = IndexFolder(partial)
     try:
         writer = SegmentWriter(
@@ -379,11 +379,17 @@ def _check_options(options: BuildOptions, name: str) -> None:
         raise SemsearchError(
             f"--out-dir {options.out_dir} is a file: give a folder for the indexes"
         )
+    # A folder that cannot be made fails here, not once the model has loaded.
+    nearest = next(folder for folder in (final, *final.parents) if folder.exists())
+    if not nearest.is_dir():
+        raise SemsearchError(_cannot_write(options.out_dir, "Not a directory"))
     if final.exists() and not options.overwrite:
         raise SemsearchError(
             f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it, "
             f"or 'semsearch add CORPUS --index {name}' to add rows to it"
         )
+    check_index_type(options.index)  # before the model loads: its seconds for nothing
+    check_runtime(options.runtime)
     if options.batch_size is not None and options.batch_size < 1:
         raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
     if options.pipeline_depth < 0:
@@ -398,6 +404,13 @@ def _check_options(options: BuildOptions, name: str) -> None:
         raise SemsearchError(
             f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
         )
+
+
+def _cannot_write(out_dir: Path, why: str) -> str:
+    return (
+        f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
+        "with --out-dir"
+    )
 
 
 def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
@@ -476,11 +489,14 @@ def _encode_parts(
 ) -> tuple[int, int]:
     """Encode and write every part not written yet, reading, tokenising, encoding and writing
     overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
-    moves with every batch."""
+    moves with every batch; a resumed build's starts at the rows its parts hold already, so
+    its rate and ETA count only the texts this run encodes."""
     counts = {"read": 0, "skipped": 0}
     own = options.vector_column
-    bar = tqdm(total=usable, desc="encoding" if own is None else "reading vectors",
-               unit="text" if own is None else "row", disable=not options.show_progress)  # fmt: skip
+    bar = tqdm(total=usable, initial=writer.rows_written(),
+               desc="encoding" if own is None else "reading vectors",
+               unit="text" if own is None else "row", disable=not options.show_progress,
+               smoothing=RATE_SMOOTHING)  # fmt: skip
     vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
 
     def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
@@ -492,8 +508,7 @@ def _encode_parts(
             counts["read"] += chunk.num_rows
             counts["skipped"] += rows.skipped
             if writer.has(part):  # written by the interrupted build this one resumes
-                bar.update(len(rows.source_rows))
-                continue
+                continue  # its rows are the bar's `initial`
             yield prepare_part(part, rows.batch, rows.source_rows, options.text_column,
                                vector_column)  # fmt: skip
 

@@ -47,8 +47,8 @@ from semsearch.filesystems import (
 from semsearch.index.build import BuildOptions, EncodedRows
 from semsearch.index.filling import add_parts
 from semsearch.index.manifest import SourceSpec
+from semsearch.index.parts import RATE_SMOOTHING, prepare_part, write_parts
 from semsearch.index.parts import PartRows as PreparedRows
-from semsearch.index.parts import prepare_part, write_parts
 from semsearch.index.segment import Segment, SegmentWriter
 from semsearch.index.vector_index import VectorIndex
 from semsearch.models.truncation import truncation_report
@@ -310,7 +310,8 @@ class ManyFilesSource:
                     yield prepare_part(part.part, part.batch, part.ids, options.text_column)
 
         with truncation_report(encoder) as truncated, \
-                tqdm(total=total, desc="encoding", unit="text", disable=not options.show_progress) as bar:  # fmt: skip
+                tqdm(total=total, desc="encoding", unit="text", disable=not options.show_progress,
+                     smoothing=RATE_SMOOTHING) as bar:  # fmt: skip
             write_parts(encoder, parts(), writer, options.batch_size, bar.update,
                         options.pipeline_depth)  # fmt: skip
         return self.encoded_rows(truncated.cut)

@@ -190,6 +190,19 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
         return IndexSpec(requested, f"IVF{nlist},{pq}np", metric,
                          {"nprobe": min(DEFAULT_NPROBE, nlist),
                           OVERSAMPLE: DEFAULT_OVERSAMPLE})  # fmt: skip
+    _check_factory_string(requested)
+    return IndexSpec(requested, requested, metric, _default_params(requested))
+
+
+def check_index_type(requested: str) -> None:
+    """Refuse an index type that is neither a named type nor a factory string semsearch can
+    keep, in one line: checked before a model loads (what depends on the vectors' size and
+    count is checked once they are known)."""
+    if requested.lower() not in NAMED_TYPES:
+        _check_factory_string(requested)
+
+
+def _check_factory_string(requested: str) -> None:
     if requested.lower() in NAMED_TYPES or not _is_factory_string(requested):
         raise SemsearchError(
             f"unknown index type {requested!r}: use {', '.join(NAMED_TYPES)} or a FAISS factory "
@@ -201,7 +214,6 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
         )
     if (lists := re.search(r"IVF(\d+)", requested)) and int(lists[1]) < 1:
         raise SemsearchError(f"{requested!r}: an IVF index needs at least 1 list, e.g. IVF16,Flat")
-    return IndexSpec(requested, requested, metric, _default_params(requested))
 
 
 def ivf_list_count(rows: int, per_sqrt: int = 4) -> int:

@@ -21,6 +21,11 @@ from semsearch.index.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.index.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
 from semsearch.models.tokenized import TokenizedTexts
 
+# How much an encoding bar's rate (and ETA) follows its last refresh, a tenth of a second
+# apart: tqdm's 0.3 swung the ETA with every batch of long or short texts and every part's
+# hand-over; 0.05 averages over the last few seconds.
+RATE_SMOOTHING = 0.05
+
 
 @dataclass(frozen=True)
 class EncodedPart:

@@ -70,6 +70,12 @@ class SegmentWriter:
             count += 1
         return count
 
+    def rows_written(self) -> int:
+        """Rows in the complete parts already here (those an interrupted build wrote)."""
+        complete = self.folder.glob("part-[0-9][0-9][0-9][0-9][0-9].npy")
+        return sum(len(np.load(_ids_path(self.folder, int(path.stem[5:])), mmap_mode="r"))
+                   for path in complete)  # fmt: skip
+
 
 class Segment:
     """A finished segment folder, read lazily: ids, vectors and metadata are memory-mapped."""

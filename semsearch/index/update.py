@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
-from semsearch.ann.devices import FaissDevice, faiss_device
+from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
 from semsearch.errors import SemsearchError
 from semsearch.index.conform import Target, conform, rename_text_column
@@ -29,7 +29,7 @@ from semsearch.index.generation import next_generation, next_segment_number, seg
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.index.own_vectors import VectorColumn, check_vector_type, vector_hashes
-from semsearch.index.parts import prepare_part
+from semsearch.index.parts import RATE_SMOOTHING, prepare_part
 from semsearch.index.parts import write_parts as encode_and_write
 from semsearch.index.rows import LiveRows
 from semsearch.index.segment import (
@@ -44,6 +44,7 @@ from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import VectorIndex
 from semsearch.index.verify import check_file, check_opened_files
 from semsearch.index.where import WhereEvaluator
+from semsearch.models.query_loader import open_for_rows
 from semsearch.search import check_same_model
 
 log = logging.getLogger(__name__)
@@ -81,15 +82,18 @@ def add_rows(
     device: str = "auto",
     convert_types: bool = False,
     show_progress: bool = False,
+    runtime: str = "auto",
 ) -> ChangeResult:
     """Upsert the rows of a corpus file into the index; see the module docstring. The new
     segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
     `show_progress` shows a bar of the texts encoded, moving with every batch.
 
+    Without an `encoder`, the index's model is loaded only once some row needs encoding,
+    on `device` and `runtime` (`query_loader.open_for_rows`: on a CPU, the
+    checked OpenVINO export, without torch): an add of unchanged rows loads no model.
     The corpus is checked as `build` checks it; its text column is stored as the index's,
     and its columns must hold the index's types (`semsearch.index.conform`; `convert_types`
     reads other types where each value converts without loss)."""
-    placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("add"):
         manifest = folder.manifest()
@@ -131,6 +135,7 @@ def add_rows(
         if not (replaced.any() or fresh.any()):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+        placement = faiss_device(device)
         old_ids = live.table.column(ID_COLUMN).to_numpy()
         ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
         ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
@@ -138,9 +143,10 @@ def add_rows(
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
         elif encoder is None:
-            from semsearch.models.bi_encoder import BiEncoder
-
-            encoder = BiEncoder.for_index(manifest.model)
+            if show_progress:  # seconds of silence otherwise
+                log.warning("loading model %s on %s to encode %d rows", manifest.model.name,
+                            device_words(device), int(todo.sum()))  # fmt: skip
+            encoder = open_for_rows(manifest.model, device, runtime)
         if encoder is not None:
             check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
@@ -319,8 +325,8 @@ def _encode_parts(
         )  # fmt: skip
         for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
     )
-    with tqdm(total=rows.num_rows, desc="encoding", unit="text",
-              disable=not show_progress) as bar:  # fmt: skip
+    with tqdm(total=rows.num_rows, desc="encoding", unit="text", disable=not show_progress,
+              smoothing=RATE_SMOOTHING) as bar:  # fmt: skip
         encode_and_write(encoder, parts, writer, batch_size, bar.update)
 
 

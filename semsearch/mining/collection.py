@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import faiss
 import numpy as np
@@ -23,8 +23,10 @@ from semsearch.index.manifest import Manifest
 from semsearch.index.segment import ID_COLUMN, Segment
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
-from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL
+
+if TYPE_CHECKING:  # torch only where a corpus file is encoded: an index's vectors need none
+    from semsearch.models.bi_encoder import BiEncoder
 
 SimilarityMetric = Literal["cosine", "dot"]
 
@@ -119,6 +121,8 @@ class EncodedCollection(Collection):
     @property
     def encoder(self) -> BiEncoder:
         if self._encoder is None:
+            from semsearch.models.bi_encoder import BiEncoder
+
             self._encoder = BiEncoder.load(self.source.model, device=self.source.device)
         return self._encoder
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
@@ -29,7 +29,9 @@ from semsearch.mining.collection import (
 )
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 from semsearch.mining.pairs import DuplicateGroups, MiningResult, MiningStats, PairAccumulator
-from semsearch.models.bi_encoder import BiEncoder
+
+if TYPE_CHECKING:  # torch only where a corpus file is encoded: an index's vectors need none
+    from semsearch.models.bi_encoder import BiEncoder
 
 ExactDuplicates = Literal["keep", "separate", "drop"]
 EXACT_DUPLICATE_MODES: tuple[str, ...] = get_args(ExactDuplicates)

@@ -1,4 +1,5 @@
-"""`open_for_queries`: the one place that chooses how an index's queries are encoded.
+"""`open_for_queries` and `open_for_rows`: the one place that chooses how an index's queries
+(and the rows an `add` encodes) are encoded.
 
 Why a module of its own: it picks between the checked OpenVINO export
 (`exported_query_encoder`, no torch) and the torch encoder (`query_encoder`, which imports
@@ -9,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from semsearch.models.exported_query_encoder import ExportedQueryEncoder
+from semsearch.models.exported_query_encoder import (
+    ExportedQueryEncoder,
+    native_bf16,
+    openvino_installed,
+)
 from semsearch.models.spec import EncoderSpec
 from semsearch.options import check_runtime
 
@@ -26,3 +31,24 @@ def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "au
     from semsearch.models.query_encoder import encoder_for_queries  # torch: only here
 
     return encoder_for_queries(spec, device, runtime, export_tried=True)
+
+
+def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:
+    """The encoder for rows an `add` encodes: the checked export where it serves (`auto` or
+    `openvino` on a CPU; bf16 where the CPU runs it natively and it passed its check there,
+    as a build on this CPU encodes, else fp32), which needs no torch; else the torch
+    encoder (`BiEncoder.for_index`, on `runtime`)."""
+    from semsearch.ann.devices import cuda_may_be_visible
+
+    check_runtime(runtime)
+    on_cpu = device == "cpu" or (device == "auto" and not cuda_may_be_visible())
+    if runtime != "torch" and on_cpu and openvino_installed():
+        import openvino as ov
+
+        for precision in ("bf16", "fp32") if native_bf16(ov) else ("fp32",):
+            exported = ExportedQueryEncoder.open(spec, precision=precision)
+            if exported is not None:
+                return exported
+    from semsearch.models.bi_encoder import BiEncoder
+
+    return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]

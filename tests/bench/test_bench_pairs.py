@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +12,7 @@ import pytest
 from tiny_cross import make_tiny_cross_encoder
 from training.tiny_data import PAIRS, write_stsb
 
+import semsearch.bench.pairs as pairs_module
 from semsearch.bench import PairsBenchOptions, load_sentences, pairs_markdown, run_pairs_bench
 from semsearch.bench.pairs import BiMeasure, CrossMeasure, SizeResult, random_pairs
 from semsearch.bench.report import format_duration
@@ -106,6 +108,55 @@ def test_both_methods_run_and_the_bi_encoder_finds_the_most_similar_pair(
     markdown = pairs_markdown(result)
     assert "| 12 | test | cross-encoder" in markdown and "all 66 (exact search)" in markdown
     assert "Quoted, not measured here" in markdown and "65 hours" in markdown
+
+
+class _SlowCrossEncoder:
+    """Scores nothing, a millisecond per batch, and reports each batch as `predict` does."""
+
+    def predict(self, pairs, batch_size=32, progress=None):
+        for start in range(0, len(pairs), batch_size):
+            time.sleep(0.001)
+            if progress is not None:
+                progress(min(batch_size, len(pairs) - start))
+        return np.zeros(len(pairs), np.float32)
+
+
+class _WatchedBar:
+    """A tqdm stand-in that records (n, total) at every move."""
+
+    seen: list[tuple[int, int]] = []
+
+    def __init__(self, total, **kwargs) -> None:
+        self.n, self.total = 0, total
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def update(self, n: int) -> None:
+        self.n += n
+        self.seen.append((self.n, self.total))
+
+    def refresh(self) -> None:
+        self.seen.append((self.n, self.total))
+
+
+@pytest.mark.parametrize("min_pairs, min_seconds", [(2048, 0.001), (64, 0.05)])
+def test_the_cross_encoder_bar_is_full_only_when_the_sample_is_done(
+    monkeypatch, sentences, min_pairs, min_seconds
+) -> None:
+    """Its bar counted seconds towards --min-seconds: it stood at 100 % for as long again
+    while the pairs --min-pairs asks for were still being scored."""
+    monkeypatch.setattr(pairs_module, "tqdm", _WatchedBar)
+    _WatchedBar.seen = []
+    options = PairsBenchOptions(min_pairs=min_pairs, min_seconds=min_seconds, batch_size=64)
+    measured = pairs_module.measure_cross_encoder(_SlowCrossEncoder(), sentences, options)
+    seen, scored = _WatchedBar.seen, measured.pairs_scored
+    assert all(n < total for n, total in seen if n < scored), seen  # not full before the end
+    assert seen[-1] == (scored, scored)
+    assert len(seen) > scored // 64  # it moves batch by batch
 
 
 def test_options_are_checked() -> None:

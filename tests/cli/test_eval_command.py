@@ -24,6 +24,17 @@ def test_sts_prints_a_table_and_writes_json(tmp_path, tiny_model_dir) -> None:
     assert set(figures["metrics"]) >= {"spearman_cosine", "pearson_dot", "spearman_euclidean"}
 
 
+def test_sts_says_what_loads_and_shows_the_texts_encoded(tmp_path, tiny_model_dir) -> None:
+    """`eval sts` printed nothing for the minutes it loaded a model and encoded."""
+    stsb = write_stsb(tmp_path / "sts.tsv.gz")
+    result = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", str(tiny_model_dir),
+                                 "--device", "cpu"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.replace("\r", "\n").splitlines()
+    assert lines[0] == f"loading model {tiny_model_dir} on cpu"
+    assert any(line.startswith("encoding: 100%") for line in lines), result.stderr
+
+
 def test_sts_json_prints_one_parseable_line(tmp_path, tiny_model_dir) -> None:
     stsb = write_stsb(tmp_path / "sts.tsv.gz")
     out = tmp_path / "sts.json"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli.support import runner
@@ -64,6 +65,40 @@ def test_list_info_and_errors_import_no_heavy_library(built) -> None:
                  ["query", "x", "--index", "nope", "--index-dir", built.index_dir],
                  ["build", "missing.parquet", "--out-dir", built.index_dir]):  # fmt: skip
         assert _heavy_modules_after(args) == [], args
+
+
+def test_commands_that_encode_nothing_load_no_model(built, corpus_file) -> None:
+    """An add of rows the index holds already, and mining an index's stored vectors,
+    encode nothing: they spent 20-30 s importing torch and loading the model."""
+    index_dir = built.index_dir
+    for args, said in (
+        (["add", str(corpus_file), "--index", "docs", "--index-dir", index_dir], "unchanged"),
+        (["mine", "--index", "docs", "--index-dir", index_dir, "--show", "1"], "pairs"),
+    ):
+        found, output = _modules_after_main(args, HEAVY)
+        assert found == [] and said in output, (args, found, output)
+
+
+def test_an_add_with_a_checked_export_encodes_its_rows_without_torch(
+    built, monkeypatch, openvino_tiny_model, tmp_path
+) -> None:
+    ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.openvino_runtime import export_for_queries
+
+    monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
+    assert export_for_queries(BiEncoder.load(built.model, device="cpu"))  # as a build on a CPU does
+    more = tmp_path / "more.parquet"
+    pq.write_table(pa.table({"doc_id": ["n1"], "text": ["a new song for the guitar"],
+                             "topic": ["music"]}), more)  # fmt: skip
+    args = ["add", str(more), "--index", "docs", "--index-dir", built.index_dir, "--device", "cpu"]
+    found, output = _modules_after_main(args, ("torch", "transformers"))  # BM25 takes scipy
+    assert found == [] and "added 1" in output, (found, output)
+    manifest = json.loads((Path(built.index_dir) / "docs" / "manifest.json").read_text())
+    assert manifest["operation"]["runtime"].startswith("openvino")
 
 
 def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:

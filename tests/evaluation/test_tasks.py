@@ -38,6 +38,23 @@ def test_sts_reports_the_figures_and_facts_in_the_json_order(tmp_path, tiny) -> 
     assert list(record)[-3:] == ["metrics", "seconds", "semsearch_version"]
 
 
+def test_sts_shows_a_bar_of_the_texts_it_encodes(tmp_path, tiny, monkeypatch) -> None:
+    from dataclasses import replace
+
+    from recording_bar import recording_bar
+
+    import semsearch.models.bi_encoder as bi_encoder_module
+
+    Bar = recording_bar()
+    monkeypatch.setattr(bi_encoder_module, "tqdm", Bar)
+    data = f"stsb:{write_stsb(tmp_path / 'sts.tsv.gz')}"
+    evaluate_sts(data, replace(tiny, show_progress=True))
+    texts = read_labelled(data, "sts").columns
+    unique = len({*texts["sentence1"], *texts["sentence2"]})
+    assert [bar["disable"] for bar in Bar.opened] == [False] and sum(Bar.updates) == unique
+    assert len(Bar.updates) > 1  # it moves batch by batch (batch_size 8)
+
+
 def test_pairs_map_columns_and_apply_dev_thresholds_to_test(tmp_path, tiny) -> None:
     pairs = str(write_pairs_parquet(tmp_path / "pairs.parquet"))
     result = evaluate_pairs(pairs, tiny, test=pairs, columns=DUPLICATES)

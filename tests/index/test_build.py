@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -376,3 +378,53 @@ def test_build_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypat
     build_index(_options(_hundred_rows(tmp_path), tmp_path, batch_size=16), encoder=tiny_encoder)
     assert sum(Bar.updates) == 100 and len(Bar.updates) >= 100 // 16  # one part, many moves
     assert max(Bar.updates) <= 16
+    # The rate (and ETA) averages over seconds, not over the last batch or two.
+    assert Bar.opened[0]["smoothing"] <= 0.1
+
+
+def test_a_resumed_build_s_rate_counts_only_the_texts_it_encodes(
+    corpus_file, tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    """The bar of a resumed build counted the parts it found as encoded, at once: a rate of
+    thousands of texts/s and an ETA to match."""
+    import semsearch.index.build as build_module
+
+    original, calls = tiny_encoder.encode, []
+
+    def interrupting_encode(texts, **kwargs):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original(texts, **kwargs)
+
+    monkeypatch.setattr(tiny_encoder, "encode", interrupting_encode)
+    options = _options(corpus_file, tmp_path / "out", part_rows=4)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(options, encoder=tiny_encoder)  # two parts of 4 rows written
+    monkeypatch.setattr(tiny_encoder, "encode", original)
+    Bar = recording_bar()
+    monkeypatch.setattr(build_module, "tqdm", Bar)
+    build_index(options, encoder=tiny_encoder)
+    assert Bar.opened[0]["total"] == 12 and Bar.opened[0]["initial"] == 8
+    assert sum(Bar.updates) == 4  # tqdm's rate is (n - initial) / elapsed
+
+
+def test_a_build_says_which_model_it_loads_before_loading_it(
+    corpus_file, tmp_path, tiny_model_dir, monkeypatch, caplog
+) -> None:
+    """The bar sat at 0 for the seconds the model took to load, with no word of why."""
+    from semsearch.models.bi_encoder import BiEncoder
+
+    said_before_loading: list[str] = []
+    load = BiEncoder.load
+
+    def recording_load(*args, **kwargs):
+        said_before_loading.extend(record.getMessage() for record in caplog.records)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(BiEncoder, "load", recording_load)
+    with caplog.at_level(logging.WARNING, logger="semsearch.index.build"):
+        options = replace(_options(corpus_file, tmp_path, model=str(tiny_model_dir), device="cpu"),
+                          show_progress=True)  # fmt: skip
+        build_index(options)
+    assert f"loading model {tiny_model_dir} on cpu" in said_before_loading

@@ -260,3 +260,28 @@ def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch
                            show_progress=True)  # fmt: skip
     assert sum(Bar.updates) == 100 and len(Bar.updates) > 1 and max(Bar.updates) <= 16
     assert [(bar.get("total"), bar.get("disable", False)) for bar in Bar.opened] == [(100, False)]
+
+
+def test_an_add_loads_the_model_only_for_rows_to_encode_and_says_so(
+    tmp_path, tiny_encoder, monkeypatch, caplog
+) -> None:
+    import logging
+
+    import semsearch.index.update as update_module
+    from semsearch.index.store import IndexFolder
+
+    loads = []
+    real = update_module.open_for_rows
+    monkeypatch.setattr(update_module, "open_for_rows",
+                        lambda *args: loads.append(args) or real(*args))  # fmt: skip
+    table = generated_table(20)
+    folder = IndexFolder(build(write(table, tmp_path / "a.parquet"), tmp_path / "idx",
+                               tiny_encoder).path)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="semsearch.index.update"):
+        unchanged = update_module.add_rows(folder, tmp_path / "a.parquet", show_progress=True)
+        assert unchanged.unchanged == 20 and loads == [] and "loading" not in caplog.text
+        more = write(generated_table(3, start=20), tmp_path / "b.parquet")
+        assert update_module.add_rows(folder, more, device="cpu", show_progress=True).added == 3
+    assert (
+        len(loads) == 1 and f"loading model {tiny_encoder.name} on cpu to encode 3" in caplog.text
+    )

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from semsearch.models import BiEncoder, batching
-from semsearch.models.batching import BatchShape, pad, plan_batches, prepared_batches
+from semsearch.models.batching import (
+    BatchShape,
+    pad,
+    plan_batches,
+    prepared_batches,
+    spread_order,
+)
 
 
 def test_plan_batches_respects_the_count_and_the_token_budget() -> None:
@@ -55,6 +61,24 @@ def test_prepared_batches_yield_every_text_once_across_chunks(monkeypatch) -> No
         assert lengths == [len(texts[row]) for row in batch.rows]
         seen.extend(batch.rows.tolist())
     assert sorted(seen) == list(range(30))
+
+
+def test_spread_order_is_a_permutation_that_starts_at_zero() -> None:
+    assert spread_order(8).tolist() == [0, 4, 2, 6, 1, 5, 3, 7]
+    for count in (0, 1, 2, 5, 100):
+        order = spread_order(count)
+        assert sorted(order.tolist()) == list(range(count)) and (count == 0 or order[0] == 0)
+
+
+def test_batches_cost_the_same_per_text_all_through_a_chunk() -> None:
+    """Longest first, texts/s climbed from the long texts to the short ones in every chunk
+    (a bar's rate and ETA with it): each stretch of batches now holds long and short texts."""
+    texts = ["x" * length for length in np.random.default_rng(0).integers(1, 200, size=2048)]
+    batches = list(prepared_batches(texts, _fake_tokenize, 0, BatchShape(16)))
+    assert batches[0].attention_mask.shape[1] == max(map(len, texts))  # the longest first
+    tokens = np.array([int(batch.attention_mask.sum()) for batch in batches])
+    quarters = [part.sum() / tokens.sum() for part in np.array_split(tokens, 4)]
+    assert all(0.2 < share < 0.3 for share in quarters), quarters
 
 
 def test_prepared_batches_raise_the_tokenizers_error() -> None:

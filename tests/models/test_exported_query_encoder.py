@@ -24,7 +24,7 @@ from semsearch.models.openvino_runtime import (
     export_for_queries,
 )
 from semsearch.models.query_encoder import encoder_for_queries
-from semsearch.models.query_loader import open_for_queries
+from semsearch.models.query_loader import open_for_queries, open_for_rows
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
 
@@ -185,3 +185,13 @@ def test_a_rebuilt_export_leaves_compiled_copies_the_next_open_loads(tiny_encode
     np.testing.assert_allclose(
         exported.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS), atol=1e-5
     )
+
+
+def test_rows_to_add_are_encoded_on_the_checked_export_where_there_is_one(tiny_encoder) -> None:
+    assert export_for_queries(tiny_encoder)
+    encoder = open_for_rows(tiny_encoder.spec, "cpu", "auto")
+    assert isinstance(encoder, ExportedQueryEncoder)
+    # bf16 where the CPU runs it natively, as a build on it encodes
+    mean, least = cosine_agreement(encoder.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS))
+    assert mean >= MIN_MEAN_COSINE and least >= MIN_COSINE, (mean, least)
+    assert isinstance(open_for_rows(tiny_encoder.spec, "cpu", "torch"), BiEncoder)
