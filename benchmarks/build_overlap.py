@@ -72,7 +72,8 @@ def summaries(data_dir: Path, rows: int) -> pa.Table:
 
 def timed_build(corpus: Path, out_dir: Path, encoder, args, depth: int) -> dict:
     """One build with its encoder's calls timed; the figures of the overlap."""
-    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.build import build_index
+    from semsearch.index.build_options import BuildOptions
 
     timed = TimedEncoder(encoder)
     options = BuildOptions(corpus=corpus, name=f"depth{depth}", out_dir=out_dir, index="flat",

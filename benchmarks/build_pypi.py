@@ -36,7 +36,8 @@ from common import (
     set_threads,
 )
 
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.store import IndexFolder
 from semsearch.index.tune import recall_at_k, tie_aware_recall
 from semsearch.index.vector_index import prepare_vectors

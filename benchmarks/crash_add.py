@@ -19,7 +19,8 @@ import common
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.living import Index
 
 

@@ -112,7 +112,8 @@ def main() -> None:
     if args.child is not None:
         print(json.dumps(child(args.child)))
         return
-    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.build import build_index
+    from semsearch.index.build_options import BuildOptions
 
     args.work_dir.mkdir(parents=True, exist_ok=True)
     corpus = args.work_dir / f"corpus-{args.rows}.parquet"

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from semsearch.ann.exact import ExactSearch
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.living import Index
 from semsearch.index.tune import recall_at_k
 from semsearch.models.bi_encoder import BiEncoder

@@ -42,7 +42,8 @@ from common import (
 )
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.manifest import MANIFEST_FILE, Manifest
 from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
 from semsearch.mining.recall import mined_recall

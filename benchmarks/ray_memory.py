@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from common import Sampler, proc_status_kib, record, unit_vectors, vector_column
 
 from semsearch.distributed import RayOptions, build_index_on_ray, mine_index_on_ray
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.store import IndexFolder
 from semsearch.mining import MiningOptions
 

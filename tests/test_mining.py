@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.update import delete_rows
 from semsearch.mining import (
     PAIR_COLUMNS,

@@ -7,7 +7,8 @@ import torch
 
 from semsearch.errors import SemsearchError
 from semsearch.hybrid import Fusion
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.vector_index import prepare_vectors
 from semsearch.models import BiEncoder
 from semsearch.search import Searcher

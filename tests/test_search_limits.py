@@ -9,7 +9,8 @@ import pytest
 
 from semsearch import search_limits
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.search import Searcher
 from semsearch.search_limits import MAX_QUERY_CHARS, bound_texts
 

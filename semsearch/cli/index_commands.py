@@ -135,7 +135,8 @@ def build(
 
     An interrupted build resumes from its last complete shard when run again.
     """
-    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.build import build_index
+    from semsearch.index.build_options import BuildOptions
     from semsearch.index.manifest import LexicalSpec
 
     if old_index_type is not None:

@@ -34,7 +34,8 @@ from semsearch.distributed.segments import (
 )
 from semsearch.errors import ResumableError
 from semsearch.filesystems import check_local_folder, location_text
-from semsearch.index.build import BuildOptions, EncodedRows, IndexedParts, build_index
+from semsearch.index.build import IndexedParts, build_index
+from semsearch.index.build_options import BuildOptions, EncodedRows
 from semsearch.index.corpus_files import (
     FileScan,
     ManyFilesSource,

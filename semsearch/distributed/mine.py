@@ -36,7 +36,8 @@ from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, re
 from semsearch.distributed.encode import job_errors
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.filesystems import check_local_folder, file_name
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.manifest import Manifest
 from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder
 from semsearch.index.vector_index import VectorIndex

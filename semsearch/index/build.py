@@ -19,7 +19,7 @@ import logging
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,7 +35,6 @@ from semsearch.corpus import (
     UsableRows,
     check_id_column,
     count_usable_rows,
-    default_name,
     file_sha256,
     is_many_files,
     open_corpus,
@@ -43,13 +42,13 @@ from semsearch.corpus import (
     usable_rows,
 )
 from semsearch.errors import ResumableError, SemsearchError
+from semsearch.index.build_options import BuildOptions, EncodedRows
 from semsearch.index.factory import check_index_type, choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
 from semsearch.index.lexical import index_segment_texts
 from semsearch.index.manifest import (
     IndexSpec,
-    LexicalSpec,
     Manifest,
     SegmentRecord,
     SourceSpec,
@@ -63,11 +62,9 @@ from semsearch.index.own_vectors import (
     with_vector_column,
 )
 from semsearch.index.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
-from semsearch.index.pipeline import DEFAULT_DEPTH
 from semsearch.index.rescoring import tune_search
 from semsearch.index.segment import Segment, SegmentWriter, index_file_name
 from semsearch.index.store import (
-    DEFAULT_INDEX_DIR,
     IndexFolder,
     check_name,
     partial_folder,
@@ -77,11 +74,10 @@ from semsearch.index.tune import TuningResult, enforce_target
 from semsearch.index.vector_index import VectorIndex, prepare_vectors
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.truncation import truncation_report
-from semsearch.options import DEFAULT_TARGET_RECALL, DEFAULT_TUNING_QUERIES, check_runtime
+from semsearch.options import DEFAULT_TUNING_QUERIES, check_runtime
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PART_ROWS = 16_384
 TUNING_K = 10
 STATE_FILE = "build_state.json"
 # Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
@@ -90,60 +86,6 @@ STATE_FILE = "build_state.json"
 # removes the partial folder.
 RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError, ResumableError)
 STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
-
-
-@dataclass
-class BuildOptions:
-    """What `semsearch build` was asked to do."""
-
-    corpus: Path
-    name: str | None = None
-    text_column: str | None = "text"  # None: rows without texts (with `vector_column` only)
-    id_column: str | None = None
-    # With `vector_column`, the model that made the vectors (None: none named; text queries
-    # then cannot be encoded); otherwise the model that encodes the texts.
-    model: str | None = DEFAULT_MODEL
-    index: str = "auto"
-    metric: str = "cosine"
-    batch_size: int | None = None  # texts per forward pass; None: the device's default
-    device: str = "auto"
-    quantization: str | None = None  # "int8": a quantised CPU encoder (queries use it too)
-    # What encodes (`BiEncoder.use_runtime`; `auto`: OpenVINO on a CPU): what ran is recorded
-    # in the operation, not the model.
-    runtime: str = "auto"
-    out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
-    overwrite: bool = False
-    strict: bool = False
-    part_rows: int = DEFAULT_PART_ROWS
-    show_progress: bool = True
-    memory_budget: int | None = None  # bytes the index may take; `auto` picks what fits
-    # Tune nprobe/efSearch of an approximate index to this recall@10; None keeps the fixed default.
-    target_recall: float | None = DEFAULT_TARGET_RECALL
-    tuning_queries: list[str] | None = None  # default: a sample of the corpus' own vectors
-    store_vectors: str = "fp32"  # "fp16" halves the stored vectors on disk
-    # The lexical (BM25) part for `--mode lexical|hybrid` queries; None builds none.
-    lexical: LexicalSpec | None = field(default_factory=LexicalSpec)
-    # Parts queued between the read, tokenise, encode and write stages (memory: about
-    # 3 x depth + 4 parts); 0 runs the stages one after the other.
-    pipeline_depth: int = DEFAULT_DEPTH
-    # Your own vectors: take each row's vector from this column (`semsearch.index.own_vectors`)
-    # instead of encoding its text; the `model` then only names what made them.
-    vector_column: str | None = None
-
-    @property
-    def index_name(self) -> str:
-        if self.name is not None:
-            return self.name
-        return default_name(self.corpus) if is_many_files(self.corpus) else _stem(Path(self.corpus))
-
-
-@dataclass(frozen=True)
-class EncodedRows:
-    """What encoding the input found: rows read, rows skipped (no text), texts cut at max_length."""
-
-    read: int
-    skipped: int
-    truncated: int = 0
 
 
 class PartSource(Protocol):
@@ -527,13 +469,6 @@ def _encode_parts(
 def _chunks(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
     """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short)."""
     return rechunk(corpus.batches(min(rows_per_chunk, 8192)), rows_per_chunk)
-
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz",) + tuple(path.suffixes):
-        name = name.removesuffix(suffix)
-    return name or "index"
 
 
 def encoder_runtime(encoder, options: BuildOptions) -> str | None:

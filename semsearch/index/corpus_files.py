@@ -44,7 +44,7 @@ from semsearch.filesystems import (
     parquet_file,
     resolve_uri_files,
 )
-from semsearch.index.build import BuildOptions, EncodedRows
+from semsearch.index.build_options import BuildOptions, EncodedRows
 from semsearch.index.filling import add_parts
 from semsearch.index.manifest import SourceSpec
 from semsearch.index.parts import RATE_SMOOTHING, prepare_part, write_parts

@@ -26,7 +26,7 @@ from semsearch.errors import SemsearchError
 from semsearch.models.spec import EncoderSpec
 
 if TYPE_CHECKING:
-    from semsearch.index.build import BuildOptions
+    from semsearch.index.build_options import BuildOptions
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.ann.exact import exact_knn
-from semsearch.index.build import BuildOptions
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder
 from semsearch.search import Searcher

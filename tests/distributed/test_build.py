@@ -151,7 +151,7 @@ DRIVER = """
 import sys
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.distributed.build import RaySource
-from semsearch.index.build import BuildOptions
+from semsearch.index.build_options import BuildOptions
 
 corpus, out_dir, model, address = sys.argv[1:]
 build_index_on_ray(BuildOptions(corpus=corpus, name="big", id_column="doc_id", out_dir=out_dir,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.store import IndexFolder
 
 WORDS = ["guitar", "cat", "sofa", "market", "shares", "linux", "archive", "recipe", "cake", "json", "parser", "river", "bridge", "garden", "tomato", "engine", "rocket", "planet", "comet", "violin", "drum", "piano", "lamp", "window"]  # fmt: skip

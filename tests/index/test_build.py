@@ -15,7 +15,8 @@ import pytest
 from recording_bar import recording_bar
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
 from semsearch.index.store import IndexFolder
 from semsearch.index.vector_index import prepare_vectors

@@ -16,7 +16,8 @@ from cli.support import error_line, runner
 from semsearch.cli.app import app
 from semsearch.corpus import default_name, open_corpus
 from semsearch.filesystems import RemoteFile, open_uri
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.corpus_files import resolve_files
 from semsearch.index.segment import Segment
 from semsearch.index.store import IndexFolder

@@ -13,7 +13,8 @@ import pytest
 
 from semsearch.errors import SemsearchError
 from semsearch.index import metadata_parts
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.maintain import compact, rollback
 from semsearch.index.metadata_parts import MetadataParts
 from semsearch.index.segment import Segment

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.store import IndexFolder
 from semsearch.index.update import add_rows
 from semsearch.search import Searcher

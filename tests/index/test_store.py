@@ -14,7 +14,8 @@ import pytest
 from index.living_support import build, generated_table, write
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.manifest import generation_file
 from semsearch.index.segment import Segment
 from semsearch.index.store import (

@@ -10,7 +10,8 @@ import pytest
 
 from semsearch.ann.exact import exact_knn
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.factory import choose_index
 from semsearch.index.maintain import reindex, retune
 from semsearch.index.manifest import IndexSpec

@@ -225,7 +225,8 @@ MALFORMED_CSVS = {
 
 @pytest.mark.parametrize("name", sorted(MALFORMED_CSVS))
 def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -> None:
-    from semsearch.index.build import BuildOptions, build_index
+    from semsearch.index.build import build_index
+    from semsearch.index.build_options import BuildOptions
     from semsearch.index.update import add_rows
 
     index = Index(

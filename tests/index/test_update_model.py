@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.living import Index
 from semsearch.index.update import add_rows
 from semsearch.models import BiEncoder

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.models import BiEncoder
 from semsearch.models.quantize import Int8Linear, quantize_int8
 from semsearch.search import Searcher

@@ -9,7 +9,8 @@ import pytest
 from server.conftest import API_KEY, serve
 
 from semsearch.hybrid import Fusion
-from semsearch.index.build import BuildOptions, build_index
+from semsearch.index.build import build_index
+from semsearch.index.build_options import BuildOptions
 from semsearch.index.living import Index
 from semsearch.index.store import find_index
 from semsearch.search import Searcher
