@@ -87,31 +87,84 @@ def rows() -> dict[str, Row]:
     ]
     lstm = {"layer": "lstm", "learning_rate": 1e-3, "normalize": False}
     grid += [
-        Row("bilstm-l1-sigmoid", "siamese BiLSTM", "vectors:minilm-input", "l1-sigmoid", "stsb-binary",
-            pooling="max", similarity="manhattan", **lstm),
-        Row("bilstm-malstm", "siamese BiLSTM", "vectors:minilm-input", "malstm", similarity="manhattan",
-            **lstm),
-        Row("bilstm-contrastive-euclidean", "siamese BiLSTM", "vectors:minilm-input", "contrastive",
-            "stsb-binary", {"distance": "euclidean", "margin": 1.0}, pooling="max",
-            similarity="euclidean", **lstm),
+        Row(
+            "bilstm-l1-sigmoid",
+            "siamese BiLSTM",
+            "vectors:minilm-input",
+            "l1-sigmoid",
+            "stsb-binary",
+            pooling="max",
+            similarity="manhattan",
+            **lstm,
+        ),
+        Row(
+            "bilstm-malstm",
+            "siamese BiLSTM",
+            "vectors:minilm-input",
+            "malstm",
+            similarity="manhattan",
+            **lstm,
+        ),
+        Row(
+            "bilstm-contrastive-euclidean",
+            "siamese BiLSTM",
+            "vectors:minilm-input",
+            "contrastive",
+            "stsb-binary",
+            {"distance": "euclidean", "margin": 1.0},
+            pooling="max",
+            similarity="euclidean",
+            **lstm,
+        ),
         # The BiLSTM's epoch costs ~6 s against the transformer's ~2 min: the same seconds
         # buy it ten epochs, labelled as such.
-        Row("bilstm-l1-sigmoid-10ep", "siamese BiLSTM, 10 epochs", "vectors:minilm-input",
-            "l1-sigmoid", "stsb-binary", pooling="max", similarity="manhattan", epochs=10, **lstm),
-        Row("bilstm-malstm-10ep", "siamese BiLSTM, 10 epochs", "vectors:minilm-input", "malstm",
-            similarity="manhattan", epochs=10, **lstm),
-        Row("minilm-bce-pw2", "transformer pair head", "default", "bce", "stsb-binary",
-            {"pos_weight": 2.0}),
+        Row(
+            "bilstm-l1-sigmoid-10ep",
+            "siamese BiLSTM, 10 epochs",
+            "vectors:minilm-input",
+            "l1-sigmoid",
+            "stsb-binary",
+            pooling="max",
+            similarity="manhattan",
+            epochs=10,
+            **lstm,
+        ),
+        Row(
+            "bilstm-malstm-10ep",
+            "siamese BiLSTM, 10 epochs",
+            "vectors:minilm-input",
+            "malstm",
+            similarity="manhattan",
+            epochs=10,
+            **lstm,
+        ),
+        Row(
+            "minilm-bce-pw2",
+            "transformer pair head",
+            "default",
+            "bce",
+            "stsb-binary",
+            {"pos_weight": 2.0},
+        ),
         Row("minilm-cosine-stsb", "semsearch today", "default", "cosine"),
-    ]  # fmt: skip
+    ]
     # SBERT's Table 6: the poolings at (u, v, |u-v|), then the feature sets at mean pooling.
     ablation = [(pooling, "uv-diff") for pooling in ("mean", "max", "cls")]
     ablation += [("mean", slug) for slug in FEATURES if slug != "uv-diff"]
     for pooling, slug in ablation:
         label, parts = FEATURES[slug]
-        grid.append(Row(f"softmax-{pooling}-{slug}", f"softmax on SICK {label}", "default",
-                            "softmax", "sick", {"parts": parts}, pooling=pooling,
-                            normalize=False))  # fmt: skip
+        grid.append(
+            Row(
+                f"softmax-{pooling}-{slug}",
+                f"softmax on SICK {label}",
+                "default",
+                "softmax",
+                "sick",
+                {"parts": parts},
+                pooling=pooling,
+                normalize=False,
+            )
+        )
     return {row.name: row for row in grid}
 
 
@@ -173,8 +226,9 @@ def measure(row: Row, data_dir: Path) -> dict:
     else:
         start = make_start(row)
         if row.objective is None:
-            encoder = BiEncoder.load(start, pooling=row.pooling if row.start == "default" else None,
-                                     device="cpu")  # fmt: skip
+            encoder = BiEncoder.load(
+                start, pooling=row.pooling if row.start == "default" else None, device="cpu"
+            )
         else:
             seconds, head = train_row(row, start, folder, data_dir)
             encoder = BiEncoder.load(str(folder), device="cpu")
@@ -193,9 +247,12 @@ def make_start(row: Row) -> str:
 
     source = VECTORS[row.start.split(":", 1)[1]]
     folder = WORK / "models" / f"{row.name}-start"
-    options = WordModelOptions(layer=WordLayerConfig(row.layer, hidden=128),  # type: ignore[arg-type]
-                               pooling=row.pooling, normalize=bool(row.normalize),
-                               stop_words=sorted(ENGLISH_STOP_WORDS))  # fmt: skip
+    options = WordModelOptions(
+        layer=WordLayerConfig(row.layer, hidden=128),  # type: ignore[arg-type]
+        pooling=row.pooling,
+        normalize=bool(row.normalize),
+        stop_words=sorted(ENGLISH_STOP_WORDS),
+    )
     return str(make_word_model(source, folder, options))
 
 

@@ -64,8 +64,14 @@ def evaluate_row(encoder, similarity: str, data_dir: Path, head_folder: Path | N
     stsb_test = read_stsb(stsb_file(data_dir, "test"))
     stsb_dev = read_stsb(stsb_file(data_dir, "dev"))
     sick_trial = read_sick(data_dir / "sick" / "sick_trial.tsv.gz")
-    texts = [*stsb_test["sentence1"], *stsb_test["sentence2"], *stsb_dev["sentence1"],
-             *stsb_dev["sentence2"], *sick_trial["sentence1"], *sick_trial["sentence2"]]  # fmt: skip
+    texts = [
+        *stsb_test["sentence1"],
+        *stsb_test["sentence2"],
+        *stsb_dev["sentence1"],
+        *stsb_dev["sentence2"],
+        *sick_trial["sentence1"],
+        *sick_trial["sentence2"],
+    ]
     cached = CachedEncoder(encoder, texts)  # each text encoded once, and timed
     sts = STSEvaluator.from_columns(stsb_test)(cached)
     sick = STSEvaluator.from_columns(sick_trial)(cached)
@@ -88,8 +94,13 @@ def evaluate_row(encoder, similarity: str, data_dir: Path, head_folder: Path | N
         from semsearch.training.heads import load_head
 
         head = evaluate_head(load_head(head_folder, encoder), dev, test)
-        figures.update(head, pair_accuracy=head["head_accuracy"], pair_f1=head["head_f1"],
-                       pair_ap=head["head_ap"], pair_from="head")  # fmt: skip
+        figures.update(
+            head,
+            pair_accuracy=head["head_accuracy"],
+            pair_f1=head["head_f1"],
+            pair_ap=head["head_ap"],
+            pair_from="head",
+        )
     figures["encode_texts_per_s"] = cached.texts_per_second
     figures["size_mb"] = round(size_bytes(encoder) / 1e6, 1)
     return figures

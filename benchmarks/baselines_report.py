@@ -6,8 +6,19 @@ from pathlib import Path
 
 from common import markdown_table
 
-HEADERS = ["row", "group", "similarity", "STS-B test ρ", "SICK trial ρ", "pair acc", "pair F1",
-           "pair from", "train s", "encode texts/s", "size MB"]  # fmt: skip
+HEADERS = [
+    "row",
+    "group",
+    "similarity",
+    "STS-B test ρ",
+    "SICK trial ρ",
+    "pair acc",
+    "pair F1",
+    "pair from",
+    "train s",
+    "encode texts/s",
+    "size MB",
+]
 
 
 def table_rows(grid: dict, done: dict) -> list[list[object]]:
@@ -17,12 +28,21 @@ def table_rows(grid: dict, done: dict) -> list[list[object]]:
         if name not in done:
             continue
         line = done[name]
-        out.append([
-            name, line["group"], line["similarity"],
-            _percent(line["stsb_test_spearman"]), _percent(line["sick_trial_spearman"]),
-            _percent(line["pair_accuracy"]), _percent(line["pair_f1"]), line["pair_from"],
-            line["train_seconds"], line["encode_texts_per_s"], line["size_mb"],
-        ])  # fmt: skip
+        out.append(
+            [
+                name,
+                line["group"],
+                line["similarity"],
+                _percent(line["stsb_test_spearman"]),
+                _percent(line["sick_trial_spearman"]),
+                _percent(line["pair_accuracy"]),
+                _percent(line["pair_f1"]),
+                line["pair_from"],
+                line["train_seconds"],
+                line["encode_texts_per_s"],
+                line["size_mb"],
+            ]
+        )
     return out
 
 

@@ -63,9 +63,24 @@ def base_vectors(args) -> np.ndarray:
     summaries = args.work_dir / "base.parquet"
     texts = corpus_texts(args.data_dir, "pypi", args.base_rows)
     pq.write_table(pa.table({"summary": texts}), summaries)
-    semsearch(["build", str(summaries), "--text-column", "summary", "--index-type", "flat",
-               "--no-lexical", "--target-recall", "0", "--out-dir", str(args.work_dir / "indexes"),
-               "--name", "base", "--overwrite"])  # fmt: skip
+    semsearch(
+        [
+            "build",
+            str(summaries),
+            "--text-column",
+            "summary",
+            "--index-type",
+            "flat",
+            "--no-lexical",
+            "--target-recall",
+            "0",
+            "--out-dir",
+            str(args.work_dir / "indexes"),
+            "--name",
+            "base",
+            "--overwrite",
+        ]
+    )
     from semsearch.training.vectors import load_vectors
 
     return load_vectors(index="base", index_dir=args.work_dir / "indexes")
@@ -81,8 +96,10 @@ def synthesise(base: np.ndarray, rows: int, noise: float, seed: int) -> np.ndarr
 
 def write_corpus(path: Path, base: np.ndarray, rows: int, noise: float) -> None:
     """`rows` synthetic vectors (float16) with their filter bucket, chunk by chunk."""
-    chunks = (synthesise(base, min(CHUNK, rows - start), noise, seed=start + 1)
-              for start in range(0, rows, CHUNK))  # fmt: skip
+    chunks = (
+        synthesise(base, min(CHUNK, rows - start), noise, seed=start + 1)
+        for start in range(0, rows, CHUNK)
+    )
     write_vectors(path, base.shape[1], chunks)
 
 
@@ -107,13 +124,31 @@ def semsearch(arguments: list[str]) -> float:
 
 def build(args, corpus: Path, name: str, index_type: str) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    seconds = semsearch(["build", str(corpus), "--vector-column", "emb", "--index-type",
-                         index_type, "--store-vectors", "fp16", "--out-dir",
-                         str(args.work_dir / "indexes"), "--name", name, "--overwrite",
-                         "--target-recall", str(args.target_recall)])  # fmt: skip
+    seconds = semsearch(
+        [
+            "build",
+            str(corpus),
+            "--vector-column",
+            "emb",
+            "--index-type",
+            index_type,
+            "--store-vectors",
+            "fp16",
+            "--out-dir",
+            str(args.work_dir / "indexes"),
+            "--name",
+            name,
+            "--overwrite",
+            "--target-recall",
+            str(args.target_recall),
+        ]
+    )
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"seconds": round(seconds, 1), "peak_rss_mib": round(max(peak, before) / 1024, 1),
-            "peak_rss_note": "largest child so far (ru_maxrss)" if peak == before else ""}  # fmt: skip
+    return {
+        "seconds": round(seconds, 1),
+        "peak_rss_mib": round(max(peak, before) / 1024, 1),
+        "peak_rss_note": "largest child so far (ru_maxrss)" if peak == before else "",
+    }
 
 
 def ground_truth(args, name: str, queries: np.ndarray, k: int) -> dict[str, np.ndarray]:
@@ -128,19 +163,32 @@ def ground_truth(args, name: str, queries: np.ndarray, k: int) -> dict[str, np.n
     limits = {"all": 1000, **{share: int(where.split("<")[1]) for share, where in FILTERS.items()}}
     truth = {}
     for share, limit in limits.items():
-        parts = ((ids[ids % 1000 < limit], vectors[ids % 1000 < limit])
-                 for segment in segments for ids, vectors in segment.iter_parts())  # fmt: skip
+        parts = (
+            (ids[ids % 1000 < limit], vectors[ids % 1000 < limit])
+            for segment in segments
+            for ids, vectors in segment.iter_parts()
+        )
         truth[share] = exact_knn(queries, parts, k, manifest.index.metric)[1]
     return truth
 
 
-def search_process(args, name: str, queries: Path, truth: Path | None, limited: bool,
-                   found: Path | None = None) -> dict:  # fmt: skip
+def search_process(
+    args, name: str, queries: Path, truth: Path | None, limited: bool, found: Path | None = None
+) -> dict:
     """The searching figures, from a fresh process (under the memory limit where `limited`);
     with `found`, the unfiltered hits' ids are saved there too."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--search-worker", name,
-               "--work-dir", str(args.work_dir), "--queries-file", str(queries),
-               "--k", str(args.k)] + (["--truth-file", str(truth)] if truth else [])  # fmt: skip
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--search-worker",
+        name,
+        "--work-dir",
+        str(args.work_dir),
+        "--queries-file",
+        str(queries),
+        "--k",
+        str(args.k),
+    ] + (["--truth-file", str(truth)] if truth else [])
     command += ["--found-file", str(found)] if found else []
     if not limited:
         output = subprocess.run(
@@ -151,15 +199,22 @@ def search_process(args, name: str, queries: Path, truth: Path | None, limited: 
     # so the limit would not bind them: start from an empty cache where this process may.
     dropped = drop_page_cache()
     if memory_max_reason() is None:
-        command = ["systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={args.memory_max}",
-                   *command]  # fmt: skip
+        command = [
+            "systemd-run",
+            "--scope",
+            "--quiet",
+            "-p",
+            f"MemoryMax={args.memory_max}",
+            *command,
+        ]
         output = subprocess.run(
             command, check=True, capture_output=True, text=True, cwd=HERE.parent
         )
         return {
-            "via": "systemd-run MemoryMax", "page_cache_dropped": dropped,
+            "via": "systemd-run MemoryMax",
+            "page_cache_dropped": dropped,
             **json.loads(output.stdout.strip().splitlines()[-1]),
-        }  # fmt: skip
+        }
     return {"page_cache_dropped": dropped, **cgroup_v1_search(args, command)}
 
 
@@ -184,13 +239,23 @@ def cgroup_v1_search(args, command: list[str]) -> dict:
     try:
         (group / "memory.limit_in_bytes").write_text(str(parse_bytes(args.memory_max)))
         procs = group / "cgroup.procs"
-        output = subprocess.run(command, check=True, capture_output=True, text=True,
-                                cwd=HERE.parent, preexec_fn=lambda: procs.write_text("0"))  # fmt: skip
+        output = subprocess.run(
+            command,
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=HERE.parent,
+            preexec_fn=lambda: procs.write_text("0"),
+        )
         figures = json.loads(output.stdout.strip().splitlines()[-1])
         usage = int((group / "memory.max_usage_in_bytes").read_text())
         failures = int((group / "memory.failcnt").read_text())
-        return {"via": "cgroup v1 memory.limit_in_bytes", "group_peak_bytes": usage,
-                "times_at_limit": failures, **figures}  # fmt: skip
+        return {
+            "via": "cgroup v1 memory.limit_in_bytes",
+            "group_peak_bytes": usage,
+            "times_at_limit": failures,
+            **figures,
+        }
     finally:
         group.rmdir()
 
@@ -222,8 +287,10 @@ def search_worker(args) -> None:
     if truth is not None:
         figures["recall_at_10"] = recall(found, truth["all"], args.k)
         for share, where in FILTERS.items():
-            hits = [[int(hit.id) for hit in line]
-                    for line in searcher.search_vectors(queries, k=args.k, where=where)]  # fmt: skip
+            hits = [
+                [int(hit.id) for hit in line]
+                for line in searcher.search_vectors(queries, k=args.k, where=where)
+            ]
             limit, rows = int(where.split("<")[1]), searcher.manifest.rows
             matches = rows // 1000 * limit + min(rows % 1000, limit)
             figures[f"filter_{share}"] = {
@@ -249,8 +316,11 @@ def memory_max_reason() -> str | None:
     """None where `systemd-run --scope -p MemoryMax=` works here, else why not."""
     if shutil.which("systemd-run") is None:
         return "systemd-run is not installed"
-    probe = subprocess.run(["systemd-run", "--scope", "--quiet", "-p", "MemoryMax=4G", "true"],
-                           capture_output=True, text=True)  # fmt: skip
+    probe = subprocess.run(
+        ["systemd-run", "--scope", "--quiet", "-p", "MemoryMax=4G", "true"],
+        capture_output=True,
+        text=True,
+    )
     return None if probe.returncode == 0 else " ".join(probe.stderr.split())[:200]
 
 
@@ -269,31 +339,49 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--queries", type=int, default=1000, help="held-out queries")
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--noise", type=float, default=0.35,
-                        help="norm of the Gaussian noise added to a base vector (default 0.35)")  # fmt: skip
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=0.35,
+        help="norm of the Gaussian noise added to a base vector (default 0.35)",
+    )
     parser.add_argument(
         "--base-npy", type=Path, default=None, help="real vectors [n, d] to start from"
     )
-    parser.add_argument("--base-rows", type=int, default=30_000,
-                        help="PyPI summaries encoded for the base when no --base-npy")  # fmt: skip
+    parser.add_argument(
+        "--base-rows",
+        type=int,
+        default=30_000,
+        help="PyPI summaries encoded for the base when no --base-npy",
+    )
     parser.add_argument("--index-type", default="disk")
     # 0.96: tuning measures on corpus rows, the held-out queries came out ~0.005 lower at 200k
     parser.add_argument("--target-recall", type=float, default=0.96)
     parser.add_argument("--memory-max", default=None, help="also search under this MemoryMax")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/beyond_ram"))
     parser.add_argument("--keep", action="store_true", help="keep the corpus and indexes")
-    parser.add_argument("--reuse-corpus", action="store_true",
-                        help="use the work dir's corpus.parquet when it has --rows rows (same seeds)")  # fmt: skip
-    parser.add_argument("--reuse-index", action="store_true",
-                        help="search the work dir's kept index, queries and truth again (after a "
-                        "change to searching): no corpus, build or ground truth")  # fmt: skip
+    parser.add_argument(
+        "--reuse-corpus",
+        action="store_true",
+        help="use the work dir's corpus.parquet when it has --rows rows (same seeds)",
+    )
+    parser.add_argument(
+        "--reuse-index",
+        action="store_true",
+        help="search the work dir's kept index, queries and truth again (after a "
+        "change to searching): no corpus, build or ground truth",
+    )
     parser.add_argument("--search-worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--truth-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--found-file", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--from-index", type=Path, default=None,
-                        help="an index folder whose stored vectors are the corpus: its `disk` "
-                        "and `ivfsq` indexes side by side (disk_vs_ram.py)")  # fmt: skip
+    parser.add_argument(
+        "--from-index",
+        type=Path,
+        default=None,
+        help="an index folder whose stored vectors are the corpus: its `disk` "
+        "and `ivfsq` indexes side by side (disk_vs_ram.py)",
+    )
     args = parser.parse_args()
     set_threads(args.threads)
     if args.search_worker:
@@ -326,9 +414,16 @@ def main() -> None:
     build(args, empty, "empty", "flat")
     truth = ground_truth(args, "beyond", queries, args.k)
     np.savez(args.work_dir / "truth.npz", **truth)
-    figures = {"rows": args.rows, "noise": args.noise, "base_rows": len(base),
-               "queries": args.queries, "index_type": args.index_type, "build": built,
-               "synthesis_s": synthesis_s, **search_figures(args)}  # fmt: skip
+    figures = {
+        "rows": args.rows,
+        "noise": args.noise,
+        "base_rows": len(base),
+        "queries": args.queries,
+        "index_type": args.index_type,
+        "build": built,
+        "synthesis_s": synthesis_s,
+        **search_figures(args),
+    }
     print(json.dumps(figures, indent=1))
     record(args, "beyond_ram", figures)
     if not args.keep:
@@ -339,8 +434,16 @@ def search_figures(args) -> dict:
     """The searching figures of the work dir's `beyond` index against its `empty` one: a
     fresh process each, and one more under --memory-max."""
     queries, truth = args.work_dir / "queries.npy", args.work_dir / "truth.npz"
-    missing = [p for p in (queries, truth, args.work_dir / "indexes" / "beyond" / "manifest.json",
-                           args.work_dir / "indexes" / "empty" / "manifest.json") if not p.is_file()]  # fmt: skip
+    missing = [
+        p
+        for p in (
+            queries,
+            truth,
+            args.work_dir / "indexes" / "beyond" / "manifest.json",
+            args.work_dir / "indexes" / "empty" / "manifest.json",
+        )
+        if not p.is_file()
+    ]
     if missing:
         raise SystemExit(f"error: {missing[0]} is missing: run without --reuse-index first")
     manifest = json.loads((args.work_dir / "indexes" / "beyond" / "manifest.json").read_text())
@@ -348,15 +451,24 @@ def search_figures(args) -> dict:
     search = search_process(args, "beyond", queries, truth, False)
     baseline = search_process(args, "empty", queries, None, False)
     figures = {
-        "rows": rows, "search": search, "empty_index": baseline,
+        "rows": rows,
+        "search": search,
+        "empty_index": baseline,
         "rss_anon_bytes_per_row": round((search["RssAnon"] - baseline["RssAnon"]) / rows, 1),
         "rss_file_bytes_per_row": round((search["RssFile"] - baseline["RssFile"]) / rows, 1),
-        "disk_bytes": sum(f.stat().st_size for f in (args.work_dir / "indexes" / "beyond").rglob("*") if f.is_file()),
-    }  # fmt: skip
+        "disk_bytes": sum(
+            f.stat().st_size
+            for f in (args.work_dir / "indexes" / "beyond").rglob("*")
+            if f.is_file()
+        ),
+    }
     if args.memory_max:
         reason = limit_reason()
-        figures["memory_max"] = {"limit": args.memory_max, "not_run": reason} if reason else {
-            "limit": args.memory_max, **search_process(args, "beyond", queries, truth, True)}  # fmt: skip
+        figures["memory_max"] = (
+            {"limit": args.memory_max, "not_run": reason}
+            if reason
+            else {"limit": args.memory_max, **search_process(args, "beyond", queries, truth, True)}
+        )
     figures["index"] = manifest["index"]
     return figures
 

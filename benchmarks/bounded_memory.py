@@ -35,8 +35,9 @@ def write_corpus(path: Path, rows: int, dimension: int, first_id: int = 0, seed:
     """`rows` random unit vectors with ids and short texts, written in chunks."""
     rng = np.random.default_rng(seed)
     words = np.array(WORDS)
-    schema = pa.schema([("key", pa.int64()), ("text", pa.string()),
-                        ("emb", pa.list_(pa.float32(), dimension))])  # fmt: skip
+    schema = pa.schema(
+        [("key", pa.int64()), ("text", pa.string()), ("emb", pa.list_(pa.float32(), dimension))]
+    )
     temporary = path.with_name(f".{path.name}.tmp")
     with pq.ParquetWriter(temporary, schema) as writer:
         for start in range(0, rows, CHUNK):
@@ -52,8 +53,11 @@ def write_corpus(path: Path, rows: int, dimension: int, first_id: int = 0, seed:
 def run(command: list[str]) -> dict:
     """Run a semsearch command in a child process: its seconds and peak RSS (MiB)."""
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "semsearch", *command],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "semsearch", *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     peak = {"VmHWM": 0, "RssAnon": 0}
     while child.poll() is None:
         for key, kib in common.proc_status_kib(child.pid, ("VmHWM", "RssAnon")).items():
@@ -62,9 +66,11 @@ def run(command: list[str]) -> dict:
     err = child.stderr.read()
     if child.returncode:
         raise SystemExit(f"{' '.join(command)} failed:\n{err.decode()[-2000:]}")
-    return {"seconds": round(time.perf_counter() - started, 1),
-            "peak_anon_mib": round(peak["RssAnon"] / 1024, 1),
-            "peak_rss_mib": round(peak["VmHWM"] / 1024, 1)}  # fmt: skip
+    return {
+        "seconds": round(time.perf_counter() - started, 1),
+        "peak_anon_mib": round(peak["RssAnon"] / 1024, 1),
+        "peak_rss_mib": round(peak["VmHWM"] / 1024, 1),
+    }
 
 
 def index_bytes(folder: Path) -> int:
@@ -86,15 +92,38 @@ def measure(rows: int, args) -> dict:
     where = ["--index-dir", str(indexes)]
     figures = {"rows": rows, "dimension": args.dimension, "index_type": args.index_type}
     figures["baseline"] = run(["list", *where])  # the interpreter and imports alone
-    figures["build"] = run(["build", str(corpus), "--name", "b", "--vector-column", "emb",
-                            "--id-column", "key", "--index-type", args.index_type,
-                            "--target-recall", str(args.target_recall), *where])  # fmt: skip
+    figures["build"] = run(
+        [
+            "build",
+            str(corpus),
+            "--name",
+            "b",
+            "--vector-column",
+            "emb",
+            "--id-column",
+            "key",
+            "--index-type",
+            args.index_type,
+            "--target-recall",
+            str(args.target_recall),
+            *where,
+        ]
+    )
     figures["build"]["index_mib"] = round(index_bytes(indexes / "b") / 2**20, 1)
     figures["add"] = run(["add", str(extra), "--index", "b", *where])
     figures["compact"] = run(["compact", "b", *where])
     figures["compact"]["index_mib"] = round(index_bytes(indexes / "b") / 2**20, 1)
-    figures["reindex"] = run(["reindex", "b", "--index-type", args.index_type,
-                              "--target-recall", str(args.target_recall), *where])  # fmt: skip
+    figures["reindex"] = run(
+        [
+            "reindex",
+            "b",
+            "--index-type",
+            args.index_type,
+            "--target-recall",
+            str(args.target_recall),
+            *where,
+        ]
+    )
     figures["reindex"]["index_mib"] = round(index_bytes(indexes / "b") / 2**20, 1)
     return figures
 
@@ -105,8 +134,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--dimension", type=int, default=384)
     parser.add_argument("--index-type", default="ivfsq")
-    parser.add_argument("--target-recall", type=float, default=0.0,
-                        help="0 skips tuning (its exact search is timed elsewhere)")  # fmt: skip
+    parser.add_argument(
+        "--target-recall",
+        type=float,
+        default=0.0,
+        help="0 skips tuning (its exact search is timed elsewhere)",
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/semsearch-bounded"))
     args = parser.parse_args()
     for rows in args.rows:

@@ -76,10 +76,18 @@ def timed_build(corpus: Path, out_dir: Path, encoder, args, depth: int) -> dict:
     from semsearch.index.build_options import BuildOptions
 
     timed = TimedEncoder(encoder)
-    options = BuildOptions(corpus=corpus, name=f"depth{depth}", out_dir=out_dir, index="flat",
-                           batch_size=args.batch_size, part_rows=args.part_rows,
-                           show_progress=False, target_recall=None, pipeline_depth=depth,
-                           overwrite=True)  # fmt: skip
+    options = BuildOptions(
+        corpus=corpus,
+        name=f"depth{depth}",
+        out_dir=out_dir,
+        index="flat",
+        batch_size=args.batch_size,
+        part_rows=args.part_rows,
+        show_progress=False,
+        target_recall=None,
+        pipeline_depth=depth,
+        overwrite=True,
+    )
     started = time.perf_counter()
     build_index(options, encoder=timed)
     build_s = time.perf_counter() - started
@@ -106,8 +114,13 @@ def tokeniser_rates(texts_file: Path, thread_counts: list[int]) -> list[dict]:
     rates = []
     for threads in thread_counts:
         env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true"}
-        probe = subprocess.run([sys.executable, __file__, "--tokeniser-probe", str(texts_file)],
-                               env=env, check=True, capture_output=True, text=True)  # fmt: skip
+        probe = subprocess.run(
+            [sys.executable, __file__, "--tokeniser-probe", str(texts_file)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         rates.append({"threads": threads, **json.loads(probe.stdout.strip().splitlines()[-1])})
         print(
             f"tokeniser, {threads} thread(s): {rates[-1]['texts_per_s']:,.0f} texts/s", flush=True
@@ -127,22 +140,38 @@ def tokeniser_probe(texts_file: Path) -> None:
         for low in range(0, len(texts), TOKENISER_CHUNK):
             encoder.tokenize(texts[low : low + TOKENISER_CHUNK])
         best = min(best, time.perf_counter() - started)
-    print(json.dumps({"texts": len(texts), "seconds": round(best, 3),
-                      "texts_per_s": round(len(texts) / best, 1)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "texts": len(texts),
+                "seconds": round(best, 3),
+                "texts_per_s": round(len(texts) / best, 1),
+            }
+        )
+    )
 
 
 def main() -> None:
     parser = base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000, help="PyPI summaries to build")
-    parser.add_argument("--part-rows", type=int, default=4096,
-                        help="rows per part (the build's default is 16,384; smaller parts show "
-                        "the overlap at a modest --rows)")  # fmt: skip
+    parser.add_argument(
+        "--part-rows",
+        type=int,
+        default=4096,
+        help="rows per part (the build's default is 16,384; smaller parts show "
+        "the overlap at a modest --rows)",
+    )
     parser.add_argument("--batch-size", type=int, default=None, help="texts per forward pass")
-    parser.add_argument("--depths", type=lambda text: [int(n) for n in text.split(",")],
-                        default=[0, 1, 0, 1], help="pipeline depths to build with, in this order "
-                        "(alternated and repeated: the first build also warms the model)")  # fmt: skip
-    parser.add_argument("--tokeniser-threads", default="1,2",
-                        help="thread counts to measure the tokenizer at")  # fmt: skip
+    parser.add_argument(
+        "--depths",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[0, 1, 0, 1],
+        help="pipeline depths to build with, in this order "
+        "(alternated and repeated: the first build also warms the model)",
+    )
+    parser.add_argument(
+        "--tokeniser-threads", default="1,2", help="thread counts to measure the tokenizer at"
+    )
     parser.add_argument("--tokeniser-probe", type=Path, help=argparse.SUPPRESS)
     add_threads_option(parser)
     add_results_option(parser)

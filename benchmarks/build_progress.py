@@ -45,8 +45,9 @@ def timestamped_stderr(
     """Run `command` in `cwd`; every piece of its stderr ended by a carriage return or a
     newline (a bar redraws with a carriage return), with the seconds since the start."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               env=env, cwd=cwd)  # fmt: skip
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, cwd=cwd
+    )
     lines, pending = [], b""
     while chunk := os.read(process.stderr.fileno(), 65536):
         now = time.perf_counter() - started
@@ -76,8 +77,11 @@ def progress_figures(lines: list[tuple[float, str]]) -> dict:
     edges = np.arange(moved, done, WINDOW_S)
     rates = np.array([shown_at(end) - shown_at(start) for start, end in zip(edges, edges[1:])])
     # The ETA shown against the time really left, in the middle 80 % of the encoding.
-    errors = [abs(_seconds(eta) - (done - t)) / (done - t) for t, n, _, eta in points
-              if 0.1 * total <= n <= 0.9 * total and ":" in eta and done > t]  # fmt: skip
+    errors = [
+        abs(_seconds(eta) - (done - t)) / (done - t)
+        for t, n, _, eta in points
+        if 0.1 * total <= n <= 0.9 * total and ":" in eta and done > t
+    ]
     median = float(np.median(rates)) if len(rates) else 0.0
     slow = float(np.percentile(rates, SLOW_SHARE)) if len(rates) else 0.0
     fast = float(np.percentile(rates, 100 - SLOW_SHARE)) if len(rates) else 0.0
@@ -105,20 +109,39 @@ def _seconds(eta: str) -> int:
 def main() -> None:
     parser = base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=50_000, help="PyPI summaries to build")
-    parser.add_argument("--source-dir", type=Path, default=REPO_ROOT,
-                        help="the folder holding the semsearch package to run (default: this "
-                        "repository), e.g. an export of another commit to compare")  # fmt: skip
-    parser.add_argument("--build-args", default="--index-type flat --target-recall 0 --no-lexical",
-                        help="more options for `semsearch build`")  # fmt: skip
-    parser.add_argument("--log", type=Path, default=None,
-                        help="write the timestamped stderr lines to this file")  # fmt: skip
+    parser.add_argument(
+        "--source-dir",
+        type=Path,
+        default=REPO_ROOT,
+        help="the folder holding the semsearch package to run (default: this "
+        "repository), e.g. an export of another commit to compare",
+    )
+    parser.add_argument(
+        "--build-args",
+        default="--index-type flat --target-recall 0 --no-lexical",
+        help="more options for `semsearch build`",
+    )
+    parser.add_argument(
+        "--log", type=Path, default=None, help="write the timestamped stderr lines to this file"
+    )
     add_results_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="build_progress-") as scratch:
         corpus = corpus_head(args.data_dir, "pypi", args.rows, Path(scratch), ["name", "summary"])
-        command = [sys.executable, "-m", "semsearch", "build", str(corpus),
-                   "--text-column", "summary", "--name", "progress", "--out-dir",
-                   str(Path(scratch) / "indexes"), *args.build_args.split()]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "semsearch",
+            "build",
+            str(corpus),
+            "--text-column",
+            "summary",
+            "--name",
+            "progress",
+            "--out-dir",
+            str(Path(scratch) / "indexes"),
+            *args.build_args.split(),
+        ]
         env = {**os.environ, "PYTHONPATH": str(args.source_dir.resolve()), "PYTHONUNBUFFERED": "1"}
         # Run in the scratch folder: `python -m` puts the working folder first on the path,
         # so from a checkout it would run that checkout's package, not --source-dir's.

@@ -71,16 +71,22 @@ def timed_build(options: BuildOptions) -> dict:
         folder = build_index(options, encoder=encoder)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     manifest = folder.manifest()
-    return {"folder": str(folder.path), "rows": manifest.rows, "index": manifest.index.factory,
-            "search_params": manifest.index.search_params, "seconds": round(wall, 1),
-            "cpu_seconds": round(cpu, 1), "encode_seconds": round(spent_encoding["wall"], 1),
-            "encode_cpu_seconds": round(spent_encoding["cpu"], 1),
-            "encode_texts_per_s": round(manifest.rows / spent_encoding["wall"], 1),
-            "encode_texts_per_cpu_s": round(manifest.rows / spent_encoding["cpu"], 1),
-            "rss_before_build_mib": round(rss_before / 2**20),
-            "peak_rss_sampled_mib": round(rss.peak / 2**20),
-            "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            "file_bytes": folder.size_bytes()}  # fmt: skip
+    return {
+        "folder": str(folder.path),
+        "rows": manifest.rows,
+        "index": manifest.index.factory,
+        "search_params": manifest.index.search_params,
+        "seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "encode_seconds": round(spent_encoding["wall"], 1),
+        "encode_cpu_seconds": round(spent_encoding["cpu"], 1),
+        "encode_texts_per_s": round(manifest.rows / spent_encoding["wall"], 1),
+        "encode_texts_per_cpu_s": round(manifest.rows / spent_encoding["cpu"], 1),
+        "rss_before_build_mib": round(rss_before / 2**20),
+        "peak_rss_sampled_mib": round(rss.peak / 2**20),
+        "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "file_bytes": folder.size_bytes(),
+    }
 
 
 def sample_queries(data_dir: Path, source: str, count: int, seed: int) -> list[str]:
@@ -102,11 +108,17 @@ def query_latency(searcher: Searcher, warmup: list[str], queries: list[str], k: 
         times.append((time.perf_counter() - wall) * 1000)
         cpu_times.append((time.process_time() - cpu) * 1000)
     p50, p90, p99 = np.percentile(times, [50, 90, 99])
-    return {"queries": len(times), "warmup": len(warmup), "k": k, "p50_ms": round(p50, 2),
-            "p90_ms": round(p90, 2), "p99_ms": round(p99, 2),
-            "mean_ms": round(float(np.mean(times)), 2),
-            "cpu_p50_ms": round(float(np.median(cpu_times)), 2),
-            "cpu_mean_ms": round(float(np.mean(cpu_times)), 2)}  # fmt: skip
+    return {
+        "queries": len(times),
+        "warmup": len(warmup),
+        "k": k,
+        "p50_ms": round(p50, 2),
+        "p90_ms": round(p90, 2),
+        "p99_ms": round(p99, 2),
+        "mean_ms": round(float(np.mean(times)), 2),
+        "cpu_p50_ms": round(float(np.median(cpu_times)), 2),
+        "cpu_mean_ms": round(float(np.mean(cpu_times)), 2),
+    }
 
 
 def ivf_recall(searcher: Searcher, queries: list[str], k: int) -> dict:
@@ -126,12 +138,20 @@ def ivf_recall(searcher: Searcher, queries: list[str], k: int) -> dict:
         # Many PyPI summaries are identical, so ties at rank k swap rows without loss;
         # counting results that score at least the k-th exact score is tie-proof.
         tie_proof = tie_aware_recall(scores, found, true_scores[:, -1], k, True, 1e-6)
-        results.append({"nprobe": nprobe, "manifest_default": nprobe == default,
-                        "recall_same_rows": round(float(same_rows), 4),
-                        "recall_tie_aware": round(float(tie_proof), 4)})  # fmt: skip
-    return {"queries": len(queries), "k": k,
-            "method": "IndexSnapshot.search vs exact_search over the stored vectors",
-            "results": results}  # fmt: skip
+        results.append(
+            {
+                "nprobe": nprobe,
+                "manifest_default": nprobe == default,
+                "recall_same_rows": round(float(same_rows), 4),
+                "recall_tie_aware": round(float(tie_proof), 4),
+            }
+        )
+    return {
+        "queries": len(queries),
+        "k": k,
+        "method": "IndexSnapshot.search vs exact_search over the stored vectors",
+        "results": results,
+    }
 
 
 def main() -> None:
@@ -139,14 +159,23 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="build on the first N rows only")
     parser.add_argument("--index", default="auto", help="index type passed to BuildOptions")
     parser.add_argument("--quantize", default=None, help="int8: build (and query) with int8")
-    parser.add_argument("--runtime", default=None,
-                        help="what encodes: torch, openvino, ... (default: the library's)")  # fmt: skip
+    parser.add_argument(
+        "--runtime",
+        default=None,
+        help="what encodes: torch, openvino, ... (default: the library's)",
+    )
     parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
     parser.add_argument("--skip-build", action="store_true", help="reuse the index already built")
-    parser.add_argument("--compile", action="store_true",
-                        help="query through Searcher(compile=True) (compiled on the warm-up)")  # fmt: skip
-    parser.add_argument("--query-runtime", default="auto",
-                        help="what encodes the queries (semsearch query --runtime; default auto)")  # fmt: skip
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="query through Searcher(compile=True) (compiled on the warm-up)",
+    )
+    parser.add_argument(
+        "--query-runtime",
+        default="auto",
+        help="what encodes the queries (semsearch query --runtime; default auto)",
+    )
     parser.add_argument("--query-source", choices=["debian", "pypi"], default="debian")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--recall-queries", type=int, default=200)
@@ -165,10 +194,17 @@ def main() -> None:
     build = None
     if not args.skip_build:
         corpus = corpus_head(args.data_dir, "pypi", args.limit, args.out_dir / "tmp")
-        options = BuildOptions(corpus=corpus, name=name, text_column="summary", id_column="name",
-                               index=args.index, device="cpu", out_dir=args.index_dir,
-                               quantization=args.quantize,
-                               overwrite=True)  # fmt: skip
+        options = BuildOptions(
+            corpus=corpus,
+            name=name,
+            text_column="summary",
+            id_column="name",
+            index=args.index,
+            device="cpu",
+            out_dir=args.index_dir,
+            quantization=args.quantize,
+            overwrite=True,
+        )
         if args.runtime:
             options = replace(options, runtime=args.runtime)
         build = timed_build(options)
@@ -187,14 +223,33 @@ def main() -> None:
     warmup, queries = sampled[:WARMUP], sampled[WARMUP:]
     latency = query_latency(searcher, warmup, queries, k=10)
     recall = ivf_recall(searcher, queries[: args.recall_queries], k=10)
-    print(markdown_table(["queries", "p50 ms", "p90 ms", "p99 ms", "mean ms", "CPU p50 ms"],
-                         [[latency["queries"], latency["p50_ms"], latency["p90_ms"],
-                           latency["p99_ms"], latency["mean_ms"], latency["cpu_p50_ms"]]]))  # fmt: skip
+    print(
+        markdown_table(
+            ["queries", "p50 ms", "p90 ms", "p99 ms", "mean ms", "CPU p50 ms"],
+            [
+                [
+                    latency["queries"],
+                    latency["p50_ms"],
+                    latency["p90_ms"],
+                    latency["p99_ms"],
+                    latency["mean_ms"],
+                    latency["cpu_p50_ms"],
+                ]
+            ],
+        )
+    )
     print(f"open {open_seconds:.1f} s; IVF recall vs exact: {recall}")
-    payload = {"benchmark": "build_pypi", "args": args_dict(args), "environment": env,
-               "build": build, "manifest": searcher.manifest.to_dict(),
-               "open_seconds": round(open_seconds, 2), "query_source": args.query_source,
-               "latency": latency, "ivf_recall": recall}  # fmt: skip
+    payload = {
+        "benchmark": "build_pypi",
+        "args": args_dict(args),
+        "environment": env,
+        "build": build,
+        "manifest": searcher.manifest.to_dict(),
+        "open_seconds": round(open_seconds, 2),
+        "query_source": args.query_source,
+        "latency": latency,
+        "ivf_recall": recall,
+    }
     record(args, "build_pypi", payload)
 
 

@@ -124,8 +124,11 @@ def cagra_configs(base: np.ndarray, backend: str, graph_degree: int, itopks: lis
 
         dataset = torch.as_tensor(base, device="cuda")
         started = time.perf_counter()
-        params = cagra.IndexParams(metric="inner_product", graph_degree=graph_degree,
-                                   intermediate_graph_degree=2 * graph_degree)  # fmt: skip
+        params = cagra.IndexParams(
+            metric="inner_product",
+            graph_degree=graph_degree,
+            intermediate_graph_degree=2 * graph_degree,
+        )
         index = cagra.build(params, dataset)
         torch.cuda.synchronize()
         build = time.perf_counter() - started
@@ -208,11 +211,20 @@ def measure(method: str, backend: str, built, base, queries, truth, args) -> lis
             found, qps = timed_searches(search, searched, batch, args.device)
             kth = truth[: len(searched), -1]
             recall = rescored_recall(found, searched, base, kth, "dot", GPU_TOLERANCE)
-            lines.append({"method": method, "backend": backend, "params": params,
-                          "batch": min(batch, len(queries)), "queries": len(searched),
-                          "rows": len(base), "dimension": base.shape[1],
-                          "build_seconds": round(build_seconds, 2), "recall_at_10": round(recall, 4),
-                          "queries_per_s": round(qps, 1)})  # fmt: skip
+            lines.append(
+                {
+                    "method": method,
+                    "backend": backend,
+                    "params": params,
+                    "batch": min(batch, len(queries)),
+                    "queries": len(searched),
+                    "rows": len(base),
+                    "dimension": base.shape[1],
+                    "build_seconds": round(build_seconds, 2),
+                    "recall_at_10": round(recall, 4),
+                    "queries_per_s": round(qps, 1),
+                }
+            )
             print(lines[-1], flush=True)
     return lines
 
@@ -222,18 +234,34 @@ def main() -> None:
     parser.add_argument("--index-dir", type=Path, default=None, help="folder of index folders")
     parser.add_argument("--index", default=None, help="read this index folder's stored vectors")
     parser.add_argument("--vectors", type=Path, default=None, help="or a .npy file of vectors")
-    parser.add_argument("--encode", action="store_true",
-                        help="or encode the PyPI summaries with semsearch (kept in OUT_DIR)")  # fmt: skip
+    parser.add_argument(
+        "--encode",
+        action="store_true",
+        help="or encode the PyPI summaries with semsearch (kept in OUT_DIR)",
+    )
     parser.add_argument("--model", type=Path, default=None, help="model folder for --encode")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                        help="cpu: a smoke run of the IVF half on faiss-cpu")  # fmt: skip
+    parser.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        default="cuda",
+        help="cpu: a smoke run of the IVF half on faiss-cpu",
+    )
     parser.add_argument("--queries", type=int, default=10_000, help="rows held out as queries")
-    parser.add_argument("--batch", type=int, nargs="+", default=[10_000, 1],
-                        help="queries per search call")  # fmt: skip
-    parser.add_argument("--small-batch-queries", type=int, default=1000,
-                        help="queries timed at batch sizes below --queries")  # fmt: skip
-    parser.add_argument("--ivf-factory", action="append", default=None,
-                        help="FAISS IVF factory strings (default IVF4096,Flat; repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--batch", type=int, nargs="+", default=[10_000, 1], help="queries per search call"
+    )
+    parser.add_argument(
+        "--small-batch-queries",
+        type=int,
+        default=1000,
+        help="queries timed at batch sizes below --queries",
+    )
+    parser.add_argument(
+        "--ivf-factory",
+        action="append",
+        default=None,
+        help="FAISS IVF factory strings (default IVF4096,Flat; repeatable)",
+    )
     parser.add_argument("--nprobe", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
     parser.add_argument(
         "--cagra-backend", choices=["auto", "cuvs", "faiss", "none"], default="auto"
@@ -264,8 +292,11 @@ def main() -> None:
         raise SystemExit(
             "neither cuVS nor FAISS with GPU support is importable here: carry the wheels"
         )
-    print(f"CAGRA: {backend or 'not measured (no cuVS, no FAISS GpuIndexCagra)'}; "
-          f"IVF: {'FAISS' if ivf else 'not measured (no GPU FAISS)'}", flush=True)  # fmt: skip
+    print(
+        f"CAGRA: {backend or 'not measured (no cuVS, no FAISS GpuIndexCagra)'}; "
+        f"IVF: {'FAISS' if ivf else 'not measured (no GPU FAISS)'}",
+        flush=True,
+    )
 
     vectors = load_vectors(args)
     held_out = np.zeros(len(vectors), dtype=bool)
@@ -286,9 +317,22 @@ def main() -> None:
         lines += measure("cagra", backend, built, base, queries, truth, args)
     stamp = {"device": device_label(args.device), "command": command_line()}
     record(args, "cagra_ivf", [{**stamp, **line} for line in lines])
-    print(markdown_table(["method", "params", "batch", "build s", "recall@10", "queries/s"],
-                         [[line["method"], line["params"], line["batch"], line["build_seconds"],
-                           line["recall_at_10"], line["queries_per_s"]] for line in lines]))  # fmt: skip
+    print(
+        markdown_table(
+            ["method", "params", "batch", "build s", "recall@10", "queries/s"],
+            [
+                [
+                    line["method"],
+                    line["params"],
+                    line["batch"],
+                    line["build_seconds"],
+                    line["recall_at_10"],
+                    line["queries_per_s"],
+                ]
+                for line in lines
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

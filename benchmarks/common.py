@@ -26,8 +26,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_OUT_DIR = REPO_ROOT / "benchmarks" / "out"
 # all-mpnet-base-v2's shape, for timing with `random_base_model`.
-BASE_SHAPE = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
-              "intermediate_size": 3072}  # fmt: skip
+BASE_SHAPE = {
+    "num_hidden_layers": 12,
+    "hidden_size": 768,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
 
 
 _Sampler = TypeVar("_Sampler", bound="Sampler")
@@ -122,24 +126,40 @@ def _default_sigint() -> None:
 def base_parser(description: str) -> argparse.ArgumentParser:
     """A parser with the two options every script has: where the data is, where results go."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                        help=f"the shared data folder (default {DEFAULT_DATA_DIR})")  # fmt: skip
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR,
-                        help=f"where the JSON results go (default {DEFAULT_OUT_DIR})")  # fmt: skip
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"the shared data folder (default {DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help=f"where the JSON results go (default {DEFAULT_OUT_DIR})",
+    )
     return parser
 
 
 def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
     """`--index-dir` and `--index`: the built index a script reads (build_pypi.py makes one)."""
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes",
-                        help="folder of index folders")  # fmt: skip
+    parser.add_argument(
+        "--index-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR / "indexes",
+        help="folder of index folders",
+    )
     parser.add_argument("--index", default=index, help=f"index folder name (default {index})")
 
 
 def add_threads_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch and FAISS threads (default: theirs, one per core); 1 keeps "
-                        "timings stable when other processes share the cores")  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch and FAISS threads (default: theirs, one per core); 1 keeps "
+        "timings stable when other processes share the cores",
+    )
 
 
 def set_threads(threads: int | None) -> None:
@@ -231,10 +251,14 @@ DEFAULT_RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 
 def add_results_option(parser: argparse.ArgumentParser) -> None:
     """`--results-dir`: where the JSON lines of recorded figures go."""
-    parser.add_argument("--results-dir", type=Path, default=None,
-                        help=f"folder of the <script>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} "
-                        "with the default --out-dir, else OUT_DIR/results, so smoke runs into a "
-                        "scratch folder never touch the recorded figures)")  # fmt: skip
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help=f"folder of the <script>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} "
+        "with the default --out-dir, else OUT_DIR/results, so smoke runs into a "
+        "scratch folder never touch the recorded figures)",
+    )
 
 
 def results_file(args: argparse.Namespace, script: str) -> Path:
@@ -268,15 +292,17 @@ def append_result_lines(path: Path, lines: list[dict]) -> None:
     machine, command, commit, load average); a key the line already has wins."""
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = run_stamp()
-    text = "".join(json.dumps({**stamp, **line}, ensure_ascii=False, default=str) + "\n"
-                   for line in lines)  # fmt: skip
+    text = "".join(
+        json.dumps({**stamp, **line}, ensure_ascii=False, default=str) + "\n" for line in lines
+    )
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
     print(f"appended {len(lines)} line(s) to {path}", flush=True)
 
 
-def record(args: argparse.Namespace, script: str, figures: dict | list[dict],
-           device: str = "cpu") -> Path:  # fmt: skip
+def record(
+    args: argparse.Namespace, script: str, figures: dict | list[dict], device: str = "cpu"
+) -> Path:
     """Append `figures` (one line, or several) to `script`'s results file (see `results_file`),
     each line stamped by `append_result_lines` and labelled with the benchmark and the device
     (the line's own `device` wins)."""
@@ -289,34 +315,55 @@ def record(args: argparse.Namespace, script: str, figures: dict | list[dict],
 
 def run_stamp() -> dict:
     """What every figure line carries besides its figures."""
-    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "command": command_line(), "commit": git_commit(),
-            "load_average": [round(value, 2) for value in os.getloadavg()]}  # fmt: skip
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "command": command_line(),
+        "commit": git_commit(),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+    }
 
 
 def machine() -> dict:
     """The CPU, its cores, the RAM and the GPU (if torch is loaded and sees one)."""
     torch = sys.modules.get("torch")
     gpu = torch.cuda.get_device_name() if torch and torch.cuda.is_available() else None
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(),
-            "ram_gib": round(_total_ram_bytes() / 2**30, 1), "gpu": gpu}  # fmt: skip
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "ram_gib": round(_total_ram_bytes() / 2**30, 1),
+        "gpu": gpu,
+    }
 
 
 def git_commit() -> str | None:
     """The repository's HEAD, with `+dirty` when the working tree differs (None outside git)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)  # fmt: skip
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 # The shared data's corpora: file under --data-dir, and the column of their texts.
-CORPORA = {"pypi": ("pypi/pypi_summaries.parquet", "summary"),
-           "debian": ("debian/debian_packages.parquet", "long_description")}  # fmt: skip
+CORPORA = {
+    "pypi": ("pypi/pypi_summaries.parquet", "summary"),
+    "debian": ("debian/debian_packages.parquet", "long_description"),
+}
 
 
 def corpus_path(data_dir: Path, corpus: str) -> Path:
@@ -327,8 +374,9 @@ def corpus_path(data_dir: Path, corpus: str) -> Path:
     return path
 
 
-def read_corpus(data_dir: Path, corpus: str, rows: int | None = None,
-                columns: list[str] | None = None):  # fmt: skip
+def read_corpus(
+    data_dir: Path, corpus: str, rows: int | None = None, columns: list[str] | None = None
+):
     """The first `rows` rows (None or 0: all) of a shared corpus as an Arrow table."""
     import pyarrow.parquet as pq
 
@@ -336,16 +384,18 @@ def read_corpus(data_dir: Path, corpus: str, rows: int | None = None,
     return table.slice(0, rows or None)
 
 
-def corpus_texts(data_dir: Path, corpus: str, rows: int | None = None,
-                 column: str | None = None) -> list[str]:  # fmt: skip
+def corpus_texts(
+    data_dir: Path, corpus: str, rows: int | None = None, column: str | None = None
+) -> list[str]:
     """The first `rows` non-blank texts of a corpus (its text column unless `column` says)."""
     column = column or CORPORA[corpus][1]
     texts = read_corpus(data_dir, corpus, columns=[column]).column(column).to_pylist()
     return [text for text in texts if text and text.strip()][: rows or None]
 
 
-def corpus_head(data_dir: Path, corpus: str, rows: int | None, folder: Path,
-                columns: list[str] | None = None) -> Path:  # fmt: skip
+def corpus_head(
+    data_dir: Path, corpus: str, rows: int | None, folder: Path, columns: list[str] | None = None
+) -> Path:
     """The first `rows` rows (None or 0: all) as a Parquet file in `folder`, for commands
     that build from a file; with no limit and no column choice, the shared file itself."""
     import pyarrow.parquet as pq
@@ -377,8 +427,12 @@ def random_base_model(reference: Path, folder: Path) -> Path:
     torch.manual_seed(0)
     model = AutoModel.from_config(config)
     top_level = {"model.safetensors", "config.json", "README.md"}  # the weights and shape are new
-    shutil.copytree(reference, folder, dirs_exist_ok=True,
-                    ignore=lambda where, names: top_level & set(names) if Path(where) == reference else set())  # fmt: skip
+    shutil.copytree(
+        reference,
+        folder,
+        dirs_exist_ok=True,
+        ignore=lambda where, names: top_level & set(names) if Path(where) == reference else set(),
+    )
     model.save_pretrained(folder)
     pooling = folder / "1_Pooling" / "config.json"
     if pooling.is_file():

@@ -55,9 +55,15 @@ from semsearch.index.tune import recall_at_k
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
 # Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.
 PEERS = ("st-openvino", "st-onnx-int8")
-CANDIDATES = (REFERENCE, *PEERS, "semsearch-torch-fp32", "semsearch-torch-int8",
-              "semsearch-openvino-fp32", "semsearch-openvino-bf16",
-              "semsearch-openvino-int8")  # fmt: skip
+CANDIDATES = (
+    REFERENCE,
+    *PEERS,
+    "semsearch-torch-fp32",
+    "semsearch-torch-int8",
+    "semsearch-openvino-fp32",
+    "semsearch-openvino-bf16",
+    "semsearch-openvino-int8",
+)
 ONNX_INT8_FILE = "onnx/model_qint8_avx512_vnni.onnx"  # sentence-transformers' export for VNNI
 FAITHFUL = (0.9999, 0.999)  # mean, min cosine to the reference
 WARMUP = 64  # texts encoded before the clock starts (kernel choice, first-call costs)
@@ -89,28 +95,37 @@ def _encoder(candidate: str, threads: int, batch_size: int, model: Path):
 
         if candidate == "st-openvino":
             config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
-            st = SentenceTransformer(str(model), device="cpu", backend="openvino",
-                                     model_kwargs={"ov_config": config})  # fmt: skip
+            st = SentenceTransformer(
+                str(model), device="cpu", backend="openvino", model_kwargs={"ov_config": config}
+            )
         elif candidate == "st-onnx-int8":  # the folder `available_peers` prepared
             import onnxruntime
 
             # Without it ONNX Runtime ran Debian texts no faster on 2 cores than on 1 here.
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = threads
-            st = SentenceTransformer(str(model), device="cpu", backend="onnx",
-                                     model_kwargs={"file_name": ONNX_INT8_FILE,
-                                                   "session_options": options})  # fmt: skip
+            st = SentenceTransformer(
+                str(model),
+                device="cpu",
+                backend="onnx",
+                model_kwargs={"file_name": ONNX_INT8_FILE, "session_options": options},
+            )
         else:
             st = SentenceTransformer(str(model), device="cpu")
-        return lambda texts: st.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                       show_progress_bar=False)  # fmt: skip
+        return lambda texts: st.encode(
+            texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
     from semsearch.models import BiEncoder
 
     _, runtime, precision = candidate.split("-")
     quantization = "int8" if precision == "int8" else None
     precision = "fp32" if quantization else precision
-    encoder = BiEncoder.load(str(model), device="cpu", runtime=runtime,  # type: ignore[arg-type]
-                             quantization=quantization)  # fmt: skip
+    encoder = BiEncoder.load(
+        str(model),
+        device="cpu",
+        runtime=runtime,  # type: ignore[arg-type]
+        quantization=quantization,
+    )
     if encoder.runtime.split("-")[0] != runtime:
         raise SystemExit(f"{candidate}: the encoder fell back to {encoder.runtime}")
     return lambda texts: encoder.encode(texts, batch_size=batch_size, precision=precision)
@@ -120,8 +135,12 @@ def measure(
     args: argparse.Namespace, texts_file: Path, scratch: Path, peers: set[str]
 ) -> list[dict]:
     """Every candidate at every thread count, `--rounds` interleaved rounds each."""
-    candidates = [c for c in CANDIDATES if (c not in PEERS or c in peers)
-                  and (not args.candidates or c == REFERENCE or c in args.candidates)]  # fmt: skip
+    candidates = [
+        c
+        for c in CANDIDATES
+        if (c not in PEERS or c in peers)
+        and (not args.candidates or c == REFERENCE or c in args.candidates)
+    ]
     rows = []
     for threads in args.threads:
         seconds: dict[str, list[dict]] = {c: [] for c in candidates}
@@ -134,16 +153,35 @@ def measure(
                     seconds[candidate].append(timings)
         for candidate, runs in seconds.items():
             if runs:
-                rows.append({"candidate": candidate, "threads": threads, "runs": runs,
-                             "vectors": scratch / f"{candidate}-t{threads}"})  # fmt: skip
+                rows.append(
+                    {
+                        "candidate": candidate,
+                        "threads": threads,
+                        "runs": runs,
+                        "vectors": scratch / f"{candidate}-t{threads}",
+                    }
+                )
     return rows
 
 
 def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -> dict | None:
     folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, __file__, "--worker", candidate, "--worker-threads", str(threads),
-               "--texts", str(texts_file), "--vectors-out", str(folder),
-               "--batch-size", str(args.batch_size), "--model", str(_model_for(args, candidate))]  # fmt: skip
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        candidate,
+        "--worker-threads",
+        str(threads),
+        "--texts",
+        str(texts_file),
+        "--vectors-out",
+        str(folder),
+        "--batch-size",
+        str(args.batch_size),
+        "--model",
+        str(_model_for(args, candidate)),
+    ]
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
         command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
     done = subprocess.run(command, env=_peer_env(args, candidate), capture_output=True, text=True)
@@ -174,21 +212,30 @@ def available_peers(args: argparse.Namespace, scratch: Path) -> set[str]:
     """The peers that run here; each one that cannot says why in one line. The ONNX int8 peer's
     model folder is exported once (sentence-transformers' own export, offline, from a copy of
     the model folder) before any clock starts."""
-    probes = {"st-openvino": "import optimum.intel.openvino, sentence_transformers",
-              "st-onnx-int8": EXPORT_ONNX_INT8}  # fmt: skip
+    probes = {
+        "st-openvino": "import optimum.intel.openvino, sentence_transformers",
+        "st-onnx-int8": EXPORT_ONNX_INT8,
+    }
     args.onnx_model = scratch / "onnx-model"
     shutil.rmtree(args.onnx_model, ignore_errors=True)
     shutil.copytree(args.model, args.onnx_model)
     peers = set()
     for peer, probe in probes.items():
-        done = subprocess.run([sys.executable, "-c", probe, str(args.onnx_model)],
-                              env=_peer_env(args, peer), capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", probe, str(args.onnx_model)],
+            env=_peer_env(args, peer),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode == 0:
             peers.add(peer)
         else:
             last = (done.stderr.strip().splitlines() or ["?"])[-1]
-            print(f"the peer {peer} cannot run from {_peer_path(args, peer)}: {last}; "
-                  "measuring the rest", flush=True)  # fmt: skip
+            print(
+                f"the peer {peer} cannot run from {_peer_path(args, peer)}: {last}; "
+                "measuring the rest",
+                flush=True,
+            )
     return peers
 
 
@@ -207,24 +254,35 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
     for corpus, texts in corpora.items():
         for threads in sorted({row["threads"] for row in rows}):
             here = [row for row in rows if row["threads"] == threads]
-            rates = {row["candidate"]: len(texts) / statistics.median(run[corpus] for run in row["runs"])
-                     for row in here}  # fmt: skip
+            rates = {
+                row["candidate"]: len(texts) / statistics.median(run[corpus] for run in row["runs"])
+                for row in here
+            }
             peer = max((c for c in PEERS if c in rates), key=rates.get, default=None)
             reference = next((r for r in here if r["candidate"] == REFERENCE), None)
             wanted = np.load(reference["vectors"] / f"{corpus}.npy") if reference else None
             for row in here:
                 vectors = np.load(row["vectors"] / f"{corpus}.npy")
-                line = {"corpus": corpus, "texts": len(texts), "threads": threads,
-                        "candidate": row["candidate"], "rounds": len(row["runs"]),
-                        "texts_per_s": round(rates[row["candidate"]], 1),
-                        "peer": peer,
-                        "ratio_to_peer": round(rates[row["candidate"]] / rates[peer], 2)
-                        if peer else None}  # fmt: skip
+                line = {
+                    "corpus": corpus,
+                    "texts": len(texts),
+                    "threads": threads,
+                    "candidate": row["candidate"],
+                    "rounds": len(row["runs"]),
+                    "texts_per_s": round(rates[row["candidate"]], 1),
+                    "peer": peer,
+                    "ratio_to_peer": round(rates[row["candidate"]] / rates[peer], 2)
+                    if peer
+                    else None,
+                }
                 if wanted is not None:
                     mean, least = cosines(vectors, wanted)
-                    line.update(cosine_mean=round(mean, 6), cosine_min=round(least, 6),
-                                faithful=mean >= FAITHFUL[0] and least >= FAITHFUL[1],
-                                recall_at_10=round(neighbour_recall(vectors, wanted), 4))  # fmt: skip
+                    line.update(
+                        cosine_mean=round(mean, 6),
+                        cosine_min=round(least, 6),
+                        faithful=mean >= FAITHFUL[0] and least >= FAITHFUL[1],
+                        recall_at_10=round(neighbour_recall(vectors, wanted), 4),
+                    )
                 lines.append(line)
     return lines
 
@@ -251,19 +309,34 @@ def main() -> None:
     add_results_option(parser)
     parser.add_argument("--pypi-rows", type=int, default=3000)
     parser.add_argument("--debian-rows", type=int, default=600)
-    parser.add_argument("--threads", type=lambda s: [int(t) for t in s.split(",")],
-                        default=[1, 2], help="thread counts, e.g. 1,2 (one process each)")  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=lambda s: [int(t) for t in s.split(",")],
+        default=[1, 2],
+        help="thread counts, e.g. 1,2 (one process each)",
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32, help="every candidate's batch")
-    parser.add_argument("--candidates", type=lambda s: s.split(","), default=None,
-                        help="only these (comma-separated; the reference always runs)")  # fmt: skip
+    parser.add_argument(
+        "--candidates",
+        type=lambda s: s.split(","),
+        default=None,
+        help="only these (comma-separated; the reference always runs)",
+    )
     parser.add_argument("--model", type=Path, default=None, help="default: the bundled model")
-    parser.add_argument("--peer-path", type=Path, default=Path("/tmp/stov"),
-                        help="folder with optimum-intel and its transformers, first on the "
-                        "peer's path")  # fmt: skip
-    parser.add_argument("--onnx-peer-path", type=Path, default=Path("/tmp/stonnx"),
-                        help="folder with optimum-onnx, onnxruntime and the transformers they "
-                        "accept, first on the ONNX int8 peer's path")  # fmt: skip
+    parser.add_argument(
+        "--peer-path",
+        type=Path,
+        default=Path("/tmp/stov"),
+        help="folder with optimum-intel and its transformers, first on the peer's path",
+    )
+    parser.add_argument(
+        "--onnx-peer-path",
+        type=Path,
+        default=Path("/tmp/stonnx"),
+        help="folder with optimum-onnx, onnxruntime and the transformers they "
+        "accept, first on the ONNX int8 peer's path",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--texts", help=argparse.SUPPRESS)
@@ -291,10 +364,23 @@ def main() -> None:
         "cosine mean/min",
         "recall@10",
     ]
-    print(markdown_table(headers, [[line["corpus"], line["threads"], line["candidate"],
-                                    line["texts_per_s"], line["ratio_to_peer"],
-                                    f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
-                                    line.get("recall_at_10")] for line in lines]))  # fmt: skip
+    print(
+        markdown_table(
+            headers,
+            [
+                [
+                    line["corpus"],
+                    line["threads"],
+                    line["candidate"],
+                    line["texts_per_s"],
+                    line["ratio_to_peer"],
+                    f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
+                    line.get("recall_at_10"),
+                ]
+                for line in lines
+            ],
+        )
+    )
     shared = {"command": command_line(), "environment": environment()}
     record(args, "cpu_runtimes", [{**line, **shared} for line in lines])
 

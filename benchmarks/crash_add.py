@@ -36,8 +36,9 @@ def main() -> None:
 
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
-    table = common.read_corpus(args.data_dir, "pypi", args.base_rows + args.add_rows,
-                               ["name", "summary"]).rename_columns(["name", "text"])  # fmt: skip
+    table = common.read_corpus(
+        args.data_dir, "pypi", args.base_rows + args.add_rows, ["name", "summary"]
+    ).rename_columns(["name", "text"])
     base, extra = args.work_dir / "base.parquet", args.work_dir / "extra.parquet"
     pq.write_table(table.slice(0, args.base_rows), base)
     # Half the added rows are new, half change the text of rows already there.
@@ -49,10 +50,29 @@ def main() -> None:
         pa.concat_tables([changed, table.slice(args.base_rows, args.add_rows // 2)]), extra
     )
     indexes = args.work_dir / "indexes"
-    build_index(BuildOptions(corpus=base, name="crash", id_column="name", index="ivf",
-                             out_dir=indexes, model=args.model, show_progress=False))  # fmt: skip
-    command = [sys.executable, "-m", "semsearch", "add", str(extra), "--index", "crash",
-               "--index-dir", str(indexes), "--json"]  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=base,
+            name="crash",
+            id_column="name",
+            index="ivf",
+            out_dir=indexes,
+            model=args.model,
+            show_progress=False,
+        )
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "semsearch",
+        "add",
+        str(extra),
+        "--index",
+        "crash",
+        "--index-dir",
+        str(indexes),
+        "--json",
+    ]
     started = time.perf_counter()
     subprocess.run([*command[:3], "--help"], capture_output=True, check=True)
     full = _timed_full_add(command, indexes, args.work_dir)
@@ -79,15 +99,28 @@ def main() -> None:
         hits = Index.open("crash", indexes).searcher().search(["a python library"], k=5)[0]
         rerun = subprocess.run(command, capture_output=True, text=True)
         final = Index.open("crash", indexes).manifest
-        row = {"kill": kill, "delay_s": round(delay, 2), "killed": killed, "opened_at": state,
-               "rows_ok": ok, "search_hits": len(hits), "rerun_rc": rerun.returncode,
-               "final_rows": final.rows, "final_ok": final.rows == before.rows + args.add_rows // 2}  # fmt: skip
+        row = {
+            "kill": kill,
+            "delay_s": round(delay, 2),
+            "killed": killed,
+            "opened_at": state,
+            "rows_ok": ok,
+            "search_hits": len(hits),
+            "rerun_rc": rerun.returncode,
+            "final_rows": final.rows,
+            "final_ok": final.rows == before.rows + args.add_rows // 2,
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    summary = {"kills": args.kills, "killed_mid_run": sum(r["killed"] for r in rows),
-               "all_opened": True, "all_rows_ok": all(r["rows_ok"] for r in rows),
-               "all_reruns_finished": all(r["rerun_rc"] == 0 and r["final_ok"] for r in rows),
-               "full_add_s": round(full, 2), "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    summary = {
+        "kills": args.kills,
+        "killed_mid_run": sum(r["killed"] for r in rows),
+        "all_opened": True,
+        "all_rows_ok": all(r["rows_ok"] for r in rows),
+        "all_reruns_finished": all(r["rerun_rc"] == 0 and r["final_ok"] for r in rows),
+        "full_add_s": round(full, 2),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     print(json.dumps(summary))
     common.record(args, "crash_add", {"args": common.args_dict(args), **summary, "runs": rows})
 

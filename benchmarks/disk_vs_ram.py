@@ -73,9 +73,13 @@ def side_by_side(args) -> dict:
     queries = debian_queries(args, manifest.model.name).astype(np.float32)
     queries_file = args.work_dir / "queries.npy"
     np.save(queries_file, queries)
-    figures: dict = {"mode": "from_index", "source": str(args.from_index),
-                     "rows": len(vectors), "queries": args.queries,
-                     "query_source": "Debian synopses"}  # fmt: skip
+    figures: dict = {
+        "mode": "from_index",
+        "source": str(args.from_index),
+        "rows": len(vectors),
+        "queries": args.queries,
+        "query_source": "Debian synopses",
+    }
     built = {kind: build(args, corpus, kind, kind) for kind in ("disk", "ivfsq")}
     build(args, empty, "empty", "flat")
     truth = ground_truth(args, "disk", queries, args.k)
@@ -86,19 +90,31 @@ def side_by_side(args) -> dict:
     for kind in ("disk", "ivfsq"):
         found_file = args.work_dir / f"found-{kind}.npy"
         started = time.perf_counter()
-        search = search_process(args, kind, queries_file, args.work_dir / "truth.npz", False,
-                                found_file)  # fmt: skip
+        search = search_process(
+            args, kind, queries_file, args.work_dir / "truth.npz", False, found_file
+        )
         found = np.load(found_file)
         figures[kind] = {
-            "build": built[kind], "search": search,
+            "build": built[kind],
+            "search": search,
             "search_wall_s": round(time.perf_counter() - started, 1),
             "recall_at_10_by_ids": recall(found.tolist(), truth["all"], args.k),
             "recall_at_10_tie_aware": tie_aware(found, queries, vectors, kth),
-            "rss_anon_bytes_per_row": round((search["RssAnon"] - baseline["RssAnon"]) / len(vectors), 1),
-            "rss_file_bytes_per_row": round((search["RssFile"] - baseline["RssFile"]) / len(vectors), 1),
-            "disk_bytes": sum(f.stat().st_size for f in (args.work_dir / "indexes" / kind).rglob("*") if f.is_file()),
-            "index": json.loads((args.work_dir / "indexes" / kind / "manifest.json").read_text())["index"],
-        }  # fmt: skip
+            "rss_anon_bytes_per_row": round(
+                (search["RssAnon"] - baseline["RssAnon"]) / len(vectors), 1
+            ),
+            "rss_file_bytes_per_row": round(
+                (search["RssFile"] - baseline["RssFile"]) / len(vectors), 1
+            ),
+            "disk_bytes": sum(
+                f.stat().st_size
+                for f in (args.work_dir / "indexes" / kind).rglob("*")
+                if f.is_file()
+            ),
+            "index": json.loads((args.work_dir / "indexes" / kind / "manifest.json").read_text())[
+                "index"
+            ],
+        }
     print(figures)
     if not args.keep:
         corpus.unlink()

@@ -93,9 +93,14 @@ class Variant:
         `pack` packs the sequences (no padding work)."""
         fields = dict(part.split("=") if "=" in part else (part, "1") for part in text.split(","))
         batch = None if fields["b"] == "default" else int(fields["b"])
-        return cls(batch_size=batch, max_tokens=int(fields["t"]) if "t" in fields else None,
-                   precision=fields.get("p", "auto"), int8="int8" in fields,
-                   pin="nopin" not in fields, packing="pack" in fields)  # fmt: skip
+        return cls(
+            batch_size=batch,
+            max_tokens=int(fields["t"]) if "t" in fields else None,
+            precision=fields.get("p", "auto"),
+            int8="int8" in fields,
+            pin="nopin" not in fields,
+            packing="pack" in fields,
+        )
 
     @property
     def label(self) -> str:
@@ -117,9 +122,13 @@ class Variant:
         def encode(texts: list[str]) -> np.ndarray:
             bi_encoder.PIN_MEMORY = self.pin
             try:
-                return model.encode(texts, batch_size=self.batch_size,
-                                    precision=self.precision,  # type: ignore[arg-type]
-                                    max_batch_tokens=self.max_tokens, **packing)  # fmt: skip
+                return model.encode(
+                    texts,
+                    batch_size=self.batch_size,
+                    precision=self.precision,  # type: ignore[arg-type]
+                    max_batch_tokens=self.max_tokens,
+                    **packing,
+                )
             finally:
                 bi_encoder.PIN_MEMORY = True
 
@@ -128,8 +137,10 @@ class Variant:
 
 def load_corpora(data_dir: Path, pypi_rows: int, debian_rows: int) -> dict[str, list[str]]:
     """The first `pypi_rows` PyPI summaries and `debian_rows` long descriptions (non-blank)."""
-    return {"pypi_summaries": corpus_texts(data_dir, "pypi", pypi_rows),
-            "debian_long": corpus_texts(data_dir, "debian", debian_rows)}  # fmt: skip
+    return {
+        "pypi_summaries": corpus_texts(data_dir, "pypi", pypi_rows),
+        "debian_long": corpus_texts(data_dir, "debian", debian_rows),
+    }
 
 
 def timed(encode: Encode, texts: list[str], gpu: bool) -> tuple[dict, np.ndarray]:
@@ -142,8 +153,12 @@ def timed(encode: Encode, texts: list[str], gpu: bool) -> tuple[dict, np.ndarray
         vectors = encode(texts)
         if gpu:
             torch.cuda.synchronize()
-    spent = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
-             "peak_rss_mib": rss.peak / 2**20, "load_1min": os.getloadavg()[0]}  # fmt: skip
+    spent = {
+        "wall": time.perf_counter() - wall,
+        "cpu": time.process_time() - cpu,
+        "peak_rss_mib": rss.peak / 2**20,
+        "load_1min": os.getloadavg()[0],
+    }
     if gpu:
         spent["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
     return spent, np.asarray(vectors, dtype=np.float32)
@@ -161,11 +176,18 @@ def row(label: str, batch: int, rounds: list[dict], texts: int, tokens: int) -> 
     """One table row: medians over `rounds` turned into rates."""
     median = statistics.median(spent["wall"] for spent in rounds)
     median_cpu = statistics.median(spent["cpu"] for spent in rounds)
-    result = {"encoder": label, "batch_size": batch, "texts": texts, "tokens": tokens,
-              "rounds": [{key: round(value, 3) for key, value in spent.items()} for spent in rounds],
-              "median_seconds": round(median, 3), "texts_per_s": round(texts / median, 1),
-              "tokens_per_s": round(tokens / median), "texts_per_cpu_s": round(texts / median_cpu, 1),
-              "peak_rss_mib": round(max(spent["peak_rss_mib"] for spent in rounds))}  # fmt: skip
+    result = {
+        "encoder": label,
+        "batch_size": batch,
+        "texts": texts,
+        "tokens": tokens,
+        "rounds": [{key: round(value, 3) for key, value in spent.items()} for spent in rounds],
+        "median_seconds": round(median, 3),
+        "texts_per_s": round(texts / median, 1),
+        "tokens_per_s": round(tokens / median),
+        "texts_per_cpu_s": round(texts / median_cpu, 1),
+        "peak_rss_mib": round(max(spent["peak_rss_mib"] for spent in rounds)),
+    }
     if "peak_gpu_mib" in rounds[0]:
         result["peak_gpu_mib"] = round(max(spent["peak_gpu_mib"] for spent in rounds))
     return result
@@ -175,12 +197,23 @@ def compared_encoders(ours: BiEncoder, anchor, args) -> dict[str, Encode]:
     """The encoders of the alternating rounds, all at `--batch-size`."""
 
     def st(model) -> Encode:
-        return lambda texts: model.encode(texts, batch_size=args.batch_size,
-                                          normalize_embeddings=True, show_progress_bar=False,
-                                          convert_to_tensor=True).float().cpu().numpy()  # fmt: skip
+        return lambda texts: (
+            model.encode(
+                texts,
+                batch_size=args.batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_tensor=True,
+            )
+            .float()
+            .cpu()
+            .numpy()
+        )
 
-    encoders = {"semsearch": Variant(args.batch_size, None, args.precision).encoder(ours, args.model),
-                ANCHOR: st(anchor)}  # fmt: skip
+    encoders = {
+        "semsearch": Variant(args.batch_size, None, args.precision).encoder(ours, args.model),
+        ANCHOR: st(anchor),
+    }
     if args.anchor_bf16:
         encoders[ANCHOR_BF16] = st(copy.deepcopy(anchor).to(torch.bfloat16))
     if args.st_references:
@@ -189,8 +222,13 @@ def compared_encoders(ours: BiEncoder, anchor, args) -> dict[str, Encode]:
         fastest = copy.deepcopy(anchor).to(torch.bfloat16)
 
         def st_fastest(texts: list[str]) -> np.ndarray:
-            vectors = fastest.encode(texts, batch_size=args.st_fastest_batch, normalize_embeddings=True,
-                                     show_progress_bar=False, convert_to_tensor=True)  # fmt: skip
+            vectors = fastest.encode(
+                texts,
+                batch_size=args.st_fastest_batch,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_tensor=True,
+            )
             return vectors.float().cpu().numpy()
 
         encoders[st_fastest_label(args)] = st_fastest
@@ -222,8 +260,10 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
     batches = {label: v.batch_size for label, v in variants.items()}
     batches[ST_DEFAULT] = ST_DEFAULT_BATCH
     batches[st_fastest_label(args)] = args.st_fastest_batch
-    rows = [row(label, batches.get(label, args.batch_size), rounds[label], len(texts), tokens)
-            for label in encoders]  # fmt: skip
+    rows = [
+        row(label, batches.get(label, args.batch_size), rounds[label], len(texts), tokens)
+        for label in encoders
+    ]
     anchor_rate = next(r for r in rows if r["encoder"] == ANCHOR)["texts_per_s"]
     anchor_cpu = next(r for r in rows if r["encoder"] == ANCHOR)["texts_per_cpu_s"]
     flops = flops_per_token(ours, tokens / len(texts))
@@ -234,20 +274,40 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
         entry["cosine_mean"], entry["cosine_min"] = float(cosines.mean()), float(cosines.min())
         entry["model_tflops"] = round(flops * entry["tokens_per_s"] / 1e12, 3)
         entry["share_of_bf16_peak"] = round(entry["model_tflops"] / args.peak_tflops, 5)
-    return {"rows": rows, "mean_tokens_per_text": round(tokens / len(texts), 1),
-            "flops_per_token": flops}  # fmt: skip
+    return {
+        "rows": rows,
+        "mean_tokens_per_text": round(tokens / len(texts), 1),
+        "flops_per_token": flops,
+    }
 
 
 def print_table(name: str, texts: int, result: dict, gpu: bool) -> None:
     print(f"\n{name}: {texts} texts, {result['mean_tokens_per_text']} tokens/text")
-    headers = ["encoder", "median s", "texts/s", "tokens/s", "x ST", "x ST (CPU-s)",
-               "cos mean", "cos min", "peak RSS MiB"]  # fmt: skip
+    headers = [
+        "encoder",
+        "median s",
+        "texts/s",
+        "tokens/s",
+        "x ST",
+        "x ST (CPU-s)",
+        "cos mean",
+        "cos min",
+        "peak RSS MiB",
+    ]
     headers += ["peak GPU MiB", "model TFLOP/s", "share of bf16 peak"] if gpu else []
     lines = []
     for r in result["rows"]:
-        line = [r["encoder"], r["median_seconds"], r["texts_per_s"], r["tokens_per_s"],
-                r["ratio_vs_st"], r["cpu_ratio_vs_st"], f"{r['cosine_mean']:.6f}",
-                f"{r['cosine_min']:.6f}", r["peak_rss_mib"]]  # fmt: skip
+        line = [
+            r["encoder"],
+            r["median_seconds"],
+            r["texts_per_s"],
+            r["tokens_per_s"],
+            r["ratio_vs_st"],
+            r["cpu_ratio_vs_st"],
+            f"{r['cosine_mean']:.6f}",
+            f"{r['cosine_min']:.6f}",
+            r["peak_rss_mib"],
+        ]
         line += [r["peak_gpu_mib"], r["model_tflops"], r["share_of_bf16_peak"]] if gpu else []
         lines.append(line)
     print(markdown_table(headers, lines), flush=True)
@@ -274,25 +334,38 @@ def figure_line(name: str, result: dict, args) -> dict:
         return round(best["texts_per_s"] / rows[label]["texts_per_s"], 3) if label in rows else None
 
     gpu = args.device == "cuda"
-    return {"device": device_label(args.device), "command": command_line(), "corpus": name,
-            "model": args.model_label, "texts": best["texts"],
-            "mean_tokens_per_text": result["mean_tokens_per_text"],
-            "texts_per_s": best["texts_per_s"], "semsearch_config": best["encoder"],
-            "ratio_st_default": ratio(ST_DEFAULT), "st_default": ST_DEFAULT,
-            "st_default_texts_per_s": rows.get(ST_DEFAULT, {}).get("texts_per_s"),
-            "ratio_st_fastest": ratio(fastest), "st_fastest": fastest if fastest in rows else None,
-            "st_fastest_texts_per_s": rows.get(fastest, {}).get("texts_per_s"),
-            "mean_cos": round(best["cosine_mean"], 6), "min_cos": round(best["cosine_min"], 6),
-            "cosines_meet_goal": bool(good), "model_tflops": best["model_tflops"] if gpu else None,
-            "flop_utilisation": best["share_of_bf16_peak"] if gpu else None,
-            "peak_tflops": args.peak_tflops if gpu else None, "run": args.name,
-            "rows": result["rows"]}  # fmt: skip
+    return {
+        "device": device_label(args.device),
+        "command": command_line(),
+        "corpus": name,
+        "model": args.model_label,
+        "texts": best["texts"],
+        "mean_tokens_per_text": result["mean_tokens_per_text"],
+        "texts_per_s": best["texts_per_s"],
+        "semsearch_config": best["encoder"],
+        "ratio_st_default": ratio(ST_DEFAULT),
+        "st_default": ST_DEFAULT,
+        "st_default_texts_per_s": rows.get(ST_DEFAULT, {}).get("texts_per_s"),
+        "ratio_st_fastest": ratio(fastest),
+        "st_fastest": fastest if fastest in rows else None,
+        "st_fastest_texts_per_s": rows.get(fastest, {}).get("texts_per_s"),
+        "mean_cos": round(best["cosine_mean"], 6),
+        "min_cos": round(best["cosine_min"], 6),
+        "cosines_meet_goal": bool(good),
+        "model_tflops": best["model_tflops"] if gpu else None,
+        "flop_utilisation": best["share_of_bf16_peak"] if gpu else None,
+        "peak_tflops": args.peak_tflops if gpu else None,
+        "run": args.name,
+        "rows": result["rows"],
+    }
 
 
 def print_goals(line: dict, reference_model: bool) -> None:
     """Each goal of issue 15 beside the figure, met or not (they are set for one H100)."""
-    checks = [("mean cosine", line["mean_cos"], COSINE_GOALS[0]),
-              ("min cosine", line["min_cos"], COSINE_GOALS[1])]  # fmt: skip
+    checks = [
+        ("mean cosine", line["mean_cos"], COSINE_GOALS[0]),
+        ("min cosine", line["min_cos"], COSINE_GOALS[1]),
+    ]
     if reference_model:
         checks.insert(0, ("texts/s", line["texts_per_s"], RATE_GOALS[line["corpus"]]))
     checks += [
@@ -319,36 +392,64 @@ def check_packing(variants: list[Variant]) -> None:
         any(v.packing for v in variants)
         and "packing" not in inspect.signature(BiEncoder.encode).parameters
     ):
-        raise SystemExit("a pack variant needs BiEncoder.encode(..., packing=True), which this "
-                         "semsearch does not have yet: drop the variant or update semsearch")  # fmt: skip
+        raise SystemExit(
+            "a pack variant needs BiEncoder.encode(..., packing=True), which this "
+            "semsearch does not have yet: drop the variant or update semsearch"
+        )
 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=None,
-                        help="model folder for both encoders (default: the bundled model)")  # fmt: skip
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="model folder for both encoders (default: the bundled model)",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--pypi-rows", type=int, default=20_000)
     parser.add_argument("--debian-rows", type=int, default=5_000)
     parser.add_argument("--batch-size", type=int, default=32, help="for both compared encoders")
-    parser.add_argument("--precision", default="auto",
-                        help="semsearch's precision in the compared rows (auto: bf16 on CUDA)")  # fmt: skip
-    parser.add_argument("--anchor-bf16", action="store_true",
-                        help="also time sentence-transformers with its weights in bf16")  # fmt: skip
-    parser.add_argument("--variant", type=Variant.parse, action="append", default=[],
-                        help="a semsearch-only row, e.g. b=1024,t=32768,p=bf16, b=default, b=32,nopin or "
-                        "b=32,int8 (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        help="semsearch's precision in the compared rows (auto: bf16 on CUDA)",
+    )
+    parser.add_argument(
+        "--anchor-bf16",
+        action="store_true",
+        help="also time sentence-transformers with its weights in bf16",
+    )
+    parser.add_argument(
+        "--variant",
+        type=Variant.parse,
+        action="append",
+        default=[],
+        help="a semsearch-only row, e.g. b=1024,t=32768,p=bf16, b=default, b=32,nopin or "
+        "b=32,int8 (repeatable)",
+    )
     parser.add_argument("--repeats", type=int, default=2, help="timed rounds per compared encoder")
     parser.add_argument("--variant-repeats", type=int, default=1, help="timed rounds per variant")
-    parser.add_argument("--full-warmup", action="store_true",
-                        help=f"warm up on the whole corpus, not its first {WARMUP_TEXTS} texts")  # fmt: skip
+    parser.add_argument(
+        "--full-warmup",
+        action="store_true",
+        help=f"warm up on the whole corpus, not its first {WARMUP_TEXTS} texts",
+    )
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
-    parser.add_argument("--peak-tflops", type=float, default=SPEC_BF16_PEAK_TFLOPS,
-                        help="the GPU's dense bf16 peak, for the share-of-peak column")  # fmt: skip
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=SPEC_BF16_PEAK_TFLOPS,
+        help="the GPU's dense bf16 peak, for the share-of-peak column",
+    )
     parser.add_argument("--name", default=None, help="a label for this run, kept in its lines")
-    parser.add_argument("--st-references", action=argparse.BooleanOptionalAction, default=None,
-                        help="also time sentence-transformers at its defaults and at its fastest "
-                        "setting, for the JSON lines' ratios (default: on with --device cuda)")  # fmt: skip
+    parser.add_argument(
+        "--st-references",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time sentence-transformers at its defaults and at its fastest "
+        "setting, for the JSON lines' ratios (default: on with --device cuda)",
+    )
     parser.add_argument(
         "--st-defaults",
         action=argparse.BooleanOptionalAction,
@@ -356,11 +457,18 @@ def main() -> None:
         help="with --st-references, also time its defaults (batch 32, fp32: the "
         "slowest row; the one-call GPU suite leaves it out)",
     )
-    parser.add_argument("--st-fastest-batch", type=int, default=512,
-                        help="batch size of sentence-transformers' fastest reference (bf16 weights)")  # fmt: skip
-    parser.add_argument("--random-base-model", action="store_true",
-                        help="time a randomly initialised BERT-base-shaped model instead of --model "
-                        "(built with the --model's tokenizer in a temporary folder)")  # fmt: skip
+    parser.add_argument(
+        "--st-fastest-batch",
+        type=int,
+        default=512,
+        help="batch size of sentence-transformers' fastest reference (bf16 weights)",
+    )
+    parser.add_argument(
+        "--random-base-model",
+        action="store_true",
+        help="time a randomly initialised BERT-base-shaped model instead of --model "
+        "(built with the --model's tokenizer in a temporary folder)",
+    )
     add_results_option(parser)
     add_threads_option(parser)
     args = parser.parse_args()

@@ -83,10 +83,28 @@ def timed_process(command: list[str]) -> tuple[float, str]:
 
 def semsearch_build(corpus: Path, args) -> tuple[float, dict]:
     """Wall seconds of `semsearch build` and the manifest it printed."""
-    command = [sys.executable, "-m", "semsearch", "build", str(corpus), "--name", INDEX_NAME,
-               "--text-column", "summary", "--model", str(args.model), "--device", args.device,
-               "--index-type", args.index_type, "--out-dir", str(args.out_dir / "indexes"),
-               "--overwrite", "--lexical" if args.lexical else "--no-lexical", "--json"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "semsearch",
+        "build",
+        str(corpus),
+        "--name",
+        INDEX_NAME,
+        "--text-column",
+        "summary",
+        "--model",
+        str(args.model),
+        "--device",
+        args.device,
+        "--index-type",
+        args.index_type,
+        "--out-dir",
+        str(args.out_dir / "indexes"),
+        "--overwrite",
+        "--lexical" if args.lexical else "--no-lexical",
+        "--json",
+    ]
     seconds, output = timed_process(command)
     return seconds, json.loads(output[output.index("{") :])
 
@@ -104,8 +122,14 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
     encoder = SentenceTransformer(str(model), device=device)
     if device == "cuda":
         encoder = encoder.to(torch.bfloat16)  # its fastest documented setting: 16-bit weights
-    vectors = encoder.encode(texts, batch_size=PEER_BATCH[device], normalize_embeddings=True,
-                             convert_to_tensor=True).float().cpu().numpy()  # fmt: skip
+    vectors = (
+        encoder.encode(
+            texts, batch_size=PEER_BATCH[device], normalize_embeddings=True, convert_to_tensor=True
+        )
+        .float()
+        .cpu()
+        .numpy()
+    )
     encoded = time.perf_counter()
     phase(f"peer: encoded {len(texts):,} texts", encoded - started)
     index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
@@ -148,12 +172,19 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
         faiss.ParameterSpace().set_index_parameter(cpu_index, "nprobe", nprobe)
     faiss.write_index(cpu_index, str(out))
     written = time.perf_counter()
-    return {"seconds_inside": round(written - started, 2), "encode_s": round(encoded - started, 2),
-            "train_add_s": round(filled - encoded, 2), "tune_s": round(tuned - filled, 2),
-            "write_s": round(written - tuned, 2), "faiss_on_gpu": on_gpu, "nprobe": nprobe,
-            "training_rows": sample_rows,
-            "recall_at_10": round(recall, 4), "batch_size": PEER_BATCH[device],
-            "weights": "bf16" if device == "cuda" else "fp32"}  # fmt: skip
+    return {
+        "seconds_inside": round(written - started, 2),
+        "encode_s": round(encoded - started, 2),
+        "train_add_s": round(filled - encoded, 2),
+        "tune_s": round(tuned - filled, 2),
+        "write_s": round(written - tuned, 2),
+        "faiss_on_gpu": on_gpu,
+        "nprobe": nprobe,
+        "training_rows": sample_rows,
+        "recall_at_10": round(recall, 4),
+        "batch_size": PEER_BATCH[device],
+        "weights": "bf16" if device == "cuda" else "fp32",
+    }
 
 
 def phase(what: str, seconds: float) -> None:
@@ -165,9 +196,20 @@ def run_peer(corpus: Path, factory: str, args) -> tuple[float, dict]:
     """The peer in a fresh process (this file with `--peer`): its wall seconds and figures."""
     out = args.out_dir / "peer"
     out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(Path(__file__).resolve()), "--peer", str(corpus), "--model",
-               str(args.model), "--device", args.device, "--factory", factory,
-               "--out-dir", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--peer",
+        str(corpus),
+        "--model",
+        str(args.model),
+        "--device",
+        args.device,
+        "--factory",
+        factory,
+        "--out-dir",
+        str(out),
+    ]
     seconds, output = timed_process(command)
     return seconds, json.loads(output.strip().splitlines()[-1])
 
@@ -212,15 +254,26 @@ def goal_lines(line: dict) -> list[str]:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                        help="both sides' device (cpu: a smoke run with faiss-cpu)")  # fmt: skip
+    parser.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        default="cuda",
+        help="both sides' device (cpu: a smoke run with faiss-cpu)",
+    )
     parser.add_argument("--rows", type=int, default=0, help="first N summaries (0: all 841,708)")
-    parser.add_argument("--model", type=Path, default=None,
-                        help="model folder for both (default: the bundled model; on the GPU machine "
-                        "the folder `gpu_carry.py --widen` writes)")  # fmt: skip
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="model folder for both (default: the bundled model; on the GPU machine "
+        "the folder `gpu_carry.py --widen` writes)",
+    )
     parser.add_argument("--index-type", default="auto", help="semsearch build's --index-type")
-    parser.add_argument("--lexical", action="store_true",
-                        help="let semsearch also build its BM25 index (the peer builds none)")  # fmt: skip
+    parser.add_argument(
+        "--lexical",
+        action="store_true",
+        help="let semsearch also build its BM25 index (the peer builds none)",
+    )
     parser.add_argument("--queries", type=int, default=1000, help="sampled queries for recall@10")
     parser.add_argument("--skip-peer", action="store_true", help="time semsearch alone")
     parser.add_argument("--peer", type=Path, default=None, help=argparse.SUPPRESS)
@@ -238,22 +291,50 @@ def main() -> None:
     corpus, rows = corpus_file(args.data_dir, args.rows, args.out_dir / "corpus")
     seconds, manifest = semsearch_build(corpus, args)
     factory = manifest["index"]["factory"]
-    print(f"semsearch build: {seconds:.1f} s, {manifest['rows']} rows, {factory} "
-          f"{manifest['index']['search_params']}", flush=True)  # fmt: skip
+    print(
+        f"semsearch build: {seconds:.1f} s, {manifest['rows']} rows, {factory} "
+        f"{manifest['index']['search_params']}",
+        flush=True,
+    )
     peer_seconds, peer = (None, {}) if args.skip_peer else run_peer(corpus, factory, args)
     recall, queries = index_recall(manifest, args, args.queries)
-    line = {"device": device_label(args.device), "command": command_line(), "rows": rows,
-            "seconds": round(seconds, 2), "recall_at_10": round(recall, 4), "queries": queries,
-            "peer_seconds": round(peer_seconds, 2) if peer_seconds else None,
-            "ratio": round(peer_seconds / seconds, 3) if peer_seconds else None,
-            "factory": factory, "search_params": manifest["index"]["search_params"],
-            "lexical": args.lexical, "model": str(args.model), "peer": peer,
-            "semsearch_build_seconds": manifest.get("build_seconds")}  # fmt: skip
-    print(markdown_table(["job", "rows", "wall s", "recall@10", "index"],
-                         [["semsearch build", rows, line["seconds"], line["recall_at_10"],
-                           f"{factory} {manifest['index']['search_params']}"],
-                          ["sentence-transformers + FAISS", rows, line["peer_seconds"],
-                           peer.get("recall_at_10"), f"{factory} nprobe={peer.get('nprobe')}"]]))  # fmt: skip
+    line = {
+        "device": device_label(args.device),
+        "command": command_line(),
+        "rows": rows,
+        "seconds": round(seconds, 2),
+        "recall_at_10": round(recall, 4),
+        "queries": queries,
+        "peer_seconds": round(peer_seconds, 2) if peer_seconds else None,
+        "ratio": round(peer_seconds / seconds, 3) if peer_seconds else None,
+        "factory": factory,
+        "search_params": manifest["index"]["search_params"],
+        "lexical": args.lexical,
+        "model": str(args.model),
+        "peer": peer,
+        "semsearch_build_seconds": manifest.get("build_seconds"),
+    }
+    print(
+        markdown_table(
+            ["job", "rows", "wall s", "recall@10", "index"],
+            [
+                [
+                    "semsearch build",
+                    rows,
+                    line["seconds"],
+                    line["recall_at_10"],
+                    f"{factory} {manifest['index']['search_params']}",
+                ],
+                [
+                    "sentence-transformers + FAISS",
+                    rows,
+                    line["peer_seconds"],
+                    peer.get("recall_at_10"),
+                    f"{factory} nprobe={peer.get('nprobe')}",
+                ],
+            ],
+        )
+    )
     on_h100 = line["device"].startswith(("NVIDIA H100", "NVIDIA H200")) and rows == FULL_ROWS
     where = "" if on_h100 else f" (the goals are for all {FULL_ROWS:,} rows on an H100)"
     print(f"goals on {line['device']}{where}:")

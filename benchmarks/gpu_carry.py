@@ -49,25 +49,35 @@ def pack(data_dir: Path, pypi_rows: int, debian_rows: int) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
     weights = load_file(source / "model.safetensors")
-    save_file({name: tensor.half() for name, tensor in weights.items()}, model / HALF_WEIGHTS,
-              metadata={"format": "pt"})  # fmt: skip
+    save_file(
+        {name: tensor.half() for name, tensor in weights.items()},
+        model / HALF_WEIGHTS,
+        metadata={"format": "pt"},
+    )
     pypi = pq.read_table(data_dir / "pypi" / "pypi_summaries.parquet", columns=["summary"])
-    debian = pq.read_table(data_dir / "debian" / "debian_packages.parquet",
-                           columns=["long_description"])  # fmt: skip
+    debian = pq.read_table(
+        data_dir / "debian" / "debian_packages.parquet", columns=["long_description"]
+    )
     text = debian.column("long_description")
     debian = debian.filter(pc.not_equal(pc.utf8_trim_whitespace(text), ""))
-    for folder, table, rows, name in (("pypi", pypi, pypi_rows, "pypi_summaries.parquet"),
-                                      ("debian", debian, debian_rows, "debian_packages.parquet")):  # fmt: skip
+    for folder, table, rows, name in (
+        ("pypi", pypi, pypi_rows, "pypi_summaries.parquet"),
+        ("debian", debian, debian_rows, "debian_packages.parquet"),
+    ):
         write_extract(table.slice(0, rows or None), CARRY / "data" / folder / name)
     shutil.copytree(data_dir / "stsb", CARRY / "data" / "stsb")  # bench pairs' sentences
     for part in (model, *(CARRY / "data" / folder for folder in ("pypi", "debian", "stsb"))):
         print(f"  {part.relative_to(CARRY.parent)}: {folder_mib(part):.1f} MiB")
     data = CARRY / "data"
-    for what, parts in (("an encode/build/mine", (model, data / "pypi", data / "debian")),
-                        ("a pairs", (model, data / "stsb"))):  # fmt: skip
+    for what, parts in (
+        ("an encode/build/mine", (model, data / "pypi", data / "debian")),
+        ("a pairs", (model, data / "stsb")),
+    ):
         total = sum(map(folder_mib, parts)) + repository_mib()
-        print(f"{what} call carries {total:.1f} MiB of its 64 MiB with the repository's tracked "
-              f"files{'' if total < 64 else ': TOO LARGE, carry less'}")  # fmt: skip
+        print(
+            f"{what} call carries {total:.1f} MiB of its 64 MiB with the repository's tracked "
+            f"files{'' if total < 64 else ': TOO LARGE, carry less'}"
+        )
 
 
 def write_extract(table: pa.Table, path: Path, level: int = 19) -> None:
@@ -98,8 +108,11 @@ def widen(target: Path) -> None:
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(CARRY / "model", target, ignore=shutil.ignore_patterns(HALF_WEIGHTS))
     weights = load_file(CARRY / "model" / HALF_WEIGHTS)
-    save_file({name: tensor.float() for name, tensor in weights.items()},
-              target / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
+    save_file(
+        {name: tensor.float() for name, tensor in weights.items()},
+        target / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     print(f"wrote {target}")
 
 
@@ -131,8 +144,11 @@ def bundle(data_dir: Path) -> None:
     for name, plane in (("weights_lo.xz", planes[0::2]), ("weights_hi.xz", planes[1::2])):
         (BUNDLE / name).write_bytes(lzma.compress(plane.tobytes(), preset=9 | lzma.PRESET_EXTREME))
     with tarfile.open(BUNDLE / "model.tar.xz", "w:xz", preset=9) as tar:  # tokenizer, configs
-        tar.add(CARRY / "model", arcname=".", filter=lambda entry: None
-                if entry.name.endswith(HALF_WEIGHTS) else entry)  # fmt: skip
+        tar.add(
+            CARRY / "model",
+            arcname=".",
+            filter=lambda entry: None if entry.name.endswith(HALF_WEIGHTS) else entry,
+        )
     summaries = pq.read_table(CARRY / "data" / "pypi" / "pypi_summaries.parquet")
     texts = summaries.column("summary").to_pylist()
     if any("\n" in text for text in texts):
@@ -143,9 +159,25 @@ def bundle(data_dir: Path) -> None:
     for folder in ("debian", "stsb"):
         shutil.copytree(CARRY / "data" / folder, BUNDLE / "data" / folder)
     with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64",
-                        "-d", scratch, FAISS_WHEEL], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                "3.12",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                "-d",
+                scratch,
+                FAISS_WHEEL,
+            ],
+            check=True,
+        )
         wheel = next(Path(scratch).glob("*.whl"))
         site = Path(scratch) / "site"
         shutil.unpack_archive(wheel, site, format="zip")
@@ -165,18 +197,22 @@ def unpack(site: Path) -> None:
 
     import numpy as np
 
-    lo, hi = (np.frombuffer(lzma.decompress((BUNDLE / name).read_bytes()), dtype=np.uint8)
-              for name in ("weights_lo.xz", "weights_hi.xz"))  # fmt: skip
+    lo, hi = (
+        np.frombuffer(lzma.decompress((BUNDLE / name).read_bytes()), dtype=np.uint8)
+        for name in ("weights_lo.xz", "weights_hi.xz")
+    )
     planes = np.empty(lo.size * 2, dtype=np.uint8)
     planes[0::2], planes[1::2] = lo, hi
     shutil.rmtree(CARRY / "model", ignore_errors=True)
     with tarfile.open(BUNDLE / "model.tar.xz") as tar:
         tar.extractall(CARRY / "model", filter="data")
-    (CARRY / "model" / HALF_WEIGHTS).write_bytes((BUNDLE / "weights_header.bin").read_bytes()
-                                                 + planes.tobytes())  # fmt: skip
+    (CARRY / "model" / HALF_WEIGHTS).write_bytes(
+        (BUNDLE / "weights_header.bin").read_bytes() + planes.tobytes()
+    )
     texts = lzma.decompress((BUNDLE / "pypi.txt.xz").read_bytes()).decode().split("\n")
-    write_extract(pa.table({"summary": texts}), CARRY / "data" / "pypi" / "pypi_summaries.parquet",
-                  level=1)  # fmt: skip
+    write_extract(
+        pa.table({"summary": texts}), CARRY / "data" / "pypi" / "pypi_summaries.parquet", level=1
+    )
     for folder in ("debian", "stsb"):
         shutil.rmtree(CARRY / "data" / folder, ignore_errors=True)
         shutil.copytree(BUNDLE / "data" / folder, CARRY / "data" / folder)
@@ -188,14 +224,27 @@ def unpack(site: Path) -> None:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--pypi-rows", type=int, default=0, help="PyPI summaries (0: all 841,708)")
-    parser.add_argument("--debian-rows", type=int, default=20_000,
-                        help="non-empty Debian long descriptions (20,000: about 1.2 MiB)")  # fmt: skip
-    parser.add_argument("--widen", type=Path, default=None,
-                        help="on the GPU machine: write the fp32 model folder here instead")  # fmt: skip
-    parser.add_argument("--bundle", action="store_true",
-                        help="here: pack .gpu/bundle, all a GPU suite call carries")  # fmt: skip
-    parser.add_argument("--unpack", type=Path, default=None,
-                        help="there: restore .gpu/bundle, FAISS into this site folder")  # fmt: skip
+    parser.add_argument(
+        "--debian-rows",
+        type=int,
+        default=20_000,
+        help="non-empty Debian long descriptions (20,000: about 1.2 MiB)",
+    )
+    parser.add_argument(
+        "--widen",
+        type=Path,
+        default=None,
+        help="on the GPU machine: write the fp32 model folder here instead",
+    )
+    parser.add_argument(
+        "--bundle", action="store_true", help="here: pack .gpu/bundle, all a GPU suite call carries"
+    )
+    parser.add_argument(
+        "--unpack",
+        type=Path,
+        default=None,
+        help="there: restore .gpu/bundle, FAISS into this site folder",
+    )
     args = parser.parse_args()
     if args.bundle:
         bundle(args.data_dir)

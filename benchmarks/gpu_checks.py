@@ -26,8 +26,12 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model folder (default: the bundled one)")
     parser.add_argument("--texts", type=int, default=5_000)
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                        help="the device checked against the CPU (cpu: a smoke run)")  # fmt: skip
+    parser.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        default="cuda",
+        help="the device checked against the CPU (cpu: a smoke run)",
+    )
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA GPU is visible: run this on a GPU machine, or pass --device cpu")
@@ -49,10 +53,14 @@ def main() -> None:
         ),
     }.items():
         agreement = row_cosines(vectors, reference)
-        checks[f"{label} vs cpu fp32: mean cosine"] = (float(agreement.mean()),
-                                                        agreement.mean() >= 0.999)  # fmt: skip
-        checks[f"{label} vs cpu fp32: min cosine"] = (float(agreement.min()),
-                                                       agreement.min() >= 0.995)  # fmt: skip
+        checks[f"{label} vs cpu fp32: mean cosine"] = (
+            float(agreement.mean()),
+            agreement.mean() >= 0.999,
+        )
+        checks[f"{label} vs cpu fp32: min cosine"] = (
+            float(agreement.min()),
+            agreement.min() >= 0.995,
+        )
 
     # One optimiser step under autocast, as training does: the bf16 copy must follow it.
     before = gpu.encode(texts[:512], precision="bf16")
@@ -76,9 +84,14 @@ def main() -> None:
     for name, (value, ok) in checks.items():
         failures += not ok
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {value:.6g}")
-    payload = {"benchmark": "gpu_checks", "environment": environment(), "texts": len(texts),
-               "checks": {name: {"value": value, "pass": bool(ok)}
-                          for name, (value, ok) in checks.items()}}  # fmt: skip
+    payload = {
+        "benchmark": "gpu_checks",
+        "environment": environment(),
+        "texts": len(texts),
+        "checks": {
+            name: {"value": value, "pass": bool(ok)} for name, (value, ok) in checks.items()
+        },
+    }
     record(args, "gpu_checks", payload, args.device)
     sys.exit(failures)
 

@@ -61,11 +61,32 @@ def model_label(model: Path | None) -> str:
 
 def run_bench_pairs(model: Path, out_dir: Path, args) -> dict:
     """`semsearch bench pairs` on `model` in a fresh process; the JSON it printed."""
-    command = [sys.executable, "-m", "semsearch", "bench", "pairs", "--n", str(args.n), "--also", "",
-               "--model", str(model), "--device", args.device, "--data-dir", str(args.data_dir),
-               "--batch-size", str(args.batch_size or BATCH[args.device]),
-               "--min-pairs", str(args.min_pairs), "--min-seconds", str(args.min_seconds),
-               "--out-dir", str(out_dir), "--json"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "semsearch",
+        "bench",
+        "pairs",
+        "--n",
+        str(args.n),
+        "--also",
+        "",
+        "--model",
+        str(model),
+        "--device",
+        args.device,
+        "--data-dir",
+        str(args.data_dir),
+        "--batch-size",
+        str(args.batch_size or BATCH[args.device]),
+        "--min-pairs",
+        str(args.min_pairs),
+        "--min-seconds",
+        str(args.min_seconds),
+        "--out-dir",
+        str(out_dir),
+        "--json",
+    ]
     _, output = timed_process(command)
     return json.loads(output[output.index("{") :])
 
@@ -95,37 +116,69 @@ def figure_line(shape: str, model_label: str, report: dict, args) -> dict:
 
 def table(lines: list[dict]) -> str:
     """The README's table: each measured shape beside the paper's V100 figures."""
-    rows = [[line["model"], line["device"], f"{line['n']:,}", f"{line['cross_encoder_pairs_per_s']:,.0f}",
-             f"{line['cross_encoder_hours']:.1f} h", f"{line['bi_encoder_seconds']:.1f} s",
-             f"{line['speedup']:,.0f}x"] for line in lines]  # fmt: skip
+    rows = [
+        [
+            line["model"],
+            line["device"],
+            f"{line['n']:,}",
+            f"{line['cross_encoder_pairs_per_s']:,.0f}",
+            f"{line['cross_encoder_hours']:.1f} h",
+            f"{line['bi_encoder_seconds']:.1f} s",
+            f"{line['speedup']:,.0f}x",
+        ]
+        for line in lines
+    ]
     rows.append(["BERT-base (SBERT paper)", "V100", "10,000", "", "about 65 h", "about 5 s", ""])
-    headers = ["model", "device", "n", "cross-encoder pairs/s", "cross-encoder, all pairs",
-               "bi-encoder (encode + mine)", "speed-up"]  # fmt: skip
+    headers = [
+        "model",
+        "device",
+        "n",
+        "cross-encoder pairs/s",
+        "cross-encoder, all pairs",
+        "bi-encoder (encode + mine)",
+        "speed-up",
+    ]
     return markdown_table(headers, rows)
 
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=None,
-                        help="reference model folder: its tokenizer for the base shape, itself for "
-                        "--shape model (default: the bundled model)")  # fmt: skip
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="reference model folder: its tokenizer for the base shape, itself for "
+        "--shape model (default: the bundled model)",
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     parser.add_argument("--n", type=int, default=10_000, help="sentences (the paper: 10,000)")
-    parser.add_argument("--shape", choices=SHAPES, action="append", default=None,
-                        help="base (random BERT-base shape) and/or model (--model as is); "
-                        "default: both")  # fmt: skip
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help=f"pairs and texts per forward pass (default: {BATCH})")  # fmt: skip
-    parser.add_argument("--min-pairs", type=int, default=20_000,
-                        help="cross-encoder pairs scored at least")  # fmt: skip
-    parser.add_argument("--min-seconds", type=float, default=30.0,
-                        help="cross-encoder scoring time at least")  # fmt: skip
+    parser.add_argument(
+        "--shape",
+        choices=SHAPES,
+        action="append",
+        default=None,
+        help="base (random BERT-base shape) and/or model (--model as is); default: both",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"pairs and texts per forward pass (default: {BATCH})",
+    )
+    parser.add_argument(
+        "--min-pairs", type=int, default=20_000, help="cross-encoder pairs scored at least"
+    )
+    parser.add_argument(
+        "--min-seconds", type=float, default=30.0, help="cross-encoder scoring time at least"
+    )
     add_results_option(parser)
     args = parser.parse_args()
     reference = Path(args.model or reference_model_path())
     if not (args.data_dir / "stsb").is_dir() and not (args.data_dir / "pypi").is_dir():
-        raise SystemExit(f"{args.data_dir} has neither stsb/ nor pypi/: pass --data-dir "
-                         "(on the GPU machine, .gpu/data after gpu_carry.py)")  # fmt: skip
+        raise SystemExit(
+            f"{args.data_dir} has neither stsb/ nor pypi/: pass --data-dir "
+            "(on the GPU machine, .gpu/data after gpu_carry.py)"
+        )
     scratch = Path(tempfile.mkdtemp(prefix="semsearch-gpu-pairs-"))
     lines = []
     try:

@@ -62,9 +62,14 @@ def target_for(path: str, query_name: str, extra: dict[str, str | int]) -> Calla
 
 
 async def load(
-    base: str, target: Callable[[str], str], queries: list[str], concurrency: int, count: int,
-    max_s: float, headers: dict[str, str] | None = None,
-) -> dict:  # fmt: skip
+    base: str,
+    target: Callable[[str], str],
+    queries: list[str],
+    concurrency: int,
+    count: int,
+    max_s: float,
+    headers: dict[str, str] | None = None,
+) -> dict:
     """`count` GET requests from `concurrency` users, each waiting for its answer before the
     next (stopping early after `max_s`): q/s, latency percentiles and errors."""
     parts = urlsplit(base)
@@ -106,7 +111,14 @@ async def load(
     def percentile(p: float) -> float:
         return round(1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1)
 
-    return {"concurrency": concurrency, "requests": len(latencies) + len(errors), "errors": len(errors),
-            "error_examples": errors[:3], "qps": round(len(latencies) / elapsed, 1),
-            "p50_ms": percentile(0.50), "p95_ms": percentile(0.95), "p99_ms": percentile(0.99),
-            "seconds": round(elapsed, 1)}  # fmt: skip
+    return {
+        "concurrency": concurrency,
+        "requests": len(latencies) + len(errors),
+        "errors": len(errors),
+        "error_examples": errors[:3],
+        "qps": round(len(latencies) / elapsed, 1),
+        "p50_ms": percentile(0.50),
+        "p95_ms": percentile(0.95),
+        "p99_ms": percentile(0.99),
+        "seconds": round(elapsed, 1),
+    }

@@ -52,8 +52,15 @@ SWEEP = {
     "no stemming": LexicalSpec(stemmer=""),
     "no stop words": LexicalSpec(stopwords=""),
 }
-MODES_SHOWN = ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60", "hybrid convex 0.5", "hybrid convex tuned",
-               "oracle: per query the better of dense and lexical")  # fmt: skip
+MODES_SHOWN = (
+    "dense",
+    "lexical",
+    "hybrid adaptive 0.5",
+    "hybrid rrf k=60",
+    "hybrid convex 0.5",
+    "hybrid convex tuned",
+    "oracle: per query the better of dense and lexical",
+)
 WARMUP = 20
 
 
@@ -82,8 +89,11 @@ def debian_task(data_dir: Path, rows: int) -> RetrievalData:
     long_texts = table.column("long_description").to_pylist()
     short_texts = table.column("short_description").to_pylist()
     ids = [str(row) for row in range(rows)]
-    return RetrievalData(dict(zip(ids, (t or "" for t in long_texts))), dict(zip(ids, short_texts)),
-                         {i: {i: 1} for i in ids})  # fmt: skip
+    return RetrievalData(
+        dict(zip(ids, (t or "" for t in long_texts))),
+        dict(zip(ids, short_texts)),
+        {i: {i: 1} for i in ids},
+    )
 
 
 def with_lexical(sides: SideRankings, data: RetrievalData, spec: LexicalSpec) -> SideRankings:
@@ -104,17 +114,36 @@ def quality(name: str, data: RetrievalData, encoder: CachedEncoder, sweep: bool)
         current = sides if spec == LexicalSpec() else with_lexical(sides, data, spec)
         modes = mode_metrics(current, data.qrels, Fusion())
         for other in (Fusion("rrf"), Fusion("convex")):
-            modes.update({k: v for k, v in mode_metrics(current, data.qrels, other).items()
-                          if k.startswith("hybrid")})  # fmt: skip
+            modes.update(
+                {
+                    k: v
+                    for k, v in mode_metrics(current, data.qrels, other).items()
+                    if k.startswith("hybrid")
+                }
+            )
         modes["hybrid convex tuned"], folds = cross_validated_convex(current, data.qrels)
         modes["oracle: per query the better of dense and lexical"] = oracle(current, data.qrels)
-        rows.append({"task": name, "bm25": label, "lexical_spec": asdict(spec), "alpha_folds": folds,
-                     "modes": {mode: {"ndcg@10": round(m["ndcg@10"], 4),
-                                      "recall@100": round(m["recall@100"], 4)}
-                               for mode, m in modes.items()},
-                     "queries": int(modes["dense"]["queries"])})  # fmt: skip
-        print(f"{name} / {label}: " + ", ".join(f"{mode} {m['ndcg@10']:.4f}"
-                                                for mode, m in rows[-1]["modes"].items()), flush=True)  # fmt: skip
+        rows.append(
+            {
+                "task": name,
+                "bm25": label,
+                "lexical_spec": asdict(spec),
+                "alpha_folds": folds,
+                "modes": {
+                    mode: {
+                        "ndcg@10": round(m["ndcg@10"], 4),
+                        "recall@100": round(m["recall@100"], 4),
+                    }
+                    for mode, m in modes.items()
+                },
+                "queries": int(modes["dense"]["queries"]),
+            }
+        )
+        print(
+            f"{name} / {label}: "
+            + ", ".join(f"{mode} {m['ndcg@10']:.4f}" for mode, m in rows[-1]["modes"].items()),
+            flush=True,
+        )
     return rows
 
 
@@ -150,16 +179,21 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
         facts["lexical_build_seconds"] = round(time.perf_counter() - started, 1)
     manifest = folder.manifest()
     facts["lexical_bytes"] = sum(
-        path.stat().st_size for record in manifest.segments
+        path.stat().st_size
+        for record in manifest.segments
         for path in (folder.segment_dir(record.name) / record.lexical_dir).iterdir()
-    )  # fmt: skip
+    )
     started = time.perf_counter()
     searcher = Searcher(folder, device="cpu")
     facts["open_seconds"] = round(time.perf_counter() - started, 2)
     texts = sample_queries(data_dir, "debian", WARMUP + queries, seed=0)
-    runs = {"dense": ("dense", None), "lexical": ("lexical", None),
-            "hybrid adaptive": ("hybrid", Fusion()), "hybrid rrf": ("hybrid", Fusion("rrf")),
-            "hybrid convex": ("hybrid", Fusion("convex"))}  # fmt: skip
+    runs = {
+        "dense": ("dense", None),
+        "lexical": ("lexical", None),
+        "hybrid adaptive": ("hybrid", Fusion()),
+        "hybrid rrf": ("hybrid", Fusion("rrf")),
+        "hybrid convex": ("hybrid", Fusion("convex")),
+    }
     started = time.perf_counter()
     searcher.search(texts[:1], k=k, mode="lexical")
     facts["lexical_first_load_seconds"] = round(time.perf_counter() - started, 2)
@@ -177,8 +211,11 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
     facts["modes"] = {}
     for label, measured in times.items():
         p50, p90 = np.percentile(measured, [50, 90])
-        facts["modes"][label] = {"p50_ms": round(p50, 2), "p90_ms": round(p90, 2),
-                                 "mean_ms": round(float(np.mean(measured)), 2)}  # fmt: skip
+        facts["modes"][label] = {
+            "p50_ms": round(p50, 2),
+            "p90_ms": round(p90, 2),
+            "mean_ms": round(float(np.mean(measured)), 2),
+        }
         print(f"latency {label}: p50 {p50:.2f} ms, p90 {p90:.2f} ms", flush=True)
     dense = facts["modes"]["dense"]["p50_ms"]
     for label in ("hybrid adaptive", "hybrid rrf", "hybrid convex"):
@@ -191,14 +228,27 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--debian-rows", type=int, default=5_000)
     parser.add_argument("--sweep", action="store_true", help="also try BM25 settings")
-    parser.add_argument("--vectors-cache", type=Path, default=None,
-                        help="keep the encoded vectors here between runs")  # fmt: skip
-    parser.add_argument("--latency-index", type=Path, default=None,
-                        help="an index of the PyPI summaries to time each mode on")  # fmt: skip
+    parser.add_argument(
+        "--vectors-cache",
+        type=Path,
+        default=None,
+        help="keep the encoded vectors here between runs",
+    )
+    parser.add_argument(
+        "--latency-index",
+        type=Path,
+        default=None,
+        help="an index of the PyPI summaries to time each mode on",
+    )
     parser.add_argument("--latency-queries", type=int, default=500)
     parser.add_argument("--skip-quality", action="store_true")
-    parser.add_argument("--tasks", nargs="+", choices=("dbpedia", "debian"),
-                        default=["dbpedia", "debian"], help="quality tasks (default both)")  # fmt: skip
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=("dbpedia", "debian"),
+        default=["dbpedia", "debian"],
+        help="quality tasks (default both)",
+    )
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -214,9 +264,19 @@ def main() -> None:
             debian = debian_task(args.data_dir, args.debian_rows)
             rows += quality(f"debian-{args.debian_rows}", debian, encoder, args.sweep)
         figures["quality"] = rows
-        table = [[row["task"], row["bm25"], mode, f"{m['ndcg@10']:.4f}", f"{m['recall@100']:.4f}",
-                  f"{m['ndcg@10'] - row['modes']['dense']['ndcg@10']:+.4f}"]
-                 for row in rows for mode, m in row["modes"].items() if mode in MODES_SHOWN]  # fmt: skip
+        table = [
+            [
+                row["task"],
+                row["bm25"],
+                mode,
+                f"{m['ndcg@10']:.4f}",
+                f"{m['recall@100']:.4f}",
+                f"{m['ndcg@10'] - row['modes']['dense']['ndcg@10']:+.4f}",
+            ]
+            for row in rows
+            for mode, m in row["modes"].items()
+            if mode in MODES_SHOWN
+        ]
         print(markdown_table(["task", "BM25", "mode", "nDCG@10", "recall@100", "vs dense"], table))
     if args.latency_index is not None:
         figures["latency"] = latency(args.latency_index, args.data_dir, args.latency_queries, 10)

@@ -149,14 +149,22 @@ def single_query_rate(
             continue
         break
     milliseconds = np.array(times) * 1000
-    return {"qps": round(len(times) / (time.perf_counter() - started), 1),
-            "p50_ms": round(float(np.percentile(milliseconds, 50)), 3),
-            "p99_ms": round(float(np.percentile(milliseconds, 99)), 3),
-            "timed_queries": len(times)}  # fmt: skip
+    return {
+        "qps": round(len(times) / (time.perf_counter() - started), 1),
+        "p50_ms": round(float(np.percentile(milliseconds, 50)), 3),
+        "p99_ms": round(float(np.percentile(milliseconds, 99)), 3),
+        "timed_queries": len(times),
+    }
 
 
-def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
-            kth_exact: np.ndarray, metric_name: str, args) -> dict:  # fmt: skip
+def measure(
+    structure: Structure,
+    database: np.ndarray,
+    queries: np.ndarray,
+    kth_exact: np.ndarray,
+    metric_name: str,
+    args,
+) -> dict:
     """Build one structure and sweep its search parameter."""
     index, seconds = build(structure, database, metric_name, args.seed, args.ef_construction)
     size = int(faiss.serialize_index(index.faiss).size)
@@ -172,15 +180,23 @@ def measure(structure: Structure, database: np.ndarray, queries: np.ndarray,
         # tie-aware: PyPI has many identical summaries, and PQ's own scores are estimates
         found = index.search(queries, K, params)[1]
         measured = rescored_recall(found, queries, database, kth_exact, metric)
-        point = {"parameter": structure.parameter, "value": value,
-                 "recall_at_10": round(measured, 4),
-                 **single_query_rate(index, params, queries, args.min_seconds)}  # fmt: skip
+        point = {
+            "parameter": structure.parameter,
+            "value": value,
+            "recall_at_10": round(measured, 4),
+            **single_query_rate(index, params, queries, args.min_seconds),
+        }
         print(f"  {structure.parameter}={value}: {point}", flush=True)
         points.append(point)
         if point["recall_at_10"] >= 0.999:
             break
-    return {"label": structure.label, "factory": structure.factory,
-            "build_seconds": round(seconds, 1), "index_bytes": size, "points": points}  # fmt: skip
+    return {
+        "label": structure.label,
+        "factory": structure.factory,
+        "build_seconds": round(seconds, 1),
+        "index_bytes": size,
+        "points": points,
+    }
 
 
 def best_at_target(results: list[dict], exact_qps: float, target: float) -> list[list[object]]:
@@ -195,9 +211,16 @@ def best_at_target(results: list[dict], exact_qps: float, target: float) -> list
         setting = (
             "exact" if fastest["value"] is None else f"{fastest['parameter']}={fastest['value']}"
         )
-        rows.append([result["label"], setting,
-                     f"{fastest['recall_at_10']:.4f}", f"{fastest['qps']:,.0f}",
-                     f"{fastest['qps'] / exact_qps:.1f}x", f"{fastest['p50_ms']:.2f}"])  # fmt: skip
+        rows.append(
+            [
+                result["label"],
+                setting,
+                f"{fastest['recall_at_10']:.4f}",
+                f"{fastest['qps']:,.0f}",
+                f"{fastest['qps'] / exact_qps:.1f}x",
+                f"{fastest['p50_ms']:.2f}",
+            ]
+        )
     return rows
 
 
@@ -210,8 +233,12 @@ def plot(results: list[dict], exact_qps: float, target: float, path: Path, title
     figure, axes = plt.subplots(figsize=(8, 5.5))
     for result in results:
         points = result["points"]
-        axes.plot([p["recall_at_10"] for p in points], [p["qps"] for p in points],
-                  marker="o", label=result["factory"])  # fmt: skip
+        axes.plot(
+            [p["recall_at_10"] for p in points],
+            [p["qps"] for p in points],
+            marker="o",
+            label=result["factory"],
+        )
     axes.axhline(exact_qps * 20, color="grey", linestyle=":", label="20x exact search")
     axes.axvline(target, color="grey", linestyle="--", label=f"recall {target}")
     axes.set_yscale("log")
@@ -227,16 +254,28 @@ def plot(results: list[dict], exact_qps: float, target: float, path: Path, title
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_index_options(parser)
-    parser.add_argument("--types", default=DEFAULT_TYPES,
-                        help=f"comma-separated, from {', '.join(STRUCTURES)}")  # fmt: skip
+    parser.add_argument(
+        "--types", default=DEFAULT_TYPES, help=f"comma-separated, from {', '.join(STRUCTURES)}"
+    )
     parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--min-seconds", type=float, default=2.0,
-                        help="time each search setting for at least this long")  # fmt: skip
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=2.0,
+        help="time each search setting for at least this long",
+    )
     parser.add_argument("--target", type=float, default=0.95)
-    parser.add_argument("--nprobes", default=None,
-                        help="comma-separated nprobe values for the IVF types (default: 1-512, powers of 2)")  # fmt: skip
-    parser.add_argument("--ef-construction", type=int, default=None,
-                        help="HNSW efConstruction (default: FAISS's 40; semsearch's hnsw builds use 80)")  # fmt: skip
+    parser.add_argument(
+        "--nprobes",
+        default=None,
+        help="comma-separated nprobe values for the IVF types (default: 1-512, powers of 2)",
+    )
+    parser.add_argument(
+        "--ef-construction",
+        type=int,
+        default=None,
+        help="HNSW efConstruction (default: FAISS's 40; semsearch's hnsw builds use 80)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default="", help="suffix of the output files' names")
     add_threads_option(parser)
@@ -251,16 +290,22 @@ def main() -> None:
     vectors, metric_name = load_vectors(folder)
     database, queries = split_queries(vectors, args.queries, args.seed)
     del vectors
-    print(f"{len(database):,} vectors of {folder.name} ({metric_name}), "
-          f"{len(queries):,} held-out queries", flush=True)  # fmt: skip
+    print(
+        f"{len(database):,} vectors of {folder.name} ({metric_name}), "
+        f"{len(queries):,} held-out queries",
+        flush=True,
+    )
     exact_scores, _ = ExactSearch(database, exact_metric_name(metric_name)).search(
         queries, K
     )  # the library's
     kth_exact = exact_scores[:, -1]
 
-    results = [measure(with_options(STRUCTURES[name], args), database, queries, kth_exact,
-                       metric_name, args)
-               for name in args.types.split(",")]  # fmt: skip
+    results = [
+        measure(
+            with_options(STRUCTURES[name], args), database, queries, kth_exact, metric_name, args
+        )
+        for name in args.types.split(",")
+    ]
     flat = next((r for r in results if r["label"] == "flat"), None)
     if flat is None:
         flat = measure(STRUCTURES["flat"], database, queries, kth_exact, metric_name, args)
@@ -268,23 +313,44 @@ def main() -> None:
 
     stem = f"index_tradeoff_{folder.name}" + (f"_{args.label}" if args.label else "")
     table = markdown_table(
-        ["index", f"fastest setting with recall >= {args.target}", "recall@10", "queries/s",
-         "vs exact", "p50 ms"],
+        [
+            "index",
+            f"fastest setting with recall >= {args.target}",
+            "recall@10",
+            "queries/s",
+            "vs exact",
+            "p50 ms",
+        ],
         best_at_target(results, exact_qps, args.target),
-    )  # fmt: skip
+    )
     sizes = markdown_table(
         ["index", "factory", "build s", "size MiB"],
-        [[r["label"], r["factory"], r["build_seconds"], f"{r['index_bytes'] / 2**20:,.0f}"]
-         for r in results],
-    )  # fmt: skip
+        [
+            [r["label"], r["factory"], r["build_seconds"], f"{r['index_bytes'] / 2**20:,.0f}"]
+            for r in results
+        ],
+    )
     png = args.out_dir / f"{stem}.png"
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    plot(results, exact_qps, args.target, png,
-         f"{len(database):,} vectors ({folder.name}), {args.threads or 'all'} thread(s)")  # fmt: skip
+    plot(
+        results,
+        exact_qps,
+        args.target,
+        png,
+        f"{len(database):,} vectors ({folder.name}), {args.threads or 'all'} thread(s)",
+    )
     (args.out_dir / f"{stem}.md").write_text(table + "\n\n" + sizes + "\n", encoding="utf-8")
-    payload = {"benchmark": "index_tradeoff", "options": args_dict(args), "index": folder.name,
-               "database_rows": len(database), "queries": len(queries), "k": K,
-               "exact_qps": exact_qps, "results": results, "environment": environment()}  # fmt: skip
+    payload = {
+        "benchmark": "index_tradeoff",
+        "options": args_dict(args),
+        "index": folder.name,
+        "database_rows": len(database),
+        "queries": len(queries),
+        "k": K,
+        "exact_qps": exact_qps,
+        "results": results,
+        "environment": environment(),
+    }
     record(args, "index_tradeoff", payload)
     print(table + "\n\n" + sizes)
     print(f"plot in {png}")

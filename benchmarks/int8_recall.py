@@ -41,8 +41,11 @@ K = 10
 def corpus_and_queries(args) -> dict[str, list[str]]:
     """Corpus plus queries per data set, in file order, empty texts left out."""
     wanted = {"pypi": args.pypi_rows, "debian": args.debian_rows}
-    return {name: corpus_texts(args.data_dir, name, rows + args.queries)
-            for name, rows in wanted.items() if rows > 0}  # fmt: skip
+    return {
+        name: corpus_texts(args.data_dir, name, rows + args.queries)
+        for name, rows in wanted.items()
+        if rows > 0
+    }
 
 
 def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict:
@@ -61,10 +64,16 @@ def compare(encoders: dict[str, BiEncoder], texts: list[str], rows: int) -> dict
     recall = rescored_recall(found, query_vectors["fp32"], vectors["fp32"], kth, "dot")
     cosines = row_cosines(vectors["int8"], vectors["fp32"])
     speed = {name: len(corpus) / seconds[name] for name in encoders}
-    return {"rows": len(corpus), "queries": len(queries), "recall_at_10": round(recall, 4),
-            "cosine_mean": round(float(cosines.mean()), 5), "cosine_min": round(float(cosines.min()), 5),
-            "fp32_texts_per_s": round(speed["fp32"], 1), "int8_texts_per_s": round(speed["int8"], 1),
-            "speed_ratio": round(speed["int8"] / speed["fp32"], 2)}  # fmt: skip
+    return {
+        "rows": len(corpus),
+        "queries": len(queries),
+        "recall_at_10": round(recall, 4),
+        "cosine_mean": round(float(cosines.mean()), 5),
+        "cosine_min": round(float(cosines.min()), 5),
+        "fp32_texts_per_s": round(speed["fp32"], 1),
+        "int8_texts_per_s": round(speed["int8"], 1),
+        "speed_ratio": round(speed["int8"] / speed["fp32"], 2),
+    }
 
 
 def main() -> None:
@@ -77,8 +86,10 @@ def main() -> None:
     args = parser.parse_args()
     set_threads(args.threads)
     started = time.perf_counter()
-    encoders = {"fp32": BiEncoder.load("default", device="cpu"),
-                "int8": BiEncoder.load("default", device="cpu", quantization="int8")}  # fmt: skip
+    encoders = {
+        "fp32": BiEncoder.load("default", device="cpu"),
+        "int8": BiEncoder.load("default", device="cpu", quantization="int8"),
+    }
     report = {"benchmark": "int8_recall", "environment": environment(), "corpora": {}}
     for name, texts in corpus_and_queries(args).items():
         rows = len(texts) - args.queries
@@ -96,13 +107,38 @@ def main() -> None:
     )
     report["args"] = {key: str(value) for key, value in vars(args).items()}
     report["seconds"] = round(time.perf_counter() - started, 1)
-    rows = [[name, r["rows"], r["queries"], r["recall_at_10"], f"{r['cosine_mean']} / {r['cosine_min']}",
-             r["fp32_texts_per_s"], r["int8_texts_per_s"], f"{r['speed_ratio']}x"]
-            for name, r in report["corpora"].items()]  # fmt: skip
-    print(markdown_table(["corpus", "rows", "queries", "recall@10", "cosine mean / min",
-                          "fp32 texts/s", "int8 texts/s", "int8 / fp32"], rows))  # fmt: skip
-    print(f"STS-B test Spearman: fp32 {report['stsb_spearman']['fp32']}, int8 "
-          f"{report['stsb_spearman']['int8']} (cost {report['stsb_cost']}); {report['seconds']} s")  # fmt: skip
+    rows = [
+        [
+            name,
+            r["rows"],
+            r["queries"],
+            r["recall_at_10"],
+            f"{r['cosine_mean']} / {r['cosine_min']}",
+            r["fp32_texts_per_s"],
+            r["int8_texts_per_s"],
+            f"{r['speed_ratio']}x",
+        ]
+        for name, r in report["corpora"].items()
+    ]
+    print(
+        markdown_table(
+            [
+                "corpus",
+                "rows",
+                "queries",
+                "recall@10",
+                "cosine mean / min",
+                "fp32 texts/s",
+                "int8 texts/s",
+                "int8 / fp32",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"STS-B test Spearman: fp32 {report['stsb_spearman']['fp32']}, int8 "
+        f"{report['stsb_spearman']['int8']} (cost {report['stsb_cost']}); {report['seconds']} s"
+    )
     record(args, "int8_recall", report)
 
 

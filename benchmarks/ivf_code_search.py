@@ -50,14 +50,24 @@ def main() -> None:
     faiss.normalize_L2(queries)
     truth = ids[ExactSearch(vectors, "dot").search(queries, 10)[1]]
     nprobe = manifest.index.search_params["nprobe"]
-    fp16 = faiss.IndexIVFScalarQuantizer(ivf.quantizer, ivf.d, ivf.nlist, faiss.ScalarQuantizer.QT_fp16,
-                                         faiss.METRIC_INNER_PRODUCT)  # fmt: skip
+    fp16 = faiss.IndexIVFScalarQuantizer(
+        ivf.quantizer, ivf.d, ivf.nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
+    )
     fp16.train(vectors[:1000])  # fp16 codes need no statistics; the centroids are shared
     fp16.add_with_ids(vectors, ids)
     faiss.omp_set_num_threads(1)
-    rows, figures = [], {"benchmark": "ivf_code_search", "index": args.index, "rows": len(vectors),
-                        "nprobe": nprobe, "queries": QUERIES, "structures": {},
-                        "command": "python benchmarks/ivf_code_search.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    rows, figures = (
+        [],
+        {
+            "benchmark": "ivf_code_search",
+            "index": args.index,
+            "rows": len(vectors),
+            "nprobe": nprobe,
+            "queries": QUERIES,
+            "structures": {},
+            "command": "python benchmarks/ivf_code_search.py " + " ".join(sys.argv[1:]),
+        },
+    )
     for name, index in ((f"IVF{ivf.nlist},Flat", ivf), (f"IVF{ivf.nlist},SQfp16", fp16)):
         index.nprobe = nprobe
         index.search(queries[:20], 10)
@@ -66,8 +76,11 @@ def main() -> None:
         ms = 1000 * (time.thread_time() - started) / QUERIES
         recall = recall_at_k(found, truth, 10)
         size_mib = (index.ntotal * (index.code_size + 8)) / 2**20
-        figures["structures"][name] = {"ms_per_query": round(ms, 3), "recall_at_10": round(recall, 4),
-                                      "lists_mib": round(size_mib, 1)}  # fmt: skip
+        figures["structures"][name] = {
+            "ms_per_query": round(ms, 3),
+            "recall_at_10": round(recall, 4),
+            "lists_mib": round(size_mib, 1),
+        }
         rows.append([name, f"{ms:.2f}", f"{recall:.4f}", f"{size_mib:.0f}"])
     figures["environment"] = environment()
     record(args, "ivf_code_search", figures)

@@ -48,14 +48,16 @@ def write_corpus(path: Path, rows: int) -> None:
         count = min(100_000, rows - start)
         vectors = rng.normal(size=(count, DIMENSION)).astype(np.float32)
         summaries = [" ".join(rng.choice(words, n)) for n in rng.integers(4, 16, count)]
-        table = pa.table({
-            "name": [f"pkg-{start + i}" for i in range(count)],
-            "summary": summaries,
-            "license": rng.choice(["MIT", "BSD", "Apache-2.0", "GPL"], count),
-            "year": np.arange(start, start + count) % 1000 + 1500,
-            "tags": [list(rng.choice(words, n)) for n in rng.integers(0, 4, count)],
-            "emb": vector_column(vectors),
-        })  # fmt: skip
+        table = pa.table(
+            {
+                "name": [f"pkg-{start + i}" for i in range(count)],
+                "summary": summaries,
+                "license": rng.choice(["MIT", "BSD", "Apache-2.0", "GPL"], count),
+                "year": np.arange(start, start + count) % 1000 + 1500,
+                "tags": [list(rng.choice(words, n)) for n in rng.integers(0, 4, count)],
+                "emb": vector_column(vectors),
+            }
+        )
         writer = writer or pq.ParquetWriter(path, table.schema)
         writer.write_table(table)
     writer.close()
@@ -94,12 +96,16 @@ def child(index: Path) -> dict:
         matches = int(snapshot.where_mask(expression).sum())
         where[name] = {"matches": matches, "first_s": round(time.perf_counter() - t0, 3)}
     faiss_bytes = rows * DIMENSION * 4  # Flat
-    return {"rows": rows, "open_s": round(opened, 2),
-            "rss_anon_bytes_a_row_apart_from_faiss": round((after - before - faiss_bytes) / rows, 1),
-            "hit_metadata_ms_p50": round(1000 * float(np.median(metadata)), 3),
-            "hit_metadata_ms_p99": round(1000 * float(np.percentile(metadata, 99)), 3),
-            "search_ms_p50": round(1000 * float(np.median(latencies)), 3),
-            "where_after_queries_rss_anon_mb": round(anon() / 2**20, 1), "where": where}  # fmt: skip
+    return {
+        "rows": rows,
+        "open_s": round(opened, 2),
+        "rss_anon_bytes_a_row_apart_from_faiss": round((after - before - faiss_bytes) / rows, 1),
+        "hit_metadata_ms_p50": round(1000 * float(np.median(metadata)), 3),
+        "hit_metadata_ms_p99": round(1000 * float(np.percentile(metadata, 99)), 3),
+        "search_ms_p50": round(1000 * float(np.median(latencies)), 3),
+        "where_after_queries_rss_anon_mb": round(anon() / 2**20, 1),
+        "where": where,
+    }
 
 
 def main() -> None:
@@ -121,19 +127,37 @@ def main() -> None:
     if not corpus.exists():
         write_corpus(corpus, args.rows)
     if not index.exists():
-        build_index(BuildOptions(corpus=corpus, out_dir=index.parent, name=index.name,
-                                 vector_column="emb", model=None, index="flat",
-                                 show_progress=False))  # fmt: skip
-    figures = {"rows": args.rows, "dimension": DIMENSION,
-              "index": "Flat", "queries": QUERIES, "command": "python benchmarks/lazy_metadata.py "
-              + " ".join(sys.argv[1:]), "runs": {}}  # fmt: skip
+        build_index(
+            BuildOptions(
+                corpus=corpus,
+                out_dir=index.parent,
+                name=index.name,
+                vector_column="emb",
+                model=None,
+                index="flat",
+                show_progress=False,
+            )
+        )
+    figures = {
+        "rows": args.rows,
+        "dimension": DIMENSION,
+        "index": "Flat",
+        "queries": QUERIES,
+        "command": "python benchmarks/lazy_metadata.py " + " ".join(sys.argv[1:]),
+        "runs": {},
+    }
     trees = {"this checkout": Path(__file__).resolve().parents[1]}
     if args.old_tree:
         trees["old tree"] = args.old_tree
     for name, tree in trees.items():
         environment_vars = {**os.environ, "PYTHONPATH": f"{tree}:{Path(__file__).parent}"}
-        output = subprocess.run([sys.executable, __file__, "--child", str(index)], check=True,
-                                capture_output=True, text=True, env=environment_vars).stdout  # fmt: skip
+        output = subprocess.run(
+            [sys.executable, __file__, "--child", str(index)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=environment_vars,
+        ).stdout
         figures["runs"][name] = json.loads(output.strip().splitlines()[-1])
         print(name, figures["runs"][name], flush=True)
     figures["environment"] = environment()

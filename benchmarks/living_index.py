@@ -66,8 +66,17 @@ def main() -> None:
     timings = {}
     for label in ("base", "all"):
         started = time.perf_counter()
-        build_index(BuildOptions(corpus=paths[label], name=f"{label}-src", id_column="name",
-                                 index="flat", out_dir=indexes, show_progress=False), encoder)  # fmt: skip
+        build_index(
+            BuildOptions(
+                corpus=paths[label],
+                name=f"{label}-src",
+                id_column="name",
+                index="flat",
+                out_dir=indexes,
+                show_progress=False,
+            ),
+            encoder,
+        )
         timings[f"build_{label}_s"] = round(time.perf_counter() - started, 2)
     exact = Searcher(Index.open("all-src", indexes).folder, encoder)
     truth = _ids(exact, queries)
@@ -85,13 +94,19 @@ def main() -> None:
         ours, theirs = Searcher(grown.folder, encoder), Searcher(fresh.folder, encoder)
         ours_ids, theirs_ids = _ids(ours, queries), _ids(theirs, queries)
         ours_scores, theirs_scores = _scores(ours, queries), _scores(theirs, queries)
-        row = {"added": result.added, "add_seconds": round(add_seconds, 2),
-               "same_top10_as_fresh": float(np.mean([a == b for a, b in zip(ours_ids, theirs_ids)])),
-               # Identical texts tie; where they straddle rank 10 either id is right.
-               "same_top10_scores_as_fresh": float(np.mean(np.all(np.abs(ours_scores - theirs_scores) < 1e-5, axis=1))),
-               "recall_added": _recall_of(ours_ids, truth), "recall_fresh": _recall_of(theirs_ids, truth),
-               "search_params": grown.manifest.index.search_params,
-               "segments": len(grown.manifest.segments)}  # fmt: skip
+        row = {
+            "added": result.added,
+            "add_seconds": round(add_seconds, 2),
+            "same_top10_as_fresh": float(np.mean([a == b for a, b in zip(ours_ids, theirs_ids)])),
+            # Identical texts tie; where they straddle rank 10 either id is right.
+            "same_top10_scores_as_fresh": float(
+                np.mean(np.all(np.abs(ours_scores - theirs_scores) < 1e-5, axis=1))
+            ),
+            "recall_added": _recall_of(ours_ids, truth),
+            "recall_fresh": _recall_of(theirs_ids, truth),
+            "search_params": grown.manifest.index.search_params,
+            "segments": len(grown.manifest.segments),
+        }
         row["recall_gap"] = round(row["recall_fresh"] - row["recall_added"], 4)
         report["types"][kind] = row
         print(kind, json.dumps(row))
@@ -134,8 +149,12 @@ def _delete(indexes: Path, encoder, queries: list[str], count: int) -> dict:
     returned_deleted = sum(len(set(line) & gone) for line in found)
     deep = Searcher(index.folder, encoder).search(queries[:20], k=1000)
     deep_deleted = sum(1 for hits in deep for hit in hits if hit.id in gone)
-    return {"deleted": count, "seconds": round(seconds, 2), "deleted_in_top10": returned_deleted,
-            "deleted_in_top1000_of_20_queries": deep_deleted}  # fmt: skip
+    return {
+        "deleted": count,
+        "seconds": round(seconds, 2),
+        "deleted_in_top10": returned_deleted,
+        "deleted_in_top1000_of_20_queries": deep_deleted,
+    }
 
 
 def _filters(index: Index, encoder, queries: list[str]) -> list[dict]:
@@ -157,11 +176,17 @@ def _filters(index: Index, encoder, queries: list[str]) -> list[dict]:
             hits = searcher.search([query], k=K, where=where)[0]
             latencies.append(time.perf_counter() - started)
             found.append([hit.id for hit in hits])
-        rows.append({"where": where, "share": round(len(allowed) / searcher.manifest.rows, 4),
-                     "matches": len(allowed), "recall": _recall_of(found, truth),
-                     "min_hits": min(len(line) for line in found),
-                     "p50_ms": round(1000 * float(np.median(latencies)), 2),
-                     "index": searcher.manifest.index.factory})  # fmt: skip
+        rows.append(
+            {
+                "where": where,
+                "share": round(len(allowed) / searcher.manifest.rows, 4),
+                "matches": len(allowed),
+                "recall": _recall_of(found, truth),
+                "min_hits": min(len(line) for line in found),
+                "p50_ms": round(1000 * float(np.median(latencies)), 2),
+                "index": searcher.manifest.index.factory,
+            }
+        )
     return rows
 
 

@@ -38,9 +38,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--add-rows", type=int, default=1000)
     parser.add_argument("--reindex", default="ivfpq", help="structure to reindex to ('' skips it)")
-    parser.add_argument("--in-domain", action="store_true",
-                        help="queries: texts of indexed rows the filter leaves out (so never their "
-                             "own hit), instead of Debian descriptions")  # fmt: skip
+    parser.add_argument(
+        "--in-domain",
+        action="store_true",
+        help="queries: texts of indexed rows the filter leaves out (so never their "
+        "own hit), instead of Debian descriptions",
+    )
     common.add_threads_option(parser)
     args = parser.parse_args()
     common.set_threads(args.threads)
@@ -52,9 +55,14 @@ def main() -> None:
     )
     debian = debian.take(pa.array(picked))
     queries = debian.slice(0, args.queries).column("short_description").to_pylist()
-    report = {"environment": common.environment(), "args": common.args_dict(args),
-              "rows": start.rows, "factory": start.index.factory,
-              "search_params": start.index.search_params, "build_seconds": start.build_seconds}  # fmt: skip
+    report = {
+        "environment": common.environment(),
+        "args": common.args_dict(args),
+        "rows": start.rows,
+        "factory": start.index.factory,
+        "search_params": start.index.search_params,
+        "build_seconds": start.build_seconds,
+    }
     searcher = index.searcher(device="cpu")
     vectors = prepare_vectors(searcher.encoder.encode(queries), start.index.metric)
     if args.in_domain:
@@ -93,12 +101,22 @@ def _filter(searcher: Searcher, queries: list[str], vectors: np.ndarray, share: 
         searcher.search([query], k=K, where=where)
         call_ms.append(1000 * (time.perf_counter() - started))
     found_rows, found_scores = np.array(found_rows), np.array(found_scores)
-    recall = tie_aware_recall(found_scores, found_rows, exact_scores[:, K - 1], K,
-                              higher_is_better(snapshot.manifest.index.metric))  # fmt: skip
-    row = {"where": where, "share": round(float(allowed.mean()), 4), "matches": int(allowed.sum()),
-           "recall": round(recall, 4), "min_hits": int((found_rows >= 0).sum(axis=1).min()),
-           "p50_search_ms": round(float(np.median(search_ms)), 2),
-           "p50_query_ms": round(float(np.median(call_ms)), 2)}  # fmt: skip
+    recall = tie_aware_recall(
+        found_scores,
+        found_rows,
+        exact_scores[:, K - 1],
+        K,
+        higher_is_better(snapshot.manifest.index.metric),
+    )
+    row = {
+        "where": where,
+        "share": round(float(allowed.mean()), 4),
+        "matches": int(allowed.sum()),
+        "recall": round(recall, 4),
+        "min_hits": int((found_rows >= 0).sum(axis=1).min()),
+        "p50_search_ms": round(float(np.median(search_ms)), 2),
+        "p50_query_ms": round(float(np.median(call_ms)), 2),
+    }
     print(json.dumps(row), flush=True)
     return row
 
@@ -118,9 +136,13 @@ def _in_domain(searcher: Searcher, count: int, share: float) -> dict:
 
 
 def _add(index: Index, searcher: Searcher, debian: pa.Table, rows: int) -> dict:
-    table = pa.table({"name": [f"debian:{name}" for name in debian.column("package").to_pylist()],
-                      "month": ["2026-11"] * debian.num_rows,
-                      "summary": debian.column("short_description")})  # fmt: skip
+    table = pa.table(
+        {
+            "name": [f"debian:{name}" for name in debian.column("package").to_pylist()],
+            "month": ["2026-11"] * debian.num_rows,
+            "summary": debian.column("short_description"),
+        }
+    )
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "new.parquet"
         pq.write_table(table.slice(0, rows), path)
@@ -131,9 +153,14 @@ def _add(index: Index, searcher: Searcher, debian: pa.Table, rows: int) -> dict:
     refreshed = searcher.refresh()
     refresh_seconds = time.perf_counter() - started
     hits = searcher.search([table.column("summary")[0].as_py()], k=1)[0]
-    row = {"added": result.added, "seconds": round(seconds, 2), "refresh_seconds": round(refresh_seconds, 2),
-           "refreshed": refreshed, "finds_a_new_row": bool(hits and str(hits[0].id).startswith("debian:")),
-           "segments": len(index.manifest.segments)}  # fmt: skip
+    row = {
+        "added": result.added,
+        "seconds": round(seconds, 2),
+        "refresh_seconds": round(refresh_seconds, 2),
+        "refreshed": refreshed,
+        "finds_a_new_row": bool(hits and str(hits[0].id).startswith("debian:")),
+        "segments": len(index.manifest.segments),
+    }
     print(json.dumps(row), flush=True)
     return row
 
@@ -147,11 +174,15 @@ def _reindex(index: Index, requested: str, queries: list[str]) -> dict:
     vectors = prepare_vectors(searcher.encoder.encode(queries), manifest.index.metric)
     _, exact = searcher.snapshot.exact_search(vectors, K)
     _, found = searcher.snapshot.search(vectors, K)
-    row = {"factory": manifest.index.factory, "seconds": round(seconds, 1),
-           "peak_rss_gib": round(memory.peak / 2**30, 2), "search_params": manifest.index.search_params,
-           "tuned_recall_own_vectors": (manifest.tuning or {}).get("recall"),
-           "recall_at_10_debian_queries": round(recall_at_k(found, exact, K), 4),
-           "index_file_bytes": manifest.segments[0].index_file_bytes}  # fmt: skip
+    row = {
+        "factory": manifest.index.factory,
+        "seconds": round(seconds, 1),
+        "peak_rss_gib": round(memory.peak / 2**30, 2),
+        "search_params": manifest.index.search_params,
+        "tuned_recall_own_vectors": (manifest.tuning or {}).get("recall"),
+        "recall_at_10_debian_queries": round(recall_at_k(found, exact, K), 4),
+        "index_file_bytes": manifest.segments[0].index_file_bytes,
+    }
     print(json.dumps(row), flush=True)
     return row
 

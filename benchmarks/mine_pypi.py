@@ -66,8 +66,14 @@ class HashingEncoder:
         from sklearn.feature_extraction.text import HashingVectorizer
 
         self._vectorizer = HashingVectorizer(n_features=self.dimension, ngram_range=(1, 2))
-        self.spec = EncoderSpec(name=self.spec_name, fingerprint="", pooling="none",
-                                normalize=True, max_length=0, dimension=self.dimension)  # fmt: skip
+        self.spec = EncoderSpec(
+            name=self.spec_name,
+            fingerprint="",
+            pooling="none",
+            normalize=True,
+            max_length=0,
+            dimension=self.dimension,
+        )
 
     def encode(self, texts: list[str], **_: object) -> np.ndarray:
         return self._vectorizer.transform(texts).toarray().astype(np.float32)
@@ -76,9 +82,15 @@ class HashingEncoder:
 def build_proxy_index(data_dir: Path, index_dir: Path) -> tuple[str, float]:
     """An IVF index over every PyPI summary with `HashingEncoder` vectors, and its build time."""
     started = time.perf_counter()
-    options = BuildOptions(corpus=data_dir / "pypi" / "pypi_summaries.parquet", name=PROXY_INDEX,
-                           text_column="summary", id_column="name", out_dir=index_dir,
-                           overwrite=True, show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=data_dir / "pypi" / "pypi_summaries.parquet",
+        name=PROXY_INDEX,
+        text_column="summary",
+        id_column="name",
+        out_dir=index_dir,
+        overwrite=True,
+        show_progress=False,
+    )
     build_index(options, encoder=HashingEncoder())  # type: ignore[arg-type]
     return PROXY_INDEX, time.perf_counter() - started
 
@@ -97,24 +109,39 @@ def find_pypi_index(index_dir: Path) -> str | None:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_index_options(parser, index=None)  # None: the PyPI one found
-    parser.add_argument("--limit", type=int, default=None,
-                        help="no index: encode and mine the file's first N rows (0: all)")  # fmt: skip
-    parser.add_argument("--proxy-index", action="store_true",
-                        help="no index: build one with a hashing encoder, then mine it")  # fmt: skip
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="no index: encode and mine the file's first N rows (0: all)",
+    )
+    parser.add_argument(
+        "--proxy-index",
+        action="store_true",
+        help="no index: build one with a hashing encoder, then mine it",
+    )
     parser.add_argument("-k", "--top-k", type=int, default=10)
     parser.add_argument("--exact-duplicates", default="separate")
     parser.add_argument("--nprobe", type=int, default=None)
     parser.add_argument("--write-top", type=int, default=100_000, help="pairs written to Parquet")
     parser.add_argument("--show", type=int, default=20)
     parser.add_argument("--recall-sample", type=int, default=1000)
-    parser.add_argument("--device", default="auto",
-                        help="auto, cpu, cuda or cuda:N: where the model encodes and FAISS searches")  # fmt: skip
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto, cpu, cuda or cuda:N: where the model encodes and FAISS searches",
+    )
     parser.add_argument("--model", default="default", help="bi-encoder for --limit (a folder)")
     add_results_option(parser)
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)  # the pairs are written there
-    options = MiningOptions(top_k=args.top_k, exact_duplicates=args.exact_duplicates,
-                            nprobe=args.nprobe, show_progress=True, device=args.device)  # fmt: skip
+    options = MiningOptions(
+        top_k=args.top_k,
+        exact_duplicates=args.exact_duplicates,
+        nprobe=args.nprobe,
+        show_progress=True,
+        device=args.device,
+    )
     index = args.index or (None if args.limit is not None else find_pypi_index(args.index_dir))
     proxy_build_seconds = None
     if index is None and args.proxy_index:  # kept apart from the real indexes
@@ -142,35 +169,54 @@ def main() -> None:
     write_seconds = time.perf_counter() - started
     recall = mined_recall(result, args.recall_sample, result.stats.top_k)
 
-    top_pairs = [{**record, "score": round(record["score"], 4)}
-                 for record in result.records(args.show)]  # fmt: skip
+    top_pairs = [
+        {**record, "score": round(record["score"], 4)} for record in result.records(args.show)
+    ]
     groups = result.duplicates.table.slice(0, 10).to_pylist() if result.duplicates else []
     largest = [{"text": g["text"], "count": g["count"], "first_ids": g["ids"][:5]} for g in groups]
     levels = {f">={level}": int(np.sum(result.scores >= level)) for level in SCORE_LEVELS}
-    print(markdown_table(["rank", "score", "id_a", "id_b", "text_a", "text_b"],
-                         [[r["rank"], r["score"], r["id_a"], r["id_b"], r["text_a"][:60],
-                           r["text_b"][:60]] for r in top_pairs]))  # fmt: skip
+    print(
+        markdown_table(
+            ["rank", "score", "id_a", "id_b", "text_a", "text_b"],
+            [
+                [r["rank"], r["score"], r["id_a"], r["id_b"], r["text_a"][:60], r["text_b"][:60]]
+                for r in top_pairs
+            ],
+        )
+    )
     print(markdown_table(["count", "text"], [[g["count"], g["text"][:80]] for g in largest]))
-    summary = {"source": f"index {index}" if index else f"first {args.limit} rows encoded",
-               "proxy_build_seconds": proxy_build_seconds,
-               "rows": result.stats.rows, "searched_rows": result.stats.searched_rows,
-               "exact_duplicate_rows": result.stats.exact_duplicate_rows,
-               "duplicate_groups": len(result.duplicates) if result.duplicates else None,
-               "rows_in_duplicate_groups": result.duplicates.rows if result.duplicates else None,
-               "structure": result.stats.structure, "top_k": result.stats.top_k,
-               "pairs_found": result.pairs_found, "pairs_by_score": levels,
-               "seconds": round(seconds, 1), "timings": result.stats.timings,
-               "write_seconds": round(write_seconds, 1),
-               "rss_before_mib": round(rss_before / 2**20),
-               "peak_rss_sampled_mib": round(peak / 2**20),
-               "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-               "exact_recall": recall}  # fmt: skip
+    summary = {
+        "source": f"index {index}" if index else f"first {args.limit} rows encoded",
+        "proxy_build_seconds": proxy_build_seconds,
+        "rows": result.stats.rows,
+        "searched_rows": result.stats.searched_rows,
+        "exact_duplicate_rows": result.stats.exact_duplicate_rows,
+        "duplicate_groups": len(result.duplicates) if result.duplicates else None,
+        "rows_in_duplicate_groups": result.duplicates.rows if result.duplicates else None,
+        "structure": result.stats.structure,
+        "top_k": result.stats.top_k,
+        "pairs_found": result.pairs_found,
+        "pairs_by_score": levels,
+        "seconds": round(seconds, 1),
+        "timings": result.stats.timings,
+        "write_seconds": round(write_seconds, 1),
+        "rss_before_mib": round(rss_before / 2**20),
+        "peak_rss_sampled_mib": round(peak / 2**20),
+        "ru_maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "exact_recall": recall,
+    }
     print(json.dumps(summary, indent=2))
     torch_device = args.device if args.device != "auto" else _auto_device()
-    figures = {"args": args_dict(args), "environment": environment(), **summary,
-               "exact_recall": recall["recall"], "exact_recall_detail": recall,
-               "peak_rss_mib": summary["peak_rss_sampled_mib"], "top_pairs": top_pairs,
-               "largest_duplicate_groups": largest}  # fmt: skip
+    figures = {
+        "args": args_dict(args),
+        "environment": environment(),
+        **summary,
+        "exact_recall": recall["recall"],
+        "exact_recall_detail": recall,
+        "peak_rss_mib": summary["peak_rss_sampled_mib"],
+        "top_pairs": top_pairs,
+        "largest_duplicate_groups": largest,
+    }
     record(args, "mine_pypi", figures, device=torch_device)
     print(f"pairs in {pairs_file}")
 
@@ -180,8 +226,9 @@ def _first_rows(data_dir: Path, limit: int, out_dir: Path, model: str, device: s
     has them (gpu_carry.py's extract keeps the summaries alone: ids are then row numbers)."""
     target = corpus_head(data_dir, "pypi", limit, out_dir / "tmp")
     id_column = "name" if "name" in pq.read_schema(target).names else None
-    return CorpusSource(target, text_column="summary", id_column=id_column, model=model,
-                        device=device)  # fmt: skip
+    return CorpusSource(
+        target, text_column="summary", id_column=id_column, model=model, device=device
+    )
 
 
 def _auto_device() -> str:

@@ -50,11 +50,15 @@ def ranking_quality(rows_a: np.ndarray, rows_b: np.ndarray, gold: set[tuple[int,
     precision, recall = found / ranks, found / len(gold)
     f1 = np.where(found > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0)
     best = int(np.argmax(f1)) if len(f1) else 0
-    return {"average_precision": round(float(precision[hits].sum() / len(gold)), 4),
-            "gold_pairs_found": int(hits.sum()), "precision_of_mined_list": round(float(hits.mean()
-            if len(hits) else 0), 4), "best_f1": round(float(f1[best]) if len(f1) else 0, 4),
-            "best_f1_at_rank": best + 1, "best_f1_precision": round(float(precision[best]), 4),
-            "best_f1_recall": round(float(recall[best]), 4)}  # fmt: skip
+    return {
+        "average_precision": round(float(precision[hits].sum() / len(gold)), 4),
+        "gold_pairs_found": int(hits.sum()),
+        "precision_of_mined_list": round(float(hits.mean() if len(hits) else 0), 4),
+        "best_f1": round(float(f1[best]) if len(f1) else 0, 4),
+        "best_f1_at_rank": best + 1,
+        "best_f1_precision": round(float(precision[best]), 4),
+        "best_f1_recall": round(float(recall[best]), 4),
+    }
 
 
 def sentence_transformers_ap(model: str, sentences: list[str], gold: set, top_k: int) -> dict:
@@ -73,8 +77,10 @@ def sentence_transformers_ap(model: str, sentences: list[str], gold: set, top_k:
         show_progress_bar=False,
     )
     scores = evaluator(SentenceTransformer(str(resolve_model(model).path), device="cpu"))
-    return {"average_precision": round(scores[f"{evaluator.primary_metric}"], 4),
-            "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    return {
+        "average_precision": round(scores[f"{evaluator.primary_metric}"], 4),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def main() -> None:
@@ -83,8 +89,11 @@ def main() -> None:
     parser.add_argument("-k", "--top-k", type=int, default=100, help="neighbours per sentence")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--pairs", type=int, default=None, help="first N STS-B pairs (all)")
-    parser.add_argument("--compare-sentence-transformers", action="store_true",
-                        help="also run sentence-transformers' ParaphraseMiningEvaluator")  # fmt: skip
+    parser.add_argument(
+        "--compare-sentence-transformers",
+        action="store_true",
+        help="also run sentence-transformers' ParaphraseMiningEvaluator",
+    )
     args = parser.parse_args()
     sentences, gold, stsb_rows = stsb_collection(args.data_dir, args.pairs)
     work = args.out_dir / "tmp"
@@ -97,22 +106,52 @@ def main() -> None:
     result: MiningResult = mine_corpus(source, MiningOptions(top_k=args.top_k))
     seconds = time.perf_counter() - started
     quality = ranking_quality(result.rows_a, result.rows_b, gold)
-    print(f"{len(sentences)} distinct sentences from {stsb_rows} STS-B pairs, {len(gold)} gold "
-          f"pairs (score >= {GOLD_SCORE}); {len(result)} pairs mined in {seconds:.1f} s")  # fmt: skip
-    rows = [["semsearch mine", args.model, args.top_k, len(result), quality["gold_pairs_found"],
-             quality["average_precision"], quality["best_f1"]]]  # fmt: skip
+    print(
+        f"{len(sentences)} distinct sentences from {stsb_rows} STS-B pairs, {len(gold)} gold "
+        f"pairs (score >= {GOLD_SCORE}); {len(result)} pairs mined in {seconds:.1f} s"
+    )
+    rows = [
+        [
+            "semsearch mine",
+            args.model,
+            args.top_k,
+            len(result),
+            quality["gold_pairs_found"],
+            quality["average_precision"],
+            quality["best_f1"],
+        ]
+    ]
     reference = None
     if args.compare_sentence_transformers:
         reference = sentence_transformers_ap(args.model, sentences, gold, args.top_k)
-        rows.append(["sentence-transformers evaluator", args.model, args.top_k, "", "",
-                     reference["average_precision"], ""])  # fmt: skip
-    print(markdown_table(["method", "model", "k", "pairs mined", "gold found", "AP", "best F1"],
-                         rows))  # fmt: skip
-    payload = {"benchmark": "mine_stsb_ap", "args": args_dict(args), "environment": environment(),
-               "sentences": len(sentences), "stsb_pairs": stsb_rows, "gold_pairs": len(gold),
-               "gold_score": GOLD_SCORE, "pairs_mined": len(result), "seconds": round(seconds, 1),
-               "timings": result.stats.timings, "quality": quality,
-               "sentence_transformers": reference}  # fmt: skip
+        rows.append(
+            [
+                "sentence-transformers evaluator",
+                args.model,
+                args.top_k,
+                "",
+                "",
+                reference["average_precision"],
+                "",
+            ]
+        )
+    print(
+        markdown_table(["method", "model", "k", "pairs mined", "gold found", "AP", "best F1"], rows)
+    )
+    payload = {
+        "benchmark": "mine_stsb_ap",
+        "args": args_dict(args),
+        "environment": environment(),
+        "sentences": len(sentences),
+        "stsb_pairs": stsb_rows,
+        "gold_pairs": len(gold),
+        "gold_score": GOLD_SCORE,
+        "pairs_mined": len(result),
+        "seconds": round(seconds, 1),
+        "timings": result.stats.timings,
+        "quality": quality,
+        "sentence_transformers": reference,
+    }
     record(args, "mine_stsb_ap", payload)
 
 

@@ -42,8 +42,12 @@ def run_eval(task: str, model: str, data_dir: Path, out_dir: Path) -> tuple[dict
     out.parent.mkdir(parents=True, exist_ok=True)
     arguments = ["eval", *task_arguments(task, data_dir), "--model", model, "--device", "cpu"]
     started = time.monotonic()
-    subprocess.run(semsearch_cli(*arguments, "--out", str(out)), check=True, cwd=REPO_ROOT,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        semsearch_cli(*arguments, "--out", str(out)),
+        check=True,
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     seconds = time.monotonic() - started
     return json.loads(out.read_text()), seconds, " ".join(["semsearch", *arguments])
 
@@ -57,9 +61,17 @@ def figures(task: str, model: str, result: dict, seconds: float, command: str) -
         found = [key for key in result.get("modes", {}) if key.split()[0] == mode]
         name = metric if mode is None else f"{metric} {found[0]}"
         source = result["metrics"] if mode is None else result["modes"][found[0]]
-        lines.append({"date": date, "model": model, "task": task, "metric": name,
-                      "value": round(float(source[metric]), 4), "seconds": round(seconds, 1),
-                      "command": command})  # fmt: skip
+        lines.append(
+            {
+                "date": date,
+                "model": model,
+                "task": task,
+                "metric": name,
+                "value": round(float(source[metric]), 4),
+                "seconds": round(seconds, 1),
+                "command": command,
+            }
+        )
     return lines
 
 

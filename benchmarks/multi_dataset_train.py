@@ -79,15 +79,23 @@ def write_plan(folder: Path, data_dir: Path, debian: dict, mixing: str) -> Path:
         "mixing": mixing,
         "datasets": [
             {"name": "stsb", "source": f"stsb:{stsb / 'stsb_train.tsv.gz'}", "objective": "cosent"},
-            {"name": "debian", "source": str(debian["train"]), "objective": "mnr",
-             "columns": PAIR_COLUMNS},
+            {
+                "name": "debian",
+                "source": str(debian["train"]),
+                "objective": "mnr",
+                "columns": PAIR_COLUMNS,
+            },
         ],
         "dev": [
             {"name": "stsb-dev", "source": f"stsb:{stsb / 'stsb_dev.tsv.gz'}", "task": "sts"},
-            {"name": "debian-dev", "source": str(debian["dev"]), "task": "ir",
-             "columns": PAIR_COLUMNS},
+            {
+                "name": "debian-dev",
+                "source": str(debian["dev"]),
+                "task": "ir",
+                "columns": PAIR_COLUMNS,
+            },
         ],
-    }  # fmt: skip
+    }
     import yaml
 
     path = folder / f"plan_{mixing}_{debian['train'].stem}.yaml"
@@ -107,8 +115,12 @@ def evaluate(model_dir: Path, data_dir: Path) -> tuple[dict, list[str]]:
         out = model_dir / f"eval_{task}.json"
         command = [*arguments, "--model", str(model_dir), "--device", "cpu"]
         started = time.monotonic()
-        subprocess.run(semsearch_cli(*command, "--out", str(out)), check=True, cwd=REPO_ROOT,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            semsearch_cli(*command, "--out", str(out)),
+            check=True,
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+        )
         figures[f"{task}_seconds"] = round(time.monotonic() - started, 1)
         commands.append(" ".join(["semsearch", *command]))
         result = json.loads(out.read_text())
@@ -128,9 +140,16 @@ def run_record(output: Path) -> dict:
     if (output / "training.json").is_file():
         return {**json.loads((output / "training.json").read_text()), "finished": True}
     state = json.loads((output / "checkpoint" / "state.json").read_text())["state"]
-    return {"finished": False, "steps": state["step"], "seconds": round(state["seconds"], 1),
-            "dev": {"primary": "combined", "best": state["best_metric"],
-                    "best_step": state["best_step"]}}  # fmt: skip
+    return {
+        "finished": False,
+        "steps": state["step"],
+        "seconds": round(state["seconds"], 1),
+        "dev": {
+            "primary": "combined",
+            "best": state["best_metric"],
+            "best_step": state["best_step"],
+        },
+    }
 
 
 def main() -> None:
@@ -146,20 +165,46 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=150)
     parser.add_argument("--precision", default="auto", help="auto (fp32 on CPU) or bf16")
     parser.add_argument("--max-steps", type=int, default=None)
-    parser.add_argument("--evaluate-now", action="store_true",
-                        help="evaluate the best checkpoint so far of an unfinished run")  # fmt: skip
-    parser.add_argument("--minutes", type=float, default=24.0,
-                        help="stop the training chunk after this long (run again to resume)")  # fmt: skip
+    parser.add_argument(
+        "--evaluate-now",
+        action="store_true",
+        help="evaluate the best checkpoint so far of an unfinished run",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=24.0,
+        help="stop the training chunk after this long (run again to resume)",
+    )
     args = parser.parse_args()
     folder = args.out_dir / "multi"
     debian = debian_splits(args.data_dir, folder, args.debian_pairs, args.dev_pairs, args.max_chars)
     plan = write_plan(folder, args.data_dir, debian, args.mixing)
     name = Path(args.model).name
     output = args.out_dir / "models" / f"multi-{name}-{args.mixing}-{args.debian_pairs}"
-    arguments = ["train", "--plan", str(plan), "-o", str(output), "--model", args.model,
-                 "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-                 "--lr", str(args.lr), "--eval-every", str(args.eval_every),
-                 "--checkpoint-every", "25", "--precision", args.precision, "--device", "cpu"]  # fmt: skip
+    arguments = [
+        "train",
+        "--plan",
+        str(plan),
+        "-o",
+        str(output),
+        "--model",
+        args.model,
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        str(args.batch_size),
+        "--lr",
+        str(args.lr),
+        "--eval-every",
+        str(args.eval_every),
+        "--checkpoint-every",
+        "25",
+        "--precision",
+        args.precision,
+        "--device",
+        "cpu",
+    ]
     if args.max_steps:
         arguments += ["--max-steps", str(args.max_steps)]
     print("training:", " ".join(["semsearch", *arguments]), flush=True)
@@ -189,12 +234,30 @@ def main() -> None:
         "environment": environment(),
     }
     record(args, "multi_dataset_train", line)
-    print(markdown_table(
-        ["model", "dev combined (step)", "STS-B test", "DBPedia nDCG@10 dense", "hybrid", "steps", "s"],
-        [[output.name, f"{record['dev']['best']:.4f} ({record['dev']['best_step']})",
-          figures["stsb_test_spearman"], figures["dbpedia_ndcg@10_dense"],
-          figures.get("dbpedia_ndcg@10_hybrid"), record["steps"], record["seconds"]]],
-    ))  # fmt: skip
+    print(
+        markdown_table(
+            [
+                "model",
+                "dev combined (step)",
+                "STS-B test",
+                "DBPedia nDCG@10 dense",
+                "hybrid",
+                "steps",
+                "s",
+            ],
+            [
+                [
+                    output.name,
+                    f"{record['dev']['best']:.4f} ({record['dev']['best_step']})",
+                    figures["stsb_test_spearman"],
+                    figures["dbpedia_ndcg@10_dense"],
+                    figures.get("dbpedia_ndcg@10_hybrid"),
+                    record["steps"],
+                    record["seconds"],
+                ]
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,18 @@ from semsearch.training import (
     train,
 )
 
-ROWS = ("softmax", "softmax-unnormalized", "bce", "contrastive", "online-contrastive", "cosine",
-        "cosent", "triplet", "mnr", "floor")  # fmt: skip
+ROWS = (
+    "softmax",
+    "softmax-unnormalized",
+    "bce",
+    "contrastive",
+    "online-contrastive",
+    "cosine",
+    "cosent",
+    "triplet",
+    "mnr",
+    "floor",
+)
 
 
 def row_config(
@@ -73,11 +83,15 @@ def row_config(
     elif row == "floor":
         objective, model = "cosine", str(random_model(out_dir / "models" / "random-init"))
     return TrainingConfig(
-        objective=objective, data=data, output_dir=out_dir / "models" / "objectives" / row,
-        model=model, objective_options=options, normalize=normalize,
+        objective=objective,
+        data=data,
+        output_dir=out_dir / "models" / "objectives" / row,
+        model=model,
+        objective_options=options,
+        normalize=normalize,
         optimization=OptimizationOptions(max_steps=steps, batch_size=16),
         run=RunOptions(device="cpu", show_progress=sys.stderr.isatty()),
-    )  # fmt: skip
+    )
 
 
 def random_model(folder: Path) -> Path:
@@ -142,36 +156,74 @@ def main() -> None:
         ]
         losses = [r["loss"] for r in losses if r["event"] == "train"]
         done[row] = {
-            "row": row, "model": args.model, "steps": args.steps, "objective": config.objective,
-            "data": training["data"]["train"], "objective_options": training["objective_options"],
-            "trained_steps": result.steps, "before": before["random" if row == "floor" else "default"],
-            "after": after, "first_loss": losses[0], "last_loss": losses[-1],
+            "row": row,
+            "model": args.model,
+            "steps": args.steps,
+            "objective": config.objective,
+            "data": training["data"]["train"],
+            "objective_options": training["objective_options"],
+            "trained_steps": result.steps,
+            "before": before["random" if row == "floor" else "default"],
+            "after": after,
+            "first_loss": losses[0],
+            "last_loss": losses[-1],
             "training_seconds": round(result.seconds, 1),
-            "wall_seconds": round(time.monotonic() - started, 1), "environment": environment(),
-        }  # fmt: skip
+            "wall_seconds": round(time.monotonic() - started, 1),
+            "environment": environment(),
+        }
         record(args, "objectives_table", done[row])
         print(f"{row}: {after} in {result.seconds:.0f} s", flush=True)
 
     summary = [done[row] for row in ROWS if row in done]
-    table = [[r["row"], r["data"]["source"].split(":")[0] + (f" ({r['data']['notes'][0].split(' ')[0]})"
-              if r["data"]["notes"] else ""), r["data"]["rows_used"], r["trained_steps"],
-              f"{r['before']['stsb_test']:.4f}", f"{r['after']['stsb_test']:.4f}",
-              f"{r['before']['sick_trial']:.4f}", f"{r['after']['sick_trial']:.4f}",
-              f"{r['training_seconds']:.0f}"] for r in summary]  # fmt: skip
-    print(markdown_table(["objective", "data", "examples", "steps", "STS-B test before", "after",
-                          "SICK trial before", "after", "train s"], table))  # fmt: skip
+    table = [
+        [
+            r["row"],
+            r["data"]["source"].split(":")[0]
+            + (f" ({r['data']['notes'][0].split(' ')[0]})" if r["data"]["notes"] else ""),
+            r["data"]["rows_used"],
+            r["trained_steps"],
+            f"{r['before']['stsb_test']:.4f}",
+            f"{r['after']['stsb_test']:.4f}",
+            f"{r['before']['sick_trial']:.4f}",
+            f"{r['after']['sick_trial']:.4f}",
+            f"{r['training_seconds']:.0f}",
+        ]
+        for r in summary
+    ]
+    print(
+        markdown_table(
+            [
+                "objective",
+                "data",
+                "examples",
+                "steps",
+                "STS-B test before",
+                "after",
+                "SICK trial before",
+                "after",
+                "train s",
+            ],
+            table,
+        )
+    )
 
 
 def finished_rows(args) -> dict[str, dict]:
     """The latest line of each row already measured with these steps and model."""
     lines = read_lines(results_file(args, "objectives_table"))
-    return {line["row"]: line for line in lines
-            if line.get("steps") == args.steps and line.get("model") == args.model}  # fmt: skip
+    return {
+        line["row"]: line
+        for line in lines
+        if line.get("steps") == args.steps and line.get("model") == args.model
+    }
 
 
 def record_before(args, before: dict) -> None:
-    record(args, "objectives_table", {"row": "before", "model": args.model, "steps": args.steps,
-                                      "scores": before})  # fmt: skip
+    record(
+        args,
+        "objectives_table",
+        {"row": "before", "model": args.model, "steps": args.steps, "scores": before},
+    )
 
 
 def _negatives_per_positive(path: Path) -> float:

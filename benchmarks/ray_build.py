@@ -66,9 +66,16 @@ def corpus_file(args) -> tuple[str, int]:
 
 def build(engine: str, corpus: str, args) -> dict:
     out_dir = args.out_dir / "ray_build" / "indexes"
-    options = BuildOptions(corpus=corpus, name=f"pypi-{engine}", text_column="summary",
-                           id_column="name", out_dir=out_dir, overwrite=True, device=args.device,
-                           show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=corpus,
+        name=f"pypi-{engine}",
+        text_column="summary",
+        id_column="name",
+        out_dir=out_dir,
+        overwrite=True,
+        device=args.device,
+        show_progress=False,
+    )
     started = time.perf_counter()
     if engine == "ray":
         folder = build_index_on_ray(options, RayOptions(workers=args.workers, show_progress=False))
@@ -76,10 +83,14 @@ def build(engine: str, corpus: str, args) -> dict:
         folder = build_index(options)
     seconds = time.perf_counter() - started
     manifest = folder.manifest()
-    result = {"rows": manifest.rows, "seconds": round(seconds, 1),
-              "texts_per_s": round(manifest.rows / seconds, 1), "index": manifest.index.factory,
-              "workers": manifest.operation.get("workers", 1),
-              "worker_device": manifest.operation.get("worker_device", args.device)}  # fmt: skip
+    result = {
+        "rows": manifest.rows,
+        "seconds": round(seconds, 1),
+        "texts_per_s": round(manifest.rows / seconds, 1),
+        "index": manifest.index.factory,
+        "workers": manifest.operation.get("workers", 1),
+        "worker_device": manifest.operation.get("worker_device", args.device),
+    }
     shutil.rmtree(folder.path)
     return result
 
@@ -117,21 +128,41 @@ def main() -> None:
     for engine in args.engines.split(","):
         result = build(engine, corpus, args)
         results[engine] = result
-        line = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
-                "engine": engine, "workers": result["workers"] if engine == "ray" else 1,
-                "rows": result["rows"], "seconds": result["seconds"], "command": command,
-                "corpus_rows": rows, **result, "environment": env}  # fmt: skip
+        line = {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "device": device,
+            "engine": engine,
+            "workers": result["workers"] if engine == "ray" else 1,
+            "rows": result["rows"],
+            "seconds": result["seconds"],
+            "command": command,
+            "corpus_rows": rows,
+            **result,
+            "environment": env,
+        }
         print(
             json.dumps({key: value for key, value in line.items() if key != "environment"}),
             flush=True,
         )
         record(args, "ray_build", line)
     base = results.get("local", {}).get("seconds")
-    table = [[engine, r["workers"] if engine == "ray" else 1, r["worker_device"], r["rows"], r["seconds"],
-              r["texts_per_s"], f"{r['seconds'] / base:.2f}x" if base else "-"]
-             for engine, r in results.items()]  # fmt: skip
-    print(markdown_table(["engine", "workers", "device", "rows", "seconds", "texts/s",
-                          "time / local"], table))  # fmt: skip
+    table = [
+        [
+            engine,
+            r["workers"] if engine == "ray" else 1,
+            r["worker_device"],
+            r["rows"],
+            r["seconds"],
+            r["texts_per_s"],
+            f"{r['seconds'] / base:.2f}x" if base else "-",
+        ]
+        for engine, r in results.items()
+    ]
+    print(
+        markdown_table(
+            ["engine", "workers", "device", "rows", "seconds", "texts/s", "time / local"], table
+        )
+    )
 
 
 if __name__ == "__main__":

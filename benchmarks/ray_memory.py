@@ -108,9 +108,18 @@ def own_vectors_mining(args, sizes: list[int]) -> None:
         name = f"mine-{rows}-{args.index.replace(',', '_')}"
         if not (folder / "indexes" / name / "manifest.json").is_file():
             corpus = write_vectors(folder / f"texts_{rows}.parquet", rows, texts=True)
-            build_index(BuildOptions(corpus=corpus, name=name, model=None, vector_column="emb",
-                                     text_column="text", index=args.index,
-                                     out_dir=folder / "indexes", show_progress=False))  # fmt: skip
+            build_index(
+                BuildOptions(
+                    corpus=corpus,
+                    name=name,
+                    model=None,
+                    vector_column="emb",
+                    text_column="text",
+                    index=args.index,
+                    out_dir=folder / "indexes",
+                    show_progress=False,
+                )
+            )
         built[rows] = name
     cluster = two_nodes()
     try:
@@ -118,19 +127,27 @@ def own_vectors_mining(args, sizes: list[int]) -> None:
             mining = MiningOptions(top_k=10, top=100_000, show_progress=False)
             started = time.perf_counter()
             with MemorySampler() as memory:
-                result = mine_index_on_ray(name, folder / "indexes", mining,
-                                           RayOptions(cluster.address, show_progress=False))  # fmt: skip
+                result = mine_index_on_ray(
+                    name,
+                    folder / "indexes",
+                    mining,
+                    RayOptions(cluster.address, show_progress=False),
+                )
             seconds = time.perf_counter() - started
             manifest = IndexFolder(folder / "indexes" / name).manifest()
             figures = {
-                "mode": "mine_own_vectors_two_nodes", "rows": manifest.rows, "index": manifest.index.factory,
+                "mode": "mine_own_vectors_two_nodes",
+                "rows": manifest.rows,
+                "index": manifest.index.factory,
                 "vectors_mib": round(manifest.rows * DIMENSION * 4 / 2**20, 1),
-                "structure": result.stats.structure, "pairs": len(result), "seconds": round(seconds, 1),
+                "structure": result.stats.structure,
+                "pairs": len(result),
+                "seconds": round(seconds, 1),
                 "driver_peak_rss_anon_mib": round(memory.driver_anon / 1024, 1),
                 "driver_vm_hwm_mib": round(status_kib("self", "VmHWM") / 1024, 1),
                 "worker_peak_rss_anon_mib": round(memory.worker_anon / 1024, 1),
                 "workers_peak_total_rss_anon_mib": round(memory.workers_total / 1024, 1),
-            }  # fmt: skip
+            }
             print(figures, flush=True)
             record(args, "ray_mine_memory", figures)
     finally:
@@ -144,9 +161,16 @@ def own_vectors_builds(args, sizes: list[int]) -> None:
     try:
         for rows in sizes:
             corpus = write_vectors(folder / f"vectors_{rows}.parquet", rows)
-            options = BuildOptions(corpus=corpus, name=f"own-{rows}", model=None, vector_column="emb",
-                                   index=args.index, out_dir=folder / "indexes", overwrite=True,
-                                   show_progress=False)  # fmt: skip
+            options = BuildOptions(
+                corpus=corpus,
+                name=f"own-{rows}",
+                model=None,
+                vector_column="emb",
+                index=args.index,
+                out_dir=folder / "indexes",
+                overwrite=True,
+                show_progress=False,
+            )
             started = time.perf_counter()
             with MemorySampler() as memory:
                 built = build_index_on_ray(
@@ -155,14 +179,17 @@ def own_vectors_builds(args, sizes: list[int]) -> None:
             seconds = time.perf_counter() - started
             manifest = built.manifest()
             figures = {
-                "mode": "own_vectors_two_nodes", "rows": manifest.rows, "index": manifest.index.factory,
-                "segments": len(manifest.segments), "seconds": round(seconds, 1),
+                "mode": "own_vectors_two_nodes",
+                "rows": manifest.rows,
+                "index": manifest.index.factory,
+                "segments": len(manifest.segments),
+                "seconds": round(seconds, 1),
                 "driver_peak_rss_anon_mib": round(memory.driver_anon / 1024, 1),
                 "driver_vm_hwm_mib": round(status_kib("self", "VmHWM") / 1024, 1),
                 "worker_peak_rss_anon_mib": round(memory.worker_anon / 1024, 1),
                 "workers_peak_total_rss_anon_mib": round(memory.workers_total / 1024, 1),
                 "search_params": manifest.index.search_params,
-            }  # fmt: skip
+            }
             print(figures, flush=True)
             record(args, "ray_build_memory", figures)
             shutil.rmtree(built.path)

@@ -73,11 +73,16 @@ def mined_pairs(queries: list[str], documents: list[str], negatives: int, seed: 
 
 def debian_rows(data_dir: Path, start: int, stop: int, count: int, seed: int, max_chars: int):
     table = pq.read_table(data_dir / "debian" / "debian_packages.parquet").to_pydict()
-    usable = [row for row in range(start, min(stop, len(table["package"])))
-              if (table["long_description"][row] or "").strip()]  # fmt: skip
+    usable = [
+        row
+        for row in range(start, min(stop, len(table["package"])))
+        if (table["long_description"][row] or "").strip()
+    ]
     chosen = sorted(np.random.default_rng(seed).choice(usable, count, replace=False))
-    return ([table["short_description"][row] for row in chosen],
-            [table["long_description"][row][:max_chars] for row in chosen])  # fmt: skip
+    return (
+        [table["short_description"][row] for row in chosen],
+        [table["long_description"][row][:max_chars] for row in chosen],
+    )
 
 
 def pypi_rows(data_dir: Path, count: int, seed: int) -> tuple[list[str], list[str]]:
@@ -97,13 +102,21 @@ def pypi_rows(data_dir: Path, count: int, seed: int) -> tuple[list[str], list[st
 def prepare_data(args) -> dict[str, Path]:
     folder = args.out_dir / "rerank"
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {"train": folder / "train_pairs.parquet", "dev": folder / "dev_pairs.parquet",
-             "debian_beir": folder / "debian_first5000"}  # fmt: skip
+    paths = {
+        "train": folder / "train_pairs.parquet",
+        "dev": folder / "dev_pairs.parquet",
+        "debian_beir": folder / "debian_first5000",
+    }
     if args.phase != "data" and paths["train"].is_file():
         return paths
     started = time.monotonic()
-    parts = [mined_pairs(*debian_rows(args.data_dir, 10_000, 10**9, args.debian_queries, 0,
-                                      args.max_chars), args.negatives, 0)]  # fmt: skip
+    parts = [
+        mined_pairs(
+            *debian_rows(args.data_dir, 10_000, 10**9, args.debian_queries, 0, args.max_chars),
+            args.negatives,
+            0,
+        )
+    ]
     if args.pypi_queries:
         parts.append(
             mined_pairs(*pypi_rows(args.data_dir, args.pypi_queries, 0), args.negatives, 1)
@@ -113,8 +126,11 @@ def prepare_data(args) -> dict[str, Path]:
     pq.write_table(pa.table(train), paths["train"])
     pq.write_table(pa.table(dev), paths["dev"])
     write_debian_beir(args.data_dir, paths["debian_beir"], args.debian_eval_queries)
-    print(f"pairs: train {len(train['label'])}, dev {len(dev['label'])} "
-          f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
+    print(
+        f"pairs: train {len(train['label'])}, dev {len(dev['label'])} "
+        f"({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
     return paths
 
 
@@ -136,10 +152,31 @@ def write_debian_beir(data_dir: Path, folder: Path, queries: int) -> None:
 
 
 def train(args, paths: dict[str, Path], output: Path) -> bool:
-    arguments = ["train", str(paths["train"]), "--cross-encoder", "-o", str(output),
-                 "--model", args.model, "--dev", str(paths["dev"]), "--epochs", str(args.epochs),
-                 "--batch-size", "16", "--lr", str(args.lr), "--eval-every", str(args.eval_every),
-                 "--checkpoint-every", "100", "--precision", args.precision, "--device", "cpu"]  # fmt: skip
+    arguments = [
+        "train",
+        str(paths["train"]),
+        "--cross-encoder",
+        "-o",
+        str(output),
+        "--model",
+        args.model,
+        "--dev",
+        str(paths["dev"]),
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        "16",
+        "--lr",
+        str(args.lr),
+        "--eval-every",
+        str(args.eval_every),
+        "--checkpoint-every",
+        "100",
+        "--precision",
+        args.precision,
+        "--device",
+        "cpu",
+    ]
     print("training:", " ".join(["semsearch", *arguments]), flush=True)
     if (output / "training.json").is_file():
         return True
@@ -150,26 +187,49 @@ def train(args, paths: dict[str, Path], output: Path) -> bool:
 
 
 def evaluate(args, paths: dict[str, Path], output: Path) -> None:
-    tasks = {"dbpedia": (args.data_dir / "beir_dbpedia-entity-mini", args.rerank_top),
-             "debian": (paths["debian_beir"], args.debian_rerank_top)}  # fmt: skip
+    tasks = {
+        "dbpedia": (args.data_dir / "beir_dbpedia-entity-mini", args.rerank_top),
+        "debian": (paths["debian_beir"], args.debian_rerank_top),
+    }
     rows = []
     for task, (folder, top) in tasks.items():
         if args.tasks and task not in args.tasks:
             continue
         out = output / f"eval_{task}_top{top}.json"
-        command = ["eval", "ir", str(folder), "--model", args.first_stage, "--rerank", str(output),
-                   "--rerank-top", str(top), "--device", "cpu"]  # fmt: skip
+        command = [
+            "eval",
+            "ir",
+            str(folder),
+            "--model",
+            args.first_stage,
+            "--rerank",
+            str(output),
+            "--rerank-top",
+            str(top),
+            "--device",
+            "cpu",
+        ]
         started = time.monotonic()
         subprocess.run(semsearch_cli(*command, "--out", str(out)), check=True, cwd=REPO_ROOT)
         result = json.loads(out.read_text())
-        line = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "benchmark": "retrieval_cross_encoder", "task": task, "cross_encoder": str(output),
-                "first_stage_model": args.first_stage, "rerank_top": top,
-                "command": " ".join(["semsearch", *command]),
-                "seconds": round(time.monotonic() - started, 1),
-                "modes": {mode: {k: round(v, 4) for k, v in m.items() if k in ("ndcg@10", "recall@100", "mrr@10")}
-                          for mode, m in result["modes"].items()},
-                "verdicts": result["rerank_verdicts"], "environment": environment()}  # fmt: skip
+        line = {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "benchmark": "retrieval_cross_encoder",
+            "task": task,
+            "cross_encoder": str(output),
+            "first_stage_model": args.first_stage,
+            "rerank_top": top,
+            "command": " ".join(["semsearch", *command]),
+            "seconds": round(time.monotonic() - started, 1),
+            "modes": {
+                mode: {
+                    k: round(v, 4) for k, v in m.items() if k in ("ndcg@10", "recall@100", "mrr@10")
+                }
+                for mode, m in result["modes"].items()
+            },
+            "verdicts": result["rerank_verdicts"],
+            "environment": environment(),
+        }
         record(args, "retrieval_cross_encoder", line)
         for mode, metrics in line["modes"].items():
             rows.append([task, mode, metrics["ndcg@10"], metrics["recall@100"]])

@@ -74,9 +74,27 @@ def start_semsearch(
     index: str, index_dir: Path, extra: list[str] = ()
 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", index, "--index-dir", str(index_dir),
-                                "--port", str(port), "--device", "cpu", "--api-key", API_KEY, *extra],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "semsearch",
+            "serve",
+            index,
+            "--index-dir",
+            str(index_dir),
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+            "--api-key",
+            API_KEY,
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_healthy(f"http://127.0.0.1:{port}/ready", process)
     return process, f"http://127.0.0.1:{port}"
 
@@ -86,11 +104,29 @@ def start_txtai(txtai_index: Path, out_dir: Path) -> tuple[subprocess.Popen, str
     config = out_dir / "txtai_api.yml"
     # `path` loads the saved index; the `embeddings` key is what turns its routes on.
     config.write_text(f"path: {txtai_index}\nembeddings:\n", encoding="utf-8")
-    env = {**os.environ, "CONFIG": str(config), "ALLOW_RESOLVE_TRANSFORM": "True",
-           "PYTHONPATH": str(REPO_ROOT / "benchmarks"), MODEL_ENV: str(reference_model_path())}  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "txtai.api:app", "--port", str(port),
-                                "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    env = {
+        **os.environ,
+        "CONFIG": str(config),
+        "ALLOW_RESOLVE_TRANSFORM": "True",
+        "PYTHONPATH": str(REPO_ROOT / "benchmarks"),
+        MODEL_ENV: str(reference_model_path()),
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "txtai.api:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_healthy(f"http://127.0.0.1:{port}/search?query=warm+up&limit=1", process)
     return process, f"http://127.0.0.1:{port}"
 
@@ -145,10 +181,18 @@ async def soak(
     result, _ = await asyncio.gather(load_task, adder())
     rss_end = rss_mib()
     series.append(rss_end)
-    return {**result, "rows_added": added, "add_errors": add_errors, "rss_cold_mib": rss_cold,
-            "rss_start_mib": rss_start, "rss_end_mib": rss_end, "rss_growth": round(rss_end / rss_start - 1, 4),
-            "rss_growth_from_cold": round(rss_end / rss_cold - 1, 4), "rss_series_mib": series,
-            "warmup_s": SOAK_WARMUP_S}  # fmt: skip
+    return {
+        **result,
+        "rows_added": added,
+        "add_errors": add_errors,
+        "rss_cold_mib": rss_cold,
+        "rss_start_mib": rss_start,
+        "rss_end_mib": rss_end,
+        "rss_growth": round(rss_end / rss_start - 1, 4),
+        "rss_growth_from_cold": round(rss_end / rss_cold - 1, 4),
+        "rss_series_mib": series,
+        "warmup_s": SOAK_WARMUP_S,
+    }
 
 
 def server_cpu_seconds(pid: int) -> float:
@@ -208,9 +252,14 @@ def main() -> None:
     args = parser.parse_args()
     queries = stsb_queries(args.data_dir, 2000)
     levels = [int(level) for level in args.concurrency.split(",")]
-    figures: dict = {"benchmark": "serve_load", "index": args.index, "k": args.k, "levels": {},
-                    "client": "http_load (asyncio, keep-alive HTTP/1.1)",
-                    "command": "python benchmarks/serve_load.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    figures: dict = {
+        "benchmark": "serve_load",
+        "index": args.index,
+        "k": args.k,
+        "levels": {},
+        "client": "http_load (asyncio, keep-alive HTTP/1.1)",
+        "command": "python benchmarks/serve_load.py " + " ".join(sys.argv[1:]),
+    }
     for name in ("semsearch", "txtai"):
         if name == "txtai" and args.no_peer:
             continue
@@ -257,8 +306,10 @@ def main() -> None:
         source = pq.read_table(
             args.data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"]
         )
-        rows = [{"name": f"soak-{i}-{r['name']}", "summary": r["summary"] or "empty"}
-                for i, r in enumerate(source.slice(0, 30_000).to_pylist())]  # fmt: skip
+        rows = [
+            {"name": f"soak-{i}-{r['name']}", "summary": r["summary"] or "empty"}
+            for i, r in enumerate(source.slice(0, 30_000).to_pylist())
+        ]
         process, base = start_semsearch(args.index, args.index_dir, args.serve_args.split())
         try:
             figures["soak"] = asyncio.run(
@@ -273,10 +324,33 @@ def main() -> None:
     for level, both in figures["levels"].items():
         ours, peer = both["semsearch"], both.get("txtai")
         ratio = f"{ours['qps'] / peer['qps']:.2f}" if peer and peer["qps"] else "-"
-        table.append([level, ours["qps"], ours["p50_ms"], ours["p99_ms"], ours["errors"],
-                      peer["qps"] if peer else "-", peer["p99_ms"] if peer else "-", ratio])  # fmt: skip
-    print(markdown_table(["concurrency", "semsearch q/s", "p50 ms", "p99 ms", "errors", "txtai q/s",
-                          "txtai p99 ms", "q/s ratio"], table))  # fmt: skip
+        table.append(
+            [
+                level,
+                ours["qps"],
+                ours["p50_ms"],
+                ours["p99_ms"],
+                ours["errors"],
+                peer["qps"] if peer else "-",
+                peer["p99_ms"] if peer else "-",
+                ratio,
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "concurrency",
+                "semsearch q/s",
+                "p50 ms",
+                "p99 ms",
+                "errors",
+                "txtai q/s",
+                "txtai p99 ms",
+                "q/s ratio",
+            ],
+            table,
+        )
+    )
     print(f"appended to {results}; median query chars {statistics.median(map(len, queries))}")
 
 

@@ -93,8 +93,11 @@ def measure(command: list[str], env: dict[str, str], runs: int, before=None) -> 
         wall, cpu = timed(command, env)
         walls.append(wall)
         cpus.append(cpu)
-    return {"wall_s": round(statistics.median(walls), 3), "cpu_s": round(statistics.median(cpus), 3),
-            "wall_runs": [round(w, 3) for w in walls]}  # fmt: skip
+    return {
+        "wall_s": round(statistics.median(walls), 3),
+        "cpu_s": round(statistics.median(cpus), 3),
+        "wall_runs": [round(w, 3) for w in walls],
+    }
 
 
 def serve_ready(index_dir: str, env: dict[str, str], limit_s: float = 120.0) -> dict:
@@ -108,8 +111,12 @@ def serve_ready(index_dir: str, env: dict[str, str], limit_s: float = 120.0) -> 
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
-    server = subprocess.Popen([*SEMSEARCH, "serve", "--index-dir", index_dir, "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [*SEMSEARCH, "serve", "--index-dir", index_dir, "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     marks: dict[str, float | None] = {"health_200": None, "warm": None}
 
     def answer(path: str) -> tuple[int | None, dict]:
@@ -151,8 +158,12 @@ def main() -> None:
     parser.add_argument(
         "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup"
     )
-    parser.add_argument("--demo-rows", type=int, default=None,
-                        help="index only the demo corpus' first N rows (default all)")  # fmt: skip
+    parser.add_argument(
+        "--demo-rows",
+        type=int,
+        default=None,
+        help="index only the demo corpus' first N rows (default all)",
+    )
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
     # As an installed package runs: with its bytecode cached. This machine sets
@@ -162,12 +173,34 @@ def main() -> None:
     index_dir = str(args.index_dir)
     if not (args.index_dir / INDEX / "manifest.json").is_file():
         corpus = demo_corpus(args.demo_rows, args.index_dir)
-        subprocess.run([*SEMSEARCH, "-q", "build", str(corpus), "--name", INDEX, "--id-column",
-                        "package", "--out-dir", index_dir, "--overwrite"], check=True, env=env)  # fmt: skip
+        subprocess.run(
+            [
+                *SEMSEARCH,
+                "-q",
+                "build",
+                str(corpus),
+                "--name",
+                INDEX,
+                "--id-column",
+                "package",
+                "--out-dir",
+                index_dir,
+                "--overwrite",
+            ],
+            check=True,
+            env=env,
+        )
     query = [*SEMSEARCH, "query", QUERY, "--index", INDEX, "--index-dir", index_dir, "-k", "5"]
     segment = args.index_dir / INDEX / "segments" / "s000000"
-    peer = [sys.executable, "-c", PEER, str(reference_model_path()),
-            str(next(segment.glob("index-g*.faiss"))), str(next(segment.glob("part-*.parquet"))), QUERY]  # fmt: skip
+    peer = [
+        sys.executable,
+        "-c",
+        PEER,
+        str(reference_model_path()),
+        str(next(segment.glob("index-g*.faiss"))),
+        str(next(segment.glob("part-*.parquet"))),
+        QUERY,
+    ]
 
     def empty_cache() -> None:
         shutil.rmtree(cache, ignore_errors=True)
@@ -175,27 +208,51 @@ def main() -> None:
     rows = {
         "semsearch --help": measure([*SEMSEARCH, "--help"], env, args.runs),
         "semsearch list": measure([*SEMSEARCH, "list", "--index-dir", index_dir], env, args.runs),
-        "semsearch info": measure([*SEMSEARCH, "info", INDEX, "--index-dir", index_dir], env, args.runs),
-        "an error (no such index)": measure([*SEMSEARCH, "query", "x", "--index", "nope",
-                                             "--index-dir", index_dir], env, args.runs),  # fmt: skip
+        "semsearch info": measure(
+            [*SEMSEARCH, "info", INDEX, "--index-dir", index_dir], env, args.runs
+        ),
+        "an error (no such index)": measure(
+            [*SEMSEARCH, "query", "x", "--index", "nope", "--index-dir", index_dir], env, args.runs
+        ),
         "query, first after install (exports)": measure(query, env, args.runs, before=empty_cache),
         "query, checked export (default)": measure(query, env, args.runs),
-        "query, full encoder (--runtime torch)": measure([*query, "--runtime", "torch"], env, args.runs),
+        "query, full encoder (--runtime torch)": measure(
+            [*query, "--runtime", "torch"], env, args.runs
+        ),
         "peer: sentence-transformers + FAISS script": measure(peer, env, args.runs),
-    }  # fmt: skip
-    stages = json.loads(subprocess.run([sys.executable, "-c", STAGES, INDEX, index_dir, QUERY],
-                                       check=True, capture_output=True, text=True, env=env).stdout)  # fmt: skip
+    }
+    stages = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", STAGES, INDEX, index_dir, QUERY],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+    )
     serve = serve_ready(index_dir, env)
     shutil.rmtree(cache, ignore_errors=True)
     peer_wall = rows["peer: sentence-transformers + FAISS script"]["wall_s"]
-    figures = {"benchmark": "startup", "runs": args.runs, "commands": rows, "cold_query_stages_s": stages,
-              "serve_s": serve,
-              "query_vs_peer": round(rows["query, checked export (default)"]["wall_s"] / peer_wall, 3),
-              "environment": environment(), "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:])}  # fmt: skip
+    figures = {
+        "benchmark": "startup",
+        "runs": args.runs,
+        "commands": rows,
+        "cold_query_stages_s": stages,
+        "serve_s": serve,
+        "query_vs_peer": round(rows["query, checked export (default)"]["wall_s"] / peer_wall, 3),
+        "environment": environment(),
+        "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:]),
+    }
     results = record(args, "startup", figures)
-    print(markdown_table(["command", "median wall s", "median CPU s", "vs peer (wall)"],
-                         [[name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
-                          for name, row in rows.items()]))  # fmt: skip
+    print(
+        markdown_table(
+            ["command", "median wall s", "median CPU s", "vs peer (wall)"],
+            [
+                [name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
+                for name, row in rows.items()
+            ],
+        )
+    )
     print()
     print(markdown_table(["cold query stage", "seconds"], [[k, v] for k, v in stages.items()]))
     print(f"\nserve on the demo index, seconds from start: {serve}")

@@ -171,7 +171,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 5,
                 args__limit=None,
             ),
-        ),  # fmt: skip
+        ),
         smoke="--limit 1500 --index ivf --index-dir {scratch}/indexes --queries 30 "
         "--recall-queries 20",
         figures=(
@@ -237,7 +237,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 "commands.query, checked export (default).wall_s",
                 "<=",
                 0.5,
-            ),  # fmt: skip
+            ),
             _goal("`serve` ready s (demo index)", "serve_s.health_200", "<=", 10),
         ),
         smoke="--runs 1 --demo-rows 300 --index-dir {scratch}/startup-index",
@@ -406,7 +406,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 corpus=corpus,
                 threads=threads,
                 candidate="semsearch-openvino-bf16",
-            )  # fmt: skip
+            )
             for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
             for threads in (1, 2)
         ),
@@ -502,7 +502,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 0.95,
                 rows=20_000_000,
             ),
-        ),  # fmt: skip
+        ),
         smoke="--rows 20000 --base-rows 300 --queries 50 --work-dir {scratch}/beyond_ram",
         smoke_limit_s=180,
     ),
@@ -551,8 +551,7 @@ def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
     options = [
         part.replace("{scratch}", str(scratch)) for part in shlex.split(benchmark.smoke or "")
     ]
-    return [sys.executable, benchmark.path, *options,
-            "--out-dir", str(scratch / benchmark.name)]  # fmt: skip
+    return [sys.executable, benchmark.path, *options, "--out-dir", str(scratch / benchmark.name)]
 
 
 def run_smoke(names: list[str], scratch: Path) -> int:
@@ -568,9 +567,14 @@ def run_smoke(names: list[str], scratch: Path) -> int:
         started = time.perf_counter()
         with open(log, "w", encoding="utf-8") as handle:
             try:
-                code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
-                                      timeout=benchmark.smoke_limit_s, cwd=HERE.parent,
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode  # fmt: skip
+                code = subprocess.run(
+                    command,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    timeout=benchmark.smoke_limit_s,
+                    cwd=HERE.parent,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                ).returncode
             except subprocess.TimeoutExpired:
                 code = None
         seconds = time.perf_counter() - started
@@ -588,8 +592,14 @@ def main() -> None:
     commands.add_parser("list", help="every benchmark, what it measures, its goals")
     table = commands.add_parser("table", help="goals table and latest figures from the lines")
     table.add_argument("--results-dir", type=Path, default=HERE / "results")
-    table.add_argument("--write", type=Path, nargs="?", const=HERE / "RESULTS.md", default=None,
-                       help="rewrite the generated regions of this file (RESULTS.md)")  # fmt: skip
+    table.add_argument(
+        "--write",
+        type=Path,
+        nargs="?",
+        const=HERE / "RESULTS.md",
+        default=None,
+        help="rewrite the generated regions of this file (RESULTS.md)",
+    )
     smoke = commands.add_parser("smoke", help="each registered script at tiny sizes")
     smoke.add_argument("names", nargs="*", help="only these (default: all with a smoke run)")
     smoke.add_argument("--scratch", type=Path, default=Path("/tmp/bench_smoke"))

@@ -50,8 +50,11 @@ from semsearch.training import (
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--objective", default="cosine", help="cosine or cosent (any objective "
-                        "that reads sentence1, sentence2, score)")  # fmt: skip
+    parser.add_argument(
+        "--objective",
+        default="cosine",
+        help="cosine or cosent (any objective that reads sentence1, sentence2, score)",
+    )
     parser.add_argument("--model", default="default", help="the starting model")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -62,13 +65,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-steps", type=int, default=None, help="a quick try")
     parser.add_argument("--overwrite", action="store_true", help="replace a finished run")
-    parser.add_argument("--silver-pairs", type=int, default=0,
-                        help="add this many cross-encoder-scored pairs (Augmented SBERT)")  # fmt: skip
-    parser.add_argument("--cross-encoder", type=Path, default=None,
-                        help="the cross-encoder that scores the silver pairs")  # fmt: skip
+    parser.add_argument(
+        "--silver-pairs",
+        type=int,
+        default=0,
+        help="add this many cross-encoder-scored pairs (Augmented SBERT)",
+    )
+    parser.add_argument(
+        "--cross-encoder",
+        type=Path,
+        default=None,
+        help="the cross-encoder that scores the silver pairs",
+    )
     parser.add_argument("--neighbours", type=int, default=3, help="silver partners per sentence")
-    parser.add_argument("--add-sick", action="store_true",
-                        help="train on STS-B train plus SICK train relatedness pairs")  # fmt: skip
+    parser.add_argument(
+        "--add-sick",
+        action="store_true",
+        help="train on STS-B train plus SICK train relatedness pairs",
+    )
     args = parser.parse_args()
     if args.silver_pairs and args.cross_encoder is None:
         raise SystemExit("--silver-pairs needs --cross-encoder: the model that scores them")
@@ -80,11 +94,17 @@ def main() -> None:
     before_seconds = time.monotonic()
     before = test(BiEncoder.load(args.model, device="cpu"))
     before_seconds = time.monotonic() - before_seconds
-    print(f"{args.model} on STS-B test: spearman_cosine {before['spearman_cosine']:.4f} "
-          f"({before_seconds:.0f} s)", flush=True)  # fmt: skip
+    print(
+        f"{args.model} on STS-B test: spearman_cosine {before['spearman_cosine']:.4f} "
+        f"({before_seconds:.0f} s)",
+        flush=True,
+    )
 
-    run = (f"stsb-{args.objective}" + ("-augmented" if args.silver_pairs else "")
-           + ("-sick" if args.add_sick else ""))  # fmt: skip
+    run = (
+        f"stsb-{args.objective}"
+        + ("-augmented" if args.silver_pairs else "")
+        + ("-sick" if args.add_sick else "")
+    )
     output = args.out_dir / "models" / run
     train_data, silver = f"stsb:{files['stsb_train']}", {}
     if args.silver_pairs:
@@ -94,14 +114,20 @@ def main() -> None:
         train_data = str(with_sick(train_data, files["sick_train"], args.out_dir / "augmented"))
     config = TrainingConfig(
         objective=args.objective,
-        data=DataOptions(train=train_data, dev=f"stsb:{files['stsb_dev']}",
-                         test=f"stsb:{files['stsb_test']}"),  # fmt: skip
-        output_dir=output, model=args.model,
-        optimization=OptimizationOptions(epochs=args.epochs, batch_size=args.batch_size,
-                                         learning_rate=args.learning_rate, seed=args.seed,
-                                         max_steps=args.max_steps),
+        data=DataOptions(
+            train=train_data, dev=f"stsb:{files['stsb_dev']}", test=f"stsb:{files['stsb_test']}"
+        ),
+        output_dir=output,
+        model=args.model,
+        optimization=OptimizationOptions(
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+            max_steps=args.max_steps,
+        ),
         run=RunOptions(eval_every=args.eval_every, device="cpu", show_progress=sys.stderr.isatty()),
-    )  # fmt: skip
+    )
     result = train(config, overwrite=args.overwrite)
     after = result.test_metrics or {}
     payload = {
@@ -123,12 +149,21 @@ def main() -> None:
         "environment": environment(),
     }
     path = record(args, "train_stsb", payload)
-    print(markdown_table(
-        ["model", "STS-B dev (best)", "STS-B test spearman_cosine", "steps", "training time"],
-        [[args.model, "-", f"{before['spearman_cosine']:.4f}", "-", "-"],
-         [f"{args.objective} fine-tuned", f"{result.dev_best:.4f} (step {result.dev_best_step})",
-          f"{after.get('spearman_cosine', float('nan')):.4f}", result.steps, f"{result.seconds:.0f} s"]],
-    ))  # fmt: skip
+    print(
+        markdown_table(
+            ["model", "STS-B dev (best)", "STS-B test spearman_cosine", "steps", "training time"],
+            [
+                [args.model, "-", f"{before['spearman_cosine']:.4f}", "-", "-"],
+                [
+                    f"{args.objective} fine-tuned",
+                    f"{result.dev_best:.4f} (step {result.dev_best_step})",
+                    f"{after.get('spearman_cosine', float('nan')):.4f}",
+                    result.steps,
+                    f"{result.seconds:.0f} s",
+                ],
+            ],
+        )
+    )
     print(f"figures in {path}")
 
 
@@ -136,8 +171,9 @@ def with_sick(train: str, sick_path: Path, folder: Path) -> Path:
     """The training pairs of `train` (stsb:PATH or a Parquet file) and SICK's, as Parquet."""
     pairs = read_stsb(train[5:]) if train.startswith("stsb:") else pq.read_table(train).to_pydict()
     sick = read_sick(sick_path)
-    table = pa.table({name: list(pairs[name]) + list(sick[name])
-                      for name in ("sentence1", "sentence2", "score")})  # fmt: skip
+    table = pa.table(
+        {name: list(pairs[name]) + list(sick[name]) for name in ("sentence1", "sentence2", "score")}
+    )
     path = folder / f"{Path(train.removeprefix('stsb:')).name.split('.')[0]}_and_sick.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
@@ -159,23 +195,37 @@ def augmented_train_file(gold_path: Path, args) -> tuple[Path, dict]:
     own[~own.any(axis=1), -1] = True  # a row tied out of its own top: drop the farthest
     nearest = found[~own].reshape(len(found), -1)
     known = {frozenset(pair) for pair in zip(gold["sentence1"], gold["sentence2"])}
-    candidates = sorted({(min(i, j), max(i, j)) for i, row in enumerate(nearest) for j in row
-                         if frozenset((sentences[i], sentences[j])) not in known})  # fmt: skip
+    candidates = sorted(
+        {
+            (min(i, j), max(i, j))
+            for i, row in enumerate(nearest)
+            for j in row
+            if frozenset((sentences[i], sentences[j])) not in known
+        }
+    )
     chosen = np.random.default_rng(args.seed).permutation(len(candidates))[: args.silver_pairs]
     pairs = [(sentences[candidates[c][0]], sentences[candidates[c][1]]) for c in chosen]
     scores = CrossEncoder.load(str(args.cross_encoder), device="cpu").predict(pairs)
-    table = pa.table({
-        "sentence1": gold["sentence1"] + [a for a, _ in pairs],
-        "sentence2": gold["sentence2"] + [b for _, b in pairs],
-        "score": [float(score) for score in gold["score"]] + scores.astype(float).tolist(),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "sentence1": gold["sentence1"] + [a for a, _ in pairs],
+            "sentence2": gold["sentence2"] + [b for _, b in pairs],
+            "score": [float(score) for score in gold["score"]] + scores.astype(float).tolist(),
+        }
+    )
     path = args.out_dir / "augmented" / f"stsb_train_silver{len(pairs)}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
-    facts = {"file": str(path), "gold_pairs": len(gold["score"]), "silver_pairs": len(pairs),
-             "candidates": len(candidates), "neighbours": args.neighbours,
-             "cross_encoder": str(args.cross_encoder), "silver_score_mean": float(scores.mean()),
-             "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
+    facts = {
+        "file": str(path),
+        "gold_pairs": len(gold["score"]),
+        "silver_pairs": len(pairs),
+        "candidates": len(candidates),
+        "neighbours": args.neighbours,
+        "cross_encoder": str(args.cross_encoder),
+        "silver_score_mean": float(scores.mean()),
+        "seconds": round(time.monotonic() - started, 1),
+    }
     print(f"silver data: {facts}", flush=True)
     return path, facts
 

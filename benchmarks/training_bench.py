@@ -23,9 +23,13 @@ __all__ = [
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     parser = common.base_parser(description)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: on a shared, oversubscribed machine "
-                        "two threads spin-wait for each other and a step takes 5-20x longer)")  # fmt: skip
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: on a shared, oversubscribed machine "
+        "two threads spin-wait for each other and a step takes 5-20x longer)",
+    )
     return parser
 
 

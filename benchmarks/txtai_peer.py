@@ -47,8 +47,16 @@ def build_txtai_index(semsearch_folder: Path, out: Path) -> Path:
     if factory.startswith(("Flat", "HNSW")):  # txtai adds with ids, which these need a map for
         factory = f"IDMap,{factory}"
     params = manifest.index.search_params
-    config = {"method": "external", "transform": "txtai_peer.encode", "backend": "faiss",
-              "content": False, "faiss": {"components": factory, **({"nprobe": params["nprobe"]} if "nprobe" in params else {})}}  # fmt: skip
+    config = {
+        "method": "external",
+        "transform": "txtai_peer.encode",
+        "backend": "faiss",
+        "content": False,
+        "faiss": {
+            "components": factory,
+            **({"nprobe": params["nprobe"]} if "nprobe" in params else {}),
+        },
+    }
 
     def rows():
         for segment in manifest.segments:

@@ -33,8 +33,14 @@ from semsearch.filesystems import (
     sha256,
 )
 
-FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv",
-           ".jsonl": "jsonl", ".ndjson": "jsonl"}  # fmt: skip
+FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+}
 SOURCE_ROW_COLUMN = "_source_row"
 # Columns semsearch adds to the rows it stores (`_source_row` here, the other two in
 # `semsearch.index.segment`): a corpus column of the same name would be overwritten.
@@ -264,8 +270,13 @@ def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Itera
         reader = _open_json(corpus.path, block_size=1 << 22)
     else:  # every delimited column is read as text: a CSV has no types to trust
         types = {name: pa.string() for name in corpus.schema.names}
-        reader = _open_delimited(corpus.path, corpus.format, column_types=types, columns=columns,
-                                 marked=len(corpus.schema.names))  # fmt: skip
+        reader = _open_delimited(
+            corpus.path,
+            corpus.format,
+            column_types=types,
+            columns=columns,
+            marked=len(corpus.schema.names),
+        )
     with reader:
         batches = iter(reader)
         if corpus.format != "jsonl":  # read to the end: a quote never closed is refused
@@ -282,14 +293,18 @@ def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Itera
 
 
 def _open_delimited(
-    path: Path, file_format: str, column_types: dict | None, columns: list[str] | None = None,
+    path: Path,
+    file_format: str,
+    column_types: dict | None,
+    columns: list[str] | None = None,
     marked: int | None = None,
-):  # fmt: skip
+):
     """A streaming CSV/TSV reader; with `marked` (the header's column count), of the file
     followed by the end marker line that `delimited.without_end_mark` checks."""
     delimiter = "\t" if file_format == "tsv" else ","
-    convert = pcsv.ConvertOptions(column_types=column_types or {}, strings_can_be_null=False,
-                                  include_columns=columns)  # fmt: skip
+    convert = pcsv.ConvertOptions(
+        column_types=column_types or {}, strings_can_be_null=False, include_columns=columns
+    )
     source = input_stream(path, compression="detect")
     if marked is not None:
         source = MarkedStream(source, marked, delimiter)
@@ -364,8 +379,11 @@ def _as_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
 def _check_id_type(id_type: pa.DataType, id_column: str) -> None:
     """Ids are integers or strings: floats have NaN (never equal to itself), lists and
     structs cannot be compared, so neither can be told apart reliably."""
-    if not (pa.types.is_integer(id_type) or pa.types.is_string(id_type)
-            or pa.types.is_large_string(id_type)):  # fmt: skip
+    if not (
+        pa.types.is_integer(id_type)
+        or pa.types.is_string(id_type)
+        or pa.types.is_large_string(id_type)
+    ):
         raise SemsearchError(
             f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
             "choose another --id-column"
@@ -539,7 +557,9 @@ def _blake2b_digests(texts: pa.Array) -> bytes:
     offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[texts.offset :][: len(texts) + 1]
     data = memoryview(data_buffer if data_buffer is not None else b"")
     blake2b = hashlib.blake2b
-    return b"".join([
-        blake2b(data[start:end], digest_size=8).digest()
-        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist())
-    ])  # fmt: skip
+    return b"".join(
+        [
+            blake2b(data[start:end], digest_size=8).digest()
+            for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist())
+        ]
+    )

@@ -183,8 +183,10 @@ def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
 def _from_fsspec(uri: str, shown: str) -> tuple[pafs.FileSystem, str]:
     """A scheme pyarrow does not know, through fsspec where it and the scheme's package are installed."""
     scheme = urlsplit(uri).scheme
-    unknown = (f"unknown filesystem {scheme}:// in {shown}: use {PYARROW_SCHEMES}, or a scheme "
-               "fsspec knows (pip install fsspec and the package for it)")  # fmt: skip
+    unknown = (
+        f"unknown filesystem {scheme}:// in {shown}: use {PYARROW_SCHEMES}, or a scheme "
+        "fsspec knows (pip install fsspec and the package for it)"
+    )
     try:
         from fsspec.core import url_to_fs
     except ImportError:
@@ -222,8 +224,11 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
             return [location]
         if info.type == pafs.FileType.NotFound:
             raise SemsearchError(f"corpus {location} does not exist: check the URI")
-        files = [file for relative, file in _listing(location, recursive=True)
-                 if supported(file) and not any(part.startswith((".", "_")) for part in relative)]  # fmt: skip
+        files = [
+            file
+            for relative, file in _listing(location, recursive=True)
+            if supported(file) and not any(part.startswith((".", "_")) for part in relative)
+        ]
         if not files:
             raise SemsearchError(
                 f"folder {location} holds no .parquet, .csv, .tsv or .jsonl files (optionally .gz)"
@@ -234,8 +239,11 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
     )
     pattern = [part for part in components[first_glob:] if part]
     recursive = "**" in pattern or len(pattern) > 1
-    files = [file for relative, file in _listing(base, recursive)
-             if _glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)]  # fmt: skip
+    files = [
+        file
+        for relative, file in _listing(base, recursive)
+        if _glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)
+    ]
     if not files:
         raise SemsearchError(
             f"no file matches {location}: check the pattern (quote it, so the shell leaves it alone)"

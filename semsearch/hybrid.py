@@ -78,8 +78,10 @@ def fuse(
     scores = np.full((queries, k), np.nan, np.float32)
     rows = np.full((queries, k), -1, np.int64)
     for line in range(queries):
-        sides = [(dense[0][line], dense[1][line], dense_higher_is_better),
-                 (lexical[0][line], lexical[1][line], True)]  # fmt: skip
+        sides = [
+            (dense[0][line], dense[1][line], dense_higher_is_better),
+            (lexical[0][line], lexical[1][line], True),
+        ]
         weights = _weights(fusion, lexical[0][line], lexical[1][line])
         found, parts = [], []
         for (side_scores, side_rows, higher), weight in zip(sides, weights):
@@ -118,11 +120,16 @@ def bm25_spread(scores: np.ndarray) -> float:
 def describe(fusion: Fusion) -> str:
     """What a hybrid score means, in a few words (for reports and the search page)."""
     if fusion.method == "rrf":
-        return (f"hybrid score: reciprocal rank fusion, the sum of 1/({fusion.rrf_k} + rank) over "
-                "the dense and BM25 rankings; it orders one query's results only")  # fmt: skip
-    how = (f"{fusion.alpha:g} x dense + {1 - fusion.alpha:g} x BM25" if fusion.method == "convex"
-           else f"dense and BM25, BM25 weighing up to {1 - fusion.alpha:g} where its top scores "
-                "stand out and less where they are flat")  # fmt: skip
+        return (
+            f"hybrid score: reciprocal rank fusion, the sum of 1/({fusion.rrf_k} + rank) over "
+            "the dense and BM25 rankings; it orders one query's results only"
+        )
+    how = (
+        f"{fusion.alpha:g} x dense + {1 - fusion.alpha:g} x BM25"
+        if fusion.method == "convex"
+        else f"dense and BM25, BM25 weighing up to {1 - fusion.alpha:g} where its top scores "
+        "stand out and less where they are flat"
+    )
     return (
         f"hybrid score: {how}, each side's scores scaled to 0-1 within the query; "
         "it orders one query's results only"

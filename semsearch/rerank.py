@@ -73,8 +73,12 @@ class Reranker:
         reranked = []
         for query, hits, hit_scores in zip(queries, heads, scores):
             order = np.argsort(-hit_scores, kind="stable")[:k]
-            reranked.append([_rescored(hits[i], query, rank, float(hit_scores[i]))
-                             for rank, i in enumerate(order, start=1)])  # fmt: skip
+            reranked.append(
+                [
+                    _rescored(hits[i], query, rank, float(hit_scores[i]))
+                    for rank, i in enumerate(order, start=1)
+                ]
+            )
         return reranked
 
     def rerank_rankings(
@@ -103,13 +107,14 @@ class Reranker:
         query_ids = list(heads)
         texts = [[documents[document] for document in heads[query]] for query in query_ids]
         scores = self.scores([queries[query] for query in query_ids], texts)
-        score_of = {query: dict(zip(heads[query], values))
-                    for query, values in zip(query_ids, scores)}  # fmt: skip
+        score_of = {
+            query: dict(zip(heads[query], values)) for query, values in zip(query_ids, scores)
+        }
         return {
             name: {
                 query: _reordered(list(ids), score_of[query], self.top)
                 for query, ids in ranking.items()
-            }  # fmt: skip
+            }
             for name, ranking in rankings.items()
         }
 

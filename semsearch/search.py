@@ -128,9 +128,12 @@ class Searcher:
 
     @classmethod
     def open(
-        cls, name: str | None = None, index_dir: Path = DEFAULT_INDEX_DIR, device: str = "auto",
+        cls,
+        name: str | None = None,
+        index_dir: Path = DEFAULT_INDEX_DIR,
+        device: str = "auto",
         model_check: bool = True,
-    ) -> Searcher:  # fmt: skip
+    ) -> Searcher:
         return cls(find_index(name, index_dir), device=device, model_check=model_check)
 
     @property
@@ -181,9 +184,14 @@ class Searcher:
         return "distance" if mode == "dense" and dense_distance else "score"
 
     def search(
-        self, queries: list[str], k: int = 10, where: str | None = None,
-        mode: SearchMode = "dense", fusion: Fusion | None = None, **search_params: int | None,
-    ) -> SearchResults:  # fmt: skip
+        self,
+        queries: list[str],
+        k: int = 10,
+        where: str | None = None,
+        mode: SearchMode = "dense",
+        fusion: Fusion | None = None,
+        **search_params: int | None,
+    ) -> SearchResults:
         """The `k` best live rows for each query (those satisfying the SQL predicate `where`,
         if given) in `mode` (dense, lexical or hybrid, fused as `fusion` says, default RRF);
         `search_params` override nprobe/efSearch for this call only. Every value is bounded
@@ -207,10 +215,16 @@ class Searcher:
         return results
 
     def search_vectors(
-        self, vectors: np.ndarray | list | None, k: int = 10, where: str | None = None, *,
-        queries: list[str] | None = None, mode: SearchMode = "dense",
-        fusion: Fusion | None = None, **search_params: int | None,
-    ) -> SearchResults:  # fmt: skip
+        self,
+        vectors: np.ndarray | list | None,
+        k: int = 10,
+        where: str | None = None,
+        *,
+        queries: list[str] | None = None,
+        mode: SearchMode = "dense",
+        fusion: Fusion | None = None,
+        **search_params: int | None,
+    ) -> SearchResults:
         """The `k` best live rows for each query vector (one a row; one 1-D vector is one
         query), as `search` finds them for texts: for an index of your own vectors, and for
         queries already embedded by this index's model (a server encodes the queries of many
@@ -238,9 +252,15 @@ class Searcher:
         return self._search(queries, vectors, k, where, mode, fusion, search_params)
 
     def _search(
-        self, queries: list[str], vectors: np.ndarray | None, k: int, where: str | None,
-        mode: SearchMode, fusion: Fusion | None, search_params: dict[str, int | None],
-    ) -> SearchResults:  # fmt: skip
+        self,
+        queries: list[str],
+        vectors: np.ndarray | None,
+        k: int,
+        where: str | None,
+        mode: SearchMode,
+        fusion: Fusion | None,
+        search_params: dict[str, int | None],
+    ) -> SearchResults:
         check_mode(mode)
         snapshot = self.snapshot  # one generation for the whole call
         given = {name: int(value) for name, value in search_params.items() if value is not None}
@@ -265,9 +285,12 @@ class Searcher:
 
     @staticmethod
     def _dense(
-        snapshot: IndexSnapshot, vectors: np.ndarray | None, k: int, where: str | None,
+        snapshot: IndexSnapshot,
+        vectors: np.ndarray | None,
+        k: int,
+        where: str | None,
         params: dict[str, int],
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    ) -> tuple[np.ndarray, np.ndarray]:
         if vectors is None:
             raise SemsearchError("dense and hybrid searches need the queries' vectors")
         vectors = prepare_vectors(vectors, snapshot.manifest.index.metric)

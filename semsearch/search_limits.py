@@ -129,8 +129,11 @@ def bound_search(
     bounded = dict(params)
     for name in _unused(bounded, segments):
         notes.append(f"{name} {bounded.pop(name):,} ignored: {_UNUSED_REASON}")
-    ceilings = {"efSearch": _ef_ceiling(usable_k, segments), "nprobe": _nprobe_ceiling(segments),
-                "oversample": (MAX_OVERSAMPLE, "the most candidates re-scored per result")}  # fmt: skip
+    ceilings = {
+        "efSearch": _ef_ceiling(usable_k, segments),
+        "nprobe": _nprobe_ceiling(segments),
+        "oversample": (MAX_OVERSAMPLE, "the most candidates re-scored per result"),
+    }
     for name, (ceiling, reason) in ceilings.items():
         value = bounded.get(name)
         if value is None or ceiling is None or value < 1 or value <= ceiling:

@@ -71,8 +71,11 @@ def torch_unless_about_the_runtime(
     if request.node.get_closest_marker("default_runtime") is None:
         from semsearch.models import bi_encoder
 
-        monkeypatch.setattr(bi_encoder, "resolve_runtime",
-                            lambda runtime, device: "torch" if runtime == "auto" else runtime)  # fmt: skip
+        monkeypatch.setattr(
+            bi_encoder,
+            "resolve_runtime",
+            lambda runtime, device: "torch" if runtime == "auto" else runtime,
+        )
 
 
 @pytest.fixture()
@@ -153,7 +156,7 @@ def corpus_file(tmp_path: Path) -> Path:
                 "food",
                 "python",
                 "python",
-            ],  # fmt: skip
+            ],
         }
     )
     path = tmp_path / "corpus.parquet"

@@ -41,7 +41,7 @@ def _write(path, kind: str) -> None:
         ("c.jsonl", "jsonl"),
         ("c.tsv.gz", "tsv"),
         ("c.jsonl.gz", "jsonl"),
-    ],  # fmt: skip
+    ],
 )
 def test_every_format_yields_the_same_rows(tmp_path, name, kind) -> None:
     path = tmp_path / name
@@ -119,7 +119,7 @@ def test_ids_of_skipped_rows_do_not_count() -> None:
         pa.array([{"x": 1}, {"x": 2}]),
         pa.array([float("nan"), float("nan")]),
         pa.array([True, False]),
-    ],  # fmt: skip
+    ],
     ids=["lists", "structs", "NaN", "booleans"],
 )
 def test_ids_that_cannot_be_compared_are_refused_when_the_columns_are_checked(

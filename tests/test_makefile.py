@@ -20,8 +20,13 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 
 def _installed(target: str, tmp_path: Path) -> list[str]:
     """What `make TARGET` would pip-install into a fresh virtual environment, in order."""
-    printed = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    printed = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return re.findall(r'pip install -q (?:-e )?"([^"]+)"', printed)
 
 

@@ -155,7 +155,10 @@ def test_separate_mode_reports_groups_not_pairs(tmp_path, tiny_encoder) -> None:
     )
     groups = result.duplicates.table.to_pylist()
     assert [(group["text"], group["count"]) for group in groups] == [
-        (COPIED, 30), (base[0], 2), (base[5], 2)]  # fmt: skip
+        (COPIED, 30),
+        (base[0], 2),
+        (base[5], 2),
+    ]
     copied_ids = [f"d{row}" for row, text in enumerate(texts) if text == COPIED]
     assert groups[0]["ids"] == copied_ids
     assert result.duplicates.rows == 34 and result.stats.searched_rows == len(texts) - 31
@@ -195,8 +198,12 @@ def test_an_index_of_many_parts_with_deletions_mines_its_live_rows(tmp_path, tin
     path = write_corpus(tmp_path, texts)
     folder = build_index(_build_options(path, tmp_path, part_rows=7), encoder=tiny_encoder)
     delete_rows(folder, ids=["d3", "d8", "d30"])
-    kept = pa.table({"doc_id": [f"d{i}" for i in range(50) if i not in (3, 8, 30)],
-                     "text": [t for i, t in enumerate(texts) if i not in (3, 8, 30)]})  # fmt: skip
+    kept = pa.table(
+        {
+            "doc_id": [f"d{i}" for i in range(50) if i not in (3, 8, 30)],
+            "text": [t for i, t in enumerate(texts) if i not in (3, 8, 30)],
+        }
+    )
     pq.write_table(kept, tmp_path / "kept.parquet")
     from_file = mine_file(tmp_path / "kept.parquet", tiny_encoder, top_k=4)
     from_index = mine_index("collection", tmp_path / "idx", MiningOptions(top_k=4))
@@ -295,8 +302,15 @@ def test_distance_indexes_are_refused(tmp_path, tiny_encoder) -> None:
 
 
 def _build_options(path: Path, folder: Path, **overrides) -> BuildOptions:
-    return BuildOptions(corpus=path, text_column="text", id_column="doc_id", device="cpu",
-                        out_dir=folder / "idx", show_progress=False, **overrides)  # fmt: skip
+    return BuildOptions(
+        corpus=path,
+        text_column="text",
+        id_column="doc_id",
+        device="cpu",
+        out_dir=folder / "idx",
+        show_progress=False,
+        **overrides,
+    )
 
 
 def _ids(result: MiningResult) -> tuple[list, list]:

@@ -55,7 +55,7 @@ SKIPPED = [
     (
         r"^semsearch word-",
         "trains word vectors on corpora the pages do not ship: tests/cli/test_word_commands.py",
-    ),  # fmt: skip
+    ),
 ]
 
 
@@ -122,8 +122,9 @@ def test_every_command_of_the_readme_is_in_a_shell_block() -> None:
 
 
 def test_the_skipped_commands_are_few_and_each_is_named_for_a_reason() -> None:
-    commands = [c for block in example_blocks() if block.language in SHELL_BLOCKS
-                for c in block.commands]  # fmt: skip
+    commands = [
+        c for block in example_blocks() if block.language in SHELL_BLOCKS for c in block.commands
+    ]
     skipped = [c for c in commands if skip_reason(c)]
     assert len(skipped) < len(commands) / 2, skipped
     assert len(SKIPPED) <= 10, "a long skip list: make the examples runnable instead"
@@ -136,13 +137,22 @@ class Shell:
 
     def __init__(self, folder: Path, bin_dir: Path) -> None:
         self.folder = folder
-        self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                    "KEY": "readme-test-key"}  # fmt: skip
+        self.env = {
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "KEY": "readme-test-key",
+        }
 
     def run(self, command: str, where: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(["bash", "-c", command], cwd=self.folder, env=self.env,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, (
             f"{where}: {command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         )
@@ -153,8 +163,13 @@ class Shell:
         """`command` in the background, its output in `log` (a pipe nobody reads could fill
         and stop it)."""
         with log.open("w") as output:
-            return subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.folder,
-                                    env=self.env, stdout=output, stderr=subprocess.STDOUT)  # fmt: skip
+            return subprocess.Popen(
+                ["bash", "-c", f"exec {command}"],
+                cwd=self.folder,
+                env=self.env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
 
 
 @pytest.fixture(scope="session")
@@ -188,18 +203,25 @@ def corpus_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("corpus")
     demo = pq.read_table(DEMO_CORPUS)
     rows = 400
-    table = pa.table({
-        "id": demo["package"],
-        "text": demo["text"],
-        "year": pa.array([2008 + i % 17 for i in range(demo.num_rows)], pa.int64()),
-        "license": pa.array([("MIT", "GPL-2", "BSD-3-Clause", "Apache-2.0")[i % 4]
-                             for i in range(demo.num_rows)]),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "id": demo["package"],
+            "text": demo["text"],
+            "year": pa.array([2008 + i % 17 for i in range(demo.num_rows)], pa.int64()),
+            "license": pa.array(
+                [
+                    ("MIT", "GPL-2", "BSD-3-Clause", "Apache-2.0")[i % 4]
+                    for i in range(demo.num_rows)
+                ]
+            ),
+        }
+    )
     pq.write_table(table.slice(0, rows), folder / "corpus.parquet")
     pq.write_table(table.slice(rows, 30), folder / "more.parquet")
     changed = table.slice(0, 5).set_column(1, "text", pc.utf8_upper(table.slice(0, 5)["text"]))
-    pq.write_table(pa.concat_tables([table.slice(rows + 30, 20), changed]),
-                   folder / "new_rows.parquet")  # fmt: skip
+    pq.write_table(
+        pa.concat_tables([table.slice(rows + 30, 20), changed]), folder / "new_rows.parquet"
+    )
     (folder / "queries.txt").write_text("resize images\nplay chess\nencrypt my backups\n")
     (folder / "gone.txt").write_text("".join(f"{i}\n" for i in table["id"][10:13].to_pylist()))
     return folder
@@ -306,14 +328,19 @@ def relative_links(page: Path) -> list[tuple[int, str]]:
 
 def test_every_relative_link_of_the_pages_leads_to_a_file() -> None:
     links = [(page, number, target) for page in pages() for number, target in relative_links(page)]
-    broken = [f"{page.relative_to(ROOT)}:{number}: {target}" for page, number, target in links
-              if not (page.parent / target.split("#")[0]).exists()]  # fmt: skip
+    broken = [
+        f"{page.relative_to(ROOT)}:{number}: {target}"
+        for page, number, target in links
+        if not (page.parent / target.split("#")[0]).exists()
+    ]
     assert not broken, broken
     assert len(links) >= 20  # the pages' links, not a pattern that found none
 
 
 def test_the_link_finder_finds_a_broken_link(tmp_path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("[ok](page.md) [gone](gone.md#part) [web](https://x.org) [here](#top)\n"
-                    "`[code](not-a-link.md)`\n```\n[block](nor-this.md)\n```\n")  # fmt: skip
+    page.write_text(
+        "[ok](page.md) [gone](gone.md#part) [web](https://x.org) [here](#top)\n"
+        "`[code](not-a-link.md)`\n```\n[block](nor-this.md)\n```\n"
+    )
     assert relative_links(page) == [(1, "page.md"), (1, "gone.md#part")]

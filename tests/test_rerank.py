@@ -21,8 +21,10 @@ def cross(tiny_model_dir, tmp_path_factory) -> CrossEncoder:
 
 
 def _hits(query: str, texts: list[str]) -> list[Hit]:
-    return [Hit(query, rank, 1 - rank / 100, f"d{rank}", text, {"topic": "x"})
-            for rank, text in enumerate(texts, start=1)]  # fmt: skip
+    return [
+        Hit(query, rank, 1 - rank / 100, f"d{rank}", text, {"topic": "x"})
+        for rank, text in enumerate(texts, start=1)
+    ]
 
 
 def test_hits_are_reordered_by_cross_encoder_score_and_cut_to_k(cross, sentences) -> None:
@@ -75,8 +77,10 @@ def test_rankings_keep_the_ids_past_top_in_place(cross) -> None:
 def test_several_rankings_are_re_ranked_with_each_pair_scored_once(cross, monkeypatch) -> None:
     documents = {f"d{i}": f"document number {i} about topic {i % 3}" for i in range(8)}
     queries = {"q1": "topic 1", "q2": "topic 2"}
-    rankings = {"dense": {q: [f"d{i}" for i in range(8)] for q in queries},
-                "lexical": {q: [f"d{i}" for i in reversed(range(8))] for q in queries}}  # fmt: skip
+    rankings = {
+        "dense": {q: [f"d{i}" for i in range(8)] for q in queries},
+        "lexical": {q: [f"d{i}" for i in reversed(range(8))] for q in queries},
+    }
     reranker = Reranker(cross, top=4)
     scored = []
     original = cross.predict

@@ -15,8 +15,14 @@ from semsearch.search import Searcher
 
 
 def _build(corpus, out_dir, encoder, **changes):
-    options = BuildOptions(corpus=corpus, name="docs", id_column="doc_id", out_dir=out_dir,
-                           show_progress=False, **changes)  # fmt: skip
+    options = BuildOptions(
+        corpus=corpus,
+        name="docs",
+        id_column="doc_id",
+        out_dir=out_dir,
+        show_progress=False,
+        **changes,
+    )
     return build_index(options, encoder=encoder)
 
 

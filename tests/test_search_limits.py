@@ -18,8 +18,15 @@ from semsearch.search_limits import MAX_QUERY_CHARS, bound_texts
 def _searcher(tmp_path, encoder, index: str, rows: int = 40) -> Searcher:
     path = tmp_path / "c.csv"
     path.write_text("doc_id,text\n" + "".join(f"{i},text number {i}\n" for i in range(rows)))
-    options = BuildOptions(corpus=path, name="docs", id_column="doc_id", out_dir=tmp_path / "idx",
-                           index=index, show_progress=False, target_recall=None)  # fmt: skip
+    options = BuildOptions(
+        corpus=path,
+        name="docs",
+        id_column="doc_id",
+        out_dir=tmp_path / "idx",
+        index=index,
+        show_progress=False,
+        target_recall=None,
+    )
     return Searcher(build_index(options, encoder=encoder), encoder=encoder)
 
 
@@ -29,8 +36,10 @@ def test_a_huge_ef_search_is_clamped_to_the_rows_with_a_note(tmp_path, tiny_enco
     results = searcher.search(["text number 3"], k=5, efSearch=10**7)
     assert time.perf_counter() - started < 2  # unbounded: 10**7 slots, 10**9 took 32 s and 8 GB
     assert results.params == {"efSearch": 40} and results.k == 5
-    assert results.notes == ["efSearch 10,000,000 clamped to 40 (HNSW's candidate list holds "
-                             "at most the largest segment's 40 rows)"]  # fmt: skip
+    assert results.notes == [
+        "efSearch 10,000,000 clamped to 40 (HNSW's candidate list holds "
+        "at most the largest segment's 40 rows)"
+    ]
     exact = searcher.search(["text number 3"], k=5, efSearch=40)
     assert [hit.id for hit in results[0]] == [hit.id for hit in exact[0]] and not exact.notes
 
@@ -67,8 +76,9 @@ def test_nprobe_is_clamped_to_the_number_of_lists(tmp_path, tiny_encoder) -> Non
     searcher = _searcher(tmp_path, tiny_encoder, "IVF4,Flat", rows=300)
     results = searcher.search(["text number 7"], k=3, nprobe=10**9)
     assert results.params == {"nprobe": 4}
-    assert results.notes == ["nprobe 1,000,000,000 clamped to 4 (the index's number of IVF "
-                             "lists: it visits them all)"]  # fmt: skip
+    assert results.notes == [
+        "nprobe 1,000,000,000 clamped to 4 (the index's number of IVF lists: it visits them all)"
+    ]
     with pytest.raises(SemsearchError, match="nprobe must be at least 1, not 0"):
         searcher.search(["text"], k=3, nprobe=0)
 
@@ -127,8 +137,10 @@ def test_a_megabyte_query_is_cut_before_tokenising_with_a_note(tmp_path, tiny_en
     started = time.perf_counter()
     results = searcher.search([long, "short"], k=2)
     assert time.perf_counter() - started < 5
-    assert results.notes == [f"query 1 cut to its first {MAX_QUERY_CHARS:,} of {len(long):,} "
-                             "characters (the model reads only its first few hundred tokens)"]  # fmt: skip
+    assert results.notes == [
+        f"query 1 cut to its first {MAX_QUERY_CHARS:,} of {len(long):,} "
+        "characters (the model reads only its first few hundred tokens)"
+    ]
     same = searcher.search([long[:MAX_QUERY_CHARS]], k=2)
     assert [hit.id for hit in results[0]] == [hit.id for hit in same[0]]
 

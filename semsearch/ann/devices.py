@@ -151,8 +151,9 @@ def faiss_device(device: str = "auto") -> FaissDevice:
         return FaissDevice(gpu)
     placed = _without_gpu_faiss(gpu)
     if placed is None:
-        raise SemsearchError(f"--device {device} was asked for but no CUDA GPU {gpu} is visible: "
-                             "use --device cpu")  # fmt: skip
+        raise SemsearchError(
+            f"--device {device} was asked for but no CUDA GPU {gpu} is visible: use --device cpu"
+        )
     return placed
 
 
@@ -198,11 +199,20 @@ def device_report() -> dict:
     `semsearch devices`, so a GPU machine can be checked before an hour-long build."""
     import torch
 
-    gpus = [
-        {"index": number, "name": torch.cuda.get_device_name(number),
-         "memory_gib": round(torch.cuda.get_device_properties(number).total_memory / 2**30, 1)}
-        for number in range(torch.cuda.device_count())
-    ] if torch.cuda.is_available() else []  # fmt: skip
+    gpus = (
+        [
+            {
+                "index": number,
+                "name": torch.cuda.get_device_name(number),
+                "memory_gib": round(
+                    torch.cuda.get_device_properties(number).total_memory / 2**30, 1
+                ),
+            }
+            for number in range(torch.cuda.device_count())
+        ]
+        if torch.cuda.is_available()
+        else []
+    )
     has_gpu_faiss = hasattr(faiss, "StandardGpuResources")
     faiss_gpus = gpu_count()
     if faiss_gpus:
@@ -212,18 +222,26 @@ def device_report() -> dict:
     else:
         faiss_reason_text = "FAISS has GPU support but sees no CUDA GPU"
     return {
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda, "gpus": gpus,
-        "faiss": faiss.__version__, "faiss_gpu_support": has_gpu_faiss, "faiss_gpus": faiss_gpus,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "gpus": gpus,
+        "faiss": faiss.__version__,
+        "faiss_gpu_support": has_gpu_faiss,
+        "faiss_gpus": faiss_gpus,
         "model_auto": "cuda:0" if gpus else "cpu",
-        "faiss_auto": str(faiss_device("auto")), "faiss_why": faiss_reason_text,
-    }  # fmt: skip
+        "faiss_auto": str(faiss_device("auto")),
+        "faiss_why": faiss_reason_text,
+    }
 
 
 @cache
 def _log_fallback(through_torch: bool) -> None:
     """One line per process on where FAISS runs when it has no GPU of its own."""
     if through_torch:
-        log.info("FAISS has no GPU support here: its k-means, list assignment and exact searches "
-                 "run on the GPU through torch, the rest on the CPU (%s for all of it)", INSTALL_HINT)  # fmt: skip
+        log.info(
+            "FAISS has no GPU support here: its k-means, list assignment and exact searches "
+            "run on the GPU through torch, the rest on the CPU (%s for all of it)",
+            INSTALL_HINT,
+        )
     else:
         log.info("FAISS runs on the CPU: no CUDA GPU is visible")

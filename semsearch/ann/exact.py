@@ -73,8 +73,9 @@ class ExactSearch:
     results on the device (for k-means, which calls it every iteration).
     """
 
-    def __init__(self, base: np.ndarray | torch.Tensor, metric: str,
-                 device: str | torch.device = "cpu") -> None:  # fmt: skip
+    def __init__(
+        self, base: np.ndarray | torch.Tensor, metric: str, device: str | torch.device = "cpu"
+    ) -> None:
         self.metric = metric
         self.device = torch.device(device)
         self.tiles: Tiles | None = None  # the tiles known to fit, once something did not
@@ -92,8 +93,11 @@ class ExactSearch:
             base.numel() * base.element_size()
             > devices.free_bytes(self.device) * devices.GPU_FREE_SHARE
         ):
-            log.info("an exact search's base (%d rows) stays on the host: it visits %s a tile at "
-                     "a time", len(base), self.device)  # fmt: skip
+            log.info(
+                "an exact search's base (%d rows) stays on the host: it visits %s a tile at a time",
+                len(base),
+                self.device,
+            )
             return base
         try:
             return base.to(self.device)
@@ -113,8 +117,9 @@ class ExactSearch:
         if k <= 0 or len(queries) == 0:
             empty = torch.empty((len(queries), max(k, 0)), device=self.device)
             return empty, empty.long()
-        tiles = self.tiles or Tiles.fitting(devices.tile_bytes(self.device), len(queries),
-                                            len(self.base), self.metric)  # fmt: skip
+        tiles = self.tiles or Tiles.fitting(
+            devices.tile_bytes(self.device), len(queries), len(self.base), self.metric
+        )
         scores, positions, start = [], [], 0
         while start < len(queries):
             try:
@@ -134,14 +139,20 @@ class ExactSearch:
         if smaller is None and self.device.type == "cpu":
             raise SemsearchError("out of memory for one row of an exact search: free some memory")
         if smaller is None:
-            log.warning("%s has no memory for one row of an exact search: going on on the CPU",
-                        self.device)  # fmt: skip
+            log.warning(
+                "%s has no memory for one row of an exact search: going on on the CPU", self.device
+            )
             self.device, self.base = torch.device("cpu"), self.base.cpu()
-            smaller = Tiles.fitting(devices.CPU_TILE_BYTES, tiles.queries, len(self.base),
-                                    self.metric)  # fmt: skip
+            smaller = Tiles.fitting(
+                devices.CPU_TILE_BYTES, tiles.queries, len(self.base), self.metric
+            )
         elif self.tiles is None:
-            log.warning("%s ran out of memory in an exact search: tiles of %d x %d rows from now "
-                        "on", self.device, smaller.queries, smaller.base)  # fmt: skip
+            log.warning(
+                "%s ran out of memory in an exact search: tiles of %d x %d rows from now on",
+                self.device,
+                smaller.queries,
+                smaller.base,
+            )
         self.tiles = smaller
         return smaller
 

@@ -40,8 +40,11 @@ def to_gpu(index: faiss.Index, gpu: int) -> faiss.Index | None:
     try:
         return faiss.index_cpu_to_gpu(resources(gpu), gpu, index, options)
     except RuntimeError as exc:
-        log.info("%s stays on the CPU: FAISS cannot place it on a GPU (%s)",
-                 type(faiss.downcast_index(index)).__name__, faiss_reason(exc))  # fmt: skip
+        log.info(
+            "%s stays on the CPU: FAISS cannot place it on a GPU (%s)",
+            type(faiss.downcast_index(index)).__name__,
+            faiss_reason(exc),
+        )
         return None
 
 

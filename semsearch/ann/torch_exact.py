@@ -45,8 +45,9 @@ class TorchExactIndex(AnnBackend):
         """Nothing to learn: the search is exact."""
 
     def add(self, vectors: np.ndarray, ids: np.ndarray, prepared: bool = False) -> None:
-        vectors = np.asarray(vectors if prepared else prepare_vectors(vectors, self.metric),
-                             np.float32)  # fmt: skip
+        vectors = np.asarray(
+            vectors if prepared else prepare_vectors(vectors, self.metric), np.float32
+        )
         ids = np.asarray(ids, np.int64)
         if self.size:  # a first add keeps the caller's array: a collection is not copied
             vectors, ids = np.concatenate([self.vectors, vectors]), np.concatenate([self.ids, ids])
@@ -113,5 +114,7 @@ def _padded(
         return scores, ids
     fill = -np.inf if metric in ("cosine", "dot") else np.inf
     rows = len(scores)
-    return (np.hstack([scores, np.full((rows, missing), fill, np.float32)]),
-            np.hstack([ids, np.full((rows, missing), -1, np.int64)]))  # fmt: skip
+    return (
+        np.hstack([scores, np.full((rows, missing), fill, np.float32)]),
+        np.hstack([ids, np.full((rows, missing), -1, np.int64)]),
+    )

@@ -114,12 +114,18 @@ class SizeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "n": self.n, "source": self.source, "all_pairs": self.all_pairs,
-            "cross_encoder": {**asdict(self.cross), "pairs_per_second": self.cross.pairs_per_second,
-                              "all_pairs_seconds": self.cross_all_seconds, "extrapolated": True},
+            "n": self.n,
+            "source": self.source,
+            "all_pairs": self.all_pairs,
+            "cross_encoder": {
+                **asdict(self.cross),
+                "pairs_per_second": self.cross.pairs_per_second,
+                "all_pairs_seconds": self.cross_all_seconds,
+                "extrapolated": True,
+            },
             "bi_encoder": {**asdict(self.bi), "measured": True, "exact_search": self.exact},
             "speedup": self.speedup,
-        }  # fmt: skip
+        }
 
 
 @dataclass
@@ -134,19 +140,27 @@ class PairsBenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "benchmark": "bench pairs", "semsearch_version": __version__,
-            "cross_encoder": self.cross_encoder, "bi_encoder": self.bi_encoder,
-            "options": asdict(self.options), "machine": self.machine,
-            "sizes": [size.to_dict() for size in self.sizes], "quoted_sbert_paper": QUOTED,
-        }  # fmt: skip
+            "benchmark": "bench pairs",
+            "semsearch_version": __version__,
+            "cross_encoder": self.cross_encoder,
+            "bi_encoder": self.bi_encoder,
+            "options": asdict(self.options),
+            "machine": self.machine,
+            "sizes": [size.to_dict() for size in self.sizes],
+            "quoted_sbert_paper": QUOTED,
+        }
 
 
 class TextCollection(Collection):
     """Sentences held in memory, encoded when the miner asks for their vectors."""
 
     def __init__(self, texts: list[str], encoder: BiEncoder, batch_size: int = 64) -> None:
-        super().__init__(f"{len(texts)} sentences", pa.array(texts, pa.large_string()),
-                         pa.array(np.arange(len(texts))), "cosine")  # fmt: skip
+        super().__init__(
+            f"{len(texts)} sentences",
+            pa.array(texts, pa.large_string()),
+            pa.array(np.arange(len(texts))),
+            "cosine",
+        )
         self.encoder = encoder
         self.batch_size = batch_size
         self.encode_seconds = 0.0
@@ -181,11 +195,15 @@ def run_pairs_bench(
     result = PairsBenchResult([], cross_encoder.name, bi_encoder.name, options)
     load_before = _load_average()
     for number, texts in enumerate(sets, start=1):
-        say(f"size {number} of {len(sets)}, n = {len(texts):,}: cross-encoder on random pairs "
-            f"of {texts.source}")  # fmt: skip
+        say(
+            f"size {number} of {len(sets)}, n = {len(texts):,}: cross-encoder on random pairs "
+            f"of {texts.source}"
+        )
         cross = measure_cross_encoder(cross_encoder, texts.texts, options, show_progress)
-        say(f"  {cross.pairs_scored:,} pairs in {cross.seconds:.1f} s; now the bi-encoder, "
-            "encoding and searching every sentence")  # fmt: skip
+        say(
+            f"  {cross.pairs_scored:,} pairs in {cross.seconds:.1f} s; now the bi-encoder, "
+            "encoding and searching every sentence"
+        )
         bi = measure_bi_encoder(bi_encoder, texts.texts, options, show_progress)
         say(f"  encoded in {bi.encode_seconds:.1f} s, searched in {bi.search_seconds:.1f} s")
         result.sizes.append(SizeResult(len(texts), texts.source, cross, bi))
@@ -215,8 +233,12 @@ def measure_cross_encoder(
         return max(-(-options.min_pairs // chunk), math.ceil(for_time))
 
     scored, seconds = 0, 0.0
-    with tqdm(total=chunks_needed(per_pair) * chunk, desc="cross-encoder sample", unit="pair",
-              disable=not show_progress) as bar:  # fmt: skip
+    with tqdm(
+        total=chunks_needed(per_pair) * chunk,
+        desc="cross-encoder sample",
+        unit="pair",
+        disable=not show_progress,
+    ) as bar:
         while scored < options.min_pairs or seconds < options.min_seconds:
             pairs = random_pairs(texts, chunk, rng)
             started = time.perf_counter()
@@ -237,8 +259,9 @@ def measure_bi_encoder(
     collection = TextCollection(texts, encoder, options.batch_size)
     # FAISS searches beside the model: on the GPU where the model runs there (and FAISS can).
     faiss_device = "cpu" if encoder.device.type == "cpu" else "auto"
-    mining = MiningOptions(top_k=options.top_k, top=options.top, device=faiss_device,
-                           show_progress=show_progress)  # fmt: skip
+    mining = MiningOptions(
+        top_k=options.top_k, top=options.top, device=faiss_device, show_progress=show_progress
+    )
     started = time.perf_counter()
     result = mine_paraphrases(collection, mining)
     seconds = time.perf_counter() - started

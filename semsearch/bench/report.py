@@ -7,8 +7,15 @@ from pathlib import Path
 
 from semsearch.bench.pairs import QUOTED, PairsBenchResult, SizeResult
 
-HEADERS = ["n", "sentences", "method", "pairs scored", "measured time",
-           "time for all n(n-1)/2 pairs", "speed-up"]  # fmt: skip
+HEADERS = [
+    "n",
+    "sentences",
+    "method",
+    "pairs scored",
+    "measured time",
+    "time for all n(n-1)/2 pairs",
+    "speed-up",
+]
 RESULT_NAME = "bench_pairs"
 
 
@@ -16,14 +23,29 @@ def pairs_rows(result: PairsBenchResult) -> list[list[str]]:
     """Two rows per size: the cross-encoder (extrapolated) and the bi-encoder (measured)."""
     rows = []
     for size in result.sizes:
-        rows.append([f"{size.n:,}", size.source, "cross-encoder",
-                     f"{size.cross.pairs_scored:,} random pairs ({size.cross.pairs_per_second:,.0f}/s)",
-                     format_duration(size.cross.seconds),
-                     f"{format_duration(size.cross_all_seconds)} (extrapolated)", "1×"])  # fmt: skip
-        rows.append([f"{size.n:,}", size.source, "bi-encoder: encode + search",
-                     _bi_pairs(size, result.options.top_k), f"{format_duration(size.bi.seconds)} (encode "
-                     f"{format_duration(size.bi.encode_seconds)}, search {format_duration(size.bi.search_seconds)})",
-                     f"{format_duration(size.bi.seconds)} (measured)", _times(size.speedup)])  # fmt: skip
+        rows.append(
+            [
+                f"{size.n:,}",
+                size.source,
+                "cross-encoder",
+                f"{size.cross.pairs_scored:,} random pairs ({size.cross.pairs_per_second:,.0f}/s)",
+                format_duration(size.cross.seconds),
+                f"{format_duration(size.cross_all_seconds)} (extrapolated)",
+                "1×",
+            ]
+        )
+        rows.append(
+            [
+                f"{size.n:,}",
+                size.source,
+                "bi-encoder: encode + search",
+                _bi_pairs(size, result.options.top_k),
+                f"{format_duration(size.bi.seconds)} (encode "
+                f"{format_duration(size.bi.encode_seconds)}, search {format_duration(size.bi.search_seconds)})",
+                f"{format_duration(size.bi.seconds)} (measured)",
+                _times(size.speedup),
+            ]
+        )
     return rows
 
 
@@ -44,8 +66,10 @@ def best_pair_lines(result: PairsBenchResult) -> list[str]:
     for size in result.sizes:
         best = size.bi.best_pair
         if best:
-            lines.append(f"- n = {size.n:,}: {best['text_a']!r} / {best['text_b']!r} "
-                         f"(cosine {best['score']:.4f})")  # fmt: skip
+            lines.append(
+                f"- n = {size.n:,}: {best['text_a']!r} / {best['text_b']!r} "
+                f"(cosine {best['score']:.4f})"
+            )
     return lines
 
 
@@ -63,15 +87,17 @@ def pairs_markdown(result: PairsBenchResult) -> str:
         "",
         "| " + " | ".join(HEADERS) + " |",
         "|" + "---|" * len(HEADERS),
-        *["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
-          for row in pairs_rows(result)],
+        *[
+            "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+            for row in pairs_rows(result)
+        ],
         "",
         "Most similar pair found by the bi-encoder:",
         "",
         *best_pair_lines(result),
         "",
         quoted_line(),
-    ]  # fmt: skip
+    ]
     return "\n".join(lines) + "\n"
 
 

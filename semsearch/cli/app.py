@@ -15,14 +15,28 @@ from typing import Any
 
 # Which module registers each top-level command (tests/cli/test_app.py keeps it complete).
 COMMAND_MODULES = {
-    "add": "change_commands", "bench": "bench_command", "build": "index_commands",
-    "compact": "change_commands", "delete": "change_commands", "devices": "devices_command",
-    "eval": "eval_command", "info": "index_commands", "interpolate": "interpolate_command",
-    "list": "index_commands", "mine": "mine_command", "query": "query_command",
-    "reindex": "change_commands", "rollback": "change_commands", "serve": "serve_command",
-    "train": "train_command", "train-adapter": "train_command", "tune": "tune_command",
-    "verify": "verify_command", "word-model": "word_commands", "word-vectors": "word_commands",
-}  # fmt: skip
+    "add": "change_commands",
+    "bench": "bench_command",
+    "build": "index_commands",
+    "compact": "change_commands",
+    "delete": "change_commands",
+    "devices": "devices_command",
+    "eval": "eval_command",
+    "info": "index_commands",
+    "interpolate": "interpolate_command",
+    "list": "index_commands",
+    "mine": "mine_command",
+    "query": "query_command",
+    "reindex": "change_commands",
+    "rollback": "change_commands",
+    "serve": "serve_command",
+    "train": "train_command",
+    "train-adapter": "train_command",
+    "tune": "tune_command",
+    "verify": "verify_command",
+    "word-model": "word_commands",
+    "word-vectors": "word_commands",
+}
 
 # Commands that answer queries one at a time: their OpenMP threads (FAISS's) sleep when idle
 # rather than spin, since a spinning thread takes a core from the encoder's next query

@@ -17,8 +17,9 @@ from semsearch.options import DEFAULT_DATA_DIR
 if TYPE_CHECKING:
     from semsearch.bench import PairsBenchResult
 
-bench_app = App(help="Benchmarks: semsearch's methods measured against each other.",
-                        no_args_is_help=True)  # fmt: skip
+bench_app = App(
+    help="Benchmarks: semsearch's methods measured against each other.", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 
 DEFAULT_SIZE = 10_000
@@ -28,22 +29,55 @@ SHARED_DATA_SIZES = (1_000, 100_000)  # run after the default size when no size 
 @bench_app.command("pairs")
 @user_errors
 def pairs(
-    n: Annotated[int | None, typer.Option("--n", help="Sentences to find the most similar pair among (default: 10000, then the --also sizes).")] = None,
-    also: Annotated[str | None, typer.Option(help="More sizes, comma-separated (default: none when --n or --file is given, else 1000,100000 on the shared data).")] = None,
-    data_dir: Annotated[Path, typer.Option(help="The shared data folder (STS-B, PyPI summaries).")] = DEFAULT_DATA_DIR,
-    file: Annotated[Path | None, typer.Option(help="Your own sentences instead: a text file, one per line.")] = None,
-    cross_encoder: Annotated[str | None, typer.Option(help="A cross-encoder folder (default: a new head on --model, which costs the same per pair).")] = None,
-    model: Annotated[str, typer.Option(help="The bi-encoder: 'default', a folder or a hub name.")] = DEFAULT_MODEL,
-    min_pairs: Annotated[int, typer.Option(help="Score at least this many random pairs with the cross-encoder...")] = 2_000,
+    n: Annotated[
+        int | None,
+        typer.Option(
+            "--n",
+            help="Sentences to find the most similar pair among (default: 10000, then the --also sizes).",
+        ),
+    ] = None,
+    also: Annotated[
+        str | None,
+        typer.Option(
+            help="More sizes, comma-separated (default: none when --n or --file is given, else 1000,100000 on the shared data)."
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path, typer.Option(help="The shared data folder (STS-B, PyPI summaries).")
+    ] = DEFAULT_DATA_DIR,
+    file: Annotated[
+        Path | None, typer.Option(help="Your own sentences instead: a text file, one per line.")
+    ] = None,
+    cross_encoder: Annotated[
+        str | None,
+        typer.Option(
+            help="A cross-encoder folder (default: a new head on --model, which costs the same per pair)."
+        ),
+    ] = None,
+    model: Annotated[
+        str, typer.Option(help="The bi-encoder: 'default', a folder or a hub name.")
+    ] = DEFAULT_MODEL,
+    min_pairs: Annotated[
+        int, typer.Option(help="Score at least this many random pairs with the cross-encoder...")
+    ] = 2_000,
     min_seconds: Annotated[float, typer.Option(help="...and for at least this long.")] = 30.0,
-    top_k: Annotated[int, typer.Option(help="Neighbours per sentence the bi-encoder's search keeps.")] = 10,
+    top_k: Annotated[
+        int, typer.Option(help="Neighbours per sentence the bi-encoder's search keeps.")
+    ] = 10,
     top: Annotated[int, typer.Option(help="Most similar pairs the bi-encoder reports.")] = 100,
     batch_size: Annotated[int, typer.Option(help="Texts (or pairs) per forward pass.")] = 64,
-    seed: Annotated[int, typer.Option(help="Seed of the sentence sample and the random pairs.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the sentence sample and the random pairs.")
+    ] = 0,
     device: Device = "auto",
-    out_dir: Annotated[Path | None, typer.Option(help="Write bench_pairs.json and bench_pairs.md into this folder (default: no files, only what is printed).")] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write bench_pairs.json and bench_pairs.md into this folder (default: no files, only what is printed)."
+        ),
+    ] = None,
     json_output: JsonFlag = False,
-) -> None:  # fmt: skip
+) -> None:
     """Time to find the most similar pair among n sentences: a cross-encoder scoring every
     pair (measured on a sample, extrapolated) vs a bi-encoder (measured end to end)."""
     from semsearch.bench import (
@@ -56,8 +90,14 @@ def pairs(
     from semsearch.models.bi_encoder import BiEncoder
     from semsearch.models.cross_encoder import CrossEncoder
 
-    options = PairsBenchOptions(min_pairs=min_pairs, min_seconds=min_seconds, top_k=top_k,
-                                top=top, batch_size=batch_size, seed=seed)  # fmt: skip
+    options = PairsBenchOptions(
+        min_pairs=min_pairs,
+        min_seconds=min_seconds,
+        top_k=top_k,
+        top=top,
+        batch_size=batch_size,
+        seed=seed,
+    )
     options.check()
     sizes = _sizes(n, also, file)
     sets = [load_sentences(size, data_dir, file, seed) for size in sizes]
@@ -70,8 +110,15 @@ def pairs(
     typer.echo(f"sizes to measure: {', '.join(f'{size:,}' for size in sizes)}", err=True)
     # Written after each size, so that an interrupted run keeps what it measured.
     write = None if out_dir is None else (lambda so_far: write_pairs_result(so_far, out_dir))
-    result = run_pairs_bench(sets, cross, bi, options, lambda line: typer.echo(line, err=True),
-                             write, show_progress=show_progress(json_output))  # fmt: skip
+    result = run_pairs_bench(
+        sets,
+        cross,
+        bi,
+        options,
+        lambda line: typer.echo(line, err=True),
+        write,
+        show_progress=show_progress(json_output),
+    )
     if json_output:
         print_json_lines([result.to_dict()])
     else:

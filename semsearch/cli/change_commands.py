@@ -86,12 +86,31 @@ def add(
         from semsearch.distributed.update import add_rows_on_ray
 
         encoder = _encoder_for(folder, device, runtime)
-        result = add_rows_on_ray(folder, rows, encoder, text_column, id_column, batch_size,
-                                 on_ray, device, convert_types, runtime)  # fmt: skip
+        result = add_rows_on_ray(
+            folder,
+            rows,
+            encoder,
+            text_column,
+            id_column,
+            batch_size,
+            on_ray,
+            device,
+            convert_types,
+            runtime,
+        )
     else:  # the model loads only once some row needs encoding
-        result = add_rows(folder, rows, None, text_column, id_column, batch_size,
-                          device=device, convert_types=convert_types,
-                          show_progress=show_progress(json_output), runtime=runtime)  # fmt: skip
+        result = add_rows(
+            folder,
+            rows,
+            None,
+            text_column,
+            id_column,
+            batch_size,
+            device=device,
+            convert_types=convert_types,
+            show_progress=show_progress(json_output),
+            runtime=runtime,
+        )
     _report(folder.name, result, json_output)
 
 
@@ -158,8 +177,15 @@ def reindex(
     folder = find_index(name, index_dir)
     budget = parse_bytes(memory_budget) if memory_budget else None
     if index_type is not None:
-        manifest = rebuild(folder, index_type, target_recall or None, budget,
-                           show_progress=show_progress(), device=device, strict=strict)  # fmt: skip
+        manifest = rebuild(
+            folder,
+            index_type,
+            target_recall or None,
+            budget,
+            show_progress=show_progress(),
+            device=device,
+            strict=strict,
+        )
     if lexical is not None:
         manifest = set_lexical(folder, LexicalSpec() if lexical else None)
     _report_manifest(folder.name, manifest, json_output)
@@ -210,8 +236,11 @@ def _report(name: str, result: ChangeResult, json_output: bool) -> None:
     if json_output:
         print_json_lines([{"index": name, **result.to_dict()}])
         return
-    counts = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in result.to_dict().items()
-                       if key != "generation" and value)  # fmt: skip
+    counts = ", ".join(
+        f"{key.replace('_', ' ')} {value}"
+        for key, value in result.to_dict().items()
+        if key != "generation" and value
+    )
     where = f"generation {result.generation}" if result.generation else "no new generation"
     console.print(f"{name}: {counts or 'nothing to do'} ({where})")
 

@@ -21,10 +21,24 @@ from semsearch.index.store import DEFAULT_INDEX_DIR
 
 # The order `semsearch --help` lists commands in: the order a user meets them.
 COMMAND_ORDER = (
-    "build", "query", "list", "info", "tune", "mine", "serve",
-    "add", "delete", "reindex", "compact", "rollback", "verify",
-    "train", "train-adapter", "eval", "bench",
-)  # fmt: skip
+    "build",
+    "query",
+    "list",
+    "info",
+    "tune",
+    "mine",
+    "serve",
+    "add",
+    "delete",
+    "reindex",
+    "compact",
+    "rollback",
+    "verify",
+    "train",
+    "train-adapter",
+    "eval",
+    "bench",
+)
 
 
 class _FlagsAsFlags:
@@ -160,15 +174,20 @@ IndexDir = Annotated[
 ]
 Device = Annotated[
     str,
-    typer.Option(help="auto (CUDA when present), cpu, cuda or cuda:N: where the model runs, and "
-                 "FAISS's heavy steps too (all of FAISS with the gpu extra)."),
-]  # fmt: skip
+    typer.Option(
+        help="auto (CUDA when present), cpu, cuda or cuda:N: where the model runs, and "
+        "FAISS's heavy steps too (all of FAISS with the gpu extra)."
+    ),
+]
 FaissDeviceOption = Annotated[
     str,
-    typer.Option("--device", help="Where FAISS trains, adds and tunes: auto (a GPU when there "
-                 "is one: all of FAISS with the gpu extra, its heavy steps through torch "
-                 "without), cpu, cuda or cuda:N."),
-]  # fmt: skip
+    typer.Option(
+        "--device",
+        help="Where FAISS trains, adds and tunes: auto (a GPU when there "
+        "is one: all of FAISS with the gpu extra, its heavy steps through torch "
+        "without), cpu, cuda or cuda:N.",
+    ),
+]
 EncodeBatch = Annotated[
     int | None,
     typer.Option(
@@ -274,5 +293,15 @@ def show_progress(json_output: bool = False) -> bool:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
-__all__ = ["App", "DEFAULT_INDEX_DIR", "Device", "FaissDeviceOption", "IndexDir", "JsonFlag", "Quantize", "app", "console",
-           "user_errors"]  # fmt: skip
+__all__ = [
+    "App",
+    "DEFAULT_INDEX_DIR",
+    "Device",
+    "FaissDeviceOption",
+    "IndexDir",
+    "JsonFlag",
+    "Quantize",
+    "app",
+    "console",
+    "user_errors",
+]

@@ -27,9 +27,11 @@ Engine = Annotated[
 ]
 Address = Annotated[
     str | None,
-    typer.Option(help="--engine ray: the cluster, 'auto' (the one 'ray start' runs on this "
-                 "machine) or HOST:PORT; default: start Ray on this machine for the job."),
-]  # fmt: skip
+    typer.Option(
+        help="--engine ray: the cluster, 'auto' (the one 'ray start' runs on this "
+        "machine) or HOST:PORT; default: start Ray on this machine for the job."
+    ),
+]
 Workers = Annotated[
     int | None,
     typer.Option(
@@ -55,8 +57,9 @@ def index_folder(folder: str | Path, option: str = "--index-dir") -> str | Path:
     return folder
 
 
-def ray_options(engine: str, address: str | None, workers: int | None,
-                show_progress: bool) -> RayOptions | None:  # fmt: skip
+def ray_options(
+    engine: str, address: str | None, workers: int | None, show_progress: bool
+) -> RayOptions | None:
     """The Ray options for `--engine ray`; None for the local engine (which takes neither
     --address nor --workers)."""
     if engine not in ENGINES:

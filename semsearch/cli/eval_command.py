@@ -42,8 +42,7 @@ from semsearch.options import (
 if TYPE_CHECKING:
     from semsearch.evaluation.tasks import EvaluationResult
 
-eval_app = App(help="Measure a model (or an index's model) on labelled data.",
-                       no_args_is_help=True)  # fmt: skip
+eval_app = App(help="Measure a model (or an index's model) on labelled data.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
 Model = Annotated[
@@ -60,61 +59,133 @@ ScoreMax = Annotated[float | None, typer.Option(help="Divide the score column by
 @eval_app.command("sts")
 @user_errors
 def sts(
-    data: Annotated[str, typer.Argument(help="stsb:PATH, sick:PATH, or a file with sentence1, sentence2, score.")],
-    column: Columns = None, score_max: ScoreMax = None, model: Model = None, index: Index = None,
-    index_dir: IndexDir = DEFAULT_INDEX_DIR, device: Device = "auto", batch_size: BatchSize = 64,
-    quantize: Quantize = None, out: Out = None, json_output: JsonFlag = False,
-) -> None:  # fmt: skip
+    data: Annotated[
+        str,
+        typer.Argument(help="stsb:PATH, sick:PATH, or a file with sentence1, sentence2, score."),
+    ],
+    column: Columns = None,
+    score_max: ScoreMax = None,
+    model: Model = None,
+    index: Index = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    device: Device = "auto",
+    batch_size: BatchSize = 64,
+    quantize: Quantize = None,
+    out: Out = None,
+    json_output: JsonFlag = False,
+) -> None:
     """Spearman and Pearson correlation of four similarities with graded pairs."""
     from semsearch.evaluation.tasks import ModelOptions, evaluate_sts
 
     columns = parse_assignments(column, "--column")
-    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
-                          quantization=quantize, batch_size=batch_size,
-                          show_progress=show_progress(json_output))  # fmt: skip
+    chosen = ModelOptions(
+        model=model,
+        index=index,
+        index_dir=index_dir,
+        device=device,
+        quantization=quantize,
+        batch_size=batch_size,
+        show_progress=show_progress(json_output),
+    )
     _report(evaluate_sts(data, chosen, columns, score_max), Output(out, json_output))
 
 
 @eval_app.command("pairs")
 @user_errors
 def pairs(
-    dev: Annotated[str, typer.Argument(help="Pairs with sentence1, sentence2 and a 0/1 label; thresholds are chosen here.")],
-    test: Annotated[str | None, typer.Option(help="Pairs to apply the dev thresholds to (default: dev itself).")] = None,
-    column: Columns = None, model: Model = None, index: Index = None,
-    index_dir: IndexDir = DEFAULT_INDEX_DIR, device: Device = "auto", batch_size: BatchSize = 64,
-    out: Out = None, json_output: JsonFlag = False,
-) -> None:  # fmt: skip
+    dev: Annotated[
+        str,
+        typer.Argument(
+            help="Pairs with sentence1, sentence2 and a 0/1 label; thresholds are chosen here."
+        ),
+    ],
+    test: Annotated[
+        str | None, typer.Option(help="Pairs to apply the dev thresholds to (default: dev itself).")
+    ] = None,
+    column: Columns = None,
+    model: Model = None,
+    index: Index = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    device: Device = "auto",
+    batch_size: BatchSize = 64,
+    out: Out = None,
+    json_output: JsonFlag = False,
+) -> None:
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision."""
     from semsearch.evaluation.tasks import ModelOptions, evaluate_pairs
 
     columns = parse_assignments(column, "--column")
-    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
-                          batch_size=batch_size, show_progress=show_progress(json_output))  # fmt: skip
+    chosen = ModelOptions(
+        model=model,
+        index=index,
+        index_dir=index_dir,
+        device=device,
+        batch_size=batch_size,
+        show_progress=show_progress(json_output),
+    )
     _report(evaluate_pairs(dev, chosen, test, columns), Output(out, json_output))
 
 
 @eval_app.command("ir")
 @user_errors
 def ir(
-    folder: Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (or .gz).")],
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (or .gz)."
+        ),
+    ],
     split: Annotated[str, typer.Option(help="Which qrels file to read.")] = "test",
-    search_index: Annotated[bool, typer.Option(help="Rank with the --index itself (built from corpus.jsonl with --id-column _id).")] = False,
-    rerank: Annotated[str | None, typer.Option(help="A cross-encoder folder that re-orders each query's first --rerank-top documents, in each mode; the report says per mode whether it raised or lowered nDCG@10.")] = None,
-    rerank_top: Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")] = DEFAULT_RERANK_TOP,
-    fusion: Annotated[str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")] = DEFAULT_FUSION,
-    alpha: Annotated[float, typer.Option(help="The dense side's weight in --fusion convex, its least in adaptive.")] = DEFAULT_ALPHA,
-    tune_alpha: Annotated[bool, typer.Option(help="Also tune convex fusion's alpha on a dev split of the queries and report it.")] = False,
-    model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
-    device: Device = "auto", batch_size: BatchSize = 64, quantize: Quantize = None,
-    out: Out = None, json_output: JsonFlag = False,
-) -> None:  # fmt: skip
+    search_index: Annotated[
+        bool,
+        typer.Option(
+            help="Rank with the --index itself (built from corpus.jsonl with --id-column _id)."
+        ),
+    ] = False,
+    rerank: Annotated[
+        str | None,
+        typer.Option(
+            help="A cross-encoder folder that re-orders each query's first --rerank-top documents, in each mode; the report says per mode whether it raised or lowered nDCG@10."
+        ),
+    ] = None,
+    rerank_top: Annotated[
+        int, typer.Option(help="Documents per query for --rerank to re-order.")
+    ] = DEFAULT_RERANK_TOP,
+    fusion: Annotated[
+        str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")
+    ] = DEFAULT_FUSION,
+    alpha: Annotated[
+        float,
+        typer.Option(help="The dense side's weight in --fusion convex, its least in adaptive."),
+    ] = DEFAULT_ALPHA,
+    tune_alpha: Annotated[
+        bool,
+        typer.Option(
+            help="Also tune convex fusion's alpha on a dev split of the queries and report it."
+        ),
+    ] = False,
+    model: Model = None,
+    index: Index = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    device: Device = "auto",
+    batch_size: BatchSize = 64,
+    quantize: Quantize = None,
+    out: Out = None,
+    json_output: JsonFlag = False,
+) -> None:
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder, for dense,
     lexical (BM25) and hybrid retrieval side by side."""
     from semsearch.evaluation.tasks import ModelOptions, evaluate_ir
     from semsearch.hybrid import Fusion
 
-    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device,
-                          quantization=quantize, batch_size=batch_size)  # fmt: skip
+    chosen = ModelOptions(
+        model=model,
+        index=index,
+        index_dir=index_dir,
+        device=device,
+        quantization=quantize,
+        batch_size=batch_size,
+    )
     fused = Fusion(fusion, alpha=alpha)
     result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top, fused, tune_alpha)
     if "before_rerank" in result.facts and not json_output:
@@ -129,8 +200,10 @@ def ir(
 def _report_modes(result: EvaluationResult) -> None:
     """A header, then one row per retrieval mode, and the tuned alpha if there is one."""
     facts = result.facts
-    console.print(f"[bold]{result.task}[/bold]: {escape(result.model)} on {escape(facts['data'])} "
-                  f"({result.seconds:.1f} s)")  # fmt: skip
+    console.print(
+        f"[bold]{result.task}[/bold]: {escape(result.model)} on {escape(facts['data'])} "
+        f"({result.seconds:.1f} s)"
+    )
     table = Table()
     table.add_column("mode", style="bold")
     measures = [name for name in result.metrics if name != "queries"]
@@ -148,20 +221,27 @@ def _report_modes(result: EvaluationResult) -> None:
         console.print(f"[{style}]{escape(verdict)}[/{style}]")
     tuned = facts.get("tuned_alpha")
     if tuned:
-        console.print(f"convex alpha tuned on every query: {tuned['all_queries']:g} (on each fold's "
-                      f"dev half: {', '.join(f'{a:g}' for a in tuned['folds'])}); query with "
-                      f"--mode hybrid --fusion convex --alpha {tuned['all_queries']:g}")  # fmt: skip
+        console.print(
+            f"convex alpha tuned on every query: {tuned['all_queries']:g} (on each fold's "
+            f"dev half: {', '.join(f'{a:g}' for a in tuned['folds'])}); query with "
+            f"--mode hybrid --fusion convex --alpha {tuned['all_queries']:g}"
+        )
 
 
 @eval_app.command("heatmap")
 @user_errors
 def heatmap(
-    sentences: Annotated[Path, typer.Argument(help="A text file, one sentence per line (2 or more).")],
+    sentences: Annotated[
+        Path, typer.Argument(help="A text file, one sentence per line (2 or more).")
+    ],
     png: Annotated[Path, typer.Option(help="Where to write the PNG.")] = Path("heatmap.png"),
     title: Annotated[str, typer.Option(help="A title for the figure.")] = "",
-    model: Model = None, index: Index = None, index_dir: IndexDir = DEFAULT_INDEX_DIR,
-    device: Device = "auto", out: Out = None,
-) -> None:  # fmt: skip
+    model: Model = None,
+    index: Index = None,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    device: Device = "auto",
+    out: Out = None,
+) -> None:
     """A PNG of the cosine similarity of every pair of sentences, and the matrix as a table."""
     from semsearch.evaluation.tasks import ModelOptions, evaluate_heatmap
 

@@ -140,20 +140,34 @@ def build(
     from semsearch.index.manifest import LexicalSpec
 
     if old_index_type is not None:
-        typer.echo("note: build's --index is now --index-type (the old spelling goes in the "
-                   "next release)", err=True)  # fmt: skip
+        typer.echo(
+            "note: build's --index is now --index-type (the old spelling goes in the next release)",
+            err=True,
+        )
         index_type = old_index_type
     options = BuildOptions(
-        corpus=corpus_location(corpus), name=name, text_column=text_column, id_column=id_column,
-        model=model if model or vector_column else DEFAULT_MODEL, index=index_type, metric=metric, batch_size=batch_size, device=device,
-        quantization=quantize, runtime=runtime, out_dir=index_folder(out_dir, "--out-dir"),
-        overwrite=overwrite, strict=strict, show_progress=show_progress(json_output),
+        corpus=corpus_location(corpus),
+        name=name,
+        text_column=text_column,
+        id_column=id_column,
+        model=model if model or vector_column else DEFAULT_MODEL,
+        index=index_type,
+        metric=metric,
+        batch_size=batch_size,
+        device=device,
+        quantization=quantize,
+        runtime=runtime,
+        out_dir=index_folder(out_dir, "--out-dir"),
+        overwrite=overwrite,
+        strict=strict,
+        show_progress=show_progress(json_output),
         memory_budget=parse_bytes(memory_budget) if memory_budget else None,
         target_recall=target_recall or None,
         tuning_queries=read_lines(tuning_queries) if tuning_queries else None,
-        store_vectors=store_vectors, lexical=LexicalSpec() if lexical else None,
+        store_vectors=store_vectors,
+        lexical=LexicalSpec() if lexical else None,
         vector_column=vector_column,
-    )  # fmt: skip
+    )
     on_ray = ray_options(engine, address, workers, options.show_progress)
     if on_ray is not None:
         from semsearch.distributed.build import build_index_on_ray
@@ -193,8 +207,9 @@ def info(
     generations = [_generation_line(folder.manifest(number)) for number in folder.generations()]
     size = folder.size_bytes()
     if json_output:
-        print_json_lines([{"path": str(folder.path), **manifest, "bytes": size,
-                           "generations": generations}])  # fmt: skip
+        print_json_lines(
+            [{"path": str(folder.path), **manifest, "bytes": size, "generations": generations}]
+        )
         return
     segments = manifest.pop("segments")
     files = manifest.pop("files")
@@ -209,14 +224,20 @@ def info(
     console.print("generations (* current):")
     for line in generations:
         mark = "*" if line["generation"] == manifest["generation"] else " "
-        console.print(f" {mark} {line['generation']:>4}  {line['created_at']}  {line['rows']:>9} rows  "
-                      f"{line['operation']}")  # fmt: skip
+        console.print(
+            f" {mark} {line['generation']:>4}  {line['created_at']}  {line['rows']:>9} rows  "
+            f"{line['operation']}"
+        )
 
 
 def _generation_line(manifest) -> dict:
     operation = {key: value for key, value in manifest.operation.items() if key != "tried"}
-    return {"generation": manifest.generation, "created_at": manifest.created_at,
-            "rows": manifest.rows, "operation": operation}  # fmt: skip
+    return {
+        "generation": manifest.generation,
+        "created_at": manifest.created_at,
+        "rows": manifest.rows,
+        "operation": operation,
+    }
 
 
 @app.command("list")
@@ -232,9 +253,16 @@ def list_command(
         row = {"name": entry.name, "status": entry.status, "path": str(entry.path)}
         if entry.manifest is not None:
             manifest = entry.manifest
-            row.update({"rows": manifest.rows, "index": manifest.index.factory,
-                        "model": manifest.model.name, "created_at": entry.created_at,
-                        "generation": manifest.generation, "bytes": IndexFolder(entry.path).size_bytes()})  # fmt: skip
+            row.update(
+                {
+                    "rows": manifest.rows,
+                    "index": manifest.index.factory,
+                    "model": manifest.model.name,
+                    "created_at": entry.created_at,
+                    "generation": manifest.generation,
+                    "bytes": IndexFolder(entry.path).size_bytes(),
+                }
+            )
         else:
             row["reason"] = entry.reason
         rows.append(row)
@@ -245,9 +273,17 @@ def list_command(
     else:
         for row in rows:
             if row["status"] != "ok":
-                console.print(f"{row['name']:<24} {row['status']}: {row['reason']}", markup=False,
-                              highlight=False, soft_wrap=True)  # fmt: skip
+                console.print(
+                    f"{row['name']:<24} {row['status']}: {row['reason']}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
                 continue
-            console.print(f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
-                          f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}",
-                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+            console.print(
+                f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
+                f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )

@@ -108,10 +108,16 @@ def mine(
     from semsearch.mining import CorpusSource, MiningOptions
 
     options = MiningOptions(
-        top_k=top_k, threshold=threshold, top=top, exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
-        nprobe=nprobe, show_progress=show_progress(json_output=True),
-        device=device if engine == "local" else "cpu",  # on Ray, FAISS searches on the workers' CPUs
-    )  # fmt: skip
+        top_k=top_k,
+        threshold=threshold,
+        top=top,
+        exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
+        nprobe=nprobe,
+        show_progress=show_progress(json_output=True),
+        device=device
+        if engine == "local"
+        else "cpu",  # on Ray, FAISS searches on the workers' CPUs
+    )
     on_ray = ray_options(engine, address, workers, options.show_progress)
     duplicates_out = _duplicates_path(out, duplicates_out, exact_duplicates)
     for path in (out, duplicates_out):
@@ -132,9 +138,13 @@ def mine(
         result = _mine_index(index, index_folder(index_dir), options, on_ray)
     else:
         source = CorpusSource(
-            path=_corpus_path(collection), text_column=text_column or "text", id_column=id_column,
-            model=model or DEFAULT_MODEL, batch_size=batch_size, device=device,
-        )  # fmt: skip
+            path=_corpus_path(collection),
+            text_column=text_column or "text",
+            id_column=id_column,
+            model=model or DEFAULT_MODEL,
+            batch_size=batch_size,
+            device=device,
+        )
         result = _mine_corpus(source, options, on_ray, work_dir)
     if out is not None:
         result.write(out)
@@ -212,13 +222,21 @@ def _print_json(result: MiningResult) -> None:
 
 def _print_tables(result: MiningResult, show: int) -> None:
     stats = result.stats
-    table = Table(title=f"[bold]most similar pairs in {escape(result.collection.name)}[/bold]",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"[bold]most similar pairs in {escape(result.collection.name)}[/bold]",
+        title_justify="left",
+    )
     for column in ("rank", "score", "id_a", "id_b", "text_a", "text_b"):
         table.add_column(column, justify="right" if column == "rank" else "left")
     for record in result.records(limit=show):
-        table.add_row(str(record["rank"]), f"{record['score']:.4f}", str(record["id_a"]),
-                      str(record["id_b"]), _short(record["text_a"]), _short(record["text_b"]))  # fmt: skip
+        table.add_row(
+            str(record["rank"]),
+            f"{record['score']:.4f}",
+            str(record["id_a"]),
+            str(record["id_b"]),
+            _short(record["text_a"]),
+            _short(record["text_b"]),
+        )
     console.print(table)
     console.print(
         f"{len(result)} pairs (of {result.pairs_found} found) among {stats.searched_rows} of "

@@ -154,9 +154,17 @@ def query(
             raise SemsearchError(
                 "--vectors searches by vector alone: leave out TEXT, --file, --rerank and --mode"
             )
-        _query_vectors(vectors, index, index_dir, at, k, where,
-                       {"nprobe": nprobe, "efSearch": ef_search, "oversample": oversample},
-                       show, json_output)  # fmt: skip
+        _query_vectors(
+            vectors,
+            index,
+            index_dir,
+            at,
+            k,
+            where,
+            {"nprobe": nprobe, "efSearch": ef_search, "oversample": oversample},
+            show,
+            json_output,
+        )
         return
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
@@ -202,8 +210,11 @@ def query(
             typer.echo(f"note: {note}", err=True)
         results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
         if json_output:
-            print_json_lines(_json_record(hit.to_dict(score_name), folder.name, notes)
-                             for hits in results for hit in hits)  # fmt: skip
+            print_json_lines(
+                _json_record(hit.to_dict(score_name), folder.name, notes)
+                for hits in results
+                for hit in hits
+            )
             for query_text in (text for text, hits in zip(chunk, results) if not hits):
                 say_no_results(query_text)
             continue
@@ -212,9 +223,16 @@ def query(
 
 
 def _query_vectors(
-    path: Path, index: str | None, index_dir: Path, at: int | None, k: int, where: str | None,
-    params: dict[str, int | None], show: list[str] | None, json_output: bool,
-) -> None:  # fmt: skip
+    path: Path,
+    index: str | None,
+    index_dir: Path,
+    at: int | None,
+    k: int,
+    where: str | None,
+    params: dict[str, int | None],
+    show: list[str] | None,
+    json_output: bool,
+) -> None:
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
     from semsearch.index.own_vectors import query_vectors
     from semsearch.inputs import read_npy
@@ -228,8 +246,9 @@ def _query_vectors(
     score_name = searcher.score_name_for("dense")
     per_call = queries_per_call(k)
     for start in range(0, len(vectors), per_call):
-        found = searcher.search_vectors(vectors[start : start + per_call], k=k, where=where,
-                                        **params)  # fmt: skip
+        found = searcher.search_vectors(
+            vectors[start : start + per_call], k=k, where=where, **params
+        )
         if start == 0 and index is None:
             _say_which_index(folder, index_dir)
         notes = [_renumbered(note, start) for note in found.notes]
@@ -238,9 +257,12 @@ def _query_vectors(
         for offset, hits in enumerate(found):
             row = start + offset
             if json_output:
-                print_json_lines(_json_record({"query_row": row, **_vector_hit(hit, score_name)},
-                                              folder.name, notes)
-                                 for hit in hits)  # fmt: skip
+                print_json_lines(
+                    _json_record(
+                        {"query_row": row, **_vector_hit(hit, score_name)}, folder.name, notes
+                    )
+                    for hit in hits
+                )
                 if not hits:
                     say_no_results(f"vector {row}")
             else:
@@ -282,8 +304,10 @@ def _notes_on_k(found, k: int, depth: int) -> list[str]:
         return found.notes
     clamped = f"k {depth:,} clamped to "
     notes = [note for note in found.notes if not note.startswith(clamped) or k > found.k]
-    return [f"k {k:,} {note[len(f'k {depth:,} '):]}" if note.startswith(clamped) else note
-            for note in notes]  # fmt: skip
+    return [
+        f"k {k:,} {note[len(f'k {depth:,} ') :]}" if note.startswith(clamped) else note
+        for note in notes
+    ]
 
 
 def _json_record(record: dict, index_name: str, notes: list[str]) -> dict:
@@ -302,8 +326,10 @@ def _say_which_index(folder: IndexFolder, index_dir: Path) -> None:
     --index: the most recent one, which the user did not choose. Said once the first search
     worked, so that a refused query stays one error line."""
     if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
-        typer.echo(f"index: {folder.name} (the most recent in {index_dir}/; choose one with "
-                   "--index)", err=True)  # fmt: skip
+        typer.echo(
+            f"index: {folder.name} (the most recent in {index_dir}/; choose one with --index)",
+            err=True,
+        )
 
 
 def _read_queries(text: str | None, file: Path | None) -> list[str]:

@@ -17,27 +17,39 @@ from semsearch.options import QUERY_PRECISIONS
 @user_errors
 def serve(
     names: Annotated[
-        list[str] | None, typer.Argument(help="Indexes to serve (default: every index in --index-dir).")
+        list[str] | None,
+        typer.Argument(help="Indexes to serve (default: every index in --index-dir)."),
     ] = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
-    host: Annotated[str, typer.Option(help="Address to bind; 0.0.0.0 exposes the server to the network.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Address to bind; 0.0.0.0 exposes the server to the network.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     api_key: Annotated[
         str | None,
-        typer.Option(help="Required on every request when set, and what turns the write "
-                     "endpoints on (default: $SEMSEARCH_API_KEY)."),
+        typer.Option(
+            help="Required on every request when set, and what turns the write "
+            "endpoints on (default: $SEMSEARCH_API_KEY)."
+        ),
     ] = None,
-    max_batch: Annotated[int, typer.Option(help="Most queries one encoder worker takes at a time (on a CPU, more than 8 are encoded 8 at a time, shortest first); small batches answer in arrival order.")] = 8,
+    max_batch: Annotated[
+        int,
+        typer.Option(
+            help="Most queries one encoder worker takes at a time (on a CPU, more than 8 are encoded 8 at a time, shortest first); small batches answer in arrival order."
+        ),
+    ] = 8,
     max_wait_ms: Annotated[
         float, typer.Option(help="How long the first query of a batch waits for others.")
     ] = 3.0,
     device: Device = "auto",
     precision: Annotated[
         str,
-        typer.Option(help="Query encoding on a CPU: auto (bf16 where this CPU runs it natively and faster, "
-                     "measured at start-up), fp32 or bf16."),
+        typer.Option(
+            help="Query encoding on a CPU: auto (bf16 where this CPU runs it natively and faster, "
+            "measured at start-up), fp32 or bf16."
+        ),
     ] = "auto",
-) -> None:  # fmt: skip
+) -> None:
     """Serve indexes over HTTP: a JSON API (docs at /docs), Prometheus /metrics and a search page at /.
 
     Queries arriving together are encoded in one batch; changes made through the API or by
@@ -58,18 +70,28 @@ def serve(
     from semsearch.server.app import create_app
     from semsearch.server.schemas import ServerConfig
 
-    config = ServerConfig(index_dir=index_dir, names=list(names or []), device=device,
-                          api_key=api_key or os.environ.get("SEMSEARCH_API_KEY") or None,
-                          max_batch=max_batch, max_wait_ms=max_wait_ms, precision=precision)  # fmt: skip
+    config = ServerConfig(
+        index_dir=index_dir,
+        names=list(names or []),
+        device=device,
+        api_key=api_key or os.environ.get("SEMSEARCH_API_KEY") or None,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        precision=precision,
+    )
     # What start-up is loading and warming, and when it is ready, in a line each: an
     # operator otherwise sees a URL that answers 503 for a while without knowing why.
     if logging.getLogger().getEffectiveLevel() <= logging.WARNING:
         logging.getLogger("semsearch.server").setLevel(logging.INFO)
-    typer.echo(f"semsearch: http://{host}:{port}/ (API docs at /docs; /ready says when the "
-               "indexes are loaded); Ctrl-C stops", err=True)  # fmt: skip
+    typer.echo(
+        f"semsearch: http://{host}:{port}/ (API docs at /docs; /ready says when the "
+        "indexes are loaded); Ctrl-C stops",
+        err=True,
+    )
     api = create_app(config)
-    server = uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="warning",
-                                           timeout_graceful_shutdown=30))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(api, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+    )
     # The indexes load in the background: a start that fails stops the server, and the
     # command ends with that one line (a process that never becomes ready helps nobody).
     api.state.on_failed_start = lambda: setattr(server, "should_exit", True)

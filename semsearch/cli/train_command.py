@@ -28,31 +28,50 @@ SHOWN_METRICS = ("spearman_cosine", "cosine_ap", "ndcg@10")
 
 DataSource = Annotated[
     str | None,
-    typer.Argument(help="A corpus file (.parquet, .csv, .tsv, .jsonl, optionally .gz), or "
-                   "stsb:PATH / sick:PATH for the STS-B and SICK files (or give --plan)."),
-]  # fmt: skip
+    typer.Argument(
+        help="A corpus file (.parquet, .csv, .tsv, .jsonl, optionally .gz), or "
+        "stsb:PATH / sick:PATH for the STS-B and SICK files (or give --plan)."
+    ),
+]
 Plan = Annotated[
     Path | None,
-    typer.Option(help="A YAML or JSON training plan: several datasets, each with its own "
-                 "objective (e.g. cosent on STS-B and mnr on retrieval pairs), batches mixed "
-                 "round-robin or proportionally, and dev sets whose metrics combine to pick the "
-                 "best checkpoint (see the README). Replaces DATA, --objective, --column, --form, "
-                 "--dev, --test and the other data options."),
-]  # fmt: skip
+    typer.Option(
+        help="A YAML or JSON training plan: several datasets, each with its own "
+        "objective (e.g. cosent on STS-B and mnr on retrieval pairs), batches mixed "
+        "round-robin or proportionally, and dev sets whose metrics combine to pick the "
+        "best checkpoint (see the README). Replaces DATA, --objective, --column, --form, "
+        "--dev, --test and the other data options."
+    ),
+]
 # Options a plan gives per dataset: with --plan, setting one of them on the command line is a
 # mistake (the value the user typed would be ignored). Name -> its default here.
-PLAN_OWNS = {"objective": None, "column": None, "form": "none", "positive_at": 0.8,
-             "score_max": None, "dev_task": "auto", "option": None, "dev": None, "test": None}  # fmt: skip
+PLAN_OWNS = {
+    "objective": None,
+    "column": None,
+    "form": "none",
+    "positive_at": 0.8,
+    "score_max": None,
+    "dev_task": "auto",
+    "option": None,
+    "dev": None,
+    "test": None,
+}
 Columns = Annotated[
     list[str] | None,
-    typer.Option("--column", help="NAME=FILE_COLUMN: read the objective's column NAME from "
-                 "FILE_COLUMN (repeatable), e.g. --column sentence1=question."),
-]  # fmt: skip
+    typer.Option(
+        "--column",
+        help="NAME=FILE_COLUMN: read the objective's column NAME from "
+        "FILE_COLUMN (repeatable), e.g. --column sentence1=question.",
+    ),
+]
 ObjectiveOptions = Annotated[
     list[str] | None,
-    typer.Option("--option", help="KEY=VALUE passed to the objective (repeatable; VALUE is read "
-                 "as JSON when it parses), e.g. --option margin=0.5 --option symmetric=true."),
-]  # fmt: skip
+    typer.Option(
+        "--option",
+        help="KEY=VALUE passed to the objective (repeatable; VALUE is read "
+        "as JSON when it parses), e.g. --option margin=0.5 --option symmetric=true.",
+    ),
+]
 
 
 @app.command()
@@ -153,8 +172,17 @@ def train(
 
     An interrupted run resumes from its last checkpoint when the same command is run again.
     """
-    given = {"objective": objective, "column": column, "form": form, "positive_at": positive_at,
-             "score_max": score_max, "dev_task": dev_task, "option": option, "dev": dev, "test": test}  # fmt: skip
+    given = {
+        "objective": objective,
+        "column": column,
+        "form": form,
+        "positive_at": positive_at,
+        "score_max": score_max,
+        "dev_task": dev_task,
+        "option": option,
+        "dev": dev,
+        "test": test,
+    }
     training_plan = _read_plan(plan, data, cross_encoder, given)
     if training_plan is None and data is None:
         raise SemsearchError("give the training DATA, or --plan FILE for several datasets")
@@ -169,24 +197,58 @@ def train(
     from semsearch.training import train as run_training
     from semsearch.training.cross_trainer import train_cross_encoder
 
-    data_options = None if training_plan is not None else DataOptions(
-        train=data, dev=dev, test=test, columns=parse_assignments(column, "--column"), form=form,  # type: ignore[arg-type]
-        positive_at=positive_at, score_max=score_max, dev_task=dev_task)  # type: ignore[arg-type]  # fmt: skip
-    optimization = OptimizationOptions(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                                       warmup_fraction=warmup, weight_decay=weight_decay,
-                                       max_grad_norm=max_grad_norm, seed=seed, max_steps=max_steps,
-                                       precision=precision)  # type: ignore[arg-type]  # fmt: skip
-    run = RunOptions(eval_every=eval_every, checkpoint_every=checkpoint_every, device=device,
-                     show_progress=show_progress() and not json_output)  # fmt: skip
-    config = TrainingConfig(objective=objective or "bce", data=data_options, output_dir=output, model=model,
-                            objective_options=parse_options(option), pooling=pooling, normalize=normalize,
-                            optimization=optimization, run=run, plan=training_plan)  # fmt: skip
+    data_options = (
+        None
+        if training_plan is not None
+        else DataOptions(
+            train=data,
+            dev=dev,
+            test=test,
+            columns=parse_assignments(column, "--column"),
+            form=form,  # type: ignore[arg-type]
+            positive_at=positive_at,
+            score_max=score_max,
+            dev_task=dev_task,
+        )
+    )  # type: ignore[arg-type]
+    optimization = OptimizationOptions(
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        warmup_fraction=warmup,
+        weight_decay=weight_decay,
+        max_grad_norm=max_grad_norm,
+        seed=seed,
+        max_steps=max_steps,
+        precision=precision,
+    )  # type: ignore[arg-type]
+    run = RunOptions(
+        eval_every=eval_every,
+        checkpoint_every=checkpoint_every,
+        device=device,
+        show_progress=show_progress() and not json_output,
+    )
+    config = TrainingConfig(
+        objective=objective or "bce",
+        data=data_options,
+        output_dir=output,
+        model=model,
+        objective_options=parse_options(option),
+        pooling=pooling,
+        normalize=normalize,
+        optimization=optimization,
+        run=run,
+        plan=training_plan,
+    )
     result = (train_cross_encoder if cross_encoder else run_training)(config, overwrite=overwrite)
     if json_output:
         print_json_lines([result.to_dict()])
         return
-    summary = {"model folder": str(result.output_dir), "steps": result.steps,
-               "time": f"{result.seconds:.0f} s"}  # fmt: skip
+    summary = {
+        "model folder": str(result.output_dir),
+        "steps": result.steps,
+        "time": f"{result.seconds:.0f} s",
+    }
     if result.resumed_from is not None:
         summary["resumed from step"] = result.resumed_from
     if result.dev_primary is not None and result.kept_starting_point:
@@ -225,8 +287,10 @@ def _read_plan(plan: Path | None, data: str | None, cross_encoder: bool, given: 
         flags = ", ".join(
             name if name == "DATA" else f"--{name.replace('_', '-')}" for name in clashes
         )
-        raise SemsearchError(f"--plan gives the datasets, objectives and dev/test sets: drop {flags} "
-                             "(a plan trains a bi-encoder)")  # fmt: skip
+        raise SemsearchError(
+            f"--plan gives the datasets, objectives and dev/test sets: drop {flags} "
+            "(a plan trains a bi-encoder)"
+        )
     from semsearch.training.plan import read_plan
 
     return read_plan(plan)
@@ -272,8 +336,15 @@ def train_adapter_command(
     """Train an MLP adapter on ready-made vectors (no model needed) from labelled pairs."""
     from semsearch.training import AdapterConfig, load_vectors, read_vector_pairs, train_adapter
 
-    config = AdapterConfig(objective=objective, objective_options=parse_options(option), hidden=hidden,
-                           epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed)  # fmt: skip
+    config = AdapterConfig(
+        objective=objective,
+        objective_options=parse_options(option),
+        hidden=hidden,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed,
+    )
     if output.exists() and any(output.iterdir()) and not overwrite:
         raise SemsearchError(
             f"output folder {output} is not empty: pass --overwrite or choose another"
@@ -284,10 +355,17 @@ def train_adapter_command(
     if json_output:
         print_json_lines([result.to_dict()])
         return
-    print_mapping("adapter trained", {
-        "folder": str(result.output_dir), "pairs": result.pairs, "vectors": f"{len(table)} x {table.shape[1]}",
-        f"{config.objective} loss": f"{result.loss_before:.4f} -> {result.loss_after:.4f}",
-        "time": f"{result.seconds:.1f} s"}, console)  # fmt: skip
+    print_mapping(
+        "adapter trained",
+        {
+            "folder": str(result.output_dir),
+            "pairs": result.pairs,
+            "vectors": f"{len(table)} x {table.shape[1]}",
+            f"{config.objective} loss": f"{result.loss_before:.4f} -> {result.loss_after:.4f}",
+            "time": f"{result.seconds:.1f} s",
+        },
+        console,
+    )
 
 
 def parse_assignments(values: list[str] | None, flag: str) -> dict[str, str]:

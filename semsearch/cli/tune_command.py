@@ -72,8 +72,9 @@ def tune(
         vectors = encoder.encode(texts)
     from semsearch.index.maintain import retune
 
-    result = retune(folder, target_recall, vectors, k=k, sample=sample, device=device,
-                    strict=strict)  # fmt: skip
+    result = retune(
+        folder, target_recall, vectors, k=k, sample=sample, device=device, strict=strict
+    )
     if json_output:
         print_json_lines([{"index": folder.name, **result.to_dict()}])
         return

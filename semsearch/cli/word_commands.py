@@ -53,12 +53,20 @@ def word_vectors(
     if from_model:
         vectors = token_embedding_vectors(from_model)
     else:
-        options = WordVectorOptions(method=method, dimension=dimension, epochs=epochs,  # type: ignore[arg-type]
-                                    min_count=min_count, seed=seed)  # fmt: skip
+        options = WordVectorOptions(
+            method=method,
+            dimension=dimension,
+            epochs=epochs,  # type: ignore[arg-type]
+            min_count=min_count,
+            seed=seed,
+        )
         vectors = train_word_vectors(corpus_texts(text or [], limit), options)
     write_word_vectors(vectors, output)
-    console.print(f"{len(vectors.words)} {vectors.dimension}-d word vectors -> {output}",
-                  markup=False, highlight=False)  # fmt: skip
+    console.print(
+        f"{len(vectors.words)} {vectors.dimension}-d word vectors -> {output}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @app.command("word-model")
@@ -97,9 +105,13 @@ def word_model(
         raise SemsearchError(f"{output} exists and is not empty: choose another --output")
     options = WordModelOptions(
         layer=WordLayerConfig(layer, hidden),  # type: ignore[arg-type]
-        pooling=pooling, normalize=normalize, dimension=dimension,
-        update_embeddings=update_embeddings, seed=seed,
-    )  # fmt: skip
+        pooling=pooling,
+        normalize=normalize,
+        dimension=dimension,
+        update_embeddings=update_embeddings,
+        seed=seed,
+    )
     folder = make_word_model(vectors, output, options)
-    console.print(f"word-vector model ({layer}, {pooling} pooling) -> {folder}",
-                  markup=False, highlight=False)  # fmt: skip
+    console.print(
+        f"word-vector model ({layer}, {pooling} pooling) -> {folder}", markup=False, highlight=False
+    )

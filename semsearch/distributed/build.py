@@ -59,8 +59,9 @@ from semsearch.index.vector_index import VectorIndex, prepare_vectors
 log = logging.getLogger(__name__)
 
 
-def build_index_on_ray(options: BuildOptions, ray_options: RayOptions | None = None,
-                       encoder=None) -> IndexFolder:  # fmt: skip
+def build_index_on_ray(
+    options: BuildOptions, ray_options: RayOptions | None = None, encoder=None
+) -> IndexFolder:
     """Build the index `options` describe on a Ray cluster; the folder is the local build's.
 
     `options.corpus` may be one file, a folder or a glob of files of one format and columns,
@@ -96,9 +97,16 @@ class RaySource(ManyFilesSource):
         self.connection.workers()
         options = self.options
         scan = ray.remote(num_cpus=1, max_retries=3, num_returns=3)(scan_apart)
-        refs = [scan.remote(location_text(path), options.text_column, options.id_column,
-                            options.strict, options.vector_column)
-                for path in self.files]  # fmt: skip
+        refs = [
+            scan.remote(
+                location_text(path),
+                options.text_column,
+                options.id_column,
+                options.strict,
+                options.vector_column,
+            )
+            for path in self.files
+        ]
         with job_errors("reading the files", resumable=False):
             scans = ray.get([ref[0] for ref in refs])
             dimensions = {value for value in ray.get([ref[2] for ref in refs]) if value}
@@ -120,10 +128,17 @@ class RaySource(ManyFilesSource):
         if units:
             todo = sum(len(unit.wanted) for unit in units)
             log.info("encoding %d parts on Ray (%s)", todo, workers.describe())
-            done = encode_units(units, workers, self._setup(encoder, workers, options),
-                                writer.folder, writer.vector_dtype, options.text_column,
-                                options.part_rows, options.strict,
-                                self._vector_column(options))  # fmt: skip
+            done = encode_units(
+                units,
+                workers,
+                self._setup(encoder, workers, options),
+                writer.folder,
+                writer.vector_dtype,
+                options.text_column,
+                options.part_rows,
+                options.strict,
+                self._vector_column(options),
+            )
             truncated = done.truncated
             if truncated:
                 log.warning(
@@ -145,11 +160,16 @@ class RaySource(ManyFilesSource):
             return EncoderSetup(load, "", "none", options.batch_size, workers.threads)
         from semsearch.models.bi_encoder import BiEncoder
 
-        load = functools.partial(BiEncoder.load, options.model, device=workers.device,
-                                 quantization=options.quantization,
-                                 runtime=actor_runtime(options.runtime, workers.device))  # fmt: skip
-        return EncoderSetup(load, encoder.spec.fingerprint, workers.device, options.batch_size,
-                            workers.threads)  # fmt: skip
+        load = functools.partial(
+            BiEncoder.load,
+            options.model,
+            device=workers.device,
+            quantization=options.quantization,
+            runtime=actor_runtime(options.runtime, workers.device),
+        )
+        return EncoderSetup(
+            load, encoder.spec.fingerprint, workers.device, options.batch_size, workers.threads
+        )
 
     def _vector_column(self, options: BuildOptions) -> VectorColumn | None:
         if options.vector_column is None:
@@ -157,22 +177,39 @@ class RaySource(ManyFilesSource):
         return VectorColumn(options.vector_column, self.dimension, options.metric)
 
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
-        add_parts(index, segment.iter_parts, sum(len(ids) for ids in segment.part_ids),
-                  options.show_progress)  # fmt: skip
+        add_parts(
+            index,
+            segment.iter_parts,
+            sum(len(ids) for ids in segment.part_ids),
+            options.show_progress,
+        )
 
-    def index_parts(self, spec: IndexSpec, encoder, segment: Segment, folder: IndexFolder,
-                    options: BuildOptions, device) -> IndexedParts:  # fmt: skip
+    def index_parts(
+        self,
+        spec: IndexSpec,
+        encoder,
+        segment: Segment,
+        folder: IndexFolder,
+        options: BuildOptions,
+        device,
+    ) -> IndexedParts:
         """Train on a worker, then index one segment per worker (`semsearch.distributed.segments`)."""
         ray = require_ray()
         workers = self.connection.workers()
         threads = workers.threads if not workers.num_gpus else 1
-        task = {"num_cpus": workers.num_cpus if not workers.num_gpus else 1.0,
-                "max_retries": 3, "scheduling_strategy": "SPREAD"}  # fmt: skip
+        task = {
+            "num_cpus": workers.num_cpus if not workers.num_gpus else 1.0,
+            "max_retries": 3,
+            "scheduling_strategy": "SPREAD",
+        }
         parts, rows = segment.record.parts, sum(len(ids) for ids in segment.part_ids)
         train = ray.remote(train_segment).options(**task)
         with job_errors("training the index", resumable=True):
-            spec = ray.get(train.remote(str(folder.path), segment.name, parts, rows, spec,
-                                        encoder.dimension, threads))  # fmt: skip
+            spec = ray.get(
+                train.remote(
+                    str(folder.path), segment.name, parts, rows, spec, encoder.dimension, threads
+                )
+            )
         ranges = part_ranges(parts, workers.count)
         names = split_parts(folder.path, ranges)
         tuning = None
@@ -182,10 +219,22 @@ class RaySource(ManyFilesSource):
                 queries = prepare_vectors(encoder.encode(options.tuning_queries), spec.metric)
             tuning = TuningJob(options.target_recall, queries, options.strict)
         index = ray.remote(index_segment_on_worker).options(**task)
-        refs = [index.remote(SegmentJob(str(folder.path), name, high - low, spec, encoder.dimension,
-                                        options.text_column, options.lexical, threads),
-                             tuning if number == 0 else None)
-                for number, (name, (low, high)) in enumerate(zip(names, ranges))]  # fmt: skip
+        refs = [
+            index.remote(
+                SegmentJob(
+                    str(folder.path),
+                    name,
+                    high - low,
+                    spec,
+                    encoder.dimension,
+                    options.text_column,
+                    options.lexical,
+                    threads,
+                ),
+                tuning if number == 0 else None,
+            )
+            for number, (name, (low, high)) in enumerate(zip(names, ranges))
+        ]
         with job_errors("indexing the segments", resumable=True):
             indexed = ray.get(refs)
         finish_split(folder.path)
@@ -193,33 +242,51 @@ class RaySource(ManyFilesSource):
         if result is not None:
             verdict = "meets" if result.met else "does NOT meet (the best found)"
             log.warning(
-                "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s", result.parameter,
-                result.value, result.k, result.recall, result.queries, verdict, result.target,
-            )  # fmt: skip
+                "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
+                result.parameter,
+                result.value,
+                result.k,
+                result.recall,
+                result.queries,
+                verdict,
+                result.target,
+            )
         files = {name: entry for done in indexed for name, entry in done.files.items()}
         log.info("indexed %d rows as %d segments on Ray", rows, len(indexed))
-        return IndexedParts(with_tuning(spec, result), tuple(done.record for done in indexed),
-                            result, files)  # fmt: skip
+        return IndexedParts(
+            with_tuning(spec, result), tuple(done.record for done in indexed), result, files
+        )
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         return replace(super().source_spec(rows, options), vector_column=options.vector_column)
 
     def operation(self) -> dict:
         workers = self.connection.workers()
-        return {**super().operation(), "engine": "ray", "workers": workers.count,
-                "worker_device": workers.device, "worker_threads": workers.threads}  # fmt: skip
+        return {
+            **super().operation(),
+            "engine": "ray",
+            "workers": workers.count,
+            "worker_device": workers.device,
+            "worker_threads": workers.threads,
+        }
 
 
-def scan_apart(path: str, text_column: str | None, id_column: str | None, strict: bool,
-               vector_column: str | None = None) -> tuple[FileScan, pa.Array | None, int | None]:  # fmt: skip
+def scan_apart(
+    path: str,
+    text_column: str | None,
+    id_column: str | None,
+    strict: bool,
+    vector_column: str | None = None,
+) -> tuple[FileScan, pa.Array | None, int | None]:
     """On a worker: `scan_file` (and, with `vector_column`, every vector checked), returned as
     the scan without its ids, the ids, and the vectors' dimension (None: no vector column)."""
     if vector_column is None:
         scan = scan_file(path, text_column, id_column, strict)
         return replace(scan, ids=None), scan.ids, None
     corpus = open_corpus(path)
-    dimension, rows = dimension_of(corpus.batches(columns=[vector_column]), vector_column,
-                                   corpus.path.name)  # fmt: skip
+    dimension, rows = dimension_of(
+        corpus.batches(columns=[vector_column]), vector_column, corpus.path.name
+    )
     if text_column is not None:
         return (*scan_apart(path, text_column, id_column, strict)[:2], dimension)
     if id_column is not None:

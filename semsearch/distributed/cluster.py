@@ -71,8 +71,11 @@ class Workers:
     def actor_args(self) -> dict:
         """`map_batches` arguments for a pool of these actors."""
         ray = require_ray()
-        return {"compute": ray.data.ActorPoolStrategy(size=self.count), "num_cpus": self.num_cpus,
-                "num_gpus": self.num_gpus}  # fmt: skip
+        return {
+            "compute": ray.data.ActorPoolStrategy(size=self.count),
+            "num_cpus": self.num_cpus,
+            "num_gpus": self.num_gpus,
+        }
 
     def at_most(self, tasks: int) -> Workers:
         """No more actors than a job has tasks for (an idle actor still loads the model)."""
@@ -127,8 +130,12 @@ def ray_session(options: RayOptions) -> Iterator[ModuleType]:
         if not verbose:
             _quiet_ray_start()
         try:
-            ray.init(address=options.address, include_dashboard=False, log_to_driver=verbose,
-                     logging_level=logging.INFO if verbose else logging.WARNING)  # fmt: skip
+            ray.init(
+                address=options.address,
+                include_dashboard=False,
+                log_to_driver=verbose,
+                logging_level=logging.INFO if verbose else logging.WARNING,
+            )
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
             where = options.address or "this machine"
             raise SemsearchError(

@@ -68,14 +68,19 @@ class PartReader:
     def __call__(self, units: dict[str, np.ndarray]) -> Iterator[dict]:
         for position in range(len(units["path"])):
             unit = ReadUnit(
-                str(units["path"][position]), int(units["start"][position]),
-                int(units["stop"][position]), int(units["first_part"][position]),
-                int(units["first_id"][position]), tuple(int(p) for p in units["wanted"][position]),
-            )  # fmt: skip
+                str(units["path"][position]),
+                int(units["start"][position]),
+                int(units["stop"][position]),
+                int(units["first_part"][position]),
+                int(units["first_id"][position]),
+                tuple(int(p) for p in units["wanted"][position]),
+            )
             for part in read_unit(unit, self.text_column, self.part_rows, self.strict):
                 row = part_row(part.part, part.batch, part.ids)
-                yield {name: np.array([value], dtype=object if name != "part" else np.int64)
-                       for name, value in row.items()}  # fmt: skip
+                yield {
+                    name: np.array([value], dtype=object if name != "part" else np.int64)
+                    for name, value in row.items()
+                }
 
 
 @dataclass(frozen=True)
@@ -110,8 +115,14 @@ class _EncoderActor:
 class PartEncoder(_EncoderActor):
     """Ray Data actor: encodes each part it is given and writes it into `folder`."""
 
-    def __init__(self, setup: EncoderSetup, folder: str, vector_dtype: str, text_column: str | None,
-                 vector_column: VectorColumn | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        setup: EncoderSetup,
+        folder: str,
+        vector_dtype: str,
+        text_column: str | None,
+        vector_column: VectorColumn | None = None,
+    ) -> None:
         super().__init__(setup)
         self.writer = SegmentWriter(Path(folder), vector_dtype)
         self.text_column = text_column
@@ -129,8 +140,11 @@ class PartEncoder(_EncoderActor):
             parts.append(int(part))
             rows.append(len(encoded))
             truncated.append(cut.cut)
-        return {"part": np.array(parts, np.int64), "rows": np.array(rows, np.int64),
-                "truncated": np.array(truncated, np.int64)}  # fmt: skip
+        return {
+            "part": np.array(parts, np.int64),
+            "rows": np.array(rows, np.int64),
+            "truncated": np.array(truncated, np.int64),
+        }
 
 
 @dataclass(frozen=True)
@@ -142,17 +156,31 @@ class EncodedParts:
     truncated: int
 
 
-def encode_units(units: list[ReadUnit], workers: Workers, setup: EncoderSetup, folder: Path,
-                 vector_dtype: str, text_column: str | None, part_rows: int, strict: bool,
-                 vector_column: VectorColumn | None = None) -> EncodedParts:  # fmt: skip
+def encode_units(
+    units: list[ReadUnit],
+    workers: Workers,
+    setup: EncoderSetup,
+    folder: Path,
+    vector_dtype: str,
+    text_column: str | None,
+    part_rows: int,
+    strict: bool,
+    vector_column: VectorColumn | None = None,
+) -> EncodedParts:
     """Read, encode and write the parts of `units` on the cluster (with `vector_column`, the
     rows' own vectors are checked and written instead)."""
     ray = require_ray()
     workers = workers.at_most(sum(len(unit.wanted) for unit in units))
     dataset = ray.data.from_items([unit_row(unit) for unit in units]).map_batches(
-        PartReader, batch_size=1, **workers.reader_args(),
-        fn_constructor_kwargs={"text_column": text_column, "part_rows": part_rows, "strict": strict},
-    )  # fmt: skip
+        PartReader,
+        batch_size=1,
+        **workers.reader_args(),
+        fn_constructor_kwargs={
+            "text_column": text_column,
+            "part_rows": part_rows,
+            "strict": strict,
+        },
+    )
     return _encode(
         dataset,
         workers,
@@ -165,8 +193,14 @@ def encode_units(units: list[ReadUnit], workers: Workers, setup: EncoderSetup, f
     )
 
 
-def encode_rows(rows: list[dict], workers: Workers, setup: EncoderSetup, folder: Path,
-                vector_dtype: str, text_column: str) -> EncodedParts:  # fmt: skip
+def encode_rows(
+    rows: list[dict],
+    workers: Workers,
+    setup: EncoderSetup,
+    folder: Path,
+    vector_dtype: str,
+    text_column: str,
+) -> EncodedParts:
     """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows."""
     ray = require_ray()
     dataset = ray.data.from_items(rows)
@@ -174,14 +208,28 @@ def encode_rows(rows: list[dict], workers: Workers, setup: EncoderSetup, folder:
     return _encode(dataset, workers, setup, folder, vector_dtype, text_column, resumable=False)
 
 
-def _encode(dataset, workers: Workers, setup: EncoderSetup, folder: Path, vector_dtype: str,
-            text_column: str | None, resumable: bool,
-            vector_column: VectorColumn | None = None) -> EncodedParts:  # fmt: skip
+def _encode(
+    dataset,
+    workers: Workers,
+    setup: EncoderSetup,
+    folder: Path,
+    vector_dtype: str,
+    text_column: str | None,
+    resumable: bool,
+    vector_column: VectorColumn | None = None,
+) -> EncodedParts:
     dataset = dataset.map_batches(
-        PartEncoder, batch_size=1, **workers.actor_args(),
-        fn_constructor_kwargs={"setup": setup, "folder": str(folder), "vector_dtype": vector_dtype,
-                               "text_column": text_column, "vector_column": vector_column},
-    )  # fmt: skip
+        PartEncoder,
+        batch_size=1,
+        **workers.actor_args(),
+        fn_constructor_kwargs={
+            "setup": setup,
+            "folder": str(folder),
+            "vector_dtype": vector_dtype,
+            "text_column": text_column,
+            "vector_column": vector_column,
+        },
+    )
     parts, rows, truncated = [], 0, 0
     with job_errors("encoding", resumable=resumable):
         for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):

@@ -62,9 +62,12 @@ WORK_PREFIX = "semsearch-mine-"
 WORK_INDEX = "corpus"
 
 
-def mine_corpus_on_ray(source: CorpusSource, options: MiningOptions | None = None,
-                       ray_options: RayOptions | None = None,
-                       work_dir: str | Path | None = None) -> MiningResult:  # fmt: skip
+def mine_corpus_on_ray(
+    source: CorpusSource,
+    options: MiningOptions | None = None,
+    ray_options: RayOptions | None = None,
+    work_dir: str | Path | None = None,
+) -> MiningResult:
     """`mine_corpus` with the encoding and the search on Ray, the vectors never on the driver.
 
     `work_dir` holds the temporary index: a folder every node mounts at the same path
@@ -83,10 +86,13 @@ def mine_corpus_on_ray(source: CorpusSource, options: MiningOptions | None = Non
         )
 
 
-def mine_corpus_as_index(source: CorpusSource, options: MiningOptions | None,
-                         work_dir: str | Path | None,
-                         build: Callable[[BuildOptions], IndexFolder],
-                         search_pairs: SearchPairs) -> MiningResult:  # fmt: skip
+def mine_corpus_as_index(
+    source: CorpusSource,
+    options: MiningOptions | None,
+    work_dir: str | Path | None,
+    build: Callable[[BuildOptions], IndexFolder],
+    search_pairs: SearchPairs,
+) -> MiningResult:
     """`source` built by `build` into a temporary index in `work_dir`, mined by
     `search_pairs` as the local corpus miner would (same rows, ids, name and counts), and
     removed whatever happens: nothing half-written stays behind."""
@@ -145,16 +151,28 @@ def _build_options(source: CorpusSource, folder: Path, show_progress: bool) -> B
     """A build that stores what mining reads (texts, ids, vectors) and no more: a flat index
     (so the miner plans the local corpus miner's structure), untuned, without BM25."""
     return BuildOptions(
-        corpus=source.path, name=WORK_INDEX, text_column=source.text_column,
-        id_column=source.id_column, model=source.model, index="flat", metric=source.metric,
-        batch_size=source.batch_size, device=source.device, out_dir=folder,
-        show_progress=show_progress, target_recall=None, lexical=None,
-    )  # fmt: skip
+        corpus=source.path,
+        name=WORK_INDEX,
+        text_column=source.text_column,
+        id_column=source.id_column,
+        model=source.model,
+        index="flat",
+        metric=source.metric,
+        batch_size=source.batch_size,
+        device=source.device,
+        out_dir=folder,
+        show_progress=show_progress,
+        target_recall=None,
+        lexical=None,
+    )
 
 
-def mine_index_on_ray(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR,
-                      options: MiningOptions | None = None,
-                      ray_options: RayOptions | None = None) -> MiningResult:  # fmt: skip
+def mine_index_on_ray(
+    name: str | None,
+    index_dir: Path = DEFAULT_INDEX_DIR,
+    options: MiningOptions | None = None,
+    ray_options: RayOptions | None = None,
+) -> MiningResult:
     """`mine_index` with the search on Ray: the workers read the index's stored vectors (never
     re-encoded) from the shared folder; the driver reads its texts and ids only."""
     check_local_folder(index_dir, "--index-dir")
@@ -193,15 +211,25 @@ class RayIndexPairSearch:
     def __init__(self, connection: RayConnection) -> None:
         self.connection = connection
 
-    def __call__(self, collection: IndexedCollection, options: MiningOptions,
-                 pairs: PairAccumulator, timings: dict[str, float]) -> str:  # fmt: skip
+    def __call__(
+        self,
+        collection: IndexedCollection,
+        options: MiningOptions,
+        pairs: PairAccumulator,
+        timings: dict[str, float],
+    ) -> str:
         ray = require_ray()
         workers = self.connection.workers("cpu")  # FAISS searches on CPUs
         started = time.perf_counter()
         stored = collection.stored
         index = StoredIndex(str(collection.folder.path.resolve()), collection.manifest)
-        plan = plan_structure(len(pairs.rows), stored.dimension, collection.metric,
-                              stored.trained_index(), options.nprobe)  # fmt: skip
+        plan = plan_structure(
+            len(pairs.rows),
+            stored.dimension,
+            collection.metric,
+            stored.trained_index(),
+            options.nprobe,
+        )
         trained = None
         if plan.kind == "train":  # once, by one task, on the local miner's sample
             task = ray.remote(train_for_mining).options(num_cpus=workers.num_cpus)
@@ -215,8 +243,9 @@ class RayIndexPairSearch:
         )
 
 
-def train_for_mining(index: StoredIndex, rows: np.ndarray, plan: StructurePlan,
-                     threads: int = 1) -> bytes:  # fmt: skip
+def train_for_mining(
+    index: StoredIndex, rows: np.ndarray, plan: StructurePlan, threads: int = 1
+) -> bytes:
     """On a worker: the local miner's IVF structure trained on its sample of `rows`, empty,
     serialized (the centroids only: small next to the vectors)."""
     faiss.omp_set_num_threads(threads)
@@ -225,12 +254,24 @@ def train_for_mining(index: StoredIndex, rows: np.ndarray, plan: StructurePlan,
 
 
 def _block_job(pairs: PairAccumulator, options: MiningOptions) -> BlockJob:
-    return BlockJob(pairs.rows, pairs.row_count, options.top_k, options.query_chunk,
-                    pairs.threshold, options.top)  # fmt: skip
+    return BlockJob(
+        pairs.rows,
+        pairs.row_count,
+        options.top_k,
+        options.query_chunk,
+        pairs.threshold,
+        options.top,
+    )
 
 
-def _mine_blocks(constructor: dict, workers: Workers, job: BlockJob, pairs: PairAccumulator,
-                 options: MiningOptions, timings: dict[str, float]) -> str:  # fmt: skip
+def _mine_blocks(
+    constructor: dict,
+    workers: Workers,
+    job: BlockJob,
+    pairs: PairAccumulator,
+    options: MiningOptions,
+    timings: dict[str, float],
+) -> str:
     """Every block of query rows mined by a pool of `IndexBlockMiner`s, their best pairs
     merged into `pairs`; the pool in a few words."""
     ray = require_ray()
@@ -238,9 +279,11 @@ def _mine_blocks(constructor: dict, workers: Workers, job: BlockJob, pairs: Pair
     blocks = plan_blocks(len(job.rows), options.query_chunk, workers.count)
     workers = workers.at_most(len(blocks))
     dataset = ray.data.from_items([{"start": b.start, "stop": b.stop} for b in blocks]).map_batches(
-        IndexBlockMiner, batch_size=1, **workers.actor_args(),
+        IndexBlockMiner,
+        batch_size=1,
+        **workers.actor_args(),
         fn_constructor_kwargs={**constructor, "job": job, "threads": workers.threads},
-    )  # fmt: skip
+    )
     found = 0
     with job_errors("mining", resumable=False):
         for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
@@ -257,8 +300,14 @@ class IndexBlockMiner:
     """Ray Data actor: opens the index, fills the planned structure from its stored vectors
     (memory-mapped, a FAISS add batch at a time) and mines the blocks it is given."""
 
-    def __init__(self, index: StoredIndex, plan: StructurePlan, trained: list | None,
-                 job: BlockJob, threads: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        index: StoredIndex,
+        plan: StructurePlan,
+        trained: list | None,
+        job: BlockJob,
+        threads: int = 1,
+    ) -> None:
         faiss.omp_set_num_threads(threads)  # the CPUs the actor holds
         stored = index.open()
         if len(stored) != job.row_count:
@@ -286,8 +335,11 @@ class IndexBlockMiner:
             keys += [block_keys, np.array([-1], np.int64)]
             scores += [block_scores, np.array([np.nan], np.float32)]
             found += [np.zeros(len(block_keys), np.int64), np.array([distinct], np.int64)]
-        return {"key": np.concatenate(keys), "score": np.concatenate(scores),
-                "found": np.concatenate(found)}  # fmt: skip
+        return {
+            "key": np.concatenate(keys),
+            "score": np.concatenate(scores),
+            "found": np.concatenate(found),
+        }
 
 
 __all__ = [

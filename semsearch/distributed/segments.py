@@ -92,8 +92,9 @@ class IndexedSegment:
     tuning: TuningResult | None = None
 
 
-def train_segment(folder: str, name: str, parts: int, rows: int, spec: IndexSpec,
-                  dimension: int, threads: int = 1) -> IndexSpec:  # fmt: skip
+def train_segment(
+    folder: str, name: str, parts: int, rows: int, spec: IndexSpec, dimension: int, threads: int = 1
+) -> IndexSpec:
     """On a worker: the local build's training (`trained_index`) over segment `name`'s parts;
     the spec naming the trained file it wrote (unchanged for an untrained structure)."""
     faiss.omp_set_num_threads(threads)
@@ -129,14 +130,17 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
     lexical_dir = None
     if job.lexical is not None:
         lexical_dir = index_segment_texts(path, job.text_column, rows, job.parts, job.lexical, 1)
-    record = SegmentRecord(job.name, rows, job.parts, index_file, index_bytes,
-                           lexical_dir=lexical_dir)  # fmt: skip
-    return IndexedSegment(record, describe_files(Path(job.folder), segment_file_names(record), {}),
-                          result)  # fmt: skip
+    record = SegmentRecord(
+        job.name, rows, job.parts, index_file, index_bytes, lexical_dir=lexical_dir
+    )
+    return IndexedSegment(
+        record, describe_files(Path(job.folder), segment_file_names(record), {}), result
+    )
 
 
-def _tune(index: VectorIndex, spec: IndexSpec, segment: Segment, rows: int,
-          job: TuningJob) -> TuningResult:  # fmt: skip
+def _tune(
+    index: VectorIndex, spec: IndexSpec, segment: Segment, rows: int, job: TuningJob
+) -> TuningResult:
     """`build._tune` on one segment: the centroids are shared, so a list holds the same share
     of each segment's rows and the nprobe that reaches the target on one reaches it on all."""
     if job.queries is not None:
@@ -204,8 +208,12 @@ def _move_part(source: Path, number: int, target: Path, new_number: int) -> None
     vectors, ids, metadata = part_file_names(number)
     new_vectors, new_ids, new_metadata = part_file_names(new_number)
     arrow, new_arrow = part_arrow_name(number), part_arrow_name(new_number)
-    for old, new in [(ids, new_ids), (metadata, new_metadata), (arrow, new_arrow),
-                     (vectors, new_vectors)]:  # fmt: skip
+    for old, new in [
+        (ids, new_ids),
+        (metadata, new_metadata),
+        (arrow, new_arrow),
+        (vectors, new_vectors),
+    ]:
         if (source / old).exists():
             os.replace(source / old, target / new)
 

@@ -22,26 +22,46 @@ from semsearch.index.update import PART_ROWS, ChangeResult, add_rows
 
 
 def add_rows_on_ray(
-    folder: IndexFolder, corpus_path: str | Path, encoder=None, text_column: str | None = None,
-    id_column: str | None = None, batch_size: int | None = None,
-    ray_options: RayOptions | None = None, device: str = "auto", convert_types: bool = False,
+    folder: IndexFolder,
+    corpus_path: str | Path,
+    encoder=None,
+    text_column: str | None = None,
+    id_column: str | None = None,
+    batch_size: int | None = None,
+    ray_options: RayOptions | None = None,
+    device: str = "auto",
+    convert_types: bool = False,
     runtime: str = "auto",
-) -> ChangeResult:  # fmt: skip
+) -> ChangeResult:
     """`add_rows`, with the new rows encoded on Ray (by GPU actors where `device` allows) on
     `runtime`; `corpus_path` is a local path or a URI (read here, on the driver)."""
     manifest = folder.manifest()
     with RayConnection(ray_options or RayOptions(), device) as connection:
         # the rows reach the writer with the corpus's text column renamed to the index's
         writer = RayPartsWriter(connection, manifest, manifest.text_column, batch_size, runtime)
-        return add_rows(folder, corpus_path, encoder, text_column, id_column, batch_size, writer,
-                        convert_types=convert_types)  # fmt: skip
+        return add_rows(
+            folder,
+            corpus_path,
+            encoder,
+            text_column,
+            id_column,
+            batch_size,
+            writer,
+            convert_types=convert_types,
+        )
 
 
 class RayPartsWriter:
     """A `PartsWriter`: cuts the rows into parts here and has the actor pool encode and write them."""
 
-    def __init__(self, connection: RayConnection, manifest: Manifest, text_column: str,
-                 batch_size: int | None, runtime: str = "auto") -> None:  # fmt: skip
+    def __init__(
+        self,
+        connection: RayConnection,
+        manifest: Manifest,
+        text_column: str,
+        batch_size: int | None,
+        runtime: str = "auto",
+    ) -> None:
         self.connection = connection
         self.runtime = runtime
         self.manifest = manifest
@@ -52,10 +72,16 @@ class RayPartsWriter:
         from semsearch.models.bi_encoder import BiEncoder
 
         workers = self.connection.workers()
-        load = functools.partial(BiEncoder.for_index, self.manifest.model, device=workers.device,
-                                 runtime=actor_runtime(self.runtime, workers.device))  # fmt: skip
+        load = functools.partial(
+            BiEncoder.for_index,
+            self.manifest.model,
+            device=workers.device,
+            runtime=actor_runtime(self.runtime, workers.device),
+        )
         fingerprint = self.manifest.model.fingerprint or ""
         setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size, workers.threads)
-        parts = [part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
-                 for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))]  # fmt: skip
+        parts = [
+            part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
+            for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
+        ]
         encode_rows(parts, workers, setup, writer.folder, writer.vector_dtype, self.text_column)

@@ -52,9 +52,12 @@ class Evaluator(ABC):
 
 
 def encode_pairs(
-    encoder: TextEncoder, first: Sequence[str], second: Sequence[str], batch_size: int,
+    encoder: TextEncoder,
+    first: Sequence[str],
+    second: Sequence[str],
+    batch_size: int,
     show_progress: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray]:
     """Vectors for both sides of a list of pairs, encoding each distinct text once (with a
     bar of them where `show_progress`)."""
     unique = list(dict.fromkeys([*first, *second]))

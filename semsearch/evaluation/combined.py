@@ -55,6 +55,8 @@ class CombinedEvaluator(Evaluator):
 
     def describe(self) -> str:
         """`combined = (1 x stsb-dev spearman_cosine + 1 x debian-dev ndcg@10) / 2`."""
-        parts = " + ".join(f"{weight:g} x {evaluator.name} {evaluator.primary_metric}"
-                           for evaluator, weight in zip(self.evaluators, self.weights))  # fmt: skip
+        parts = " + ".join(
+            f"{weight:g} x {evaluator.name} {evaluator.primary_metric}"
+            for evaluator, weight in zip(self.evaluators, self.weights)
+        )
         return f"{COMBINED} = ({parts}) / {sum(self.weights):g}"

@@ -46,14 +46,19 @@ class SideRankings:
     def ids(self, ranking: Ranking, lines: Sequence[int] | None = None) -> dict[str, list[str]]:
         """Document-id rankings of the queries at `lines` (default: all), for `ir_metrics`."""
         lines = range(len(self.queries)) if lines is None else lines
-        return {self.queries[line]: [self.documents[row] for row in ranking[1][line] if row >= 0]
-                for line in lines}  # fmt: skip
+        return {
+            self.queries[line]: [self.documents[row] for row in ranking[1][line] if row >= 0]
+            for line in lines
+        }
 
 
 def exact_modes(
-    encoder: TextEncoder, data: RetrievalData, spec: LexicalSpec | None = None,
-    batch_size: int = 64, depth: int = DEPTH,
-) -> SideRankings:  # fmt: skip
+    encoder: TextEncoder,
+    data: RetrievalData,
+    spec: LexicalSpec | None = None,
+    batch_size: int = 64,
+    depth: int = DEPTH,
+) -> SideRankings:
     """Exact cosine search and BM25 (`spec`, default settings) over a BEIR folder's corpus."""
     judged = [query for query in data.qrels if query in data.queries]
     texts = [data.queries[query] for query in judged]
@@ -104,9 +109,12 @@ def mode_names(fusion: Fusion) -> tuple[str, str, str]:
 
 
 def tune_alpha(
-    sides: SideRankings, qrels: Mapping[str, Mapping[str, int]], lines: Sequence[int],
-    grid: Sequence[float] = ALPHA_GRID, fusion: Fusion | None = None,
-) -> tuple[float, dict[float, float]]:  # fmt: skip
+    sides: SideRankings,
+    qrels: Mapping[str, Mapping[str, int]],
+    lines: Sequence[int],
+    grid: Sequence[float] = ALPHA_GRID,
+    fusion: Fusion | None = None,
+) -> tuple[float, dict[float, float]]:
     """The convex weight with the best nDCG@10 on the queries at `lines` (ties: the larger
     alpha, the dense side's), and the figure at each alpha tried."""
     base = fusion or Fusion("convex")
@@ -120,14 +128,20 @@ def tune_alpha(
 
 
 def cross_validated_convex(
-    sides: SideRankings, qrels: Mapping[str, Mapping[str, int]], folds: int = 2, seed: int = 0,
+    sides: SideRankings,
+    qrels: Mapping[str, Mapping[str, int]],
+    folds: int = 2,
+    seed: int = 0,
     fusion: Fusion | None = None,
-) -> tuple[dict[str, float], list[float]]:  # fmt: skip
+) -> tuple[dict[str, float], list[float]]:
     """Convex fusion with alpha tuned on a dev split: the queries are cut into `folds`, each
     fold ranked with the alpha tuned on the others; the metrics over all queries and the
     alpha of each fold."""
-    useful = [line for line, query in enumerate(sides.queries)
-              if any(grade > 0 for grade in qrels.get(query, {}).values())]  # fmt: skip
+    useful = [
+        line
+        for line, query in enumerate(sides.queries)
+        if any(grade > 0 for grade in qrels.get(query, {}).values())
+    ]
     order = np.random.default_rng(seed).permutation(useful)
     parts = [sorted(order[number::folds].tolist()) for number in range(folds)]
     base = fusion or Fusion("convex")

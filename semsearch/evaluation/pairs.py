@@ -74,8 +74,9 @@ class PairClassificationEvaluator(Evaluator):
         return metrics
 
     def _similarities(self, encoder: TextEncoder, pairs: LabelledPairs) -> dict[str, np.ndarray]:
-        first, second = encode_pairs(encoder, pairs.sentence1, pairs.sentence2, self.batch_size,
-                                     self.show_progress)  # fmt: skip
+        first, second = encode_pairs(
+            encoder, pairs.sentence1, pairs.sentence2, self.batch_size, self.show_progress
+        )
         return paired_similarities(first, second)
 
 

@@ -39,8 +39,9 @@ class STSEvaluator(Evaluator):
         return cls(data["sentence1"], data["sentence2"], data["score"], name=name)
 
     def evaluate(self, encoder: TextEncoder) -> dict[str, float]:
-        first, second = encode_pairs(encoder, self.sentences1, self.sentences2, self.batch_size,
-                                     self.show_progress)  # fmt: skip
+        first, second = encode_pairs(
+            encoder, self.sentences1, self.sentences2, self.batch_size, self.show_progress
+        )
         return sts_metrics(first, second, self.scores)
 
 

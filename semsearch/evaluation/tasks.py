@@ -107,8 +107,14 @@ class EvaluationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON record `semsearch eval --json` prints and `--out` writes."""
-        return {"task": self.task, "model": self.model, **self.facts, "metrics": self.metrics,
-                "seconds": round(self.seconds, 2), "semsearch_version": __version__}  # fmt: skip
+        return {
+            "task": self.task,
+            "model": self.model,
+            **self.facts,
+            "metrics": self.metrics,
+            "seconds": round(self.seconds, 2),
+            "semsearch_version": __version__,
+        }
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,13 @@ class HeatmapResult:
     matrix: np.ndarray = field(repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": "heatmap", "model": self.model, "png": str(self.png),
-                "sentences": self.sentences, "matrix": self.matrix.round(6).tolist()}  # fmt: skip
+        return {
+            "task": "heatmap",
+            "model": self.model,
+            "png": str(self.png),
+            "sentences": self.sentences,
+            "matrix": self.matrix.round(6).tolist(),
+        }
 
 
 def load_model(options: ModelOptions) -> LoadedModel:
@@ -136,8 +147,9 @@ def load_model(options: ModelOptions) -> LoadedModel:
             require_kind(resolve_model(name), "bi-encoder")
             log.warning("loading model %s on %s", name, device_words(options.device))
         # torch: a model's published figures are torch's (OpenVINO's bf16 moves the 5th digit).
-        encoder = BiEncoder.load(name, device=options.device, quantization=quantization,
-                                 runtime="torch")  # fmt: skip
+        encoder = BiEncoder.load(
+            name, device=options.device, quantization=quantization, runtime="torch"
+        )
         return LoadedModel(encoder, name + (f" ({quantization})" if quantization else ""))
     if options.quantization is not None:
         raise SemsearchError(
@@ -225,8 +237,12 @@ def evaluate_ir(
         facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
         if searcher.manifest.lexical is None:
             name = searcher.folder.name
-            log.warning("index %r has no lexical part: dense figures only ('semsearch reindex %s "
-                        "--lexical' adds one)", name, name)  # fmt: skip
+            log.warning(
+                "index %r has no lexical part: dense figures only ('semsearch reindex %s "
+                "--lexical' adds one)",
+                name,
+                name,
+            )
             metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
             facts["modes"] = {"dense": metrics}
             return EvaluationResult(
@@ -249,11 +265,16 @@ def _tuned(sides: SideRankings, qrels: dict, fusion: Fusion | None) -> tuple[dic
     """Convex fusion's figures with alpha tuned on a dev split, and the alphas tuned."""
     base = Fusion("convex", depth=(fusion or Fusion()).depth)
     metrics, folds = cross_validated_convex(sides, qrels, fusion=base)
-    every = [line for line, query in enumerate(sides.queries)
-             if any(grade > 0 for grade in qrels.get(query, {}).values())]  # fmt: skip
+    every = [
+        line
+        for line, query in enumerate(sides.queries)
+        if any(grade > 0 for grade in qrels.get(query, {}).values())
+    ]
     alpha, figures = tune_alpha(sides, qrels, every, fusion=base)
-    return ({"hybrid convex tuned": metrics},
-            {"all_queries": alpha, "folds": folds, "ndcg@10_by_alpha": figures})  # fmt: skip
+    return (
+        {"hybrid convex tuned": metrics},
+        {"all_queries": alpha, "folds": folds, "ndcg@10_by_alpha": figures},
+    )
 
 
 def evaluate_heatmap(
@@ -280,8 +301,10 @@ def index_rankings(
 ) -> dict[str, list[str]]:
     """Document ids the index returns for each judged query, best first."""
     if searcher.manifest.source.id_column is None:
-        raise SemsearchError(f"index {searcher.folder.name!r} has no id column: build it from "
-                             "corpus.jsonl with --id-column _id to rank BEIR queries with it")  # fmt: skip
+        raise SemsearchError(
+            f"index {searcher.folder.name!r} has no id column: build it from "
+            "corpus.jsonl with --id-column _id to rank BEIR queries with it"
+        )
     judged = [query for query in qrels if query in queries]
     results = searcher.search([queries[query] for query in judged], k=DEPTH)
     return {query: [str(hit.id) for hit in hits] for query, hits in zip(judged, results)}
@@ -313,9 +336,16 @@ def labelled_pairs(data: TrainingData) -> LabelledPairs:
     return LabelledPairs(data.columns["sentence1"], data.columns["sentence2"], labels)
 
 
-def _reranked(data: RetrievalData, loaded: LoadedModel, model: ModelOptions, facts: dict[str, Any],
-              reranker: Reranker, rerank: str, search_index: bool,
-              fusion: Fusion | None) -> EvaluationResult:  # fmt: skip
+def _reranked(
+    data: RetrievalData,
+    loaded: LoadedModel,
+    model: ModelOptions,
+    facts: dict[str, Any],
+    reranker: Reranker,
+    rerank: str,
+    search_index: bool,
+    fusion: Fusion | None,
+) -> EvaluationResult:
     """Each retrieval mode before and after the cross-encoder re-orders its rankings' heads.
 
     `metrics` are dense re-ranked, `facts["before_rerank"]` dense as retrieved;
@@ -329,15 +359,32 @@ def _reranked(data: RetrievalData, loaded: LoadedModel, model: ModelOptions, fac
     for mode, ranking in rankings.items():
         modes[mode] = ir_metrics(ranking, data.qrels)
         modes[f"{mode} + rerank"] = ir_metrics(reranked[mode], data.qrels)
-    facts = {**facts, "ranking": "the index" if search_index else "exact search", "rerank": rerank,
-             "rerank_top": reranker.top, "before_rerank": modes["dense"], "modes": modes,
-             "rerank_verdicts": rerank_verdicts(modes)}  # fmt: skip
-    return EvaluationResult("ir", f"{loaded.described} re-ranked by {rerank}", facts,
-                            modes["dense + rerank"], time.monotonic() - started)  # fmt: skip
+    facts = {
+        **facts,
+        "ranking": "the index" if search_index else "exact search",
+        "rerank": rerank,
+        "rerank_top": reranker.top,
+        "before_rerank": modes["dense"],
+        "modes": modes,
+        "rerank_verdicts": rerank_verdicts(modes),
+    }
+    return EvaluationResult(
+        "ir",
+        f"{loaded.described} re-ranked by {rerank}",
+        facts,
+        modes["dense + rerank"],
+        time.monotonic() - started,
+    )
 
 
-def _first_stages(data: RetrievalData, loaded: LoadedModel, model: ModelOptions, top: int,
-                  search_index: bool, fusion: Fusion) -> dict[str, dict[str, list[str]]]:  # fmt: skip
+def _first_stages(
+    data: RetrievalData,
+    loaded: LoadedModel,
+    model: ModelOptions,
+    top: int,
+    search_index: bool,
+    fusion: Fusion,
+) -> dict[str, dict[str, list[str]]]:
     """Document-id rankings per mode, at least `top` deep: dense, lexical and hybrid (only
     dense from an index without a lexical part)."""
     depth = max(DEPTH, top)
@@ -348,8 +395,11 @@ def _first_stages(data: RetrievalData, loaded: LoadedModel, model: ModelOptions,
     else:
         sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
     hybrid = next(name for name in mode_names(fusion) if name.startswith("hybrid"))
-    return {"dense": sides.ids(sides.dense), "lexical": sides.ids(sides.lexical),
-            hybrid: sides.ids(sides.hybrid(fusion, depth))}  # fmt: skip
+    return {
+        "dense": sides.ids(sides.dense),
+        "lexical": sides.ids(sides.lexical),
+        hybrid: sides.ids(sides.hybrid(fusion, depth)),
+    }
 
 
 def rerank_verdicts(modes: dict[str, dict[str, float]], metric: str = "ndcg@10") -> list[str]:
@@ -362,8 +412,10 @@ def rerank_verdicts(modes: dict[str, dict[str, float]], metric: str = "ndcg@10")
         before, now = modes[first][metric], after[metric]
         change = f"{metric} {before:.4f} -> {now:.4f} ({now - before:+.4f})"
         if now < before - RERANK_TOLERANCE:
-            verdicts.append(f"re-ranking LOWERS {first} {change}: this cross-encoder hurts on "
-                            "this data; search without --rerank")  # fmt: skip
+            verdicts.append(
+                f"re-ranking LOWERS {first} {change}: this cross-encoder hurts on "
+                "this data; search without --rerank"
+            )
         elif now > before + RERANK_TOLERANCE:
             verdicts.append(f"re-ranking raises {first} {change}")
         else:

@@ -156,8 +156,9 @@ class FilePartSource:
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         with truncation_report(encoder) as truncated:
-            rows_read, skipped = _encode_parts(self.corpus, encoder, writer, options,
-                                               self._usable, self.dimension)  # fmt: skip
+            rows_read, skipped = _encode_parts(
+                self.corpus, encoder, writer, options, self._usable, self.dimension
+            )
         return EncodedRows(rows_read, skipped, truncated.cut)
 
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
@@ -165,11 +166,15 @@ class FilePartSource:
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         return SourceSpec(
-            path=str(self.corpus.path.resolve()), format=self.corpus.format,
-            sha256=self.fingerprint(), rows_read=rows.read, rows_skipped=rows.skipped,
-            text_column=options.text_column, id_column=options.id_column,
+            path=str(self.corpus.path.resolve()),
+            format=self.corpus.format,
+            sha256=self.fingerprint(),
+            rows_read=rows.read,
+            rows_skipped=rows.skipped,
+            text_column=options.text_column,
+            id_column=options.id_column,
             vector_column=options.vector_column,
-        )  # fmt: skip
+        )
 
     def operation(self) -> dict:
         return {}
@@ -255,17 +260,30 @@ def build_index(
             indexed = index_segment(source, spec, encoder, segment, folder, options, device)
         spec, tuning = indexed.spec, indexed.tuning
         manifest = Manifest(
-            name=name, generation=1, rows=total, model=encoder.spec, index=spec,
-            source=source.source_spec(encoded, options), segments=indexed.records,
-            next_id=encoded.read, files=indexed.files,
+            name=name,
+            generation=1,
+            rows=total,
+            model=encoder.spec,
+            index=spec,
+            source=source.source_spec(encoded, options),
+            segments=indexed.records,
+            next_id=encoded.read,
+            files=indexed.files,
             vector_dtype=STORE_VECTORS[options.store_vectors],
-            operation={"kind": "build", "rows": total, "skipped": encoded.skipped,
-                       "truncated": encoded.truncated, "runtime": encoder_runtime(encoder, options),
-                       **source.operation()},
-            semsearch_version=__version__, created_at=now(),
+            operation={
+                "kind": "build",
+                "rows": total,
+                "skipped": encoded.skipped,
+                "truncated": encoded.truncated,
+                "runtime": encoder_runtime(encoder, options),
+                **source.operation(),
+            },
+            semsearch_version=__version__,
+            created_at=now(),
             build_seconds=round(time.perf_counter() - started, 2),
-            tuning=tuning.to_dict() if tuning else None, lexical=options.lexical,
-        )  # fmt: skip
+            tuning=tuning.to_dict() if tuning else None,
+            lexical=options.lexical,
+        )
         write_manifest(partial, manifest)
         (partial / STATE_FILE).unlink()
         publish(partial, final, options.overwrite)
@@ -290,12 +308,20 @@ class IndexedParts:
     files: dict[str, dict] | None = None
 
 
-def index_segment(source: PartSource, spec: IndexSpec, encoder, segment: Segment,
-                  folder: IndexFolder, options: BuildOptions, device) -> IndexedParts:  # fmt: skip
+def index_segment(
+    source: PartSource,
+    spec: IndexSpec,
+    encoder,
+    segment: Segment,
+    folder: IndexFolder,
+    options: BuildOptions,
+    device,
+) -> IndexedParts:
     """Train, fill and tune the segment's FAISS index in this process, then its BM25 part."""
     total, parts = segment_rows(segment), segment.record.parts
-    index, spec = trained_index(spec, encoder.dimension, segment.iter_parts, total, folder,
-                                1, device)  # fmt: skip
+    index, spec = trained_index(
+        spec, encoder.dimension, segment.iter_parts, total, folder, 1, device
+    )
     with index.placed(device):
         source.fill(index, segment, options)
         tuning = None
@@ -307,10 +333,12 @@ def index_segment(source: PartSource, spec: IndexSpec, encoder, segment: Segment
     index_bytes = index.write(segment.folder / index_file)
     lexical_dir = None
     if options.lexical is not None:
-        lexical_dir = index_segment_texts(segment.folder, options.text_column, total, parts,
-                                          options.lexical, 1)  # fmt: skip
-    record = SegmentRecord(segment.name, total, parts, index_file, index_bytes,
-                           lexical_dir=lexical_dir)  # fmt: skip
+        lexical_dir = index_segment_texts(
+            segment.folder, options.text_column, total, parts, options.lexical, 1
+        )
+    record = SegmentRecord(
+        segment.name, total, parts, index_file, index_bytes, lexical_dir=lexical_dir
+    )
     return IndexedParts(spec, (record,), tuning)
 
 
@@ -381,9 +409,15 @@ def _tune(
     enforce_target(result, index, options.strict)  # --strict: a missed target is an error
     verdict = "meets" if result.met else "does NOT meet (the best found)"
     log.warning(
-        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s", result.parameter,
-        result.value, TUNING_K, result.recall, result.queries, verdict, result.target,
-    )  # fmt: skip
+        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
+        result.parameter,
+        result.value,
+        TUNING_K,
+        result.recall,
+        result.queries,
+        verdict,
+        result.target,
+    )
     return result
 
 
@@ -435,10 +469,14 @@ def _encode_parts(
     its rate and ETA count only the texts this run encodes."""
     counts = {"read": 0, "skipped": 0}
     own = options.vector_column
-    bar = tqdm(total=usable, initial=writer.rows_written(),
-               desc="encoding" if own is None else "reading vectors",
-               unit="text" if own is None else "row", disable=not options.show_progress,
-               smoothing=RATE_SMOOTHING)  # fmt: skip
+    bar = tqdm(
+        total=usable,
+        initial=writer.rows_written(),
+        desc="encoding" if own is None else "reading vectors",
+        unit="text" if own is None else "row",
+        disable=not options.show_progress,
+        smoothing=RATE_SMOOTHING,
+    )
     vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
 
     def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
@@ -451,18 +489,22 @@ def _encode_parts(
             counts["skipped"] += rows.skipped
             if writer.has(part):  # written by the interrupted build this one resumes
                 continue  # its rows are the bar's `initial`
-            yield prepare_part(part, rows.batch, rows.source_rows, options.text_column,
-                               vector_column)  # fmt: skip
+            yield prepare_part(
+                part, rows.batch, rows.source_rows, options.text_column, vector_column
+            )
 
     with bar:
-        write_parts(encoder, parts(), writer, options.batch_size, bar.update,
-                    options.pipeline_depth)  # fmt: skip
+        write_parts(
+            encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
+        )
     rows_read, skipped = counts["read"], counts["skipped"]
     if skipped:
         log.warning(
             "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
-            skipped, rows_read, options.text_column,
-        )  # fmt: skip
+            skipped,
+            rows_read,
+            options.text_column,
+        )
     return rows_read, skipped
 
 

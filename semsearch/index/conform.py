@@ -126,9 +126,14 @@ def _first_value(column: pa.Array) -> str:
 
 
 def _refusal(
-    name: str, column: pa.Array, old: pa.DataType, value: str, target: Target, from_text: bool,
+    name: str,
+    column: pa.Array,
+    old: pa.DataType,
+    value: str,
+    target: Target,
+    from_text: bool,
     convert: bool,
-) -> str:  # fmt: skip
+) -> str:
     role = "id column" if name == target.id_column else "column"
     found = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
     fix = (

@@ -69,8 +69,13 @@ def resolve_files(corpus: str | Path) -> list[Path] | list[RemoteFile]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and _supported(p)
-                       and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts))  # fmt: skip
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file()
+            and _supported(p)
+            and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
+        )
         if not files:
             raise SemsearchError(
                 f"folder {path} holds no .parquet, .csv, .tsv or .jsonl files (optionally .gz)"
@@ -108,8 +113,13 @@ def _check_same_columns(first: Corpus, other: Corpus) -> None:
     if list(theirs) != list(ours):
         missing = [name for name in ours if name not in theirs]
         extra = [name for name in theirs if name not in ours]
-        detail = (f"lacks {', '.join(map(repr, missing))}" if missing
-                  else f"adds {', '.join(map(repr, extra))}" if extra else "orders them differently")  # fmt: skip
+        detail = (
+            f"lacks {', '.join(map(repr, missing))}"
+            if missing
+            else f"adds {', '.join(map(repr, extra))}"
+            if extra
+            else "orders them differently"
+        )
         raise SemsearchError(
             f"the files' columns disagree: {other.path.name} {detail} (against {first.path.name}): "
             "give files with the same columns"
@@ -154,8 +164,12 @@ def check_unique_ids(scans: list[FileScan], id_column: str) -> None:
     repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
     if len(repeated):
         value = repeated[0]["values"].as_py()
-        where = [file_name(scan.path) for scan in scans
-                 if scan.ids is not None and pc.any(pc.equal(scan.ids, pa.scalar(value, scan.ids.type))).as_py()]  # fmt: skip
+        where = [
+            file_name(scan.path)
+            for scan in scans
+            if scan.ids is not None
+            and pc.any(pc.equal(scan.ids, pa.scalar(value, scan.ids.type))).as_py()
+        ]
         raise SemsearchError(
             f"id {value!r} appears in more than one file ({' and '.join(where[:2])}) in "
             f"{id_column!r}: ids must be unique across the files"
@@ -183,9 +197,11 @@ class ReadUnit:
 
 
 def plan_units(
-    scans: list[FileScan], part_rows: int, written: Callable[[int], bool],
+    scans: list[FileScan],
+    part_rows: int,
+    written: Callable[[int], bool],
     parts_per_read: int = PARTS_PER_READ,
-) -> list[ReadUnit]:  # fmt: skip
+) -> list[ReadUnit]:
     """The reads that cover every part not `written` yet. A Parquet file is read in units of
     `parts_per_read` parts (its row groups allow it); a text file is read whole, once."""
     units: list[ReadUnit] = []
@@ -291,8 +307,10 @@ class ManyFilesSource:
 
     def scan(self) -> list[FileScan]:
         options = self.options
-        return [scan_file(location_text(path), options.text_column, options.id_column, options.strict)
-                for path in self.files]  # fmt: skip
+        return [
+            scan_file(location_text(path), options.text_column, options.id_column, options.strict)
+            for path in self.files
+        ]
 
     def fingerprint(self) -> str:
         return fingerprint(self.scans)
@@ -309,24 +327,40 @@ class ManyFilesSource:
                 for part in read_unit(unit, options.text_column, options.part_rows, options.strict):
                     yield prepare_part(part.part, part.batch, part.ids, options.text_column)
 
-        with truncation_report(encoder) as truncated, \
-                tqdm(total=total, desc="encoding", unit="text", disable=not options.show_progress,
-                     smoothing=RATE_SMOOTHING) as bar:  # fmt: skip
-            write_parts(encoder, parts(), writer, options.batch_size, bar.update,
-                        options.pipeline_depth)  # fmt: skip
+        with (
+            truncation_report(encoder) as truncated,
+            tqdm(
+                total=total,
+                desc="encoding",
+                unit="text",
+                disable=not options.show_progress,
+                smoothing=RATE_SMOOTHING,
+            ) as bar,
+        ):
+            write_parts(
+                encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
+            )
         return self.encoded_rows(truncated.cut)
 
     def encoded_rows(self, truncated: int) -> EncodedRows:
         rows = sum(scan.rows for scan in self.scans)
         skipped = rows - sum(scan.usable for scan in self.scans)
         if skipped:
-            log.warning("skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
-                        skipped, rows, self.options.text_column)  # fmt: skip
+            log.warning(
+                "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
+                skipped,
+                rows,
+                self.options.text_column,
+            )
         return EncodedRows(rows, skipped, truncated)
 
     def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
-        add_parts(index, segment.iter_parts, sum(len(ids) for ids in segment.part_ids),
-                  options.show_progress)  # fmt: skip
+        add_parts(
+            index,
+            segment.iter_parts,
+            sum(len(ids) for ids in segment.part_ids),
+            options.show_progress,
+        )
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         many = as_location(options.corpus)
@@ -338,10 +372,14 @@ class ManyFilesSource:
             else many.absolute()
         )
         return SourceSpec(
-            path=str(path), format=self.corpora[0].format, sha256=self.fingerprint(),
-            rows_read=rows.read, rows_skipped=rows.skipped, text_column=options.text_column,
+            path=str(path),
+            format=self.corpora[0].format,
+            sha256=self.fingerprint(),
+            rows_read=rows.read,
+            rows_skipped=rows.skipped,
+            text_column=options.text_column,
             id_column=options.id_column,
-        )  # fmt: skip
+        )
 
     def operation(self) -> dict:
         return {"files": len(self.files)}

@@ -85,8 +85,11 @@ def choose_index(
     if rows < minimum_rows(spec.factory):
         log.warning(
             "%s needs at least %d vectors to train and there are %d: building a flat index "
-            "(exact search) instead", spec.factory, minimum_rows(spec.factory), rows,
-        )  # fmt: skip
+            "(exact search) instead",
+            spec.factory,
+            minimum_rows(spec.factory),
+            rows,
+        )
         spec = IndexSpec(requested, "Flat", metric, {})
     if not _usable(spec, rows):
         raise SemsearchError(
@@ -184,12 +187,16 @@ def _named_spec(kind: str, requested: str, rows: int, dimension: int, metric: st
         return IndexSpec(requested, f"HNSW{HNSW_M},Flat", metric, {"efSearch": DEFAULT_EF_SEARCH})
     pq = f"PQ{_pq_subquantizers(dimension)}x{pq_bits(rows)}"
     if kind == "ivfpq":
-        return IndexSpec(requested, f"IVF{nlist},{pq}", metric,
-                         {"nprobe": min(DEFAULT_NPROBE, nlist)})  # fmt: skip
+        return IndexSpec(
+            requested, f"IVF{nlist},{pq}", metric, {"nprobe": min(DEFAULT_NPROBE, nlist)}
+        )
     if kind == "disk":  # np: no polysemous training (30x slower to train, unused here)
-        return IndexSpec(requested, f"IVF{nlist},{pq}np", metric,
-                         {"nprobe": min(DEFAULT_NPROBE, nlist),
-                          OVERSAMPLE: DEFAULT_OVERSAMPLE})  # fmt: skip
+        return IndexSpec(
+            requested,
+            f"IVF{nlist},{pq}np",
+            metric,
+            {"nprobe": min(DEFAULT_NPROBE, nlist), OVERSAMPLE: DEFAULT_OVERSAMPLE},
+        )
     _check_factory_string(requested)
     return IndexSpec(requested, requested, metric, _default_params(requested))
 

@@ -36,6 +36,9 @@ def segment_name(number: int) -> str:
 
 def next_segment_number(manifest: Manifest, existing: list[str]) -> int:
     """One more than any segment this index has ever had (names are never reused)."""
-    numbers = [int(name[1:]) for name in [*existing, *(s.name for s in manifest.segments)]
-               if name.startswith("s") and name[1:].isdigit()]  # fmt: skip
+    numbers = [
+        int(name[1:])
+        for name in [*existing, *(s.name for s in manifest.segments)]
+        if name.startswith("s") and name[1:].isdigit()
+    ]
     return max(numbers, default=-1) + 1

@@ -41,8 +41,9 @@ def lexical_dir_name(generation: int) -> str:
 def tokenize(texts: Sequence[str], spec: LexicalSpec) -> list[list[str]]:
     """Lower-cased words of two or more characters, stop words dropped, stemmed: the terms a
     text is indexed and queried by."""
-    return tokenizer_for(spec).tokenize(list(texts), update_vocab=True, return_as="string",
-                                     allow_empty=False, show_progress=False)  # fmt: skip
+    return tokenizer_for(spec).tokenize(
+        list(texts), update_vocab=True, return_as="string", allow_empty=False, show_progress=False
+    )
 
 
 def build_bm25(texts: Sequence[str], spec: LexicalSpec):
@@ -51,8 +52,9 @@ def build_bm25(texts: Sequence[str], spec: LexicalSpec):
     collections (an evaluation's corpus); a segment's part is written by `write_lexical`."""
     bm25s = bm25s_module()
     tokenizer = tokenizer_for(spec)
-    ids = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids", allow_empty=False,
-                             show_progress=False)  # fmt: skip
+    ids = tokenizer.tokenize(
+        list(texts), update_vocab=True, return_as="ids", allow_empty=False, show_progress=False
+    )
     vocab = tokenizer.get_vocab_dict()
     if not vocab:  # no text has a word: one unused term keeps the matrices well formed
         vocab = {"": 0}
@@ -110,8 +112,13 @@ class LexicalPart:
     def of(cls, model) -> LexicalPart:
         """The part a bm25s index (`build_bm25`, or loaded) holds."""
         scores = model.scores
-        return cls(np.asarray(scores["data"]), np.asarray(scores["indices"]),
-                   np.asarray(scores["indptr"]), model.vocab_dict, int(scores["num_docs"]))  # fmt: skip
+        return cls(
+            np.asarray(scores["data"]),
+            np.asarray(scores["indices"]),
+            np.asarray(scores["indptr"]),
+            model.vocab_dict,
+            int(scores["num_docs"]),
+        )
 
     def document_frequency(self, term: int) -> int:
         return int(self.indptr[term + 1] - self.indptr[term])
@@ -126,8 +133,12 @@ class LexicalPart:
             return np.empty(0, np.int64), np.empty(0)
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in terms]
         documents = np.concatenate([self.indices[start:end] for start, end in spans])
-        values = np.concatenate([self.data[start:end] * np.float32(weight)
-                                 for (start, end), weight in zip(spans, weights)])  # fmt: skip
+        values = np.concatenate(
+            [
+                self.data[start:end] * np.float32(weight)
+                for (start, end), weight in zip(spans, weights)
+            ]
+        )
         found, slots = np.unique(documents, return_inverse=True)
         return found.astype(np.int64), np.bincount(slots, weights=values, minlength=len(found))
 
@@ -141,9 +152,12 @@ class LexicalSegment:
 
 
 def lexical_search(
-    segments: Sequence[LexicalSegment], spec: LexicalSpec, queries: Sequence[str], k: int,
+    segments: Sequence[LexicalSegment],
+    spec: LexicalSpec,
+    queries: Sequence[str],
+    k: int,
     allowed: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray]:
     """BM25 scores and global rows of each query's best `k` `allowed` rows (-1 and NaN padded);
     rows that share no term with the query are not results."""
     all_scores = np.full((len(queries), k), np.nan, np.float32)
@@ -193,8 +207,9 @@ def _segment_weights(
     return weighted
 
 
-def index_segment_texts(folder: Path, text_column: str, rows: int, parts: int, spec: LexicalSpec,
-                        generation: int) -> str:  # fmt: skip
+def index_segment_texts(
+    folder: Path, text_column: str, rows: int, parts: int, spec: LexicalSpec, generation: int
+) -> str:
     """Write the lexical part of the segment in `folder` from its stored texts (no model
     needed); the folder's name."""
     from semsearch.index.manifest import SegmentRecord

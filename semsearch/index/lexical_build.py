@@ -28,8 +28,11 @@ import numpy as np
 from semsearch.index.lexical_terms import bm25s_module, term_idf, tokenizer_for
 from semsearch.index.manifest import LexicalSpec
 
-DATA_FILE, INDICES_FILE, INDPTR_FILE = ("data.csc.index.npy", "indices.csc.index.npy",
-                                        "indptr.csc.index.npy")  # fmt: skip
+DATA_FILE, INDICES_FILE, INDPTR_FILE = (
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+)
 VOCAB_FILE, PARAMS_FILE = "vocab.index.json", "params.index.json"
 
 
@@ -42,8 +45,9 @@ def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: Lexical
     tokenizer = tokenizer_for(spec)
     lengths, frequencies, pair_counts = [], np.zeros(0, np.int64), []
     for number, texts in enumerate(parts):
-        tokens = tokenizer.tokenize(list(texts), update_vocab=True, return_as="ids",
-                                    allow_empty=False, show_progress=False)  # fmt: skip
+        tokens = tokenizer.tokenize(
+            list(texts), update_vocab=True, return_as="ids", allow_empty=False, show_progress=False
+        )
         terms, counts, per_document = _term_counts(tokens)
         lengths.append(np.fromiter(map(len, tokens), np.int32, len(tokens)))
         vocabulary = len(tokenizer.get_vocab_dict())
@@ -83,11 +87,21 @@ def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: Lexical
     shutil.rmtree(spill)
     from bm25s.utils import json_functions  # bm25s' own writer (orjson where present)
 
-    (folder / VOCAB_FILE).write_text(json_functions.dumps(vocab, ensure_ascii=False),
-                                     encoding="utf-8")  # fmt: skip
-    params = {"k1": spec.k1, "b": spec.b, "delta": 0.5, "method": spec.method,
-              "idf_method": spec.method, "dtype": "float32", "int_dtype": "int32",
-              "num_docs": documents, "version": bm25s_module().__version__, "backend": "numpy"}  # fmt: skip
+    (folder / VOCAB_FILE).write_text(
+        json_functions.dumps(vocab, ensure_ascii=False), encoding="utf-8"
+    )
+    params = {
+        "k1": spec.k1,
+        "b": spec.b,
+        "delta": 0.5,
+        "method": spec.method,
+        "idf_method": spec.method,
+        "dtype": "float32",
+        "int_dtype": "int32",
+        "num_docs": documents,
+        "version": bm25s_module().__version__,
+        "backend": "numpy",
+    }
     (folder / PARAMS_FILE).write_text(json.dumps(params, indent=4), encoding="utf-8")
 
 
@@ -127,9 +141,13 @@ def _idf_array(method: str, frequencies: np.ndarray, documents: int) -> np.ndarr
 
 
 def _scores(
-    spec: LexicalSpec, idf: np.ndarray, terms: np.ndarray, counts: np.ndarray,
-    lengths: np.ndarray, average: np.float64,
-) -> np.ndarray:  # fmt: skip
+    spec: LexicalSpec,
+    idf: np.ndarray,
+    terms: np.ndarray,
+    counts: np.ndarray,
+    lengths: np.ndarray,
+    average: np.float64,
+) -> np.ndarray:
     """bm25s' eager score of each (term, count) pair, with the same float types it uses (so
     the same float32 values): counts float32, the length norm float64."""
     k1, b = spec.k1, spec.b

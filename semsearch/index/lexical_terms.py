@@ -21,8 +21,9 @@ def tokenizer_for(spec: LexicalSpec):
     """A fresh bm25s tokenizer for `spec`: it numbers terms in order of first appearance."""
     from bm25s.tokenization import Tokenizer
 
-    return Tokenizer(splitter=TOKEN_PATTERN, stopwords=spec.stopwords or None,
-                     stemmer=stemmer_for(spec))  # fmt: skip
+    return Tokenizer(
+        splitter=TOKEN_PATTERN, stopwords=spec.stopwords or None, stemmer=stemmer_for(spec)
+    )
 
 
 def term_idf(method: str, frequency: int, documents: int) -> float:

@@ -40,15 +40,25 @@ class Index:
     def generations(self) -> list[Manifest]:
         return [self.folder.manifest(number) for number in self.folder.generations()]
 
-    def add(self, rows: pa.Table | str | Path, encoder=None, batch_size: int | None = None,
-            device: str = "auto", text_column: str | None = None,
-            convert_types: bool = False) -> ChangeResult:  # fmt: skip
+    def add(
+        self,
+        rows: pa.Table | str | Path,
+        encoder=None,
+        batch_size: int | None = None,
+        device: str = "auto",
+        text_column: str | None = None,
+        convert_types: bool = False,
+    ) -> ChangeResult:
         """Upsert `rows` (a table or a corpus file) by the index's id column; FAISS adds on
         `device` (`auto`: a GPU when FAISS can use one). `text_column` names the rows' text
         column when it is not the index's; `convert_types` reads values of other types that
         convert without loss (`semsearch.index.conform`)."""
-        options = dict(batch_size=batch_size, device=device, text_column=text_column,
-                       convert_types=convert_types)  # fmt: skip
+        options = dict(
+            batch_size=batch_size,
+            device=device,
+            text_column=text_column,
+            convert_types=convert_types,
+        )
         if isinstance(rows, pa.Table):
             with tempfile.TemporaryDirectory() as scratch:
                 path = Path(scratch) / "rows.parquet"
@@ -61,10 +71,16 @@ class Index:
             self.folder, None if ids is None else [str(i) for i in ids], where
         )
 
-    def reindex(self, index_type: str, target_recall: float | None = 0.95,
-                memory_budget: int | None = None, device: str = "auto") -> Manifest:  # fmt: skip
-        return maintain.reindex(self.folder, index_type, target_recall, memory_budget,
-                                device=device)  # fmt: skip
+    def reindex(
+        self,
+        index_type: str,
+        target_recall: float | None = 0.95,
+        memory_budget: int | None = None,
+        device: str = "auto",
+    ) -> Manifest:
+        return maintain.reindex(
+            self.folder, index_type, target_recall, memory_budget, device=device
+        )
 
     def compact(self, keep: int = 1, device: str = "auto") -> Manifest:
         return maintain.compact(self.folder, keep, device=device)

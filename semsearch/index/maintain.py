@@ -61,11 +61,25 @@ def reindex(
     with folder.writer_lock("reindex"):
         manifest = folder.manifest()
         check_opened_files(folder, manifest, vectors=True)  # never build on changed files
-        spec = choose_index(requested, max(manifest.rows, 1), manifest.model.dimension,
-                            manifest.index.metric, memory_budget)  # fmt: skip
+        spec = choose_index(
+            requested,
+            max(manifest.rows, 1),
+            manifest.model.dimension,
+            manifest.index.metric,
+            memory_budget,
+        )
         try:
-            new = _rebuild(folder, manifest, spec, target_recall, show_progress, "reindex",
-                           started, placement, strict)  # fmt: skip
+            new = _rebuild(
+                folder,
+                manifest,
+                spec,
+                target_recall,
+                show_progress,
+                "reindex",
+                started,
+                placement,
+                strict,
+            )
         except SemsearchError:
             remove_leftovers(folder)  # a merged segment made for the new structure
             raise
@@ -88,11 +102,16 @@ def compact(
         check_opened_files(folder, manifest, vectors=True)  # never build on changed files
         needs_merge = len(manifest.segments) > 1 or any(s.deleted for s in manifest.segments)
         if needs_merge:
-            spec = choose_index(manifest.index.requested, max(manifest.rows, 1),
-                                manifest.model.dimension, manifest.index.metric)  # fmt: skip
+            spec = choose_index(
+                manifest.index.requested,
+                max(manifest.rows, 1),
+                manifest.model.dimension,
+                manifest.index.metric,
+            )
             target = (manifest.tuning or {}).get("target")
-            manifest = _rebuild(folder, manifest, spec, target, show_progress, "compact", started,
-                                placement)  # fmt: skip
+            manifest = _rebuild(
+                folder, manifest, spec, target, show_progress, "compact", started, placement
+            )
             write_manifest(folder.path, manifest)
         for number in folder.generations()[:-keep]:
             generation_file(folder.path, number).unlink(missing_ok=True)
@@ -114,16 +133,25 @@ def set_lexical(folder: IndexFolder, spec: LexicalSpec | None) -> Manifest:
                 "needs a text column (rebuild with --text-column)"
             )
         if spec == manifest.lexical:
-            log.warning("index %r already %s", manifest.name,
-                        "has no lexical part" if spec is None else "has this lexical part")  # fmt: skip
+            log.warning(
+                "index %r already %s",
+                manifest.name,
+                "has no lexical part" if spec is None else "has this lexical part",
+            )
             return manifest
         generation = manifest.generation + 1
         records = []
         for record in manifest.segments:
             lexical_dir = None
             if spec is not None:
-                lexical_dir = index_segment_texts(folder.segment_dir(record.name), manifest.text_column,
-                                                  record.rows, record.parts, spec, generation)  # fmt: skip
+                lexical_dir = index_segment_texts(
+                    folder.segment_dir(record.name),
+                    manifest.text_column,
+                    record.rows,
+                    record.parts,
+                    spec,
+                    generation,
+                )
             records.append(replace(record, lexical_dir=lexical_dir))
         operation = {"kind": "lexical", "lexical": None if spec is None else asdict(spec)}
         new = next_generation(
@@ -191,26 +219,37 @@ def retune(
         enforce_target(result, index, strict)
         params = {**manifest.index.search_params, **result.search_params()}
         new = next_generation(
-            manifest, list(manifest.segments), {"kind": "tune", **result.to_dict()},
+            manifest,
+            list(manifest.segments),
+            {"kind": "tune", **result.to_dict()},
             time.perf_counter() - started,
-            index=replace(manifest.index, search_params=params), tuning=result.to_dict(),
-        )  # fmt: skip
+            index=replace(manifest.index, search_params=params),
+            tuning=result.to_dict(),
+        )
         write_manifest(folder.path, new)
         return result
 
 
 def _rebuild(
-    folder: IndexFolder, manifest: Manifest, spec, target_recall: float | None,
-    show_progress: bool, kind: str, started: float, device: FaissDevice, strict: bool = False,
-) -> Manifest:  # fmt: skip
+    folder: IndexFolder,
+    manifest: Manifest,
+    spec,
+    target_recall: float | None,
+    show_progress: bool,
+    kind: str,
+    started: float,
+    device: FaissDevice,
+    strict: bool = False,
+) -> Manifest:
     """One segment over every live row with a new `spec` index: the next generation."""
     generation = manifest.generation + 1
     segment = _live_segment(folder, manifest)
     total = segment.record.rows
     if total == 0:
         raise SemsearchError(f"index {manifest.name!r} has no live rows to {kind}")
-    index, spec = trained_index(spec, manifest.model.dimension, segment.iter_parts, total,
-                                folder, generation, device)  # fmt: skip
+    index, spec = trained_index(
+        spec, manifest.model.dimension, segment.iter_parts, total, folder, generation, device
+    )
     tuning = None
     with index.placed(device):
         add_parts(index, segment.iter_parts, total, show_progress)
@@ -218,24 +257,47 @@ def _rebuild(
             query_ids, vectors = sample_vectors(
                 segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1
             )
-            tuning = tune_search(index, spec, segment, prepare_vectors(vectors, spec.metric),
-                                 target_recall, TUNING_K, query_ids)  # fmt: skip
+            tuning = tune_search(
+                index,
+                spec,
+                segment,
+                prepare_vectors(vectors, spec.metric),
+                target_recall,
+                TUNING_K,
+                query_ids,
+            )
             enforce_target(tuning, index, strict)
     if tuning is not None:
         spec = replace(spec, search_params=tuning.search_params())
-        log.warning("tuned %s=%d: recall@%d %.3f (target %s)", tuning.parameter, tuning.value,
-                    TUNING_K, tuning.recall, tuning.target)  # fmt: skip
+        log.warning(
+            "tuned %s=%d: recall@%d %.3f (target %s)",
+            tuning.parameter,
+            tuning.value,
+            TUNING_K,
+            tuning.recall,
+            tuning.target,
+        )
     index_file = index_file_name(generation)
     size = index.write(segment.folder / index_file)
     record = replace(segment.record, index_file=index_file, index_file_bytes=size)
     if manifest.lexical is not None and record.lexical_dir is None:  # a merged segment
-        lexical_dir = index_segment_texts(segment.folder, manifest.text_column, record.rows,
-                                          record.parts, manifest.lexical, generation)  # fmt: skip
+        lexical_dir = index_segment_texts(
+            segment.folder,
+            manifest.text_column,
+            record.rows,
+            record.parts,
+            manifest.lexical,
+            generation,
+        )
         record = replace(record, lexical_dir=lexical_dir)
     return next_generation(
-        manifest, [record], {"kind": kind, "factory": spec.factory, "rows": total},
-        time.perf_counter() - started, index=spec, tuning=tuning.to_dict() if tuning else None,
-    )  # fmt: skip
+        manifest,
+        [record],
+        {"kind": kind, "factory": spec.factory, "rows": total},
+        time.perf_counter() - started,
+        index=spec,
+        tuning=tuning.to_dict() if tuning else None,
+    )
 
 
 def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
@@ -270,10 +332,14 @@ def _readable_next_ids(folder: IndexFolder) -> list[int]:
 
 def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
     missing = [
-        record.name for record in manifest.segments
+        record.name
+        for record in manifest.segments
         if not (folder.segment_dir(record.name) / record.index_file).is_file()
-        or (record.lexical_dir and not (folder.segment_dir(record.name) / record.lexical_dir).is_dir())
-    ]  # fmt: skip
+        or (
+            record.lexical_dir
+            and not (folder.segment_dir(record.name) / record.lexical_dir).is_dir()
+        )
+    ]
     if missing:
         raise SemsearchError(
             f"generation {manifest.generation} of index {manifest.name!r} lost its files to a "

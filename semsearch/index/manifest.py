@@ -200,7 +200,7 @@ class Manifest:
                     None
                     if data.get("lexical") is None
                     else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
-                ),  # fmt: skip
+                ),
                 "segments": tuple(
                     SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
                     for item in data["segments"]
@@ -213,38 +213,75 @@ class Manifest:
     def validate(self) -> None:
         """Raise ValueError naming the first field whose type, range or value cannot be right."""
         require(text(self.name), "name", self.name, "a non-empty string")
-        require(count(self.generation) and self.generation >= 1, "generation", self.generation,
-                 "an integer >= 1")  # fmt: skip
+        require(
+            count(self.generation) and self.generation >= 1,
+            "generation",
+            self.generation,
+            "an integer >= 1",
+        )
         require(count(self.next_id), "next_id", self.next_id, "an integer >= 0")
         require(count(self.rows), "rows", self.rows, "an integer >= 0")
-        require(self.vector_dtype in VECTOR_DTYPES, "vector_dtype", self.vector_dtype,
-                 f"one of {', '.join(VECTOR_DTYPES)}")  # fmt: skip
-        require(isinstance(self.operation, dict) and text(self.operation.get("kind")),
-                 "operation", self.operation, "an object with a kind")  # fmt: skip
-        require(isinstance(self.semsearch_version, str), "semsearch_version", self.semsearch_version,
-                 "a string")  # fmt: skip
+        require(
+            self.vector_dtype in VECTOR_DTYPES,
+            "vector_dtype",
+            self.vector_dtype,
+            f"one of {', '.join(VECTOR_DTYPES)}",
+        )
+        require(
+            isinstance(self.operation, dict) and text(self.operation.get("kind")),
+            "operation",
+            self.operation,
+            "an object with a kind",
+        )
+        require(
+            isinstance(self.semsearch_version, str),
+            "semsearch_version",
+            self.semsearch_version,
+            "a string",
+        )
         require(timestamp(self.created_at), "created_at", self.created_at, "an ISO time")
-        require(isinstance(self.build_seconds, int | float) and not isinstance(self.build_seconds, bool)
-                 and self.build_seconds >= 0, "build_seconds", self.build_seconds, "seconds >= 0")  # fmt: skip
-        require(self.tuning is None or isinstance(self.tuning, dict), "tuning", self.tuning,
-                 "an object or null")  # fmt: skip
+        require(
+            isinstance(self.build_seconds, int | float)
+            and not isinstance(self.build_seconds, bool)
+            and self.build_seconds >= 0,
+            "build_seconds",
+            self.build_seconds,
+            "seconds >= 0",
+        )
+        require(
+            self.tuning is None or isinstance(self.tuning, dict),
+            "tuning",
+            self.tuning,
+            "an object or null",
+        )
         require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
-        require(self.index_created_at == "" or timestamp(self.index_created_at),
-                 "index_created_at", self.index_created_at, "an ISO time")  # fmt: skip
+        require(
+            self.index_created_at == "" or timestamp(self.index_created_at),
+            "index_created_at",
+            self.index_created_at,
+            "an ISO time",
+        )
         validate_model(self.model, may_be_unnamed=self.source.vector_column is not None)
         validate_index(self.index)
         validate_source(self.source)
         require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
         for segment in self.segments:
             validate_segment(segment)
-        require(self.rows == sum(segment.live_rows for segment in self.segments), "rows",
-                 self.rows, "the live rows of the segments")  # fmt: skip
+        require(
+            self.rows == sum(segment.live_rows for segment in self.segments),
+            "rows",
+            self.rows,
+            "the live rows of the segments",
+        )
         if self.lexical is not None:
             validate_lexical(self.lexical)
         for segment in self.segments:
-            require((segment.lexical_dir is not None) == (self.lexical is not None),
-                     "segments.lexical_dir", segment.lexical_dir,
-                     "a folder name exactly when the index has a lexical part")  # fmt: skip
+            require(
+                (segment.lexical_dir is not None) == (self.lexical is not None),
+                "segments.lexical_dir",
+                segment.lexical_dir,
+                "a folder name exactly when the index has a lexical part",
+            )
         if self.files is not None:
             validate_files(self.files)
 
@@ -413,8 +450,11 @@ def _with_identity(folder: Path, manifest: Manifest) -> Manifest:
     """A first build (or an index written before they existed) gets its id and creation time."""
     if manifest.index_id:
         return manifest
-    first = (datetime.now(timezone.utc).isoformat(timespec="microseconds")
-             if manifest.generation == 1 else created_at(folder, manifest))  # fmt: skip
+    first = (
+        datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        if manifest.generation == 1
+        else created_at(folder, manifest)
+    )
     return replace(manifest, index_id=uuid.uuid4().hex, index_created_at=first)
 
 

@@ -35,26 +35,46 @@ def validate_model(model: EncoderSpec, may_be_unnamed: bool = False) -> None:
     named = text(model.name) or (may_be_unnamed and model.name == "")
     require(named, "model.name", model.name, "a non-empty string")
     require(isinstance(model.fingerprint, str), "model.fingerprint", model.fingerprint, "a string")
-    require(model.pooling in POOLING_MODES, "model.pooling", model.pooling,
-             f"one of {', '.join(POOLING_MODES)}")  # fmt: skip
+    require(
+        model.pooling in POOLING_MODES,
+        "model.pooling",
+        model.pooling,
+        f"one of {', '.join(POOLING_MODES)}",
+    )
     require(isinstance(model.normalize, bool), "model.normalize", model.normalize, "true or false")
     for name in ("max_length", "dimension"):
         value = getattr(model, name)
         require(count(value) and value >= 1, f"model.{name}", value, "an integer >= 1")
-    require(model.quantization is None or model.quantization in QUANTIZATION_MODES,
-             "model.quantization", model.quantization, "null or int8")  # fmt: skip
+    require(
+        model.quantization is None or model.quantization in QUANTIZATION_MODES,
+        "model.quantization",
+        model.quantization,
+        "null or int8",
+    )
 
 
 def validate_index(index: IndexSpec) -> None:
     require(text(index.requested), "index.requested", index.requested, "a non-empty string")
     require(text(index.factory), "index.factory", index.factory, "a FAISS factory string")
-    require(index.metric in METRIC_NAMES, "index.metric", index.metric,
-             f"one of {', '.join(METRIC_NAMES)}")  # fmt: skip
-    require(isinstance(index.search_params, dict), "index.search_params", index.search_params,
-             f"an object of {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
+    require(
+        index.metric in METRIC_NAMES,
+        "index.metric",
+        index.metric,
+        f"one of {', '.join(METRIC_NAMES)}",
+    )
+    require(
+        isinstance(index.search_params, dict),
+        "index.search_params",
+        index.search_params,
+        f"an object of {', '.join(SEARCH_PARAMETERS)}",
+    )
     for name, value in index.search_params.items():
-        require(name in SEARCH_PARAMETERS, f"index.search_params.{name}", value,
-                 f"parameters are {', '.join(SEARCH_PARAMETERS)}")  # fmt: skip
+        require(
+            name in SEARCH_PARAMETERS,
+            f"index.search_params.{name}",
+            value,
+            f"parameters are {', '.join(SEARCH_PARAMETERS)}",
+        )
         require(
             count(value) and value >= 1, f"index.search_params.{name}", value, "an integer >= 1"
         )
@@ -66,25 +86,44 @@ def validate_index(index: IndexSpec) -> None:
 
 def validate_source(source: SourceSpec) -> None:
     require(isinstance(source.path, str), "source.path", source.path, "a string")
-    require(source.format in SOURCE_FORMATS, "source.format", source.format,
-             f"one of {', '.join(SOURCE_FORMATS)}")  # fmt: skip
+    require(
+        source.format in SOURCE_FORMATS,
+        "source.format",
+        source.format,
+        f"one of {', '.join(SOURCE_FORMATS)}",
+    )
     require(isinstance(source.sha256, str), "source.sha256", source.sha256, "a string")
     for name in ("rows_read", "rows_skipped"):
         require(
             count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0"
         )
-    require(text(source.text_column) or (source.text_column is None and source.vector_column),
-             "source.text_column", source.text_column,
-             "a non-empty string (null only with a vector column)")  # fmt: skip
-    require(source.vector_column is None or text(source.vector_column), "source.vector_column",
-             source.vector_column, "null or a non-empty string")  # fmt: skip
-    require(source.id_column is None or text(source.id_column), "source.id_column",
-             source.id_column, "null or a non-empty string")  # fmt: skip
+    require(
+        text(source.text_column) or (source.text_column is None and source.vector_column),
+        "source.text_column",
+        source.text_column,
+        "a non-empty string (null only with a vector column)",
+    )
+    require(
+        source.vector_column is None or text(source.vector_column),
+        "source.vector_column",
+        source.vector_column,
+        "null or a non-empty string",
+    )
+    require(
+        source.id_column is None or text(source.id_column),
+        "source.id_column",
+        source.id_column,
+        "null or a non-empty string",
+    )
 
 
 def validate_segment(segment: SegmentRecord) -> None:
-    require(isinstance(segment.name, str) and bool(SEGMENT_NAME.fullmatch(segment.name)),
-             "segments.name", segment.name, "s and six digits")  # fmt: skip
+    require(
+        isinstance(segment.name, str) and bool(SEGMENT_NAME.fullmatch(segment.name)),
+        "segments.name",
+        segment.name,
+        "s and six digits",
+    )
     for name in ("rows", "parts", "index_file_bytes", "deleted"):
         value = getattr(segment, name)
         require(count(value), f"segments.{name}", value, "an integer >= 0")
@@ -93,32 +132,58 @@ def validate_segment(segment: SegmentRecord) -> None:
     )
     require(file_name(segment.index_file), "segments.index_file", segment.index_file, "a file name")
     if segment.deleted_file is not None:
-        require(file_name(segment.deleted_file), "segments.deleted_file", segment.deleted_file,
-                 "a file name")  # fmt: skip
+        require(
+            file_name(segment.deleted_file),
+            "segments.deleted_file",
+            segment.deleted_file,
+            "a file name",
+        )
     if segment.lexical_dir is not None:
-        require(file_name(segment.lexical_dir), "segments.lexical_dir", segment.lexical_dir,
-                 "a folder name")  # fmt: skip
+        require(
+            file_name(segment.lexical_dir),
+            "segments.lexical_dir",
+            segment.lexical_dir,
+            "a folder name",
+        )
 
 
 def validate_lexical(lexical: LexicalSpec) -> None:
-    require(lexical.method in BM25_METHODS, "lexical.method", lexical.method,
-             f"one of {', '.join(BM25_METHODS)}")  # fmt: skip
+    require(
+        lexical.method in BM25_METHODS,
+        "lexical.method",
+        lexical.method,
+        f"one of {', '.join(BM25_METHODS)}",
+    )
     for name in ("k1", "b"):
         value = getattr(lexical, name)
-        require(isinstance(value, int | float) and not isinstance(value, bool) and value >= 0,
-                 f"lexical.{name}", value, "a number >= 0")  # fmt: skip
+        require(
+            isinstance(value, int | float) and not isinstance(value, bool) and value >= 0,
+            f"lexical.{name}",
+            value,
+            "a number >= 0",
+        )
     require(lexical.b <= 1, "lexical.b", lexical.b, "at most 1")
     for name in ("stemmer", "stopwords"):
-        require(isinstance(getattr(lexical, name), str), f"lexical.{name}", getattr(lexical, name),
-                 "a string (empty for none)")  # fmt: skip
+        require(
+            isinstance(getattr(lexical, name), str),
+            f"lexical.{name}",
+            getattr(lexical, name),
+            "a string (empty for none)",
+        )
 
 
 def validate_files(files: object) -> None:
     require(isinstance(files, dict), "files", files, "an object")
     for name, entry in files.items():  # type: ignore[union-attr]
-        require(isinstance(entry, dict) and count(entry.get("bytes"))
-                 and isinstance(entry.get(HASH_NAME), str) and bool(HEX_DIGEST.fullmatch(entry[HASH_NAME])),
-                 f"files.{name}", entry, f"bytes and a 32-digit {HASH_NAME}")  # fmt: skip
+        require(
+            isinstance(entry, dict)
+            and count(entry.get("bytes"))
+            and isinstance(entry.get(HASH_NAME), str)
+            and bool(HEX_DIGEST.fullmatch(entry[HASH_NAME])),
+            f"files.{name}",
+            entry,
+            f"bytes and a 32-digit {HASH_NAME}",
+        )
 
 
 def require(condition: bool, name: str, value: object = None, expected: str = "") -> None:

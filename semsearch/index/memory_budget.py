@@ -18,9 +18,11 @@ MEMINFO = Path("/proc/meminfo")
 # cgroup v2 (limit, usage), then cgroup v1.
 CGROUP_FILES = (
     (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")),
-    (Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
-     Path("/sys/fs/cgroup/memory/memory.usage_in_bytes")),
-)  # fmt: skip
+    (
+        Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+        Path("/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ),
+)
 
 
 def available_memory() -> int | None:

@@ -42,9 +42,11 @@ class MetadataParts:
     """Rows of a generation's metadata by global row number; see the module docstring."""
 
     def __init__(
-        self, segments: Sequence[Segment], skipped: set[str] = frozenset(),
+        self,
+        segments: Sequence[Segment],
+        skipped: set[str] = frozenset(),
         unchanged: Callable[[], None] = lambda: None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`unchanged` raises when the index folder is no longer the one opened."""
         self.segments = list(segments)
         self._unchanged = unchanged
@@ -52,13 +54,18 @@ class MetadataParts:
         self.names = [name for name in self.schema.names if name not in skipped]
         lengths = [len(ids) for segment in self.segments for ids in segment.part_ids]
         self._starts = np.cumsum([0, *lengths], dtype=np.int64)
-        self._where = [(position, part) for position, segment in enumerate(self.segments)
-                       for part in range(segment.record.parts)]  # fmt: skip
+        self._where = [
+            (position, part)
+            for position, segment in enumerate(self.segments)
+            for part in range(segment.record.parts)
+        ]
         self._mapped = [
             _read(segment, lambda s=segment, p=part: _mapped_table(s, p))
-            if segment.record.metadata_arrow else None
-            for segment in self.segments for part in range(segment.record.parts)
-        ]  # fmt: skip
+            if segment.record.metadata_arrow
+            else None
+            for segment in self.segments
+            for part in range(segment.record.parts)
+        ]
         self._open: OrderedDict[int, MetadataRows] = OrderedDict()
         self._lock = threading.Lock()
 

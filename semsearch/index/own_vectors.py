@@ -87,8 +87,14 @@ def no_model_message(index_name: str, by_vector: str = "--vectors FILE.npy") -> 
 
 def column_spec(dimension: int, metric: str) -> EncoderSpec:
     """The manifest's model record for vectors from a column that no named model made."""
-    return EncoderSpec(name=NO_MODEL, fingerprint="", pooling="mean",
-                       normalize=metric == "cosine", max_length=1, dimension=dimension)  # fmt: skip
+    return EncoderSpec(
+        name=NO_MODEL,
+        fingerprint="",
+        pooling="mean",
+        normalize=metric == "cosine",
+        max_length=1,
+        dimension=dimension,
+    )
 
 
 class ColumnVectors:
@@ -115,8 +121,11 @@ def check_vector_type(schema: pa.Schema, column: str, file_name: str) -> None:
             f"{', '.join(schema.names)} (choose one with --vector-column)"
         )
     data_type = schema.field(column).type
-    is_list = (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)
-               or pa.types.is_fixed_size_list(data_type))  # fmt: skip
+    is_list = (
+        pa.types.is_list(data_type)
+        or pa.types.is_large_list(data_type)
+        or pa.types.is_fixed_size_list(data_type)
+    )
     value_type = data_type.value_type if is_list else None
     if not is_list or not (pa.types.is_floating(value_type) or pa.types.is_integer(value_type)):
         raise SemsearchError(
@@ -182,10 +191,11 @@ def vector_hashes(vectors: np.ndarray, text_hashes: np.ndarray | None) -> np.nda
     rows = np.ascontiguousarray(vectors, dtype=np.float32)
     extra = text_hashes if text_hashes is not None else np.zeros(len(rows), np.int64)
     digests = b"".join(
-        hashlib.blake2b(row.tobytes() + int(salt).to_bytes(8, "little", signed=True),
-                        digest_size=8).digest()
+        hashlib.blake2b(
+            row.tobytes() + int(salt).to_bytes(8, "little", signed=True), digest_size=8
+        ).digest()
         for row, salt in zip(rows, extra)
-    )  # fmt: skip
+    )
     return np.frombuffer(digests, dtype="<i8").astype(np.int64)
 
 

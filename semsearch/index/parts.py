@@ -41,9 +41,11 @@ class EncodedPart:
 
 
 def part_metadata(
-    rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str | None,
+    rows: pa.Table | pa.RecordBatch,
+    ids: np.ndarray,
+    text_column: str | None,
     hashes: np.ndarray | None = None,
-) -> pa.Table:  # fmt: skip
+) -> pa.Table:
     """The rows' own columns plus `_id` and `_text_hash` (the texts' hashes unless `hashes`
     are given: those of your own vectors, `own_vectors.vector_hashes`)."""
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
@@ -75,9 +77,12 @@ class PartRows:
 
 
 def prepare_part(
-    part: int, rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str | None,
+    part: int,
+    rows: pa.Table | pa.RecordBatch,
+    ids: np.ndarray,
+    text_column: str | None,
     vector_column: VectorColumn | None = None,
-) -> PartRows:  # fmt: skip
+) -> PartRows:
     """The read stage's work on one part: rows sorted by id, their texts and metadata (and,
     with `vector_column`, their own vectors, checked and taken out of the metadata)."""
     order = np.argsort(ids, kind="stable")
@@ -103,9 +108,11 @@ def tokenise_part(encoder, rows: PartRows) -> PartRows:
 
 
 def encode_rows(
-    encoder, rows: PartRows, batch_size: int | None = None,
+    encoder,
+    rows: PartRows,
+    batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
-) -> EncodedPart:  # fmt: skip
+) -> EncodedPart:
     """The encode stage: vectors for a prepared part (its own, when it brought them);
     `progress` hears of each encoded batch."""
     if rows.vectors is not None:
@@ -124,17 +131,24 @@ def encode_rows(
 
 
 def encode_part(
-    encoder, rows: pa.Table | pa.RecordBatch, ids: np.ndarray, text_column: str,
+    encoder,
+    rows: pa.Table | pa.RecordBatch,
+    ids: np.ndarray,
+    text_column: str,
     batch_size: int | None = None,
-) -> EncodedPart:  # fmt: skip
+) -> EncodedPart:
     """Encode the texts of `rows` (which get `ids`) into a part sorted by id."""
     return encode_rows(encoder, prepare_part(0, rows, ids, text_column), batch_size)
 
 
 def write_parts(
-    encoder, parts: Iterable[PartRows], writer: SegmentWriter, batch_size: int | None = None,
-    progress: Callable[[int], None] | None = None, depth: int = DEFAULT_DEPTH,
-) -> None:  # fmt: skip
+    encoder,
+    parts: Iterable[PartRows],
+    writer: SegmentWriter,
+    batch_size: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    depth: int = DEFAULT_DEPTH,
+) -> None:
     """Encode and write `parts`, with reading, tokenising, encoding and writing overlapped
     (`semsearch.index.pipeline`); `progress` hears of every encoded batch."""
     pipeline = Pipeline(depth)

@@ -192,9 +192,14 @@ VECTOR_READ_COST = 32
 
 
 def tune_search(
-    index: VectorIndex, spec: IndexSpec, segment: Segment, queries: np.ndarray,
-    target: float, k: int, query_ids: np.ndarray | None,
-) -> TuningResult:  # fmt: skip
+    index: VectorIndex,
+    spec: IndexSpec,
+    segment: Segment,
+    queries: np.ndarray,
+    target: float,
+    k: int,
+    query_ids: np.ndarray | None,
+) -> TuningResult:
     """Tune `index` (of `spec`, over `segment`) to `target` recall@k: nprobe alone, or for a
     rescoring index nprobe and oversample together (`tune_rescoring`)."""
     if not is_rescoring(spec):
@@ -207,9 +212,13 @@ def tune_search(
 
 
 def tune_rescoring(
-    index: RescoringIndex, queries: np.ndarray, parts: Parts, target: float, k: int,
+    index: RescoringIndex,
+    queries: np.ndarray,
+    parts: Parts,
+    target: float,
+    k: int,
     query_ids: np.ndarray | None,
-) -> TuningResult:  # fmt: skip
+) -> TuningResult:
     """The cheapest (nprobe, oversample) meeting `target`: for each oversample in
     OVERSAMPLE_CANDIDATES, rising, the smallest nprobe (`tune_index`) below what a smaller
     oversample needed, then the least estimated cost; where none meets it, the best recall
@@ -221,9 +230,17 @@ def tune_rescoring(
     for oversample in OVERSAMPLE_CANDIDATES:
         # At the nprobe a smaller oversample met the target, a larger one costs more: only
         # smaller nprobe values can pay for it.
-        result = tune_index(index.with_oversample(oversample), queries, exact, target, k,
-                            query_ids, exact_scores=scores, ceiling=ceiling,
-                            stop_on_plateau=True)  # fmt: skip
+        result = tune_index(
+            index.with_oversample(oversample),
+            queries,
+            exact,
+            target,
+            k,
+            query_ids,
+            exact_scores=scores,
+            ceiling=ceiling,
+            stop_on_plateau=True,
+        )
         results[oversample] = result
         if result.met:
             ceiling = result.value - 1
@@ -236,7 +253,10 @@ def tune_rescoring(
         return result.value * rows_per_list + k * oversample * VECTOR_READ_COST
 
     met = [item for item in results.items() if item[1].met]
-    oversample, best = (min(met, key=cost) if met else
-                        max(results.items(), key=lambda item: (item[1].recall, -cost(item))))  # fmt: skip
+    oversample, best = (
+        min(met, key=cost)
+        if met
+        else max(results.items(), key=lambda item: (item[1].recall, -cost(item)))
+    )
     log.info("rescoring tuned: %s", {o: (r.value, round(r.recall, 4)) for o, r in results.items()})
     return replace(best, also={OVERSAMPLE: oversample})

@@ -85,11 +85,13 @@ class LiveRows:
             present = [name for name in columns if name in segment.schema().names]
             table = segment.metadata(present).take(pa.array(rows[chosen] - starts[position]))
             arrays = [
-                table.column(name) if name in present
-                else pa.nulls(len(chosen), schema.field(name).type if name in schema.names
-                              else pa.null())
+                table.column(name)
+                if name in present
+                else pa.nulls(
+                    len(chosen), schema.field(name).type if name in schema.names else pa.null()
+                )
                 for name in columns
-            ]  # fmt: skip
+            ]
             pieces.append(pa.table(arrays, names=columns))
             order.append(chosen)
         if not pieces:

@@ -73,8 +73,10 @@ class SegmentWriter:
     def rows_written(self) -> int:
         """Rows in the complete parts already here (those an interrupted build wrote)."""
         complete = self.folder.glob("part-[0-9][0-9][0-9][0-9][0-9].npy")
-        return sum(len(np.load(_ids_path(self.folder, int(path.stem[5:])), mmap_mode="r"))
-                   for path in complete)  # fmt: skip
+        return sum(
+            len(np.load(_ids_path(self.folder, int(path.stem[5:])), mmap_mode="r"))
+            for path in complete
+        )
 
 
 class Segment:
@@ -137,8 +139,11 @@ class Segment:
         try:
             with open(path, "rb") as handle:
                 version = np.lib.format.read_magic(handle)
-                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                               else np.lib.format.read_array_header_2_0)  # fmt: skip
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
                 shape, fortran_order, dtype = read_header(handle)
                 offset = handle.tell()
                 mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)

@@ -122,8 +122,9 @@ class SegmentCache:
                     segment.read_index(manifest.index.metric, mapped=rescoring),
                     self._checked_parts(folder, manifest, segment),
                 )
-                index = rescoring_index(index, manifest.index, segment, self._part_check(
-                    folder, manifest, record))  # fmt: skip
+                index = rescoring_index(
+                    index, manifest.index, segment, self._part_check(folder, manifest, record)
+                )
                 self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
             cached_segment.id_lookup  # noqa: B018 - read once, shared by every generation's copy
@@ -402,8 +403,9 @@ class IndexSnapshot:
         checks only their size: `verify.check_vector_files`)."""
         name = open_segment.segment.name
         if name not in self._vectors_checked:
-            check_vector_files(self.folder, self.manifest, open_segment.segment.record,
-                               self._cache.checked)  # fmt: skip
+            check_vector_files(
+                self.folder, self.manifest, open_segment.segment.record, self._cache.checked
+            )
             self._vectors_checked.add(name)
         return open_segment.segment
 

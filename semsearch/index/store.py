@@ -297,8 +297,10 @@ def _interrupted(path: Path) -> IndexEntry:
     name = path.name[1 : -len(PARTIAL_SUFFIX)]
     parts = len(list((path / SEGMENTS_DIR).glob("s*/part-[0-9][0-9][0-9][0-9][0-9].npy")))
     encoded = f"{parts} part" if parts == 1 else f"{parts} parts"
-    reason = (f"a build stopped after encoding {encoded}: run the same 'semsearch build' "
-              f"command again to resume it, or remove it with: rm -rf {shlex.quote(str(path))}")  # fmt: skip
+    reason = (
+        f"a build stopped after encoding {encoded}: run the same 'semsearch build' "
+        f"command again to resume it, or remove it with: rm -rf {shlex.quote(str(path))}"
+    )
     return IndexEntry(name, path, "interrupted", reason=reason)
 
 

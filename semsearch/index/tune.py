@@ -61,20 +61,28 @@ class TuningResult:
 def shortfall(result: TuningResult, index: VectorIndex) -> str:
     """One line for a missed target: the recall reached, and what would reach more."""
     largest = max(result.tried, default=result.value)
-    line = (f"recall target missed: the best {result.parameter} ({result.value}) reaches "
-            f"recall@{result.k} {result.recall:.3f}, under the target {result.target}; ")  # fmt: skip
+    line = (
+        f"recall target missed: the best {result.parameter} ({result.value}) reaches "
+        f"recall@{result.k} {result.recall:.3f}, under the target {result.target}; "
+    )
     if result.parameter == "nprobe":
         ceiling = index.parameter_ceiling()
         if ceiling is not None and largest < ceiling:
-            return line + (f"up to {largest} of {ceiling} lists were tried (a GPU's limit): try a "
-                           "larger --nprobe at query time on a CPU, or another --index-type")  # fmt: skip
+            return line + (
+                f"up to {largest} of {ceiling} lists were tried (a GPU's limit): try a "
+                "larger --nprobe at query time on a CPU, or another --index-type"
+            )
         codes = "" if index.keeps_exact_vectors() else ": its compressed codes cap the recall"
-        return line + (f"even every list (nprobe {largest}) falls short{codes}; rebuild with "
-                       "another --index-type (ivfsq or ivf keep more of each vector, hnsw or "
-                       "flat search better) or lower --target-recall")  # fmt: skip
-    return line + (f"up to efSearch {largest} was tried: give a larger --ef-search at query "
-                   "time, or rebuild with another --index-type (HNSW64 links more, flat is "
-                   "exact) or lower --target-recall")  # fmt: skip
+        return line + (
+            f"even every list (nprobe {largest}) falls short{codes}; rebuild with "
+            "another --index-type (ivfsq or ivf keep more of each vector, hnsw or "
+            "flat search better) or lower --target-recall"
+        )
+    return line + (
+        f"up to efSearch {largest} was tried: give a larger --ef-search at query "
+        "time, or rebuild with another --index-type (HNSW64 links more, flat is "
+        "exact) or lower --target-recall"
+    )
 
 
 def enforce_target(result: TuningResult, index: VectorIndex, strict: bool = False) -> None:
@@ -124,8 +132,9 @@ def rescored_recall(
         scores = np.abs(rows - queries[:, None, :]).sum(axis=2)
     else:
         scores = ((rows - queries[:, None, :]) ** 2).sum(axis=2)
-    return tie_aware_recall(scores, found, kth_exact, found.shape[1], higher_is_better(metric),
-                            tolerance)  # fmt: skip
+    return tie_aware_recall(
+        scores, found, kth_exact, found.shape[1], higher_is_better(metric), tolerance
+    )
 
 
 def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:
@@ -177,8 +186,9 @@ def tune_index(
     if index.keeps_exact_vectors():
         rescore = None  # its own scores are exact already
     measure = _recall_measure(index, queries, exact, k, query_ids, parameter, exact_scores, rescore)
-    candidates = [value for value in index.parameter_candidates(k)
-                  if ceiling is None or value <= ceiling]  # fmt: skip
+    candidates = [
+        value for value in index.parameter_candidates(k) if ceiling is None or value <= ceiling
+    ]
     tried: dict[int, float] = {}
     for position, value in enumerate(candidates):
         tried[value] = measure(value)
@@ -189,8 +199,12 @@ def tune_index(
                 parameter, value, tried[value], target, k, len(queries), True, tried
             )
         if stop_on_plateau and _has_plateaued([tried[done] for done in candidates[: position + 1]]):
-            log.info("%s: recall %.4f stopped rising at %d, not climbing further",
-                     parameter, tried[value], value)  # fmt: skip
+            log.info(
+                "%s: recall %.4f stopped rising at %d, not climbing further",
+                parameter,
+                tried[value],
+                value,
+            )
             break
     # Recall need not rise with the parameter (PQ codes rank by estimates): keep the best
     # measured, the cheapest among equals.
@@ -239,9 +253,13 @@ def _recall_measure(
             scores = rescore(queries, found)
         if kth_exact is None:
             return recall_at_k(_without_self(found, query_ids, k), truth, k)
-        return tie_aware_recall(_scores_without_self(scores, found, query_ids, k),
-                                _without_self(found, query_ids, k), kth_exact, k,
-                                better_high)  # fmt: skip
+        return tie_aware_recall(
+            _scores_without_self(scores, found, query_ids, k),
+            _without_self(found, query_ids, k),
+            kth_exact,
+            k,
+            better_high,
+        )
 
     return measure
 
@@ -258,8 +276,10 @@ def _scores_without_self(
 ) -> np.ndarray:
     if query_ids is None:
         return scores[:, :k]
-    kept = [[score for score, row in zip(line, line_rows) if row != own][:k]
-            for line, line_rows, own in zip(scores, rows, query_ids)]  # fmt: skip
+    kept = [
+        [score for score, row in zip(line, line_rows) if row != own][:k]
+        for line, line_rows, own in zip(scores, rows, query_ids)
+    ]
     return np.array([line + [np.nan] * (k - len(line)) for line in kept], dtype=np.float32)
 
 
@@ -300,8 +320,9 @@ def tune_against_exact(
     extra = 0 if query_ids is None else 1
     scores, exact = index.knn(queries, parts(), k + extra)  # on the index's device
     rescore = None if index.keeps_exact_vectors() else StoredScores(parts, index.metric)
-    return tune_index(index, queries, exact, target, k, query_ids, exact_scores=scores,
-                      rescore=rescore)  # fmt: skip
+    return tune_index(
+        index, queries, exact, target, k, query_ids, exact_scores=scores, rescore=rescore
+    )
 
 
 class StoredScores:

@@ -144,30 +144,47 @@ def add_rows(
             encoder = None  # the rows bring their vectors
         elif encoder is None:
             if show_progress:  # seconds of silence otherwise
-                log.warning("loading model %s on %s to encode %d rows", manifest.model.name,
-                            device_words(device), int(todo.sum()))  # fmt: skip
+                log.warning(
+                    "loading model %s on %s to encode %d rows",
+                    manifest.model.name,
+                    device_words(device),
+                    int(todo.sum()),
+                )
             encoder = open_for_rows(manifest.model, device, runtime)
         if encoder is not None:
             check_same_model(manifest, encoder)
         rows = table.filter(pa.array(todo))
         if write_parts is None:
-            write_parts = functools.partial(_encode_parts, encoder, text_column, batch_size,
-                                            show_progress, vector_column)  # fmt: skip
-        record = _write_segment(folder, manifest, rows, ids[todo], text_column, write_parts,
-                                placement)  # fmt: skip
+            write_parts = functools.partial(
+                _encode_parts, encoder, text_column, batch_size, show_progress, vector_column
+            )
+        record = _write_segment(
+            folder, manifest, rows, ids[todo], text_column, write_parts, placement
+        )
         deletions = live.deleted_by_segment(existing[replaced])
         segments = _with_deletions(folder, manifest, deletions) + [record]
         new = next_generation(
-            manifest, segments,
-            {"kind": "add", "source": str(corpus.path), "added": int(fresh.sum()),
-             "replaced": int(replaced.sum()), "unchanged": int(unchanged.sum()),
-             "runtime": getattr(encoder, "runtime", None)},
+            manifest,
+            segments,
+            {
+                "kind": "add",
+                "source": str(corpus.path),
+                "added": int(fresh.sum()),
+                "replaced": int(replaced.sum()),
+                "unchanged": int(unchanged.sum()),
+                "runtime": getattr(encoder, "runtime", None),
+            },
             time.perf_counter() - started,
             next_id=manifest.next_id + int(fresh.sum()),
-        )  # fmt: skip
+        )
         write_manifest(folder.path, new)
-        return ChangeResult(new.generation, added=int(fresh.sum()), replaced=int(replaced.sum()),
-                            unchanged=int(unchanged.sum()), skipped_empty=skipped)  # fmt: skip
+        return ChangeResult(
+            new.generation,
+            added=int(fresh.sum()),
+            replaced=int(replaced.sum()),
+            unchanged=int(unchanged.sum()),
+            skipped_empty=skipped,
+        )
 
 
 def _same_metadata(
@@ -238,16 +255,20 @@ def delete_rows(
             rows = np.unique(found[found >= 0])
             not_found = int(np.sum(found < 0))
             if not_found:
-                log.warning("%d of the %d ids are not in the index (or were deleted before)",
-                            not_found, len(ids))  # fmt: skip
+                log.warning(
+                    "%d of the %d ids are not in the index (or were deleted before)",
+                    not_found,
+                    len(ids),
+                )
         if len(rows) == 0:
             return ChangeResult(None, not_found=not_found)
         segments = _with_deletions(folder, manifest, live.deleted_by_segment(rows))
         new = next_generation(
-            manifest, segments,
+            manifest,
+            segments,
             {"kind": "delete", "deleted": len(rows), **({"where": where} if where else {})},
             time.perf_counter() - started,
-        )  # fmt: skip
+        )
         write_manifest(folder.path, new)
         return ChangeResult(new.generation, deleted=len(rows), not_found=not_found)
 
@@ -279,9 +300,14 @@ def _read_usable(corpus, text_column: str | None) -> tuple[pa.Table, int]:
 
 
 def _write_segment(
-    folder: IndexFolder, manifest: Manifest, rows: pa.Table, ids: np.ndarray, text_column: str,
-    write_parts: PartsWriter, device: FaissDevice,
-) -> SegmentRecord:  # fmt: skip
+    folder: IndexFolder,
+    manifest: Manifest,
+    rows: pa.Table,
+    ids: np.ndarray,
+    text_column: str,
+    write_parts: PartsWriter,
+    device: FaissDevice,
+) -> SegmentRecord:
     """Encode `rows` into a new segment with its own index; renamed into place when complete."""
     existing = (
         [path.name for path in folder.segments_dir.iterdir()]
@@ -303,16 +329,23 @@ def _write_segment(
     size = index.write(temporary / index_file)
     lexical_dir = None
     if manifest.lexical is not None:  # the new rows' BM25 part, like their FAISS index
-        lexical_dir = index_segment_texts(temporary, text_column, rows.num_rows, parts,
-                                          manifest.lexical, manifest.generation + 1)  # fmt: skip
+        lexical_dir = index_segment_texts(
+            temporary, text_column, rows.num_rows, parts, manifest.lexical, manifest.generation + 1
+        )
     temporary.rename(folder.segment_dir(name))
     return SegmentRecord(name, rows.num_rows, parts, index_file, size, lexical_dir=lexical_dir)
 
 
 def _encode_parts(
-    encoder, text_column: str | None, batch_size: int | None, show_progress: bool,
-    vector_column: VectorColumn | None, writer: SegmentWriter, rows: pa.Table, ids: np.ndarray,
-) -> None:  # fmt: skip
+    encoder,
+    text_column: str | None,
+    batch_size: int | None,
+    show_progress: bool,
+    vector_column: VectorColumn | None,
+    writer: SegmentWriter,
+    rows: pa.Table,
+    ids: np.ndarray,
+) -> None:
     """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`);
     with `vector_column`, the rows' own vectors are written instead."""
     parts = (
@@ -322,11 +355,16 @@ def _encode_parts(
             ids[start : start + PART_ROWS],
             text_column,
             vector_column,
-        )  # fmt: skip
+        )
         for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
     )
-    with tqdm(total=rows.num_rows, desc="encoding", unit="text", disable=not show_progress,
-              smoothing=RATE_SMOOTHING) as bar:  # fmt: skip
+    with tqdm(
+        total=rows.num_rows,
+        desc="encoding",
+        unit="text",
+        disable=not show_progress,
+        smoothing=RATE_SMOOTHING,
+    ) as bar:
         encode_and_write(encoder, parts, writer, batch_size, bar.update)
 
 

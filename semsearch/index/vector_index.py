@@ -33,8 +33,12 @@ from semsearch.index.manifest import IndexSpec
 
 log = logging.getLogger(__name__)
 
-METRICS = {"cosine": faiss.METRIC_INNER_PRODUCT, "dot": faiss.METRIC_INNER_PRODUCT,
-           "l2": faiss.METRIC_L2, "manhattan": faiss.METRIC_L1}  # fmt: skip
+METRICS = {
+    "cosine": faiss.METRIC_INNER_PRODUCT,
+    "dot": faiss.METRIC_INNER_PRODUCT,
+    "l2": faiss.METRIC_L2,
+    "manhattan": faiss.METRIC_L1,
+}
 HNSW_EF_CONSTRUCTION = 80
 TRAIN_POINTS_PER_CENTROID = 64
 MIN_TRAINING_ROWS = 10_000
@@ -146,8 +150,9 @@ class VectorIndex(AnnBackend):
         except (RuntimeError, MemoryError) as exc:  # torch's OutOfMemoryError is a RuntimeError
             if self.device == CPU or not is_out_of_memory(exc):
                 raise
-            log.warning("the GPU ran out of memory (%s): going on with FAISS on the CPU",
-                        faiss_reason(exc))  # fmt: skip
+            log.warning(
+                "the GPU ran out of memory (%s): going on with FAISS on the CPU", faiss_reason(exc)
+            )
             self.move_to_cpu()
             if undo is not None:
                 undo()
@@ -230,8 +235,12 @@ class VectorIndex(AnnBackend):
 
         centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
         lists = kmeans.assign(vectors, centroids, self.metric, self.device.torch_device)
-        ivf.add_core(len(vectors), faiss.swig_ptr(vectors), faiss.swig_ptr(ids),
-                     faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)))  # fmt: skip
+        ivf.add_core(
+            len(vectors),
+            faiss.swig_ptr(vectors),
+            faiss.swig_ptr(ids),
+            faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)),
+        )
 
     def remove(self, ids: np.ndarray) -> int:
         """Drop `ids` from the structure; the number removed."""
@@ -377,9 +386,12 @@ class ExactStandIn(VectorIndex):
         return frozenset({self.stands_for} if self.stands_for else ())
 
     def search(
-        self, queries: np.ndarray, k: int, params: dict[str, int] | None = None,
+        self,
+        queries: np.ndarray,
+        k: int,
+        params: dict[str, int] | None = None,
         allowed: IdFilter | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    ) -> tuple[np.ndarray, np.ndarray]:
         params = {name: value for name, value in (params or {}).items() if name != self.stands_for}
         return super().search(queries, k, params, allowed)
 
@@ -412,5 +424,12 @@ def _hnsw_of(index: faiss.Index):
 
 # prepare_vectors, higher_is_better and IdFilter belong to the backend interface
 # (semsearch.ann.base); they are importable from here as before.
-__all__ = ["METRICS", "ExactStandIn", "IdFilter", "VectorIndex", "higher_is_better",
-           "ivf_parameters", "prepare_vectors"]  # fmt: skip
+__all__ = [
+    "METRICS",
+    "ExactStandIn",
+    "IdFilter",
+    "VectorIndex",
+    "higher_is_better",
+    "ivf_parameters",
+    "prepare_vectors",
+]

@@ -71,23 +71,29 @@ class VerifyReport:
                 f"{where}: {self.files} files, {self.bytes} bytes verified in {self.seconds:.2f} s"
             )
         if self.status == "unchecked":
-            return (f"{where} records no checksums (written before they were): sizes and row counts "
-                    f"are fine; record them with 'semsearch verify {self.name} --record'")  # fmt: skip
+            return (
+                f"{where} records no checksums (written before they were): sizes and row counts "
+                f"are fine; record them with 'semsearch verify {self.name} --record'"
+            )
         if self.generation is None:  # the record itself: its message says what to do
             return self.problems[0]
         more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
         if self.rollback_to is not None:
-            advice = (f"roll back with 'semsearch rollback {self.name} {self.rollback_to}' "
-                      f"(generation {self.rollback_to} verifies) or rebuild the index with --overwrite")  # fmt: skip
+            advice = (
+                f"roll back with 'semsearch rollback {self.name} {self.rollback_to}' "
+                f"(generation {self.rollback_to} verifies) or rebuild the index with --overwrite"
+            )
         else:
             advice = f"rebuild it with 'semsearch build CORPUS --name {self.name} --overwrite'"
         return f"{where}: {self.problems[0]}{more}: {advice}"
 
 
 def check_opened_files(
-    folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None = None,
+    folder: IndexFolder,
+    manifest: Manifest,
+    checked: set[tuple] | None = None,
     vectors: bool = False,
-) -> None:  # fmt: skip
+) -> None:
     """Refuse a generation whose files differ from its record in size, or (for the files an
     open reads whole) in content; see the module docstring. `checked` remembers the files
     already hashed by this reader (by name and stat), so reopening a generation is cheap.
@@ -95,8 +101,12 @@ def check_opened_files(
     compact): it would otherwise copy a changed file into a new generation that records it
     as good."""
     if manifest.files is None:
-        log.warning("index %r records no checksums: its files are checked by size only; "
-                    "'semsearch verify %s --record' records them", folder.name, folder.name)  # fmt: skip
+        log.warning(
+            "index %r records no checksums: its files are checked by size only; "
+            "'semsearch verify %s --record' records them",
+            folder.name,
+            folder.name,
+        )
         return
     hashed = set(manifest.file_names(opened_only=True))
     if vectors:
@@ -133,9 +143,12 @@ def _vector_files(record: SegmentRecord) -> list[str]:
 
 
 def _check_names(
-    folder: IndexFolder, manifest: Manifest, names: list[str], hashed: set[str],
+    folder: IndexFolder,
+    manifest: Manifest,
+    names: list[str],
+    hashed: set[str],
     checked: set[tuple] | None,
-) -> None:  # fmt: skip
+) -> None:
     """Sizes of `names`, and hashes of those in `hashed` not yet in `checked`."""
     checked = set() if checked is None else checked
     for name in names:
@@ -178,8 +191,13 @@ def _check_segment_columns(
         if record.metadata_arrow:
             name = f"{SEGMENTS_DIR}/{record.name}/{part_arrow_name(0)}"
         status = _stat(folder.path / name)
-        key = ("columns", name, manifest.text_column, manifest.id_column,
-               *((status.st_size, status.st_mtime_ns, status.st_ino) if status else ()))  # fmt: skip
+        key = (
+            "columns",
+            name,
+            manifest.text_column,
+            manifest.id_column,
+            *((status.st_size, status.st_mtime_ns, status.st_ino) if status else ()),
+        )
         if key in checked:
             continue
         problem = _column_problem(manifest, _stored_columns(folder.path / name), record.name)
@@ -209,8 +227,10 @@ def _column_problem(manifest: Manifest, columns: list[str], segment: str) -> str
     for role, name in (("text", manifest.text_column), ("id", manifest.id_column)):
         if name is not None and name not in columns:
             shown = ", ".join(column for column in columns if not column.startswith("_semsearch"))
-            return (f"{record} names {name!r} as the {role} column, but segment {segment}'s "
-                    f"stored metadata has no such column (its columns: {shown})")  # fmt: skip
+            return (
+                f"{record} names {name!r} as the {role} column, but segment {segment}'s "
+                f"stored metadata has no such column (its columns: {shown})"
+            )
     return None
 
 
@@ -238,8 +258,11 @@ def verify_index(folder: IndexFolder, generation: int | None = None) -> VerifyRe
     if not report.problems:
         report.problems += _structure_problems(folder, manifest)
     report.files = len(manifest.file_names())
-    report.bytes = sum(status.st_size for name in manifest.file_names()
-                       if (status := _stat(folder.path / name)) is not None)  # fmt: skip
+    report.bytes = sum(
+        status.st_size
+        for name in manifest.file_names()
+        if (status := _stat(folder.path / name)) is not None
+    )
     if report.problems:
         report.status = "damaged"
         report.rollback_to = _verifying_generation(folder, manifest.generation, results)
@@ -269,8 +292,12 @@ def record_checksums(folder: IndexFolder) -> Manifest:
         report = verify_index(folder)
         if report.status == "damaged":
             raise SemsearchError(report.line())
-        new = next_generation(manifest, list(manifest.segments), {"kind": "record-checksums"},
-                              time.perf_counter() - started)  # fmt: skip
+        new = next_generation(
+            manifest,
+            list(manifest.segments),
+            {"kind": "record-checksums"},
+            time.perf_counter() - started,
+        )
         write_manifest(folder.path, new)
         return folder.manifest()
 

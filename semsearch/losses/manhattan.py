@@ -51,8 +51,9 @@ class ManhattanSigmoidLoss(SiameseLoss):
         u, v = embeddings
         labels = self.labels_like(labels, u)
         weight = None if self.pos_weight is None else self.pos_weight.to(u.device)
-        return nn.functional.binary_cross_entropy_with_logits(self.logits(u, v), labels,
-                                                              pos_weight=weight)  # fmt: skip
+        return nn.functional.binary_cross_entropy_with_logits(
+            self.logits(u, v), labels, pos_weight=weight
+        )
 
 
 class MaLSTMLoss(SiameseLoss):

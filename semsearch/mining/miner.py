@@ -65,8 +65,12 @@ class MiningOptions:
                 f"unknown --exact-duplicates {self.exact_duplicates!r}: choose "
                 f"{', '.join(EXACT_DUPLICATE_MODES)}"
             )
-        for name, value in (("--top-k", self.top_k), ("--top", self.top),
-                            ("--nprobe", self.nprobe), ("--query-chunk", self.query_chunk)):  # fmt: skip
+        for name, value in (
+            ("--top-k", self.top_k),
+            ("--top", self.top),
+            ("--nprobe", self.nprobe),
+            ("--query-chunk", self.query_chunk),
+        ):
             if value is not None and value < 1:
                 raise SemsearchError(f"{name} must be at least 1, not {value}")
         if self.threshold is None:
@@ -78,9 +82,10 @@ class MiningOptions:
 
 
 def mine_paraphrases(
-    collection: Collection, options: MiningOptions | None = None,
+    collection: Collection,
+    options: MiningOptions | None = None,
     search_pairs: SearchPairs | None = None,
-) -> MiningResult:  # fmt: skip
+) -> MiningResult:
     """The most similar pairs of `collection`, best first; see the module docstring.
 
     `search_pairs` finds every row's neighbours and feeds them to the accumulator (default:
@@ -93,8 +98,12 @@ def mine_paraphrases(
         raise SemsearchError(
             f"{collection.name} has {len(collection)} usable text(s): mining needs at least two"
         )
-    timings = {"load_vectors": 0.0, "search_index_setup": 0.0, "neighbour_search": 0.0,
-               "pair_assembly": 0.0}  # fmt: skip
+    timings = {
+        "load_vectors": 0.0,
+        "search_index_setup": 0.0,
+        "neighbour_search": 0.0,
+        "pair_assembly": 0.0,
+    }
     started = time.perf_counter()
     groups = collection.groups
     keep_copies = options.exact_duplicates == "keep"

@@ -101,8 +101,12 @@ def plan_structure(
     if rows <= AUTO_EXACT_LIMIT:
         return StructurePlan("exact", metric, {}, f"Flat (exact{where})")
     if device.is_gpu and nprobe is not None and nprobe > GPU_MAX_K:
-        log.warning("GPU FAISS probes at most %d lists: --nprobe %d becomes %d", GPU_MAX_K,
-                    nprobe, GPU_MAX_K)  # fmt: skip
+        log.warning(
+            "GPU FAISS probes at most %d lists: --nprobe %d becomes %d",
+            GPU_MAX_K,
+            nprobe,
+            GPU_MAX_K,
+        )
         nprobe = GPU_MAX_K
     params = {"nprobe": nprobe} if nprobe is not None else {}
     if trained is not None and trained[2].startswith(REFILLABLE):
@@ -190,9 +194,13 @@ class SearchStructure:
 
 
 def search_in_chunks(
-    index: SearchStructure, vectors: np.ndarray | VectorSource, k: int, chunk: int,
-    show_progress: bool = False, queries: range | None = None,
-) -> Iterator[Neighbours]:  # fmt: skip
+    index: SearchStructure,
+    vectors: np.ndarray | VectorSource,
+    k: int,
+    chunk: int,
+    show_progress: bool = False,
+    queries: range | None = None,
+) -> Iterator[Neighbours]:
     """The `k` nearest other rows of every row (of the rows in `queries`, default all),
     `chunk` query rows at a time, the chunks starting at multiples of `chunk`."""
     source = vectors if not isinstance(vectors, np.ndarray) else ArrayVectors(vectors)

@@ -145,8 +145,13 @@ class MiningResult:
         rows_a = pa.array(self.rows_a[:limit])
         rows_b = pa.array(self.rows_b[:limit])
         ids, texts = self.collection.ids, self.collection.texts
-        columns = [ids.take(rows_a), ids.take(rows_b), texts.take(rows_a), texts.take(rows_b),
-                   pa.array(self.scores[:limit], pa.float32())]  # fmt: skip
+        columns = [
+            ids.take(rows_a),
+            ids.take(rows_b),
+            texts.take(rows_a),
+            texts.take(rows_b),
+            pa.array(self.scores[:limit], pa.float32()),
+        ]
         return pa.table(dict(zip(PAIR_COLUMNS, columns)))
 
     def records(self, limit: int | None = None) -> list[dict]:

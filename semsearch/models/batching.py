@@ -46,8 +46,10 @@ class Batch:
     def split(self) -> tuple[Batch, Batch]:
         """The first and second half of the rows, for a device that ran out of memory."""
         half = self.size // 2
-        return (Batch(self.rows[:half], self.input_ids[:half], self.attention_mask[:half]),
-                Batch(self.rows[half:], self.input_ids[half:], self.attention_mask[half:]))  # fmt: skip
+        return (
+            Batch(self.rows[:half], self.input_ids[:half], self.attention_mask[:half]),
+            Batch(self.rows[half:], self.input_ids[half:], self.attention_mask[half:]),
+        )
 
 
 def plan_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None) -> list[np.ndarray]:

@@ -100,9 +100,16 @@ class BiEncoder(nn.Module):
 
         A hub model comes from the local cache only: opening an index never downloads.
         """
-        return cls.load(spec.name, pooling=spec.pooling, normalize=spec.normalize,
-                        max_length=spec.max_length, device=device, runtime=runtime,
-                        quantization=spec.quantization, local_files_only=True)  # fmt: skip
+        return cls.load(
+            spec.name,
+            pooling=spec.pooling,
+            normalize=spec.normalize,
+            max_length=spec.max_length,
+            device=device,
+            runtime=runtime,
+            quantization=spec.quantization,
+            local_files_only=True,
+        )
 
     @classmethod
     def load(
@@ -138,8 +145,9 @@ class BiEncoder(nn.Module):
             from semsearch.models.word_model import load_word_encoder
 
             word_runtime = "torch" if runtime == "auto" else runtime  # no export to make
-            return load_word_encoder(cls, folder, pooling, normalize, max_length, device,
-                                     quantization).use_runtime(word_runtime)  # fmt: skip
+            return load_word_encoder(
+                cls, folder, pooling, normalize, max_length, device, quantization
+            ).use_runtime(word_runtime)
         transformer, tokenizer = load_pretrained(folder, AutoModel)
         model_limit = model_max_length(transformer, tokenizer)
         pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
@@ -171,9 +179,9 @@ class BiEncoder(nn.Module):
             if self._runtime is not None:
                 return self  # else `attach` said why, in one line
         texts = list(CALIBRATION_TEXTS)  # one at a time: no padding in the ranges
-        self.transformer = quantize_int8(self.transformer,
-                                         lambda: self.encode(texts, batch_size=1),
-                                         self.device)  # fmt: skip
+        self.transformer = quantize_int8(
+            self.transformer, lambda: self.encode(texts, batch_size=1), self.device
+        )
         self.quantization = "int8"
         return self
 
@@ -282,14 +290,28 @@ class BiEncoder(nn.Module):
             texts, tokenize = texts.token_ids, list
         else:
             tokenize = self.tokenize
-        return self._encode(texts, tokenize, batch_size, show_progress, precision,
-                            max_batch_tokens, packing, progress)  # fmt: skip
+        return self._encode(
+            texts,
+            tokenize,
+            batch_size,
+            show_progress,
+            precision,
+            max_batch_tokens,
+            packing,
+            progress,
+        )
 
     def _encode(
-        self, texts: Sequence, tokenize: Callable[[Sequence], list[list[int]]],
-        batch_size: int | None, show_progress: bool, precision: Precision,
-        max_batch_tokens: int | None, packing: bool, progress: Callable[[int], None] | None,
-    ) -> np.ndarray:  # fmt: skip
+        self,
+        texts: Sequence,
+        tokenize: Callable[[Sequence], list[list[int]]],
+        batch_size: int | None,
+        show_progress: bool,
+        precision: Precision,
+        max_batch_tokens: int | None,
+        packing: bool,
+        progress: Callable[[int], None] | None,
+    ) -> np.ndarray:
         if batch_size is None:
             batch_size, default_tokens = batch_settings(self.device)
             max_batch_tokens = max_batch_tokens or default_tokens
@@ -313,13 +335,16 @@ class BiEncoder(nn.Module):
                 pending.clear()
 
         if packing:
-            batches, forward = self._packed(texts, tokenize, transformer, batch_size,
-                                            max_batch_tokens)  # fmt: skip
+            batches, forward = self._packed(
+                texts, tokenize, transformer, batch_size, max_batch_tokens
+            )
         else:
             shape = BatchShape(
-                batch_size, max_batch_tokens, pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
+                batch_size,
+                max_batch_tokens,
+                pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
                 pin_memory=on_gpu and PIN_MEMORY,
-            )  # fmt: skip
+            )
             pad_id = self.tokenizer.pad_token_id or 0
             batches = prepared_batches(texts, tokenize, pad_id, shape)
 
@@ -348,9 +373,13 @@ class BiEncoder(nn.Module):
         return output
 
     def _packed(
-        self, texts: Sequence, tokenize: Callable[[Sequence], list[list[int]]],
-        transformer: PreTrainedModel, batch_size: int, max_batch_tokens: int | None,
-    ) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:  # fmt: skip
+        self,
+        texts: Sequence,
+        tokenize: Callable[[Sequence], list[list[int]]],
+        transformer: PreTrainedModel,
+        batch_size: int,
+        max_batch_tokens: int | None,
+    ) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:
         """Packed batches of `texts` (made in the background) and how to run one."""
         if isinstance(transformer, FrozenCompiled):
             raise SemsearchError(
@@ -364,7 +393,7 @@ class BiEncoder(nn.Module):
         batches = in_background(
             lambda: packed_batches(
                 texts, tokenize, pad_id, width, budget, start, pin_memory=on_gpu and PIN_MEMORY
-            )  # fmt: skip
+            )
         )
 
         attention = PackedAttention(transformer, width, self.device)

@@ -77,8 +77,14 @@ class CrossEncoder(nn.Module):
         require_kind(folder, "cross-encoder")
         settings = _read_settings(folder.path)
         model, tokenizer = _load_classifier(folder)
-        return cls._ready(model, tokenizer, max_length or settings.get("max_length"),
-                          name_or_path, settings.get("label_names"), device)  # fmt: skip
+        return cls._ready(
+            model,
+            tokenizer,
+            max_length or settings.get("max_length"),
+            name_or_path,
+            settings.get("label_names"),
+            device,
+        )
 
     @classmethod
     def from_encoder(
@@ -97,8 +103,9 @@ class CrossEncoder(nn.Module):
         folder = resolve_model(name_or_path)
         require_kind(folder, "bi-encoder")
         model, tokenizer = _load_classifier(folder, num_labels)
-        return cls._ready(model, tokenizer, max_length or folder.max_length,
-                          name_or_path, label_names, device)  # fmt: skip
+        return cls._ready(
+            model, tokenizer, max_length or folder.max_length, name_or_path, label_names, device
+        )
 
     @classmethod
     def _ready(
@@ -241,8 +248,9 @@ def _load_classifier(
     # A new head is expected to be untrained: the library's warning about it is noise here.
     hf_utils.logging.set_verbosity_error()
     try:
-        model, tokenizer = load_pretrained(folder, AutoModelForSequenceClassification,
-                                           "a cross-encoder", sdpa=False, **options)  # fmt: skip
+        model, tokenizer = load_pretrained(
+            folder, AutoModelForSequenceClassification, "a cross-encoder", sdpa=False, **options
+        )
     finally:
         hf_utils.logging.set_verbosity(verbosity)
     return model, tokenizer

@@ -64,8 +64,9 @@ def export_path(spec: EncoderSpec, version: str) -> Path | None:
     None for a model without a fingerprint (nothing to key it by)."""
     if not spec.fingerprint:
         return None
-    described = json.dumps([EXPORT_FORMAT, version, spec.fingerprint, spec.pooling,
-                            spec.normalize, spec.max_length])  # fmt: skip
+    described = json.dumps(
+        [EXPORT_FORMAT, version, spec.fingerprint, spec.pooling, spec.normalize, spec.max_length]
+    )
     digest = hashlib.sha256(described.encode()).hexdigest()[:24]
     return cache_dir() / "openvino" / f"{digest}.xml"
 
@@ -158,8 +159,11 @@ def forget_compile_cache(xml: Path) -> None:
 def _blobs(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
-    return [path for path in folder.iterdir()
-            if path.is_file() and not path.name.endswith(CACHE_RECORD_SUFFIX)]  # fmt: skip
+    return [
+        path
+        for path in folder.iterdir()
+        if path.is_file() and not path.name.endswith(CACHE_RECORD_SUFFIX)
+    ]
 
 
 class SpecTokenizer:
@@ -224,49 +228,64 @@ class ExportedQueryEncoder(SpecTokenizer):
         facts_path, tokenizer_path = query_files(xml)
         files = (facts_path, tokenizer_path, xml, xml.with_suffix(".bin"))
         if not all(path.is_file() for path in files):
-            log.info("no checked OpenVINO export of %s yet: the query encoder runs on torch",
-                     spec.name)  # fmt: skip
+            log.info(
+                "no checked OpenVINO export of %s yet: the query encoder runs on torch", spec.name
+            )
             return None
         problem = next(((p, why) for p in files if (why := cache_file_problem(p))), None)
         if problem is not None:
-            log.warning("not using the OpenVINO export %s: %s; the query encoder runs on torch "
-                        "and checks it again", problem[0], problem[1])  # fmt: skip
+            log.warning(
+                "not using the OpenVINO export %s: %s; the query encoder runs on torch "
+                "and checks it again",
+                problem[0],
+                problem[1],
+            )
             return None
         try:
             from tokenizers import Tokenizer
 
             facts = json.loads(facts_path.read_text(encoding="utf-8"))
             if facts.get("format") != QUERY_FORMAT or precision not in facts.get("checked", {}):
-                log.info("the OpenVINO export %s is not checked in %s: the query encoder runs "
-                         "on torch", xml, precision)  # fmt: skip
+                log.info(
+                    "the OpenVINO export %s is not checked in %s: the query encoder runs on torch",
+                    xml,
+                    precision,
+                )
                 return None
             facts["precision"] = precision
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
             tokenizer.no_padding()
             tokenizer.enable_truncation(max_length=spec.max_length)
-            config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
-                                      "PERFORMANCE_HINT": "LATENCY"}  # fmt: skip
+            config: dict[str, Any] = {
+                "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
+                "PERFORMANCE_HINT": "LATENCY",
+            }
             if threads:
                 config["INFERENCE_NUM_THREADS"] = threads
             config["CACHE_DIR"] = str(checked_compile_cache(xml))
             compiled = ov.Core().compile_model(str(xml), "CPU", config)
             record_compile_cache(xml)
         except Exception as exc:  # a damaged entry costs speed, never an answer
-            log.warning("cannot run the OpenVINO export %s (%s): the query encoder runs on torch",
-                        xml, exc)  # fmt: skip
+            log.warning(
+                "cannot run the OpenVINO export %s (%s): the query encoder runs on torch", xml, exc
+            )
             return None
         encoder = cls(compiled, tokenizer, facts)
         if (encoder.spec.fingerprint, encoder.spec.dimension) != (spec.fingerprint, spec.dimension):
-            log.warning("the OpenVINO export %s is another model's: the query encoder runs on "
-                        "torch", xml)  # fmt: skip
+            log.warning(
+                "the OpenVINO export %s is another model's: the query encoder runs on torch", xml
+            )
             return None
         log.info("query encoder: the checked OpenVINO export (%s)", precision)
         return encoder
 
     def encode(
-        self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,
+        self,
+        texts: Sequence[str],
+        batch_size: int | None = None,
+        show_progress: bool = False,
         progress: Callable[[int], None] | None = None,
-    ) -> np.ndarray:  # fmt: skip
+    ) -> np.ndarray:
         """Vectors for `texts` [len(texts), dimension], float32, in input order; batches of
         similar lengths, right-padded as the encoder pads them. `TokenizedTexts` (a server's
         added rows) are not tokenised again; `progress` hears of each batch."""

@@ -61,10 +61,12 @@ def _mix(base: nn.Module, tuned: nn.Module, weight: float, base_name: str, tuned
     """Move every floating-point tensor of `tuned` to base + weight * (tuned - base), in place."""
     base_state, tuned_state = base.state_dict(), tuned.state_dict()
     different = sorted(
-        name for name in base_state.keys() | tuned_state.keys()
-        if name not in base_state or name not in tuned_state
+        name
+        for name in base_state.keys() | tuned_state.keys()
+        if name not in base_state
+        or name not in tuned_state
         or base_state[name].shape != tuned_state[name].shape
-    )  # fmt: skip
+    )
     if different:
         raise SemsearchError(
             f"models {base_name!r} and {tuned_name!r} differ in shape ({len(different)} tensors, "

@@ -55,8 +55,9 @@ class MemoryFit:
                     "model with a smaller max length"
                 ) from None
             if self.limit is None:
-                log.warning("the GPU ran out of memory on a batch of %d rows: halving batches",
-                            batch.size)  # fmt: skip
+                log.warning(
+                    "the GPU ran out of memory on a batch of %d rows: halving batches", batch.size
+                )
             self.limit = min(self.limit or batch.size, batch.size // 2)
         halves = batch.split()
         return torch.cat(

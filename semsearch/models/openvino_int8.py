@@ -84,16 +84,23 @@ class OpenVinoInt8Encoder(OpenVinoEncoder):
             import nncf  # noqa: F401
             import openvino as ov
         except ImportError as exc:
-            log.warning("int8 on OpenVINO needs openvino and nncf (pip install "
-                        "'semsearch[cpu-runtime]'; missing: %s): %s", exc.name, FALLBACK)  # fmt: skip
+            log.warning(
+                "int8 on OpenVINO needs openvino and nncf (pip install "
+                "'semsearch[cpu-runtime]'; missing: %s): %s",
+                exc.name,
+                FALLBACK,
+            )
             return None
         texts = calibration_sample(calibration)
         try:
             model = _quantized(encoder, ov, texts)
         except Exception as exc:
-            log.warning("could not quantise the encoder with NNCF (%s: %s): %s",
-                        type(exc).__name__, one_line(exc),
-                        FALLBACK)  # fmt: skip
+            log.warning(
+                "could not quantise the encoder with NNCF (%s: %s): %s",
+                type(exc).__name__,
+                one_line(exc),
+                FALLBACK,
+            )
             return None
         runtime = cls(encoder, model, "int8")
         return runtime if runtime.forward_for("auto", encoder) is not None else None
@@ -150,8 +157,13 @@ def _quantize(encoder: BiEncoder, ov: Any, fp32: Any, texts: list[str]) -> Any:
     model = ov.Core().read_model(fp32) if isinstance(fp32, (str, Path)) else fp32
     if encoder.do_lower_case:
         texts = [text.lower() for text in texts]
-    tokenized = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_length,
-                                  return_attention_mask=False, return_token_type_ids=False)  # fmt: skip
+    tokenized = encoder.tokenizer(
+        texts,
+        truncation=True,
+        max_length=encoder.max_length,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )
     samples = []
     for ids in tokenized["input_ids"]:
         row = np.asarray([ids], dtype=np.int64)
@@ -161,7 +173,11 @@ def _quantize(encoder: BiEncoder, ov: Any, fp32: Any, texts: list[str]) -> Any:
     nncf_log.setLevel(logging.WARNING)  # its notes, and (stdout) its progress bars: one line
     try:  # of ours says what happened
         with contextlib.redirect_stdout(io.StringIO()):
-            return nncf.quantize(model, nncf.Dataset(samples), subset_size=len(samples),
-                                 model_type=nncf.ModelType.TRANSFORMER)  # fmt: skip
+            return nncf.quantize(
+                model,
+                nncf.Dataset(samples),
+                subset_size=len(samples),
+                model_type=nncf.ModelType.TRANSFORMER,
+            )
     finally:
         nncf_log.setLevel(level)

@@ -105,14 +105,19 @@ class OpenVinoEncoder:
         try:
             import openvino as ov
         except ImportError:
-            log.warning("openvino is not installed (pip install 'semsearch[cpu-runtime]'): "
-                        "encoding with torch")  # fmt: skip
+            log.warning(
+                "openvino is not installed (pip install 'semsearch[cpu-runtime]'): "
+                "encoding with torch"
+            )
             return None
         try:
             model = _exported(encoder, ov)
         except Exception as exc:
-            log.warning("could not export the encoder to OpenVINO (%s: %s): encoding with torch",
-                        type(exc).__name__, one_line(exc))  # fmt: skip
+            log.warning(
+                "could not export the encoder to OpenVINO (%s: %s): encoding with torch",
+                type(exc).__name__,
+                one_line(exc),
+            )
             return None
         runtime = cls(encoder, model, default_precision(ov))
         return runtime if runtime.forward_for(precision, encoder) is not None else None
@@ -124,8 +129,10 @@ class OpenVinoEncoder:
         if self.stale:
             return None
         if _weights_key(encoder) != self._weights:
-            log.warning("the encoder's weights changed since the OpenVINO export: encoding "
-                        "with torch from now on")  # fmt: skip
+            log.warning(
+                "the encoder's weights changed since the OpenVINO export: encoding "
+                "with torch from now on"
+            )
             self.stale = True
             return None
         precision = self.default if precision == "auto" else precision
@@ -144,20 +151,37 @@ class OpenVinoEncoder:
 
         threads = torch.get_num_threads()
         try:
-            compiled = ov.Core().compile_model(self.model, "CPU", {
-                "INFERENCE_PRECISION_HINT": OV_PRECISIONS.get(precision, "f32"),
-                "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})  # fmt: skip
+            compiled = ov.Core().compile_model(
+                self.model,
+                "CPU",
+                {
+                    "INFERENCE_PRECISION_HINT": OV_PRECISIONS.get(precision, "f32"),
+                    "INFERENCE_NUM_THREADS": threads,
+                    "PERFORMANCE_HINT": "LATENCY",
+                },
+            )
             got = self._run(compiled, self._check_ids, self._check_mask).numpy()
         except Exception as exc:
             log.warning("the OpenVINO model failed to run (%s): encoding with torch", exc)
             return None
         mean, least = cosine_agreement(got, self._reference)
         if not (mean >= self.bar[0] and least >= self.bar[1]):
-            log.warning("the OpenVINO %s model disagrees with torch (cosine mean %.6f, min %.6f): "
-                        "encoding with torch", precision, mean, least)  # fmt: skip
+            log.warning(
+                "the OpenVINO %s model disagrees with torch (cosine mean %.6f, min %.6f): "
+                "encoding with torch",
+                precision,
+                mean,
+                least,
+            )
             return None
-        log.info("encoding with OpenVINO %s on %d thread(s); checked against torch: cosine mean "
-                 "%.6f, min %.6f", precision, threads, mean, least)  # fmt: skip
+        log.info(
+            "encoding with OpenVINO %s on %d thread(s); checked against torch: cosine mean "
+            "%.6f, min %.6f",
+            precision,
+            threads,
+            mean,
+            least,
+        )
         if isinstance(self.model, Path) and self._tokenizer:
             self._record_for_queries(precision, mean, least)
         return compiled
@@ -166,10 +190,17 @@ class OpenVinoEncoder:
         """Let torch-free queries use this export in `precision` (`exported_query_encoder`):
         it passed its check."""
         try:
-            record_checked(self.model, self._spec, self._tokenizer,
-                           {"pad_id": self._pad_id, "do_lower_case": self._lower,
-                            "check": {"cosine_mean": mean, "cosine_min": least}},
-                           precision)  # fmt: skip
+            record_checked(
+                self.model,
+                self._spec,
+                self._tokenizer,
+                {
+                    "pad_id": self._pad_id,
+                    "do_lower_case": self._lower,
+                    "check": {"cosine_mean": mean, "cosine_min": least},
+                },
+                precision,
+            )
         except Exception as exc:  # queries stay on torch: slower, never wrong
             log.warning("could not record the OpenVINO check for queries: %s", exc)
 
@@ -261,9 +292,11 @@ def _convert(encoder: BiEncoder, ov: Any) -> Any:
     shape = [-1, -1]
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on the model's Python branches
-        return ov.convert_model(encoder, example_input=(input_ids, mask),
-                                input=[("input_ids", shape, ov.Type.i64),
-                                       ("attention_mask", shape, ov.Type.i64)])  # fmt: skip
+        return ov.convert_model(
+            encoder,
+            example_input=(input_ids, mask),
+            input=[("input_ids", shape, ov.Type.i64), ("attention_mask", shape, ov.Type.i64)],
+        )
 
 
 def _weights_key(encoder: BiEncoder) -> tuple:

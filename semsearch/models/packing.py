@@ -67,10 +67,14 @@ class PackedBatch:
     def _slice(self, row_low: int, row_high: int, low: int, high: int) -> PackedBatch:
         segments = self.segments[row_low:row_high]
         return PackedBatch(
-            self.rows[low:high], self.input_ids[row_low:row_high],
-            self.position_ids[row_low:row_high], torch.where(segments >= 0, segments - low, -1),
-            self.text_row[low:high] - row_low, self.text_start[low:high], self.lengths[low:high],
-        )  # fmt: skip
+            self.rows[low:high],
+            self.input_ids[row_low:row_high],
+            self.position_ids[row_low:row_high],
+            torch.where(segments >= 0, segments - low, -1),
+            self.text_row[low:high] - row_low,
+            self.text_start[low:high],
+            self.lengths[low:high],
+        )
 
 
 def position_start(model) -> int:
@@ -110,8 +114,15 @@ def plan_rows(lengths: np.ndarray, width: int) -> list[list[int]]:
     return rows
 
 
-def pack(token_ids: Sequence[Sequence[int]], rows: np.ndarray, plan: list[list[int]],
-         width: int, pad_id: int, start: int, pin_memory: bool = False) -> PackedBatch:  # fmt: skip
+def pack(
+    token_ids: Sequence[Sequence[int]],
+    rows: np.ndarray,
+    plan: list[list[int]],
+    width: int,
+    pad_id: int,
+    start: int,
+    pin_memory: bool = False,
+) -> PackedBatch:
     """One batch of packed rows, `plan` naming which of `token_ids` go in each; with
     `pin_memory`, its tensors page-locked, so a copy to a GPU need not block."""
     count = sum(len(row) for row in plan)
@@ -146,8 +157,15 @@ def pack(token_ids: Sequence[Sequence[int]], rows: np.ndarray, plan: list[list[i
     return PackedBatch(rows[order], *tensors, text_row, text_start, lengths)
 
 
-def packed_batches(texts: Sequence[str], tokenize: Tokenize, pad_id: int, width: int,
-                   max_tokens: int, start: int, pin_memory: bool = False) -> Iterator[PackedBatch]:  # fmt: skip
+def packed_batches(
+    texts: Sequence[str],
+    tokenize: Tokenize,
+    pad_id: int,
+    width: int,
+    max_tokens: int,
+    start: int,
+    pin_memory: bool = False,
+) -> Iterator[PackedBatch]:
     """Every text once, packed into rows of `width` tokens, at most `max_tokens` per batch
     (page-locked with `pin_memory`: made in a background thread, ahead of the copy)."""
     rows_per_batch = max(1, max_tokens // width)
@@ -157,8 +175,15 @@ def packed_batches(texts: Sequence[str], tokenize: Tokenize, pad_id: int, width:
         plan = plan_rows(lengths, width)
         positions = np.arange(first, first + len(token_ids))
         for low in range(0, len(plan), rows_per_batch):
-            yield pack(token_ids, positions, plan[low : low + rows_per_batch], width, pad_id,
-                       start, pin_memory)  # fmt: skip
+            yield pack(
+                token_ids,
+                positions,
+                plan[low : low + rows_per_batch],
+                width,
+                pad_id,
+                start,
+                pin_memory,
+            )
 
 
 def block_mask(segments: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
@@ -233,25 +258,41 @@ def enable_varlen(model) -> None:
 
 
 def varlen_attention(
-    module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-    attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-    cu_seq_lens_q: torch.Tensor | None = None, max_length_q: int | None = None, **kwargs,
-) -> tuple[torch.Tensor, None]:  # fmt: skip
+    module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    cu_seq_lens_q: torch.Tensor | None = None,
+    max_length_q: int | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """A transformers attention function: [B, H, W, D] in, [B, W, H, D] out. With
     `cu_seq_lens_q` (a packed batch), each span of the batch's tokens laid end to end
     attends only to itself; without, plain SDPA with the mask transformers made."""
     if cu_seq_lens_q is None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask,
-                                      dropout=dropout, scaling=scaling, **kwargs)  # fmt: skip
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     batch, heads, width, size = query.shape
 
     def flat(states: torch.Tensor) -> torch.Tensor:
         return states.transpose(1, 2).reshape(batch * width, heads, size)
 
-    output = varlen_kernel()(flat(query), flat(key), flat(value), cu_seq_lens_q, cu_seq_lens_q,
-                             max_length_q, max_length_q, scale=scaling)  # fmt: skip
+    output = varlen_kernel()(
+        flat(query),
+        flat(key),
+        flat(value),
+        cu_seq_lens_q,
+        cu_seq_lens_q,
+        max_length_q,
+        max_length_q,
+        scale=scaling,
+    )
     return output.reshape(batch, width, heads, size), None
 
 
@@ -262,10 +303,15 @@ def sequence_bounds(batch: PackedBatch, width: int) -> tuple[np.ndarray, int]:
     used = np.zeros(rows, np.int64)
     np.add.at(used, batch.text_row, batch.lengths)
     padded = np.flatnonzero(used < width)
-    bounds = np.unique(np.concatenate([
-        batch.text_row * width + batch.text_start, np.arange(rows + 1) * width,
-        padded * width + used[padded],
-    ]))  # fmt: skip
+    bounds = np.unique(
+        np.concatenate(
+            [
+                batch.text_row * width + batch.text_start,
+                np.arange(rows + 1) * width,
+                padded * width + used[padded],
+            ]
+        )
+    )
     return bounds.astype(np.int32), int(np.diff(bounds).max(initial=0))
 
 
@@ -289,16 +335,24 @@ class PackedAttention:
         if self.varlen:
             bounds, longest = sequence_bounds(batch, self.width)
             try:
-                return self.model(input_ids=input_ids, position_ids=positions, attention_mask=None,
-                                  cu_seq_lens_q=to_device(bounds, device),
-                                  max_length_q=longest).last_hidden_state  # fmt: skip
+                return self.model(
+                    input_ids=input_ids,
+                    position_ids=positions,
+                    attention_mask=None,
+                    cu_seq_lens_q=to_device(bounds, device),
+                    max_length_q=longest,
+                ).last_hidden_state
             except torch.OutOfMemoryError:
                 raise  # smaller batches, not another kernel (`MemoryFit`)
             except (RuntimeError, NotImplementedError, TypeError) as exc:
-                log.warning("varlen attention failed on %s (%s): packing with a dense mask instead",
-                            device, one_line(exc))  # fmt: skip
+                log.warning(
+                    "varlen attention failed on %s (%s): packing with a dense mask instead",
+                    device,
+                    one_line(exc),
+                )
                 self.varlen = False
         segments = batch.segments.to(device, non_blocking=device.type == "cuda")
         mask = block_mask(segments, self.model.config._attn_implementation, self.model.dtype)
-        return self.model(input_ids=input_ids, position_ids=positions,
-                          attention_mask=mask).last_hidden_state  # fmt: skip
+        return self.model(
+            input_ids=input_ids, position_ids=positions, attention_mask=mask
+        ).last_hidden_state

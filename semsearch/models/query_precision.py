@@ -82,8 +82,12 @@ def choose_query_precision(encoder: BiEncoder, requested: str = "auto") -> str:
     full_s = _best_time(encoder, texts, "fp32")
     half_s = _best_time(encoder, texts, "bf16")
     chosen = "bf16" if cosine >= MIN_COSINE and full_s >= MIN_SPEEDUP * half_s else "fp32"
-    log.info("query precision %s: bf16 %.1fx the speed of fp32 on this CPU, vectors within cosine %.5f",
-             chosen, full_s / half_s, cosine)  # fmt: skip
+    log.info(
+        "query precision %s: bf16 %.1fx the speed of fp32 on this CPU, vectors within cosine %.5f",
+        chosen,
+        full_s / half_s,
+        cosine,
+    )
     return chosen
 
 
@@ -105,8 +109,11 @@ def warm_kernels(
     started = time.perf_counter()
     for _ in warm_steps(encoder, max_batch, max_tokens):
         pass
-    log.info("bf16 kernels compiled for queries of up to %d tokens in %.1f s", max_tokens,
-             time.perf_counter() - started)  # fmt: skip
+    log.info(
+        "bf16 kernels compiled for queries of up to %d tokens in %.1f s",
+        max_tokens,
+        time.perf_counter() - started,
+    )
 
 
 def warm_steps(encoder: BiEncoder, max_batch: int, max_tokens: int = WARM_TOKENS) -> Iterator[None]:

@@ -63,8 +63,10 @@ def write_transformer_folder(encoder: Any, folder: Path) -> None:
     pooling and `sentence_bert_config.json`."""
     encoder.transformer.save_pretrained(folder, safe_serialization=True)
     encoder.tokenizer.save_pretrained(folder)
-    write_json(folder / "sentence_bert_config.json",
-               {"max_seq_length": encoder.max_length, "do_lower_case": encoder.do_lower_case})  # fmt: skip
+    write_json(
+        folder / "sentence_bert_config.json",
+        {"max_seq_length": encoder.max_length, "do_lower_case": encoder.do_lower_case},
+    )
     write_tail(encoder, folder, [module_entry(0, "", "Transformer")], encoder.dimension)
 
 

@@ -43,5 +43,7 @@ def truncation_report(encoder: Any) -> Iterator[TruncationCount]:
     if report.cut:
         log.warning(
             "%d of %d texts were longer than max_length %d tokens and were cut",
-            report.cut, report.texts, getattr(encoder, "max_length", 0),
-        )  # fmt: skip
+            report.cut,
+            report.texts,
+            getattr(encoder, "max_length", 0),
+        )

@@ -101,8 +101,9 @@ class WordNetwork(nn.Module):
         self.lstm: nn.LSTM | None = None
         self.convs: nn.ModuleList | None = None
         if layer.kind == "lstm":
-            self.lstm = nn.LSTM(width, layer.hidden, num_layers=layer.layers,
-                                bidirectional=True, batch_first=True)  # fmt: skip
+            self.lstm = nn.LSTM(
+                width, layer.hidden, num_layers=layer.layers, bidirectional=True, batch_first=True
+            )
             width = 2 * layer.hidden
         elif layer.kind == "cnn":
             self.convs = nn.ModuleList(
@@ -129,9 +130,11 @@ class WordNetwork(nn.Module):
     def _run_lstm(self, tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         # Packed, so that padding never flows into the backward direction's states.
         lengths = attention_mask.sum(dim=1).clamp(min=1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(tokens, lengths, batch_first=True,
-                                                   enforce_sorted=False)  # fmt: skip
+        packed = nn.utils.rnn.pack_padded_sequence(
+            tokens, lengths, batch_first=True, enforce_sorted=False
+        )
         output, _ = self.lstm(packed)  # type: ignore[misc]
-        unpacked, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True,
-                                                       total_length=tokens.shape[1])  # fmt: skip
+        unpacked, _ = nn.utils.rnn.pad_packed_sequence(
+            output, batch_first=True, total_length=tokens.shape[1]
+        )
         return unpacked

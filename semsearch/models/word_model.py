@@ -71,16 +71,22 @@ def save_word_model(encoder: Any, folder: str | Path) -> None:
     folder = Path(folder)
     modules = [module_entry(0, EMBEDDINGS_DIR, "WordEmbeddings")]
     embeddings = folder / EMBEDDINGS_DIR
-    write_json(embeddings / EMBEDDINGS_CONFIG, {
-        "tokenizer_class": TOKENIZER_CLASS,
-        "update_embeddings": network.update_embeddings,
-        "max_seq_length": encoder.max_length,
-    })  # fmt: skip
-    write_json(embeddings / TOKENIZER_CONFIG, {
-        "vocab": tokenizer.vocab,
-        "stop_words": sorted(tokenizer.stop_words),
-        "do_lower_case": tokenizer.do_lower_case,
-    })  # fmt: skip
+    write_json(
+        embeddings / EMBEDDINGS_CONFIG,
+        {
+            "tokenizer_class": TOKENIZER_CLASS,
+            "update_embeddings": network.update_embeddings,
+            "max_seq_length": encoder.max_length,
+        },
+    )
+    write_json(
+        embeddings / TOKENIZER_CONFIG,
+        {
+            "vocab": tokenizer.vocab,
+            "stop_words": sorted(tokenizer.stop_words),
+            "do_lower_case": tokenizer.do_lower_case,
+        },
+    )
     write_weights(embeddings / WEIGHTS, {"emb_layer.weight": network.embeddings.weight})
     layer = network.layer
     if layer.kind != "none":
@@ -111,8 +117,11 @@ def load_word_model(folder: ModelFolder) -> tuple[WordNetwork, WordTokenizer, in
     weights = _read_weights(embeddings / WEIGHTS)
     layer, layer_weights = _read_layer(folder.path, int(weights["emb_layer.weight"].shape[1]))
     try:
-        tokenizer = WordTokenizer(vocabulary.get("vocab", []), vocabulary.get("stop_words", ()),
-                                  bool(vocabulary.get("do_lower_case", False)))  # fmt: skip
+        tokenizer = WordTokenizer(
+            vocabulary.get("vocab", []),
+            vocabulary.get("stop_words", ()),
+            bool(vocabulary.get("do_lower_case", False)),
+        )
         network = WordNetwork(
             weights["emb_layer.weight"], layer, bool(config.get("update_embeddings"))
         )
@@ -201,17 +210,29 @@ def _layer_from_config(kind: str, config: dict, width: int, path: Path) -> WordL
         )
     if kind == "lstm":
         return WordLayerConfig("lstm", int(config["hidden_dim"]), int(config.get("num_layers", 1)))
-    return WordLayerConfig("cnn", int(config.get("out_channels", 256)),
-                           kernel_sizes=tuple(config.get("kernel_sizes", (1, 3, 5))))  # fmt: skip
+    return WordLayerConfig(
+        "cnn",
+        int(config.get("out_channels", 256)),
+        kernel_sizes=tuple(config.get("kernel_sizes", (1, 3, 5))),
+    )
 
 
 def _layer_config(network: WordNetwork) -> dict:
     layer, width = network.layer, network.embedding_dimension
     if layer.kind == "lstm":
-        return {"word_embedding_dimension": width, "hidden_dim": layer.hidden,
-                "num_layers": layer.layers, "dropout": 0.0, "bidirectional": True}  # fmt: skip
-    return {"in_word_embedding_dimension": width, "out_channels": layer.hidden,
-            "kernel_sizes": list(layer.kernel_sizes), "stride_sizes": [1] * len(layer.kernel_sizes)}  # fmt: skip
+        return {
+            "word_embedding_dimension": width,
+            "hidden_dim": layer.hidden,
+            "num_layers": layer.layers,
+            "dropout": 0.0,
+            "bidirectional": True,
+        }
+    return {
+        "in_word_embedding_dimension": width,
+        "out_channels": layer.hidden,
+        "kernel_sizes": list(layer.kernel_sizes),
+        "stride_sizes": [1] * len(layer.kernel_sizes),
+    }
 
 
 def _strip(weights: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:

@@ -32,8 +32,9 @@ def make_word_model(
     vectors = read_word_vectors(vectors_file, options.dimension).with_padding()
     torch.manual_seed(options.seed)
     try:
-        network = WordNetwork(torch.from_numpy(vectors.vectors), options.layer,
-                              options.update_embeddings)  # fmt: skip
+        network = WordNetwork(
+            torch.from_numpy(vectors.vectors), options.layer, options.update_embeddings
+        )
     except ValueError as exc:
         raise SemsearchError(str(exc)) from exc
     encoder = BiEncoder(

@@ -56,9 +56,13 @@ def create_app(config: ServerConfig) -> FastAPI:
                 stop()
             raise
         registry.start_refreshing(config.refresh_every_s)
-        log.info("ready in %.1f s: serving %s; warmed %s; queries encode in %s",
-                 startup.elapsed_s, ", ".join(registry.indexes), ", ".join(registry.warmed),
-                 registry.precision)  # fmt: skip
+        log.info(
+            "ready in %.1f s: serving %s; warmed %s; queries encode in %s",
+            startup.elapsed_s,
+            ", ".join(registry.indexes),
+            ", ".join(registry.warmed),
+            registry.precision,
+        )
         return registry
 
     @asynccontextmanager
@@ -73,9 +77,13 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     # /docs (Swagger UI) and /redoc with their scripts and styles served from the
     # fastapi-offline package, not a CDN: they work on a machine without the internet.
-    app = FastAPIOffline(title="semsearch", version=__version__, lifespan=lifespan,
-                         static_url=DOCS_ASSETS,
-                         description="Semantic search over FAISS indexes built by `semsearch build`.")  # fmt: skip
+    app = FastAPIOffline(
+        title="semsearch",
+        version=__version__,
+        lifespan=lifespan,
+        static_url=DOCS_ASSETS,
+        description="Semantic search over FAISS indexes built by `semsearch build`.",
+    )
     app.state.config, app.state.metrics = config, metrics
     _add_error_handling(app, config, metrics)
     for router in (status.router, search.router, indexes.router):

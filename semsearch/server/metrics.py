@@ -19,20 +19,46 @@ class ServerMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("semsearch_requests", "HTTP requests answered",
-                                ["route", "status"], registry=self.registry)  # fmt: skip
-        self.errors = Counter("semsearch_errors", "Requests answered with a 4xx or 5xx",
-                              ["route", "status"], registry=self.registry)  # fmt: skip
-        self.latency = Histogram("semsearch_request_seconds", "Time to answer a request",
-                                 ["route"], buckets=LATENCY_BUCKETS, registry=self.registry)  # fmt: skip
-        self.batch_size = Histogram("semsearch_encoder_batch_texts", "Texts per encoder call",
-                                    buckets=BATCH_BUCKETS, registry=self.registry)  # fmt: skip
-        self.generation = Gauge("semsearch_index_generation", "The generation each index answers from",
-                                ["index"], registry=self.registry)  # fmt: skip
-        self.rows = Gauge("semsearch_index_rows", "Live rows of each index", ["index"],
-                          registry=self.registry)  # fmt: skip
-        self.healthy = Gauge("semsearch_index_healthy", "1 when the index answers, 0 when broken",
-                             ["index"], registry=self.registry)  # fmt: skip
+        self.requests = Counter(
+            "semsearch_requests",
+            "HTTP requests answered",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "semsearch_errors",
+            "Requests answered with a 4xx or 5xx",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "semsearch_request_seconds",
+            "Time to answer a request",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "semsearch_encoder_batch_texts",
+            "Texts per encoder call",
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.generation = Gauge(
+            "semsearch_index_generation",
+            "The generation each index answers from",
+            ["index"],
+            registry=self.registry,
+        )
+        self.rows = Gauge(
+            "semsearch_index_rows", "Live rows of each index", ["index"], registry=self.registry
+        )
+        self.healthy = Gauge(
+            "semsearch_index_healthy",
+            "1 when the index answers, 0 when broken",
+            ["index"],
+            registry=self.registry,
+        )
 
     def observe(self, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, str(status)).inc()

@@ -209,8 +209,14 @@ class IndexRegistry:
         if not manifest.has_model:
             return Searcher(folder), None
         spec = manifest.model
-        key = (spec.name, spec.fingerprint, spec.pooling, spec.normalize, spec.max_length,
-               spec.quantization)  # fmt: skip
+        key = (
+            spec.name,
+            spec.fingerprint,
+            spec.pooling,
+            spec.normalize,
+            spec.max_length,
+            spec.quantization,
+        )
         if key not in self._encoders:
             self.on_phase(f"loading the model {spec.name}")
             started = time.monotonic()
@@ -222,8 +228,9 @@ class IndexRegistry:
             encoder = self._encoders[key][0]
             loaded_s = time.monotonic() - started
             self._model_s += loaded_s
-            self.warmed.append(f"encoder {spec.name} on {getattr(encoder, 'runtime', 'torch')} "
-                               f"{loaded_s:.1f} s")  # fmt: skip
+            self.warmed.append(
+                f"encoder {spec.name} on {getattr(encoder, 'runtime', 'torch')} {loaded_s:.1f} s"
+            )
         encoder, batcher = self._encoders[key]
         return Searcher(folder, encoder=encoder), batcher  # type: ignore[arg-type]
 
@@ -254,9 +261,15 @@ class IndexRegistry:
         def encode(texts: list[str]):
             return encoder.encode(texts, batch_size=len(texts))
 
-        batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms,
-                               self.on_batch, workers=workers, group=CPU_SUB_BATCH,
-                               on_start=lambda: encoder.encode(["a warm-up query"]))  # fmt: skip
+        batcher = MicroBatcher(
+            encode,
+            self.config.max_batch,
+            self.config.max_wait_ms,
+            self.on_batch,
+            workers=workers,
+            group=CPU_SUB_BATCH,
+            on_start=lambda: encoder.encode(["a warm-up query"]),
+        )
         return encoder, batcher
 
     @staticmethod
@@ -295,15 +308,23 @@ class IndexRegistry:
         self.warmups.append(warmup)
 
         def encode(texts: list[str], encoder=encoder, warmup=warmup):
-            return encoder.encode(texts, batch_size=len(texts) if on_cpu else None,
-                                  precision=warmup.precision())  # fmt: skip
+            return encoder.encode(
+                texts, batch_size=len(texts) if on_cpu else None, precision=warmup.precision()
+            )
 
         def first_query(encoder=encoder) -> None:  # the fp32 path's own first-call costs
             encoder.encode(
                 ["a warm-up query"], batch_size=1, precision="fp32" if on_cpu else "auto"
             )
 
-        batcher = MicroBatcher(encode, self.config.max_batch, self.config.max_wait_ms, self.on_batch,
-                               workers=workers, group=group, on_start=first_query,
-                               on_idle=warmup.step)  # fmt: skip
+        batcher = MicroBatcher(
+            encode,
+            self.config.max_batch,
+            self.config.max_wait_ms,
+            self.on_batch,
+            workers=workers,
+            group=group,
+            on_start=first_query,
+            on_idle=warmup.step,
+        )
         return encoder, batcher

@@ -129,9 +129,12 @@ class QueryPrecisionWarmup:
             with self._count:
                 if not self._announced:
                     self._announced = True
-                    log.info("compiling bf16 kernels for queries of up to %d tokens on %d encoder "
-                             "workers, between batches; queries encode in fp32 meanwhile",
-                             WARM_TOKENS, self.workers)  # fmt: skip
+                    log.info(
+                        "compiling bf16 kernels for queries of up to %d tokens on %d encoder "
+                        "workers, between batches; queries encode in fp32 meanwhile",
+                        WARM_TOKENS,
+                        self.workers,
+                    )
             steps = self._local.steps = warm_steps(self.encoder, self.largest_batch)
         if next(steps, StopIteration) is not StopIteration:
             return True
@@ -139,8 +142,12 @@ class QueryPrecisionWarmup:
         with self._count:
             self._warmed += 1
             if self._warmed == self.workers:
-                log.info("queries now encode in bf16: kernels for %d workers compiled in %.1f s, "
-                         "answering in fp32 meanwhile", self.workers, time.monotonic() - self._started)  # fmt: skip
+                log.info(
+                    "queries now encode in bf16: kernels for %d workers compiled in %.1f s, "
+                    "answering in fp32 meanwhile",
+                    self.workers,
+                    time.monotonic() - self._started,
+                )
         return False
 
 

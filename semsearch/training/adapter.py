@@ -135,8 +135,9 @@ class AdapterResult:
         return {**asdict(self), "output_dir": str(self.output_dir)}
 
 
-def train_adapter(vectors: np.ndarray, pairs: VectorPairs, config: AdapterConfig,
-                  output_dir: str | Path) -> AdapterResult:  # fmt: skip
+def train_adapter(
+    vectors: np.ndarray, pairs: VectorPairs, config: AdapterConfig, output_dir: str | Path
+) -> AdapterResult:
     """Train an adapter on `pairs` of rows of `vectors`, save it in `output_dir`."""
     started = time.monotonic()
     torch.manual_seed(config.seed)
@@ -161,16 +162,34 @@ def train_adapter(vectors: np.ndarray, pairs: VectorPairs, config: AdapterConfig
         epoch_losses.append(float(np.mean(values)))
     loss_after = _pairs_loss(loss, adapter, table, pairs, everything)
     output_dir = Path(output_dir)
-    result = AdapterResult(output_dir, len(pairs), loss_before, loss_after, epoch_losses,
-                           round(time.monotonic() - started, 2))  # fmt: skip
-    adapter.save(output_dir, {"objective": config.objective, "training": asdict(config),
-                              "result": {k: v for k, v in result.to_dict().items() if k != "output_dir"}})  # fmt: skip
+    result = AdapterResult(
+        output_dir,
+        len(pairs),
+        loss_before,
+        loss_after,
+        epoch_losses,
+        round(time.monotonic() - started, 2),
+    )
+    adapter.save(
+        output_dir,
+        {
+            "objective": config.objective,
+            "training": asdict(config),
+            "result": {k: v for k, v in result.to_dict().items() if k != "output_dir"},
+        },
+    )
     save_head(loss, config.objective, config.objective_options, output_dir)
     return result
 
 
-def _pairs_loss(loss: SiameseLoss, adapter: VectorAdapter, table: torch.Tensor, pairs: VectorPairs,
-                rows: np.ndarray, train: bool = False) -> float:  # fmt: skip
+def _pairs_loss(
+    loss: SiameseLoss,
+    adapter: VectorAdapter,
+    table: torch.Tensor,
+    pairs: VectorPairs,
+    rows: np.ndarray,
+    train: bool = False,
+) -> float:
     """The objective on `rows` of the pairs; with `train`, its gradient is left in place."""
     loss.train(train)
     with torch.set_grad_enabled(train):

@@ -8,8 +8,19 @@ from typing import Any
 
 from semsearch.training.config import TrainingConfig
 
-HYPER_PARAMETERS = ("epochs", "max_steps", "batch_size", "learning_rate", "warmup_fraction",
-                    "weight_decay", "max_grad_norm", "seed", "precision", "pooling", "normalize")  # fmt: skip
+HYPER_PARAMETERS = (
+    "epochs",
+    "max_steps",
+    "batch_size",
+    "learning_rate",
+    "warmup_fraction",
+    "weight_decay",
+    "max_grad_norm",
+    "seed",
+    "precision",
+    "pooling",
+    "normalize",
+)
 # Test metrics a card shows besides the primary (also those of a combined test, `NAME/metric`).
 CARD_METRICS = ("pearson_cosine", "spearman_cosine", "cosine_ap", "ndcg@10")
 
@@ -29,17 +40,32 @@ def write_card(folder: Path, card: Card, config: TrainingConfig, result: dict[st
     """Write `folder/README.md`: intro, data, objective and hyper-parameters, figures, files."""
     options = config.to_dict()  # flat: the groups' fields by their own names
     lines = [
-        f"# {folder.name}", "", card.intro, "",
-        "## Data", "", *_data_lines(result), "",
-        "## Objective and hyper-parameters", "", "| option | value |", "|---|---|",
+        f"# {folder.name}",
+        "",
+        card.intro,
+        "",
+        "## Data",
+        "",
+        *_data_lines(result),
+        "",
+        "## Objective and hyper-parameters",
+        "",
+        "| option | value |",
+        "|---|---|",
         *card.objective_rows,
         *[f"| {name} | {options[name]} |" for name in card.parameters],
         f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
         f"| device | {result['device']} |",
-        f"| training time | {result['seconds']:.0f} s |", "",
-        "## Figures", "", *card.figures, "",
-        "## Files", "", *card.files,
-    ]  # fmt: skip
+        f"| training time | {result['seconds']:.0f} s |",
+        "",
+        "## Figures",
+        "",
+        *card.figures,
+        "",
+        "## Files",
+        "",
+        *card.files,
+    ]
     path = folder / "README.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -66,10 +92,14 @@ def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any
     card = Card(
         intro=f"A bi-encoder fine-tuned from `{config.model}` with semsearch's "
         f"`{config.objective}` objective. The folder loads in semsearch (`--model`) and {loads}",
-        objective_rows=[f"| objective | `{config.objective}` |",
-                        f"| objective options | `{result.get('objective_options') or {}}` |"],
-        parameters=HYPER_PARAMETERS, figures=_figure_lines(result), files=files,
-    )  # fmt: skip
+        objective_rows=[
+            f"| objective | `{config.objective}` |",
+            f"| objective options | `{result.get('objective_options') or {}}` |",
+        ],
+        parameters=HYPER_PARAMETERS,
+        figures=_figure_lines(result),
+        files=files,
+    )
     return write_card(folder, card, config, result)
 
 
@@ -93,13 +123,17 @@ def _plan_lines(data: dict[str, Any]) -> list[str]:
     """The datasets of a multi-dataset run, how they mixed, and the dev and test sets."""
     lines = [f"- {len(data['train'])} datasets, batches mixed {data['mixing']}:"]
     for name, train in data["train"].items():
-        lines.append(f"  - {name}: `{train['source']}`, {train['rows_used']} examples, objective "
-                     f"`{train['objective']}` (weight {train['weight']:g}), columns "
-                     f"{', '.join(train['columns'])}")  # fmt: skip
+        lines.append(
+            f"  - {name}: `{train['source']}`, {train['rows_used']} examples, objective "
+            f"`{train['objective']}` (weight {train['weight']:g}), columns "
+            f"{', '.join(train['columns'])}"
+        )
     for role in ("dev", "test"):
         if data.get(role):
-            sets = ", ".join(f"{name} (`{summary['source']}`, {summary['rows_read']} rows)"
-                             for name, summary in data[role]["sets"].items())  # fmt: skip
+            sets = ", ".join(
+                f"{name} (`{summary['source']}`, {summary['rows_read']} rows)"
+                for name, summary in data[role]["sets"].items()
+            )
             lines.append(f"- {role}: {sets}; {data[role]['combined']}")
     return lines
 
@@ -120,8 +154,11 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
         lines.append("- no dev data: the model saved is the last step's")
     test = result.get("test")
     if test:
-        shown = ", ".join(f"{name} {value:.4f}" for name, value in test["metrics"].items()
-                          if name == test["primary"] or name.split("/")[-1] in CARD_METRICS)  # fmt: skip
+        shown = ", ".join(
+            f"{name} {value:.4f}"
+            for name, value in test["metrics"].items()
+            if name == test["primary"] or name.split("/")[-1] in CARD_METRICS
+        )
         lines.append(f"- test (the model in this folder): {shown}")
     return lines
 
@@ -130,6 +167,8 @@ def starting_point_line(dev: dict[str, Any]) -> str:
     """The card's line when no fine-tuned step beat the starting point on dev."""
     trained = dev.get("best_trained")
     after = "no step was measured" if trained is None else f"the best step reached {trained:.4f}"
-    return (f"- dev {dev['primary']}: fine-tuning did not beat the starting point "
-            f"({dev['best']:.4f} before training; {after}), so this folder holds the "
-            "starting point")  # fmt: skip
+    return (
+        f"- dev {dev['primary']}: fine-tuning did not beat the starting point "
+        f"({dev['best']:.4f} before training; {after}), so this folder holds the "
+        "starting point"
+    )

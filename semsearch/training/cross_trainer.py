@@ -105,8 +105,10 @@ class CrossEncoderEvaluator(Evaluator):
         super().__init__(name, batch_size)
         missing = [column for column in (*TEXT_COLUMNS, target) if column not in data.columns]
         if missing:
-            raise SemsearchError(f"{data.source} cannot measure the cross-encoder: it lacks "
-                                 f"{', '.join(missing)} (its columns: {', '.join(data.names)})")  # fmt: skip
+            raise SemsearchError(
+                f"{data.source} cannot measure the cross-encoder: it lacks "
+                f"{', '.join(missing)} (its columns: {', '.join(data.names)})"
+            )
         self.pairs = list(zip(data.columns["sentence1"], data.columns["sentence2"]))
         self.target = target
         self.gold = _gold(data, target, label_names)
@@ -116,11 +118,15 @@ class CrossEncoderEvaluator(Evaluator):
     def evaluate(self, encoder: CrossEncoder) -> dict[str, float]:  # type: ignore[override]
         predicted = encoder.predict(self.pairs, batch_size=self.batch_size)
         if self.target == "score":
-            return {"spearman": _correlation(stats.spearmanr, predicted, self.gold),
-                    "pearson": _correlation(stats.pearsonr, predicted, self.gold)}  # fmt: skip
+            return {
+                "spearman": _correlation(stats.spearmanr, predicted, self.gold),
+                "pearson": _correlation(stats.pearsonr, predicted, self.gold),
+            }
         if predicted.ndim == 1:
-            return {"ap": average_precision(predicted, self.gold.astype(np.int64)),
-                    "accuracy": float(np.mean((predicted >= 0.5) == (self.gold > 0)))}  # fmt: skip
+            return {
+                "ap": average_precision(predicted, self.gold.astype(np.int64)),
+                "accuracy": float(np.mean((predicted >= 0.5) == (self.gold > 0))),
+            }
         return {"accuracy": float(np.mean(predicted.argmax(axis=1) == self.gold))}
 
 
@@ -201,8 +207,9 @@ def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) 
     """A cross-encoder to go on training, or a new one on a bi-encoder's weights."""
     folder = resolve_model(config.model)
     if model_kind(folder.path) == "bi-encoder":
-        return CrossEncoder.from_encoder(config.model, num_labels, label_names=data.label_names,
-                                         device=config.run.device)  # fmt: skip
+        return CrossEncoder.from_encoder(
+            config.model, num_labels, label_names=data.label_names, device=config.run.device
+        )
     model = CrossEncoder.load(config.model, device=config.run.device)
     if model.num_labels != num_labels:
         raise SemsearchError(
@@ -220,8 +227,10 @@ def write_cross_encoder_card(folder: Path, config: TrainingConfig, result: dict[
         f"the `{config.objective}` objective (no pretrained cross-encoder was used). It reads a "
         f"pair as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and "
         "scores it; use it to re-rank (`semsearch query --rerank`), not to build an index.",
-        objective_rows=[f"| objective | `{config.objective}` (target column "
-                        f"`{result['objective_options']['target']}`) |"],
+        objective_rows=[
+            f"| objective | `{config.objective}` (target column "
+            f"`{result['objective_options']['target']}`) |"
+        ],
         parameters=tuple(name for name in HYPER_PARAMETERS if name not in ("pooling", "normalize")),
         figures=_figure_lines(result),
         files=[
@@ -230,7 +239,7 @@ def write_cross_encoder_card(folder: Path, config: TrainingConfig, result: dict[
             "`CrossEncoder` load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
             "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
         ],
-    )  # fmt: skip
+    )
     return write_card(folder, card, config, result)
 
 
@@ -242,8 +251,10 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
         if dev.get("kept_starting_point"):
             lines.append(starting_point_line(dev))
         else:
-            lines.append(f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
-                         + (f" (untrained head: {before:.4f})" if before is not None else ""))  # fmt: skip
+            lines.append(
+                f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
+                + (f" (untrained head: {before:.4f})" if before is not None else "")
+            )
     else:
         lines.append("- no dev data: the model saved is the last step's")
     if test:
@@ -254,13 +265,17 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
 
 def _check_options(config: TrainingConfig) -> None:
     if config.objective not in CROSS_OBJECTIVES:
-        raise SemsearchError(f"a cross-encoder trains with objective {' or '.join(CROSS_OBJECTIVES)}, "
-                             f"not {config.objective!r}")  # fmt: skip
+        raise SemsearchError(
+            f"a cross-encoder trains with objective {' or '.join(CROSS_OBJECTIVES)}, "
+            f"not {config.objective!r}"
+        )
     if config.pooling is not None:
         raise SemsearchError("--pooling is for bi-encoders: a cross-encoder's head reads [CLS]")
     if config.data.form != "none":
-        raise SemsearchError("--form derives bi-encoder examples: a cross-encoder reads "
-                             "sentence1, sentence2 and a score or label as they are")  # fmt: skip
+        raise SemsearchError(
+            "--form derives bi-encoder examples: a cross-encoder reads "
+            "sentence1, sentence2 and a score or label as they are"
+        )
     unknown = set(config.objective_options) - {"num_labels"}
     if unknown:
         raise SemsearchError(

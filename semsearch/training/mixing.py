@@ -45,13 +45,16 @@ def mixed_batches(
             seed + DATASET_SEED_STRIDE * number,
             epoch,
             source.no_duplicates,
-        )  # fmt: skip
+        )
         for number, source in enumerate(sources)
     ]
     if mixing == "round-robin":
         turns = min(len(batches) for batches in per_dataset)
-        return [(number, per_dataset[number][turn])
-                for turn in range(turns) for number in range(len(sources))]  # fmt: skip
+        return [
+            (number, per_dataset[number][turn])
+            for turn in range(turns)
+            for number in range(len(sources))
+        ]
     if mixing != "proportional":
         raise ValueError(f"unknown mixing {mixing!r}")
     order = np.repeat(np.arange(len(sources)), [len(batches) for batches in per_dataset])

@@ -66,8 +66,13 @@ class MultiDatasetTrainer(Trainer):
     def _build_objective(self) -> bool:
         config = self.config
         # torch: the weights change as it trains (an export would be stale at once).
-        encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
-                                 device=config.run.device, runtime="torch")  # fmt: skip
+        encoder = BiEncoder.load(
+            config.model,
+            pooling=config.pooling,
+            normalize=config.normalize,  # type: ignore[arg-type]
+            device=config.run.device,
+            runtime="torch",
+        )
         self.device = encoder.device
         losses, self.objective_options = [], {}
         for spec, data in zip(self.plan.datasets, self.datasets):
@@ -83,20 +88,27 @@ class MultiDatasetTrainer(Trainer):
             BatchSource(
                 [data.columns[name] for name in loss.input_columns(data.names)],
                 no_duplicates=spec.objective == "mnr",
-            )  # fmt: skip
+            )
             for spec, data, loss in zip(self.plan.datasets, self.datasets, losses)
         ]
         return False
 
     def _count_steps(self) -> int:
         options = self.config.optimization
-        return mixed_steps(self.sources, options.batch_size, options.seed, options.epochs,
-                           self.plan.mixing, options.max_steps)  # fmt: skip
+        return mixed_steps(
+            self.sources,
+            options.batch_size,
+            options.seed,
+            options.epochs,
+            self.plan.mixing,
+            options.max_steps,
+        )
 
     def _epoch_batches(self, epoch: int) -> list[Any]:
         options = self.config.optimization
-        return mixed_batches(self.sources, options.batch_size, options.seed, epoch,
-                             self.plan.mixing)  # fmt: skip
+        return mixed_batches(
+            self.sources, options.batch_size, options.seed, epoch, self.plan.mixing
+        )
 
     def _batch_loss(self, batch: tuple[int, list[int]]) -> torch.Tensor:
         number, rows = batch
@@ -134,10 +146,17 @@ class MultiDatasetTrainer(Trainer):
         for role in ("dev", "test"):
             sets = getattr(self, role) or []
             evaluator = getattr(self, f"{role}_evaluator")
-            evaluations[role] = None if evaluator is None else {
-                "combined": evaluator.describe(),
-                "sets": {spec.name: data_summary(data) for spec, data in zip(getattr(self.plan, role), sets)},
-            }  # fmt: skip
+            evaluations[role] = (
+                None
+                if evaluator is None
+                else {
+                    "combined": evaluator.describe(),
+                    "sets": {
+                        spec.name: data_summary(data)
+                        for spec, data in zip(getattr(self.plan, role), sets)
+                    },
+                }
+            )
         return {"mixing": self.plan.mixing, "train": summaries, **evaluations}
 
 

@@ -63,16 +63,23 @@ class DatasetSpec:
         try:
             loss_class(self.objective)
         except SemsearchError:
-            raise SemsearchError(f"{where}: unknown objective {self.objective!r}: choose one "
-                                 f"of {', '.join(OBJECTIVES)}") from None  # fmt: skip
+            raise SemsearchError(
+                f"{where}: unknown objective {self.objective!r}: choose one "
+                f"of {', '.join(OBJECTIVES)}"
+            ) from None
         self.objective = self.objective.replace("_", "-")
         check_choice("form", self.form, FORMATIONS, where)
         _check_weight(where, self.weight)
 
     def data_options(self) -> DataOptions:
         """The dataset as a one-dataset run's `DataOptions` (no dev or test)."""
-        return DataOptions(train=self.source, columns=dict(self.columns), form=self.form,  # type: ignore[arg-type]
-                           positive_at=self.positive_at, score_max=self.score_max)  # fmt: skip
+        return DataOptions(
+            train=self.source,
+            columns=dict(self.columns),
+            form=self.form,  # type: ignore[arg-type]
+            positive_at=self.positive_at,
+            score_max=self.score_max,
+        )
 
 
 @dataclass
@@ -125,8 +132,9 @@ class TrainingPlan:
     def from_dict(cls, values: dict[str, Any], base: Path | None = None) -> TrainingPlan:
         """A plan from its file's form; relative paths are taken from `base`."""
         if not isinstance(values, dict):
-            raise SemsearchError("a training plan is a mapping with 'datasets' (and 'dev', "
-                                 "'test', 'mixing')")  # fmt: skip
+            raise SemsearchError(
+                "a training plan is a mapping with 'datasets' (and 'dev', 'test', 'mixing')"
+            )
         _check_keys("the plan", values, {item.name for item in fields(cls)})
         return cls(
             datasets=_specs(values.get("datasets"), "datasets", DatasetSpec, base),
@@ -153,8 +161,9 @@ def read_plan(path: str | Path) -> TrainingPlan:
 
             values = yaml.safe_load(text)
     except ValueError as exc:  # json.JSONDecodeError and yaml.YAMLError's parse errors
-        raise SemsearchError(f"{path} is not valid {path.suffix.lstrip('.') or 'YAML'}: "
-                             f"{one_line(exc)}") from None  # fmt: skip
+        raise SemsearchError(
+            f"{path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {one_line(exc)}"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - yaml.YAMLError without importing yaml up front
         raise SemsearchError(f"{path} is not valid YAML: {one_line(exc)}") from None
     try:
@@ -202,8 +211,9 @@ def _specs(values: Any, role: str, spec_class: type, base: Path | None) -> list:
 def _check_keys(where: str, values: dict, known: set[str]) -> None:
     unknown = sorted(set(values) - known)
     if unknown:
-        raise SemsearchError(f"{where}: unknown key(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(sorted(known))}")  # fmt: skip
+        raise SemsearchError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
 
 
 def _check_weight(where: str, weight: float) -> None:

@@ -99,8 +99,13 @@ class Trainer:
         """Model, loss and the columns they read; True when batches must hold no duplicates."""
         config = self.config
         # torch: the weights change as it trains (an export would be stale at once).
-        encoder = BiEncoder.load(config.model, pooling=config.pooling, normalize=config.normalize,  # type: ignore[arg-type]
-                                 device=config.run.device, runtime="torch")  # fmt: skip
+        encoder = BiEncoder.load(
+            config.model,
+            pooling=config.pooling,
+            normalize=config.normalize,  # type: ignore[arg-type]
+            device=config.run.device,
+            runtime="torch",
+        )
         self.device = encoder.device
         self.objective_options = objective_options(config, self.data)
         self.loss = build_loss(config.objective, encoder, **self.objective_options)
@@ -135,8 +140,14 @@ class Trainer:
         if self.state.step == 0 and self.dev_evaluator is not None:
             self._evaluate(baseline=True)
         self.loss.train()
-        with tqdm(total=self.steps, initial=self.state.step, desc="training", unit="step",
-                  disable=not self.config.run.show_progress, dynamic_ncols=True) as self._bar:  # fmt: skip
+        with tqdm(
+            total=self.steps,
+            initial=self.state.step,
+            desc="training",
+            unit="step",
+            disable=not self.config.run.show_progress,
+            dynamic_ncols=True,
+        ) as self._bar:
             while self.state.step < self.steps:
                 self._train_epoch()
         self.loss.eval()
@@ -147,14 +158,21 @@ class Trainer:
     def _count_steps(self) -> int:
         """The steps the schedule spans."""
         options = self.config.optimization
-        return total_steps(self.text_columns, options.batch_size, options.seed, options.epochs,
-                           self.no_duplicates, options.max_steps)  # fmt: skip
+        return total_steps(
+            self.text_columns,
+            options.batch_size,
+            options.seed,
+            options.epochs,
+            self.no_duplicates,
+            options.max_steps,
+        )
 
     def _epoch_batches(self, epoch: int) -> list[Any]:
         """The batches of `epoch` in order, each what `_batch_loss` takes (here: row indices)."""
         options = self.config.optimization
-        return epoch_batches(self.text_columns, options.batch_size, options.seed, epoch,
-                             self.no_duplicates)  # fmt: skip
+        return epoch_batches(
+            self.text_columns, options.batch_size, options.seed, epoch, self.no_duplicates
+        )
 
     def _batch_loss(self, rows: list[int]) -> torch.Tensor:
         """The loss of one batch, differentiable."""
@@ -201,8 +219,14 @@ class Trainer:
         self._bar.set_postfix(loss=f"{self._running_loss:.4f}", refresh=False)
         if step % run.log_every == 0 or step == self.steps:
             mean = sum(self._pending_losses) / len(self._pending_losses)
-            self.log.write("train", step=step, epoch=self.state.epoch, loss=mean,
-                           lr=self.trainables.scheduler.get_last_lr()[0], seconds=self._clock())  # fmt: skip
+            self.log.write(
+                "train",
+                step=step,
+                epoch=self.state.epoch,
+                loss=mean,
+                lr=self.trainables.scheduler.get_last_lr()[0],
+                seconds=self._clock(),
+            )
             self._pending_losses = []
         if run.eval_every and step % run.eval_every == 0:
             self._evaluate()
@@ -222,9 +246,17 @@ class Trainer:
         if best:
             state.best_metric, state.best_step = value, state.step
             self._save_model()
-        self.log.write("eval", step=state.step, epoch=state.epoch, primary=evaluator.primary_metric,
-                       value=value, best=best, baseline=baseline, metrics=metrics,
-                       seconds=self._clock())  # fmt: skip
+        self.log.write(
+            "eval",
+            step=state.step,
+            epoch=state.epoch,
+            primary=evaluator.primary_metric,
+            value=value,
+            best=best,
+            baseline=baseline,
+            metrics=metrics,
+            seconds=self._clock(),
+        )
         state.evaluated_step = state.step
         if self._clock() - self._plotted_at >= REPLOT_SECONDS:
             self._plot()
@@ -235,8 +267,13 @@ class Trainer:
 
     def _save_model(self) -> None:
         self.loss.encoder.save(self.output_dir)
-        save_head(self.loss, self.config.objective, self.objective_options, self.output_dir,
-                  self.data.label_names)  # fmt: skip
+        save_head(
+            self.loss,
+            self.config.objective,
+            self.objective_options,
+            self.output_dir,
+            self.data.label_names,
+        )
 
     def _finish(self) -> TrainingResult:
         if self.dev_evaluator is None:
@@ -245,16 +282,23 @@ class Trainer:
         if self.state.best_step == 0 and self.dev_evaluator is not None:
             log.warning(
                 "fine-tuning did not beat the starting point on dev (%s %.4f before training, "
-                "%s after): %s holds the starting point", self.dev_evaluator.primary_metric,
-                before, "no step measured" if best_trained is None else f"best {best_trained:.4f}",
+                "%s after): %s holds the starting point",
+                self.dev_evaluator.primary_metric,
+                before,
+                "no step measured" if best_trained is None else f"best {best_trained:.4f}",
                 self.output_dir,
-            )  # fmt: skip
+            )
         self.state.seconds = self._clock()
         test_metrics = None
         if self.test_evaluator is not None:
             test_metrics = self.test_evaluator(self._load_kept_model())
-            self.log.write("test", step=self.state.step, primary=self.test_evaluator.primary_metric,
-                           value=self.test_evaluator.primary(test_metrics), metrics=test_metrics)  # fmt: skip
+            self.log.write(
+                "test",
+                step=self.state.step,
+                primary=self.test_evaluator.primary_metric,
+                value=self.test_evaluator.primary(test_metrics),
+                metrics=test_metrics,
+            )
         record = self._record(test_metrics)
         result_file = self.output_dir / ckpt.RESULT_FILE
         result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
@@ -262,12 +306,17 @@ class Trainer:
         self._plot()
         ckpt.remove_checkpoint(self.output_dir)
         return TrainingResult(
-            output_dir=self.output_dir, steps=self.state.step, seconds=self.state.seconds,
+            output_dir=self.output_dir,
+            steps=self.state.step,
+            seconds=self.state.seconds,
             resumed_from=self.resumed_from,
             dev_primary=self.dev_evaluator.primary_metric if self.dev_evaluator else None,
-            dev_best=self.state.best_metric, dev_best_step=self.state.best_step,
-            test_metrics=test_metrics, dev_before=before, dev_best_trained=best_trained,
-        )  # fmt: skip
+            dev_best=self.state.best_metric,
+            dev_best_step=self.state.best_step,
+            test_metrics=test_metrics,
+            dev_before=before,
+            dev_best_trained=best_trained,
+        )
 
     def _dev_figures(self) -> tuple[float | None, float | None]:
         """The starting point's dev figure and the best of the fine-tuned steps (the log's)."""
@@ -302,10 +351,14 @@ class Trainer:
             "test": None,
         }
         if self.dev_evaluator is not None:
-            record["dev"] = {"primary": self.dev_evaluator.primary_metric, "best": self.state.best_metric,
-                             "best_step": self.state.best_step, "before": baseline,
-                             "best_trained": best_trained,
-                             "kept_starting_point": self.state.best_step == 0}  # fmt: skip
+            record["dev"] = {
+                "primary": self.dev_evaluator.primary_metric,
+                "best": self.state.best_metric,
+                "best_step": self.state.best_step,
+                "before": baseline,
+                "best_trained": best_trained,
+                "kept_starting_point": self.state.best_step == 0,
+            }
         if test_metrics is not None and self.test_evaluator is not None:
             record["test"] = {
                 "primary": self.test_evaluator.primary_metric,

@@ -35,8 +35,9 @@ class VectorPairs:
         return len(self.labels)
 
 
-def load_vectors(path: Path | None = None, index: str | None = None,
-                 index_dir: Path = DEFAULT_INDEX_DIR) -> np.ndarray:  # fmt: skip
+def load_vectors(
+    path: Path | None = None, index: str | None = None, index_dir: Path = DEFAULT_INDEX_DIR
+) -> np.ndarray:
     """float32 [rows, dimension] from a `.npy` file or from an index (one of the two)."""
     if (path is None) == (index is None):
         raise SemsearchError("give either a .npy file of vectors or an index (one of them)")

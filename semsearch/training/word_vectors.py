@@ -94,8 +94,12 @@ def train_word_vectors(texts: Sequence[str], options: WordVectorOptions) -> Word
         sg=1,
     )
     vectors = model.wv
-    log.info("trained %d %d-d word vectors on %d texts", len(vectors.index_to_key),
-             options.dimension, len(texts))  # fmt: skip
+    log.info(
+        "trained %d %d-d word vectors on %d texts",
+        len(vectors.index_to_key),
+        options.dimension,
+        len(texts),
+    )
     return WordVectors(list(vectors.index_to_key), np.asarray(vectors.vectors, dtype=np.float32))
 
 

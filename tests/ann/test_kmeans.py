@@ -23,8 +23,9 @@ def _uneven_clusters(rows: int, seed: int = 3) -> np.ndarray:
     centres = rng.normal(size=(16, 32))
     which = rng.integers(0, 16, rows)
     spread = np.linspace(0.1, 1.5, 16)[which, None]
-    return prepare_vectors((centres[which] + spread * rng.normal(size=(rows, 32))).astype(np.float32),
-                           "cosine")  # fmt: skip
+    return prepare_vectors(
+        (centres[which] + spread * rng.normal(size=(rows, 32))).astype(np.float32), "cosine"
+    )
 
 
 def _imbalance(vectors: np.ndarray, centroids: np.ndarray) -> float:

@@ -88,8 +88,9 @@ def test_both_methods_run_and_the_bi_encoder_finds_the_most_similar_pair(
     cross = CrossEncoder.load(str(make_tiny_cross_encoder(tiny_model_dir, tmp_path / "x")))
     sets = [SentenceSet(sentences, "test"), SentenceSet(sentences[:4], "test")]
     written = []
-    result = run_pairs_bench(sets, cross, tiny_encoder, QUICK,
-                             on_size=lambda so_far: written.append(len(so_far.sizes)))  # fmt: skip
+    result = run_pairs_bench(
+        sets, cross, tiny_encoder, QUICK, on_size=lambda so_far: written.append(len(so_far.sizes))
+    )
     assert written == [1, 2]  # told after each size, for writing the figures as they come
     first = result.sizes[0]
     assert [size.n for size in result.sizes] == [12, 4] and first.all_pairs == 66

@@ -20,16 +20,35 @@ def test_mining_a_whole_file_writes_its_pairs_into_an_out_dir_that_did_not_exist
     were written into it: the GPU run crashed after mining all 841,708 summaries."""
     data = tmp_path / "data" / "pypi"
     data.mkdir(parents=True)
-    summaries = [f"a library for {topic} number {n % 7}" for n, topic in
-                 enumerate(["json", "images", "http", "dates", "archives"] * 8)]  # fmt: skip
+    summaries = [
+        f"a library for {topic} number {n % 7}"
+        for n, topic in enumerate(["json", "images", "http", "dates", "archives"] * 8)
+    ]
     pq.write_table(pa.table({"summary": summaries}), data / "pypi_summaries.parquet")
     out = tmp_path / "fresh" / "out"
     done = subprocess.run(
-        [sys.executable, "benchmarks/mine_pypi.py", "--device", "cpu", "--limit", "0",
-         "--model", str(tiny_model_dir), "--data-dir", str(tmp_path / "data"),
-         "--out-dir", str(out), "--recall-sample", "10", "--show", "3"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "benchmarks/mine_pypi.py",
+            "--device",
+            "cpu",
+            "--limit",
+            "0",
+            "--model",
+            str(tiny_model_dir),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--out-dir",
+            str(out),
+            "--recall-sample",
+            "10",
+            "--show",
+            "3",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert pq.read_table(out / "mine_pypi_pairs_all.parquet").num_rows > 0
     (line,) = (out / "results" / "mine_pypi.jsonl").read_text().splitlines()

@@ -30,20 +30,50 @@ def _write(folder: Path, name: str, lines: list[dict]) -> None:
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     machine = {"cpu": "AMD EPYC", "cores": 2, "ram_gib": 23.5, "gpu": "NVIDIA H100"}
-    _write(tmp_path, "encode", [
-        {"date": "2026-11-20T10:00:00+00:00", "device": "NVIDIA H100 80GB", "texts_per_s": 90,
-         "machine": machine, "command": "python benchmarks/encode.py --a"},
-        {"date": "2026-11-21T10:00:00+00:00", "device": "NVIDIA H100 80GB", "texts_per_s": 120,
-         "machine": machine, "command": "python benchmarks/encode.py --b | x"},
-        {"date": "2026-11-22T10:00:00+00:00", "device": "cpu: AMD EPYC (2 cores)",
-         "texts_per_s": 5, "command": "python benchmarks/encode.py --smoke"},
-    ])  # fmt: skip
-    _write(tmp_path, "serve", [
-        {"date_utc": "2026-11-19T09:00:00", "levels": {"32": {"p99_ms": 120}}},
-        {"environment": {"date_utc": "2026-11-23T09:00:00", "cpu": "EPYC", "cpu_count": 2,
-                         "ram_gib": 23.5, "gpu": None}, "levels": {"32": {"p99_ms": 180}}},
-        {"date": "2026-11-24T09:00:00", "levels": {"8": {"p99_ms": 40}}},
-    ])  # fmt: skip
+    _write(
+        tmp_path,
+        "encode",
+        [
+            {
+                "date": "2026-11-20T10:00:00+00:00",
+                "device": "NVIDIA H100 80GB",
+                "texts_per_s": 90,
+                "machine": machine,
+                "command": "python benchmarks/encode.py --a",
+            },
+            {
+                "date": "2026-11-21T10:00:00+00:00",
+                "device": "NVIDIA H100 80GB",
+                "texts_per_s": 120,
+                "machine": machine,
+                "command": "python benchmarks/encode.py --b | x",
+            },
+            {
+                "date": "2026-11-22T10:00:00+00:00",
+                "device": "cpu: AMD EPYC (2 cores)",
+                "texts_per_s": 5,
+                "command": "python benchmarks/encode.py --smoke",
+            },
+        ],
+    )
+    _write(
+        tmp_path,
+        "serve",
+        [
+            {"date_utc": "2026-11-19T09:00:00", "levels": {"32": {"p99_ms": 120}}},
+            {
+                "environment": {
+                    "date_utc": "2026-11-23T09:00:00",
+                    "cpu": "EPYC",
+                    "cpu_count": 2,
+                    "ram_gib": 23.5,
+                    "gpu": None,
+                },
+                "levels": {"32": {"p99_ms": 180}},
+            },
+            {"date": "2026-11-24T09:00:00", "levels": {"8": {"p99_ms": 40}}},
+        ],
+    )
     return tmp_path
 
 
@@ -63,10 +93,14 @@ def test_the_table_shows_figure_status_date_machine_and_command(results: Path) -
     rows = answers([("encode", SPEED), ("serve", LATENCY), ("absent", SPEED)], results)
     lines = markdown(rows).splitlines()
     assert lines[0] == "| benchmark | goal | latest | status | date | machine | command |"
-    assert lines[2] == ("| `encode` | texts/s >= 100 | 120 | met | 2026-11-21 10:00 | AMD EPYC, "
-                        "2 cores, 23.5 GiB, NVIDIA H100 | `python benchmarks/encode.py --b \\| x` |")  # fmt: skip
-    assert lines[3] == ("| `serve` | p99 ms <= 150 | 180 | not met | 2026-11-23 09:00 | EPYC, "
-                        "2 cores, 23.5 GiB |  |")  # fmt: skip
+    assert lines[2] == (
+        "| `encode` | texts/s >= 100 | 120 | met | 2026-11-21 10:00 | AMD EPYC, "
+        "2 cores, 23.5 GiB, NVIDIA H100 | `python benchmarks/encode.py --b \\| x` |"
+    )
+    assert lines[3] == (
+        "| `serve` | p99 ms <= 150 | 180 | not met | 2026-11-23 09:00 | EPYC, "
+        "2 cores, 23.5 GiB |  |"
+    )
     assert lines[4] == "| `absent` | texts/s >= 100 | - | not measured |  |  |  |"
 
 
@@ -86,9 +120,12 @@ def test_the_region_is_inserted_then_replaced_and_the_rest_kept(tmp_path: Path) 
 def test_a_figure_is_the_latest_value_even_a_yes_or_no_from_its_own_file(results: Path) -> None:
     _write(results, "crash", [{"all_opened": False, "kills": 3}, {"all_opened": True}])
     _write(results, "crash_memory", [{"peak_mib": 12.5, "rows": 2}])
-    wanted = [Figure("opened", ("all_opened",)), Figure("kills", ("kills",)),
-              Figure("peak", ("peak_mib",), {("rows",): 2}, "crash_memory"),
-              Figure("absent", ("nothing",))]  # fmt: skip
+    wanted = [
+        Figure("opened", ("all_opened",)),
+        Figure("kills", ("kills",)),
+        Figure("peak", ("peak_mib",), {("rows",): 2}, "crash_memory"),
+        Figure("absent", ("nothing",)),
+    ]
     opened, kills, peak, absent = answers([("crash", figure) for figure in wanted], results)
     assert (opened.shown, kills.shown, peak.shown, absent.shown) == ("yes", "3", "12.5", "-")
     assert opened.verdict == "" and absent.verdict == "not measured"
@@ -98,18 +135,30 @@ def test_a_figure_is_the_latest_value_even_a_yes_or_no_from_its_own_file(results
 
 
 def test_a_figures_section_numbers_the_lines_its_figures_come_from(results: Path) -> None:
-    rows = answers([("encode", Figure("texts/s", ("texts_per_s",), {("device",): "NVIDIA*"})),
-                    ("encode", Figure("any texts/s", ("texts_per_s",))),
-                    ("encode", Figure("never", ("nothing",)))], results)  # fmt: skip
+    rows = answers(
+        [
+            ("encode", Figure("texts/s", ("texts_per_s",), {("device",): "NVIDIA*"})),
+            ("encode", Figure("any texts/s", ("texts_per_s",))),
+            ("encode", Figure("never", ("nothing",))),
+        ],
+        results,
+    )
     section = results_table.figures_section("encode", "Measures speed.", rows, "none")
     assert section.splitlines() == [
-        "### `encode`", "", "Measures speed.", "",
-        "| figure | latest | line |", "|---|---|---|",
-        "| texts/s | 120 | 1 |", "| any texts/s | 5 | 2 |", "| never | - | - |", "",
+        "### `encode`",
+        "",
+        "Measures speed.",
+        "",
+        "| figure | latest | line |",
+        "|---|---|---|",
+        "| texts/s | 120 | 1 |",
+        "| any texts/s | 5 | 2 |",
+        "| never | - | - |",
+        "",
         "1. 2026-11-21 10:00, AMD EPYC, 2 cores, 23.5 GiB, NVIDIA H100: "
         "`python benchmarks/encode.py --b | x`",
         "2. 2026-11-22 10:00, cpu: AMD EPYC (2 cores): `python benchmarks/encode.py --smoke`",
-    ]  # fmt: skip
+    ]
     empty = results_table.figures_section("absent", "Measures.", rows[2:], "No line yet.")
     assert empty.splitlines()[-1] == "No line yet."
 

@@ -12,8 +12,11 @@ import suite  # noqa: E402
 
 
 def test_every_script_is_registered_and_every_cpu_script_has_a_smoke_run() -> None:
-    scripts = {path.stem for path in BENCHMARKS.glob("*.py")
-               if '__name__ == "__main__"' in path.read_text(encoding="utf-8")}  # fmt: skip
+    scripts = {
+        path.stem
+        for path in BENCHMARKS.glob("*.py")
+        if '__name__ == "__main__"' in path.read_text(encoding="utf-8")
+    }
     registered = {Path(benchmark.path).stem: benchmark for benchmark in suite.BENCHMARKS}
     assert scripts - set(suite.TOOLS) == set(registered)
     for name, benchmark in registered.items():

@@ -16,8 +16,20 @@ from semsearch.cli.app import app
 
 @pytest.fixture()
 def built(cli, corpus_file):
-    result = cli("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
-                 "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.output
     return cli
 
@@ -103,8 +115,10 @@ def test_corrupt_index_from_the_console_script(built) -> None:
         handle.truncate(100)
     process = subprocess.run(
         [sys.executable, "-m", "semsearch", "query", "guitar", "--index-dir", built.index_dir],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert process.returncode == 2
     assert process.stderr.strip().startswith("error: ") and "truncated" in process.stderr
     assert "Traceback" not in process.stderr and len(process.stderr.strip().splitlines()) == 1
@@ -127,19 +141,34 @@ def test_index_type_help_names_every_named_type(command) -> None:
 
 
 def test_quiet_build_prints_no_progress(cli, corpus_file) -> None:
-    result = cli("-q", "build", str(corpus_file), "--name", "quiet", "--model", cli.model,
-                 "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    result = cli(
+        "-q",
+        "build",
+        str(corpus_file),
+        "--name",
+        "quiet",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0 and result.stderr == "" and "built quiet" in result.stdout
 
 
-@pytest.mark.parametrize(("command", "passive"), [("query", True), ("serve", True),
-                                                  ("build", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("command", "passive"), [("query", True), ("serve", True), ("build", False)]
+)
 def test_query_commands_let_idle_openmp_threads_sleep(command, passive) -> None:
     """Set before FAISS loads, so a fresh interpreter is the only honest place to look."""
-    probe = ("import os, sys; from semsearch.cli import app; sys.argv = ['semsearch', "
-             f"'{command}', '--help']\ntry:\n    app.main()\nexcept SystemExit:\n    pass\n"
-             "print('POLICY=' + os.environ.get('OMP_WAIT_POLICY', ''), file=sys.stderr)")  # fmt: skip
+    probe = (
+        "import os, sys; from semsearch.cli import app; sys.argv = ['semsearch', "
+        f"'{command}', '--help']\ntry:\n    app.main()\nexcept SystemExit:\n    pass\n"
+        "print('POLICY=' + os.environ.get('OMP_WAIT_POLICY', ''), file=sys.stderr)"
+    )
     env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
-    process = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                             timeout=120, env=env)  # fmt: skip
+    process = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env
+    )
     assert f"POLICY={'PASSIVE' if passive else ''}" in process.stderr.splitlines()[-1]

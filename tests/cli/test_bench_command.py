@@ -30,8 +30,23 @@ def test_bench_pairs_prints_the_table_and_writes_json_and_markdown(
     sentences_file, models, tmp_path
 ) -> None:
     out = tmp_path / "out"
-    result = runner.invoke(app, ["bench", "pairs", "--n", "12", "--file", str(sentences_file),
-                                 "--also", "5", *models, *QUICK, "--out-dir", str(out)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "pairs",
+            "--n",
+            "12",
+            "--file",
+            str(sentences_file),
+            "--also",
+            "5",
+            *models,
+            *QUICK,
+            "--out-dir",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     printed = " ".join(result.stdout.split())  # the terminal wraps long lines
     assert "Quoted, not measured here" in printed and "found by the bi-encoder" in printed
@@ -53,8 +68,9 @@ def test_without_out_dir_it_writes_no_file_and_prints_whole_rows(
     folded at 80 columns into a pipe, broke words such as 'extrapolated' across lines."""
     monkeypatch.chdir(tmp_path)
     before = sorted(tmp_path.iterdir())
-    result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
-                                 *models, *QUICK])  # fmt: skip
+    result = runner.invoke(
+        app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file), *models, *QUICK]
+    )
     assert result.exit_code == 0, result.output
     assert sorted(tmp_path.iterdir()) == before and "wrote" not in result.output
     rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
@@ -63,8 +79,22 @@ def test_without_out_dir_it_writes_no_file_and_prints_whole_rows(
 
 
 def test_json_output_for_scripts(sentences_file, models, tmp_path) -> None:
-    result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
-                                 *models, *QUICK, "--out-dir", str(tmp_path), "--json"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "pairs",
+            "--n",
+            "6",
+            "--file",
+            str(sentences_file),
+            *models,
+            *QUICK,
+            "--out-dir",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     [record] = [json.loads(line) for line in result.stdout.splitlines()]
     assert [size["n"] for size in record["sizes"]] == [6]  # a file has no default extra sizes
@@ -81,16 +111,31 @@ def test_json_output_for_scripts(sentences_file, models, tmp_path) -> None:
     ],
 )
 def test_bad_input_is_one_line(sentences_file, tmp_path, arguments, message) -> None:
-    result = runner.invoke(app, ["bench", "pairs", "--file", str(sentences_file), *arguments,
-                                 "--out-dir", str(tmp_path)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        ["bench", "pairs", "--file", str(sentences_file), *arguments, "--out-dir", str(tmp_path)],
+    )
     assert message in error_line(result)
 
 
 def test_a_bi_encoder_given_as_the_cross_encoder_says_so(
     sentences_file, tiny_model_dir, tmp_path
 ) -> None:
-    result = runner.invoke(app, ["bench", "pairs", "--n", "6", "--file", str(sentences_file),
-                                 "--cross-encoder", str(tiny_model_dir), "--out-dir", str(tmp_path)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "pairs",
+            "--n",
+            "6",
+            "--file",
+            str(sentences_file),
+            "--cross-encoder",
+            str(tiny_model_dir),
+            "--out-dir",
+            str(tmp_path),
+        ],
+    )
     assert "is a bi-encoder" in error_line(result)
 
 
@@ -118,8 +163,21 @@ def shared_data(tmp_path):
 
 
 def test_n_alone_runs_only_that_size_with_progress_bars(shared_data, models, tmp_path) -> None:
-    result = runner.invoke(app, ["bench", "pairs", "--n", "8", "--data-dir", str(shared_data),
-                                 *models, *QUICK, "--out-dir", str(tmp_path)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "pairs",
+            "--n",
+            "8",
+            "--data-dir",
+            str(shared_data),
+            *models,
+            *QUICK,
+            "--out-dir",
+            str(tmp_path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads((tmp_path / "bench_pairs.json").read_text())
     assert [size["n"] for size in figures["sizes"]] == [8]  # not 8, then 1,000 and 100,000

@@ -15,8 +15,18 @@ def living(cli, tmp_path):
     """An index `docs` of 40 generated rows built through the CLI, and a file of 10 more."""
     write(generated_table(40), tmp_path / "a.parquet")
     write(generated_table(10, start=40), tmp_path / "more.parquet")
-    result = cli("build", str(tmp_path / "a.parquet"), "--name", "docs", "--id-column", "doc",
-                 "--model", cli.model, "--out-dir", cli.index_dir)  # fmt: skip
+    result = cli(
+        "build",
+        str(tmp_path / "a.parquet"),
+        "--name",
+        "docs",
+        "--id-column",
+        "doc",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+    )
     assert result.exit_code == 0, result.output
     cli.folder = tmp_path
     return cli
@@ -48,8 +58,12 @@ def test_a_day_of_changes(living) -> None:
         ]
         == 5
     )
-    hits = [json.loads(line) for line in living("query", "guitar", "--index", "docs", "-k", "50",
-                                                *index_dir, "--json").stdout.splitlines()]  # fmt: skip
+    hits = [
+        json.loads(line)
+        for line in living(
+            "query", "guitar", "--index", "docs", "-k", "50", *index_dir, "--json"
+        ).stdout.splitlines()
+    ]
     assert len(hits) == 43 and not {"d1", "d2"} & {hit["id"] for hit in hits}
     mit = living(
         "query", "guitar", "--index", "docs", "--where", "license = 'MIT'", "--json", *index_dir
@@ -106,19 +120,29 @@ def test_a_day_of_changes(living) -> None:
 def test_bad_input_is_one_line_and_leaves_the_index_unchanged(living, args, expected) -> None:
     import pyarrow as pa
 
-    write(pa.table({"doc": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
-          living.folder / "empty.parquet")  # fmt: skip
+    write(
+        pa.table({"doc": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
+        living.folder / "empty.parquet",
+    )
     write(pa.concat_tables([generated_table(2, start=60)] * 2), living.folder / "dup.parquet")
     stamps = generated_table(2, start=70).drop_columns(["year"])
-    write(stamps.append_column("year", pa.array([0, 1], pa.timestamp("s"))),
-          living.folder / "stamps.parquet")  # fmt: skip
+    write(
+        stamps.append_column("year", pa.array([0, 1], pa.timestamp("s"))),
+        living.folder / "stamps.parquet",
+    )
     (living.folder / "blank.txt").write_text("\n \n")
-    before = sorted(p.relative_to(living.index_dir) for p in Path(living.index_dir).rglob("*")
-                    if p.name != ".lock")  # fmt: skip
+    before = sorted(
+        p.relative_to(living.index_dir)
+        for p in Path(living.index_dir).rglob("*")
+        if p.name != ".lock"
+    )
     filled = [arg.format(folder=living.folder) for arg in args]
     assert expected in error_line(living(*filled, "--index-dir", living.index_dir))
-    after = sorted(p.relative_to(living.index_dir) for p in Path(living.index_dir).rglob("*")
-                   if p.name != ".lock")  # fmt: skip
+    after = sorted(
+        p.relative_to(living.index_dir)
+        for p in Path(living.index_dir).rglob("*")
+        if p.name != ".lock"
+    )
     assert after == before
 
 
@@ -137,8 +161,19 @@ def test_a_second_writer_is_refused(living) -> None:
 def test_query_modes_and_reindex_lexical(cli, tmp_path) -> None:
     index_dir = ["--index", "docs", "--index-dir", cli.index_dir]
     write(generated_table(30), tmp_path / "a.parquet")
-    built = cli("build", str(tmp_path / "a.parquet"), "--name", "docs", "--id-column", "doc",
-                "--model", cli.model, "--out-dir", cli.index_dir, "--no-lexical")  # fmt: skip
+    built = cli(
+        "build",
+        str(tmp_path / "a.parquet"),
+        "--name",
+        "docs",
+        "--id-column",
+        "doc",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--no-lexical",
+    )
     assert built.exit_code == 0, built.output
     missing = error_line(cli("query", "guitar", "--mode", "hybrid", *index_dir))
     assert "no lexical (BM25) part" in missing and "'semsearch reindex docs --lexical'" in missing
@@ -177,10 +212,21 @@ def test_add_maps_a_renamed_text_column(living, tmp_path) -> None:
     renamed = generated_table(3, start=80).rename_columns(["doc", "body", "year", "license"])
     write(renamed, tmp_path / "renamed.parquet")
     index_dir = ["--index-dir", living.index_dir]
-    added = _json(living("add", str(tmp_path / "renamed.parquet"), "--index", "docs",
-                         "--text-column", "body", *index_dir, "--json"))  # fmt: skip
+    added = _json(
+        living(
+            "add",
+            str(tmp_path / "renamed.parquet"),
+            "--index",
+            "docs",
+            "--text-column",
+            "body",
+            *index_dir,
+            "--json",
+        )
+    )
     assert added["added"] == 3
     text = renamed.column("body")[0].as_py()
-    top = json.loads(living("query", text, "--index", "docs", "-k", "1", "--json",
-                            *index_dir).stdout)  # fmt: skip
+    top = json.loads(
+        living("query", text, "--index", "docs", "-k", "1", "--json", *index_dir).stdout
+    )
     assert (top["id"], top["text"]) == ("d80", text) and "body" not in top

@@ -21,8 +21,23 @@ def cross_dir(tiny_model_dir, tmp_path):
 @pytest.fixture()
 def index(tmp_path, tiny_model_dir, corpus_file):
     index_dir = str(tmp_path / "idx")
-    built = runner.invoke(app, ["build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
-                                "--model", str(tiny_model_dir), "--out-dir", index_dir, "--device", "cpu"])  # fmt: skip
+    built = runner.invoke(
+        app,
+        [
+            "build",
+            str(corpus_file),
+            "--name",
+            "docs",
+            "--id-column",
+            "doc_id",
+            "--model",
+            str(tiny_model_dir),
+            "--out-dir",
+            index_dir,
+            "--device",
+            "cpu",
+        ],
+    )
     assert built.exit_code == 0, built.output
     return ["--index", "docs", "--index-dir", index_dir]
 
@@ -30,10 +45,29 @@ def index(tmp_path, tiny_model_dir, corpus_file):
 def test_train_cross_encoder_writes_a_cross_encoder_folder(tmp_path, tiny_model_dir) -> None:
     stsb = write_stsb(tmp_path / "sts.tsv.gz")
     output = tmp_path / "cross-run"
-    result = runner.invoke(app, ["train", f"stsb:{stsb}", "--cross-encoder", "-o", str(output),
-                                 "--model", str(tiny_model_dir), "--dev", f"stsb:{stsb}",
-                                 "--test", f"stsb:{stsb}", "--max-steps", "2", "--batch-size", "4",
-                                 "--device", "cpu", "--json"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            f"stsb:{stsb}",
+            "--cross-encoder",
+            "-o",
+            str(output),
+            "--model",
+            str(tiny_model_dir),
+            "--dev",
+            f"stsb:{stsb}",
+            "--test",
+            f"stsb:{stsb}",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     [record] = [json.loads(line) for line in result.stdout.splitlines()]
     assert record["dev_primary"] == "spearman" and set(record["test_metrics"]) == {
@@ -51,8 +85,21 @@ def test_train_without_objective_needs_cross_encoder(tmp_path) -> None:
 
 def test_query_rerank_reorders_by_the_cross_encoder(index, cross_dir, sentences) -> None:
     plain = runner.invoke(app, ["query", sentences[0], *index, "-k", "12", "--json"])
-    reranked = runner.invoke(app, ["query", sentences[0], *index, "-k", "3", "--rerank",
-                                   str(cross_dir), "--rerank-top", "12", "--json"])  # fmt: skip
+    reranked = runner.invoke(
+        app,
+        [
+            "query",
+            sentences[0],
+            *index,
+            "-k",
+            "3",
+            "--rerank",
+            str(cross_dir),
+            "--rerank-top",
+            "12",
+            "--json",
+        ],
+    )
     assert plain.exit_code == 0 and reranked.exit_code == 0, plain.output + reranked.output
     records = [json.loads(line) for line in reranked.stdout.splitlines()]
     scores = [record["rerank_score"] for record in records]
@@ -69,8 +116,9 @@ def test_query_rerank_notes_speak_of_k_not_of_the_candidates(index, cross_dir, s
     needs no note for; -k 50 asks for more rows than there are, and the note says -k."""
 
     def notes(*options: str) -> list[str]:
-        result = runner.invoke(app, ["query", sentences[0], *index, "--rerank", str(cross_dir),
-                                     *options])  # fmt: skip
+        result = runner.invoke(
+            app, ["query", sentences[0], *index, "--rerank", str(cross_dir), *options]
+        )
         assert result.exit_code == 0, result.output
         return [line for line in result.stderr.splitlines() if line.startswith("note:")]
 
@@ -82,11 +130,25 @@ def test_query_rerank_notes_speak_of_k_not_of_the_candidates(index, cross_dir, s
 
 def test_eval_ir_rerank_reports_before_and_after(tmp_path, tiny_model_dir, cross_dir, beir) -> None:
     plain, reranked = tmp_path / "plain.json", tmp_path / "reranked.json"
-    first = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir),
-                                "--out", str(plain)])  # fmt: skip
-    second = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir),
-                                 "--rerank", str(cross_dir), "--rerank-top", "5",
-                                 "--out", str(reranked)])  # fmt: skip
+    first = runner.invoke(
+        app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir), "--out", str(plain)]
+    )
+    second = runner.invoke(
+        app,
+        [
+            "eval",
+            "ir",
+            str(beir),
+            "--model",
+            str(tiny_model_dir),
+            "--rerank",
+            str(cross_dir),
+            "--rerank-top",
+            "5",
+            "--out",
+            str(reranked),
+        ],
+    )
     assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
     before, after = (json.loads(path.read_text()) for path in (plain, reranked))
     assert after["before_rerank"]["ndcg@10"] == pytest.approx(before["metrics"]["ndcg@10"])
@@ -99,8 +161,19 @@ def test_eval_ir_rerank_reports_before_and_after(tmp_path, tiny_model_dir, cross
 def test_a_cross_encoder_where_a_bi_encoder_is_expected_is_one_line(
     tmp_path, cross_dir, corpus_file, index, beir
 ) -> None:
-    build = runner.invoke(app, ["build", str(corpus_file), "--name", "x", "--model", str(cross_dir),
-                                "--out-dir", str(tmp_path / "other")])  # fmt: skip
+    build = runner.invoke(
+        app,
+        [
+            "build",
+            str(corpus_file),
+            "--name",
+            "x",
+            "--model",
+            str(cross_dir),
+            "--out-dir",
+            str(tmp_path / "other"),
+        ],
+    )
     assert "is a cross-encoder" in error_line(build)
     evaluation = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(cross_dir)])
     assert "is a cross-encoder" in error_line(evaluation)
@@ -111,9 +184,11 @@ def test_a_bi_encoder_where_a_cross_encoder_is_expected_is_one_line(
 ) -> None:
     query = runner.invoke(app, ["query", "cats", *index, "--rerank", str(tiny_model_dir)])
     assert "is a bi-encoder" in error_line(query)
-    evaluation = runner.invoke(app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir),
-                                     "--rerank", "default"])  # fmt: skip
+    evaluation = runner.invoke(
+        app, ["eval", "ir", str(beir), "--model", str(tiny_model_dir), "--rerank", "default"]
+    )
     assert "is a bi-encoder" in error_line(evaluation)
-    top = runner.invoke(app, ["query", "cats", *index, "--rerank", str(cross_dir),
-                              "--rerank-top", "0"])  # fmt: skip
+    top = runner.invoke(
+        app, ["query", "cats", *index, "--rerank", str(cross_dir), "--rerank-top", "0"]
+    )
     assert "--rerank-top must be at least 1" in error_line(top)

@@ -105,8 +105,16 @@ def test_a_json_hit_keeps_a_column_named_like_its_own_fields(tmp_path, cli) -> N
     pq.write_table(
         pa.table({"title": ["alpha", "beta"], "text": ["x", None], "rank": [7, 8]}), path
     )
-    built = cli("build", str(path), "--text-column", "title", "--model", cli.model,
-                "--out-dir", cli.index_dir)  # fmt: skip
+    built = cli(
+        "build",
+        str(path),
+        "--text-column",
+        "title",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+    )
     assert built.exit_code == 0, built.output
     result = cli(
         "query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "-k", "2", "--json"
@@ -121,8 +129,9 @@ def test_a_json_hit_keeps_a_column_named_like_its_own_fields(tmp_path, cli) -> N
 def test_a_huge_k_returns_every_row_and_a_latin1_query_file_says_what_to_do(tmp_path, cli) -> None:
     built = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir)
     assert built.exit_code == 0, built.output
-    result = cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir,
-                 "-k", str(10**12), "--json")  # fmt: skip
+    result = cli(
+        "query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "-k", str(10**12), "--json"
+    )
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 3
     queries = tmp_path / "q.txt"
     queries.write_bytes("café\n".encode("latin-1"))
@@ -170,12 +179,26 @@ def test_a_closed_pipe_ends_quietly() -> None:
 
 def test_a_5000_character_index_dir_is_one_line_for_every_command(tmp_path, cli) -> None:
     long = str(tmp_path / ("x" * 5000))
-    for args in (["query", "alpha"], ["list"], ["info"], ["verify", "c"], ["rollback", "c", "1"],
-                 ["build", _corpus(tmp_path), "--model", cli.model]):  # fmt: skip
+    for args in (
+        ["query", "alpha"],
+        ["list"],
+        ["info"],
+        ["verify", "c"],
+        ["rollback", "c", "1"],
+        ["build", _corpus(tmp_path), "--model", cli.model],
+    ):
         line = error_line(cli(*args, "--index-dir", long))
         assert "File name too long" in line and "(5" in line and len(line) < 300, line
-    line = error_line(cli("build", str(tmp_path / ("y" * 5000) / "c.csv"), "--model", cli.model,
-                          "--out-dir", cli.index_dir))  # fmt: skip
+    line = error_line(
+        cli(
+            "build",
+            str(tmp_path / ("y" * 5000) / "c.csv"),
+            "--model",
+            cli.model,
+            "--out-dir",
+            cli.index_dir,
+        )
+    )
     assert "is too long for this system" in line and len(line) < 300
 
 
@@ -190,11 +213,30 @@ def test_a_query_that_is_not_unicode_is_one_line(tmp_path, cli) -> None:
 
 
 def test_bounds_beyond_what_the_index_uses_are_notes_on_stderr_and_in_json(tmp_path, cli) -> None:
-    built = cli("build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir,
-                "--index", "hnsw")  # fmt: skip
+    built = cli(
+        "build",
+        _corpus(tmp_path),
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--index",
+        "hnsw",
+    )
     assert built.exit_code == 0, built.output
-    result = cli("query", "alpha", "--index", "c", "--index-dir", cli.index_dir, "--json",
-                 "--ef-search", str(10**7), "-k", "2")  # fmt: skip
+    result = cli(
+        "query",
+        "alpha",
+        "--index",
+        "c",
+        "--index-dir",
+        cli.index_dir,
+        "--json",
+        "--ef-search",
+        str(10**7),
+        "-k",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr.strip().splitlines() == [
         "note: efSearch 10,000,000 clamped to 3 (HNSW's candidate list holds at most the "

@@ -27,8 +27,9 @@ def test_sts_prints_a_table_and_writes_json(tmp_path, tiny_model_dir) -> None:
 def test_sts_says_what_loads_and_shows_the_texts_encoded(tmp_path, tiny_model_dir) -> None:
     """`eval sts` printed nothing for the minutes it loaded a model and encoded."""
     stsb = write_stsb(tmp_path / "sts.tsv.gz")
-    result = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", str(tiny_model_dir),
-                                 "--device", "cpu"])  # fmt: skip
+    result = runner.invoke(
+        app, ["eval", "sts", f"stsb:{stsb}", "--model", str(tiny_model_dir), "--device", "cpu"]
+    )
     assert result.exit_code == 0, result.output
     lines = result.stderr.replace("\r", "\n").splitlines()
     assert lines[0] == f"loading model {tiny_model_dir} on cpu"
@@ -38,8 +39,19 @@ def test_sts_says_what_loads_and_shows_the_texts_encoded(tmp_path, tiny_model_di
 def test_sts_json_prints_one_parseable_line(tmp_path, tiny_model_dir) -> None:
     stsb = write_stsb(tmp_path / "sts.tsv.gz")
     out = tmp_path / "sts.json"
-    result = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", str(tiny_model_dir),
-                                 "--json", "--out", str(out)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "sts",
+            f"stsb:{stsb}",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1  # no table, no "written to" line
@@ -59,8 +71,21 @@ def test_pairs_with_mapped_columns(tmp_path, tiny_model_dir) -> None:
         "label=is_dup",
     ]
     out = tmp_path / "pairs.json"
-    result = runner.invoke(app, ["eval", "pairs", str(pairs), "--test", str(pairs), *mapping,
-                                 "--model", str(tiny_model_dir), "--out", str(out)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "pairs",
+            str(pairs),
+            "--test",
+            str(pairs),
+            *mapping,
+            "--model",
+            str(tiny_model_dir),
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads(out.read_text())["metrics"]
     assert 0 <= metrics["cosine_accuracy"] <= 1 and "cosine_ap" in metrics
@@ -71,14 +96,44 @@ def test_ir_exact_and_through_the_index_agree_on_a_flat_index(
     tmp_path, tiny_model_dir, beir
 ) -> None:
     index_dir = str(tmp_path / "idx")
-    built = runner.invoke(app, ["build", str(beir / "corpus.jsonl"), "--name", "docs", "--id-column", "_id",
-                                "--model", str(tiny_model_dir), "--out-dir", index_dir, "--device", "cpu"])  # fmt: skip
+    built = runner.invoke(
+        app,
+        [
+            "build",
+            str(beir / "corpus.jsonl"),
+            "--name",
+            "docs",
+            "--id-column",
+            "_id",
+            "--model",
+            str(tiny_model_dir),
+            "--out-dir",
+            index_dir,
+            "--device",
+            "cpu",
+        ],
+    )
     assert built.exit_code == 0, built.output
     exact, searched = tmp_path / "exact.json", tmp_path / "searched.json"
-    first = runner.invoke(app, ["eval", "ir", str(beir), "--index", "docs", "--index-dir", index_dir,
-                                "--out", str(exact)])  # fmt: skip
-    second = runner.invoke(app, ["eval", "ir", str(beir), "--index", "docs", "--index-dir", index_dir,
-                                 "--search-index", "--out", str(searched)])  # fmt: skip
+    first = runner.invoke(
+        app,
+        ["eval", "ir", str(beir), "--index", "docs", "--index-dir", index_dir, "--out", str(exact)],
+    )
+    second = runner.invoke(
+        app,
+        [
+            "eval",
+            "ir",
+            str(beir),
+            "--index",
+            "docs",
+            "--index-dir",
+            index_dir,
+            "--search-index",
+            "--out",
+            str(searched),
+        ],
+    )
     assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
     exact_metrics, index_metrics = (json.loads(p.read_text())["metrics"] for p in (exact, searched))
     assert exact_metrics["ndcg@10"] == pytest.approx(index_metrics["ndcg@10"], abs=1e-6)
@@ -96,8 +151,20 @@ def test_heatmap_writes_a_png_and_the_matrix(tmp_path, tiny_model_dir, sentences
     lines = tmp_path / "s.txt"
     lines.write_text("\n".join(sentences[:4]))
     png, out = tmp_path / "h.png", tmp_path / "h.json"
-    result = runner.invoke(app, ["eval", "heatmap", str(lines), "--png", str(png), "--out", str(out),
-                                 "--model", str(tiny_model_dir)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "heatmap",
+            str(lines),
+            "--png",
+            str(png),
+            "--out",
+            str(out),
+            "--model",
+            str(tiny_model_dir),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:4] == b"\x89PNG"
     matrix = json.loads(out.read_text())["matrix"]

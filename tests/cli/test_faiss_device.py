@@ -28,8 +28,19 @@ no_gpu = pytest.mark.skipif(gpu_count() > 0 or torch.cuda.is_available(), reason
 def test_commands_refuse_cuda_without_a_gpu_in_one_line(
     tmp_path, cli, corpus_file, command
 ) -> None:
-    built = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,
-                "--name", "c", "--index", "ivf", "--json")  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus_file),
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--name",
+        "c",
+        "--index",
+        "ivf",
+        "--json",
+    )
     assert built.exit_code == 0, built.output
     before = sorted(path.name for path in (tmp_path / "idx" / "c").rglob("*"))
     args = [{"CORPUS": str(corpus_file), "NAME": "c"}.get(arg, arg) for arg in command]
@@ -44,13 +55,33 @@ def test_commands_refuse_cuda_without_a_gpu_in_one_line(
 
 @pytest.mark.gpu
 def test_build_on_the_gpu_writes_an_index_that_opens_on_the_cpu(tmp_path, cli, corpus_file) -> None:
-    result = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,
-                 "--name", "g", "--device", "cuda", "--json")  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus_file),
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--name",
+        "g",
+        "--device",
+        "cuda",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     index_files = list((tmp_path / "idx" / "g").rglob("index-g*.faiss"))
     assert index_files
     for path in index_files:
         assert not faiss_gpu.is_gpu_index(faiss.read_index(str(path)))
-    hits = cli("query", "a guitar", "--index", "g", "--index-dir", cli.index_dir,
-               "--device", "cpu", "--json")  # fmt: skip
+    hits = cli(
+        "query",
+        "a guitar",
+        "--index",
+        "g",
+        "--index-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--json",
+    )
     assert hits.exit_code == 0 and hits.output.strip()

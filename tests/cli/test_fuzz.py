@@ -48,13 +48,41 @@ FUZZ_SETTINGS = settings(
 )
 
 # Texts that have broken tools before: blanks, markup, quotes, separators, other scripts.
-AWKWARD_TEXTS = ["", " ", "\t", "a\nb", "[bold]", "[/]", "[link=x]y", '"quoted"', "a,b\tc",
-                 "naïve café", "日本語のテキスト", "🙂🙃", "\\", "NaN", "null", "٣ أرقام"]  # fmt: skip
+AWKWARD_TEXTS = [
+    "",
+    " ",
+    "\t",
+    "a\nb",
+    "[bold]",
+    "[/]",
+    "[link=x]y",
+    '"quoted"',
+    "a,b\tc",
+    "naïve café",
+    "日本語のテキスト",
+    "🙂🙃",
+    "\\",
+    "NaN",
+    "null",
+    "٣ أرقام",
+]
 COLUMN_NAMES = ["text", "id", "title", "tëxt", "текст", "📝 body", "a,b", 'q"t', "tab\tname", "n"]
 ODD_COLUMN_NAMES = ["", " ", "_source_row", "_semsearch_id", "text"]
 KINDS = ["string", "string", "string", "int", "float", "list", "bool", "mixed"]
-INDEX_TYPES = ["auto", "flat", "ivf", "hnsw", "ivfpq", "IVF4,Flat", "HNSW8,Flat", "IVF2,PQ4x4",
-               "PCA8,Flat", "NSG16,Flat", "IVF4,SQ8", "nonsense"]  # fmt: skip
+INDEX_TYPES = [
+    "auto",
+    "flat",
+    "ivf",
+    "hnsw",
+    "ivfpq",
+    "IVF4,Flat",
+    "HNSW8,Flat",
+    "IVF2,PQ4x4",
+    "PCA8,Flat",
+    "NSG16,Flat",
+    "IVF4,SQ8",
+    "nonsense",
+]
 FORMATS = ["parquet", "csv", "tsv", "jsonl"]
 
 
@@ -182,8 +210,14 @@ def _arrow_column(kind: str, values: list) -> pa.Array:
         kind = "int" if all(isinstance(value, int) for value in values) else "string"
     if kind == "mixed":  # Parquet holds one type per column: write what a CSV export would
         values = [None if value is None else str(value) for value in values]
-    types = {"string": pa.string(), "mixed": pa.string(), "int": pa.int64(), "float": pa.float64(),
-             "list": pa.list_(pa.int64()), "bool": pa.bool_()}  # fmt: skip
+    types = {
+        "string": pa.string(),
+        "mixed": pa.string(),
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "list": pa.list_(pa.int64()),
+        "bool": pa.bool_(),
+    }
     return pa.array(values, types[kind])
 
 
@@ -242,9 +276,22 @@ def cached_models(tiny_model_dir: Path):
 
 
 # CI's random run found it: a query that looks like an option ("-0") must still be searched
-DASH_QUERY = Case(format="parquet", gzipped=False, encoding="utf-8", names=["text"],
-                  kinds=["string"], rows=[["a\nb"]], text_column="text", id_column=None,
-                  index_type="auto", metric="cosine", strict=False, name=None, query="-0", k=1)  # fmt: skip
+DASH_QUERY = Case(
+    format="parquet",
+    gzipped=False,
+    encoding="utf-8",
+    names=["text"],
+    kinds=["string"],
+    rows=[["a\nb"]],
+    text_column="text",
+    id_column=None,
+    index_type="auto",
+    metric="cosine",
+    strict=False,
+    name=None,
+    query="-0",
+    k=1,
+)
 
 
 @FUZZ_SETTINGS
@@ -282,8 +329,19 @@ def _check_add(more: Case, name: str, folder: Path, case: Case) -> None:
     (folder / "more").mkdir()
     corpus = _write(more, folder / "more")
     index_dir = str(folder / "idx")
-    args = ["add", str(corpus), "--index", name, "--index-dir", index_dir, "--json",
-            "--text-column", more.text_column, "--device", "cpu"]  # fmt: skip
+    args = [
+        "add",
+        str(corpus),
+        "--index",
+        name,
+        "--index-dir",
+        index_dir,
+        "--json",
+        "--text-column",
+        more.text_column,
+        "--device",
+        "cpu",
+    ]
     args += ["--id-column", more.id_column] if more.id_column is not None else []
     added = runner.invoke(app, args, catch_exceptions=False)
     if added.exit_code == 0:
@@ -296,9 +354,22 @@ def _check_add(more: Case, name: str, folder: Path, case: Case) -> None:
     )
     assert info.exit_code == 0, info.output
     rows = json.loads(info.stdout)["rows"]
-    answered = runner.invoke(app, ["query", "--index", name, "--index-dir", index_dir,
-                                   "-k", str(case.k), "--json", "--", case.query],
-                             catch_exceptions=False)  # fmt: skip
+    answered = runner.invoke(
+        app,
+        [
+            "query",
+            "--index",
+            name,
+            "--index-dir",
+            index_dir,
+            "-k",
+            str(case.k),
+            "--json",
+            "--",
+            case.query,
+        ],
+        catch_exceptions=False,
+    )
     assert answered.exit_code == 0, answered.output
     assert len([line for line in answered.stdout.split("\n") if line]) == min(case.k, rows)
 
@@ -307,9 +378,23 @@ def _check(case: Case, folder: Path, model: str) -> str | None:
     """Build and query `case`; the index's name when it was built and queried."""
     corpus = _write(case, folder)
     index_dir = folder / "idx"
-    args = ["build", str(corpus), "--model", model, "--out-dir", str(index_dir), "--json",
-            "--text-column", case.text_column, "--index-type", case.index_type,
-            "--metric", case.metric, "--device", "cpu"]  # fmt: skip
+    args = [
+        "build",
+        str(corpus),
+        "--model",
+        model,
+        "--out-dir",
+        str(index_dir),
+        "--json",
+        "--text-column",
+        case.text_column,
+        "--index-type",
+        case.index_type,
+        "--metric",
+        case.metric,
+        "--device",
+        "cpu",
+    ]
     args += ["--id-column", case.id_column] if case.id_column is not None else []
     args += ["--name", case.name] if case.name is not None else []
     args += ["--strict"] if case.strict else []
@@ -337,8 +422,17 @@ def _check(case: Case, folder: Path, model: str) -> str | None:
         )
         assert len({json.dumps(value) for value in ids}) == len(ids), "repeated ids were accepted"
     # `--` ends the options, as a user would type it: a query such as "-0" is text, not a flag
-    query = ["query", "--index", manifest["name"], "--index-dir", str(index_dir),
-             "-k", str(case.k), "--device", "cpu"]  # fmt: skip
+    query = [
+        "query",
+        "--index",
+        manifest["name"],
+        "--index-dir",
+        str(index_dir),
+        "-k",
+        str(case.k),
+        "--device",
+        "cpu",
+    ]
     answered = runner.invoke(app, [*query, "--json", "--", case.query], catch_exceptions=False)
     if not case.query.strip():
         _one_error_line(answered, "blank query")

@@ -20,8 +20,18 @@ def copies_file(tmp_path, sentences):
 
 
 def test_table_shows_ranked_pairs(cli, corpus_file) -> None:
-    result = cli("mine", str(corpus_file), "--id-column", "doc_id", "--model", cli.model,
-                 "--device", "cpu", "--show", "3")  # fmt: skip
+    result = cli(
+        "mine",
+        str(corpus_file),
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--device",
+        "cpu",
+        "--show",
+        "3",
+    )
     assert result.exit_code == 0, result.output
     for column in ("rank", "score", "id_a", "id_b", "text_a", "text_b"):
         assert column in result.stdout
@@ -29,8 +39,19 @@ def test_table_shows_ranked_pairs(cli, corpus_file) -> None:
 
 
 def test_json_lines_are_sorted_pairs(cli, corpus_file) -> None:
-    result = cli("mine", str(corpus_file), "--model", cli.model, "--device", "cpu",
-                 "-k", "2", "--top", "5", "--json")  # fmt: skip
+    result = cli(
+        "mine",
+        str(corpus_file),
+        "--model",
+        cli.model,
+        "--device",
+        "cpu",
+        "-k",
+        "2",
+        "--top",
+        "5",
+        "--json",
+    )
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [record["rank"] for record in records] == [1, 2, 3, 4, 5]
     assert all(record["kind"] == "pair" and record["id_a"] < record["id_b"] for record in records)
@@ -40,8 +61,20 @@ def test_json_lines_are_sorted_pairs(cli, corpus_file) -> None:
 
 def test_separate_writes_pairs_and_groups(cli, copies_file, tmp_path) -> None:
     out = tmp_path / "results" / "pairs.parquet"
-    result = cli("mine", str(copies_file), "--id-column", "doc_id", "--model", cli.model,
-                 "--device", "cpu", "--exact-duplicates", "separate", "--out", str(out))  # fmt: skip
+    result = cli(
+        "mine",
+        str(copies_file),
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--device",
+        "cpu",
+        "--exact-duplicates",
+        "separate",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     pairs = pq.read_table(out)
     assert pairs.column_names == ["id_a", "id_b", "text_a", "text_b", "score"]
@@ -49,20 +82,46 @@ def test_separate_writes_pairs_and_groups(cli, copies_file, tmp_path) -> None:
         pairs.column("id_a").to_pylist() + pairs.column("id_b").to_pylist()
     )
     groups = pq.read_table(tmp_path / "results" / "pairs.duplicates.parquet").to_pylist()
-    assert groups == [{"text": "A man is playing a guitar.", "count": 4,
-                       "ids": ["d0", "d12", "d13", "d14"]}]  # fmt: skip
+    assert groups == [
+        {"text": "A man is playing a guitar.", "count": 4, "ids": ["d0", "d12", "d13", "d14"]}
+    ]
     assert "largest groups of identical texts" in result.stdout
 
 
 def test_index_gives_the_same_pairs_as_its_corpus(cli, corpus_file) -> None:
-    built = cli("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
-                "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert built.exit_code == 0, built.output
-    from_file = cli("mine", str(corpus_file), "--id-column", "doc_id", "--model", cli.model,
-                    "--device", "cpu", "-k", "3", "--json")  # fmt: skip
+    from_file = cli(
+        "mine",
+        str(corpus_file),
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--device",
+        "cpu",
+        "-k",
+        "3",
+        "--json",
+    )
     from_index = cli("mine", "--index", "docs", "--index-dir", cli.index_dir, "-k", "3", "--json")
-    pairs = [[(r["id_a"], r["id_b"]) for r in map(json.loads, result.stdout.splitlines())]
-             for result in (from_file, from_index)]  # fmt: skip
+    pairs = [
+        [(r["id_a"], r["id_b"]) for r in map(json.loads, result.stdout.splitlines())]
+        for result in (from_file, from_index)
+    ]
     assert pairs[0] == pairs[1] and len(pairs[0]) > 12
 
 

@@ -26,10 +26,25 @@ def base() -> np.ndarray:
 def own(cli, tmp_path, base):
     """An index built from a vector column with no model named."""
     path = tmp_path / "own.parquet"
-    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
-                             "tag": [f"t{i}" for i in range(len(base))]}), path)  # fmt: skip
-    result = cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir,
-                 "--index-type", "flat")  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "emb": pa.array(list(base), pa.list_(pa.float32())),
+                "tag": [f"t{i}" for i in range(len(base))],
+            }
+        ),
+        path,
+    )
+    result = cli(
+        "build",
+        str(path),
+        "--vector-column",
+        "emb",
+        "--out-dir",
+        cli.index_dir,
+        "--index-type",
+        "flat",
+    )
     assert result.exit_code == 0, result.output
     assert "built own: 30 vectors" in result.stdout
     return cli
@@ -38,13 +53,26 @@ def own(cli, tmp_path, base):
 def test_query_vectors_prints_json_lines_with_the_query_row_and_rank(own, tmp_path, base) -> None:
     queries = base[[7, 19]] + 0.01
     np.save(tmp_path / "q.npy", queries)
-    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
-                 "-k", "3", "--json")  # fmt: skip
+    result = own(
+        "query",
+        "--vectors",
+        str(tmp_path / "q.npy"),
+        "--index-dir",
+        own.index_dir,
+        "-k",
+        "3",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["query_row"], r["rank"]) for r in records] == [
-        (0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)
-    ]  # fmt: skip
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 1),
+        (1, 2),
+        (1, 3),
+    ]
     assert (records[0]["id"], records[0]["tag"]) == (7, "t7")
     assert records[3]["id"] == 19
     assert "text" not in records[0]  # no text column: no empty text field either
@@ -56,15 +84,24 @@ def test_a_build_of_your_own_vectors_says_it_read_them(cli, tmp_path) -> None:
     vectors = np.random.default_rng(4).normal(size=(12, 32)).astype(np.float32)  # tiny: 32-d
     path = tmp_path / "own.parquet"
     pq.write_table(pa.table({"emb": pa.array(list(vectors), pa.list_(pa.float32()))}), path)
-    result = cli("build", str(path), "--vector-column", "emb", "--model", cli.model,
-                 "--out-dir", cli.index_dir)  # fmt: skip
+    result = cli(
+        "build",
+        str(path),
+        "--vector-column",
+        "emb",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+    )
     assert result.exit_code == 0, result.output
     assert "(vectors read from column 'emb', none encoded)" in result.stdout
     assert "encoder on" not in result.stdout
     manifest = json.loads((tmp_path / "idx" / "own" / "manifest.json").read_text())
     assert manifest["operation"]["runtime"] is None
-    table = cli("query", "--vectors", str(_saved(tmp_path, vectors[:1])), "--index-dir",
-                cli.index_dir)  # fmt: skip
+    table = cli(
+        "query", "--vectors", str(_saved(tmp_path, vectors[:1])), "--index-dir", cli.index_dir
+    )
     assert table.exit_code == 0, table.output
     assert "text" not in table.stdout and "vector 0" in table.stdout
 
@@ -76,8 +113,9 @@ def _saved(tmp_path, array: np.ndarray):
 
 def test_query_vectors_as_a_table(own, tmp_path, base) -> None:
     np.save(tmp_path / "q.npy", base[:1])
-    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir,
-                 "--show", "tag")  # fmt: skip
+    result = own(
+        "query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir, "--show", "tag"
+    )
     assert result.exit_code == 0, result.output
     assert "vector 0" in result.stdout and "t0" in result.stdout
 
@@ -137,8 +175,18 @@ def test_query_oversample_reaches_the_exact_neighbours_of_a_disk_index(cli, tmp_
     )
     path = tmp_path / "many.parquet"
     pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32()))}), path)
-    built = cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir,
-                "--index-type", "disk", "--target-recall", "0")  # fmt: skip
+    built = cli(
+        "build",
+        str(path),
+        "--vector-column",
+        "emb",
+        "--out-dir",
+        cli.index_dir,
+        "--index-type",
+        "disk",
+        "--target-recall",
+        "0",
+    )
     assert built.exit_code == 0, built.output
     queries = rng.normal(size=(8, 32)).astype(np.float32)
     np.save(tmp_path / "q.npy", queries)
@@ -146,8 +194,15 @@ def test_query_oversample_reaches_the_exact_neighbours_of_a_disk_index(cli, tmp_
     exact = np.argsort(-(queries @ unit.T), axis=1)[:, :10]
 
     def found(*options: str) -> np.ndarray:
-        result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
-                     "--json", *options)  # fmt: skip
+        result = cli(
+            "query",
+            "--vectors",
+            str(tmp_path / "q.npy"),
+            "--index-dir",
+            cli.index_dir,
+            "--json",
+            *options,
+        )
         assert result.exit_code == 0, result.output
         records = [json.loads(line) for line in result.stdout.splitlines()]
         return np.array([r["id"] for r in records]).reshape(8, 10)
@@ -164,9 +219,23 @@ def test_verbose_leaves_out_faiss_s_tries_at_its_faster_builds(own, tmp_path, ba
     np.save(tmp_path / "q.npy", base[:1])
     assert own("-v", "list", "--index-dir", own.index_dir).exit_code == 0
     assert logging.getLogger("faiss.loader").getEffectiveLevel() == logging.WARNING
-    process = subprocess.run([sys.executable, "-m", "semsearch", "-v", "query", "--vectors",
-                              str(tmp_path / "q.npy"), "--index-dir", own.index_dir, "--json"],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "semsearch",
+            "-v",
+            "query",
+            "--vectors",
+            str(tmp_path / "q.npy"),
+            "--index-dir",
+            own.index_dir,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert process.returncode == 0, process.stderr
     assert len(process.stdout.splitlines()) == 10
     assert "Could not load library" not in process.stderr
@@ -175,8 +244,18 @@ def test_verbose_leaves_out_faiss_s_tries_at_its_faster_builds(own, tmp_path, ba
 
 def test_k_beyond_the_rows_says_so_on_stderr_and_in_json(own, tmp_path, base) -> None:
     np.save(tmp_path / "q.npy", base[:1])
-    result = own("query", "--vectors", str(tmp_path / "q.npy"), "--index", "own",
-                 "--index-dir", own.index_dir, "-k", "20000", "--json")  # fmt: skip
+    result = own(
+        "query",
+        "--vectors",
+        str(tmp_path / "q.npy"),
+        "--index",
+        "own",
+        "--index-dir",
+        own.index_dir,
+        "-k",
+        "20000",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == ["note: k 20,000 clamped to 30 (the index holds 30 rows)"]
     records = [json.loads(line) for line in result.stdout.splitlines()]
@@ -189,14 +268,24 @@ def test_a_table_into_a_pipe_keeps_each_row_on_one_line(cli, tmp_path, base) -> 
     over several lines, which a script reads one at a time; a text's own line breaks too."""
     path = tmp_path / "wide.parquet"
     notes = [f"note {i}:\n" + "word " * 20 for i in range(len(base))]
-    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
-                             "note": notes}), path)  # fmt: skip
+    pq.write_table(
+        pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())), "note": notes}), path
+    )
     assert (
         cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir).exit_code == 0
     )
     np.save(tmp_path / "q.npy", base[:2])
-    result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
-                 "-k", "3", "--show", "note")  # fmt: skip
+    result = cli(
+        "query",
+        "--vectors",
+        str(tmp_path / "q.npy"),
+        "--index-dir",
+        cli.index_dir,
+        "-k",
+        "3",
+        "--show",
+        "note",
+    )
     assert result.exit_code == 0, result.output
     rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
     assert len(rows) == 6 and all(len(row) > 80 for row in rows)
@@ -207,8 +296,17 @@ def test_a_table_into_a_pipe_keeps_each_row_on_one_line(cli, tmp_path, base) -> 
 
 def test_a_query_that_finds_nothing_says_so(own, tmp_path, base) -> None:
     np.save(tmp_path / "q.npy", base[:2])
-    query = ["query", "--vectors", str(tmp_path / "q.npy"), "--index", "own",
-             "--index-dir", own.index_dir, "--where", "tag = 'none'"]  # fmt: skip
+    query = [
+        "query",
+        "--vectors",
+        str(tmp_path / "q.npy"),
+        "--index",
+        "own",
+        "--index-dir",
+        own.index_dir,
+        "--where",
+        "tag = 'none'",
+    ]
     table = own(*query)
     assert table.exit_code == 0, table.output
     assert table.stdout.splitlines() == ["vector 0", "no results", "vector 1", "no results"]
@@ -219,8 +317,16 @@ def test_a_query_that_finds_nothing_says_so(own, tmp_path, base) -> None:
 
 
 def test_a_text_query_that_finds_nothing_says_so(cli, corpus_file) -> None:
-    built = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,
-                "--device", "cpu")  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus_file),
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert built.exit_code == 0, built.output
     query = ["query", "cats", "--index-dir", cli.index_dir, "--where", "topic = 'none'"]
     assert cli(*query).stdout.splitlines()[-2:] == ["cats", "no results"]
@@ -249,14 +355,29 @@ def test_the_index_that_answered_is_named(own, tmp_path, base) -> None:
 
 def test_a_column_called_index_keeps_its_value(cli, tmp_path, base) -> None:
     path = tmp_path / "own.parquet"
-    pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32())),
-                             "index": [f"i{i}" for i in range(len(base))]}), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "emb": pa.array(list(base), pa.list_(pa.float32())),
+                "index": [f"i{i}" for i in range(len(base))],
+            }
+        ),
+        path,
+    )
     assert (
         cli("build", str(path), "--vector-column", "emb", "--out-dir", cli.index_dir).exit_code == 0
     )
     np.save(tmp_path / "q.npy", base[3:4])
-    result = cli("query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", cli.index_dir,
-                 "-k", "1", "--json")  # fmt: skip
+    result = cli(
+        "query",
+        "--vectors",
+        str(tmp_path / "q.npy"),
+        "--index-dir",
+        cli.index_dir,
+        "-k",
+        "1",
+        "--json",
+    )
     [record] = [json.loads(line) for line in result.stdout.splitlines()]
     assert (record["index"], record["column:index"]) == ("own", "i3")
 

@@ -27,38 +27,102 @@ def _info(cli, name: str = "docs") -> dict:
 
 
 def _ids(cli, text: str, runtime: str, name: str = "docs") -> list[str]:
-    result = cli("query", text, "--index", name, "--index-dir", cli.index_dir, "-k", "5",
-                 "--json", "--device", "cpu", "--runtime", runtime)  # fmt: skip
+    result = cli(
+        "query",
+        text,
+        "--index",
+        name,
+        "--index-dir",
+        cli.index_dir,
+        "-k",
+        "5",
+        "--json",
+        "--device",
+        "cpu",
+        "--runtime",
+        runtime,
+    )
     assert result.exit_code == 0, result.output
     return [json.loads(line)["id"] for line in result.stdout.splitlines()]
 
 
 def test_build_add_and_query_on_openvino(cli, corpus_file, sentences, tmp_path) -> None:
-    built = cli("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
-                "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu",
-                "--runtime", "openvino")  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--runtime",
+        "openvino",
+    )
     assert built.exit_code == 0, built.output
     assert "encoder on openvino-" in built.stdout
     assert _info(cli)["operation"]["runtime"].startswith("openvino-")
     assert _ids(cli, sentences[2], "openvino") == _ids(cli, sentences[2], "torch")
-    pq.write_table(pa.table({"doc_id": ["n1"], "text": ["a new row about guitars"],
-                             "topic": ["music"]}), tmp_path / "new.parquet")  # fmt: skip
-    added = cli("add", str(tmp_path / "new.parquet"), "--index", "docs", "--index-dir",
-                cli.index_dir, "--device", "cpu", "--runtime", "openvino")  # fmt: skip
+    pq.write_table(
+        pa.table({"doc_id": ["n1"], "text": ["a new row about guitars"], "topic": ["music"]}),
+        tmp_path / "new.parquet",
+    )
+    added = cli(
+        "add",
+        str(tmp_path / "new.parquet"),
+        "--index",
+        "docs",
+        "--index-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--runtime",
+        "openvino",
+    )
     assert added.exit_code == 0, added.output
     assert _info(cli)["operation"]["runtime"].startswith("openvino-")
 
 
 def test_a_torch_build_records_torch(cli, corpus_file) -> None:
-    built = cli("build", str(corpus_file), "--name", "docs", "--model", cli.model,
-                "--out-dir", cli.index_dir, "--device", "cpu", "--runtime", "torch")  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--runtime",
+        "torch",
+    )
     assert built.exit_code == 0 and _info(cli)["operation"]["runtime"] == "torch"
 
 
 def _build(cli, corpus_file: Path, name: str, *runtime: str):
-    built = cli("build", str(corpus_file), "--name", name, "--id-column", "doc_id",
-                "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu",
-                "--index-type", "flat", *runtime)  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        name,
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--index-type",
+        "flat",
+        *runtime,
+    )
     assert built.exit_code == 0, built.output
     return built
 
@@ -80,10 +144,20 @@ def test_the_default_build_and_add_run_openvino_and_find_what_torch_finds(
         assert _ids(cli, text, "auto") == _ids(cli, text, "torch", "docs-torch")
     got, expected = _vectors(cli, "docs"), _vectors(cli, "docs-torch")
     assert np.min(np.sum(got * expected, axis=1)) >= 0.999  # unit vectors: their cosine
-    pq.write_table(pa.table({"doc_id": ["n1"], "text": ["a new row about guitars"],
-                             "topic": ["music"]}), tmp_path / "new.parquet")  # fmt: skip
-    added = cli("add", str(tmp_path / "new.parquet"), "--index", "docs", "--index-dir",
-                cli.index_dir, "--device", "cpu")  # fmt: skip
+    pq.write_table(
+        pa.table({"doc_id": ["n1"], "text": ["a new row about guitars"], "topic": ["music"]}),
+        tmp_path / "new.parquet",
+    )
+    added = cli(
+        "add",
+        str(tmp_path / "new.parquet"),
+        "--index",
+        "docs",
+        "--index-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert added.exit_code == 0, added.output
     assert _info(cli)["operation"]["runtime"].startswith("openvino-")
 
@@ -102,6 +176,16 @@ def test_without_openvino_the_default_build_runs_torch_after_one_line(
 
 
 def test_an_unknown_runtime_is_one_line(cli, corpus_file) -> None:
-    result = cli("build", str(corpus_file), "--model", cli.model, "--out-dir", cli.index_dir,
-                 "--device", "cpu", "--runtime", "onnx")  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus_file),
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--runtime",
+        "onnx",
+    )
     assert "unknown runtime 'onnx'" in error_line(result)

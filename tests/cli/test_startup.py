@@ -30,8 +30,9 @@ def _heavy_modules_after(args: list[str]) -> list[str]:
         "    pass\n"
         f"print('\\nHEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+    process = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     line = process.stdout.strip().splitlines()[-1]
     assert line.startswith("HEAVY="), process.stdout + process.stderr
     return [name for name in line.removeprefix("HEAVY=").split(",") if name]
@@ -39,8 +40,18 @@ def _heavy_modules_after(args: list[str]) -> list[str]:
 
 @pytest.fixture()
 def built(cli, corpus_file):
-    result = cli("build", str(corpus_file), "--name", "docs", "--model", cli.model,
-                 "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.output
     return cli
 
@@ -60,10 +71,12 @@ def test_help_imports_no_heavy_library(args) -> None:
 
 
 def test_list_info_and_errors_import_no_heavy_library(built) -> None:
-    for args in (["list", "--index-dir", built.index_dir],
-                 ["info", "docs", "--index-dir", built.index_dir],
-                 ["query", "x", "--index", "nope", "--index-dir", built.index_dir],
-                 ["build", "missing.parquet", "--out-dir", built.index_dir]):  # fmt: skip
+    for args in (
+        ["list", "--index-dir", built.index_dir],
+        ["info", "docs", "--index-dir", built.index_dir],
+        ["query", "x", "--index", "nope", "--index-dir", built.index_dir],
+        ["build", "missing.parquet", "--out-dir", built.index_dir],
+    ):
         assert _heavy_modules_after(args) == [], args
 
 
@@ -92,8 +105,10 @@ def test_an_add_with_a_checked_export_encodes_its_rows_without_torch(
     monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
     assert export_for_queries(BiEncoder.load(built.model, device="cpu"))  # as a build on a CPU does
     more = tmp_path / "more.parquet"
-    pq.write_table(pa.table({"doc_id": ["n1"], "text": ["a new song for the guitar"],
-                             "topic": ["music"]}), more)  # fmt: skip
+    pq.write_table(
+        pa.table({"doc_id": ["n1"], "text": ["a new song for the guitar"], "topic": ["music"]}),
+        more,
+    )
     args = ["add", str(more), "--index", "docs", "--index-dir", built.index_dir, "--device", "cpu"]
     found, output = _modules_after_main(args, ("torch", "transformers"))  # BM25 takes scipy
     assert found == [] and "added 1" in output, (found, output)
@@ -124,8 +139,9 @@ def _modules_after_main(args: list[str], names: tuple[str, ...]) -> tuple[list[s
         "    assert not exit.code, exit.code\n"
         f"print('\\nMODULES=' + ','.join(m for m in {names!r} if m in sys.modules))\n"
     )
-    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+    process = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     lines = process.stdout.strip().splitlines()
     assert lines and lines[-1].startswith("MODULES="), process.stdout + process.stderr
     found = [name for name in lines[-1].removeprefix("MODULES=").split(",") if name]
@@ -147,8 +163,11 @@ def test_version() -> None:
 
 def test_help_lists_commands_in_use_order() -> None:
     text = runner.invoke(app, ["--help"]).stdout
-    listed = [line.split()[1] for line in text.splitlines()
-              if line.startswith("│ ") and len(line.split()) > 1 and line.split()[1] in COMMAND_ORDER]  # fmt: skip
+    listed = [
+        line.split()[1]
+        for line in text.splitlines()
+        if line.startswith("│ ") and len(line.split()) > 1 and line.split()[1] in COMMAND_ORDER
+    ]
     assert listed[:6] == ["build", "query", "list", "info", "tune", "mine"]
     assert listed.index("train") > listed.index("rollback") and listed[-1] == "bench"
 
@@ -174,8 +193,21 @@ def test_query_help_is_short_and_grouped() -> None:
 
 
 def test_old_index_option_of_build_still_works(cli, corpus_file) -> None:
-    result = cli("build", str(corpus_file), "--name", "old", "--index", "flat", "--model",
-                 cli.model, "--out-dir", cli.index_dir, "--device", "cpu", "--json")  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "old",
+        "--index",
+        "flat",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert "--index-type" in result.stderr
     assert json.loads(result.stdout)["index"]["factory"].startswith("Flat")

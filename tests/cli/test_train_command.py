@@ -19,10 +19,32 @@ def stsb(tmp_path):
 
 def test_train_writes_a_model_folder_and_reports_json(tmp_path, tiny_model_dir, stsb) -> None:
     output = tmp_path / "model"
-    result = runner.invoke(app, ["train", f"stsb:{stsb}", "--objective", "cosent", "-o", str(output),
-                                 "--model", str(tiny_model_dir), "--dev", f"stsb:{stsb}", "--test", f"stsb:{stsb}",
-                                 "--max-steps", "3", "--batch-size", "4", "--device", "cpu",
-                                 "--option", "scale=10", "--json"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            f"stsb:{stsb}",
+            "--objective",
+            "cosent",
+            "-o",
+            str(output),
+            "--model",
+            str(tiny_model_dir),
+            "--dev",
+            f"stsb:{stsb}",
+            "--test",
+            f"stsb:{stsb}",
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "--option",
+            "scale=10",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["steps"] == 3 and report["dev_primary"] == "spearman_cosine"
@@ -33,9 +55,26 @@ def test_train_writes_a_model_folder_and_reports_json(tmp_path, tiny_model_dir, 
 
 
 def test_train_prints_a_summary_table(tmp_path, tiny_model_dir, stsb) -> None:
-    result = runner.invoke(app, ["train", f"stsb:{stsb}", "--objective", "triplet", "--form", "triplets",
-                                 "-o", str(tmp_path / "m"), "--model", str(tiny_model_dir),
-                                 "--max-steps", "1", "--device", "cpu", "--no-normalize"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            f"stsb:{stsb}",
+            "--objective",
+            "triplet",
+            "--form",
+            "triplets",
+            "-o",
+            str(tmp_path / "m"),
+            "--model",
+            str(tiny_model_dir),
+            "--max-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--no-normalize",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "training finished" in result.stdout and "steps" in result.stdout
     assert not (tmp_path / "m" / "2_Normalize").exists()  # the saved model keeps the choice
@@ -45,8 +84,21 @@ def test_missing_column_is_one_line_naming_it_and_the_columns_present(
     tmp_path, tiny_model_dir
 ) -> None:
     pairs = write_pairs_parquet(tmp_path / "pairs.parquet")
-    result = runner.invoke(app, ["train", str(pairs), "--objective", "cosine", "-o", str(tmp_path / "m"),
-                                 "--model", str(tiny_model_dir), "--column", "sentence1=question"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            str(pairs),
+            "--objective",
+            "cosine",
+            "-o",
+            str(tmp_path / "m"),
+            "--model",
+            str(tiny_model_dir),
+            "--column",
+            "sentence1=question",
+        ],
+    )
     line = error_line(result)
     assert (
         "needs the column(s) sentence2, score" in line
@@ -84,13 +136,34 @@ def test_train_adapter_on_a_npy_file(tmp_path) -> None:
     rows = rng.integers(0, 20, size=(60, 2))
     lines = "".join(f"{a},{b},{int(a % 2 == b % 2)}\n" for a, b in rows)
     (tmp_path / "pairs.csv").write_text("row1,row2,label\n" + lines)
-    result = runner.invoke(app, ["train-adapter", str(tmp_path / "pairs.csv"), "--vectors", str(tmp_path / "v.npy"),
-                                 "-o", str(tmp_path / "adapter"), "--epochs", "5", "--json"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "train-adapter",
+            str(tmp_path / "pairs.csv"),
+            "--vectors",
+            str(tmp_path / "v.npy"),
+            "-o",
+            str(tmp_path / "adapter"),
+            "--epochs",
+            "5",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["pairs"] == 60 and report["loss_after"] < report["loss_before"]
-    again = runner.invoke(app, ["train-adapter", str(tmp_path / "pairs.csv"), "--vectors", str(tmp_path / "v.npy"),
-                                "-o", str(tmp_path / "adapter")])  # fmt: skip
+    again = runner.invoke(
+        app,
+        [
+            "train-adapter",
+            str(tmp_path / "pairs.csv"),
+            "--vectors",
+            str(tmp_path / "v.npy"),
+            "-o",
+            str(tmp_path / "adapter"),
+        ],
+    )
     assert "pass --overwrite" in error_line(again)
 
 

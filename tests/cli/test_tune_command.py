@@ -13,11 +13,34 @@ def test_tune_reports_and_stores_the_chosen_value(tmp_path, tiny_model_dir) -> N
     corpus = tmp_path / "c.csv"
     corpus.write_text("text\n" + "".join(f"line {i} on theme {i % 19}\n" for i in range(1200)))
     index_dir = str(tmp_path / "idx")
-    built = runner.invoke(app, ["build", str(corpus), "--index-type", "ivf", "--model", str(tiny_model_dir),
-                                "--out-dir", index_dir])  # fmt: skip
+    built = runner.invoke(
+        app,
+        [
+            "build",
+            str(corpus),
+            "--index-type",
+            "ivf",
+            "--model",
+            str(tiny_model_dir),
+            "--out-dir",
+            index_dir,
+        ],
+    )
     assert built.exit_code == 0, built.output
-    result = runner.invoke(app, ["tune", "c", "--target-recall", "0.9", "--sample", "200",
-                                 "--index-dir", index_dir, "--json"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "tune",
+            "c",
+            "--target-recall",
+            "0.9",
+            "--sample",
+            "200",
+            "--index-dir",
+            index_dir,
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     info = json.loads(runner.invoke(app, ["info", "c", "--index-dir", index_dir, "--json"]).stdout)
@@ -46,8 +69,19 @@ def test_tuning_a_tiny_ivf_index_measures_recall_over_the_rows_there_are(
     corpus = tmp_path / "c.csv"
     corpus.write_text("text\nalpha\nbeta\ngamma\ndelta\n")
     index_dir = str(tmp_path / "idx")
-    built = runner.invoke(app, ["build", str(corpus), "--index-type", "ivf", "--model",
-                                str(tiny_model_dir), "--out-dir", index_dir])  # fmt: skip
+    built = runner.invoke(
+        app,
+        [
+            "build",
+            str(corpus),
+            "--index-type",
+            "ivf",
+            "--model",
+            str(tiny_model_dir),
+            "--out-dir",
+            index_dir,
+        ],
+    )
     assert built.exit_code == 0, built.output
     result = runner.invoke(app, ["tune", "c", "--index-dir", index_dir, "--json"])
     report = json.loads(result.stdout)
@@ -64,17 +98,44 @@ def test_k_and_sample_below_one_are_refused(tmp_path) -> None:
 def test_a_missed_target_warns_and_strict_makes_it_an_error(cli, tmp_path) -> None:
     corpus = tmp_path / "c.csv"
     corpus.write_text("text\n" + "".join(f"record {i} in family {i % 31}\n" for i in range(300)))
-    built = cli("build", str(corpus), "--index-type", "IVF4,PQ2x4", "--target-recall", "0",
-                "--model", cli.model, "--out-dir", cli.index_dir)  # fmt: skip
+    built = cli(
+        "build",
+        str(corpus),
+        "--index-type",
+        "IVF4,PQ2x4",
+        "--target-recall",
+        "0",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+    )
     assert built.exit_code == 0, built.output
-    strict = cli("reindex", "c", "--index-type", "IVF2,PQ2x4", "--target-recall", "1",
-                 "--strict", "--index-dir", cli.index_dir)  # fmt: skip
+    strict = cli(
+        "reindex",
+        "c",
+        "--index-type",
+        "IVF2,PQ2x4",
+        "--target-recall",
+        "1",
+        "--strict",
+        "--index-dir",
+        cli.index_dir,
+    )
     assert strict.exit_code != 0 and "recall target missed" in strict.output, strict.output
     assert "Traceback" not in strict.output
     info = json.loads(cli("info", "c", "--index-dir", cli.index_dir, "--json").stdout)
     assert len(info["generations"]) == 1  # nothing written
-    warned = cli("reindex", "c", "--index-type", "IVF2,PQ2x4", "--target-recall", "1",
-                 "--index-dir", cli.index_dir)  # fmt: skip
+    warned = cli(
+        "reindex",
+        "c",
+        "--index-type",
+        "IVF2,PQ2x4",
+        "--target-recall",
+        "1",
+        "--index-dir",
+        cli.index_dir,
+    )
     assert warned.exit_code == 0, warned.output
     warning = next(line for line in warned.output.splitlines() if "recall target missed" in line)
     assert "recall@" in warning and "--index-type" in warning

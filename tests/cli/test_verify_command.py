@@ -19,8 +19,20 @@ from semsearch.checksums import content_digest
 
 @pytest.fixture()
 def built(cli, corpus_file):
-    result = cli("build", str(corpus_file), "--name", "docs", "--id-column", "doc_id",
-                 "--model", cli.model, "--out-dir", cli.index_dir, "--device", "cpu")  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus_file),
+        "--name",
+        "docs",
+        "--id-column",
+        "doc_id",
+        "--model",
+        cli.model,
+        "--out-dir",
+        cli.index_dir,
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.output
     cli.index = Path(cli.index_dir) / "docs"
     return cli
@@ -107,8 +119,18 @@ def test_a_garbage_field_is_named(built) -> None:
 
 
 def test_list_shows_broken_indexes_and_interrupted_builds(built, corpus_file) -> None:
-    result = built("build", str(corpus_file), "--name", "second", "--model", built.model,
-                   "--out-dir", built.index_dir, "--device", "cpu")  # fmt: skip
+    result = built(
+        "build",
+        str(corpus_file),
+        "--name",
+        "second",
+        "--model",
+        built.model,
+        "--out-dir",
+        built.index_dir,
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.output
     (built.index / "manifest.json").write_text("{garbage")
     partial = Path(built.index_dir) / ".half.partial"
@@ -133,8 +155,12 @@ def test_list_shows_broken_indexes_and_interrupted_builds(built, corpus_file) ->
 def test_list_and_verify_start_quickly(built) -> None:
     for command in (["list"], ["verify", "docs"]):
         started = time.perf_counter()
-        process = subprocess.run([sys.executable, "-m", "semsearch", *command, "--index-dir", built.index_dir],
-                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        process = subprocess.run(
+            [sys.executable, "-m", "semsearch", *command, "--index-dir", built.index_dir],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert process.returncode == 0, process.stderr
         assert time.perf_counter() - started < 3  # < 0.5 s unloaded; generous on a busy machine
 

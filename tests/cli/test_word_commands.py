@@ -13,8 +13,13 @@ from cli.support import error_line
 
 from semsearch.models.word_vectors import WordVectors, write_word_vectors
 
-TEXTS = ["edit photos and images", "photo editor for raster images", "play chess online",
-         "chess engine and board", "encrypt backups with keys"] * 10  # fmt: skip
+TEXTS = [
+    "edit photos and images",
+    "photo editor for raster images",
+    "play chess online",
+    "chess engine and board",
+    "encrypt backups with keys",
+] * 10
 
 
 def test_trained_vectors_become_an_indexed_model(tmp_path, cli) -> None:
@@ -22,23 +27,55 @@ def test_trained_vectors_become_an_indexed_model(tmp_path, cli) -> None:
     corpus = tmp_path / "c.parquet"
     pq.write_table(pa.table({"id": [str(i) for i in range(len(TEXTS))], "text": TEXTS}), corpus)
     vectors, model = tmp_path / "v.txt", tmp_path / "model"
-    result = cli("word-vectors", str(vectors), "--text", f"{corpus}:text", "--dimension", "8",
-                 "--min-count", "2", "--epochs", "1")  # fmt: skip
+    result = cli(
+        "word-vectors",
+        str(vectors),
+        "--text",
+        f"{corpus}:text",
+        "--dimension",
+        "8",
+        "--min-count",
+        "2",
+        "--epochs",
+        "1",
+    )
     assert result.exit_code == 0, result.output
-    result = cli("word-model", str(vectors), "--output", str(model), "--layer", "lstm",
-                 "--hidden", "4", "--pooling", "max", "--normalize")  # fmt: skip
+    result = cli(
+        "word-model",
+        str(vectors),
+        "--output",
+        str(model),
+        "--layer",
+        "lstm",
+        "--hidden",
+        "4",
+        "--pooling",
+        "max",
+        "--normalize",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads((model / "modules.json").read_text())[1]["path"] == "1_LSTM"
-    result = cli("build", str(corpus), "--model", str(model), "--name", "words",
-                 "--id-column", "id", "--out-dir", cli.index_dir)  # fmt: skip
+    result = cli(
+        "build",
+        str(corpus),
+        "--model",
+        str(model),
+        "--name",
+        "words",
+        "--id-column",
+        "id",
+        "--out-dir",
+        cli.index_dir,
+    )
     assert result.exit_code == 0, result.output
     result = cli("query", "chess", "--index", "words", "--index-dir", cli.index_dir, "--json")
     assert result.exit_code == 0, result.output
 
 
 def test_bad_vectors_and_options_are_one_line_and_write_nothing(tmp_path, cli) -> None:
-    vectors = write_word_vectors(WordVectors(["a", "b"], np.ones((2, 4), np.float32)),
-                                 tmp_path / "v.txt")  # fmt: skip
+    vectors = write_word_vectors(
+        WordVectors(["a", "b"], np.ones((2, 4), np.float32)), tmp_path / "v.txt"
+    )
     out = tmp_path / "model"
     cases = {
         "no word-vector file at": [str(tmp_path / "absent.txt")],

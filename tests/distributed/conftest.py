@@ -35,11 +35,45 @@ ray_tests = [
 ]
 
 WORDS = [
-    "guitar", "stage", "cat", "sofa", "kitten", "couch", "market", "shares", "fell", "dropped",
-    "week", "folder", "archive", "linux", "recipe", "eggs", "flour", "cake", "oven", "json",
-    "parser", "python", "fast", "library", "image", "resize", "photo", "editor", "chess",
-    "engine", "backup", "encrypt", "network", "server", "client", "database", "query", "index",
-]  # fmt: skip
+    "guitar",
+    "stage",
+    "cat",
+    "sofa",
+    "kitten",
+    "couch",
+    "market",
+    "shares",
+    "fell",
+    "dropped",
+    "week",
+    "folder",
+    "archive",
+    "linux",
+    "recipe",
+    "eggs",
+    "flour",
+    "cake",
+    "oven",
+    "json",
+    "parser",
+    "python",
+    "fast",
+    "library",
+    "image",
+    "resize",
+    "photo",
+    "editor",
+    "chess",
+    "engine",
+    "backup",
+    "encrypt",
+    "network",
+    "server",
+    "client",
+    "database",
+    "query",
+    "index",
+]
 
 
 def texts(count: int, seed: int = 0) -> list[str]:
@@ -52,16 +86,27 @@ def texts(count: int, seed: int = 0) -> list[str]:
 
 
 def write_corpus(path: Path, count: int, seed: int = 0, first_id: int = 0) -> Path:
-    table = pa.table({"doc_id": [f"d{first_id + i}" for i in range(count)], "text": texts(count, seed),
-                      "n": pa.array(range(first_id, first_id + count), pa.int64())})  # fmt: skip
+    table = pa.table(
+        {
+            "doc_id": [f"d{first_id + i}" for i in range(count)],
+            "text": texts(count, seed),
+            "n": pa.array(range(first_id, first_id + count), pa.int64()),
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, row_group_size=100)
     return path
 
 
 def options(corpus, out_dir: Path, name: str, **changes) -> BuildOptions:
-    return BuildOptions(corpus=corpus, name=name, id_column="doc_id", out_dir=out_dir,
-                        show_progress=False, **changes)  # fmt: skip
+    return BuildOptions(
+        corpus=corpus,
+        name=name,
+        id_column="doc_id",
+        out_dir=out_dir,
+        show_progress=False,
+        **changes,
+    )
 
 
 def only_segment(folder: IndexFolder) -> Segment:

@@ -24,8 +24,11 @@ pytestmark = [*support.ray_tests, pytest.mark.usefixtures("local_ray")]
 
 def part_times(folder) -> set[int]:
     """When each part's vectors were written, over every segment (renames keep the time)."""
-    return {path.stat().st_mtime_ns for segment in support.segments(folder)
-            for path in segment.folder.glob("part-*[0-9].npy")}  # fmt: skip
+    return {
+        path.stat().st_mtime_ns
+        for segment in support.segments(folder)
+        for path in segment.folder.glob("part-*[0-9].npy")
+    }
 
 
 def test_flat_build_on_ray_is_the_local_build(tmp_path, tiny_model_dir, tiny_encoder) -> None:
@@ -80,8 +83,9 @@ def test_ivf_build_on_ray_fills_copies_and_keeps_the_recall(
     assert support.recall_at_10(on_ray, queries) >= support.recall_at_10(local, queries) - 0.005
 
 
-def test_a_folder_of_files_resumes_from_the_parts_written(tmp_path, tiny_model_dir, tiny_encoder,
-                                                          monkeypatch) -> None:  # fmt: skip
+def test_a_folder_of_files_resumes_from_the_parts_written(
+    tmp_path, tiny_model_dir, tiny_encoder, monkeypatch
+) -> None:
     folder = tmp_path / "data"
     files = ((0, 130), (130, 120), (250, 110))  # (first row, rows)
     for number, (first, rows) in enumerate(files):

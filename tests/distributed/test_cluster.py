@@ -29,18 +29,24 @@ def cluster() -> Iterator:
     from ray.cluster_utils import Cluster
 
     # A lost node is noticed in about a second instead of Ray's default half a minute.
-    health = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
-              "health_check_failure_threshold": 2}  # fmt: skip
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": False, "_system_config": health})  # fmt: skip
+    health = {
+        "health_check_initial_delay_ms": 0,
+        "health_check_period_ms": 500,
+        "health_check_failure_threshold": 2,
+    }
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False, "_system_config": health},
+    )
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     yield cluster
     cluster.shutdown()
 
 
-def test_build_and_mine_on_two_nodes_give_the_local_results(cluster, tmp_path, tiny_model_dir,
-                                                           tiny_encoder) -> None:  # fmt: skip
+def test_build_and_mine_on_two_nodes_give_the_local_results(
+    cluster, tmp_path, tiny_model_dir, tiny_encoder
+) -> None:
     corpus = support.write_corpus(tmp_path / "corpus.parquet", 400)
     settings = {"model": str(tiny_model_dir), "part_rows": 50, "index": "flat"}
     local = build_index(

@@ -19,11 +19,21 @@ def _build(*args: str):
     return runner.invoke(app, ["-q", "build", *args], catch_exceptions=False)
 
 
-def test_an_unreachable_cluster_is_one_line_and_the_partial_build_stays(tmp_path, tiny_model_dir,
-                                                                        monkeypatch) -> None:  # fmt: skip
+def test_an_unreachable_cluster_is_one_line_and_the_partial_build_stays(
+    tmp_path, tiny_model_dir, monkeypatch
+) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 200)
-    common = [str(corpus), "--name", "docs", "--model", str(tiny_model_dir), "--out-dir",
-              str(tmp_path / "idx"), "--index-type", "flat"]  # fmt: skip
+    common = [
+        str(corpus),
+        "--name",
+        "docs",
+        "--model",
+        str(tiny_model_dir),
+        "--out-dir",
+        str(tmp_path / "idx"),
+        "--index-type",
+        "flat",
+    ]
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
@@ -60,8 +70,18 @@ def test_files_that_cannot_be_one_corpus_are_refused_before_ray_starts(tmp_path)
 
 def test_a_mistake_found_on_a_worker_is_the_same_one_line(tmp_path, tiny_model_dir) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 20)  # row 7's text is blank
-    result = _build(str(corpus), "--strict", "--model", str(tiny_model_dir), "--out-dir",
-                    str(tmp_path / "idx"), "--engine", "ray", "--workers", "1")  # fmt: skip
+    result = _build(
+        str(corpus),
+        "--strict",
+        "--model",
+        str(tiny_model_dir),
+        "--out-dir",
+        str(tmp_path / "idx"),
+        "--engine",
+        "ray",
+        "--workers",
+        "1",
+    )
     line = error_line(result)  # raised in a Ray task that scanned the file
     assert line.startswith("error: row 7 has a null or empty 'text' (--strict)")
     assert not (tmp_path / "idx" / ".corpus.partial").exists()
@@ -87,8 +107,21 @@ def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(
     from semsearch.distributed import encode as encode_module
 
     corpus = write_corpus(tmp_path / "corpus.parquet", 200)
-    common = [str(corpus), "--name", "docs", "--model", str(tiny_model_dir), "--out-dir",
-              str(tmp_path / "idx"), "--index-type", "flat", "--engine", "ray", "--workers", "1"]  # fmt: skip
+    common = [
+        str(corpus),
+        "--name",
+        "docs",
+        "--model",
+        str(tiny_model_dir),
+        "--out-dir",
+        str(tmp_path / "idx"),
+        "--index-type",
+        "flat",
+        "--engine",
+        "ray",
+        "--workers",
+        "1",
+    ]
     real = encode_module._encode
 
     def node_lost(*args, **kwargs):
@@ -100,9 +133,11 @@ def test_a_job_failing_beyond_ray_retries_is_one_line_and_resumes(
 
     monkeypatch.setattr(encode_module, "_encode", node_lost)
     line = error_line(_build(*common))
-    assert line == ("error: the Ray job failed while encoding (NodeDiedError: node 10.0.0.7 died and its "
-                    "tasks ran out of retries); the parts written so far are kept: run the same command "
-                    "again to resume")  # fmt: skip
+    assert line == (
+        "error: the Ray job failed while encoding (NodeDiedError: node 10.0.0.7 died and its "
+        "tasks ran out of retries); the parts written so far are kept: run the same command "
+        "again to resume"
+    )
     parts = partial_folder(tmp_path / "idx", "docs") / "segments" / "s000000"
     (written,) = parts.glob("part-*[0-9].npy")  # 200 rows: one part
     monkeypatch.undo()

@@ -62,8 +62,11 @@ def test_mining_a_corpus_on_ray_finds_the_local_pairs_without_the_vectors_on_the
     # Parts of 64 rows: a segment per worker. The workers encode on torch, as `tiny_encoder`
     # does here (`runtime="auto"`, both sides' default, is OpenVINO on their CPUs).
     build_options = mine_module._build_options
-    monkeypatch.setattr(mine_module, "_build_options",
-                        lambda *args: replace(build_options(*args), part_rows=64, runtime="torch"))  # fmt: skip
+    monkeypatch.setattr(
+        mine_module,
+        "_build_options",
+        lambda *args: replace(build_options(*args), part_rows=64, runtime="torch"),
+    )
     segment_counts = _segments_mined(monkeypatch)
     puts = _driver_never_reads_vectors(monkeypatch)
     work = tmp_path / "work"
@@ -109,8 +112,9 @@ def _segments_mined(monkeypatch) -> list[int]:
     return counts
 
 
-def test_mining_a_corpus_on_ray_that_fails_leaves_nothing_behind(tmp_path, tiny_model_dir,
-                                                                 monkeypatch) -> None:  # fmt: skip
+def test_mining_a_corpus_on_ray_that_fails_leaves_nothing_behind(
+    tmp_path, tiny_model_dir, monkeypatch
+) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 100)
     source = CorpusSource(corpus, id_column="doc_id", model=str(tiny_model_dir), device="cpu")
     work = tmp_path / "work"
@@ -140,10 +144,22 @@ def test_bad_input_to_mine_a_corpus_on_ray_is_the_local_line(tmp_path, tiny_mode
     work = tmp_path / "work"
 
     def mine(*args: str) -> str:
-        return error_line(runner.invoke(
-            app, ["-q", "mine", str(corpus), "--model", str(tiny_model_dir), "--device", "cpu", *args],
-            catch_exceptions=False,
-        ))  # fmt: skip
+        return error_line(
+            runner.invoke(
+                app,
+                [
+                    "-q",
+                    "mine",
+                    str(corpus),
+                    "--model",
+                    str(tiny_model_dir),
+                    "--device",
+                    "cpu",
+                    *args,
+                ],
+                catch_exceptions=False,
+            )
+        )
 
     local = mine("--id-column", "doc_id")
     on_ray = mine("--id-column", "doc_id", "--engine", "ray", "--work-dir", str(work))
@@ -154,11 +170,14 @@ def test_bad_input_to_mine_a_corpus_on_ray_is_the_local_line(tmp_path, tiny_mode
     assert "--work-dir s3://bucket/work is a URI, but an index folder must be a local path" in line
 
 
-def test_mining_an_ivf_index_on_ray_with_a_cut_finds_the_local_pairs(tmp_path, tiny_model_dir,
-                                                                     tiny_encoder, monkeypatch) -> None:  # fmt: skip
+def test_mining_an_ivf_index_on_ray_with_a_cut_finds_the_local_pairs(
+    tmp_path, tiny_model_dir, tiny_encoder, monkeypatch
+) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 1200)
-    build_index(options(corpus, tmp_path, "docs", model=str(tiny_model_dir), index="IVF16,Flat"),
-                encoder=tiny_encoder)  # fmt: skip
+    build_index(
+        options(corpus, tmp_path, "docs", model=str(tiny_model_dir), index="IVF16,Flat"),
+        encoder=tiny_encoder,
+    )
     monkeypatch.setattr(neighbours_module, "AUTO_EXACT_LIMIT", 100)  # search with the index's IVF
     mining = MiningOptions(top_k=4, top=50, threshold=0.5, query_chunk=64)
     local = mine_index("docs", tmp_path, mining)
@@ -204,8 +223,10 @@ def test_a_structure_trained_for_mining_on_one_worker_finds_the_local_pairs(
     tmp_path, tiny_model_dir, tiny_encoder, monkeypatch
 ) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 1200)
-    build_index(options(corpus, tmp_path, "docs", model=str(tiny_model_dir), index="flat"),
-                encoder=tiny_encoder)  # fmt: skip
+    build_index(
+        options(corpus, tmp_path, "docs", model=str(tiny_model_dir), index="flat"),
+        encoder=tiny_encoder,
+    )
     monkeypatch.setattr(neighbours_module, "AUTO_EXACT_LIMIT", 100)  # train an IVF for mining
     mining = MiningOptions(top_k=5, query_chunk=128)
     local = mine_index("docs", tmp_path, mining)

@@ -39,8 +39,13 @@ def _search_on_workers(workers: int = 2):
 
     def search(collection, options, pairs, timings) -> str:
         index = StoredIndex(str(collection.folder.path), collection.manifest)
-        plan = plan_structure(len(pairs.rows), collection.stored.dimension, collection.metric,
-                              collection.stored.trained_index(), options.nprobe)  # fmt: skip
+        plan = plan_structure(
+            len(pairs.rows),
+            collection.stored.dimension,
+            collection.metric,
+            collection.stored.trained_index(),
+            options.nprobe,
+        )
         trained = [train_for_mining(index, pairs.rows, plan)] if plan.kind == "train" else None
         job = mine_module._block_job(pairs, options)
         blocks = plan_blocks(len(pairs.rows), options.query_chunk, workers)
@@ -66,8 +71,10 @@ def _assert_same_pairs(local, on_workers) -> None:
 @pytest.fixture()
 def built(tmp_path, tiny_model_dir, tiny_encoder, request):
     corpus = write_corpus(tmp_path / "corpus.parquet", 600)
-    build_index(options(corpus, tmp_path, "docs", model=str(tiny_model_dir), index=request.param),
-                encoder=tiny_encoder)  # fmt: skip
+    build_index(
+        options(corpus, tmp_path, "docs", model=str(tiny_model_dir), index=request.param),
+        encoder=tiny_encoder,
+    )
     return tmp_path
 
 
@@ -154,13 +161,16 @@ def test_a_failed_build_or_search_leaves_no_temporary_index(tmp_path, tiny_model
     def lost(built) -> None:
         seen.append(built.out_dir)
         (built.out_dir / ".corpus.partial").mkdir()  # what a build leaves to resume from
-        raise ResumableError("the Ray job wrote 1 of 2 parts",
-                             "run the same command again to encode the rest")  # fmt: skip
+        raise ResumableError(
+            "the Ray job wrote 1 of 2 parts", "run the same command again to encode the rest"
+        )
 
     with pytest.raises(SemsearchError) as raised:
         mine_corpus_as_index(source, None, work, lost, _search_on_workers())
-    assert str(raised.value) == ("the Ray job wrote 1 of 2 parts: run the mining again (on a "
-                                 "cluster, with a --work-dir every node mounts)")  # fmt: skip
+    assert str(raised.value) == (
+        "the Ray job wrote 1 of 2 parts: run the mining again (on a "
+        "cluster, with a --work-dir every node mounts)"
+    )
     assert seen[0].parent == work and list(work.iterdir()) == []
 
     def broken(*args) -> str:

@@ -23,8 +23,9 @@ def write_parts(folder, parts: int, rows: int = 3) -> list[np.ndarray]:
     writer = SegmentWriter(folder / "segments" / "s000000")
     ids = [np.arange(part * rows, (part + 1) * rows) for part in range(parts)]
     for part, part_ids in enumerate(ids):
-        writer.write(part, part_ids, np.full((rows, 2), part, np.float32),
-                     pa.table({"n": part_ids}))  # fmt: skip
+        writer.write(
+            part, part_ids, np.full((rows, 2), part, np.float32), pa.table({"n": part_ids})
+        )
     return ids
 
 
@@ -53,15 +54,26 @@ def test_split_moves_each_range_into_its_segment_and_rejoin_puts_every_part_back
 def own_vectors(path, rows: int = 700, dimension: int = 16) -> np.ndarray:
     vectors = np.random.default_rng(3).standard_normal((rows, dimension)).astype(np.float32)
     emb = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
-    pq.write_table(pa.table({"doc_id": [f"d{i}" for i in range(rows)], "emb": emb,
-                             "n": np.arange(rows)}), path, row_group_size=100)  # fmt: skip
+    pq.write_table(
+        pa.table({"doc_id": [f"d{i}" for i in range(rows)], "emb": emb, "n": np.arange(rows)}),
+        path,
+        row_group_size=100,
+    )
     return vectors
 
 
 def own_options(corpus, out_dir, name: str, **changes) -> BuildOptions:
-    return BuildOptions(corpus=corpus, name=name, id_column="doc_id", model=None,
-                        vector_column="emb", out_dir=out_dir, show_progress=False,
-                        part_rows=64, **changes)  # fmt: skip
+    return BuildOptions(
+        corpus=corpus,
+        name=name,
+        id_column="doc_id",
+        model=None,
+        vector_column="emb",
+        out_dir=out_dir,
+        show_progress=False,
+        part_rows=64,
+        **changes,
+    )
 
 
 def ray_test(function):
@@ -93,8 +105,9 @@ def test_own_vectors_on_ray_give_the_local_rows_and_exact_top_k_without_the_driv
     monkeypatch.setattr(ray_build, "add_parts", gathering)
     monkeypatch.setattr(Segment, "iter_parts", gathering)
     monkeypatch.setattr(Segment, "part_vectors", gathering)
-    on_ray = build_index_on_ray(own_options(corpus, tmp_path, "ray", index=index),
-                                RayOptions(workers=2))  # fmt: skip
+    on_ray = build_index_on_ray(
+        own_options(corpus, tmp_path, "ray", index=index), RayOptions(workers=2)
+    )
     monkeypatch.undo()
     manifest = on_ray.manifest()
     assert len(manifest.segments) == 2 and manifest.rows == 700

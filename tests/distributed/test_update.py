@@ -31,8 +31,10 @@ def _segments(folder: IndexFolder) -> list[tuple[np.ndarray, np.ndarray]]:
 @pytest.mark.default_runtime  # `auto` would pick OpenVINO: the actors must run the runtime asked
 def test_add_on_ray_writes_the_local_add(tmp_path, tiny_model_dir, tiny_encoder) -> None:
     corpus = write_corpus(tmp_path / "corpus.parquet", 200)
-    built = build_index(options(corpus, tmp_path / "a", "docs", model=str(tiny_model_dir), index="flat"),
-                        encoder=tiny_encoder)  # fmt: skip
+    built = build_index(
+        options(corpus, tmp_path / "a", "docs", model=str(tiny_model_dir), index="flat"),
+        encoder=tiny_encoder,
+    )
     copy = IndexFolder(tmp_path / "b" / "docs")
     shutil.copytree(built.path, copy.path)
     # 50 rows again, with new texts (replaced), and 200 new ones

@@ -31,8 +31,10 @@ def _folder(tmp_path, suffix: str = "parquet"):
             folder / f"part-{number}.parquet", rows, seed=number, first_id=first
         )
         if suffix == "jsonl":
-            path.with_suffix(".jsonl").write_text("".join(
-                json.dumps(row) + "\n" for row in pq.read_table(path).to_pylist()), encoding="utf-8")  # fmt: skip
+            path.with_suffix(".jsonl").write_text(
+                "".join(json.dumps(row) + "\n" for row in pq.read_table(path).to_pylist()),
+                encoding="utf-8",
+            )
         elif suffix == "csv.gz":
             with pa.CompressedOutputStream(str(path.with_suffix(".csv.gz")), "gzip") as stream:
                 pcsv.write_csv(pq.read_table(path), stream)
@@ -42,8 +44,9 @@ def _folder(tmp_path, suffix: str = "parquet"):
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "csv.gz"])
-def test_a_file_uri_glob_on_ray_is_the_local_build_of_the_folder(suffix, tmp_path, tiny_model_dir,
-                                                                 tiny_encoder) -> None:  # fmt: skip
+def test_a_file_uri_glob_on_ray_is_the_local_build_of_the_folder(
+    suffix, tmp_path, tiny_model_dir, tiny_encoder
+) -> None:
     folder = _folder(tmp_path, suffix)
     settings = {"model": str(tiny_model_dir), "part_rows": 50, "index": "flat"}
     local = build_index(
@@ -70,9 +73,14 @@ def s3() -> Iterator[tuple[pafs.S3FileSystem, str]]:
     server.start()
     host, port = server.get_host_and_port()
     options = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
-    filesystem = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
-                                   endpoint_override=f"{host}:{port}", scheme="http",
-                                   allow_bucket_creation=True)  # fmt: skip
+    filesystem = pafs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        allow_bucket_creation=True,
+    )
     filesystem.create_dir("corpora")
     yield filesystem, options
     server.stop()

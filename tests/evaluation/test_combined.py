@@ -31,9 +31,13 @@ def test_combined_is_the_weighted_mean_of_the_primaries() -> None:
 
 @pytest.mark.parametrize(
     ("evaluators", "weights"),
-    [([], None), ([Fixed("a", 1), Fixed("a", 1)], None), ([Fixed("a", 1)], [0]),
-     ([Fixed("a", 1)], [1, 2])],
-)  # fmt: skip
+    [
+        ([], None),
+        ([Fixed("a", 1), Fixed("a", 1)], None),
+        ([Fixed("a", 1)], [0]),
+        ([Fixed("a", 1)], [1, 2]),
+    ],
+)
 def test_bad_combinations_are_refused(evaluators, weights) -> None:
     with pytest.raises(ValueError):
         CombinedEvaluator(evaluators, weights)

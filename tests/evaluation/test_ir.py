@@ -60,9 +60,13 @@ def test_evaluator_finds_what_the_vectors_say(table_encoder) -> None:
     corpus = {"d1": "cats", "d2": "dogs", "d3": "stocks"}
     queries = {"q1": "kitten?", "q2": "markets?", "q3": "unjudged"}
     vectors = {
-        "cats": [1, 0, 0], "dogs": [0, 1, 0], "stocks": [0, 0, 1],
-        "kitten?": [0.9, 0.1, 0], "markets?": [0, 0.5, 0.4], "unjudged": [1, 1, 1],
-    }  # fmt: skip
+        "cats": [1, 0, 0],
+        "dogs": [0, 1, 0],
+        "stocks": [0, 0, 1],
+        "kitten?": [0.9, 0.1, 0],
+        "markets?": [0, 0.5, 0.4],
+        "unjudged": [1, 1, 1],
+    }
     data = RetrievalData(corpus, queries, {"q1": {"d1": 1}, "q2": {"d3": 1}})
     encoder = table_encoder(vectors)
     metrics = InformationRetrievalEvaluator(data)(encoder)

@@ -88,8 +88,14 @@ def test_ir_rerank_reports_every_mode_before_and_after_with_a_verdict(
     cross = make_tiny_cross_encoder(tiny_model_dir, tmp_path / "cross")
     result = evaluate_ir(beir, tiny, rerank=str(cross), rerank_top=5)
     modes = result.facts["modes"]
-    assert list(modes) == ["dense", "dense + rerank", "lexical", "lexical + rerank",
-                           "hybrid adaptive 0.5", "hybrid adaptive 0.5 + rerank"]  # fmt: skip
+    assert list(modes) == [
+        "dense",
+        "dense + rerank",
+        "lexical",
+        "lexical + rerank",
+        "hybrid adaptive 0.5",
+        "hybrid adaptive 0.5 + rerank",
+    ]
     for mode in ("dense", "lexical", "hybrid adaptive 0.5"):
         assert modes[mode]["ndcg@10"] == pytest.approx(plain.facts["modes"][mode]["ndcg@10"])
     assert result.metrics == modes["dense + rerank"]
@@ -98,12 +104,19 @@ def test_ir_rerank_reports_every_mode_before_and_after_with_a_verdict(
 
 
 def test_rerank_verdicts_say_plainly_when_re_ranking_hurts() -> None:
-    modes = {"dense": {"ndcg@10": 0.5114}, "dense + rerank": {"ndcg@10": 0.2311},
-             "hybrid": {"ndcg@10": 0.50}, "hybrid + rerank": {"ndcg@10": 0.56},
-             "lexical": {"ndcg@10": 0.40}, "lexical + rerank": {"ndcg@10": 0.4002}}  # fmt: skip
+    modes = {
+        "dense": {"ndcg@10": 0.5114},
+        "dense + rerank": {"ndcg@10": 0.2311},
+        "hybrid": {"ndcg@10": 0.50},
+        "hybrid + rerank": {"ndcg@10": 0.56},
+        "lexical": {"ndcg@10": 0.40},
+        "lexical + rerank": {"ndcg@10": 0.4002},
+    }
     lowered, raised, unchanged = rerank_verdicts(modes)
-    assert lowered == ("re-ranking LOWERS dense ndcg@10 0.5114 -> 0.2311 (-0.2803): this "
-                       "cross-encoder hurts on this data; search without --rerank")  # fmt: skip
+    assert lowered == (
+        "re-ranking LOWERS dense ndcg@10 0.5114 -> 0.2311 (-0.2803): this "
+        "cross-encoder hurts on this data; search without --rerank"
+    )
     assert raised == "re-ranking raises hybrid ndcg@10 0.5000 -> 0.5600 (+0.0600)"
     assert unchanged.startswith("re-ranking leaves lexical unchanged")
 

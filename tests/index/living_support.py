@@ -11,19 +11,46 @@ from semsearch.index.build import build_index
 from semsearch.index.build_options import BuildOptions
 from semsearch.index.store import IndexFolder
 
-WORDS = ["guitar", "cat", "sofa", "market", "shares", "linux", "archive", "recipe", "cake", "json", "parser", "river", "bridge", "garden", "tomato", "engine", "rocket", "planet", "comet", "violin", "drum", "piano", "lamp", "window"]  # fmt: skip
+WORDS = [
+    "guitar",
+    "cat",
+    "sofa",
+    "market",
+    "shares",
+    "linux",
+    "archive",
+    "recipe",
+    "cake",
+    "json",
+    "parser",
+    "river",
+    "bridge",
+    "garden",
+    "tomato",
+    "engine",
+    "rocket",
+    "planet",
+    "comet",
+    "violin",
+    "drum",
+    "piano",
+    "lamp",
+    "window",
+]
 
 
 def generated_table(rows: int, start: int = 0) -> pa.Table:
     """Rows with distinct texts, a string id, a year and a licence to filter on."""
     ids = list(range(start, start + rows))
     texts = [f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7 + 3) % len(WORDS)]} number {i}" for i in ids]
-    return pa.table({
-        "doc": [f"d{i}" for i in ids],
-        "text": texts,
-        "year": [2000 + i % 25 for i in ids],
-        "license": ["MIT" if i % 10 == 0 else "GPL" if i % 3 == 0 else "BSD" for i in ids],
-    })  # fmt: skip
+    return pa.table(
+        {
+            "doc": [f"d{i}" for i in ids],
+            "text": texts,
+            "year": [2000 + i % 25 for i in ids],
+            "license": ["MIT" if i % 10 == 0 else "GPL" if i % 3 == 0 else "BSD" for i in ids],
+        }
+    )
 
 
 def write(table: pa.Table, path: Path) -> Path:
@@ -34,8 +61,15 @@ def write(table: pa.Table, path: Path) -> Path:
 def build(
     path: Path, out: Path, encoder, index: str = "flat", name: str = "docs", **changes
 ) -> IndexFolder:
-    options = BuildOptions(corpus=path, name=name, id_column="doc", out_dir=out, index=index,
-                           show_progress=False, **changes)  # fmt: skip
+    options = BuildOptions(
+        corpus=path,
+        name=name,
+        id_column="doc",
+        out_dir=out,
+        index=index,
+        show_progress=False,
+        **changes,
+    )
     return build_index(options, encoder=encoder)
 
 

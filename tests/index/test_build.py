@@ -24,8 +24,9 @@ from semsearch.index.vector_index import prepare_vectors
 
 def _options(corpus, out_dir, **changes) -> BuildOptions:
     changes = {"name": "docs", **changes}
-    return BuildOptions(corpus=corpus, id_column="doc_id", out_dir=out_dir, show_progress=False,
-                        **changes)  # fmt: skip
+    return BuildOptions(
+        corpus=corpus, id_column="doc_id", out_dir=out_dir, show_progress=False, **changes
+    )
 
 
 def _only_segment(folder: IndexFolder) -> Segment:
@@ -100,8 +101,9 @@ def test_vectors_can_be_stored_in_half_precision(corpus_file, tmp_path, tiny_enc
     texts = _only_segment(folder).metadata().column("text").to_pylist()
     np.testing.assert_allclose(stored, tiny_encoder.encode(texts), atol=1e-2)
     with pytest.raises(SemsearchError, match="--store-vectors"):
-        build_index(_options(corpus_file, tmp_path / "other", store_vectors="int4"),
-                    encoder=tiny_encoder)  # fmt: skip
+        build_index(
+            _options(corpus_file, tmp_path / "other", store_vectors="int4"), encoder=tiny_encoder
+        )
 
 
 def test_existing_index_needs_overwrite(corpus_file, tmp_path, tiny_encoder) -> None:
@@ -126,8 +128,13 @@ def test_bad_input_leaves_no_folder(tmp_path, tiny_encoder) -> None:
 
 def test_corpus_with_only_empty_texts_is_refused(tmp_path, tiny_encoder) -> None:
     path = tmp_path / "empty.parquet"
-    pq.write_table(pa.table({"doc_id": ["a", "b"], "text": ["", None]}, schema=pa.schema(
-        [("doc_id", pa.string()), ("text", pa.string())])), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {"doc_id": ["a", "b"], "text": ["", None]},
+            schema=pa.schema([("doc_id", pa.string()), ("text", pa.string())]),
+        ),
+        path,
+    )
     with pytest.raises(SemsearchError, match="nothing to index"):
         build_index(_options(path, tmp_path / "out"), encoder=tiny_encoder)
     assert not (tmp_path / "out").exists()  # refused before anything was written
@@ -191,8 +198,9 @@ def test_interrupted_build_resumes_from_its_parts(
     reference = build_index(_options(corpus_file, tmp_path / "ref"), encoder=tiny_encoder)
     ours, theirs = _only_segment(folder), _only_segment(reference)
     assert ours.ids.tolist() == theirs.ids.tolist() == list(range(12))
-    np.testing.assert_allclose(ours.vectors_at(np.arange(12)), theirs.vectors_at(np.arange(12)),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        ours.vectors_at(np.arange(12)), theirs.vectors_at(np.arange(12)), atol=1e-6
+    )
     assert ours.metadata().equals(theirs.metadata())
     assert ours.read_index("cosine").size == theirs.read_index("cosine").size == 12
 
@@ -259,23 +267,26 @@ def _texts(tmp_path, rows: int):
 def test_ivfpq_on_too_few_rows_for_its_codebooks_builds_flat_and_says_so(
     tmp_path, tiny_encoder, caplog
 ) -> None:
-    folder = build_index(_options(_texts(tmp_path, 40), tmp_path / "out", index="ivfpq"),
-                         encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        _options(_texts(tmp_path, 40), tmp_path / "out", index="ivfpq"), encoder=tiny_encoder
+    )
     spec = folder.manifest().index
     assert (spec.requested, spec.factory, spec.search_params) == ("ivfpq", "Flat", {})
     assert "needs at least 256 vectors to train and there are 40" in caplog.text
 
 
 def test_a_one_row_hnsw_index_keeps_its_default_and_is_not_tuned(tmp_path, tiny_encoder) -> None:
-    folder = build_index(_options(_texts(tmp_path, 1), tmp_path / "out", index="hnsw"),
-                         encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        _options(_texts(tmp_path, 1), tmp_path / "out", index="hnsw"), encoder=tiny_encoder
+    )
     manifest = folder.manifest()
     assert manifest.tuning is None and manifest.index.search_params == {"efSearch": 64}
 
 
 def test_a_four_row_ivf_index_is_tuned_over_the_rows_it_has(tmp_path, tiny_encoder) -> None:
-    folder = build_index(_options(_texts(tmp_path, 4), tmp_path / "out", index="ivf"),
-                         encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        _options(_texts(tmp_path, 4), tmp_path / "out", index="ivf"), encoder=tiny_encoder
+    )
     tuning = folder.manifest().tuning
     assert tuning["met"] and tuning["k"] == 3 and tuning["recall"] == 1.0
 
@@ -329,14 +340,16 @@ def test_the_pipelined_build_equals_the_sequential_one(tmp_path, tiny_encoder, d
     corpus = _hundred_rows(tmp_path)
     built = {}
     for name, stages in (("sequential", 0), ("pipelined", depth)):
-        options = _options(corpus, tmp_path / name, part_rows=16, batch_size=8,
-                           pipeline_depth=stages)  # fmt: skip
+        options = _options(
+            corpus, tmp_path / name, part_rows=16, batch_size=8, pipeline_depth=stages
+        )
         built[name] = _only_segment(build_index(options, encoder=tiny_encoder))
     ours, theirs = built["pipelined"], built["sequential"]
     assert ours.record.parts == theirs.record.parts == 7
     assert ours.ids.tolist() == theirs.ids.tolist() == list(range(100))
-    np.testing.assert_allclose(ours.vectors_at(np.arange(100)), theirs.vectors_at(np.arange(100)),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        ours.vectors_at(np.arange(100)), theirs.vectors_at(np.arange(100)), atol=1e-6
+    )
     assert ours.metadata().equals(theirs.metadata())
 
 
@@ -425,7 +438,9 @@ def test_a_build_says_which_model_it_loads_before_loading_it(
 
     monkeypatch.setattr(BiEncoder, "load", recording_load)
     with caplog.at_level(logging.WARNING, logger="semsearch.index.build"):
-        options = replace(_options(corpus_file, tmp_path, model=str(tiny_model_dir), device="cpu"),
-                          show_progress=True)  # fmt: skip
+        options = replace(
+            _options(corpus_file, tmp_path, model=str(tiny_model_dir), device="cpu"),
+            show_progress=True,
+        )
         build_index(options)
     assert f"loading model {tiny_model_dir} on cpu" in said_before_loading

@@ -54,10 +54,14 @@ def test_a_timestamp_is_never_a_number() -> None:
 
 def test_same_kinds_that_fit_and_nulls_convert() -> None:
     rows = conform(
-        _rows(id=pa.array([1, 2], pa.int32()), score=pa.array([0.5, float("nan")], pa.float32()),
-              year=pa.nulls(2)),
-        TARGET, "parquet",
-    )  # fmt: skip
+        _rows(
+            id=pa.array([1, 2], pa.int32()),
+            score=pa.array([0.5, float("nan")], pa.float32()),
+            year=pa.nulls(2),
+        ),
+        TARGET,
+        "parquet",
+    )
     assert rows.schema == pa.schema(
         {"text": pa.string(), "id": pa.int64(), "score": pa.float64(), "year": pa.int64()}
     )

@@ -72,7 +72,10 @@ def test_parts_and_ids_span_the_files_in_order_and_resume_where_missing(tmp_path
     check_unique_ids(scans, "id")
     units = plan_units(scans, part_rows=5, written=lambda part: part in (1, 2), parts_per_read=4)
     assert [(u.path.endswith("a.parquet"), u.start, u.stop, u.wanted) for u in units] == [
-        (True, 0, 20, (0, 3)), (True, 20, 25, (4,)), (False, 0, 12, (5, 6, 7))]  # fmt: skip
+        (True, 0, 20, (0, 3)),
+        (True, 20, 25, (4,)),
+        (False, 0, 12, (5, 6, 7)),
+    ]
     parts = [part for unit in units for part in read_unit(unit, "text", 5)]
     assert [part.part for part in parts] == [0, 3, 4, 5, 6, 7]
     ids = np.concatenate([part.ids for part in parts])

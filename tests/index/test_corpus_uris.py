@@ -45,8 +45,16 @@ def _stored(folder: IndexFolder) -> tuple[list[int], np.ndarray]:
 
 
 def _options(corpus, out_dir, name=None) -> BuildOptions:
-    return BuildOptions(corpus=corpus, name=name, id_column="id", out_dir=out_dir, index="flat",
-                        part_rows=8, show_progress=False, lexical=None)  # fmt: skip
+    return BuildOptions(
+        corpus=corpus,
+        name=name,
+        id_column="id",
+        out_dir=out_dir,
+        index="flat",
+        part_rows=8,
+        show_progress=False,
+        lexical=None,
+    )
 
 
 def test_file_uris_name_a_file_a_folder_or_a_glob(tmp_path) -> None:
@@ -114,8 +122,10 @@ def test_an_fsspec_filesystem_builds_adds_and_mines(tmp_path, tiny_encoder) -> N
         _write(tmp_path / f"{name}.parquet", first, rows)
         memory.pipe(f"/semsearch-test/{name}.parquet", (tmp_path / f"{name}.parquet").read_bytes())
     try:
-        built = build_index(_options("memory://semsearch-test/*.parquet", tmp_path / "idx", "mem"),
-                            encoder=tiny_encoder)  # fmt: skip
+        built = build_index(
+            _options("memory://semsearch-test/*.parquet", tmp_path / "idx", "mem"),
+            encoder=tiny_encoder,
+        )
         assert built.manifest().rows == 29
         _write(tmp_path / "more.parquet", 32, 5)
         memory.pipe("/semsearch-test/more.parquet", (tmp_path / "more.parquet").read_bytes())

@@ -129,8 +129,11 @@ def test_ivf_parameters_are_built_in_one_place_that_requires_nprobe() -> None:
     import semsearch
 
     package = Path(semsearch.__file__).parent
-    builders = [path.relative_to(package).as_posix() for path in package.rglob("*.py")
-                if "SearchParametersIVF(" in path.read_text()]  # fmt: skip
+    builders = [
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if "SearchParametersIVF(" in path.read_text()
+    ]
     assert builders == ["index/vector_index.py"]
     assert ivf_parameters(9).nprobe == 9
 

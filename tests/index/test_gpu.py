@@ -44,10 +44,12 @@ class _FailsHalfWay:
     def add_with_ids(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         half = len(ids) // 2
         self.inner.add_with_ids(vectors[:half], ids[:half])
-        raise RuntimeError("Error in virtual void* faiss::gpu::StandardGpuResourcesImpl::"
-                           "allocMemory: Error: 'err == cudaSuccess' failed: StandardGpuResources: "
-                           "alloc fail type TemporaryMemoryBuffer dev 0 space Device stream 0 "
-                           "size 1073741824 bytes (cudaMalloc error out of memory [2])")  # fmt: skip
+        raise RuntimeError(
+            "Error in virtual void* faiss::gpu::StandardGpuResourcesImpl::"
+            "allocMemory: Error: 'err == cudaSuccess' failed: StandardGpuResources: "
+            "alloc fail type TemporaryMemoryBuffer dev 0 space Device stream 0 "
+            "size 1073741824 bytes (cudaMalloc error out of memory [2])"
+        )
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -181,8 +183,9 @@ def test_train_add_tune_on_the_gpu_matches_the_cpu_and_writes_a_cpu_index(tmp_pa
             assert index.device == device
             index.train(vectors[:5_000])
             index.add(vectors, ids, prepared=True)
-            result = tune_against_exact(index, vectors[:200], lambda: [(ids, vectors)], 0.95, 10,
-                                        ids[:200])  # fmt: skip
+            result = tune_against_exact(
+                index, vectors[:200], lambda: [(ids, vectors)], 0.95, 10, ids[:200]
+            )
         assert index.device == CPU and not gpu.is_gpu_index(index.faiss)
         size = index.write(tmp_path / f"{device}.faiss")
         assert size > 0

@@ -40,8 +40,14 @@ def test_terms_are_lower_cased_stemmed_and_stop_words_dropped() -> None:
 def test_segments_score_with_index_wide_idf() -> None:
     """Two segments score as one index over the same rows (their average lengths are equal,
     so only IDF could differ)."""
-    texts = ["red apple pie", "green apple tart sweet", "red cherry", "blue plum jam",
-             "red plum tart cream", "kiwi jam"]  # fmt: skip
+    texts = [
+        "red apple pie",
+        "green apple tart sweet",
+        "red cherry",
+        "blue plum jam",
+        "red plum tart cream",
+        "kiwi jam",
+    ]
     whole = LexicalPart.of(build_bm25(texts, SPEC))
     first, second = (
         LexicalPart.of(build_bm25(texts[:4], SPEC)),
@@ -97,8 +103,12 @@ def test_build_records_the_part_and_add_delete_compact_keep_it_in_step(
 
 
 def test_an_index_without_a_lexical_part_opens_and_reindex_adds_it(tmp_path, tiny_encoder) -> None:
-    folder = build(write(generated_table(30), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder,
-                   lexical=None)  # fmt: skip
+    folder = build(
+        write(generated_table(30), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        lexical=None,
+    )
     searcher = Searcher(folder, encoder=tiny_encoder)
     assert searcher.manifest.lexical is None and len(searcher.search(["cat"], k=3)[0]) == 3
     with pytest.raises(SemsearchError, match="no lexical .* 'semsearch reindex docs --lexical'"):

@@ -36,7 +36,7 @@ def _texts(count: int = 300) -> list[str]:
         LexicalSpec(),
         LexicalSpec(method="robertson"),
         LexicalSpec(method="atire", stemmer="", stopwords=""),
-    ],  # fmt: skip
+    ],
 )
 def test_parts_make_the_files_bm25s_makes_from_every_text(tmp_path, spec: LexicalSpec) -> None:
     texts = _texts()
@@ -60,8 +60,9 @@ def test_parts_make_the_files_bm25s_makes_from_every_text(tmp_path, spec: Lexica
 def test_no_text_with_a_word_still_makes_a_readable_part(tmp_path) -> None:
     written = tmp_path / write_lexical(tmp_path, iter([["", "!!"], ["the"]]), LexicalSpec(), 2)
     part = LexicalPart.read(written, 3)
-    scores, rows = lexical_search([LexicalSegment(part, 0)], LexicalSpec(), ["cat"], 2,
-                                  np.ones(3, bool))  # fmt: skip
+    scores, rows = lexical_search(
+        [LexicalSegment(part, 0)], LexicalSpec(), ["cat"], 2, np.ones(3, bool)
+    )
     assert rows.tolist() == [[-1, -1]]
 
 

@@ -16,8 +16,10 @@ from semsearch.index.manifest import read_manifest, write_manifest
 
 
 def test_reading_a_manifest_imports_neither_torch_nor_faiss() -> None:
-    code = ("import sys, semsearch.index.manifest, semsearch.index.store; "
-            "print('torch' in sys.modules, 'faiss' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, semsearch.index.manifest, semsearch.index.store; "
+        "print('torch' in sys.modules, 'faiss' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 

@@ -34,14 +34,24 @@ def _live_rows(segments: list[Segment]) -> dict[int, tuple[np.ndarray, dict]]:
 @pytest.fixture()
 def grown(tmp_path, tiny_encoder) -> Index:
     """Three segments whose ids interleave (replaced rows keep their ids), with deletions."""
-    index = Index(build(write(generated_table(40), tmp_path / "a.parquet"), tmp_path / "idx",
-                        tiny_encoder, part_rows=7))  # fmt: skip
+    index = Index(
+        build(
+            write(generated_table(40), tmp_path / "a.parquet"),
+            tmp_path / "idx",
+            tiny_encoder,
+            part_rows=7,
+        )
+    )
     changed = generated_table(10, start=5).set_column(
         1, "text", pa.array([f"changed {i}" for i in range(10)])
     )
     index.add(pa.concat_tables([changed, generated_table(6, start=40)]), encoder=tiny_encoder)
-    index.add(generated_table(3, start=20).set_column(
-        1, "text", pa.array(["again 0", "again 1", "again 2"])), encoder=tiny_encoder)  # fmt: skip
+    index.add(
+        generated_table(3, start=20).set_column(
+            1, "text", pa.array(["again 0", "again 1", "again 2"])
+        ),
+        encoder=tiny_encoder,
+    )
     index.delete(ids=["d1", "d7", "d41", "d21"])
     return index
 

@@ -30,24 +30,39 @@ def typed_rows(rows: int, first: int = 0) -> pa.Table:
     """Rows with ints, strings, lists, nulls and timestamps, and their own vectors."""
     numbers = range(first, first + rows)
     vectors = np.random.default_rng(first).normal(size=(rows, DIMENSION)).astype(np.float32)
-    return pa.table({
-        "key": [f"k{i}" for i in numbers],
-        "emb": pa.array(list(vectors), pa.list_(pa.float32())),
-        "year": pa.array([2000 + i for i in numbers], pa.int64()),
-        "name": [f"name {i} é" for i in numbers],
-        "tags": pa.array([[f"t{j}" for j in range(i % 3)] for i in numbers], pa.list_(pa.string())),
-        "score": [None if i % 4 == 0 else i / 2 for i in numbers],
-        "seen": pa.array([dt.datetime(2020, 1, 1) + dt.timedelta(hours=i) for i in numbers],
-                         pa.timestamp("us")),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "key": [f"k{i}" for i in numbers],
+            "emb": pa.array(list(vectors), pa.list_(pa.float32())),
+            "year": pa.array([2000 + i for i in numbers], pa.int64()),
+            "name": [f"name {i} é" for i in numbers],
+            "tags": pa.array(
+                [[f"t{j}" for j in range(i % 3)] for i in numbers], pa.list_(pa.string())
+            ),
+            "score": [None if i % 4 == 0 else i / 2 for i in numbers],
+            "seen": pa.array(
+                [dt.datetime(2020, 1, 1) + dt.timedelta(hours=i) for i in numbers],
+                pa.timestamp("us"),
+            ),
+        }
+    )
 
 
 def build(tmp_path: Path, rows: int = 40, part_rows: int = 7) -> IndexFolder:
     path = tmp_path / "c.parquet"
     pq.write_table(typed_rows(rows), path)
-    return build_index(BuildOptions(corpus=path, out_dir=tmp_path / "idx", vector_column="emb",
-                                    model=None, id_column="key", index="flat",
-                                    part_rows=part_rows, show_progress=False))  # fmt: skip
+    return build_index(
+        BuildOptions(
+            corpus=path,
+            out_dir=tmp_path / "idx",
+            vector_column="emb",
+            model=None,
+            id_column="key",
+            index="flat",
+            part_rows=part_rows,
+            show_progress=False,
+        )
+    )
 
 
 def expected(*tables: pa.Table) -> dict[str, dict]:
@@ -168,9 +183,19 @@ def test_a_snapshot_keeps_its_own_rows_after_build_overwrite_replaced_the_folder
     folder = build(tmp_path)
     snapshot = open_snapshot(folder)
     pq.write_table(typed_rows(40, first=500), tmp_path / "c.parquet")
-    build_index(BuildOptions(corpus=tmp_path / "c.parquet", out_dir=tmp_path / "idx",
-                             vector_column="emb", model=None, id_column="key", index="flat",
-                             part_rows=7, overwrite=True, show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=tmp_path / "c.parquet",
+            out_dir=tmp_path / "idx",
+            vector_column="emb",
+            model=None,
+            id_column="key",
+            index="flat",
+            part_rows=7,
+            overwrite=True,
+            show_progress=False,
+        )
+    )
     assert [row["key"] for row in snapshot.hit_metadata.rows([0, 39])] == ["k0", "k39"]
     with pytest.raises(SemsearchError, match="was replaced .* reopen it"):
         snapshot.where_mask("year > 2001")

@@ -12,12 +12,16 @@ def chunked_table() -> pa.Table:
     parts = []
     for start, count in ((0, 5), (5, 1), (6, 7)):
         numbers = list(range(start, start + count))
-        parts.append(pa.table({
-            "name": [f"row {n}" for n in numbers],
-            "count": [n * 10 if n % 3 else None for n in numbers],
-            "when": [datetime.date(2020, 1, 1 + n) for n in numbers],
-            "tags": [[f"t{n}"] * (n % 3) for n in numbers],
-        }))  # fmt: skip
+        parts.append(
+            pa.table(
+                {
+                    "name": [f"row {n}" for n in numbers],
+                    "count": [n * 10 if n % 3 else None for n in numbers],
+                    "when": [datetime.date(2020, 1, 1 + n) for n in numbers],
+                    "tags": [[f"t{n}"] * (n % 3) for n in numbers],
+                }
+            )
+        )
     return pa.concat_tables(parts)
 
 

@@ -22,12 +22,14 @@ DIMENSION = 8
 def vector_corpus(path: Path, vectors: np.ndarray, first_id: int = 0, **columns) -> Path:
     """A Parquet corpus of `vectors` (a list<float> column `emb`), ids and a year."""
     rows = len(vectors)
-    table = pa.table({
-        "key": [f"k{first_id + i}" for i in range(rows)],
-        "emb": pa.array(list(np.asarray(vectors, np.float32)), pa.list_(pa.float32())),
-        "year": list(range(2000, 2000 + rows)),
-        **columns,
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "key": [f"k{first_id + i}" for i in range(rows)],
+            "emb": pa.array(list(np.asarray(vectors, np.float32)), pa.list_(pa.float32())),
+            "year": list(range(2000, 2000 + rows)),
+            **columns,
+        }
+    )
     pq.write_table(table, path)
     return path
 
@@ -221,8 +223,12 @@ def test_vectors_of_another_size_than_the_named_model_s_are_refused(
     tmp_path, tiny_model_dir, vectors
 ) -> None:
     with pytest.raises(SemsearchError, match=r"are 8-d, but model .* makes 32-d"):
-        build(vector_corpus(tmp_path / "c.parquet", vectors), tmp_path / "idx",
-              model=str(tiny_model_dir), device="cpu")  # fmt: skip
+        build(
+            vector_corpus(tmp_path / "c.parquet", vectors),
+            tmp_path / "idx",
+            model=str(tiny_model_dir),
+            device="cpu",
+        )
     assert not (tmp_path / "idx" / "c").exists()
 
 

@@ -63,8 +63,12 @@ def test_a_failing_stage_is_raised_once_and_stops_the_others(stage) -> None:
         return fail_at("encode", item)
 
     with pytest.raises(ValueError, match=f"^{stage} broke$"):
-        Pipeline(1).run(items(), lambda x: fail_at("tokenise", x),
-                        encode, lambda x: written.append(fail_at("write", x)))  # fmt: skip
+        Pipeline(1).run(
+            items(),
+            lambda x: fail_at("tokenise", x),
+            encode,
+            lambda x: written.append(fail_at("write", x)),
+        )
     assert _stage_threads() == []  # every stage has stopped
     assert len(encoded) < 20  # and none ran on through the rest of the items
     assert 3 not in written

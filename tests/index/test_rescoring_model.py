@@ -65,7 +65,7 @@ STEPS = st.one_of(
         Add,
         st.lists(NUMBERS, min_size=1, max_size=40, unique=True).map(tuple),
         st.integers(0, 2**16),
-    ),  # fmt: skip
+    ),
     st.builds(Delete, st.lists(NUMBERS, min_size=1, max_size=120).map(tuple)),
     st.just(Compact()),
 )
@@ -87,8 +87,14 @@ def test_disk_searches_follow_the_live_rows(seed: int, k: int, steps: list) -> N
     folder = Path(tempfile.mkdtemp(prefix="rescoring-model-"))
     try:
         first = np.random.default_rng(seed).normal(size=(FIRST_ROWS, DIMENSION))
-        index = Index(build(vector_corpus(folder / "c.parquet", first), folder / "idx",
-                            index="disk", lexical=None))  # fmt: skip
+        index = Index(
+            build(
+                vector_corpus(folder / "c.parquet", first),
+                folder / "idx",
+                index="disk",
+                lexical=None,
+            )
+        )
         assert index.manifest.index.requested == "disk"
         model = {f"k{number}": vector for number, vector in enumerate(first.astype(np.float32))}
         _check(index, model, k)
@@ -112,11 +118,13 @@ def test_disk_searches_follow_the_live_rows(seed: int, k: int, steps: list) -> N
 
 
 def _table(numbers: tuple[int, ...], vectors: np.ndarray) -> pa.Table:
-    return pa.table({
-        "key": [f"k{number}" for number in numbers],
-        "emb": pa.array(list(vectors.astype(np.float32)), pa.list_(pa.float32())),
-        "year": [2000] * len(numbers),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "key": [f"k{number}" for number in numbers],
+            "emb": pa.array(list(vectors.astype(np.float32)), pa.list_(pa.float32())),
+            "year": [2000] * len(numbers),
+        }
+    )
 
 
 def _check(index: Index, model: dict[str, np.ndarray], k: int) -> None:

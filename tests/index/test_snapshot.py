@@ -31,8 +31,13 @@ def _brute_force(searcher: Searcher, where_rows: np.ndarray, k: int) -> list[lis
 def test_filtered_results_equal_brute_force_over_the_matching_rows(
     tmp_path, tiny_encoder, index_type, where, monkeypatch
 ) -> None:
-    folder = build(write(generated_table(400), tmp_path / "a.parquet"), tmp_path / "idx",
-                   tiny_encoder, index_type, target_recall=None)  # fmt: skip
+    folder = build(
+        write(generated_table(400), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        index_type,
+        target_recall=None,
+    )
     monkeypatch.setattr(snapshot_module, "EXACT_FILTER_ROWS", 10)  # exercise the FAISS filter path
     searcher = Searcher(folder, tiny_encoder)
     rows = np.flatnonzero(searcher.snapshot.where_mask(where))
@@ -47,8 +52,10 @@ def test_filtered_results_equal_brute_force_over_the_matching_rows(
 
 
 def test_bad_where_is_one_clear_error(tmp_path, tiny_encoder) -> None:
-    searcher = Searcher(build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx",
-                              tiny_encoder), tiny_encoder)  # fmt: skip
+    searcher = Searcher(
+        build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder),
+        tiny_encoder,
+    )
     with pytest.raises(
         SemsearchError, match="column 'colour'.*columns are: doc, text, year, license"
     ):
@@ -63,17 +70,27 @@ def test_bad_where_is_one_clear_error(tmp_path, tiny_encoder) -> None:
 
 
 def test_one_searcher_many_threads_each_with_its_own_nprobe(tmp_path, tiny_encoder) -> None:
-    folder = build(write(generated_table(600), tmp_path / "a.parquet"), tmp_path / "idx",
-                   tiny_encoder, "IVF16,Flat", target_recall=None)  # fmt: skip
+    folder = build(
+        write(generated_table(600), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        "IVF16,Flat",
+        target_recall=None,
+    )
     searcher = Searcher(folder, tiny_encoder)
     settings = [1, 2, 3, 4, 6, 8, 12, 16]
-    sequential = {n: [[h.id for h in hits] for hits in searcher.search(QUERIES, k=10, nprobe=n)]
-                  for n in settings}  # fmt: skip
+    sequential = {
+        n: [[h.id for h in hits] for hits in searcher.search(QUERIES, k=10, nprobe=n)]
+        for n in settings
+    }
     assert sequential[1] != sequential[16]  # the parameter matters on this index
 
     def run(nprobe: int) -> tuple[int, list]:
-        return nprobe, [[h.id for h in hits] for _ in range(5)
-                        for hits in searcher.search(QUERIES, k=10, nprobe=nprobe)][:len(QUERIES)]  # fmt: skip
+        return nprobe, [
+            [h.id for h in hits]
+            for _ in range(5)
+            for hits in searcher.search(QUERIES, k=10, nprobe=nprobe)
+        ][: len(QUERIES)]
 
     with ThreadPoolExecutor(8) as pool:
         threaded = dict(pool.map(run, settings * 3))
@@ -101,8 +118,13 @@ def test_a_small_added_segment_of_an_ivf_index_is_searched_exactly(tmp_path, tin
     from semsearch.index.living import Index
     from semsearch.index.vector_index import ExactStandIn
 
-    folder = build(write(generated_table(400), tmp_path / "a.parquet"), tmp_path / "idx",
-                   tiny_encoder, "IVF16,Flat", target_recall=None)  # fmt: skip
+    folder = build(
+        write(generated_table(400), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        "IVF16,Flat",
+        target_recall=None,
+    )
     Index(folder).add(
         write(generated_table(12, start=400), tmp_path / "b.parquet"), encoder=tiny_encoder
     )

@@ -93,11 +93,14 @@ def test_duplicated_vectors_need_no_more_nprobe_when_ties_count() -> None:
     rows = np.arange(0, 3000, 30)
     scores, exact = _exact(vectors[rows], vectors, 11)
     by_rows = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_ids=rows)
-    tie_aware = tune_index(index, vectors[rows], exact, target=0.95, k=10, query_ids=rows,
-                           exact_scores=scores)  # fmt: skip
+    tie_aware = tune_index(
+        index, vectors[rows], exact, target=0.95, k=10, query_ids=rows, exact_scores=scores
+    )
     assert tie_aware.met and tie_aware.value <= by_rows.value
-    assert all(tie_aware.tried[v] >= by_rows.tried[v] - 1e-9
-               for v in tie_aware.tried.keys() & by_rows.tried.keys())  # fmt: skip
+    assert all(
+        tie_aware.tried[v] >= by_rows.tried[v] - 1e-9
+        for v in tie_aware.tried.keys() & by_rows.tried.keys()
+    )
 
 
 def test_a_coded_index_is_judged_on_exact_scores_of_what_it_found() -> None:
@@ -111,14 +114,25 @@ def test_a_coded_index_is_judged_on_exact_scores_of_what_it_found() -> None:
     rows = np.arange(0, 3000, 30)
     parts = lambda: iter([(ids[:1000], vectors[:1000]), (ids[1000:], vectors[1000:])])  # noqa: E731
     scores, exact = exact_knn(vectors[rows], parts(), 11, "cosine")
-    by_ids = tune_index(index, vectors[rows], exact, 0.95, k=10, query_ids=ids[rows],
-                        exact_scores=scores)  # fmt: skip
+    by_ids = tune_index(
+        index, vectors[rows], exact, 0.95, k=10, query_ids=ids[rows], exact_scores=scores
+    )
     rescored = tune_against_exact(index, vectors[rows], parts, 0.95, k=10, query_ids=ids[rows])
     assert rescored.met and rescored.value <= by_ids.value
-    assert all(rescored.tried[v] >= by_ids.tried[v] - 1e-9
-               for v in rescored.tried.keys() & by_ids.tried.keys())  # fmt: skip
-    every_list = tune_index(index, vectors[rows], exact, 1.0, k=10, query_ids=ids[rows],
-                            exact_scores=scores, rescore=StoredScores(parts, "cosine"))  # fmt: skip
+    assert all(
+        rescored.tried[v] >= by_ids.tried[v] - 1e-9
+        for v in rescored.tried.keys() & by_ids.tried.keys()
+    )
+    every_list = tune_index(
+        index,
+        vectors[rows],
+        exact,
+        1.0,
+        k=10,
+        query_ids=ids[rows],
+        exact_scores=scores,
+        rescore=StoredScores(parts, "cosine"),
+    )
     assert every_list.recall >= 0.99  # fp16 may only swap neighbours closer than its rounding
     found = index.search(vectors[rows], 5)[1]
     exact_again = StoredScores(parts, "cosine")(vectors[rows], found)
@@ -199,8 +213,9 @@ def test_exact_index_and_bad_target_are_refused() -> None:
 
 def _corpus(tmp_path, rows: int, template: str):
     path = tmp_path / "c.csv"
-    path.write_text("text\n" + "".join(template.format(i=i, a=i % 31, b=i % 7) + "\n"
-                                       for i in range(rows)))  # fmt: skip
+    path.write_text(
+        "text\n" + "".join(template.format(i=i, a=i % 31, b=i % 7) + "\n" for i in range(rows))
+    )
     return path
 
 
@@ -209,9 +224,17 @@ def test_a_compressed_index_is_retuned_from_its_stored_vectors(tmp_path, tiny_en
     # The PQ codes cannot give back the vectors, but the segment stores them: exact search
     # over those is the ground truth, and the retuned nprobe goes into a new generation.
     path = _corpus(tmp_path, 1200, "record {i} in family {a} of kind {b}")
-    folder = build_index(BuildOptions(corpus=path, name="pq", out_dir=tmp_path / "idx",
-                                      index="ivfpq", target_recall=None, show_progress=False),
-                         encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        BuildOptions(
+            corpus=path,
+            name="pq",
+            out_dir=tmp_path / "idx",
+            index="ivfpq",
+            target_recall=None,
+            show_progress=False,
+        ),
+        encoder=tiny_encoder,
+    )
     first = folder.manifest()
     assert ",PQ" in first.index.factory and first.tuning is None
     result = retune(folder, 0.6, sample=100)
@@ -233,8 +256,14 @@ def test_build_with_target_recall_records_the_tuning(tmp_path, tiny_encoder) -> 
     path.write_text(
         "text\n" + "".join(f"item {i} of group {i % 23} in set {i % 7}\n" for i in range(1500))
     )
-    options = BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="ivf",
-                           target_recall=0.9, show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=path,
+        name="t",
+        out_dir=tmp_path / "idx",
+        index="ivf",
+        target_recall=0.9,
+        show_progress=False,
+    )
     manifest = build_index(options, encoder=tiny_encoder).manifest()
     assert manifest.tuning["met"] and manifest.tuning["recall"] >= 0.9
     assert manifest.index.search_params == {"nprobe": manifest.tuning["value"]}
@@ -247,9 +276,17 @@ def test_an_approximate_build_is_tuned_by_default_unless_asked_not_to(
     path.write_text("text\n" + "".join(f"note {i} on topic {i % 19}\n" for i in range(1200)))
 
     def build(name: str, **options):
-        return build_index(BuildOptions(corpus=path, name=name, out_dir=tmp_path / "idx",
-                                        index="hnsw", show_progress=False, **options),
-                           encoder=tiny_encoder).manifest()  # fmt: skip
+        return build_index(
+            BuildOptions(
+                corpus=path,
+                name=name,
+                out_dir=tmp_path / "idx",
+                index="hnsw",
+                show_progress=False,
+                **options,
+            ),
+            encoder=tiny_encoder,
+        ).manifest()
 
     tuned = build("tuned")
     assert tuned.tuning["target"] == DEFAULT_TARGET_RECALL
@@ -262,8 +299,14 @@ def test_an_approximate_build_is_tuned_by_default_unless_asked_not_to(
 def test_a_bad_target_recall_is_refused_before_encoding(tmp_path, tiny_encoder, target) -> None:
     path = tmp_path / "c.csv"
     path.write_text("text\nalpha\nbeta\n")
-    options = BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="hnsw",
-                           target_recall=target, show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=path,
+        name="t",
+        out_dir=tmp_path / "idx",
+        index="hnsw",
+        target_recall=target,
+        show_progress=False,
+    )
     with pytest.raises(SemsearchError, match="--target-recall must be in"):
         build_index(options, encoder=tiny_encoder)
     assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
@@ -271,8 +314,12 @@ def test_a_bad_target_recall_is_refused_before_encoding(tmp_path, tiny_encoder, 
 
 def test_retune_writes_a_new_generation(tmp_path, tiny_encoder) -> None:
     path = _corpus(tmp_path, 1500, "entry {i} about subject {a}")
-    folder = build_index(BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx", index="hnsw",
-                                      show_progress=False), encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        BuildOptions(
+            corpus=path, name="t", out_dir=tmp_path / "idx", index="hnsw", show_progress=False
+        ),
+        encoder=tiny_encoder,
+    )
     first = folder.manifest()
     result = retune(folder, 0.99, sample=100)
     manifest = folder.manifest()
@@ -284,8 +331,12 @@ def test_retune_writes_a_new_generation(tmp_path, tiny_encoder) -> None:
 
 def test_an_exact_index_is_not_retuned(tmp_path, tiny_encoder) -> None:
     path = _corpus(tmp_path, 50, "line {i}")
-    folder = build_index(BuildOptions(corpus=path, name="t", out_dir=tmp_path / "idx",
-                                      index="flat", show_progress=False), encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        BuildOptions(
+            corpus=path, name="t", out_dir=tmp_path / "idx", index="flat", show_progress=False
+        ),
+        encoder=tiny_encoder,
+    )
     with pytest.raises(SemsearchError, match="nothing to tune"):
         retune(folder, 0.9)
     assert folder.generations() == [1]
@@ -345,9 +396,17 @@ def test_retune_under_strict_writes_nothing_when_the_target_is_missed(
     tmp_path, tiny_encoder
 ) -> None:
     path = _corpus(tmp_path, 300, "record {i} in family {a} of kind {b}")
-    folder = build_index(BuildOptions(corpus=path, name="pq", out_dir=tmp_path / "idx",
-                                      index="IVF4,PQ2x4", target_recall=None, show_progress=False),
-                         encoder=tiny_encoder)  # fmt: skip
+    folder = build_index(
+        BuildOptions(
+            corpus=path,
+            name="pq",
+            out_dir=tmp_path / "idx",
+            index="IVF4,PQ2x4",
+            target_recall=None,
+            show_progress=False,
+        ),
+        encoder=tiny_encoder,
+    )
     with pytest.raises(SemsearchError, match="recall target missed"):
         retune(folder, 1.0, sample=50, strict=True)
     assert folder.generations() == [1]
@@ -362,8 +421,15 @@ def test_build_under_strict_leaves_no_index_when_the_target_is_missed(
     tmp_path, tiny_encoder
 ) -> None:
     path = _corpus(tmp_path, 300, "record {i} in family {a} of kind {b}")
-    options = BuildOptions(corpus=path, name="pq", out_dir=tmp_path / "idx", index="IVF4,PQ2x4",
-                           target_recall=1.0, strict=True, show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=path,
+        name="pq",
+        out_dir=tmp_path / "idx",
+        index="IVF4,PQ2x4",
+        target_recall=1.0,
+        strict=True,
+        show_progress=False,
+    )
     with pytest.raises(SemsearchError, match="recall target missed"):
         build_index(options, encoder=tiny_encoder)
     assert not any((tmp_path / "idx").iterdir())

@@ -28,13 +28,26 @@ def _scores(searcher: Searcher, k: int = 10, **options) -> np.ndarray:
 @pytest.mark.parametrize("index_type", ["flat", "IVF4,Flat", "hnsw"])
 def test_add_equals_a_fresh_build(tmp_path, tiny_encoder, index_type) -> None:
     first, second = generated_table(200), generated_table(100, start=200)
-    grown = Index(build(write(first, tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder,
-                        index_type, target_recall=None))  # fmt: skip
+    grown = Index(
+        build(
+            write(first, tmp_path / "a.parquet"),
+            tmp_path / "idx",
+            tiny_encoder,
+            index_type,
+            target_recall=None,
+        )
+    )
     result = grown.add(second, encoder=tiny_encoder)
     assert (result.added, result.replaced, result.generation) == (100, 0, 2)
     whole = pa.concat_tables([first, second])
-    fresh = build(write(whole, tmp_path / "all.parquet"), tmp_path / "idx", tiny_encoder,
-                  index_type, name="fresh", target_recall=None)  # fmt: skip
+    fresh = build(
+        write(whole, tmp_path / "all.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        index_type,
+        name="fresh",
+        target_recall=None,
+    )
     ours, theirs = Searcher(grown.folder, tiny_encoder), Searcher(fresh, tiny_encoder)
     # Every list / a wide beam: both indexes then answer exactly, so any row the add lost or
     # misplaced would change the scores.
@@ -120,8 +133,12 @@ def test_add_refuses_duplicate_ids_and_another_id_column(tmp_path, tiny_encoder)
     from semsearch.index.update import add_rows
 
     with pytest.raises(SemsearchError, match="leave --id-column out"):
-        add_rows(index.folder, write(generated_table(2), tmp_path / "b.parquet"), tiny_encoder,
-                 id_column="text")  # fmt: skip
+        add_rows(
+            index.folder,
+            write(generated_table(2), tmp_path / "b.parquet"),
+            tiny_encoder,
+            id_column="text",
+        )
     assert index.manifest.generation == 1 and len(index.folder.generations()) == 1
 
 
@@ -168,8 +185,10 @@ def test_a_renamed_text_column_is_stored_as_the_index_text(tmp_path, tiny_encode
     index = _int_ids_index(tmp_path, tiny_encoder)
     from semsearch.index.update import add_rows
 
-    renamed = write(pa.table({"doc": [20], "body": ["a renamed text column"], "year": [2020]}),
-                    tmp_path / "renamed.parquet")  # fmt: skip
+    renamed = write(
+        pa.table({"doc": [20], "body": ["a renamed text column"], "year": [2020]}),
+        tmp_path / "renamed.parquet",
+    )
     assert add_rows(index.folder, renamed, tiny_encoder, text_column="body").added == 1
     hits = index.searcher(encoder=tiny_encoder).search(["a renamed text column"], k=1)[0]
     assert (hits[0].id, hits[0].text) == (20, "a renamed text column")
@@ -196,8 +215,13 @@ def test_a_changed_column_type_is_refused_and_a_changed_value_is_a_change(
 
     index = _int_ids_index(tmp_path, tiny_encoder)
     before = _stored(index, tiny_encoder)
-    stamps = pa.table({"doc": [7], "text": ["timestamp year"],
-                       "year": pa.array([datetime.datetime(2020, 1, 1)], pa.timestamp("us"))})  # fmt: skip
+    stamps = pa.table(
+        {
+            "doc": [7],
+            "text": ["timestamp year"],
+            "year": pa.array([datetime.datetime(2020, 1, 1)], pa.timestamp("us")),
+        }
+    )
     with pytest.raises(SemsearchError, match="'year' holds timestamp.* index 'docs' holds int64"):
         index.add(stamps, encoder=tiny_encoder)
     same_text = tmp_path / "same.csv"  # row 2's text as it is, a year that is not a year
@@ -235,8 +259,12 @@ def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -
     path = tmp_path / name
     path.write_bytes(MALFORMED_CSVS[name])
     with pytest.raises(SemsearchError) as by_build:
-        build_index(BuildOptions(corpus=path, name="x", id_column="doc", out_dir=tmp_path / "b",
-                                 show_progress=False), encoder=tiny_encoder)  # fmt: skip
+        build_index(
+            BuildOptions(
+                corpus=path, name="x", id_column="doc", out_dir=tmp_path / "b", show_progress=False
+            ),
+            encoder=tiny_encoder,
+        )
     with pytest.raises(SemsearchError) as by_add:
         add_rows(index.folder, path, tiny_encoder)
     assert str(by_add.value) == str(by_build.value)
@@ -253,12 +281,17 @@ def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch
     from semsearch.index.store import IndexFolder
 
     Bar = recording_bar()
-    folder = build(write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx",
-                   tiny_encoder)  # fmt: skip
+    folder = build(
+        write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder
+    )
     monkeypatch.setattr(update_module, "tqdm", Bar)
-    update_module.add_rows(IndexFolder(folder.path), write(generated_table(100, start=20),
-                           tmp_path / "b.parquet"), tiny_encoder, batch_size=16,
-                           show_progress=True)  # fmt: skip
+    update_module.add_rows(
+        IndexFolder(folder.path),
+        write(generated_table(100, start=20), tmp_path / "b.parquet"),
+        tiny_encoder,
+        batch_size=16,
+        show_progress=True,
+    )
     assert sum(Bar.updates) == 100 and len(Bar.updates) > 1 and max(Bar.updates) <= 16
     assert [(bar.get("total"), bar.get("disable", False)) for bar in Bar.opened] == [(100, False)]
 
@@ -273,11 +306,13 @@ def test_an_add_loads_the_model_only_for_rows_to_encode_and_says_so(
 
     loads = []
     real = update_module.open_for_rows
-    monkeypatch.setattr(update_module, "open_for_rows",
-                        lambda *args: loads.append(args) or real(*args))  # fmt: skip
+    monkeypatch.setattr(
+        update_module, "open_for_rows", lambda *args: loads.append(args) or real(*args)
+    )
     table = generated_table(20)
-    folder = IndexFolder(build(write(table, tmp_path / "a.parquet"), tmp_path / "idx",
-                               tiny_encoder).path)  # fmt: skip
+    folder = IndexFolder(
+        build(write(table, tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder).path
+    )
     with caplog.at_level(logging.WARNING, logger="semsearch.index.update"):
         unchanged = update_module.add_rows(folder, tmp_path / "a.parquet", show_progress=True)
         assert unchanged.unchanged == 20 and loads == [] and "loading" not in caplog.text

@@ -45,8 +45,17 @@ MODEL_SETTINGS = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-TEXTS = ["guitar on stage", "a cat on the sofa", "markets fell", "tar a folder", "two eggs",
-         "json parser", "a comet passes", "river bridge, at night", 'a "quoted" word']  # fmt: skip
+TEXTS = [
+    "guitar on stage",
+    "a cat on the sofa",
+    "markets fell",
+    "tar a folder",
+    "two eggs",
+    "json parser",
+    "a comet passes",
+    "river bridge, at night",
+    'a "quoted" word',
+]
 QUERY = "a cat playing guitar"
 Row = tuple[str, int | None, str | None]  # text, year, tag
 
@@ -91,7 +100,7 @@ STEPS = st.one_of(
                 "body",
             ]
         ),
-    ),  # fmt: skip
+    ),
     st.builds(Delete, st.lists(st.integers(0, 11), min_size=1, max_size=4).map(tuple)),
     st.just(Compact()),
 )
@@ -168,8 +177,14 @@ def _build(folder: Path, rows: tuple, int_ids: bool, encoder, model: dict) -> In
     ids = [_key(n, int_ids) for n, _, _ in rows]
     table = pa.table({"doc": ids, "text": [t for _, t, _ in rows], "year": [y for *_, y in rows]})
     pq.write_table(table, folder / "first.parquet")
-    options = BuildOptions(corpus=folder / "first.parquet", name="docs", id_column="doc",
-                           out_dir=folder / "idx", index="flat", show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=folder / "first.parquet",
+        name="docs",
+        id_column="doc",
+        out_dir=folder / "idx",
+        index="flat",
+        show_progress=False,
+    )
     model.update({key: (text, year, None) for key, (_, text, year) in zip(ids, rows)})
     return Index(build_index(options, encoder=encoder))
 

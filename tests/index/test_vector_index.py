@@ -28,8 +28,9 @@ def _ivf() -> tuple[VectorIndex, np.ndarray]:
 
 
 @pytest.mark.parametrize("policy", ["PASSIVE", ""])
-def test_a_lone_query_shares_its_lists_only_where_threads_sleep(monkeypatch, two_threads,
-                                                                 policy) -> None:  # fmt: skip
+def test_a_lone_query_shares_its_lists_only_where_threads_sleep(
+    monkeypatch, two_threads, policy
+) -> None:
     monkeypatch.setenv("OMP_WAIT_POLICY", policy)
     index, vectors = _ivf()
     queries = vectors[:40] + 0.1

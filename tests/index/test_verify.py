@@ -74,8 +74,9 @@ def test_a_metadata_file_swapped_for_one_with_as_many_rows_is_refused(
 ) -> None:
     part = folder.segment_dir("s000000") / "part-00000.parquet"
     table = pq.read_table(part)
-    swapped = table.set_column(table.column_names.index("text"), "text",
-                               pa.array(["swapped"] * table.num_rows))  # fmt: skip
+    swapped = table.set_column(
+        table.column_names.index("text"), "text", pa.array(["swapped"] * table.num_rows)
+    )
     pq.write_table(swapped, part)
     _refused(
         folder, tiny_encoder, r"part-00000\.parquet (has the recorded size but not|is \d+ bytes)"
@@ -159,15 +160,22 @@ def test_rollback_repairs_an_edited_manifest(folder) -> None:
 
 
 def test_verify_imports_no_faiss_nor_torch_to_start() -> None:
-    code = ("import sys, semsearch.index.verify, semsearch.cli.verify_command; "
-            "print('torch' in sys.modules, 'faiss' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, semsearch.index.verify, semsearch.cli.verify_command; "
+        "print('torch' in sys.modules, 'faiss' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
 def test_writers_refuse_to_build_on_a_changed_file(tmp_path, tiny_encoder) -> None:
-    folder = build(write(generated_table(300), tmp_path / "a.parquet"), tmp_path / "idx",
-                   tiny_encoder, index="IVF4,Flat", target_recall=None)  # fmt: skip
+    folder = build(
+        write(generated_table(300), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        index="IVF4,Flat",
+        target_recall=None,
+    )
     trained = folder.path / "trained" / folder.manifest().index.trained_file
     more = write(generated_table(5, start=1000), tmp_path / "b.parquet")
     data = bytearray(trained.read_bytes())
@@ -221,8 +229,13 @@ def test_rollback_to_a_damaged_generation_is_refused_and_changes_nothing(
 
 
 def test_vectors_an_exact_stand_in_reads_at_open_are_hashed(tmp_path, tiny_encoder) -> None:
-    folder = build(write(generated_table(300), tmp_path / "a.parquet"), tmp_path / "idx",
-                   tiny_encoder, index="IVF4,Flat", target_recall=None)  # fmt: skip
+    folder = build(
+        write(generated_table(300), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        index="IVF4,Flat",
+        target_recall=None,
+    )
     add_rows(folder, write(generated_table(3, start=1000), tmp_path / "b.parquet"), tiny_encoder)
     _zero_tail(_vectors_file(folder))  # the added segment: fewer rows than lists, searched exactly
     with pytest.raises(SemsearchError, match=r"s000001/part-00000\.npy has the recorded size"):
@@ -248,10 +261,12 @@ def test_a_manifest_naming_a_column_that_does_not_exist_is_one_line(
     more = generated_table(2, start=500).rename_columns(["nowhere", "text", "year", "license"])
     if field == "text_column":
         more = generated_table(2, start=500).rename_columns(["doc", "nowhere", "year", "license"])
-    writers = [lambda: add_rows(folder, write(more, tmp_path / "b.parquet"), tiny_encoder),
-               lambda: delete_rows(folder, ids=["d1"]),
-               lambda: maintain.reindex(folder, "flat", target_recall=None),
-               lambda: maintain.compact(folder)]  # fmt: skip
+    writers = [
+        lambda: add_rows(folder, write(more, tmp_path / "b.parquet"), tiny_encoder),
+        lambda: delete_rows(folder, ids=["d1"]),
+        lambda: maintain.reindex(folder, "flat", target_recall=None),
+        lambda: maintain.compact(folder),
+    ]
     for writer in writers:  # none builds a generation on the edited record
         with pytest.raises(SemsearchError, match="names 'nowhere' as the"):
             writer()

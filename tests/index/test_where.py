@@ -39,8 +39,10 @@ def test_filters_over_the_parts_equal_filters_over_the_whole_table(tmp_path) -> 
         assert 0 < mask.sum() < len(mask), expression
     keys = snapshot.metadata.column("key").to_pylist()
     assert [keys[row] for row in np.flatnonzero(snapshot.where_mask("colour = 'red'"))] == [
-        "k100", "k103", "k106"
-    ]  # fmt: skip
+        "k100",
+        "k103",
+        "k106",
+    ]
 
 
 def test_a_predicate_reads_no_other_file(tmp_path) -> None:

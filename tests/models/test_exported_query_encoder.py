@@ -53,8 +53,11 @@ def test_the_exported_encoder_gives_torchs_vectors(tiny_encoder) -> None:
     exported = ExportedQueryEncoder.open(tiny_encoder.spec, threads=1)
     assert exported is not None and exported.spec == tiny_encoder.spec
     expected = tiny_encoder.encode(ODD_TEXTS, precision="fp32")
-    for got in (exported.encode(ODD_TEXTS), exported.encode(ODD_TEXTS, batch_size=2),
-                np.concatenate([exported.encode([text]) for text in ODD_TEXTS])):  # fmt: skip
+    for got in (
+        exported.encode(ODD_TEXTS),
+        exported.encode(ODD_TEXTS, batch_size=2),
+        np.concatenate([exported.encode([text]) for text in ODD_TEXTS]),
+    ):
         mean, least = cosine_agreement(got, expected)
         assert mean >= MIN_MEAN_COSINE and least >= MIN_COSINE, (mean, least)
         np.testing.assert_allclose(got, expected, atol=1e-5)
@@ -72,8 +75,10 @@ def test_an_fp32_index_keeps_its_neighbours(tiny_encoder, sentences, precision) 
     )  # checks (and records) bf16 also on a CPU without native bf16
     exported = ExportedQueryEncoder.open(tiny_encoder.spec, threads=1, precision=precision)
     top = {}
-    for name, vectors in (("torch", tiny_encoder.encode(queries, precision="fp32")),
-                          ("exported", exported.encode(queries))):  # fmt: skip
+    for name, vectors in (
+        ("torch", tiny_encoder.encode(queries, precision="fp32")),
+        ("exported", exported.encode(queries)),
+    ):
         top[name] = np.argsort(-(vectors @ corpus.T), axis=1, kind="stable")[:, :10]
     found = sum(len(set(a) & set(b)) for a, b in zip(top["torch"], top["exported"]))
     assert found / top["torch"].size >= 0.99
@@ -123,8 +128,7 @@ def test_the_first_query_exports_and_the_next_one_needs_no_torch_model(tiny_enco
     assert isinstance(first, ExportedQueryEncoder)
     assert all(path.is_file() for path in _entry_files(tiny_encoder))
     assert isinstance(open_for_queries(tiny_encoder.spec, "cpu", "auto"), ExportedQueryEncoder)
-    assert not isinstance(open_for_queries(tiny_encoder.spec, "cpu", "torch"),
-                          ExportedQueryEncoder)  # fmt: skip
+    assert not isinstance(open_for_queries(tiny_encoder.spec, "cpu", "torch"), ExportedQueryEncoder)
 
 
 def test_another_models_weights_are_not_exported_for_the_index(tiny_encoder) -> None:

@@ -8,8 +8,11 @@ import pytest
 
 from semsearch.models import BiEncoder
 
-TEXTS = [f"{word} library for {topic}" for word in ("A fast", "A small", "Another")
-         for topic in ("JSON", "images", "archives", "HTTP requests", "dates")] * 40  # fmt: skip
+TEXTS = [
+    f"{word} library for {topic}"
+    for word in ("A fast", "A small", "Another")
+    for topic in ("JSON", "images", "archives", "HTTP requests", "dates")
+] * 40
 TEXTS += [" ".join(["a long package description that goes on"] * 40)] * 20
 
 

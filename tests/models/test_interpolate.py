@@ -59,8 +59,16 @@ def test_bad_input_writes_nothing(tmp_path, tiny_model_dir, tuned_dir) -> None:
     with pytest.raises(SemsearchError, match="between 0"):
         interpolate_models(str(tiny_model_dir), str(tuned_dir), 1.5, output)
     other = tmp_path / "other"
-    BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=64)).save_pretrained(other)  # fmt: skip
+    BertModel(
+        BertConfig(
+            vocab_size=30522,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(other)
     BiEncoder.load(str(tiny_model_dir), device="cpu").tokenizer.save_pretrained(other)
     with pytest.raises(SemsearchError, match="differ in shape"):
         interpolate_models(str(tiny_model_dir), str(other), 0.5, output)

@@ -39,8 +39,9 @@ def test_batches_that_do_not_fit_are_halved_and_later_ones_kept_small(
     tight = TightMemory(tiny_encoder.transformer, rows=fits)
     monkeypatch.setattr(tiny_encoder, "_inference_transformer", lambda precision: tight)
     with caplog.at_level(logging.WARNING, logger="semsearch.models.memory_fit"):
-        vectors = tiny_encoder.encode(TEXTS, batch_size=16, packing=packing,
-                                      max_batch_tokens=16 * 64)  # fmt: skip
+        vectors = tiny_encoder.encode(
+            TEXTS, batch_size=16, packing=packing, max_batch_tokens=16 * 64
+        )
     np.testing.assert_allclose(vectors, expected, atol=1e-5)
     warnings = [record.getMessage() for record in caplog.records]
     assert len(warnings) == 1 and "ran out of memory" in warnings[0]

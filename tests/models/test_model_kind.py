@@ -23,8 +23,14 @@ def test_kinds_of_folders(tiny_model_dir, cross_dir, tmp_path) -> None:
     assert model_kind(tiny_model_dir) == "bi-encoder"  # a plain transformer
     assert model_kind(cross_dir) == "cross-encoder"
     # A sequence classifier saved by another tool, without cross_encoder.json.
-    config = BertConfig(vocab_size=100, hidden_size=8, num_hidden_layers=1,
-                        num_attention_heads=1, intermediate_size=8, num_labels=1)  # fmt: skip
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=8,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).save_pretrained(tmp_path / "other")
     assert model_kind(tmp_path / "other") == "cross-encoder"
     # sentence-transformers 5+ saves a cross-encoder with modules.json, and says what it is.

@@ -45,13 +45,17 @@ def quantisations(monkeypatch: pytest.MonkeyPatch, openvino_tiny_model) -> list[
 
 
 def _load(folder, **kwargs) -> BiEncoder:
-    return BiEncoder.load(str(folder), device="cpu", quantization="int8", runtime="openvino",
-                          **kwargs)  # fmt: skip
+    return BiEncoder.load(
+        str(folder), device="cpu", quantization="int8", runtime="openvino", **kwargs
+    )
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name.startswith("semsearch") and r.levelno >= logging.WARNING]  # fmt: skip
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("semsearch") and r.levelno >= logging.WARNING
+    ]
 
 
 def test_int8_vectors_are_within_the_bar_and_batch_independent(tiny_model_dir, tiny_encoder):

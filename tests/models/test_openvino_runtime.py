@@ -96,8 +96,11 @@ def test_a_tampered_cache_entry_is_rebuilt(
         if not file.is_file():
             continue  # the compiled copies' folder (exported_query_encoder)
         shutil.copy(file, copy.parent / file.name)
-    target = {"bin": copy.with_suffix(".bin"), "xml": copy,
-              "record": copy.with_name(copy.name + ".record.json")}[damage]  # fmt: skip
+    target = {
+        "bin": copy.with_suffix(".bin"),
+        "xml": copy,
+        "record": copy.with_name(copy.name + ".record.json"),
+    }[damage]
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0xFF
     target.write_bytes(bytes(data))
@@ -175,8 +178,9 @@ def test_changed_weights_move_the_encoder_back_to_torch(tiny_model_dir, caplog) 
 
 def test_packed_batches_run_on_torch(tiny_model_dir, tiny_encoder) -> None:
     encoder = _load(tiny_model_dir)
-    np.testing.assert_allclose(encoder.encode(TEXTS, packing=True),
-                               tiny_encoder.encode(TEXTS, packing=True), atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        encoder.encode(TEXTS, packing=True), tiny_encoder.encode(TEXTS, packing=True), atol=1e-6
+    )
 
 
 def test_an_unknown_runtime_is_refused(tiny_model_dir) -> None:
@@ -198,8 +202,14 @@ def test_the_default_load_and_build_run_openvino(tiny_model_dir, tiny_encoder, t
     encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")  # runtime="auto"
     assert encoder.runtime.startswith("openvino-")
     _assert_faithful(encoder.encode(TEXTS), tiny_encoder.encode(TEXTS))
-    options = BuildOptions(corpus=_corpus(tmp_path), model=str(tiny_model_dir), device="cpu",
-                           out_dir=tmp_path / "idx", show_progress=False, lexical=None)  # fmt: skip
+    options = BuildOptions(
+        corpus=_corpus(tmp_path),
+        model=str(tiny_model_dir),
+        device="cpu",
+        out_dir=tmp_path / "idx",
+        show_progress=False,
+        lexical=None,
+    )
     assert build_index(options).manifest().operation["runtime"] == encoder.runtime
 
 
@@ -254,9 +264,16 @@ def test_an_index_built_on_one_runtime_answers_on_the_other(tiny_model_dir, tmp_
     queries = texts[:40]
     found = {}
     for name, builder in (("torch", torch_encoder), ("openvino", on_openvino)):
-        options = BuildOptions(corpus=tmp_path / "c.parquet", name=name, model=str(tiny_model_dir),
-                               index="flat", out_dir=tmp_path / "idx", show_progress=False,
-                               lexical=None, target_recall=None)  # fmt: skip
+        options = BuildOptions(
+            corpus=tmp_path / "c.parquet",
+            name=name,
+            model=str(tiny_model_dir),
+            index="flat",
+            out_dir=tmp_path / "idx",
+            show_progress=False,
+            lexical=None,
+            target_recall=None,
+        )
         folder = build_index(options, encoder=builder)
         assert folder.manifest().operation["runtime"] == builder.runtime
         for querier in (torch_encoder, on_openvino):

@@ -39,8 +39,14 @@ def tiny_mpnet_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Pat
     padding index) and the tiny BERT's tokenizer."""
     folder = tmp_path_factory.mktemp("tiny-mpnet")
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = MPNetConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=130)  # fmt: skip
+    config = MPNetConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+    )
     torch.manual_seed(0)
     MPNetModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -72,8 +78,9 @@ def test_packed_batches_of_one_row_each_still_match(tiny_encoder) -> None:
 
 def test_packing_is_refused_for_models_it_does_not_support(tmp_path, tiny_model_dir) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    config = DistilBertConfig(vocab_size=tokenizer.vocab_size, dim=32, n_layers=1, n_heads=2,
-                              hidden_dim=64)  # fmt: skip
+    config = DistilBertConfig(
+        vocab_size=tokenizer.vocab_size, dim=32, n_layers=1, n_heads=2, hidden_dim=64
+    )
     DistilBertModel(config).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     encoder = BiEncoder.load(str(tmp_path), device="cpu")
@@ -112,15 +119,19 @@ def test_copies_to_a_gpu_are_page_locked_and_do_not_block(monkeypatch) -> None:
     pinned, copies = [], []
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self.shape) or self)
     monkeypatch.setattr(
-        torch.Tensor, "to", lambda self, device, non_blocking=False: copies.append(
-            (str(device), non_blocking)) or self,
-    )  # fmt: skip
+        torch.Tensor,
+        "to",
+        lambda self, device, non_blocking=False: copies.append((str(device), non_blocking)) or self,
+    )
     on_gpu = packing.to_device(np.arange(5), torch.device("cuda"))
     assert on_gpu.tolist() == list(range(5))
     assert pinned == [(5,)] and copies == [("cuda", True)]
     pinned.clear()
-    batches = list(packing.packed_batches(["a b", "c"], lambda t: [[1, 2]] * len(t), 0, 8, 64, 0,
-                                          pin_memory=True))  # fmt: skip
+    batches = list(
+        packing.packed_batches(
+            ["a b", "c"], lambda t: [[1, 2]] * len(t), 0, 8, 64, 0, pin_memory=True
+        )
+    )
     assert len(pinned) == 3 * len(batches)  # input ids, positions and segments of each batch
     pinned.clear()
     copies.clear()
@@ -152,8 +163,11 @@ def test_the_varlen_path_needs_no_mask_and_gives_the_padded_vectors(
     calls = []
     monkeypatch.setattr(packing, "VARLEN_DEVICES", ("cpu",))
     monkeypatch.setattr(packing, "VARLEN_DTYPES", (torch.float32,))
-    monkeypatch.setattr(packing, "varlen_kernel",
-                        lambda: lambda *a, **k: calls.append(1) or _reference_varlen(*a, **k))  # fmt: skip
+    monkeypatch.setattr(
+        packing,
+        "varlen_kernel",
+        lambda: lambda *a, **k: calls.append(1) or _reference_varlen(*a, **k),
+    )
     monkeypatch.setattr(packing, "block_mask", lambda *a: pytest.fail("a dense mask was built"))
     encoder = BiEncoder.load(str(tiny_model_dir), max_length=64, device="cpu")
     padded = encoder.encode(TEXTS, batch_size=5)

@@ -69,8 +69,15 @@ def test_unknown_quantisation_and_gpu_are_refused(tiny_model_dir) -> None:
 
 
 def test_an_int8_index_is_queried_by_an_int8_encoder(tmp_path, tiny_model_dir, corpus_file) -> None:
-    options = BuildOptions(corpus=corpus_file, name="q", out_dir=tmp_path, model=str(tiny_model_dir),
-                           device="cpu", quantization="int8", show_progress=False)  # fmt: skip
+    options = BuildOptions(
+        corpus=corpus_file,
+        name="q",
+        out_dir=tmp_path,
+        model=str(tiny_model_dir),
+        device="cpu",
+        quantization="int8",
+        show_progress=False,
+    )
     folder = build_index(options)
     assert folder.manifest().model.quantization == "int8"
     searcher = Searcher(folder, device="cpu")

@@ -14,8 +14,10 @@ def test_modules_are_numbered_in_order_and_written_without_temporary_files(
     BiEncoder.load(str(tiny_model_dir), device="cpu").save(tmp_path)
     modules = json.loads((tmp_path / "modules.json").read_text())
     assert [(m["idx"], m["path"], m["type"].rsplit(".", 1)[1]) for m in modules] == [
-        (0, "", "Transformer"), (1, "1_Pooling", "Pooling"), (2, "2_Normalize", "Normalize"),
-    ]  # fmt: skip
+        (0, "", "Transformer"),
+        (1, "1_Pooling", "Pooling"),
+        (2, "2_Normalize", "Normalize"),
+    ]
     assert (tmp_path / "2_Normalize").is_dir()
     assert not list(tmp_path.rglob("*.tmp"))
     bert_config = json.loads((tmp_path / "sentence_bert_config.json").read_text())

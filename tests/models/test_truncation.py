@@ -27,8 +27,15 @@ def test_a_build_logs_one_line_and_records_the_count(tiny_model_dir, tmp_path, c
     corpus = tmp_path / "corpus.parquet"
     pq.write_table(pa.table({"text": [LONG, SHORT] * 5}), corpus)
     encoder = BiEncoder.load(str(tiny_model_dir), max_length=16, device="cpu")
-    options = BuildOptions(corpus=corpus, name="cut", out_dir=tmp_path, model=str(tiny_model_dir),
-                           device="cpu", show_progress=False, part_rows=4)  # fmt: skip
+    options = BuildOptions(
+        corpus=corpus,
+        name="cut",
+        out_dir=tmp_path,
+        model=str(tiny_model_dir),
+        device="cpu",
+        show_progress=False,
+        part_rows=4,
+    )
     with caplog.at_level(logging.WARNING):
         folder = build_index(options, encoder=encoder)
     lines = [r.getMessage() for r in caplog.records if "were cut" in r.getMessage()]

@@ -68,8 +68,9 @@ def test_a_trained_lstm_saves_and_loads_with_a_new_fingerprint(tmp_path) -> None
     before, fingerprint = encoder.encode(TEXTS), encoder.fingerprint
     loss = build_loss("malstm", encoder)
     optimiser = torch.optim.AdamW([p for p in loss.parameters() if p.requires_grad], lr=1e-2)
-    columns, labels = loss.make_batch({"sentence1": TEXTS[:2], "sentence2": TEXTS[2:],
-                                       "score": [1.0, 0.0]}, [0, 1])  # fmt: skip
+    columns, labels = loss.make_batch(
+        {"sentence1": TEXTS[:2], "sentence2": TEXTS[2:], "score": [1.0, 0.0]}, [0, 1]
+    )
     loss(columns, labels).backward()
     assert encoder.transformer.embeddings.weight.grad is None  # word vectors stay frozen
     optimiser.step()
@@ -84,8 +85,11 @@ def test_bad_options_and_folders_are_one_line(tmp_path) -> None:
     with pytest.raises(SemsearchError, match="unknown pooling 'attention' for a word-vector model"):
         _model(tmp_path, pooling="attention")
     with pytest.raises(SemsearchError, match="kernel sizes must be odd"):
-        make_word_model(tiny_vectors_file(tmp_path), tmp_path / "cnn", WordModelOptions(
-            layer=WordLayerConfig("cnn", 4, kernel_sizes=(2,))))  # fmt: skip
+        make_word_model(
+            tiny_vectors_file(tmp_path),
+            tmp_path / "cnn",
+            WordModelOptions(layer=WordLayerConfig("cnn", 4, kernel_sizes=(2,))),
+        )
     folder = _model(tmp_path, "lstm")
     with pytest.raises(SemsearchError, match="word-vector model: it is not quantised"):
         BiEncoder.load(str(folder), device="cpu", quantization="int8")

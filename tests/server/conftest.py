@@ -28,9 +28,17 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture()
 def index_dir(tmp_path: Path, corpus_file: Path, tiny_model_dir: Path) -> Path:
     folder = tmp_path / "indexes"
-    build_index(BuildOptions(corpus=corpus_file, name="docs", id_column="doc_id",
-                             model=str(tiny_model_dir), out_dir=folder, device="cpu",
-                             show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=corpus_file,
+            name="docs",
+            id_column="doc_id",
+            model=str(tiny_model_dir),
+            out_dir=folder,
+            device="cpu",
+            show_progress=False,
+        )
+    )
     return folder
 
 
@@ -49,9 +57,13 @@ class ReadyClient(TestClient):
 
 
 def serve(index_dir: Path, **options) -> ReadyClient:
-    config = ServerConfig(index_dir=index_dir, device="cpu", refresh_every_s=0.05,
-                          limits=Limits(max_k=50, max_queries=8, max_query_chars=200,
-                                        max_body_bytes=100_000), **options)  # fmt: skip
+    config = ServerConfig(
+        index_dir=index_dir,
+        device="cpu",
+        refresh_every_s=0.05,
+        limits=Limits(max_k=50, max_queries=8, max_query_chars=200, max_body_bytes=100_000),
+        **options,
+    )
     return ReadyClient(create_app(config), raise_server_exceptions=False)
 
 

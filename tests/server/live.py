@@ -21,9 +21,24 @@ def start_server(
 ) -> tuple[subprocess.Popen, str]:
     """The server process (with `extra` options) and its base URL, once `/ready` answers 200."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(index_dir),
-                                "--port", str(port), "--device", "cpu", *extra],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "semsearch",
+            "serve",
+            "--index-dir",
+            str(index_dir),
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while True:

@@ -98,8 +98,11 @@ def test_bad_requests_get_one_json_error(client, method, path, payload, status, 
 
 
 def test_body_over_the_limit(client) -> None:
-    response = client.post("/search", content=b"{" + b" " * 200_000 + b"}",
-                           headers={"content-type": "application/json"})  # fmt: skip
+    response = client.post(
+        "/search",
+        content=b"{" + b" " * 200_000 + b"}",
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 413 and "bytes" in response.json()["error"]
 
 
@@ -149,8 +152,10 @@ def test_api_key_guards_every_endpoint(index_dir) -> None:
 
 
 def test_upsert_and_delete_through_the_api(writer) -> None:
-    added = writer.post("/indexes/docs/documents",
-                        json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music"}]})  # fmt: skip
+    added = writer.post(
+        "/indexes/docs/documents",
+        json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music"}]},
+    )
     assert added.status_code == 200, added.text
     body = writer.get("/search", params={"q": "A violin concert tonight.", "k": 1}).json()
     assert _ids(body) == ["n1"] and body["generation"] == 2
@@ -212,8 +217,10 @@ def test_lexical_and_hybrid_answer_like_the_library(
         )
     body = client.post("/search", json={"queries": sentences[:2], "k": 4, "mode": mode}).json()
     assert body["mode"] == mode and [_ids(body, 0), _ids(body, 1)] == expected
-    single = client.get("/search", params={"q": sentences[0], "k": 4, "mode": mode, "fusion": "convex",
-                                           "alpha": 0.5}).json()  # fmt: skip
+    single = client.get(
+        "/search",
+        params={"q": sentences[0], "k": 4, "mode": mode, "fusion": "convex", "alpha": 0.5},
+    ).json()
     convex = searcher.search(sentences[:1], k=4, mode=mode, fusion=Fusion("convex", alpha=0.5))
     assert _ids(single) == [hit.id for hit in convex[0]] and _ids(single)
 
@@ -223,8 +230,18 @@ def test_bad_modes_and_an_index_without_bm25(client, tmp_path, corpus_file, tiny
     assert client.get("/search", params={"q": "x", "mode": "hybrid", "alpha": 2}).status_code == 422
     assert client.get("/indexes").json()[0]["modes"] == ["dense", "lexical", "hybrid"]
     folder = tmp_path / "plain"
-    build_index(BuildOptions(corpus=corpus_file, name="plain", id_column="doc_id", model=str(tiny_model_dir),
-                             out_dir=folder, device="cpu", show_progress=False, lexical=None))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=corpus_file,
+            name="plain",
+            id_column="doc_id",
+            model=str(tiny_model_dir),
+            out_dir=folder,
+            device="cpu",
+            show_progress=False,
+            lexical=None,
+        )
+    )
     with serve(folder) as plain:
         response = plain.get("/search", params={"q": "x", "mode": "hybrid"})
         assert (
@@ -333,8 +350,7 @@ def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypa
     class Noted(list):
         notes = ["--ef-search 900 is more than this index can use: searched with 12"]
 
-    monkeypatch.setattr(served.searcher, "search_vectors",
-                        lambda *a, **k: Noted(original(*a, **k)))  # fmt: skip
+    monkeypatch.setattr(served.searcher, "search_vectors", lambda *a, **k: Noted(original(*a, **k)))
     body = client.get("/search", params={"q": "guitar", "k": 2}).json()
     assert body["notes"] == ["ef_search 900 is more than this index can use: searched with 12"]
     assert len(body["results"][0]["hits"]) == 2
@@ -342,8 +358,9 @@ def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypa
     assert "notes" not in client.get("/search", params={"q": "guitar", "k": 2}).json()
 
 
-def test_post_search_by_vector_answers_like_the_library(client, index_dir, tiny_model_dir,
-                                                        sentences) -> None:  # fmt: skip
+def test_post_search_by_vector_answers_like_the_library(
+    client, index_dir, tiny_model_dir, sentences
+) -> None:
     searcher = Searcher(find_index("docs", index_dir), device="cpu")
     vectors = searcher.encoder.encode(sentences[2:4])
     expected = searcher.search_vectors(vectors, k=3)
@@ -371,8 +388,11 @@ def _own_vectors_index(tmp_path) -> tuple:
     path = tmp_path / "mine.parquet"
     pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32()))}), path)
     folder = tmp_path / "own-indexes"
-    build_index(BuildOptions(corpus=path, vector_column="emb", model=None, out_dir=folder,
-                             show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=path, vector_column="emb", model=None, out_dir=folder, show_progress=False
+        )
+    )
     return folder, base
 
 
@@ -441,8 +461,17 @@ def test_a_damaged_index_is_the_server_s_problem_and_ready_names_it(tmp_path) ->
     path = tmp_path / "disky.parquet"
     pq.write_table(pa.table({"emb": pa.array(list(base), pa.list_(pa.float32()))}), path)
     folder = tmp_path / "disk-indexes"
-    built = build_index(BuildOptions(corpus=path, vector_column="emb", model=None, out_dir=folder,
-                                     index="disk", target_recall=None, show_progress=False))  # fmt: skip
+    built = build_index(
+        BuildOptions(
+            corpus=path,
+            vector_column="emb",
+            model=None,
+            out_dir=folder,
+            index="disk",
+            target_recall=None,
+            show_progress=False,
+        )
+    )
     with serve(folder) as served:
         query = {"vector": base[3].tolist(), "k": 5}
         assert served.post("/search", json=query).status_code == 200

@@ -16,8 +16,9 @@ def test_concurrent_queries_share_batches_and_get_their_own_vectors(
     tiny_encoder, sentences, workers
 ) -> None:
     sizes: list[int] = []
-    batcher = MicroBatcher(tiny_encoder.encode, max_batch=8, max_wait_ms=50, on_batch=sizes.append,
-                           workers=workers)  # fmt: skip
+    batcher = MicroBatcher(
+        tiny_encoder.encode, max_batch=8, max_wait_ms=50, on_batch=sizes.append, workers=workers
+    )
     expected = tiny_encoder.encode(sentences)
     results: dict[int, np.ndarray] = {}
     start = threading.Barrier(len(sentences))

@@ -31,8 +31,16 @@ CHROMIUM = (
 def real_index_dir(tmp_path: Path, corpus_file: Path) -> Path:
     """The test corpus indexed by the real default model, so the screenshot shows real ranks."""
     folder = tmp_path / "indexes"
-    build_index(BuildOptions(corpus=corpus_file, name="docs", id_column="doc_id", out_dir=folder,
-                             device="cpu", show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=corpus_file,
+            name="docs",
+            id_column="doc_id",
+            out_dir=folder,
+            device="cpu",
+            show_progress=False,
+        )
+    )
     return folder
 
 
@@ -133,9 +141,17 @@ def demo_index_dir(tmp_path: Path, tiny_model_dir: Path) -> Path:
     corpus = tmp_path / "demo.parquet"
     pq.write_table(pq.read_table(DEMO_CORPUS).slice(0, 40), corpus)
     folder = tmp_path / "indexes"
-    build_index(BuildOptions(corpus=corpus, name="debian-demo", id_column="package",
-                             model=str(tiny_model_dir), out_dir=folder, device="cpu",
-                             show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=corpus,
+            name="debian-demo",
+            id_column="package",
+            model=str(tiny_model_dir),
+            out_dir=folder,
+            device="cpu",
+            show_progress=False,
+        )
+    )
     return folder
 
 

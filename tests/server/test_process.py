@@ -71,11 +71,34 @@ def test_adds_by_another_process_under_load_fail_no_request(index_dir, tmp_path)
             thread.start()
         for batch in range(2):
             rows = tmp_path / f"more{batch}.parquet"
-            pq.write_table(pa.table({"doc_id": [f"n{batch}"], "text": [f"A violin concert, number {batch}."],
-                                     "topic": ["music"]}), rows)  # fmt: skip
-            added = subprocess.run([sys.executable, "-m", "semsearch", "add", str(rows), "--index", "docs",
-                                    "--index-dir", str(index_dir), "--device", "cpu"],
-                                   capture_output=True, text=True, timeout=120)  # fmt: skip
+            pq.write_table(
+                pa.table(
+                    {
+                        "doc_id": [f"n{batch}"],
+                        "text": [f"A violin concert, number {batch}."],
+                        "topic": ["music"],
+                    }
+                ),
+                rows,
+            )
+            added = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "semsearch",
+                    "add",
+                    str(rows),
+                    "--index",
+                    "docs",
+                    "--index-dir",
+                    str(index_dir),
+                    "--device",
+                    "cpu",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert added.returncode == 0, added.stderr
         deadline = time.monotonic() + 5
         while 3 not in generations and time.monotonic() < deadline:
@@ -96,8 +119,12 @@ def test_serve_with_nothing_to_serve_is_one_line(tmp_path, index_dir) -> None:
     import sys
 
     for args in (["--index-dir", str(tmp_path / "empty")], ["nope", "--index-dir", str(index_dir)]):
-        process = subprocess.run([sys.executable, "-m", "semsearch", "serve", *args, "--port", "1"],
-                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        process = subprocess.run(
+            [sys.executable, "-m", "semsearch", "serve", *args, "--port", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert process.returncode == 2 and "Traceback" not in process.stderr
         assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith(
             "error: "
@@ -116,11 +143,35 @@ def test_serve_exits_with_one_line_when_its_indexes_cannot_load(
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
-    build_index(BuildOptions(corpus=corpus_file, name="docs", id_column="doc_id", model=str(model),
-                             out_dir=tmp_path / "idx", device="cpu", show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=corpus_file,
+            name="docs",
+            id_column="doc_id",
+            model=str(model),
+            out_dir=tmp_path / "idx",
+            device="cpu",
+            show_progress=False,
+        )
+    )
     shutil.rmtree(model)  # the index's model is gone: the server cannot load it
-    finished = subprocess.run([sys.executable, "-m", "semsearch", "serve", "--index-dir", str(tmp_path / "idx"),
-                               "--port", "0", "--device", "cpu"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    finished = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "semsearch",
+            "serve",
+            "--index-dir",
+            str(tmp_path / "idx"),
+            "--port",
+            "0",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert finished.returncode != 0
     errors = [line for line in finished.stderr.splitlines() if "could not start" in line]
     assert len(errors) == 1 and errors[0].startswith("error: "), finished.stderr

@@ -64,8 +64,11 @@ def test_the_server_answers_while_it_starts_and_health_needs_no_key(index_dir, s
         slow_start.set()
         client.app.state.startup.wait(30)
         ready = client.get("/ready")
-        assert ready.status_code == 200 and ready.json() == {"status": "ok", "warm": True,
-                                                              "precision": "fp32"}  # fmt: skip
+        assert ready.status_code == 200 and ready.json() == {
+            "status": "ok",
+            "warm": True,
+            "precision": "fp32",
+        }
         keyed = client.get("/ready", headers={"X-API-Key": API_KEY}).json()
         assert keyed["indexes"]["docs"]["generation"] == 1
         assert client.get("/health").json() == {"status": "alive"}
@@ -120,15 +123,23 @@ def test_with_a_checked_export_the_server_is_warm_once_ready(index_dir, checked_
         # bf16 where the CPU runs it natively (and it passed its check), else fp32
         assert encoder.precision == ("bf16" if native_bf16(ov) else "fp32")
         assert ready["warm"] and ready["precision"] == f"{encoder.precision} ({encoder.runtime})"
-        found = client.get("/search", params={"q": "fast json parsing", "k": 3},
-                           headers={"X-API-Key": API_KEY})  # fmt: skip
+        found = client.get(
+            "/search", params={"q": "fast json parsing", "k": 3}, headers={"X-API-Key": API_KEY}
+        )
         assert found.status_code == 200
-        added = client.post("/indexes/docs/documents", headers={"X-API-Key": API_KEY},
-                            json={"rows": [{"doc_id": "n1", "text": "A violin concert tonight.",
-                                            "topic": "music"}]})  # fmt: skip
+        added = client.post(
+            "/indexes/docs/documents",
+            headers={"X-API-Key": API_KEY},
+            json={
+                "rows": [{"doc_id": "n1", "text": "A violin concert tonight.", "topic": "music"}]
+            },
+        )
         assert added.status_code == 200, added.text  # rows added through the export
-        top = client.get("/search", params={"q": "A violin concert tonight.", "k": 1},
-                         headers={"X-API-Key": API_KEY}).json()  # fmt: skip
+        top = client.get(
+            "/search",
+            params={"q": "A violin concert tonight.", "k": 1},
+            headers={"X-API-Key": API_KEY},
+        ).json()
         assert top["results"][0]["hits"][0]["id"] == "n1"
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("ready in"))
     assert f"on {encoder.runtime}" in line and "index docs" in line
@@ -146,8 +157,16 @@ def test_an_index_built_by_default_is_served_on_its_export(
     from semsearch.models.exported_query_encoder import ExportedQueryEncoder
 
     monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)
-    build_index(BuildOptions(corpus=corpus_file, name="docs", model=str(tiny_model_dir),
-                             out_dir=tmp_path / "idx", device="cpu", show_progress=False))  # fmt: skip
+    build_index(
+        BuildOptions(
+            corpus=corpus_file,
+            name="docs",
+            model=str(tiny_model_dir),
+            out_dir=tmp_path / "idx",
+            device="cpu",
+            show_progress=False,
+        )
+    )
     config = ServerConfig(index_dir=tmp_path / "idx", device="cpu")
     with TestClient(create_app(config), raise_server_exceptions=False) as client:
         registry = client.app.state.startup.wait(30)

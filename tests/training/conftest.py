@@ -38,13 +38,20 @@ def quick_config(
     def make(output: str = "run", data: dict | None = None, **changes) -> TrainingConfig:
         options = {"train": f"stsb:{stsb_file}", "dev": f"stsb:{stsb_file}", **(data or {})}
         settings = {
-            "objective": "cosine", "model": str(tiny_model_dir), "epochs": 2, "batch_size": 4,
-            "learning_rate": 1e-3, "log_every": 1, "device": "cpu", "show_progress": False,
+            "objective": "cosine",
+            "model": str(tiny_model_dir),
+            "epochs": 2,
+            "batch_size": 4,
+            "learning_rate": 1e-3,
+            "log_every": 1,
+            "device": "cpu",
+            "show_progress": False,
             **changes,
-        }  # fmt: skip
+        }
         groups = {name: _take(settings, group) for name, group in GROUPS.items()}
-        return TrainingConfig(data=DataOptions(**options), output_dir=tmp_path / output,
-                              **settings, **groups)  # fmt: skip
+        return TrainingConfig(
+            data=DataOptions(**options), output_dir=tmp_path / output, **settings, **groups
+        )
 
     return make
 

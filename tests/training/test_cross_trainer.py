@@ -29,8 +29,11 @@ def _pairs_loss(model: CrossEncoder) -> float:
     model.eval()
     objective = PairObjective(model, "score")
     rows = list(range(len(PAIRS)))
-    data = {"sentence1": [p[0] for p in PAIRS], "sentence2": [p[1] for p in PAIRS],
-            "score": [p[2] / 5 for p in PAIRS]}  # fmt: skip
+    data = {
+        "sentence1": [p[0] for p in PAIRS],
+        "sentence2": [p[1] for p in PAIRS],
+        "score": [p[2] / 5 for p in PAIRS],
+    }
     with torch.inference_mode():
         return float(objective(*objective.make_batch(data, rows)))
 
@@ -103,8 +106,9 @@ def test_an_interrupted_run_resumes_and_ends_where_an_uninterrupted_one_ends(
     monkeypatch.setattr(CrossEncoderTrainer, "_step", original_step)
     resumed = train_cross_encoder(config)
     assert resumed.resumed_from == 4 and resumed.steps == reference.steps == 8
-    final, expected = (load_file(str(c.output_dir / "model.safetensors"))
-                       for c in (config, quick_config("whole")))  # fmt: skip
+    final, expected = (
+        load_file(str(c.output_dir / "model.safetensors")) for c in (config, quick_config("whole"))
+    )
     assert all(np.allclose(final[key], expected[key], atol=1e-6) for key in expected)
 
 
@@ -126,8 +130,13 @@ def test_a_cross_encoder_is_trained_further_only_with_as_many_outputs(
 ) -> None:
     first = train_cross_encoder(quick_config("first", objective="bce", max_steps=1))
     sick = f"sick:{sick_file}"
-    again = quick_config("again", objective="softmax", model=str(first.output_dir), max_steps=1,
-                         data={"train": sick, "dev": sick})  # fmt: skip
+    again = quick_config(
+        "again",
+        objective="softmax",
+        model=str(first.output_dir),
+        max_steps=1,
+        data={"train": sick, "dev": sick},
+    )
     with pytest.raises(SemsearchError, match="has 1 output"):
         train_cross_encoder(again)
 
@@ -137,8 +146,10 @@ def test_a_checkpoint_resumes_only_as_the_kind_of_model_it_was(
 ) -> None:
     mapping = {"sentence1": "question", "sentence2": "answer", "label": "is_dup"}
     data = {"train": str(pairs_file), "dev": None, "columns": mapping}
-    for trainer, run, other in ((CrossEncoderTrainer, train_cross_encoder, train),
-                                (Trainer, train, train_cross_encoder)):  # fmt: skip
+    for trainer, run, other in (
+        (CrossEncoderTrainer, train_cross_encoder, train),
+        (Trainer, train, train_cross_encoder),
+    ):
         config = quick_config(trainer.__name__, objective="bce", checkpoint_every=1, data=data)
         original = trainer._step
 

@@ -24,8 +24,11 @@ def test_reader_prefixes_and_plain_paths(stsb_file, sick_file) -> None:
 
 
 def test_columns_are_mapped_onto_the_objective_names(pairs_file) -> None:
-    options = DataOptions(str(pairs_file), columns={"sentence1": "question", "sentence2": "answer",
-                                                    "score": "similarity"}, score_max=5)  # fmt: skip
+    options = DataOptions(
+        str(pairs_file),
+        columns={"sentence1": "question", "sentence2": "answer", "score": "similarity"},
+        score_max=5,
+    )
     data = prepare_training_data("cosine", options, seed=0)
     assert data.columns["sentence1"][0] == "A man is playing a guitar."
     assert data.columns["score"][0] == pytest.approx(0.92)
@@ -55,8 +58,10 @@ def test_missing_files_are_one_clear_error(tmp_path) -> None:
 
 
 def test_cosine_refuses_scores_outside_zero_one(pairs_file) -> None:
-    options = DataOptions(str(pairs_file), columns={"sentence1": "question", "sentence2": "answer",
-                                                    "score": "similarity"})  # fmt: skip
+    options = DataOptions(
+        str(pairs_file),
+        columns={"sentence1": "question", "sentence2": "answer", "score": "similarity"},
+    )
     with pytest.raises(SemsearchError, match="--score-max"):
         prepare_training_data("cosine", options, seed=0)
     assert len(prepare_training_data("cosent", options, seed=0)) == 16  # only the order matters

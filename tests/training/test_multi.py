@@ -26,14 +26,18 @@ def plan_values(stsb_file: Path, pairs_file: Path) -> dict:
         "mixing": "round-robin",
         "datasets": [
             {"name": "sts", "source": f"stsb:{stsb_file}", "objective": "cosent"},
-            {"name": "pairs", "source": str(pairs_file), "objective": "mnr",
-             "columns": PAIR_COLUMNS},
+            {
+                "name": "pairs",
+                "source": str(pairs_file),
+                "objective": "mnr",
+                "columns": PAIR_COLUMNS,
+            },
         ],
         "dev": [
             {"name": "sts-dev", "source": f"stsb:{stsb_file}", "task": "sts"},
             {"name": "ir-dev", "source": str(pairs_file), "task": "ir", "columns": PAIR_COLUMNS},
         ],
-    }  # fmt: skip
+    }
 
 
 def _config(
@@ -41,10 +45,14 @@ def _config(
 ) -> TrainingConfig:
     settings = {"epochs": 2, "batch_size": 4, "learning_rate": 1e-3, **optimization}
     return TrainingConfig(
-        objective=None, data=None, output_dir=tmp_path / output, model=str(model),
-        plan=TrainingPlan.from_dict(values), optimization=OptimizationOptions(**settings),
+        objective=None,
+        data=None,
+        output_dir=tmp_path / output,
+        model=str(model),
+        plan=TrainingPlan.from_dict(values),
+        optimization=OptimizationOptions(**settings),
         run=RunOptions(log_every=1, device="cpu", show_progress=False, eval_every=2),
-    )  # fmt: skip
+    )
 
 
 def _records(folder: Path, event: str) -> list[dict]:
@@ -135,8 +143,21 @@ def test_cli_trains_a_plan_and_refuses_bad_ones_in_one_line(
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(plan_values))
     output = tmp_path / "model"
-    base = ["train", "--plan", str(plan), "-o", str(output), "--model", str(tiny_model_dir),
-            "--batch-size", "4", "--max-steps", "2", "--device", "cpu"]  # fmt: skip
+    base = [
+        "train",
+        "--plan",
+        str(plan),
+        "-o",
+        str(output),
+        "--model",
+        str(tiny_model_dir),
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "2",
+        "--device",
+        "cpu",
+    ]
     result = runner.invoke(app, [*base, "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.strip().splitlines()[-1])["dev_primary"] == "combined"

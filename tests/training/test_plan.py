@@ -52,25 +52,36 @@ def test_a_json_plan_gives_the_same_plan_and_survives_a_round_trip(tmp_path: Pat
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("datasets: [{source: a.parquet, objective: cosine-ish}]",
-         "dataset 'dataset1': unknown objective 'cosine-ish': choose one of softmax"),
-        ("datasets: [{source: a.parquet, objective: mnr, colums: {}}]",
-         "unknown key(s) colums"),
+        (
+            "datasets: [{source: a.parquet, objective: cosine-ish}]",
+            "dataset 'dataset1': unknown objective 'cosine-ish': choose one of softmax",
+        ),
+        ("datasets: [{source: a.parquet, objective: mnr, colums: {}}]", "unknown key(s) colums"),
         ("datasets: [{objective: mnr}]", "lacks 'source'"),
         ("datasets: [{source: a.parquet}]", "lacks 'objective'"),
         ("datasets: []", "needs at least one dataset"),
-        ("datasets: [{source: a.parquet, objective: mnr}]\nmixing: zigzag", "unknown mixing 'zigzag'"),
-        ("datasets: [{source: a, objective: mnr, name: x}, {source: b, objective: mnr, name: x}]",
-         "x repeats"),
+        (
+            "datasets: [{source: a.parquet, objective: mnr}]\nmixing: zigzag",
+            "unknown mixing 'zigzag'",
+        ),
+        (
+            "datasets: [{source: a, objective: mnr, name: x}, {source: b, objective: mnr, name: x}]",
+            "x repeats",
+        ),
         ("datasets: [{source: a, objective: mnr, weight: -1}]", "weight must be a positive number"),
-        ("datasets: [{source: a, objective: mnr}]\ndev: [{source: b, task: ranking}]",
-         "unknown task 'ranking'"),
-        ("datasets: [{source: a, objective: mnr, columns: [anchor]}]", "'columns' must be a mapping"),
+        (
+            "datasets: [{source: a, objective: mnr}]\ndev: [{source: b, task: ranking}]",
+            "unknown task 'ranking'",
+        ),
+        (
+            "datasets: [{source: a, objective: mnr, columns: [anchor]}]",
+            "'columns' must be a mapping",
+        ),
         ("datasets: {source: a}", "'datasets' must be a list"),
         ("- just\n- a list", "a training plan is a mapping"),
         ("datasets: [{source: a, objective: mnr}", "is not valid YAML"),
     ],
-)  # fmt: skip
+)
 def test_plan_mistakes_are_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text(text)

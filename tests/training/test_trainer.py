@@ -28,8 +28,15 @@ def test_a_short_run_lowers_the_loss_and_writes_every_artefact(quick_config, sts
     losses = [record["loss"] for record in _records(folder, "train")]
     assert len(losses) == result.steps == 24
     assert np.mean(losses[-4:]) < np.mean(losses[:4])
-    for name in ("model.safetensors", "modules.json", "1_Pooling/config.json", "README.md",
-                 "train_log.jsonl", "training.png", "training.json"):  # fmt: skip
+    for name in (
+        "model.safetensors",
+        "modules.json",
+        "1_Pooling/config.json",
+        "README.md",
+        "train_log.jsonl",
+        "training.png",
+        "training.json",
+    ):
         assert (folder / name).is_file(), name
     assert not (folder / "checkpoint").exists()  # a finished run keeps no resumable state
     record = json.loads((folder / "training.json").read_text())
@@ -168,8 +175,11 @@ def test_a_missing_column_fails_before_the_model_loads(
 
 
 def test_a_run_refused_while_setting_up_leaves_no_empty_folder(quick_config, sick_file) -> None:
-    config = quick_config(objective="softmax", objective_options={"parts": ("u", "bogus")},
-                          data={"train": f"sick:{sick_file}", "dev": None})  # fmt: skip
+    config = quick_config(
+        objective="softmax",
+        objective_options={"parts": ("u", "bogus")},
+        data={"train": f"sick:{sick_file}", "dev": None},
+    )
     with pytest.raises(SemsearchError, match="bogus"):
         train(config)
     assert not config.output_dir.exists()

@@ -14,8 +14,15 @@ from semsearch.training import load_vectors, read_vector_pairs
 
 
 def test_vectors_from_npy_and_from_an_index_agree(tmp_path, corpus_file, tiny_model_dir) -> None:
-    folder = build_index(BuildOptions(corpus=corpus_file, model=str(tiny_model_dir), device="cpu",
-                                      out_dir=tmp_path / "idx", show_progress=False))  # fmt: skip
+    folder = build_index(
+        BuildOptions(
+            corpus=corpus_file,
+            model=str(tiny_model_dir),
+            device="cpu",
+            out_dir=tmp_path / "idx",
+            show_progress=False,
+        )
+    )
     from_index = load_vectors(index=folder.name, index_dir=tmp_path / "idx")
     texts = pq.read_table(corpus_file)["text"].to_pylist()
     expected = BiEncoder.load(str(tiny_model_dir), device="cpu").encode(texts)

@@ -14,8 +14,13 @@ from semsearch.training.word_vectors import (
     words_of,
 )
 
-TEXTS = ["Edit photos and images.", "A photo editor for raster images", "play chess online",
-         "chess engine and GUI", "encrypt backups with GPG"] * 20  # fmt: skip
+TEXTS = [
+    "Edit photos and images.",
+    "A photo editor for raster images",
+    "play chess online",
+    "chess engine and GUI",
+    "encrypt backups with GPG",
+] * 20
 
 
 def test_words_are_cut_as_the_tokenizer_cuts_them() -> None:

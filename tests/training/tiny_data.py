@@ -14,12 +14,37 @@ import pyarrow.parquet as pq
 
 # (sentence1, sentence2, 0-5 score, entailment label): related pairs score high.
 PAIRS = [
-    ("A man is playing a guitar.", "A person plays an acoustic guitar on stage.", 4.6, "ENTAILMENT"),
+    (
+        "A man is playing a guitar.",
+        "A person plays an acoustic guitar on stage.",
+        4.6,
+        "ENTAILMENT",
+    ),
     ("The cat sleeps on the sofa.", "A kitten is napping on the couch.", 4.2, "ENTAILMENT"),
-    ("Stock markets fell sharply on Monday.", "Shares dropped steeply at the start of the week.", 4.4, "ENTAILMENT"),
-    ("How do I compress a folder on Linux?", "Create a tar.gz archive of a directory.", 3.6, "NEUTRAL"),
-    ("The recipe needs two eggs and some flour.", "Bake the cake for forty minutes.", 2.0, "NEUTRAL"),
-    ("A library for parsing JSON quickly.", "Fast JSON decoding for Python programs.", 4.0, "ENTAILMENT"),
+    (
+        "Stock markets fell sharply on Monday.",
+        "Shares dropped steeply at the start of the week.",
+        4.4,
+        "ENTAILMENT",
+    ),
+    (
+        "How do I compress a folder on Linux?",
+        "Create a tar.gz archive of a directory.",
+        3.6,
+        "NEUTRAL",
+    ),
+    (
+        "The recipe needs two eggs and some flour.",
+        "Bake the cake for forty minutes.",
+        2.0,
+        "NEUTRAL",
+    ),
+    (
+        "A library for parsing JSON quickly.",
+        "Fast JSON decoding for Python programs.",
+        4.0,
+        "ENTAILMENT",
+    ),
     ("A man is playing a guitar.", "Stock markets fell sharply on Monday.", 0.0, "NEUTRAL"),
     ("The cat sleeps on the sofa.", "The cat is wide awake and running.", 1.2, "CONTRADICTION"),
     ("A woman is slicing an onion.", "Someone is cutting an onion.", 4.8, "ENTAILMENT"),
@@ -30,7 +55,7 @@ PAIRS = [
     ("A boy reads a book.", "A bicycle leans against a wall.", 0.2, "NEUTRAL"),
     ("Prices rose last year.", "Inflation increased during the past year.", 3.8, "NEUTRAL"),
     ("A girl sings a song.", "A girl is singing.", 4.7, "ENTAILMENT"),
-]  # fmt: skip
+]
 
 
 def write_stsb(path: Path, rows: int | None = None) -> Path:
