@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # torch is imported where a device is used, not to read an in
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'semsearch[gpu]' (faiss-gpu-cu12 in place of faiss-cpu)"
+INSTALL_HINT = "make setup-gpu in semsearch's folder (faiss-gpu-cu12 in place of faiss-cpu)"
 
 # Score tiles on a CPU: a fixed budget (a [1024, 32768] float32 tile is 128 MiB).
 CPU_TILE_BYTES = 256 << 20

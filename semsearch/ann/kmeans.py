@@ -1,7 +1,7 @@
 """IVF's k-means and list assignment through torch, for a FAISS build without GPU support.
 
 Why: PyPI's GPU FAISS wheels are built for CUDA 12 while torch's are now CUDA 13, so the
-usual `pip install semsearch` on a GPU machine has a CUDA torch and faiss-cpu. Then the
+usual install on a GPU machine has a CUDA torch and faiss-cpu. Then the
 steps of an IVF build that are dense matrix products run on the GPU through the exact
 k-NN (`semsearch.ann.exact`): k-means and assigning vectors to lists (FAISS then stores
 them with `add_core`). Both take a torch device, so the same code runs (and is tested) on

@@ -21,9 +21,7 @@ ENGINES = ("local", "ray")
 
 Engine = Annotated[
     str,
-    typer.Option(
-        help="local (this process) or ray (a Ray cluster; pip install 'semsearch\\[ray]')."
-    ),
+    typer.Option(help="local (this process) or ray (a Ray cluster; pip install -e '.\\[ray]')."),
 ]
 Address = Annotated[
     str | None,

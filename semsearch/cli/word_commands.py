@@ -40,7 +40,7 @@ def word_vectors(
 ) -> None:
     """Write word vectors in word2vec text format, for `semsearch word-model`.
 
-    Train them with gensim on your own texts (pip install 'semsearch[baselines]'), or take a
+    Train them with gensim on your own texts (pip install -e '.[baselines]'), or take a
     transformer's input token-embedding matrix.
     """
     from semsearch.models.word_vectors import token_embedding_vectors, write_word_vectors

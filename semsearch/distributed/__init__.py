@@ -1,4 +1,4 @@
-"""Build, add and mine on a Ray cluster (`--engine ray`; `pip install 'semsearch[ray]'`).
+"""Build, add and mine on a Ray cluster (`--engine ray`; `pip install -e '.[ray]'`).
 
 The jobs are the local ones with their heavy steps on Ray Data, as reader -> encoder -> writer:
 

@@ -17,7 +17,7 @@ from semsearch.errors import SemsearchError, one_line
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'semsearch[ray]'"
+INSTALL_HINT = "pip install -e '.[ray]' in semsearch's folder"
 # Seconds to wait for a cluster's address to answer before saying it cannot be reached.
 CONNECT_TIMEOUT = 5.0
 # CPUs (torch threads) of a CPU encoder actor by default, where a node has that many.

