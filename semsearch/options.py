@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
+from semsearch.errors import SemsearchError
+
 # Training objectives (semsearch.losses has one module per objective).
 Objective = Literal[
     "softmax",
@@ -62,8 +64,6 @@ RUNTIMES: tuple[str, ...] = get_args(Runtime)
 def check_runtime(runtime: str) -> None:
     """Refuse an unknown runtime in one line (int8 runs on OpenVINO too: `openvino_int8`)."""
     if runtime not in RUNTIMES:
-        from semsearch.errors import SemsearchError
-
         raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(RUNTIMES)}")
 
 
@@ -91,8 +91,6 @@ HYBRID_DEPTH = 100  # candidates each side contributes to the fusion (at least k
 def check_choice(name: str, value: str, choices: tuple[str, ...], where: str = "") -> None:
     """Refuse a value outside `choices` in one line that lists them (`where` prefixes it)."""
     if value not in choices:
-        from semsearch.errors import SemsearchError
-
         prefix = f"{where}: " if where else ""
         raise SemsearchError(
             f"{prefix}unknown {name} {value!r}: choose one of {', '.join(choices)}"

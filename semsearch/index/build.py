@@ -43,6 +43,7 @@ from semsearch.corpus import (
 )
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.index.build_options import BuildOptions, EncodedRows
+from semsearch.index.corpus_files import ManyFilesSource
 from semsearch.index.factory import check_index_type, choose_index
 from semsearch.index.filling import add_parts, sample_vectors, trained_index
 from semsearch.index.generation import now, segment_name
@@ -198,8 +199,6 @@ def build_index(
     elif options.model is None:
         options = replace(options, model=DEFAULT_MODEL)
     if source is None and is_many_files(options.corpus):
-        from semsearch.index.corpus_files import ManyFilesSource  # it builds on this module
-
         source = ManyFilesSource(options)
     source = source if source is not None else FilePartSource(options)
     usable = source.usable_rows()

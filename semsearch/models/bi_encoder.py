@@ -31,6 +31,8 @@ from semsearch.models.model_folder import (
     resolve_model,
     weights_fingerprint,
 )
+from semsearch.models.openvino_int8 import OpenVinoInt8Encoder
+from semsearch.models.openvino_runtime import OpenVinoEncoder
 from semsearch.models.packing import (
     PackedAttention,
     PackedBatch,
@@ -46,6 +48,7 @@ from semsearch.models.tokenized import TokenizedTexts
 from semsearch.models.torch_device import HALF_PRECISIONS, Precision, resolve_device
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
+from semsearch.models.word_model import load_word_encoder, save_word_model
 from semsearch.options import Runtime, check_runtime
 
 # Vectors computed on a GPU wait there until this many are ready, then come back in one copy.
@@ -142,8 +145,6 @@ class BiEncoder(nn.Module):
                 f"unknown pooling {pooling!r}: choose one of {', '.join(POOLING_MODES)}"
             )
         if folder.word_model:
-            from semsearch.models.word_model import load_word_encoder
-
             word_runtime = "torch" if runtime == "auto" else runtime  # no export to make
             return load_word_encoder(
                 cls, folder, pooling, normalize, max_length, device, quantization
@@ -172,8 +173,6 @@ class BiEncoder(nn.Module):
         """int8 on OpenVINO (`openvino_int8`) where asked for by name and possible, else
         torch's `Int8Linear` (`auto` included: OpenVINO's int8 misses the recall bar)."""
         if runtime == "openvino":
-            from semsearch.models.openvino_int8 import OpenVinoInt8Encoder
-
             self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
             self.quantization = "int8"
             if self._runtime is not None:
@@ -193,8 +192,6 @@ class BiEncoder(nn.Module):
         check_runtime(runtime)
         self._runtime = None
         if resolve_runtime(runtime, self.device) == "openvino":
-            from semsearch.models.openvino_runtime import OpenVinoEncoder
-
             self._runtime = OpenVinoEncoder.attach(self)
         return self
 
@@ -456,8 +453,6 @@ class BiEncoder(nn.Module):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         if isinstance(self.transformer, WordNetwork):
-            from semsearch.models.word_model import save_word_model
-
             return save_word_model(self, folder)
         write_transformer_folder(self, folder)
 

@@ -38,7 +38,7 @@ def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto"
     `openvino` on a CPU; bf16 where the CPU runs it natively and it passed its check there,
     as a build on this CPU encodes, else fp32), which needs no torch; else the torch
     encoder (`BiEncoder.for_index`, on `runtime`)."""
-    from semsearch.ann.devices import cuda_may_be_visible
+    from semsearch.ann.devices import cuda_may_be_visible  # FAISS: only for rows to encode
 
     check_runtime(runtime)
     on_cpu = device == "cpu" or (device == "auto" and not cuda_may_be_visible())
@@ -49,6 +49,6 @@ def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto"
             exported = ExportedQueryEncoder.open(spec, precision=precision)
             if exported is not None:
                 return exported
-    from semsearch.models.bi_encoder import BiEncoder
+    from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves
 
     return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
