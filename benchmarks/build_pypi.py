@@ -214,7 +214,7 @@ def main() -> None:
     folder = IndexFolder(args.index_dir / name)
     encoder = None
     if args.query_runtime != "torch":  # as `semsearch query` encodes by default
-        from semsearch.models.exported_query_encoder import open_for_queries
+        from semsearch.models.query_loader import open_for_queries
 
         encoder = open_for_queries(folder.manifest().model, "cpu", args.query_runtime)
     searcher = Searcher(folder, encoder=encoder, device="cpu", compile=args.compile)

@@ -48,7 +48,7 @@ import semsearch.cli.app; mark("import semsearch CLI")
 import faiss; mark("import faiss")
 import pyarrow.parquet; mark("import pyarrow")
 from semsearch.index.store import find_index
-from semsearch.models.exported_query_encoder import open_for_queries
+from semsearch.models.query_loader import open_for_queries
 from semsearch.search import Searcher; mark("import semsearch.search")
 folder = find_index(sys.argv[1], Path(sys.argv[2]))
 encoder = open_for_queries(folder.manifest().model, "cpu"); mark("load the encoder")
@@ -98,6 +98,19 @@ def measure(command: list[str], env: dict[str, str], runs: int, before=None) -> 
         "cpu_s": round(statistics.median(cpus), 3),
         "wall_runs": [round(w, 3) for w in walls],
     }
+
+
+def torch_modules(command: list[str], env: dict[str, str]) -> int:
+    """How many torch modules `command` imports (`python -X importtime`): 0 for a command
+    that encodes nothing."""
+    done = subprocess.run(
+        [command[0], "-X", "importtime", *command[1:]], env=env, capture_output=True, text=True
+    )
+    return sum(
+        1
+        for line in done.stderr.splitlines()
+        if line.split("|")[-1].strip().split(".")[0] == "torch"
+    )
 
 
 def serve_ready(index_dir: str, env: dict[str, str], limit_s: float = 120.0) -> dict:
@@ -171,8 +184,8 @@ def main() -> None:
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     env["SEMSEARCH_CACHE_DIR"] = str(cache)
     index_dir = str(args.index_dir)
+    corpus = demo_corpus(args.demo_rows, args.index_dir)
     if not (args.index_dir / INDEX / "manifest.json").is_file():
-        corpus = demo_corpus(args.demo_rows, args.index_dir)
         subprocess.run(
             [
                 *SEMSEARCH,
@@ -202,6 +215,30 @@ def main() -> None:
         QUERY,
     ]
 
+    encode_nothing = {  # the index's own corpus again (every row unchanged); stored vectors
+        "add, every row unchanged": [
+            *SEMSEARCH,
+            "-q",
+            "add",
+            str(corpus),
+            "--index",
+            INDEX,
+            "--index-dir",
+            index_dir,
+        ],
+        "mine --index (stored vectors)": [
+            *SEMSEARCH,
+            "-q",
+            "mine",
+            "--index",
+            INDEX,
+            "--index-dir",
+            index_dir,
+            "--show",
+            "0",
+        ],
+    }
+
     def empty_cache() -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -220,7 +257,10 @@ def main() -> None:
             [*query, "--runtime", "torch"], env, args.runs
         ),
         "peer: sentence-transformers + FAISS script": measure(peer, env, args.runs),
+        # Commands that encode nothing: neither should load a model or import torch.
+        **{name: measure(command, env, args.runs) for name, command in encode_nothing.items()},
     }
+    torch_free = {name: torch_modules(command, env) for name, command in encode_nothing.items()}
     stages = json.loads(
         subprocess.run(
             [sys.executable, "-c", STAGES, INDEX, index_dir, QUERY],
@@ -239,6 +279,7 @@ def main() -> None:
         "commands": rows,
         "cold_query_stages_s": stages,
         "serve_s": serve,
+        "torch_modules_imported": torch_free,
         "query_vs_peer": round(rows["query, checked export (default)"]["wall_s"] / peer_wall, 3),
         "environment": environment(),
         "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:]),
