@@ -355,7 +355,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 rows=50_000,
             ),
         ),
-        ("--rows", "300"),
+        "--rows 300",
     ),
     Benchmark(
         "bounded_memory",

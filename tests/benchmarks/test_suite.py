@@ -22,6 +22,7 @@ def test_every_script_is_registered_and_every_cpu_script_has_a_smoke_run() -> No
     for name, benchmark in registered.items():
         assert (BENCHMARKS / f"{name}.py").is_file()
         assert (benchmark.smoke is None) == bool(benchmark.no_smoke), name
+        assert benchmark.smoke is None or isinstance(benchmark.smoke, str), name  # one command line
 
 
 def test_no_script_writes_figures_outside_the_results_lines() -> None:
