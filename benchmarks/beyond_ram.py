@@ -154,8 +154,8 @@ def build(args, corpus: Path, name: str, index_type: str) -> dict:
 def ground_truth(args, name: str, queries: np.ndarray, k: int) -> dict[str, np.ndarray]:
     """Exact top-k rows of each query, unfiltered and for each filter (bucket = id % 1000)."""
     from semsearch.ann.exact import exact_knn
-    from semsearch.index.segment import Segment
-    from semsearch.index.store import find_index
+    from semsearch.store.folders import find_index
+    from semsearch.store.segment import Segment
 
     folder = find_index(name, args.work_dir / "indexes")
     manifest = folder.manifest()
@@ -232,7 +232,7 @@ def cgroup_v1_search(args, command: list[str]) -> dict:
     """The limited search in a cgroup-v1 memory group of its own (where systemd is not PID 1):
     memory.limit_in_bytes bounds its anonymous memory and page cache together, as MemoryMax
     does; the group's peak usage and how often it hit the limit come back with the figures."""
-    from semsearch.index.factory import parse_bytes
+    from semsearch.ann.factory import parse_bytes
 
     group = CGROUP_V1 / f"semsearch-beyond-ram-{time.time_ns()}"
     group.mkdir()
@@ -263,8 +263,8 @@ def cgroup_v1_search(args, command: list[str]) -> dict:
 def search_worker(args) -> None:
     """Run in the searching process: queries, latencies, recall, then /proc/self/status."""
     import semsearch.ann.exact  # noqa: F401 - torch, as a rescoring search loads it: both sides
-    from semsearch.index.store import find_index
-    from semsearch.search import Searcher
+    from semsearch.search.searcher import Searcher
+    from semsearch.store.folders import find_index
 
     queries = np.load(args.queries_file)
     truth = dict(np.load(args.truth_file)) if args.truth_file else None
@@ -302,7 +302,7 @@ def search_worker(args) -> None:
 
 
 def recall(found: list[list[int]], truth: np.ndarray, k: int) -> float:
-    from semsearch.index.tune import recall_at_k
+    from semsearch.ann.tune import recall_at_k
 
     return round(recall_at_k(found, [row.tolist() for row in truth], k), 4)
 

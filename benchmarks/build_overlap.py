@@ -2,7 +2,7 @@
 
 Why: a build reads, hashes, tokenises, encodes and writes each part; done one after the
 other, the encoder (a GPU, in the end) idles during everything but encoding. The build now
-runs those steps as overlapped stages (`semsearch.index.pipeline`). This script builds N
+runs those steps as overlapped stages (`semsearch.ingest.pipeline`). This script builds N
 PyPI summaries twice, with the stages overlapped (`pipeline_depth` 1) and one after the other
 (depth 0), and times the encoder's calls inside each build: when the stages overlap, the
 encoder's time is the build's time minus its start-up (scan, first part read and tokenised)
@@ -72,8 +72,8 @@ def summaries(data_dir: Path, rows: int) -> pa.Table:
 
 def timed_build(corpus: Path, out_dir: Path, encoder, args, depth: int) -> dict:
     """One build with its encoder's calls timed; the figures of the overlap."""
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
 
     timed = TimedEncoder(encoder)
     options = BuildOptions(

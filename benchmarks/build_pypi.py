@@ -36,13 +36,13 @@ from common import (
     set_threads,
 )
 
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.store import IndexFolder
-from semsearch.index.tune import recall_at_k, tie_aware_recall
-from semsearch.index.vector_index import prepare_vectors
+from semsearch.ann.tune import recall_at_k, tie_aware_recall
+from semsearch.ann.vector_index import prepare_vectors
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.models import BiEncoder
-from semsearch.search import Searcher
+from semsearch.search.searcher import Searcher
+from semsearch.store.folders import IndexFolder
 
 WARMUP = 20
 

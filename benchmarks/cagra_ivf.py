@@ -37,7 +37,7 @@ from common import (
     record,
 )
 
-from semsearch.index.tune import rescored_recall
+from semsearch.ann.tune import rescored_recall
 from semsearch.training.vectors import load_vectors as stored
 
 K = 10

@@ -49,8 +49,8 @@ from common import (
 )
 
 from semsearch.ann.exact import ExactSearch
+from semsearch.ann.tune import recall_at_k
 from semsearch.evaluation.similarity import row_cosines
-from semsearch.index.tune import recall_at_k
 
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
 # Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.

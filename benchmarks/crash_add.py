@@ -19,9 +19,9 @@ import common
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.living import Index
+from semsearch.index import Index
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ TIE_TOLERANCE = 1e-5
 
 def stored_vectors(folder: Path) -> np.ndarray:
     """All stored vectors of an index folder, float32, in row order."""
-    from semsearch.index.segment import Segment
-    from semsearch.index.store import IndexFolder
+    from semsearch.store.folders import IndexFolder
+    from semsearch.store.segment import Segment
 
     index = IndexFolder(folder)
     manifest = index.manifest()
@@ -61,7 +61,7 @@ def tie_aware(
 
 
 def side_by_side(args) -> dict:
-    from semsearch.index.store import IndexFolder
+    from semsearch.store.folders import IndexFolder
 
     source = IndexFolder(args.from_index)
     manifest = source.manifest()

@@ -49,7 +49,7 @@ from common import (
     reference_model_path,
 )
 
-from semsearch.index.tune import rescored_recall
+from semsearch.ann.tune import rescored_recall
 from semsearch.training.vectors import load_vectors
 
 INDEX_NAME = "pypi-gpu-build"
@@ -220,8 +220,8 @@ def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
     import faiss
 
     from semsearch.ann.exact import ExactSearch
-    from semsearch.index.segment import Segment
-    from semsearch.index.store import find_index
+    from semsearch.store.folders import find_index
+    from semsearch.store.segment import Segment
 
     folder = find_index(INDEX_NAME, args.out_dir / "indexes")
     (record,) = folder.manifest().segments

@@ -126,7 +126,7 @@ pairs() {
 
 tests() {  # on a CPU every test here skips: the run still proves they import and collect
     step tests 30 60 $PY -m pytest -q -m gpu -rs -p no:cacheprovider \
-        tests/models/test_gpu_encode.py tests/cli/test_faiss_device.py tests/index/test_gpu.py
+        tests/models/test_gpu_encode.py tests/cli/test_faiss_device.py tests/ann/test_gpu.py
 }
 
 STEPS="checks encode build mine pairs tests"

@@ -38,10 +38,10 @@ from semsearch.evaluation.hybrid import (
     mode_metrics,
 )
 from semsearch.evaluation.ir import ir_metrics
-from semsearch.hybrid import Fusion
-from semsearch.index.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
-from semsearch.index.manifest import LexicalSpec
 from semsearch.models import BiEncoder
+from semsearch.search.hybrid import Fusion
+from semsearch.store.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
+from semsearch.store.manifest import LexicalSpec
 
 SWEEP = {
     "default (lucene k1=1.5 b=0.75, stemmed, stop words)": LexicalSpec(),
@@ -167,9 +167,9 @@ def oracle(sides: SideRankings, qrels: dict) -> dict[str, float]:
 def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
     """p50/p90 ms of single-query searches in each mode on `index` (a lexical part added first
     if it has none, timed)."""
-    from semsearch.index.maintain import set_lexical
-    from semsearch.index.store import IndexFolder
-    from semsearch.search import Searcher
+    from semsearch.ingest.maintain import set_lexical
+    from semsearch.search.searcher import Searcher
+    from semsearch.store.folders import IndexFolder
 
     folder = IndexFolder(index)
     facts: dict = {"index": str(index), "rows": folder.manifest().rows}

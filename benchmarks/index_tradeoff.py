@@ -36,9 +36,9 @@ from common import (
 )
 
 from semsearch.ann.exact import ExactSearch
-from semsearch.index.store import IndexFolder
-from semsearch.index.tune import rescored_recall
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.ann.tune import rescored_recall
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
+from semsearch.store.folders import IndexFolder
 from semsearch.training.vectors import index_vectors
 
 K = 10
@@ -66,7 +66,7 @@ STRUCTURES = {
     "ivfpq96": Structure("ivfpq96", "IVF4096,PQ96", "nprobe", NPROBES),
 }
 DEFAULT_TYPES = ",".join(STRUCTURES)
-# as semsearch.index.vector_index's TRAIN_POINTS_PER_CENTROID: k-means time grows with the sample
+# as semsearch.ann.vector_index's TRAIN_POINTS_PER_CENTROID: k-means time grows with the sample
 TRAIN_POINTS_PER_LIST = 64
 
 

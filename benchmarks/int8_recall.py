@@ -29,10 +29,10 @@ from common import (
 )
 
 from semsearch.ann.exact import ExactSearch
+from semsearch.ann.tune import rescored_recall
 from semsearch.evaluation.datasets import read_stsb
 from semsearch.evaluation.similarity import row_cosines
 from semsearch.evaluation.sts import STSEvaluator
-from semsearch.index.tune import rescored_recall
 from semsearch.models import BiEncoder
 
 K = 10

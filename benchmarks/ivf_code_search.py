@@ -31,9 +31,9 @@ def main() -> None:
     add_index_options(parser)
     args = parser.parse_args()
     from semsearch.ann.exact import ExactSearch
-    from semsearch.index.segment import Segment
-    from semsearch.index.store import IndexFolder
-    from semsearch.index.tune import recall_at_k
+    from semsearch.ann.tune import recall_at_k
+    from semsearch.store.folders import IndexFolder
+    from semsearch.store.segment import Segment
 
     folder = IndexFolder(args.index_dir / args.index)
     manifest = folder.manifest()

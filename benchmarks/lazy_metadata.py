@@ -65,8 +65,8 @@ def write_corpus(path: Path, rows: int) -> None:
 
 def child(index: Path) -> dict:
     """Run inside a fresh process: open, query, filter; what it measured."""
-    from semsearch.index.store import IndexFolder
-    from semsearch.search import Searcher
+    from semsearch.search.searcher import Searcher
+    from semsearch.store.folders import IndexFolder
 
     def anon() -> int:
         return proc_status_kib("self", ("RssAnon",)).get("RssAnon", 0) * 1024
@@ -118,8 +118,8 @@ def main() -> None:
     if args.child is not None:
         print(json.dumps(child(args.child)))
         return
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
 
     args.work_dir.mkdir(parents=True, exist_ok=True)
     corpus = args.work_dir / f"corpus-{args.rows}.parquet"

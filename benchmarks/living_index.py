@@ -24,12 +24,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from semsearch.ann.exact import ExactSearch
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.living import Index
-from semsearch.index.tune import recall_at_k
+from semsearch.ann.tune import recall_at_k
+from semsearch.index import Index
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.models.bi_encoder import BiEncoder
-from semsearch.search import Searcher
+from semsearch.search.searcher import Searcher
 
 TYPES = {"flat": "flat", "ivf": "ivf", "hnsw": "hnsw"}
 K = 10

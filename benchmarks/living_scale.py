@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from semsearch.index.living import Index
-from semsearch.index.tune import recall_at_k, tie_aware_recall
-from semsearch.index.vector_index import higher_is_better, prepare_vectors
-from semsearch.search import Searcher
+from semsearch.ann.tune import recall_at_k, tie_aware_recall
+from semsearch.ann.vector_index import higher_is_better, prepare_vectors
+from semsearch.index import Index
+from semsearch.search.searcher import Searcher
 
 K = 10
 

@@ -42,12 +42,12 @@ from common import (
 )
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.manifest import MANIFEST_FILE, Manifest
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
 from semsearch.mining.recall import mined_recall
 from semsearch.models.bi_encoder import EncoderSpec
+from semsearch.store.manifest import MANIFEST_FILE, Manifest
 
 SCORE_LEVELS = (0.99, 0.95, 0.9, 0.8)
 PROXY_INDEX = "pypi_hashing_proxy"

@@ -49,8 +49,8 @@ from common import (
 from ray_memory import own_vectors_builds, own_vectors_mining
 
 from semsearch.distributed import RayOptions, build_index_on_ray
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 
 
 def corpus_file(args) -> tuple[str, int]:

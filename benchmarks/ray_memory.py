@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 from common import Sampler, proc_status_kib, record, unit_vectors, vector_column
 
 from semsearch.distributed import RayOptions, build_index_on_ray, mine_index_on_ray
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.store import IndexFolder
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.mining import MiningOptions
+from semsearch.store.folders import IndexFolder
 
 DIMENSION = 384
 WRITE_ROWS = 65_536  # rows generated and written at a time

@@ -47,9 +47,9 @@ def mark(name): marks.append((name, time.perf_counter()))
 import semsearch.cli.app; mark("import semsearch CLI")
 import faiss; mark("import faiss")
 import pyarrow.parquet; mark("import pyarrow")
-from semsearch.index.store import find_index
+from semsearch.store.folders import find_index
 from semsearch.models.query_loader import open_for_queries
-from semsearch.search import Searcher; mark("import semsearch.search")
+from semsearch.search.searcher import Searcher; mark("import semsearch.search.searcher")
 folder = find_index(sys.argv[1], Path(sys.argv[2]))
 encoder = open_for_queries(folder.manifest().model, "cpu"); mark("load the encoder")
 searcher = Searcher(folder, encoder=encoder); mark("open the index")

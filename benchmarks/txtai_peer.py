@@ -39,7 +39,7 @@ def build_txtai_index(semsearch_folder: Path, out: Path) -> Path:
     # txtai resolves the transform by name only when told to (it imports this module).
     os.environ.setdefault("ALLOW_RESOLVE_TRANSFORM", "True")
 
-    from semsearch.index.store import IndexFolder
+    from semsearch.store.folders import IndexFolder
 
     folder = IndexFolder(semsearch_folder)
     manifest = folder.manifest()

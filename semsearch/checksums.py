@@ -1,4 +1,5 @@
-"""Sizes and fast hashes of an index's files, and of a manifest's own content.
+"""Sizes and fast hashes of an index's files, and of a manifest's own content; the sha256 of
+source files and model weights.
 
 The hash is xxHash's XXH3-128 (the `xxhash` package): on this project's machine it hashes
 a cached 100 MB file in 7 ms (about 14 GB/s, against 82 ms for `hashlib.blake2b` and 57 ms
@@ -9,10 +10,12 @@ could recompute it; that is not what it is for.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import xxhash
 
@@ -104,3 +107,17 @@ def cache_file_problem(path: Path) -> str | None:
     if size != record.get("bytes") or digest != record.get(HASH_NAME):
         return "its content is not the recorded one (changed or replaced after it was written)"
     return None
+
+
+def stream_sha256(stream: BinaryIO) -> str:
+    """The sha256 of a stream's bytes, read a MiB at a time (source files, model weights)."""
+    digest = hashlib.sha256()
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a local file: what a manifest records of its source, and of weights."""
+    with open(path, "rb") as handle:
+        return stream_sha256(handle)

@@ -35,6 +35,9 @@ DEV_TASKS: tuple[str, ...] = get_args(DevTask)
 CROSS_OBJECTIVES = ("bce", "softmax")
 CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
 
+# The metrics an index's vectors are compared by (FAISS scores the first two by inner product).
+METRIC_NAMES = ("cosine", "dot", "l2", "manhattan")
+
 # The similarity functions STS and pair evaluations report side by side.
 Similarity = Literal["cosine", "dot", "euclidean", "manhattan"]
 SIMILARITIES: tuple[str, ...] = get_args(Similarity)
@@ -71,11 +74,11 @@ def check_runtime(runtime: str) -> None:
 QueryPrecision = Literal["auto", "fp32", "bf16"]
 QUERY_PRECISIONS: tuple[str, ...] = get_args(QueryPrecision)
 
-# Query modes: the vectors, the BM25 index beside them, or both fused (semsearch.hybrid).
+# Query modes: the vectors, the BM25 index beside them, or both fused (semsearch.search.hybrid).
 SearchMode = Literal["dense", "lexical", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 # How hybrid fuses the two rankings: `adaptive` (the default: a convex combination whose
-# lexical weight shrinks where BM25's top scores are flat, semsearch.hybrid), reciprocal
+# lexical weight shrinks where BM25's top scores are flat, semsearch.search.hybrid), reciprocal
 # rank fusion (ranks only, k=60 as in Cormack et al. 2009), or a convex combination of
 # min-max normalised scores weighted by alpha.
 FusionMethod = Literal["adaptive", "rrf", "convex"]

@@ -25,7 +25,7 @@ from semsearch.evaluation.ir import exact_search
 from semsearch.evaluation.similarity import normalize_rows
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.options import DEFAULT_RERANK_TOP
-from semsearch.search import Hit, Searcher
+from semsearch.search.searcher import Hit, Searcher
 
 # The name the re-ranked score goes by in tables and JSON (the bi-encoder's is kept apart).
 RERANK_SCORE = "rerank_score"

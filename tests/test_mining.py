@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.update import delete_rows
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.ingest.update import delete_rows
 from semsearch.mining import (
     PAIR_COLUMNS,
     CorpusSource,

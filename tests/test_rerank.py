@@ -11,7 +11,7 @@ from semsearch.evaluation import InformationRetrievalEvaluator, RetrievalData, i
 from semsearch.evaluation.ir import DEPTH
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.rerank import Reranker, exact_rankings
-from semsearch.search import Hit
+from semsearch.search.searcher import Hit
 
 
 @pytest.fixture(scope="module")

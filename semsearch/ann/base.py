@@ -1,7 +1,7 @@
 """The one small interface every vector structure implements, whatever library and device.
 
 Backends: FAISS on the CPU, or placed on a GPU for its heavy work
-(`semsearch.index.vector_index.VectorIndex`, GPU placement in `semsearch.ann.faiss_gpu`),
+(`semsearch.ann.vector_index.VectorIndex`, GPU placement in `semsearch.ann.faiss_gpu`),
 and torch on any device (`semsearch.ann.torch_exact.TorchExactIndex`). The rest of the
 package trains, adds with ids, removes, searches with per-call parameters and filters,
 runs exact k-NN, saves and loads through these methods, and never asks which it holds.
@@ -10,7 +10,7 @@ runs exact k-NN, saves and loads through these methods, and never asks which it 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +18,8 @@ import faiss
 import numpy as np
 
 Parts = Iterable[tuple[np.ndarray, np.ndarray]]  # (ids, vectors) streamed in turn
+# Stored vectors read again for each pass over them (sampling, training, adding, tuning).
+RereadableParts = Callable[[], Parts]
 
 
 @dataclass

@@ -25,9 +25,9 @@ import torch
 from tqdm.auto import tqdm
 
 from semsearch import __version__
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.bench.sentences import SentenceSet
 from semsearch.errors import SemsearchError
-from semsearch.index.vector_index import prepare_vectors
 from semsearch.mining import Collection, MiningOptions, mine_paraphrases
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.datasets import read_stsb
-from semsearch.inputs import read_lines
+from semsearch.io.inputs import read_lines
 from semsearch.options import DEFAULT_DATA_DIR
 
 STSB_FILES = tuple(f"stsb/stsb_{split}.tsv.gz" for split in ("train", "dev", "test"))

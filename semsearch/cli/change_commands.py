@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from semsearch.ann.factory import parse_bytes
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
@@ -32,12 +33,11 @@ from semsearch.cli.engine_options import (
     ray_options,
 )
 from semsearch.cli.output import print_json_lines
-from semsearch.index.factory import parse_bytes
-from semsearch.index.store import find_index
-from semsearch.inputs import read_lines
+from semsearch.io.inputs import read_lines
+from semsearch.store.folders import find_index
 
 if TYPE_CHECKING:
-    from semsearch.index.update import ChangeResult
+    from semsearch.ingest.update import ChangeResult
 
 IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the index to change.")]
 IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]
@@ -76,7 +76,7 @@ def add(
     """Upsert CORPUS's rows into an index: new ids are added, changed rows re-encoded,
     unchanged rows skipped without encoding. Ids and columns keep the index's types: a
     value that would change meaning (the id '01' in an index of integer ids) is refused."""
-    from semsearch.index.update import add_rows
+    from semsearch.ingest.update import add_rows
 
     on_ray = ray_options(engine, address, workers, show_progress(json_output))
     index_folder(index, "--index")  # a name or a folder, never a URI
@@ -126,7 +126,7 @@ def delete(
     json_output: JsonFlag = False,
 ) -> None:
     """Delete rows by id (--ids FILE) or by a condition (--where "year < 2010")."""
-    from semsearch.index.update import delete_rows
+    from semsearch.ingest.update import delete_rows
 
     folder = find_index(name, index_dir)
     result = delete_rows(folder, read_lines(ids) if ids else None, where)
@@ -168,9 +168,9 @@ def reindex(
     """Rebuild the FAISS structure from the stored vectors, or add (--lexical) or drop
     (--no-lexical) the BM25 part built from the stored texts, without loading the model."""
     from semsearch.errors import SemsearchError
-    from semsearch.index.maintain import reindex as rebuild
-    from semsearch.index.maintain import set_lexical
-    from semsearch.index.manifest import LexicalSpec
+    from semsearch.ingest.maintain import reindex as rebuild
+    from semsearch.ingest.maintain import set_lexical
+    from semsearch.store.manifest import LexicalSpec
 
     if index_type is None and lexical is None:
         raise SemsearchError("say what to rebuild: --index-type TYPE, --lexical or --no-lexical")
@@ -201,7 +201,7 @@ def compact(
     json_output: JsonFlag = False,
 ) -> None:
     """Merge segments, drop deleted rows, and forget generations older than the last --keep."""
-    from semsearch.index.maintain import compact as merge
+    from semsearch.ingest.maintain import compact as merge
 
     folder = find_index(name, index_dir)
     manifest = merge(folder, keep, show_progress=show_progress(), device=device)
@@ -217,7 +217,7 @@ def rollback(
     json_output: JsonFlag = False,
 ) -> None:
     """Make an older generation current again (recorded as a new generation)."""
-    from semsearch.index.maintain import rollback as restore
+    from semsearch.ingest.maintain import rollback as restore
 
     folder = find_index(name, index_dir)
     _report_manifest(folder.name, restore(folder, generation), json_output)

@@ -17,7 +17,7 @@ import typer.core
 from rich.console import Console, ConsoleDimensions
 
 from semsearch.errors import SemsearchError
-from semsearch.index.store import DEFAULT_INDEX_DIR
+from semsearch.store.folders import DEFAULT_INDEX_DIR
 
 # The order `semsearch --help` lists commands in: the order a user meets them.
 COMMAND_ORDER = (
@@ -259,7 +259,7 @@ def user_errors(command: Command) -> Command:
 
 def _too_long(exc: OSError) -> str:
     """A path the system refused as too long, as a user's mistake: one line, the path cut."""
-    from semsearch.index.store import shorten_path
+    from semsearch.store.folders import shorten_path
 
     where = f" {shorten_path(exc.filename)}" if exc.filename else ""
     return f"the path{where} is too long for this system ({exc.strerror}): use a shorter one"

@@ -41,7 +41,7 @@ Workers = Annotated[
 
 def corpus_location(corpus: str) -> str | Path:
     """A corpus argument as given: a URI stays text (a `Path` would fold `s3://` into `s3:/`)."""
-    from semsearch.filesystems import is_uri  # pyarrow: not for --help
+    from semsearch.io.filesystems import is_uri  # pyarrow: not for --help
 
     return corpus if is_uri(corpus) else Path(corpus)
 
@@ -49,7 +49,7 @@ def corpus_location(corpus: str) -> str | Path:
 def index_folder(folder: str | Path, option: str = "--index-dir") -> str | Path:
     """An index folder (or the folder of the indexes), refused in one line when it is a URI:
     semsearch writes it with POSIX calls (on a cluster, a shared filesystem every node mounts)."""
-    from semsearch.filesystems import check_local_folder
+    from semsearch.io.filesystems import check_local_folder
 
     check_local_folder(folder, option)
     return folder

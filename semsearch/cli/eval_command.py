@@ -1,6 +1,6 @@
 """`semsearch eval sts|pairs|ir|heatmap`: measure a model folder, or the model of an index.
 
-The work is done by `semsearch.evaluation.tasks`, one function per subcommand; each command
+The work is done by `semsearch.evaluate`, one function per subcommand; each command
 here parses its options, calls it, prints a table (one JSON line with `--json`) and, with
 `--out`, writes the figures to a JSON file. `--index NAME` measures the model recorded in
 that index's manifest (checked against its fingerprint); `eval ir --search-index` also
@@ -40,7 +40,7 @@ from semsearch.options import (
 )
 
 if TYPE_CHECKING:
-    from semsearch.evaluation.tasks import EvaluationResult
+    from semsearch.evaluate import EvaluationResult
 
 eval_app = App(help="Measure a model (or an index's model) on labelled data.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -75,7 +75,7 @@ def sts(
     json_output: JsonFlag = False,
 ) -> None:
     """Spearman and Pearson correlation of four similarities with graded pairs."""
-    from semsearch.evaluation.tasks import ModelOptions, evaluate_sts
+    from semsearch.evaluate import ModelOptions, evaluate_sts
 
     columns = parse_assignments(column, "--column")
     chosen = ModelOptions(
@@ -112,7 +112,7 @@ def pairs(
     json_output: JsonFlag = False,
 ) -> None:
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision."""
-    from semsearch.evaluation.tasks import ModelOptions, evaluate_pairs
+    from semsearch.evaluate import ModelOptions, evaluate_pairs
 
     columns = parse_assignments(column, "--column")
     chosen = ModelOptions(
@@ -175,8 +175,8 @@ def ir(
 ) -> None:
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder, for dense,
     lexical (BM25) and hybrid retrieval side by side."""
-    from semsearch.evaluation.tasks import ModelOptions, evaluate_ir
-    from semsearch.hybrid import Fusion
+    from semsearch.evaluate import ModelOptions, evaluate_ir
+    from semsearch.search.hybrid import Fusion
 
     chosen = ModelOptions(
         model=model,
@@ -213,7 +213,7 @@ def _report_modes(result: EvaluationResult) -> None:
         table.add_row(escape(mode), *[_cell(metrics.get(measure)) for measure in measures])
     console.print(table)
     if "fusion" in facts:  # what the hybrid row's ranking is made of, in a line
-        from semsearch.hybrid import Fusion, describe
+        from semsearch.search.hybrid import Fusion, describe
 
         console.print(describe(Fusion(**facts["fusion"])), markup=False)
     for verdict in facts.get("rerank_verdicts", ()):
@@ -243,7 +243,7 @@ def heatmap(
     out: Out = None,
 ) -> None:
     """A PNG of the cosine similarity of every pair of sentences, and the matrix as a table."""
-    from semsearch.evaluation.tasks import ModelOptions, evaluate_heatmap
+    from semsearch.evaluate import ModelOptions, evaluate_heatmap
 
     chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device)
     result = evaluate_heatmap(sentences, png, chosen, title)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from semsearch.ann.factory import parse_bytes
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
@@ -28,11 +29,10 @@ from semsearch.cli.engine_options import (
     ray_options,
 )
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
-from semsearch.index.factory import parse_bytes
-from semsearch.index.store import IndexFolder, find_index, scan_indexes
-from semsearch.inputs import read_lines
+from semsearch.io.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import DEFAULT_TARGET_RECALL
+from semsearch.store.folders import IndexFolder, find_index, scan_indexes
 
 
 @app.command()
@@ -135,9 +135,9 @@ def build(
 
     An interrupted build resumes from its last complete shard when run again.
     """
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
-    from semsearch.index.manifest import LexicalSpec
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
+    from semsearch.store.manifest import LexicalSpec
 
     if old_index_type is not None:
         typer.echo(

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from semsearch.search import Hit
+    from semsearch.search.searcher import Hit
 
 TABLE_TEXT_CHARS = 160
 NO_RESULTS = "no results"

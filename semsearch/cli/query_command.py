@@ -17,8 +17,7 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_hits, print_json_lines, say_no_results
 from semsearch.errors import SemsearchError
-from semsearch.index.store import IndexFolder, find_index
-from semsearch.inputs import read_lines
+from semsearch.io.inputs import read_lines
 from semsearch.options import (
     DEFAULT_ALPHA,
     DEFAULT_FUSION,
@@ -27,7 +26,8 @@ from semsearch.options import (
     FUSION_METHODS,
     SEARCH_MODES,
 )
-from semsearch.search_limits import queries_per_call
+from semsearch.search.limits import queries_per_call
+from semsearch.store.folders import IndexFolder, find_index
 
 # `query --help` lists the common options first, then these groups.
 HYBRID_PANEL = "Hybrid search and re-ranking"
@@ -145,7 +145,7 @@ def query(
 
     With --rerank, a cross-encoder keeps the best -k of --rerank-top candidates.
     """
-    from semsearch.hybrid import Fusion, check_mode
+    from semsearch.search.hybrid import Fusion, check_mode
 
     check_mode(mode)
     fused = Fusion(fusion, alpha=alpha)
@@ -169,11 +169,11 @@ def query(
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
     from semsearch.models.query_loader import open_for_queries
-    from semsearch.search import Searcher
+    from semsearch.search.searcher import Searcher
 
     manifest = folder.manifest(at)
     if mode != "lexical" and not manifest.has_model:  # before anything loads
-        from semsearch.index.own_vectors import no_model_message
+        from semsearch.io.own_vectors import no_model_message
 
         raise SemsearchError(no_model_message(manifest.name))
     if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
@@ -234,9 +234,9 @@ def _query_vectors(
     json_output: bool,
 ) -> None:
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
-    from semsearch.index.own_vectors import query_vectors
-    from semsearch.inputs import read_npy
-    from semsearch.search import Searcher
+    from semsearch.io.inputs import read_npy
+    from semsearch.io.own_vectors import query_vectors
+    from semsearch.search.searcher import Searcher
 
     array = read_npy(path)
     folder = find_index(index, index_dir)

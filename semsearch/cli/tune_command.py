@@ -18,9 +18,9 @@ from semsearch.cli.common import (
 )
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
-from semsearch.index.store import find_index
-from semsearch.inputs import read_lines
+from semsearch.io.inputs import read_lines
 from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.folders import find_index
 
 
 @app.command()
@@ -70,7 +70,7 @@ def tune(
 
         encoder = BiEncoder.for_index(folder.manifest().model, device)
         vectors = encoder.encode(texts)
-    from semsearch.index.maintain import retune
+    from semsearch.ingest.maintain import retune
 
     result = retune(
         folder, target_recall, vectors, k=k, sample=sample, device=device, strict=strict

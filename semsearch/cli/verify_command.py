@@ -9,7 +9,7 @@ import typer
 from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
-from semsearch.index.store import find_index
+from semsearch.store.folders import find_index
 
 
 @app.command()
@@ -36,7 +36,7 @@ def verify(
     A damaged index is refused with the file at fault and the newest earlier generation
     that verifies, to roll back to.
     """
-    from semsearch.index.verify import record_checksums, verify_index
+    from semsearch.store.verify import record_checksums, verify_index
 
     folder = find_index(name, index_dir)
     if record:

@@ -7,7 +7,7 @@ ids stay on the workers, checked for repeats across files by one task), encoding
 indexing them (`semsearch.distributed.segments`): training on a worker, then one segment
 per worker, each filled, tuned, hashed and given its BM25 part where it runs. The driver
 holds counts, records and hashes, never the ids, vectors or index. The manifest is the local
-build's (`semsearch.index.build`), with a segment per worker instead of one.
+build's (`semsearch.ingest.build`), with a segment per worker instead of one.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from semsearch.corpus import check_id_column, file_sha256, open_corpus
+from semsearch.ann.factory import IndexSpec
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_units, job_errors
 from semsearch.distributed.segments import (
@@ -33,10 +34,9 @@ from semsearch.distributed.segments import (
     with_tuning,
 )
 from semsearch.errors import ResumableError
-from semsearch.filesystems import check_local_folder, location_text
-from semsearch.index.build import IndexedParts, build_index
-from semsearch.index.build_options import BuildOptions, EncodedRows
-from semsearch.index.corpus_files import (
+from semsearch.ingest.build import IndexedParts, build_index
+from semsearch.ingest.build_options import BuildOptions, EncodedRows
+from semsearch.ingest.corpus_files import (
     FileScan,
     ManyFilesSource,
     check_unique_ids,
@@ -44,17 +44,18 @@ from semsearch.index.corpus_files import (
     plan_units,
     scan_file,
 )
-from semsearch.index.filling import add_parts
-from semsearch.index.manifest import IndexSpec, SourceSpec
-from semsearch.index.own_vectors import (
+from semsearch.io.corpus import check_id_column, open_corpus
+from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
+from semsearch.io.own_vectors import (
     ColumnVectors,
     VectorColumn,
     dimension_of,
     with_vector_column,
 )
-from semsearch.index.segment import Segment, SegmentWriter
-from semsearch.index.store import IndexFolder
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.store.filling import add_parts
+from semsearch.store.folders import IndexFolder
+from semsearch.store.manifest import SourceSpec
+from semsearch.store.segment import Segment, SegmentWriter
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +293,7 @@ def scan_apart(
     if id_column is not None:
         check_id_column(corpus, id_column)
     return (
-        FileScan(location_text(path), rows, rows, file_sha256(corpus.path), None),
+        FileScan(location_text(path), rows, rows, location_sha256(corpus.path), None),
         None,
         dimension,
     )

@@ -22,12 +22,12 @@ import pyarrow as pa
 
 from semsearch.distributed.cluster import Workers, require_ray
 from semsearch.errors import ResumableError, SemsearchError, one_line
-from semsearch.index.corpus_files import ReadUnit, read_unit
-from semsearch.index.own_vectors import VectorColumn
-from semsearch.index.parts import encode_rows as encode_prepared
-from semsearch.index.parts import prepare_part
-from semsearch.index.segment import SegmentWriter
+from semsearch.ingest.corpus_files import ReadUnit, read_unit
+from semsearch.ingest.parts import encode_rows as encode_prepared
+from semsearch.ingest.parts import prepare_part
+from semsearch.io.own_vectors import VectorColumn
 from semsearch.models.truncation import truncation_report
+from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
 

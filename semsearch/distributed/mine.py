@@ -31,16 +31,14 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from semsearch.ann.vector_index import VectorIndex
 from semsearch.distributed.build import RaySource
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import job_errors
 from semsearch.errors import ResumableError, SemsearchError
-from semsearch.filesystems import check_local_folder, file_name
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.manifest import Manifest
-from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder
-from semsearch.index.vector_index import VectorIndex
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.io.filesystems import check_local_folder, file_name
 from semsearch.mining.blocks import BlockJob, mine_block, plan_blocks
 from semsearch.mining.collection import (
     CorpusSource,
@@ -56,6 +54,8 @@ from semsearch.mining.neighbours import (
     train_structure,
 )
 from semsearch.mining.pairs import MiningResult, PairAccumulator
+from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder
+from semsearch.store.manifest import Manifest
 
 # The temporary index of a corpus mined on Ray: WORK_PREFIX + a random part, in --work-dir.
 WORK_PREFIX = "semsearch-mine-"

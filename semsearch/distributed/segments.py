@@ -16,7 +16,7 @@ Every segment starts from the same trained structure (the manifest's `trained_fi
 for a segment that `add` makes), so an IVF search probes the same lists in each segment
 that one merged index would, and the merged results are the same; a flat index gives the
 same exact top-k. Why segments rather than one merged file: the searcher already searches
-and merges segments (`semsearch.index.snapshot`), each segment's files are hashed and
+and merges segments (`semsearch.search.snapshot`), each segment's files are hashed and
 verified as any other's, and no process ever holds the whole index.
 """
 
@@ -33,24 +33,24 @@ import faiss
 import numpy as np
 
 from semsearch.ann.devices import CPU
+from semsearch.ann.factory import IndexSpec
+from semsearch.ann.tune import TuningResult, enforce_target
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.checksums import describe_files
-from semsearch.index.filling import add_parts, sample_vectors, trained_index
-from semsearch.index.generation import segment_name
-from semsearch.index.lexical import index_segment_texts
-from semsearch.index.manifest import (
-    IndexSpec,
+from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.filling import add_parts, sample_vectors, trained_index
+from semsearch.store.folders import IndexFolder
+from semsearch.store.generation import segment_name
+from semsearch.store.lexical import index_segment_texts
+from semsearch.store.manifest import (
     LexicalSpec,
     SegmentRecord,
     part_arrow_name,
     part_file_names,
     segment_file_names,
 )
-from semsearch.index.rescoring import tune_search
-from semsearch.index.segment import Segment, index_file_name
-from semsearch.index.store import IndexFolder
-from semsearch.index.tune import TuningResult, enforce_target
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
-from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.rescoring import tune_search
+from semsearch.store.segment import Segment, index_file_name
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """`semsearch add --engine ray`: an add whose new rows are encoded by a Ray actor pool.
 
-Everything else is the local add (`semsearch.index.update.add_rows`): the writer lock, the
+Everything else is the local add (`semsearch.ingest.update.add_rows`): the writer lock, the
 upsert by id, the new segment's FAISS index and the new generation; only its `PartsWriter`
 runs on the cluster, writing the new segment's parts into the index folder every node sees.
 """
@@ -15,10 +15,10 @@ import pyarrow as pa
 
 from semsearch.distributed.cluster import RayConnection, RayOptions
 from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_rows, part_row
-from semsearch.index.manifest import Manifest
-from semsearch.index.segment import SegmentWriter
-from semsearch.index.store import IndexFolder
-from semsearch.index.update import PART_ROWS, ChangeResult, add_rows
+from semsearch.ingest.update import PART_ROWS, ChangeResult, add_rows
+from semsearch.store.folders import IndexFolder
+from semsearch.store.manifest import Manifest
+from semsearch.store.segment import SegmentWriter
 
 
 def add_rows_on_ray(

@@ -9,7 +9,7 @@
 - `datasets` and `beir`: readers for the shared STS-B, SICK and BEIR files.
 - `tasks`: the `semsearch eval` subcommands as functions (`evaluate_sts`, `evaluate_pairs`,
   `evaluate_ir`, `evaluate_heatmap`): data read, model (or index) loaded, figures timed.
-  Import it as `semsearch.evaluation.tasks`: it reaches into training, models and indexes,
+  Import it as `semsearch.evaluate`: it reaches into training, models and indexes,
   which this package's evaluators do not need.
 """
 

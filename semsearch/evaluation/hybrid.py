@@ -1,7 +1,7 @@
 """Dense, lexical and hybrid retrieval measured side by side, and the convex weight tuned.
 
 Each side is a `Ranking` (scores and rows [queries, depth], rows numbering the documents),
-so the same fusion code that answers `query --mode hybrid` (`semsearch.hybrid.fuse`) is the
+so the same fusion code that answers `query --mode hybrid` (`semsearch.search.hybrid.fuse`) is the
 one measured here. The rankings come from exact search over a BEIR folder (`exact_modes`)
 or from an index (`index_modes`).
 
@@ -22,9 +22,9 @@ from semsearch.evaluation.base import TextEncoder
 from semsearch.evaluation.beir import RetrievalData
 from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.similarity import normalize_rows
-from semsearch.hybrid import Fusion, Ranking, fuse
-from semsearch.index.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
-from semsearch.index.manifest import LexicalSpec
+from semsearch.search.hybrid import Fusion, Ranking, fuse
+from semsearch.store.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
+from semsearch.store.manifest import LexicalSpec
 
 ALPHA_GRID = tuple(np.round(np.linspace(0, 1, 21), 2))
 TUNED_METRIC = "ndcg@10"

@@ -17,13 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from semsearch.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import SemsearchError
-from semsearch.index.manifest import Manifest
-from semsearch.index.segment import ID_COLUMN, Segment
-from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.io.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
+from semsearch.store.manifest import Manifest
+from semsearch.store.segment import ID_COLUMN, Segment
 
 if TYPE_CHECKING:  # torch only where a corpus file is encoded: an index's vectors need none
     from semsearch.models.bi_encoder import BiEncoder

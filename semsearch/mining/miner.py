@@ -20,7 +20,6 @@ import numpy as np
 from semsearch.ann.devices import CPU, faiss_device
 from semsearch.ann.faiss_gpu import GPU_MAX_K
 from semsearch.errors import SemsearchError
-from semsearch.index.store import DEFAULT_INDEX_DIR
 from semsearch.mining.collection import (
     Collection,
     CorpusSource,
@@ -29,6 +28,7 @@ from semsearch.mining.collection import (
 )
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 from semsearch.mining.pairs import DuplicateGroups, MiningResult, MiningStats, PairAccumulator
+from semsearch.store.folders import DEFAULT_INDEX_DIR
 
 if TYPE_CHECKING:  # torch only where a corpus file is encoded: an index's vectors need none
     from semsearch.models.bi_encoder import BiEncoder

@@ -18,10 +18,9 @@ from tqdm.auto import tqdm
 
 from semsearch.ann.base import AnnBackend
 from semsearch.ann.devices import CPU, FaissDevice
+from semsearch.ann.factory import AUTO_EXACT_LIMIT, IndexSpec, choose_index
 from semsearch.ann.faiss_gpu import GPU_MAX_K
-from semsearch.index.factory import AUTO_EXACT_LIMIT, choose_index
-from semsearch.index.manifest import IndexSpec
-from semsearch.index.vector_index import VectorIndex
+from semsearch.ann.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
 # Trained structures with inverted lists can be emptied and refilled with some of their rows.

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
+from semsearch.checksums import file_sha256
 from semsearch.errors import SemsearchError, one_line
 from semsearch.models.packaged_model import PACKAGED_MODELS, packaged_model_path
 
@@ -154,11 +155,8 @@ def weight_files(folder: Path) -> list[Path]:
 
 @lru_cache(maxsize=16)
 def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """Cached by size and modification time: a changed file is hashed again."""
+    return file_sha256(path)
 
 
 def _default_model_path() -> Path:

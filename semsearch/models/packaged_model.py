@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from semsearch.checksums import file_sha256
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
@@ -192,8 +193,6 @@ def check_weights(model: PackagedModel, folder: Path) -> None:
 
 def _verify_and_mark(model: PackagedModel, folder: Path, assembled: bool) -> None:
     weights = folder / WEIGHTS_FILE
-    from semsearch.corpus import file_sha256  # pyarrow comes with it: only when assembling
-
     actual = file_sha256(weights) if weights.is_file() else "missing"
     if actual != model.weights_sha256:
         if assembled:

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
-from semsearch.index.store import IndexFolder, find_index, list_indexes
 from semsearch.models.exported_query_encoder import openvino_installed
-from semsearch.search import Searcher
+from semsearch.search.searcher import Searcher
 from semsearch.server.batcher import MicroBatcher
 from semsearch.server.schemas import ServerConfig
 from semsearch.server.warmup import NothingToWarm, QueryPrecisionWarmup
+from semsearch.store.folders import IndexFolder, find_index, list_indexes
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from semsearch.index.store import DEFAULT_INDEX_DIR
 from semsearch.options import DEFAULT_FUSION, FusionMethod, SearchMode
-from semsearch.search_limits import MAX_OVERSAMPLE
+from semsearch.search.limits import MAX_OVERSAMPLE
+from semsearch.store.folders import DEFAULT_INDEX_DIR
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ import torch
 from scipy import stats
 from torch import nn
 
-from semsearch.corpus import open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import Evaluator
 from semsearch.evaluation.pairs import average_precision
 from semsearch.evaluation.sts import _correlation
+from semsearch.io.corpus import open_corpus
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import model_kind, resolve_model
 from semsearch.options import CROSS_OBJECTIVES

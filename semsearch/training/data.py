@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from semsearch.corpus import open_corpus
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.datasets import SICK_LABELS, Columns, read_sick, read_stsb
+from semsearch.io.corpus import open_corpus
 from semsearch.losses import loss_class, require_columns
 from semsearch.training.data_options import DataOptions
 from semsearch.training.formation import form_examples

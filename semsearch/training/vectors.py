@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.index.segment import Segment
-from semsearch.index.store import DEFAULT_INDEX_DIR, IndexFolder, find_index
-from semsearch.inputs import read_npy
+from semsearch.io.inputs import read_npy
+from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
+from semsearch.store.segment import Segment
 from semsearch.training.data import read_source
 
 PAIR_COLUMNS = ("row1", "row2", "label")

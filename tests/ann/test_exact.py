@@ -13,8 +13,8 @@ import torch
 
 from semsearch.ann import devices, exact
 from semsearch.ann.exact import ExactSearch, Tiles, exact_knn
+from semsearch.ann.vector_index import METRICS, prepare_vectors
 from semsearch.errors import SemsearchError
-from semsearch.index.vector_index import METRICS, prepare_vectors
 
 
 def _points(rows: int, dimension: int = 16, seed: int = 0) -> np.ndarray:

@@ -9,9 +9,9 @@ import pytest
 
 from semsearch.ann.devices import CPU, FaissDevice
 from semsearch.ann.exact import exact_knn
+from semsearch.ann.factory import IndexSpec
 from semsearch.ann.kmeans import assign, kmeans
-from semsearch.index.manifest import IndexSpec
-from semsearch.index.vector_index import VectorIndex, prepare_vectors
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 
 TORCH_ON_CPU = FaissDevice(torch_device="cpu")
 

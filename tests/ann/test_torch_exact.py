@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from semsearch.ann.base import AnnBackend, IdFilter
+from semsearch.ann.factory import IndexSpec
 from semsearch.ann.metrics import prepare_vectors
 from semsearch.ann.torch_exact import TorchExactIndex
+from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
-from semsearch.index.manifest import IndexSpec
-from semsearch.index.vector_index import VectorIndex
 
 ROWS, DIMENSION = 600, 16
 

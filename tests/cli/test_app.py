@@ -134,7 +134,7 @@ def test_help_explains_the_commands() -> None:
 def test_index_type_help_names_every_named_type(command) -> None:
     from typer.main import get_command
 
-    from semsearch.index.factory import NAMED_TYPES
+    from semsearch.ann.factory import NAMED_TYPES
 
     [option] = [p for p in get_command(app).commands[command].params if p.name == "index_type"]
     assert set(NAMED_TYPES) <= set(re.findall(r"[a-z]+", option.help))

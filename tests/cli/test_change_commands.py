@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cli.support import error_line
-from index.living_support import generated_table, write
+from living_support import generated_table, write
 
 
 @pytest.fixture()
@@ -147,7 +147,7 @@ def test_bad_input_is_one_line_and_leaves_the_index_unchanged(living, args, expe
 
 
 def test_a_second_writer_is_refused(living) -> None:
-    from semsearch.index.store import find_index
+    from semsearch.store.folders import find_index
 
     folder = find_index("docs", Path(living.index_dir))
     with folder.writer_lock("add"):

@@ -242,7 +242,7 @@ def test_a_query_with_a_checked_export_imports_neither_torch_nor_transformers(
     unneeded = (
         "pyarrow.parquet",
         "pyarrow.compute",
-        "semsearch.corpus",
+        "semsearch.io.corpus",
         "semsearch.cli.bench_command",
     )
     found, output = _modules_after_main(args, HEAVY + unneeded)

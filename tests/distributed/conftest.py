@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.ann.exact import exact_knn
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.segment import Segment
-from semsearch.index.store import IndexFolder
-from semsearch.search import Searcher
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.search.searcher import Searcher
+from semsearch.store.folders import IndexFolder
+from semsearch.store.segment import Segment
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 ray_tests = [

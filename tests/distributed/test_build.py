@@ -13,11 +13,11 @@ import time
 import pytest
 from distributed import conftest as support
 
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.distributed.build import RaySource
-from semsearch.index.build import build_index
-from semsearch.index.store import partial_folder
-from semsearch.index.vector_index import prepare_vectors
+from semsearch.ingest.build import build_index
+from semsearch.store.folders import partial_folder
 
 pytestmark = [*support.ray_tests, pytest.mark.usefixtures("local_ray")]
 
@@ -155,7 +155,7 @@ DRIVER = """
 import sys
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.distributed.build import RaySource
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build_options import BuildOptions
 
 corpus, out_dir, model, address = sys.argv[1:]
 build_index_on_ray(BuildOptions(corpus=corpus, name="big", id_column="doc_id", out_dir=out_dir,

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from distributed import conftest as support
 
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.distributed import RayOptions, build_index_on_ray, mine_index_on_ray
-from semsearch.index.build import build_index
-from semsearch.index.store import partial_folder
-from semsearch.index.vector_index import prepare_vectors
+from semsearch.ingest.build import build_index
 from semsearch.mining import MiningOptions, mine_index
+from semsearch.store.folders import partial_folder
 
 pytestmark = support.ray_tests
 

@@ -9,8 +9,8 @@ from cli.support import error_line, runner
 from distributed.conftest import ray_tests, write_corpus
 
 from semsearch.cli.app import app
-from semsearch.index import build as build_module
-from semsearch.index.store import partial_folder
+from semsearch.ingest import build as build_module
+from semsearch.store.folders import partial_folder
 
 pytestmark = ray_tests
 

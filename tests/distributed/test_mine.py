@@ -23,7 +23,7 @@ from semsearch.distributed import (
 )
 from semsearch.distributed import mine as mine_module
 from semsearch.errors import SemsearchError
-from semsearch.index.build import build_index
+from semsearch.ingest.build import build_index
 from semsearch.mining import (
     CorpusSource,
     IndexedCollection,

@@ -20,7 +20,7 @@ from semsearch.distributed.mine import (
     train_for_mining,
 )
 from semsearch.errors import ResumableError, SemsearchError
-from semsearch.index.build import build_index
+from semsearch.ingest.build import build_index
 from semsearch.mining import (
     CorpusSource,
     IndexedCollection,

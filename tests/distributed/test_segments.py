@@ -11,12 +11,12 @@ from distributed import conftest as support
 
 from semsearch.ann.exact import exact_knn
 from semsearch.distributed.segments import SPLIT_FILE, part_ranges, rejoin_parts, split_parts
-from semsearch.index import build as build_module
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.segment import Segment, SegmentWriter
-from semsearch.index.verify import verify_index
-from semsearch.search import Searcher
+from semsearch.ingest import build as build_module
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.search.searcher import Searcher
+from semsearch.store.segment import Segment, SegmentWriter
+from semsearch.store.verify import verify_index
 
 
 def write_parts(folder, parts: int, rows: int = 3) -> list[np.ndarray]:

@@ -9,10 +9,10 @@ import pytest
 from distributed.conftest import options, ray_tests, write_corpus
 
 from semsearch.distributed import RayOptions, add_rows_on_ray
-from semsearch.index.build import build_index
-from semsearch.index.segment import Segment
-from semsearch.index.store import IndexFolder
-from semsearch.index.update import add_rows
+from semsearch.ingest.build import build_index
+from semsearch.ingest.update import add_rows
+from semsearch.store.folders import IndexFolder
+from semsearch.store.segment import Segment
 
 pytestmark = [*ray_tests, pytest.mark.usefixtures("local_ray")]
 

@@ -16,7 +16,7 @@ import pytest
 from distributed import conftest as support
 
 from semsearch.distributed import RayOptions, build_index_on_ray
-from semsearch.index.build import build_index
+from semsearch.ingest.build import build_index
 
 pytestmark = [*support.ray_tests, pytest.mark.usefixtures("local_ray")]
 

@@ -16,7 +16,7 @@ from semsearch.evaluation.hybrid import (
     mode_metrics,
     tune_alpha,
 )
-from semsearch.hybrid import Fusion
+from semsearch.search.hybrid import Fusion
 
 QUERIES = [f"q{i}" for i in range(6)]
 QRELS = {f"q{i}": {f"d{i}": 1} for i in range(6)}

@@ -196,8 +196,8 @@ def test_auto_is_openvino_on_a_cpu_and_torch_on_a_gpu() -> None:
 
 @pytest.mark.default_runtime
 def test_the_default_load_and_build_run_openvino(tiny_model_dir, tiny_encoder, tmp_path) -> None:
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
 
     encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")  # runtime="auto"
     assert encoder.runtime.startswith("openvino-")
@@ -236,9 +236,9 @@ def test_an_index_built_on_one_runtime_answers_on_the_other(tiny_model_dir, tmp_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
-    from semsearch.search import Searcher
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
+    from semsearch.search.searcher import Searcher
 
     words = [
         "cat",

@@ -16,7 +16,6 @@ import pytest
 from cli.support import error_line, runner
 from training.tiny_data import write_stsb
 
-from semsearch import corpus
 from semsearch.cli.app import app
 from semsearch.errors import SemsearchError
 from semsearch.models import packaged_model
@@ -113,8 +112,8 @@ def test_a_second_use_neither_reassembles_nor_rehashes(fake_model, tmp_path, mon
     cache = tmp_path / "cache"
     packaged_model_path(fake_model, cache)
     hashed: list[Path] = []
-    original = corpus.file_sha256
-    monkeypatch.setattr(corpus, "file_sha256", lambda p: hashed.append(p) or original(p))
+    original = packaged_model.file_sha256
+    monkeypatch.setattr(packaged_model, "file_sha256", lambda p: hashed.append(p) or original(p))
 
     def no_pieces(model):
         raise AssertionError("assembled again")

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.models import BiEncoder
 from semsearch.models.quantize import Int8Linear, quantize_int8
-from semsearch.search import Searcher
+from semsearch.search.searcher import Searcher
 
 LONG_TEXTS = [
     "GNU Make is a utility which controls the generation of executables and other target "

@@ -7,8 +7,8 @@ import logging
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.models import BiEncoder
 from semsearch.models.truncation import truncation_report
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.server.app import create_app
 from semsearch.server.registry import IndexRegistry
 from semsearch.server.schemas import Limits, ServerConfig

@@ -8,12 +8,12 @@ import time
 import pytest
 from server.conftest import API_KEY, serve
 
-from semsearch.hybrid import Fusion
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
-from semsearch.index.living import Index
-from semsearch.index.store import find_index
-from semsearch.search import Searcher
+from semsearch.index import Index
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.search.hybrid import Fusion
+from semsearch.search.searcher import Searcher
+from semsearch.store.folders import find_index
 
 
 def _ids(body: dict, query: int = 0) -> list:

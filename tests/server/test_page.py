@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from server.live import start_server
 
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "data" / "demo" / "debian_packages.parquet"
 CHROMIUM = (

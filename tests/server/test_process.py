@@ -138,8 +138,8 @@ def test_serve_exits_with_one_line_when_its_indexes_cannot_load(
     import subprocess
     import sys
 
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)

@@ -152,8 +152,8 @@ def test_an_index_built_by_default_is_served_on_its_export(
     """The default build (`--runtime auto`) leaves a checked export that `serve` answers with
     from the start, without a first query to make it."""
     ov = pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
-    from semsearch.index.build import build_index
-    from semsearch.index.build_options import BuildOptions
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
     from semsearch.models.exported_query_encoder import ExportedQueryEncoder
 
     monkeypatch.setattr(ov, "convert_model", lambda *args, **kwargs: openvino_tiny_model)

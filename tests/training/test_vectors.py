@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.index.build import build_index
-from semsearch.index.build_options import BuildOptions
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
 from semsearch.models import BiEncoder
 from semsearch.training import load_vectors, read_vector_pairs
 

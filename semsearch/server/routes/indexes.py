@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from fastapi import APIRouter, Request
 
-from semsearch.index.living import Index
+from semsearch.index import Index
 from semsearch.server.access import (
     READER,
     WRITER,

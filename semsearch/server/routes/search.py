@@ -12,8 +12,8 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from semsearch.errors import SemsearchError
-from semsearch.hybrid import Fusion
-from semsearch.index.own_vectors import no_model_message, query_vectors
+from semsearch.io.own_vectors import no_model_message, query_vectors
+from semsearch.search.hybrid import Fusion
 from semsearch.server.access import (
     READER,
     ClientError,

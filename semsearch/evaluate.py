@@ -1,0 +1,431 @@
+"""The `semsearch eval` tasks as functions: read the data, load the model, measure, time it.
+
+Each of `evaluate_sts`, `evaluate_pairs` and `evaluate_ir` returns an `EvaluationResult`
+(the figures and the facts a report needs); `evaluate_heatmap` returns a `HeatmapResult`.
+`ModelOptions` says what is measured: a model folder or hub name, or with `index` the model
+recorded in that index's manifest (and, for `evaluate_ir(search_index=True)`, the index
+itself ranks instead of an exact search).
+
+    from semsearch.evaluate import ModelOptions, evaluate_sts
+    result = evaluate_sts("stsb:sts-test.csv.gz", ModelOptions(model="models/stsb"))
+    result.metrics["spearman_cosine"]
+
+Labelled files are read as training reads its dev data (`stsb:` / `sick:` readers, column
+mapping), so a file that works as `--dev` works here too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from semsearch import __version__
+from semsearch.ann.devices import device_words
+from semsearch.errors import SemsearchError
+from semsearch.evaluation.base import Evaluator
+from semsearch.evaluation.beir import RetrievalData, read_beir
+from semsearch.evaluation.heatmap import similarity_heatmap
+from semsearch.evaluation.hybrid import (
+    SideRankings,
+    cross_validated_convex,
+    exact_modes,
+    index_modes,
+    mode_metrics,
+    mode_names,
+    tune_alpha,
+)
+from semsearch.evaluation.ir import DEPTH, ir_metrics
+from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
+from semsearch.evaluation.sts import STSEvaluator
+from semsearch.io.inputs import read_lines
+from semsearch.models import BiEncoder
+from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
+from semsearch.options import DEFAULT_RERANK_TOP
+from semsearch.rerank import Reranker
+from semsearch.search.hybrid import Fusion
+from semsearch.search.searcher import Searcher
+from semsearch.store.folders import DEFAULT_INDEX_DIR, find_index
+from semsearch.training.data import TrainingData, read_eval_data
+from semsearch.training.data_options import DataOptions
+from semsearch.training.dev import choose_task
+
+log = logging.getLogger(__name__)
+# A change of nDCG@10 smaller than this is reported as none (40 queries move it by 0.0005
+# when one document swaps places with its neighbour).
+RERANK_TOLERANCE = 0.0005
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Which model to measure and how to run it.
+
+    Args:
+        model: a model folder, hub name or `default` (None: the default model).
+        index: or the index (name or folder) whose recorded model to measure.
+        index_dir: where index names are looked up.
+        device: `auto`, `cpu`, `cuda`...
+        quantization: a quantised encoder (with `model` only: an index keeps its encoder).
+        batch_size: texts per forward pass.
+        show_progress: a line naming the model before it loads, and a bar of the texts
+            encoded (sts and pairs).
+    """
+
+    model: str | None = None
+    index: str | None = None
+    index_dir: Path = DEFAULT_INDEX_DIR
+    device: str = "auto"
+    quantization: str | None = None
+    batch_size: int = 64
+    show_progress: bool = False
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The encoder to measure, how reports name it, and the index's searcher if one was named."""
+
+    encoder: BiEncoder
+    described: str
+    searcher: Searcher | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """What one task measured: `metrics`, and the facts (data, rows...) to report them with."""
+
+    task: str
+    model: str
+    facts: dict[str, Any]
+    metrics: dict[str, float]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record `semsearch eval --json` prints and `--out` writes."""
+        return {
+            "task": self.task,
+            "model": self.model,
+            **self.facts,
+            "metrics": self.metrics,
+            "seconds": round(self.seconds, 2),
+            "semsearch_version": __version__,
+        }
+
+
+@dataclass(frozen=True)
+class HeatmapResult:
+    """The sentences, their cosine similarity matrix and the PNG it was drawn to."""
+
+    model: str
+    png: Path
+    sentences: list[str]
+    matrix: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": "heatmap",
+            "model": self.model,
+            "png": str(self.png),
+            "sentences": self.sentences,
+            "matrix": self.matrix.round(6).tolist(),
+        }
+
+
+def load_model(options: ModelOptions) -> LoadedModel:
+    """The encoder `options` name: a model, or the model an index records (checked against
+    its fingerprint when the index opens)."""
+    if options.model is not None and options.index is not None:
+        raise SemsearchError("give either --model or --index, not both")
+    if options.index is None:
+        name, quantization = options.model or DEFAULT_MODEL, options.quantization
+        if options.show_progress:  # seconds of silence otherwise; a missing model stays one line
+            require_kind(resolve_model(name), "bi-encoder")
+            log.warning("loading model %s on %s", name, device_words(options.device))
+        # torch: a model's published figures are torch's (OpenVINO's bf16 moves the 5th digit).
+        encoder = BiEncoder.load(
+            name, device=options.device, quantization=quantization, runtime="torch"
+        )
+        return LoadedModel(encoder, name + (f" ({quantization})" if quantization else ""))
+    if options.quantization is not None:
+        raise SemsearchError(
+            "--quantize goes with --model: an index uses the encoder it was built with"
+        )
+    folder = find_index(options.index, options.index_dir)
+    if options.show_progress:
+        log.warning(
+            "loading the model of index %s on %s", folder.name, device_words(options.device)
+        )
+    searcher = Searcher(folder, device=options.device)
+    described = f"index {searcher.folder.name} (model {searcher.manifest.model.name})"
+    return LoadedModel(searcher.encoder, described, searcher)
+
+
+def evaluate_sts(
+    data: str,
+    model: ModelOptions,
+    columns: Mapping[str, str] | None = None,
+    score_max: float | None = None,
+) -> EvaluationResult:
+    """Spearman and Pearson correlation of four similarities with the graded pairs in `data`
+    (`stsb:PATH`, `sick:PATH` or a file with sentence1, sentence2, score)."""
+    pairs = read_labelled(data, "sts", columns, score_max)
+    loaded = load_model(model)
+    evaluator = STSEvaluator.from_columns(pairs.columns, name=data)
+    evaluator.batch_size, evaluator.show_progress = model.batch_size, model.show_progress
+    return _measure("sts", evaluator, loaded, {"data": data, "rows": len(pairs)})
+
+
+def evaluate_pairs(
+    dev: str,
+    model: ModelOptions,
+    test: str | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> EvaluationResult:
+    """Duplicate or not: accuracy, F1, precision and recall at thresholds chosen on `dev`
+    and applied to `test` (default: dev itself), and average precision."""
+    dev_pairs = labelled_pairs(read_labelled(dev, "pairs", columns))
+    test_pairs = labelled_pairs(read_labelled(test, "pairs", columns)) if test else None
+    loaded = load_model(model)
+    evaluator = PairClassificationEvaluator(
+        dev_pairs, test_pairs, name=test or dev, batch_size=model.batch_size
+    )
+    evaluator.show_progress = model.show_progress
+    facts = {"dev": dev, "test": test, "dev_rows": len(dev_pairs.labels)}
+    return _measure("pairs", evaluator, loaded, facts)
+
+
+def evaluate_ir(
+    folder: Path,
+    model: ModelOptions,
+    split: str = "test",
+    search_index: bool = False,
+    rerank: str | None = None,
+    rerank_top: int = DEFAULT_RERANK_TOP,
+    fusion: Fusion | None = None,
+    tune: bool = False,
+) -> EvaluationResult:
+    """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR folder, ranked by exact search
+    or, with `search_index`, by the index `model.index` itself; with `rerank` (a cross-encoder
+    folder) each query's first `rerank_top` documents are re-ordered, and the figures before
+    it are in `facts["before_rerank"]`.
+
+    Without `rerank`, `metrics` are the dense figures and `facts["modes"]` holds dense,
+    lexical (BM25) and hybrid (as `fusion` says; default RRF) side by side; `tune` adds
+    "hybrid convex tuned", convex fusion with alpha tuned on a dev split (2-fold: each half
+    ranked with the alpha of the other), and the alpha tuned on every query in
+    `facts["tuned_alpha"]`."""
+    data = read_beir(folder, split)
+    # The re-ranker is checked before the bi-encoder loads: a wrong folder fails at once.
+    reranker = None
+    if rerank is not None:
+        reranker = Reranker(CrossEncoder.load(rerank, device=model.device), top=rerank_top)
+    loaded = load_model(model)
+    if search_index and loaded.searcher is None:
+        raise SemsearchError("--search-index needs --index NAME: the index to rank with")
+    facts: dict[str, Any] = {"data": str(folder), "split": split, "documents": len(data.corpus)}
+    if reranker is not None:
+        return _reranked(data, loaded, model, facts, reranker, str(rerank), search_index, fusion)
+    started = time.monotonic()
+    if search_index:
+        searcher = loaded.searcher
+        assert searcher is not None  # checked above
+        facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
+        if searcher.manifest.lexical is None:
+            name = searcher.folder.name
+            log.warning(
+                "index %r has no lexical part: dense figures only ('semsearch reindex %s "
+                "--lexical' adds one)",
+                name,
+                name,
+            )
+            metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
+            facts["modes"] = {"dense": metrics}
+            return EvaluationResult(
+                "ir", loaded.described, facts, metrics, time.monotonic() - started
+            )
+        sides = index_modes(searcher, data)
+    else:
+        facts["ranking"] = "exact search"
+        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size)
+    facts["fusion"] = asdict(fusion or Fusion())
+    facts["modes"] = mode_metrics(sides, data.qrels, fusion or Fusion())
+    if tune:
+        tuned, facts["tuned_alpha"] = _tuned(sides, data.qrels, fusion)
+        facts["modes"].update(tuned)
+    metrics = facts["modes"]["dense"]
+    return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
+
+
+def _tuned(sides: SideRankings, qrels: dict, fusion: Fusion | None) -> tuple[dict, dict]:
+    """Convex fusion's figures with alpha tuned on a dev split, and the alphas tuned."""
+    base = Fusion("convex", depth=(fusion or Fusion()).depth)
+    metrics, folds = cross_validated_convex(sides, qrels, fusion=base)
+    every = [
+        line
+        for line, query in enumerate(sides.queries)
+        if any(grade > 0 for grade in qrels.get(query, {}).values())
+    ]
+    alpha, figures = tune_alpha(sides, qrels, every, fusion=base)
+    return (
+        {"hybrid convex tuned": metrics},
+        {"all_queries": alpha, "folds": folds, "ndcg@10_by_alpha": figures},
+    )
+
+
+def evaluate_heatmap(
+    sentences: Path, png: Path, model: ModelOptions, title: str = ""
+) -> HeatmapResult:
+    """Write a PNG of the cosine similarity of every pair of the sentences in a text file
+    (one a line, two or more); return the matrix."""
+    if png.suffix.lower() != ".png" or png.is_dir():
+        raise SemsearchError(
+            f"--png {png} must name a .png file, e.g. {png / 'heatmap.png' if png.is_dir() else png.with_suffix('.png')}"
+        )
+    texts = read_lines(sentences)
+    if len(texts) < 2:
+        raise SemsearchError(
+            f"{sentences} holds {len(texts)} sentence: a heat-map needs two or more"
+        )
+    loaded = load_model(model)
+    matrix = similarity_heatmap(loaded.encoder, texts, png, title)
+    return HeatmapResult(loaded.described, png, texts, matrix)
+
+
+def index_rankings(
+    searcher: Searcher, queries: dict[str, str], qrels: dict[str, dict[str, int]]
+) -> dict[str, list[str]]:
+    """Document ids the index returns for each judged query, best first."""
+    if searcher.manifest.source.id_column is None:
+        raise SemsearchError(
+            f"index {searcher.folder.name!r} has no id column: build it from "
+            "corpus.jsonl with --id-column _id to rank BEIR queries with it"
+        )
+    judged = [query for query in qrels if query in queries]
+    results = searcher.search([queries[query] for query in judged], k=DEPTH)
+    return {query: [str(hit.id) for hit in hits] for query, hits in zip(judged, results)}
+
+
+def read_labelled(
+    source: str,
+    task: str,
+    columns: Mapping[str, str] | None = None,
+    score_max: float | None = None,
+) -> TrainingData:
+    """A labelled file read as training reads dev data, checked to have `task`'s columns."""
+    options = DataOptions(train=source, columns=dict(columns or {}), score_max=score_max)
+    data = read_eval_data(source, options)
+    choose_task(data, task)  # names the missing columns, if any
+    return data
+
+
+def labelled_pairs(data: TrainingData) -> LabelledPairs:
+    """The pairs of `data` with their `label` column checked to hold 0 or 1."""
+    try:
+        labels = [int(float(value)) for value in data.columns["label"]]
+    except (TypeError, ValueError):
+        raise SemsearchError(f"{data.source}: column 'label' must hold 0 or 1") from None
+    if not set(labels) <= {0, 1}:
+        raise SemsearchError(
+            f"{data.source}: column 'label' must hold 0 or 1, not {sorted(set(labels))[:5]}"
+        )
+    return LabelledPairs(data.columns["sentence1"], data.columns["sentence2"], labels)
+
+
+def _reranked(
+    data: RetrievalData,
+    loaded: LoadedModel,
+    model: ModelOptions,
+    facts: dict[str, Any],
+    reranker: Reranker,
+    rerank: str,
+    search_index: bool,
+    fusion: Fusion | None,
+) -> EvaluationResult:
+    """Each retrieval mode before and after the cross-encoder re-orders its rankings' heads.
+
+    `metrics` are dense re-ranked, `facts["before_rerank"]` dense as retrieved;
+    `facts["modes"]` has every mode and `MODE + rerank`, and `facts["rerank_verdicts"]`
+    says in words, per mode, whether re-ranking raised or lowered nDCG@10.
+    """
+    started = time.monotonic()
+    rankings = _first_stages(data, loaded, model, reranker.top, search_index, fusion or Fusion())
+    reranked = reranker.rerank_many(rankings, data.queries, data.corpus)
+    modes: dict[str, dict[str, float]] = {}
+    for mode, ranking in rankings.items():
+        modes[mode] = ir_metrics(ranking, data.qrels)
+        modes[f"{mode} + rerank"] = ir_metrics(reranked[mode], data.qrels)
+    facts = {
+        **facts,
+        "ranking": "the index" if search_index else "exact search",
+        "rerank": rerank,
+        "rerank_top": reranker.top,
+        "before_rerank": modes["dense"],
+        "modes": modes,
+        "rerank_verdicts": rerank_verdicts(modes),
+    }
+    return EvaluationResult(
+        "ir",
+        f"{loaded.described} re-ranked by {rerank}",
+        facts,
+        modes["dense + rerank"],
+        time.monotonic() - started,
+    )
+
+
+def _first_stages(
+    data: RetrievalData,
+    loaded: LoadedModel,
+    model: ModelOptions,
+    top: int,
+    search_index: bool,
+    fusion: Fusion,
+) -> dict[str, dict[str, list[str]]]:
+    """Document-id rankings per mode, at least `top` deep: dense, lexical and hybrid (only
+    dense from an index without a lexical part)."""
+    depth = max(DEPTH, top)
+    if search_index and loaded.searcher is not None:
+        if loaded.searcher.manifest.lexical is None:
+            return {"dense": index_rankings(loaded.searcher, data.queries, data.qrels)}
+        sides = index_modes(loaded.searcher, data)
+    else:
+        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
+    hybrid = next(name for name in mode_names(fusion) if name.startswith("hybrid"))
+    return {
+        "dense": sides.ids(sides.dense),
+        "lexical": sides.ids(sides.lexical),
+        hybrid: sides.ids(sides.hybrid(fusion, depth)),
+    }
+
+
+def rerank_verdicts(modes: dict[str, dict[str, float]], metric: str = "ndcg@10") -> list[str]:
+    """One plain sentence per re-ranked mode: did the cross-encoder raise or lower `metric`?"""
+    verdicts = []
+    for mode, after in modes.items():
+        if not mode.endswith(" + rerank"):
+            continue
+        first = mode.removesuffix(" + rerank")
+        before, now = modes[first][metric], after[metric]
+        change = f"{metric} {before:.4f} -> {now:.4f} ({now - before:+.4f})"
+        if now < before - RERANK_TOLERANCE:
+            verdicts.append(
+                f"re-ranking LOWERS {first} {change}: this cross-encoder hurts on "
+                "this data; search without --rerank"
+            )
+        elif now > before + RERANK_TOLERANCE:
+            verdicts.append(f"re-ranking raises {first} {change}")
+        else:
+            verdicts.append(f"re-ranking leaves {first} unchanged: {change}")
+    return verdicts
+
+
+def _measure(
+    task: str, evaluator: Evaluator, loaded: LoadedModel, facts: dict[str, Any]
+) -> EvaluationResult:
+    started = time.monotonic()
+    metrics = evaluator(loaded.encoder)
+    return EvaluationResult(task, loaded.described, facts, metrics, time.monotonic() - started)

@@ -1,0 +1,515 @@
+"""`semsearch build`: read -> encode -> write parts -> index from the parts -> tune.
+
+The build streams the corpus in record batches, encodes each batch of `part_rows` rows
+and writes it as a part of the index's first segment (reading, tokenising, encoding and
+writing overlapped: `semsearch.ingest.pipeline`), then trains the FAISS structure on a sample
+of the stored vectors, fills it part by part and tunes its search parameter: memory stays
+bounded by the few parts in the pipeline's queues plus the index.
+Everything is written into a partial folder renamed into place at the end; an interrupted
+build leaves that folder behind and the same command resumes from the last complete part.
+Where the rows come from and where they are encoded is a `PartSource`: one file encoded in
+this process here, many files (`semsearch.ingest.corpus_files`) in this process or on a Ray
+cluster (`semsearch.distributed`); every source writes the same parts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from semsearch import __version__
+from semsearch.ann.devices import device_words, faiss_device
+from semsearch.ann.factory import IndexSpec, check_index_type, choose_index
+from semsearch.ann.tune import TuningResult, enforce_target
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
+from semsearch.errors import ResumableError, SemsearchError
+from semsearch.ingest.build_options import BuildOptions, EncodedRows
+from semsearch.ingest.corpus_files import ManyFilesSource
+from semsearch.ingest.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
+from semsearch.io.corpus import (
+    Corpus,
+    RowFilter,
+    UsableRows,
+    check_id_column,
+    count_usable_rows,
+    is_many_files,
+    open_corpus,
+    rechunk,
+    usable_rows,
+)
+from semsearch.io.filesystems import location_sha256
+from semsearch.io.own_vectors import (
+    ColumnVectors,
+    VectorColumn,
+    column_spec,
+    dimension_of,
+    with_vector_column,
+)
+from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
+from semsearch.models.truncation import truncation_report
+from semsearch.options import DEFAULT_TUNING_QUERIES, check_runtime
+from semsearch.store.filling import add_parts, sample_vectors, trained_index
+from semsearch.store.folders import (
+    IndexFolder,
+    check_name,
+    partial_folder,
+    publish,
+)
+from semsearch.store.generation import now, segment_name
+from semsearch.store.lexical import index_segment_texts
+from semsearch.store.manifest import Manifest, SegmentRecord, SourceSpec, write_manifest
+from semsearch.store.rescoring import tune_search
+from semsearch.store.segment import Segment, SegmentWriter, index_file_name
+
+log = logging.getLogger(__name__)
+
+TUNING_K = 10
+STATE_FILE = "build_state.json"
+# Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
+# SIGTERM handler that exits) or running out of memory (retry with a smaller --batch-size).
+# A `ResumableError` (a cluster job that failed after its retries) too. Any other failure
+# removes the partial folder.
+RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError, ResumableError)
+STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
+
+
+class PartSource(Protocol):
+    """Where a build's rows come from and where they are encoded into the first segment's parts.
+
+    Every source numbers parts and ids the same way (ids are row numbers in the input), so
+    the parts a source wrote can be resumed by another.
+    """
+
+    name: str  # what messages call the input
+
+    def usable_rows(self) -> int:
+        """Check the input and count the rows with a text, before anything is encoded."""
+
+    def fingerprint(self) -> str:
+        """A hash of the input's content: a resumed build needs it unchanged."""
+
+    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        """Encode and write every part `writer` does not hold yet."""
+
+    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
+        """Add the segment's parts to the trained, empty `index`."""
+
+    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        """What the manifest records as the first source."""
+
+    def operation(self) -> dict:
+        """What the manifest's `operation` records about how the build ran."""
+
+    # Optional: `index_parts(spec, encoder, segment, folder, options, device) -> IndexedParts`
+    # indexes the parts itself (default: `index_segment`, in this process), and
+    # `reads_vector_column = True` says its encode stage takes `--vector-column`.
+
+
+class FilePartSource:
+    """One corpus file, encoded part by part in this process."""
+
+    def __init__(self, options: BuildOptions) -> None:
+        self.corpus = open_corpus(options.corpus)
+        RowFilter(options.text_column, options.id_column).check_columns(self.corpus)
+        self.name = self.corpus.path.name
+        self.options = options
+        self._sha256: str | None = None
+        self._usable: int | None = None
+        self.dimension: int | None = None  # of the vector column's vectors, once checked
+
+    def usable_rows(self) -> int:
+        options = self.options
+        if options.vector_column is not None:  # every vector checked before anything is written
+            column = options.vector_column
+            self.dimension, rows = dimension_of(
+                self.corpus.batches(columns=[column]), column, self.name
+            )
+            if options.text_column is None:
+                if options.id_column is not None:
+                    check_id_column(self.corpus, options.id_column)
+                self._usable = rows
+                return rows
+        self._usable = count_usable_rows(
+            self.corpus, options.text_column, options.id_column, options.strict
+        )
+        return self._usable
+
+    def fingerprint(self) -> str:
+        if self._sha256 is None:
+            self._sha256 = location_sha256(self.corpus.path)
+        return self._sha256
+
+    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        with truncation_report(encoder) as truncated:
+            rows_read, skipped = _encode_parts(
+                self.corpus, encoder, writer, options, self._usable, self.dimension
+            )
+        return EncodedRows(rows_read, skipped, truncated.cut)
+
+    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
+        add_parts(index, segment.iter_parts, segment_rows(segment), options.show_progress)
+
+    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        return SourceSpec(
+            path=str(self.corpus.path.resolve()),
+            format=self.corpus.format,
+            sha256=self.fingerprint(),
+            rows_read=rows.read,
+            rows_skipped=rows.skipped,
+            text_column=options.text_column,
+            id_column=options.id_column,
+            vector_column=options.vector_column,
+        )
+
+    def operation(self) -> dict:
+        return {}
+
+
+def build_index(
+    options: BuildOptions, encoder=None, source: PartSource | None = None
+) -> IndexFolder:
+    """Build the index `options` describe and return its folder; see the module docstring.
+
+    `source` says where the rows come from and where they are encoded (default: the corpus
+    file, folder or glob of `options`, in this process).
+    """
+    started = time.perf_counter()
+    name = options.index_name
+    _check_options(options, name)
+    final = Path(options.out_dir) / name
+    if options.vector_column is not None:
+        own = source is not None and not getattr(source, "reads_vector_column", False)
+        options = with_vector_column(options, own)
+    elif options.model is None:
+        options = replace(options, model=DEFAULT_MODEL)
+    if source is None and is_many_files(options.corpus):
+        source = ManyFilesSource(options)
+    source = source if source is not None else FilePartSource(options)
+    usable = source.usable_rows()
+    if usable == 0:
+        raise SemsearchError(
+            f"{source.name} has no non-empty {options.text_column!r} texts: nothing to index"
+        )
+    # Where FAISS trains, adds and tunes, checked before the model loads. A cluster's
+    # `--device` is its workers' (the driver's FAISS then takes a GPU when it has one).
+    device = faiss_device(getattr(source, "driver_device", options.device))
+    if encoder is None and options.vector_column is not None and options.model is None:
+        encoder = ColumnVectors(column_spec(source.dimension, options.metric), name)
+    elif encoder is None:
+        if options.show_progress:  # seconds to minutes (torch, the weights, the CPU export)
+            require_kind(resolve_model(options.model), "bi-encoder")  # its errors stay one line
+            log.warning("loading model %s on %s", options.model, device_words(options.device))
+        from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
+
+        encoder = BiEncoder.load(
+            options.model,
+            device=options.device,
+            quantization=options.quantization,
+            runtime=options.runtime,
+        )
+    if options.vector_column is not None and encoder.dimension != source.dimension:
+        raise SemsearchError(
+            f"the vectors of {options.vector_column!r} are {source.dimension}-d, but model "
+            f"{encoder.name!r} makes {encoder.dimension}-d ones: name the model that made them"
+        )
+    # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
+    # not after an hour of encoding.
+    spec = _choose(options, usable, encoder.dimension)
+    VectorIndex.create(spec, encoder.dimension)
+    partial = partial_folder(Path(options.out_dir), name)
+    source_sha256 = source.fingerprint()
+    try:
+        _prepare_partial(partial, _build_state(options, encoder, source_sha256))
+    except OSError as exc:
+        raise SemsearchError(_cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
+    folder = IndexFolder(partial)
+    try:
+        writer = SegmentWriter(
+            folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors]
+        )
+        encoded = source.encode_parts(encoder, writer, options)
+        parts = writer.part_count()
+        segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
+        total = sum(len(ids) for ids in segment.part_ids)
+        if total != usable:
+            raise SemsearchError(
+                f"{source.name} changed while it was being indexed ({usable} rows with a text, "
+                f"then {total}): build again once it stays the same"
+            )
+        # A source may index the parts itself (`--engine ray`: one segment per worker).
+        if hasattr(source, "index_parts"):
+            indexed = source.index_parts(spec, encoder, segment, folder, options, device)
+        else:
+            indexed = index_segment(source, spec, encoder, segment, folder, options, device)
+        spec, tuning = indexed.spec, indexed.tuning
+        manifest = Manifest(
+            name=name,
+            generation=1,
+            rows=total,
+            model=encoder.spec,
+            index=spec,
+            source=source.source_spec(encoded, options),
+            segments=indexed.records,
+            next_id=encoded.read,
+            files=indexed.files,
+            vector_dtype=STORE_VECTORS[options.store_vectors],
+            operation={
+                "kind": "build",
+                "rows": total,
+                "skipped": encoded.skipped,
+                "truncated": encoded.truncated,
+                "runtime": encoder_runtime(encoder, options),
+                **source.operation(),
+            },
+            semsearch_version=__version__,
+            created_at=now(),
+            build_seconds=round(time.perf_counter() - started, 2),
+            tuning=tuning.to_dict() if tuning else None,
+            lexical=options.lexical,
+        )
+        write_manifest(partial, manifest)
+        (partial / STATE_FILE).unlink()
+        publish(partial, final, options.overwrite)
+    except RESUMABLE as exc:
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+        log.warning("%s: run the same command again to resume from %s", stopped, partial)
+        raise
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
+        raise
+    return IndexFolder(final)
+
+
+@dataclass(frozen=True)
+class IndexedParts:
+    """The first segment's parts indexed: the segments they became, the spec (trained file,
+    tuned parameter), the tuning, and the hashes of files already hashed (None: none)."""
+
+    spec: IndexSpec
+    records: tuple[SegmentRecord, ...]
+    tuning: TuningResult | None = None
+    files: dict[str, dict] | None = None
+
+
+def index_segment(
+    source: PartSource,
+    spec: IndexSpec,
+    encoder,
+    segment: Segment,
+    folder: IndexFolder,
+    options: BuildOptions,
+    device,
+) -> IndexedParts:
+    """Train, fill and tune the segment's FAISS index in this process, then its BM25 part."""
+    total, parts = segment_rows(segment), segment.record.parts
+    index, spec = trained_index(
+        spec, encoder.dimension, segment.iter_parts, total, folder, 1, device
+    )
+    with index.placed(device):
+        source.fill(index, segment, options)
+        tuning = None
+        if options.target_recall is not None and index.tunable_parameter():
+            tuning = _tune(index, spec, segment, encoder, options)
+    if tuning is not None:
+        spec = replace(spec, search_params=tuning.search_params())
+    index_file = index_file_name(1)
+    index_bytes = index.write(segment.folder / index_file)
+    lexical_dir = None
+    if options.lexical is not None:
+        lexical_dir = index_segment_texts(
+            segment.folder, options.text_column, total, parts, options.lexical, 1
+        )
+    record = SegmentRecord(
+        segment.name, total, parts, index_file, index_bytes, lexical_dir=lexical_dir
+    )
+    return IndexedParts(spec, (record,), tuning)
+
+
+def _check_options(options: BuildOptions, name: str) -> None:
+    check_name(name)
+    final = Path(options.out_dir) / name
+    if Path(options.out_dir).exists() and not Path(options.out_dir).is_dir():
+        raise SemsearchError(
+            f"--out-dir {options.out_dir} is a file: give a folder for the indexes"
+        )
+    # A folder that cannot be made fails here, not once the model has loaded.
+    nearest = next(folder for folder in (final, *final.parents) if folder.exists())
+    if not nearest.is_dir():
+        raise SemsearchError(_cannot_write(options.out_dir, "Not a directory"))
+    if final.exists() and not options.overwrite:
+        raise SemsearchError(
+            f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it, "
+            f"or 'semsearch add CORPUS --index {name}' to add rows to it"
+        )
+    check_index_type(options.index)  # before the model loads: its seconds for nothing
+    check_runtime(options.runtime)
+    if options.batch_size is not None and options.batch_size < 1:
+        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
+    if options.pipeline_depth < 0:
+        raise SemsearchError(f"pipeline_depth must be 0 or more, not {options.pipeline_depth}")
+    if options.part_rows < 1:
+        raise SemsearchError(f"part_rows must be at least 1, not {options.part_rows}")
+    if options.store_vectors not in STORE_VECTORS:
+        raise SemsearchError(
+            f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
+        )
+    if options.target_recall is not None and not 0 < options.target_recall <= 1:
+        raise SemsearchError(
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
+        )
+
+
+def _cannot_write(out_dir: Path, why: str) -> str:
+    return (
+        f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
+        "with --out-dir"
+    )
+
+
+def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
+    return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
+
+
+def _tune(
+    index: VectorIndex, spec: IndexSpec, segment: Segment, encoder, options: BuildOptions
+) -> TuningResult | None:
+    """Measure recall against exact search over the stored vectors; keep the smallest good value.
+
+    None for a single row without tuning queries: a sampled row is left out of its own
+    results, so nothing is left to measure recall on (and a search over one row is exact).
+    """
+    if not options.tuning_queries and segment_rows(segment) < 2:
+        log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
+        return None
+    if options.tuning_queries:
+        query_ids = None
+        queries = prepare_vectors(encoder.encode(options.tuning_queries), index.metric)
+    else:
+        count = min(DEFAULT_TUNING_QUERIES, segment_rows(segment))
+        query_ids, vectors = sample_vectors(segment.iter_parts, count, seed=1)
+        queries = prepare_vectors(vectors, index.metric)
+    result = tune_search(index, spec, segment, queries, options.target_recall, TUNING_K, query_ids)
+    enforce_target(result, index, options.strict)  # --strict: a missed target is an error
+    verdict = "meets" if result.met else "does NOT meet (the best found)"
+    log.warning(
+        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
+        result.parameter,
+        result.value,
+        TUNING_K,
+        result.recall,
+        result.queries,
+        verdict,
+        result.target,
+    )
+    return result
+
+
+def segment_rows(segment: Segment) -> int:
+    return sum(len(ids) for ids in segment.part_ids)
+
+
+def _build_state(options: BuildOptions, encoder, source_sha256: str) -> dict:
+    """Everything that decides the parts' content; a resume needs all of it unchanged."""
+    return {
+        "source_sha256": source_sha256,
+        "model": replace(encoder.spec, name="").to_dict(),
+        "text_column": options.text_column,
+        "id_column": options.id_column,
+        "strict": options.strict,
+        "part_rows": options.part_rows,
+        "store_vectors": options.store_vectors,
+        "vector_column": options.vector_column,
+    }
+
+
+def _prepare_partial(partial: Path, state: dict) -> None:
+    if partial.exists() and _read_state(partial) != state:
+        shutil.rmtree(partial)  # a different build was interrupted here: start afresh
+    elif partial.exists():
+        log.warning("resuming the interrupted build in %s", partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    (partial / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+
+def _read_state(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _encode_parts(
+    corpus: Corpus,
+    encoder,
+    writer: SegmentWriter,
+    options: BuildOptions,
+    usable: int | None,
+    dimension: int | None = None,
+) -> tuple[int, int]:
+    """Encode and write every part not written yet, reading, tokenising, encoding and writing
+    overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
+    moves with every batch; a resumed build's starts at the rows its parts hold already, so
+    its rate and ETA count only the texts this run encodes."""
+    counts = {"read": 0, "skipped": 0}
+    own = options.vector_column
+    bar = tqdm(
+        total=usable,
+        initial=writer.rows_written(),
+        desc="encoding" if own is None else "reading vectors",
+        unit="text" if own is None else "row",
+        disable=not options.show_progress,
+        smoothing=RATE_SMOOTHING,
+    )
+    vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
+
+    def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
+        for part, chunk in enumerate(_chunks(corpus, options.part_rows)):
+            if options.text_column is None:  # your own vectors alone: every row is usable
+                rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
+            else:
+                rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
+            counts["read"] += chunk.num_rows
+            counts["skipped"] += rows.skipped
+            if writer.has(part):  # written by the interrupted build this one resumes
+                continue  # its rows are the bar's `initial`
+            yield prepare_part(
+                part, rows.batch, rows.source_rows, options.text_column, vector_column
+            )
+
+    with bar:
+        write_parts(
+            encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
+        )
+    rows_read, skipped = counts["read"], counts["skipped"]
+    if skipped:
+        log.warning(
+            "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
+            skipped,
+            rows_read,
+            options.text_column,
+        )
+    return rows_read, skipped
+
+
+def _chunks(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
+    """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short)."""
+    return rechunk(corpus.batches(min(rows_per_chunk, 8192)), rows_per_chunk)
+
+
+def encoder_runtime(encoder, options: BuildOptions) -> str | None:
+    """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation;
+    None where no model did: the corpus' own vectors, also when a model is named for them
+    (it is loaded for its fingerprint and text queries, and encodes no row)."""
+    if options.vector_column is not None:
+        return None
+    return getattr(encoder, "runtime", None)

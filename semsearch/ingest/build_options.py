@@ -1,0 +1,81 @@
+"""What `semsearch build` is asked (`BuildOptions`) and what its encoding found (`EncodedRows`).
+
+Why a module of its own: the build (`build.py`) and the readers of many corpus files
+(`corpus_files.py`), which the build calls, both take these; neither imports the other's
+caller to get them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from semsearch.ingest.pipeline import DEFAULT_DEPTH
+from semsearch.io.corpus import default_name, is_many_files
+from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.options import DEFAULT_TARGET_RECALL
+from semsearch.store.folders import DEFAULT_INDEX_DIR
+from semsearch.store.manifest import LexicalSpec
+
+DEFAULT_PART_ROWS = 16_384
+
+
+@dataclass
+class BuildOptions:
+    """What `semsearch build` was asked to do."""
+
+    corpus: Path
+    name: str | None = None
+    text_column: str | None = "text"  # None: rows without texts (with `vector_column` only)
+    id_column: str | None = None
+    # With `vector_column`, the model that made the vectors (None: none named; text queries
+    # then cannot be encoded); otherwise the model that encodes the texts.
+    model: str | None = DEFAULT_MODEL
+    index: str = "auto"
+    metric: str = "cosine"
+    batch_size: int | None = None  # texts per forward pass; None: the device's default
+    device: str = "auto"
+    quantization: str | None = None  # "int8": a quantised CPU encoder (queries use it too)
+    # What encodes (`BiEncoder.use_runtime`; `auto`: OpenVINO on a CPU): what ran is recorded
+    # in the operation, not the model.
+    runtime: str = "auto"
+    out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
+    overwrite: bool = False
+    strict: bool = False
+    part_rows: int = DEFAULT_PART_ROWS
+    show_progress: bool = True
+    memory_budget: int | None = None  # bytes the index may take; `auto` picks what fits
+    # Tune nprobe/efSearch of an approximate index to this recall@10; None keeps the fixed default.
+    target_recall: float | None = DEFAULT_TARGET_RECALL
+    tuning_queries: list[str] | None = None  # default: a sample of the corpus' own vectors
+    store_vectors: str = "fp32"  # "fp16" halves the stored vectors on disk
+    # The lexical (BM25) part for `--mode lexical|hybrid` queries; None builds none.
+    lexical: LexicalSpec | None = field(default_factory=LexicalSpec)
+    # Parts queued between the read, tokenise, encode and write stages (memory: about
+    # 3 x depth + 4 parts); 0 runs the stages one after the other.
+    pipeline_depth: int = DEFAULT_DEPTH
+    # Your own vectors: take each row's vector from this column (`semsearch.io.own_vectors`)
+    # instead of encoding its text; the `model` then only names what made them.
+    vector_column: str | None = None
+
+    @property
+    def index_name(self) -> str:
+        if self.name is not None:
+            return self.name
+        return default_name(self.corpus) if is_many_files(self.corpus) else _stem(Path(self.corpus))
+
+
+@dataclass(frozen=True)
+class EncodedRows:
+    """What encoding the input found: rows read, rows skipped (no text), texts cut at max_length."""
+
+    read: int
+    skipped: int
+    truncated: int = 0
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz",) + tuple(path.suffixes):
+        name = name.removesuffix(suffix)
+    return name or "index"

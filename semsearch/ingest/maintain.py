@@ -1,0 +1,354 @@
+"""`reindex`, `compact`, `rollback` and `tune`: new generations made from the stored vectors.
+
+None of them loads the model (except `tune` with text queries): the vectors on disk are
+enough to rebuild any FAISS structure, merge segments, or measure recall, and the stored
+texts to build the lexical (BM25) parts (`set_lexical`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import asdict, replace
+
+import numpy as np
+
+from semsearch.ann.devices import FaissDevice, faiss_device
+from semsearch.ann.factory import choose_index
+from semsearch.ann.tune import TuningResult, enforce_target
+from semsearch.ann.vector_index import prepare_vectors
+from semsearch.errors import SemsearchError
+from semsearch.ingest.merge import write_merged
+from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.filling import add_parts, sample_vectors, trained_index
+from semsearch.store.folders import IndexFolder, remove_leftovers
+from semsearch.store.generation import next_generation, next_segment_number, now, segment_name
+from semsearch.store.lexical import index_segment_texts
+from semsearch.store.manifest import (
+    LexicalSpec,
+    Manifest,
+    SegmentRecord,
+    generation_file,
+    write_manifest,
+)
+from semsearch.store.rescoring import tune_search
+from semsearch.store.segment import Segment, SegmentWriter, index_file_name
+from semsearch.store.verify import check_opened_files, check_restorable
+
+log = logging.getLogger(__name__)
+
+PART_ROWS = 16_384
+TUNING_K = 10
+
+
+def reindex(
+    folder: IndexFolder,
+    requested: str,
+    target_recall: float | None = 0.95,
+    memory_budget: int | None = None,
+    show_progress: bool = False,
+    device: str = "auto",
+    strict: bool = False,
+) -> Manifest:
+    """Rebuild the FAISS structure as `requested` (flat, ivf, hnsw, ivfpq, a factory string)
+    over every live row, tuned to `target_recall`; the new generation's manifest. FAISS
+    trains, adds and tunes on `device` (`auto`: a GPU when FAISS can use one). A missed
+    target is a warning, or with `strict` an error that writes nothing."""
+    _check_target(target_recall)
+    placement = faiss_device(device)
+    started = time.perf_counter()
+    with folder.writer_lock("reindex"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest, vectors=True)  # never build on changed files
+        spec = choose_index(
+            requested,
+            max(manifest.rows, 1),
+            manifest.model.dimension,
+            manifest.index.metric,
+            memory_budget,
+        )
+        try:
+            new = _rebuild(
+                folder,
+                manifest,
+                spec,
+                target_recall,
+                show_progress,
+                "reindex",
+                started,
+                placement,
+                strict,
+            )
+        except SemsearchError:
+            remove_leftovers(folder)  # a merged segment made for the new structure
+            raise
+        write_manifest(folder.path, new)
+        return new
+
+
+def compact(
+    folder: IndexFolder, keep: int = 1, show_progress: bool = False, device: str = "auto"
+) -> Manifest:
+    """Merge the segments into one without deleted rows (when there is more than one, or any
+    deleted row) and forget generations older than the newest `keep`; FAISS works on
+    `device` as in `reindex`."""
+    if keep < 1:
+        raise SemsearchError(f"--keep must be at least 1 (the current generation), not {keep}")
+    placement = faiss_device(device)
+    started = time.perf_counter()
+    with folder.writer_lock("compact"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest, vectors=True)  # never build on changed files
+        needs_merge = len(manifest.segments) > 1 or any(s.deleted for s in manifest.segments)
+        if needs_merge:
+            spec = choose_index(
+                manifest.index.requested,
+                max(manifest.rows, 1),
+                manifest.model.dimension,
+                manifest.index.metric,
+            )
+            target = (manifest.tuning or {}).get("target")
+            manifest = _rebuild(
+                folder, manifest, spec, target, show_progress, "compact", started, placement
+            )
+            write_manifest(folder.path, manifest)
+        for number in folder.generations()[:-keep]:
+            generation_file(folder.path, number).unlink(missing_ok=True)
+        remove_leftovers(folder)
+        return manifest
+
+
+def set_lexical(folder: IndexFolder, spec: LexicalSpec | None) -> Manifest:
+    """Give every segment a lexical (BM25) part made with `spec` from its stored texts, or
+    with None drop the lexical part; the new generation's manifest (the current one when
+    the index already is that way)."""
+    started = time.perf_counter()
+    with folder.writer_lock("reindex --lexical"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
+        if spec is not None and manifest.text_column is None:
+            raise SemsearchError(
+                f"index {manifest.name!r} holds your own vectors without texts: a BM25 part "
+                "needs a text column (rebuild with --text-column)"
+            )
+        if spec == manifest.lexical:
+            log.warning(
+                "index %r already %s",
+                manifest.name,
+                "has no lexical part" if spec is None else "has this lexical part",
+            )
+            return manifest
+        generation = manifest.generation + 1
+        records = []
+        for record in manifest.segments:
+            lexical_dir = None
+            if spec is not None:
+                lexical_dir = index_segment_texts(
+                    folder.segment_dir(record.name),
+                    manifest.text_column,
+                    record.rows,
+                    record.parts,
+                    spec,
+                    generation,
+                )
+            records.append(replace(record, lexical_dir=lexical_dir))
+        operation = {"kind": "lexical", "lexical": None if spec is None else asdict(spec)}
+        new = next_generation(
+            manifest, records, operation, time.perf_counter() - started, lexical=spec
+        )
+        write_manifest(folder.path, new)
+        return new
+
+
+def rollback(folder: IndexFolder, generation: int) -> Manifest:
+    """Make generation `generation` current again, as a new generation (history stays linear)."""
+    with folder.writer_lock("rollback"):
+        target = folder.manifest(generation)
+        _check_files(folder, target)
+        check_restorable(folder, target.generation)  # its files, hashed in full
+        # manifest.json may be the damaged file a rollback repairs: number from the records.
+        newest = max([target.generation, *folder.generations()])
+        next_id = max([target.next_id, *(_readable_next_ids(folder))])  # ids are never reused
+        new = replace(
+            target,
+            generation=newest + 1,
+            next_id=next_id,
+            operation={"kind": "rollback", "to": generation},
+            created_at=now(),
+            build_seconds=0.0,
+        )
+        write_manifest(folder.path, new)
+        return new
+
+
+def retune(
+    folder: IndexFolder,
+    target: float,
+    queries: np.ndarray | None = None,
+    k: int = TUNING_K,
+    sample: int = DEFAULT_TUNING_QUERIES,
+    device: str = "auto",
+    strict: bool = False,
+) -> TuningResult:
+    """Tune the search parameter on the largest segment's stored vectors (or on `queries`,
+    already encoded) and record it in a new generation; the searches run on `device`."""
+    _check_target(target)
+    placement = faiss_device(device)
+    started = time.perf_counter()
+    with folder.writer_lock("tune"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
+        record = max(manifest.segments, key=lambda s: s.rows)
+        segment = Segment(folder.segment_dir(record.name), record)
+        index = segment.read_index(manifest.index.metric)
+        if index.tunable_parameter() is None:
+            raise SemsearchError(
+                f"index {manifest.name!r} ({manifest.index.factory}) searches exactly "
+                "(recall 1.0): there is nothing to tune"
+            )
+        if queries is None:
+            query_ids, vectors = sample_vectors(
+                segment.iter_parts, min(sample, record.rows), seed=1
+            )
+            queries = prepare_vectors(vectors, manifest.index.metric)
+        else:
+            query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
+        with index.placed(placement):
+            result = tune_search(index, manifest.index, segment, queries, target, k, query_ids)
+        enforce_target(result, index, strict)
+        params = {**manifest.index.search_params, **result.search_params()}
+        new = next_generation(
+            manifest,
+            list(manifest.segments),
+            {"kind": "tune", **result.to_dict()},
+            time.perf_counter() - started,
+            index=replace(manifest.index, search_params=params),
+            tuning=result.to_dict(),
+        )
+        write_manifest(folder.path, new)
+        return result
+
+
+def _rebuild(
+    folder: IndexFolder,
+    manifest: Manifest,
+    spec,
+    target_recall: float | None,
+    show_progress: bool,
+    kind: str,
+    started: float,
+    device: FaissDevice,
+    strict: bool = False,
+) -> Manifest:
+    """One segment over every live row with a new `spec` index: the next generation."""
+    generation = manifest.generation + 1
+    segment = _live_segment(folder, manifest)
+    total = segment.record.rows
+    if total == 0:
+        raise SemsearchError(f"index {manifest.name!r} has no live rows to {kind}")
+    index, spec = trained_index(
+        spec, manifest.model.dimension, segment.iter_parts, total, folder, generation, device
+    )
+    tuning = None
+    with index.placed(device):
+        add_parts(index, segment.iter_parts, total, show_progress)
+        if target_recall and index.tunable_parameter():
+            query_ids, vectors = sample_vectors(
+                segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1
+            )
+            tuning = tune_search(
+                index,
+                spec,
+                segment,
+                prepare_vectors(vectors, spec.metric),
+                target_recall,
+                TUNING_K,
+                query_ids,
+            )
+            enforce_target(tuning, index, strict)
+    if tuning is not None:
+        spec = replace(spec, search_params=tuning.search_params())
+        log.warning(
+            "tuned %s=%d: recall@%d %.3f (target %s)",
+            tuning.parameter,
+            tuning.value,
+            TUNING_K,
+            tuning.recall,
+            tuning.target,
+        )
+    index_file = index_file_name(generation)
+    size = index.write(segment.folder / index_file)
+    record = replace(segment.record, index_file=index_file, index_file_bytes=size)
+    if manifest.lexical is not None and record.lexical_dir is None:  # a merged segment
+        lexical_dir = index_segment_texts(
+            segment.folder,
+            manifest.text_column,
+            record.rows,
+            record.parts,
+            manifest.lexical,
+            generation,
+        )
+        record = replace(record, lexical_dir=lexical_dir)
+    return next_generation(
+        manifest,
+        [record],
+        {"kind": kind, "factory": spec.factory, "rows": total},
+        time.perf_counter() - started,
+        index=spec,
+        tuning=tuning.to_dict() if tuning else None,
+    )
+
+
+def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
+    """The one segment holding every live row: the existing one when there is a single segment
+    without deletions, else a new segment copied from the live rows (vectors never re-encoded)."""
+    if len(manifest.segments) == 1 and manifest.segments[0].deleted == 0:
+        record = manifest.segments[0]
+        return Segment(folder.segment_dir(record.name), record)
+    existing = [path.name for path in folder.segments_dir.iterdir()]
+    name = segment_name(next_segment_number(manifest, existing))
+    temporary = folder.segments_dir / f".tmp-{name}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    writer = SegmentWriter(temporary, manifest.vector_dtype)
+    segments = [Segment(folder.segment_dir(record.name), record) for record in manifest.segments]
+    # Part by part in id order (a merged segment keeps ids ascending): `semsearch.ingest.merge`.
+    rows = write_merged(segments, writer, manifest.model.dimension, PART_ROWS)
+    parts = writer.part_count()
+    temporary.rename(folder.segment_dir(name))
+    return Segment(folder.segment_dir(name), SegmentRecord(name, rows, parts, "", 0))
+
+
+def _readable_next_ids(folder: IndexFolder) -> list[int]:
+    """The next_id of every generation record that reads, and of manifest.json if it does."""
+    values = []
+    for number in [None, *folder.generations()]:
+        try:
+            values.append(folder.manifest(number).next_id)
+        except SemsearchError:
+            continue
+    return values
+
+
+def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
+    missing = [
+        record.name
+        for record in manifest.segments
+        if not (folder.segment_dir(record.name) / record.index_file).is_file()
+        or (
+            record.lexical_dir
+            and not (folder.segment_dir(record.name) / record.lexical_dir).is_dir()
+        )
+    ]
+    if missing:
+        raise SemsearchError(
+            f"generation {manifest.generation} of index {manifest.name!r} lost its files to a "
+            f"compaction (segment {missing[0]}): it cannot be restored"
+        )
+
+
+def _check_target(target: float | None) -> None:
+    if target is not None and not 0 <= target <= 1:
+        raise SemsearchError(
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
+        )

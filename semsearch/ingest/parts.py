@@ -1,0 +1,169 @@
+"""The encode stage: a batch of corpus rows in, a part (ids, vectors, metadata) out.
+
+`encode_part` depends on nothing but its arguments, so the same stage can run in a build,
+in an `add`, on a GPU worker or on a cluster node, in any order. `write_parts` runs its
+steps (prepare, tokenise, encode, write) as overlapped stages over many parts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.errors import SemsearchError
+from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
+from semsearch.io.corpus import text_hashes
+from semsearch.io.own_vectors import VectorColumn, vector_hashes
+from semsearch.models.tokenized import TokenizedTexts
+from semsearch.store.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
+
+# How much an encoding bar's rate (and ETA) follows its last refresh, a tenth of a second
+# apart: tqdm's 0.3 swung the ETA with every batch of long or short texts and every part's
+# hand-over; 0.05 averages over the last few seconds.
+RATE_SMOOTHING = 0.05
+
+
+@dataclass(frozen=True)
+class EncodedPart:
+    """Rows ready to be written as a part: their ids, vectors and metadata, in id order."""
+
+    ids: np.ndarray
+    vectors: np.ndarray
+    metadata: pa.Table
+    part: int = 0  # its number in the segment
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def part_metadata(
+    rows: pa.Table | pa.RecordBatch,
+    ids: np.ndarray,
+    text_column: str | None,
+    hashes: np.ndarray | None = None,
+) -> pa.Table:
+    """The rows' own columns plus `_id` and `_text_hash` (the texts' hashes unless `hashes`
+    are given: those of your own vectors, `own_vectors.vector_hashes`)."""
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+    clashing = [name for name in RESERVED_COLUMNS if name in table.column_names]
+    if clashing:
+        raise SemsearchError(
+            f"the corpus has a column named {clashing[0]!r}, which semsearch reserves: rename it"
+        )
+    table = table.append_column(ID_COLUMN, pa.array(ids, pa.int64()))
+    if hashes is None:
+        hashes = text_hashes(table.column(text_column))
+    return table.append_column(TEXT_HASH_COLUMN, pa.array(hashes, pa.int64()))
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """A part read and prepared (sorted by id, texts hashed), waiting for its vectors.
+
+    Its `texts` become `TokenizedTexts` once the tokenise stage has run (for an encoder
+    with a `tokenize` of its own). `vectors`: the rows' own, from a vector column; the
+    encode stage then passes them on instead of encoding the texts.
+    """
+
+    part: int
+    ids: np.ndarray
+    texts: list[str]
+    metadata: pa.Table
+    vectors: np.ndarray | None = None
+
+
+def prepare_part(
+    part: int,
+    rows: pa.Table | pa.RecordBatch,
+    ids: np.ndarray,
+    text_column: str | None,
+    vector_column: VectorColumn | None = None,
+) -> PartRows:
+    """The read stage's work on one part: rows sorted by id, their texts and metadata (and,
+    with `vector_column`, their own vectors, checked and taken out of the metadata)."""
+    order = np.argsort(ids, kind="stable")
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+    table = table.take(pa.array(order)) if not np.all(order == np.arange(len(order))) else table
+    ids = np.asarray(ids, dtype=np.int64)[order]
+    if vector_column is None:
+        texts = table.column(text_column).to_pylist()
+        return PartRows(part, ids, texts, part_metadata(table, ids, text_column))
+    vectors = vector_column.vectors(table)
+    table = table.drop_columns([vector_column.name])
+    own = text_hashes(table.column(text_column)) if text_column is not None else None
+    metadata = part_metadata(table, ids, text_column, vector_hashes(vectors, own))
+    return PartRows(part, ids, [], metadata, vectors)
+
+
+def tokenise_part(encoder, rows: PartRows) -> PartRows:
+    """The tokenise stage: the texts with their token ids, for an encoder that tokenises."""
+    tokenize = getattr(encoder, "tokenize", None)
+    if not callable(tokenize) or not rows.texts or rows.vectors is not None:
+        return rows
+    return replace(rows, texts=TokenizedTexts(rows.texts, tokenize(rows.texts)))
+
+
+def encode_rows(
+    encoder,
+    rows: PartRows,
+    batch_size: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> EncodedPart:
+    """The encode stage: vectors for a prepared part (its own, when it brought them);
+    `progress` hears of each encoded batch."""
+    if rows.vectors is not None:
+        vectors = rows.vectors
+        if progress is not None:
+            progress(len(vectors))
+    elif not rows.texts:
+        vectors = np.empty((0, encoder.dimension), np.float32)
+    elif isinstance(rows.texts, TokenizedTexts):  # a BiEncoder: it reports every batch
+        vectors = encoder.encode(rows.texts, batch_size=batch_size, progress=progress)
+    else:  # any other encoder of texts: progress moves once per part
+        vectors = encoder.encode(rows.texts, batch_size=batch_size)
+        if progress is not None:
+            progress(len(rows.texts))
+    return EncodedPart(rows.ids, vectors, rows.metadata, rows.part)
+
+
+def encode_part(
+    encoder,
+    rows: pa.Table | pa.RecordBatch,
+    ids: np.ndarray,
+    text_column: str,
+    batch_size: int | None = None,
+) -> EncodedPart:
+    """Encode the texts of `rows` (which get `ids`) into a part sorted by id."""
+    return encode_rows(encoder, prepare_part(0, rows, ids, text_column), batch_size)
+
+
+def write_parts(
+    encoder,
+    parts: Iterable[PartRows],
+    writer: SegmentWriter,
+    batch_size: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    depth: int = DEFAULT_DEPTH,
+) -> None:
+    """Encode and write `parts`, with reading, tokenising, encoding and writing overlapped
+    (`semsearch.ingest.pipeline`); `progress` hears of every encoded batch."""
+    pipeline = Pipeline(depth)
+
+    def advance(rows: int) -> None:
+        pipeline.check()  # another stage failed: stop within a batch
+        if progress is not None:
+            progress(rows)
+
+    def write(encoded: EncodedPart) -> None:
+        writer.write(encoded.part, encoded.ids, encoded.vectors, encoded.metadata)
+
+    pipeline.run(
+        parts,
+        functools.partial(tokenise_part, encoder),
+        lambda rows: encode_rows(encoder, rows, batch_size, advance),
+        write,
+    )

@@ -1,0 +1,135 @@
+"""The live rows of a generation as writers see them: which segment holds each, and its keys.
+
+Writers (add, delete, compact) need ids, text hashes and deletions, not FAISS structures,
+so this view reads only small columns and never loads an index file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from semsearch.errors import SemsearchError
+from semsearch.ingest.conform import convert_column, index_schema
+from semsearch.store.folders import IndexFolder
+from semsearch.store.manifest import Manifest
+from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
+
+
+@dataclass
+class LiveRows:
+    """Every stored row of a generation (deleted ones included, marked by `live`)."""
+
+    manifest: Manifest
+    segments: list[Segment]
+    table: pa.Table  # _id, _text_hash, the user's id column if any, and _segment
+    live: np.ndarray
+
+    @classmethod
+    def read(cls, folder: IndexFolder, manifest: Manifest) -> LiveRows:
+        columns = [ID_COLUMN, TEXT_HASH_COLUMN]
+        if manifest.id_column:
+            columns.append(manifest.id_column)
+        segments, tables, live = [], [], []
+        for position, record in enumerate(manifest.segments):
+            segment = Segment(folder.segment_dir(record.name), record)
+            table = segment.metadata(columns)
+            tables.append(
+                table.append_column(
+                    "_segment", pa.array(np.full(table.num_rows, position, np.int32))
+                )
+            )
+            segments.append(segment)
+            live.append(segment.live_mask())
+        if not tables:
+            raise SemsearchError(
+                f"index {folder.name!r} has no segments: rebuild it with --overwrite"
+            )
+        table = pa.concat_tables(tables, promote_options="permissive")
+        return cls(manifest, segments, table, np.concatenate(live))
+
+    def key_column(self) -> pa.ChunkedArray:
+        """What identifies a row to the user: their id column, or else `_id`."""
+        return self.table.column(self.manifest.id_column or ID_COLUMN)
+
+    def find(self, keys: pa.Array) -> np.ndarray:
+        """For each key, the live row holding it, or -1."""
+        live_rows = np.flatnonzero(self.live)
+        live_keys = self.key_column().take(pa.array(live_rows))
+        keys = _cast_keys(keys, live_keys.type, self.manifest.id_column or ID_COLUMN)
+        where = pc.index_in(keys, value_set=live_keys.combine_chunks()).to_numpy(
+            zero_copy_only=False
+        )
+        found = ~np.isnan(where) if where.dtype.kind == "f" else where >= 0
+        if not len(live_rows):  # every row deleted: nothing to find (and nothing to index into)
+            return np.full(len(keys), -1, dtype=np.int64)
+        positions = np.where(found, np.nan_to_num(where, nan=0), 0).astype(np.int64)
+        return np.where(found, live_rows[positions], -1)
+
+    def schema(self) -> pa.Schema:
+        """The user's columns over every segment (a column added later is in later ones only)."""
+        return index_schema([segment.schema() for segment in self.segments])
+
+    def metadata_at(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """The `columns` of global `rows` (null where a segment lacks a column), in `rows` order."""
+        schema = self.schema()
+        segment_of = self.table.column("_segment").to_numpy()
+        starts = np.concatenate([[0], np.cumsum([s.record.rows for s in self.segments])])
+        pieces, order = [], []
+        for position in np.unique(segment_of[rows]):
+            chosen = np.flatnonzero(segment_of[rows] == position)
+            segment = self.segments[position]
+            present = [name for name in columns if name in segment.schema().names]
+            table = segment.metadata(present).take(pa.array(rows[chosen] - starts[position]))
+            arrays = [
+                table.column(name)
+                if name in present
+                else pa.nulls(
+                    len(chosen), schema.field(name).type if name in schema.names else pa.null()
+                )
+                for name in columns
+            ]
+            pieces.append(pa.table(arrays, names=columns))
+            order.append(chosen)
+        if not pieces:
+            return pa.table({name: pa.array([], pa.null()) for name in columns})
+        table = pa.concat_tables(pieces, promote_options="permissive")
+        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+    def find_hashes(self, hashes: np.ndarray) -> np.ndarray:
+        """For each text hash, a live row whose text has it, or -1."""
+        live_rows = np.flatnonzero(self.live)
+        live_hashes = self.table.column(TEXT_HASH_COLUMN).to_numpy()[live_rows]
+        order = np.argsort(live_hashes, kind="stable")
+        sorted_hashes = live_hashes[order]
+        if len(sorted_hashes) == 0:
+            return np.full(len(hashes), -1, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(sorted_hashes, hashes), len(sorted_hashes) - 1)
+        found = sorted_hashes[positions] == hashes
+        return np.where(found, live_rows[order[positions]], -1)
+
+    def deleted_by_segment(self, rows: np.ndarray) -> dict[int, np.ndarray]:
+        """The ids to delete in each segment for global `rows`, added to those deleted before."""
+        segment_of = self.table.column("_segment").to_numpy()
+        ids = self.table.column(ID_COLUMN).to_numpy()
+        changes: dict[int, np.ndarray] = {}
+        for position in np.unique(segment_of[rows]):
+            chosen = ids[rows[segment_of[rows] == position]]
+            changes[int(position)] = np.union1d(self.segments[position].deleted_ids(), chosen)
+        return changes
+
+
+def _cast_keys(keys: pa.Array, target: pa.DataType, column: str) -> pa.Array:
+    """Keys as the index's id type, only where each stays itself: "01" is not the id 1."""
+    if keys.type == target:
+        return keys
+    cast = convert_column(keys, target, from_text=True)
+    if isinstance(cast, str):
+        raise SemsearchError(
+            f"the id {cast!r} is not one of the index's {column!r} ids ({target}) as written: "
+            "give each id exactly as the index holds it"
+        )
+    return cast

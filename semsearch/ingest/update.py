@@ -1,0 +1,405 @@
+"""`add` (upsert by id) and `delete` (by id or by filter): each writes one new generation.
+
+An add writes its rows as a new segment (vectors, metadata and a small FAISS index of its
+own; IVF segments start from the index's trained centroids), and marks the rows it
+replaces as deleted in the segments that held them. Its cost grows with the rows added,
+not with the index. Unchanged rows (same id, same text hash) are skipped without encoding.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tqdm.auto import tqdm
+
+from semsearch.ann.devices import FaissDevice, device_words, faiss_device
+from semsearch.ann.vector_index import VectorIndex
+from semsearch.errors import SemsearchError
+from semsearch.ingest.conform import Target, conform, rename_text_column
+from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part
+from semsearch.ingest.parts import write_parts as encode_and_write
+from semsearch.ingest.rows import LiveRows
+from semsearch.io.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
+from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
+from semsearch.models.query_loader import open_for_rows
+from semsearch.search.searcher import check_same_model
+from semsearch.search.where import WhereEvaluator
+from semsearch.store.filling import add_parts
+from semsearch.store.folders import IndexFolder
+from semsearch.store.generation import next_generation, next_segment_number, segment_name
+from semsearch.store.lexical import index_segment_texts
+from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
+from semsearch.store.segment import (
+    ID_COLUMN,
+    TEXT_HASH_COLUMN,
+    Segment,
+    SegmentWriter,
+    index_file_name,
+    write_deleted,
+)
+from semsearch.store.verify import check_file, check_opened_files
+
+log = logging.getLogger(__name__)
+
+PART_ROWS = 16_384
+# Encodes rows (sorted by id) with their ids into parts of PART_ROWS rows written by the
+# writer; `add_rows` does it in this process unless given one (`semsearch.distributed`).
+PartsWriter = Callable[[SegmentWriter, pa.Table, np.ndarray], None]
+
+
+@dataclass(frozen=True)
+class ChangeResult:
+    """What a change did, and the generation it wrote (None when nothing changed)."""
+
+    generation: int | None
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    not_found: int = 0
+    skipped_empty: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def add_rows(
+    folder: IndexFolder,
+    corpus_path,
+    encoder=None,
+    text_column: str | None = None,
+    id_column: str | None = None,
+    batch_size: int | None = None,
+    write_parts: PartsWriter | None = None,
+    device: str = "auto",
+    convert_types: bool = False,
+    show_progress: bool = False,
+    runtime: str = "auto",
+) -> ChangeResult:
+    """Upsert the rows of a corpus file into the index; see the module docstring. The new
+    segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
+    `show_progress` shows a bar of the texts encoded, moving with every batch.
+
+    Without an `encoder`, the index's model is loaded only once some row needs encoding,
+    on `device` and `runtime` (`query_loader.open_for_rows`: on a CPU, the
+    checked OpenVINO export, without torch): an add of unchanged rows loads no model.
+    The corpus is checked as `build` checks it; its text column is stored as the index's,
+    and its columns must hold the index's types (`semsearch.ingest.conform`; `convert_types`
+    reads other types where each value converts without loss)."""
+    started = time.perf_counter()
+    with folder.writer_lock("add"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
+        text_column, id_column = _columns(manifest, text_column, id_column)
+        corpus = open_corpus(corpus_path)
+        vector_column = own_vector_column(manifest, corpus, write_parts)
+        check_corpus(corpus, text_column, id_column)  # what build checks, the same way
+        table, skipped = _read_usable(corpus, text_column)
+        if table.num_rows == 0:
+            raise SemsearchError(
+                f"{corpus.path.name} has no rows with a {text_column!r} text to add"
+            )
+        live = LiveRows.read(folder, manifest)
+        target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
+        if text_column is not None:
+            table = rename_text_column(table, text_column, target, corpus.path.name)
+        own = table.column(vector_column.name) if vector_column is not None else None
+        if own is not None:  # checked whole, before anything is written; not a metadata column
+            own_vectors = vector_column.vectors(table)
+            table = table.drop_columns([vector_column.name])
+        table = conform(table, target, corpus.format, convert_types)
+        if id_column is not None and convert_types:  # "01" and "1" may both have become 1
+            check_ids(corpus.path, id_column, [table.column(id_column).combine_chunks()])
+        text_column = manifest.text_column
+        hashes = text_hashes(table.column(text_column)) if text_column is not None else None
+        if own is not None:
+            hashes = vector_hashes(own_vectors, hashes)
+            table = table.append_column(vector_column.name, own)
+        if id_column is not None:
+            existing = live.find(table.column(id_column).combine_chunks())
+        else:  # without ids a row is its text: a text already present is unchanged
+            existing = live.find_hashes(hashes)
+        old_hashes = live.table.column(TEXT_HASH_COLUMN).to_numpy()
+        unchanged = (existing >= 0) & (old_hashes[np.maximum(existing, 0)] == hashes)
+        unchanged &= _same_metadata(live, existing, unchanged, table, target)
+        replaced = (existing >= 0) & ~unchanged
+        fresh = existing < 0
+        if not (replaced.any() or fresh.any()):
+            log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
+            return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+        placement = faiss_device(device)
+        old_ids = live.table.column(ID_COLUMN).to_numpy()
+        ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
+        ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
+        todo = ~unchanged
+        if vector_column is not None:
+            encoder = None  # the rows bring their vectors
+        elif encoder is None:
+            if show_progress:  # seconds of silence otherwise
+                log.warning(
+                    "loading model %s on %s to encode %d rows",
+                    manifest.model.name,
+                    device_words(device),
+                    int(todo.sum()),
+                )
+            encoder = open_for_rows(manifest.model, device, runtime)
+        if encoder is not None:
+            check_same_model(manifest, encoder)
+        rows = table.filter(pa.array(todo))
+        if write_parts is None:
+            write_parts = functools.partial(
+                _encode_parts, encoder, text_column, batch_size, show_progress, vector_column
+            )
+        record = _write_segment(
+            folder, manifest, rows, ids[todo], text_column, write_parts, placement
+        )
+        deletions = live.deleted_by_segment(existing[replaced])
+        segments = _with_deletions(folder, manifest, deletions) + [record]
+        new = next_generation(
+            manifest,
+            segments,
+            {
+                "kind": "add",
+                "source": str(corpus.path),
+                "added": int(fresh.sum()),
+                "replaced": int(replaced.sum()),
+                "unchanged": int(unchanged.sum()),
+                "runtime": getattr(encoder, "runtime", None),
+            },
+            time.perf_counter() - started,
+            next_id=manifest.next_id + int(fresh.sum()),
+        )
+        write_manifest(folder.path, new)
+        return ChangeResult(
+            new.generation,
+            added=int(fresh.sum()),
+            replaced=int(replaced.sum()),
+            unchanged=int(unchanged.sum()),
+            skipped_empty=skipped,
+        )
+
+
+def _same_metadata(
+    live: LiveRows, existing: np.ndarray, candidates: np.ndarray, table: pa.Table, target: Target
+) -> np.ndarray:
+    """For each row whose text is unchanged (`candidates`), whether every other column is too:
+    an upsert replaces the whole row, so a changed year is a change."""
+    same = np.ones(len(existing), dtype=bool)
+    rows = np.flatnonzero(candidates)
+    if len(rows) == 0:
+        return same
+    skip = {target.text_column, target.id_column, live.manifest.source.vector_column}
+    columns = [name for name in {*target.schema.names, *table.column_names} if name not in skip]
+    if not columns:
+        return same
+    old = live.metadata_at(existing[rows], columns)
+    for name in columns:
+        before = old.column(name).combine_chunks()
+        after = (
+            table.column(name).take(pa.array(rows)).combine_chunks()
+            if name in table.column_names
+            else pa.nulls(len(rows), before.type)
+        )
+        same[rows] &= _same_values(before, after)
+    return same
+
+
+def _same_values(before: pa.Array, after: pa.Array) -> np.ndarray:
+    """Per row, whether two columns hold the same value (null equals null, NaN equals NaN)."""
+    try:
+        if pa.types.is_null(before.type) != pa.types.is_null(after.type):
+            before, after = (
+                (before.cast(after.type), after)
+                if pa.types.is_null(before.type)
+                else (before, after.cast(before.type))
+            )
+        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
+        equal = pc.fill_null(pc.equal(before, after), False)
+        if pa.types.is_floating(before.type):
+            both_nan = pc.and_(pc.is_nan(before), pc.is_nan(after))
+            equal = pc.or_(equal, pc.fill_null(both_nan, False))
+        return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # lists, structs
+        return np.array([a == b for a, b in zip(before.to_pylist(), after.to_pylist())], dtype=bool)
+
+
+def delete_rows(
+    folder: IndexFolder, ids: list[str] | None = None, where: str | None = None
+) -> ChangeResult:
+    """Delete the live rows with these ids (the index's id column, or its row ids) or those
+    satisfying `where`; they never come back from a query."""
+    if (ids is None) == (where is None):
+        raise SemsearchError("give either ids (--ids FILE) or a filter (--where EXPR), one of them")
+    started = time.perf_counter()
+    with folder.writer_lock("delete"):
+        manifest = folder.manifest()
+        check_opened_files(folder, manifest)  # never build a generation on changed files
+        if where is not None:
+            live = LiveRows.read(folder, manifest)
+            parts = [path for segment in live.segments for path in segment.metadata_paths()]
+            rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
+            not_found = 0
+        else:
+            if not ids:
+                raise SemsearchError("no ids to delete: give one id per line")
+            live = LiveRows.read(folder, manifest)
+            found = live.find(pa.array(ids))
+            rows = np.unique(found[found >= 0])
+            not_found = int(np.sum(found < 0))
+            if not_found:
+                log.warning(
+                    "%d of the %d ids are not in the index (or were deleted before)",
+                    not_found,
+                    len(ids),
+                )
+        if len(rows) == 0:
+            return ChangeResult(None, not_found=not_found)
+        segments = _with_deletions(folder, manifest, live.deleted_by_segment(rows))
+        new = next_generation(
+            manifest,
+            segments,
+            {"kind": "delete", "deleted": len(rows), **({"where": where} if where else {})},
+            time.perf_counter() - started,
+        )
+        write_manifest(folder.path, new)
+        return ChangeResult(new.generation, deleted=len(rows), not_found=not_found)
+
+
+def _columns(
+    manifest: Manifest, text_column: str | None, id_column: str | None
+) -> tuple[str | None, str | None]:
+    if id_column is not None and id_column != manifest.id_column:
+        built = repr(manifest.id_column) if manifest.id_column else "no id column"
+        raise SemsearchError(
+            f"index {manifest.name!r} was built with {built}, not {id_column!r}: rows are "
+            "matched by the index's own id column, so leave --id-column out"
+        )
+    return text_column or manifest.text_column, manifest.id_column
+
+
+def _read_usable(corpus, text_column: str | None) -> tuple[pa.Table, int]:
+    if text_column is None:  # your own vectors without texts: every row is usable
+        return pa.Table.from_batches(list(corpus.batches()), corpus.schema), 0
+    batches, skipped, first_row = [], 0, 0
+    for batch in corpus.batches():
+        rows = usable_rows(batch, text_column, first_row)
+        batches.append(rows.batch)
+        skipped += rows.skipped
+        first_row += batch.num_rows
+    if not batches:
+        return pa.table({text_column: pa.array([], pa.string())}), 0
+    return pa.Table.from_batches(batches), skipped
+
+
+def _write_segment(
+    folder: IndexFolder,
+    manifest: Manifest,
+    rows: pa.Table,
+    ids: np.ndarray,
+    text_column: str,
+    write_parts: PartsWriter,
+    device: FaissDevice,
+) -> SegmentRecord:
+    """Encode `rows` into a new segment with its own index; renamed into place when complete."""
+    existing = (
+        [path.name for path in folder.segments_dir.iterdir()]
+        if folder.segments_dir.is_dir()
+        else []
+    )
+    name = segment_name(next_segment_number(manifest, existing))
+    temporary = folder.segments_dir / f".tmp-{name}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    writer = SegmentWriter(temporary, manifest.vector_dtype)
+    order = np.argsort(ids, kind="stable")
+    write_parts(writer, rows.take(pa.array(order)), ids[order])
+    parts = writer.part_count()
+    segment = Segment(temporary, SegmentRecord(name, rows.num_rows, parts, "", 0))
+    index = _empty_index(folder, manifest)
+    with index.placed(device):
+        add_parts(index, segment.iter_parts, rows.num_rows)
+    index_file = index_file_name(manifest.generation + 1)
+    size = index.write(temporary / index_file)
+    lexical_dir = None
+    if manifest.lexical is not None:  # the new rows' BM25 part, like their FAISS index
+        lexical_dir = index_segment_texts(
+            temporary, text_column, rows.num_rows, parts, manifest.lexical, manifest.generation + 1
+        )
+    temporary.rename(folder.segment_dir(name))
+    return SegmentRecord(name, rows.num_rows, parts, index_file, size, lexical_dir=lexical_dir)
+
+
+def _encode_parts(
+    encoder,
+    text_column: str | None,
+    batch_size: int | None,
+    show_progress: bool,
+    vector_column: VectorColumn | None,
+    writer: SegmentWriter,
+    rows: pa.Table,
+    ids: np.ndarray,
+) -> None:
+    """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`);
+    with `vector_column`, the rows' own vectors are written instead."""
+    parts = (
+        prepare_part(
+            part,
+            rows.slice(start, PART_ROWS),
+            ids[start : start + PART_ROWS],
+            text_column,
+            vector_column,
+        )
+        for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
+    )
+    with tqdm(
+        total=rows.num_rows,
+        desc="encoding",
+        unit="text",
+        disable=not show_progress,
+        smoothing=RATE_SMOOTHING,
+    ) as bar:
+        encode_and_write(encoder, parts, writer, batch_size, bar.update)
+
+
+def own_vector_column(manifest: Manifest, corpus, write_parts) -> VectorColumn | None:
+    """For an index of your own vectors, its vector column, checked in the new rows' corpus:
+    an add brings vectors of the index's size in the column the build read them from."""
+    column = manifest.source.vector_column
+    if column is None:
+        return None
+    if write_parts is not None:
+        raise SemsearchError(
+            f"index {manifest.name!r} holds your own vectors: add to it in this process "
+            "(without --engine ray)"
+        )
+    check_vector_type(corpus.schema, column, corpus.path.name)
+    return VectorColumn(column, manifest.model.dimension, manifest.index.metric)
+
+
+def _empty_index(folder: IndexFolder, manifest: Manifest) -> VectorIndex:
+    """An empty index like the others: from the trained structure where there is one."""
+    if manifest.index.trained_file:
+        check_file(folder, manifest, f"{TRAINED_DIR}/{manifest.index.trained_file}")
+        return VectorIndex.read(
+            folder.trained_path(manifest.index.trained_file), manifest.index.metric
+        )
+    return VectorIndex.create(manifest.index, manifest.model.dimension)
+
+
+def _with_deletions(
+    folder: IndexFolder, manifest: Manifest, deletions: dict[int, np.ndarray]
+) -> list[SegmentRecord]:
+    """The generation's segment records with new deletion files where `deletions` says."""
+    records = list(manifest.segments)
+    for position, ids in deletions.items():
+        record = records[position]
+        name = write_deleted(folder.segment_dir(record.name), manifest.generation + 1, ids)
+        records[position] = replace(record, deleted=len(ids), deleted_file=name)
+    return records

@@ -1,0 +1,70 @@
+"""Delimited text (CSV, TSV) read to its end, or refused where a quote is never closed.
+
+Why: pyarrow's CSV reader takes a quote that is opened and never closed as a value running
+to the end of the file, so one stray quote silently turns the rest of the file into the
+text of a single row. The reader is therefore given the file followed by a marker line (the
+marker in every column): read back as a row of its own, the file ended outside any quote
+and the row is dropped; swallowed into a value, a quote was left open and the file is
+refused, by `build` and `add` alike (`semsearch.io.corpus` reads every delimited corpus so).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from semsearch.errors import SemsearchError
+
+END_MARK = "\x1fsemsearch-end-of-file\x1f"  # unit separators: no text a CSV carries
+
+
+class MarkedStream(io.RawIOBase):
+    """`stream`'s bytes, then a line of END_MARK in each of `columns` columns."""
+
+    def __init__(self, stream, columns: int, delimiter: str) -> None:
+        super().__init__()
+        self.stream = stream
+        self.tail = ("\n" + delimiter.join([END_MARK] * columns) + "\n").encode()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size) if size is None or size >= 0 else self.stream.read()
+        if data:
+            return data
+        size = len(self.tail) if size is None or size < 0 else size
+        data, self.tail = self.tail[:size], self.tail[size:]
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
+
+
+def without_end_mark(batches: Iterator[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+    """The batches of a `MarkedStream` less its marker row; a one-line SemsearchError where
+    the marker was read into a value (a quote in file `name` is never closed)."""
+    last: pa.RecordBatch | None = None
+    rows = 0
+    for batch in batches:
+        if last is not None:
+            yield last
+        rows += batch.num_rows
+        last = batch
+    if last is not None and last.num_rows and last.column(0)[-1].as_py() == END_MARK:
+        if last.num_rows > 1:
+            yield last.slice(0, last.num_rows - 1)
+        return
+    where = f"row {rows - 1}" if rows else "its header"
+    raise SemsearchError(
+        f"{name}: a quote in {where} is never closed, so the rest of the file would be read "
+        'as one value: close it (a quote inside a quoted value is written twice: "")'
+    )

@@ -1,0 +1,482 @@
+"""One generation of an index, opened for search: its segments, metadata and live rows.
+
+Rows are numbered globally, segment after segment, in the order the manifest lists them;
+a search returns those row numbers, which index `metadata`. Each segment is searched with
+per-call parameters and an id filter (deleted rows and `--where`), and the segments'
+results are merged. A filter that keeps few rows is answered by exact search over the
+rows it keeps: an approximate structure would reach too few of them.
+
+Opening checks the generation's files against its record (`verify.check_opened_files`) and
+sees one whole generation even while `build --overwrite` replaces the folder
+(`open_snapshot`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+
+from semsearch.ann.factory import OVERSAMPLE, IndexSpec
+from semsearch.ann.vector_index import (
+    ExactStandIn,
+    IdFilter,
+    VectorIndex,
+    higher_is_better,
+)
+from semsearch.errors import SemsearchError
+from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
+from semsearch.search.where import WhereEvaluator
+from semsearch.store.folders import IndexFolder
+from semsearch.store.lexical import LexicalPart, LexicalSegment, lexical_search
+from semsearch.store.manifest import LEXICAL_FILES, SEGMENTS_DIR, LexicalSpec, Manifest
+from semsearch.store.metadata_parts import MetadataParts
+from semsearch.store.rescoring import PartCheck, is_rescoring, rescoring_index
+from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
+from semsearch.store.verify import check_file, check_opened_files, check_vector_files
+
+log = logging.getLogger(__name__)
+
+# A filter keeping under this share of the live rows (or under EXACT_FILTER_ROWS of them)
+# is searched exactly over the rows it keeps.
+EXACT_FILTER_SHARE = 0.01
+EXACT_FILTER_ROWS = 50_000
+# Where a filter keeps a share s of the rows, the approximate search visits 3/s times more
+# candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE: 1/s only keeps the number of
+# allowed candidates; on 841k rows a 50 % filter then lost 0.01-0.02 recall, and 2/s left
+# HNSW at 0.949 (docs/results-history.md).
+FILTER_WIDENING = 3.0
+MAX_PARAMETER_SCALE = 64
+# ... and a `disk` index re-scores sqrt of that scale times more candidates per result: the
+# kept neighbours lie farther out, where PQ codes rank them less surely. 20M rows, a filter
+# keeping 1 in 20 (scale 60), oversample 4 -> 8/16/32: recall@10 0.872 -> 0.919/0.944/0.954.
+WHERE_CACHE_SIZE = 64
+# ... and no more masks than fit this many bytes (one byte a row each: 3 masks at 20M rows).
+WHERE_CACHE_BYTES = 64 << 20
+# An open that finds its folder replaced meanwhile starts again, for this long at most.
+OPEN_RETRY_SECONDS = 10.0
+# A folder missing on every try for this long is missing, not between two builds.
+MISSING_GRACE_SECONDS = 0.5
+
+
+@dataclass
+class OpenSegment:
+    """A segment of this generation: its files, FAISS index, live rows and first global row."""
+
+    segment: Segment
+    index: VectorIndex
+    live: np.ndarray
+    offset: int
+    live_filter: IdFilter | None = field(default=None, init=False)
+    live_filter_built: bool = field(default=False, init=False)
+    any_live: bool = field(init=False)  # scanning `live` costs ~30 us a query on 841k rows
+
+    def __post_init__(self) -> None:
+        self.any_live = bool(self.live.any())
+
+    def id_filter(self, allowed: np.ndarray | None = None) -> IdFilter | None:
+        """The ids of this segment's `allowed` rows (default: its live rows), None for all."""
+        if allowed is None:
+            if not self.live_filter_built:  # the common case: built once per generation
+                self.live_filter, self.live_filter_built = self.id_filter(self.live), True
+            return self.live_filter
+        if allowed.all():
+            return None
+        lookup = self.segment.id_lookup
+        return IdFilter.of(lookup.at(np.flatnonzero(allowed)), lookup.last + 1)
+
+
+class SegmentCache:
+    """Opened segments kept across generations, so reopening after a change reads only what is
+    new; `checked` holds the files already hashed (see `verify.check_opened_files`)."""
+
+    def __init__(self) -> None:
+        self._opened: dict[tuple, tuple[Segment, VectorIndex] | LexicalPart] = {}
+        self._lock = threading.Lock()
+        self.checked: set[tuple] = set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._opened.clear()
+            self.checked.clear()
+
+    def open(
+        self, folder: IndexFolder, manifest: Manifest, position: int
+    ) -> tuple[Segment, VectorIndex]:
+        record = manifest.segments[position]
+        key = (manifest.index_id, record.name, record.index_file)  # an overwrite reuses names
+        with self._lock:
+            if key not in self._opened:
+                segment = Segment(folder.segment_dir(record.name), record)
+                rescoring = is_rescoring(manifest.index)  # its lists stay in the file, mapped
+                # A small added segment of an IVF index is searched exactly (ExactStandIn),
+                # from its stored vectors: those are checked first.
+                index = ExactStandIn.replacing(
+                    segment.read_index(manifest.index.metric, mapped=rescoring),
+                    self._checked_parts(folder, manifest, segment),
+                )
+                index = rescoring_index(
+                    index, manifest.index, segment, self._part_check(folder, manifest, record)
+                )
+                self._opened[key] = (segment, index)
+            cached_segment, index = self._opened[key]
+            cached_segment.id_lookup  # noqa: B018 - read once, shared by every generation's copy
+        # The deleted rows differ between generations: the record must be this generation's.
+        return cached_segment.in_generation(record), index
+
+    def _checked_parts(
+        self, folder: IndexFolder, manifest: Manifest, segment: Segment
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The segment's (ids, vectors), its vector files hashed before the first is read."""
+        check_vector_files(folder, manifest, segment.record, self.checked)
+        yield from segment.iter_parts()
+
+    def _part_check(self, folder: IndexFolder, manifest: Manifest, record) -> PartCheck:
+        """Hashes one stored vector file of the segment before a rescoring search reads it."""
+        return lambda part: check_vector_files(folder, manifest, record, self.checked, [part])
+
+    def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
+        """A segment's lexical part, read (and its files checked) on first use: a dense query
+        never pays for it."""
+        record = manifest.segments[position]
+        key = (manifest.index_id, record.name, record.lexical_dir)
+        with self._lock:
+            if key not in self._opened:
+                base = f"{SEGMENTS_DIR}/{record.name}/{record.lexical_dir}"
+                for name in LEXICAL_FILES:
+                    check_file(folder, manifest, f"{base}/{name}")
+                self._opened[key] = LexicalPart.read(folder.path / base, record.rows)
+            return self._opened[key]
+
+    def keep_only(self, manifest: Manifest) -> None:
+        wanted = {
+            (manifest.index_id, record.name, record.index_file) for record in manifest.segments
+        }
+        wanted |= {
+            (manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments
+        }
+        with self._lock:
+            for key in [key for key in self._opened if key not in wanted]:
+                del self._opened[key]
+
+
+class IndexSnapshot:
+    """A generation opened for search; see the module docstring. Safe to share between threads."""
+
+    def __init__(
+        self, folder: IndexFolder, manifest: Manifest, cache: SegmentCache | None = None
+    ) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        cache = cache or SegmentCache()
+        self._identity = folder.identity()  # `open_snapshot` checks it is the files' folder
+        check_opened_files(folder, manifest, cache.checked)
+        self.segments: list[OpenSegment] = []
+        opened = [
+            cache.open(folder, manifest, position) for position in range(len(manifest.segments))
+        ]
+        # One live mask for the generation; each segment's is a view of it (1 byte a row).
+        self.live = (
+            np.concatenate([segment.live_mask() for segment, _ in opened])
+            if opened
+            else np.zeros(0, dtype=bool)
+        )
+        offset = 0
+        for segment, index in opened:
+            rows = segment.record.rows
+            self.segments.append(
+                OpenSegment(segment, index, self.live[offset : offset + rows], offset)
+            )
+            offset += rows
+        self._cache = cache
+        self._where = WhereEvaluator(
+            [path for segment, _ in opened for path in segment.metadata_paths()], len(self.live)
+        )
+        self._where_cache: dict[str, np.ndarray] = {}
+        self._kept_cache: dict[str, VectorIndex] = {}
+        self._cache_lock = threading.Lock()
+        self._vectors_checked: set[str] = set()
+        self.hit_metadata  # noqa: B018 - reads each segment's schema: a damaged footer fails now
+
+    @cached_property
+    def hit_metadata(self) -> MetadataParts:
+        """The metadata a hit carries, by row number, read from the hits' parts only: every
+        column but the internal text hash, and but the internal id where the index has an id
+        column of its own."""
+        skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if self.manifest.id_column else {TEXT_HASH_COLUMN}
+        segments = [open_segment.segment for open_segment in self.segments]
+        return MetadataParts(segments, skipped, self.check_unreplaced)
+
+    def check_unreplaced(self) -> None:
+        """Refuse to go on reading files by name once `build --overwrite` replaced the folder
+        (they would be another index's): the searcher must reopen it (`Searcher.refresh`)."""
+        if self.folder.identity() != self._identity:
+            raise SemsearchError(
+                f"index {self.folder.name!r} was replaced (build --overwrite) after this searcher "
+                "opened it: reopen it (the server does on its next refresh)"
+            )
+
+    @property
+    def metadata_columns(self) -> list[str]:
+        """Every metadata column (internal ones included), without reading any row."""
+        return self.hit_metadata.column_names
+
+    @property
+    def metadata(self) -> pa.Table:
+        """Every stored row's metadata as one table, read from disk at each call (a searcher
+        keeps none of it in memory): for tests and scripts, not for a search path."""
+        return self.hit_metadata.table()
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+    @property
+    def live_rows(self) -> int:
+        return self.manifest.rows
+
+    def where_mask(self, expression: str) -> np.ndarray:
+        """Live rows that satisfy `expression` (cached per expression)."""
+        with self._cache_lock:
+            cached = self._where_cache.get(expression)
+        if cached is not None:
+            return cached
+        self.check_unreplaced()
+        mask = self._where.mask(expression)
+        self.check_unreplaced()  # the parts DuckDB read were this generation's
+        mask &= self.live
+        limit = max(1, min(WHERE_CACHE_SIZE, WHERE_CACHE_BYTES // max(len(mask), 1)))
+        with self._cache_lock:
+            while len(self._where_cache) >= limit:
+                self._where_cache.pop(next(iter(self._where_cache)))
+            self._where_cache[expression] = mask
+        return mask
+
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        params: dict[str, int] | None = None,
+        where: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded.
+
+        `queries` come from `prepare_vectors`; L2 scores are squared distances.
+        """
+        params = {**self.manifest.index.search_params, **(params or {})}
+        allowed = self.where_mask(where) if where is not None else None
+        matches = int(allowed.sum()) if allowed is not None else self.live_rows
+        wanted = min(k, matches)
+        if wanted == 0:
+            return _empty(len(queries), k)
+        if allowed is not None and (
+            matches <= EXACT_FILTER_ROWS or matches < EXACT_FILTER_SHARE * self.live_rows
+        ):
+            return self._kept_index(where, allowed).search(queries, k)
+        if allowed is not None:
+            params = _widened(params, FILTER_WIDENING * self.live_rows / matches, self.segments)
+        scores, rows = self._approximate(queries, k, params, allowed)
+        short = np.sum(rows >= 0, axis=1) < wanted
+        if short.any():  # a structure reached too few allowed rows: answer those exactly
+            exact_scores, exact_rows = self.exact_search(
+                np.ascontiguousarray(queries[short]),
+                k,
+                allowed if allowed is not None else self.live,
+            )
+            scores[short], rows[short] = exact_scores, exact_rows
+        return scores, rows
+
+    def check_lexical(self) -> LexicalSpec:
+        """The lexical part's settings; a one-line error saying how to add one if there is none."""
+        if self.manifest.lexical is None:
+            name = self.manifest.name
+            raise SemsearchError(
+                f"index {name!r} has no lexical (BM25) part, which --mode lexical and hybrid "
+                f"search: add one with 'semsearch reindex {name} --lexical' (from the stored "
+                "texts, no model needed), or query with --mode dense"
+            )
+        return self.manifest.lexical
+
+    def lexical_search(
+        self, queries: list[str], k: int, where: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 scores and global rows of each query's `k` best live rows (satisfying `where`)
+        that share a term with it, -1 padded; see `semsearch.store.lexical`."""
+        spec = self.check_lexical()
+        allowed = self.where_mask(where) if where is not None else self.live
+        segments = [
+            LexicalSegment(
+                self._cache.lexical(self.folder, self.manifest, position), open_segment.offset
+            )
+            for position, open_segment in enumerate(self.segments)
+        ]
+        return lexical_search(segments, spec, queries, k, allowed)
+
+    def exact_search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top-k over the `allowed` rows (default: every live row), from stored vectors."""
+        from semsearch.ann.exact import exact_knn  # torch only where it runs
+
+        allowed = self.live if allowed is None else allowed
+        return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
+
+    def _kept_index(self, where: str, allowed: np.ndarray) -> VectorIndex:
+        """An exact index over the rows a selective filter keeps (ids: global rows), built once:
+        gathering their vectors from the memory-mapped parts costs more than searching them."""
+        with self._cache_lock:
+            cached = self._kept_cache.get(where)
+        if cached is not None:
+            return cached
+        rows = np.flatnonzero(allowed)
+        spec = IndexSpec("flat", "Flat", self.manifest.index.metric)
+        kept = VectorIndex.create(spec, self.manifest.model.dimension)
+        kept.add(self.vectors(rows), rows)
+        with self._cache_lock:
+            if len(self._kept_cache) >= WHERE_CACHE_SIZE // 16:
+                self._kept_cache.pop(next(iter(self._kept_cache)))
+            self._kept_cache[where] = kept
+        return kept
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """float32 stored vectors of global `rows` (ascending)."""
+        parts = []
+        for open_segment in self.segments:
+            inside = rows[
+                (rows >= open_segment.offset)
+                & (rows < open_segment.offset + len(open_segment.live))
+            ]
+            if len(inside):
+                segment = self._checked_vectors(open_segment)
+                parts.append(segment.vectors_at(inside - open_segment.offset))
+        dimension = self.manifest.model.dimension
+        return np.concatenate(parts) if parts else np.empty((0, dimension), np.float32)
+
+    @property
+    def _higher_is_better(self) -> bool:
+        return higher_is_better(self.manifest.index.metric)
+
+    def _approximate(
+        self, queries: np.ndarray, k: int, params: dict[str, int], allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        all_scores, all_rows = [], []
+        for open_segment in self.segments:
+            segment_allowed = open_segment.live
+            if allowed is not None:
+                segment_allowed = allowed[
+                    open_segment.offset : open_segment.offset + len(open_segment.live)
+                ]
+                if not segment_allowed.any():
+                    continue
+            elif not open_segment.any_live:
+                continue
+            id_filter = open_segment.id_filter(segment_allowed if allowed is not None else None)
+            segment_k = min(k, open_segment.index.size)
+            scores, ids = open_segment.index.search(queries, segment_k, params, id_filter)
+            positions = open_segment.segment.positions_of(ids.ravel()).reshape(ids.shape)
+            rows = np.where((ids >= 0) & (positions >= 0), positions + open_segment.offset, -1)
+            all_scores.append(scores)
+            all_rows.append(rows)
+        if not all_scores:
+            return _empty(len(queries), k)
+        return _merge(np.hstack(all_scores), np.hstack(all_rows), k, self._higher_is_better)
+
+    def _allowed_parts(self, allowed: np.ndarray):
+        for open_segment in self.segments:
+            start = open_segment.offset
+            segment_allowed = allowed[start : start + len(open_segment.live)]
+            positions = np.flatnonzero(segment_allowed)
+            segment = self._checked_vectors(open_segment) if len(positions) else None
+            for chunk in range(0, len(positions), 65_536):
+                chosen = positions[chunk : chunk + 65_536]
+                yield chosen + start, segment.vectors_at(chosen)
+
+    def _checked_vectors(self, open_segment: OpenSegment) -> Segment:
+        """The segment, its stored vector files hashed on first use by this snapshot (an open
+        checks only their size: `verify.check_vector_files`)."""
+        name = open_segment.segment.name
+        if name not in self._vectors_checked:
+            check_vector_files(
+                self.folder, self.manifest, open_segment.segment.record, self._cache.checked
+            )
+            self._vectors_checked.add(name)
+        return open_segment.segment
+
+
+def open_snapshot(
+    folder: IndexFolder, at: int | None = None, cache: SegmentCache | None = None
+) -> IndexSnapshot:
+    """Generation `at` (default: the current one) opened for search, whole.
+
+    `build --overwrite` swaps the folder for a new one (`store.publish`); an open that read
+    the old manifest and then the new files would see sizes that disagree and call a healthy
+    index damaged. So the folder's identity is taken before and after opening: when it
+    changed (or a failure came with a change), the open starts again; only a failure on an
+    unchanged folder is the index's own.
+    """
+    cache = cache or SegmentCache()
+    started = time.monotonic()
+    deadline = started + OPEN_RETRY_SECONDS
+    attempt = 0
+    while attempt == 0 or time.monotonic() < deadline:
+        attempt += 1
+        before = folder.identity()
+        try:
+            snapshot = IndexSnapshot(folder, folder.manifest(at), cache)
+        except (SemsearchError, OSError, pa.ArrowException):
+            if folder.identity() == before and (
+                before is not None or time.monotonic() > started + MISSING_GRACE_SECONDS
+            ):  # an unchanged folder's own failure, or a folder that stays missing
+                raise
+        else:
+            if before is not None and folder.identity() == before:
+                return snapshot
+        log.info("index %r was replaced while it was being opened: opening it again", folder.name)
+        cache.clear()
+        time.sleep(min(0.01 * attempt, 0.2))
+    raise SemsearchError(
+        f"index {folder.name!r} was replaced {attempt} times while it was being opened, for "
+        f"{OPEN_RETRY_SECONDS:.0f} s (is 'semsearch build --overwrite' running in a loop?): try "
+        "again once it has finished"
+    )
+
+
+def _merge(
+    scores: np.ndarray, rows: np.ndarray, k: int, higher_is_better: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best `k` of each line of several segments' results; missing results sort last."""
+    keyed = np.where(rows >= 0, scores, -np.inf if higher_is_better else np.inf)
+    order = np.argsort(-keyed if higher_is_better else keyed, axis=1, kind="stable")[:, :k]
+    merged_scores = np.take_along_axis(keyed, order, axis=1)
+    merged_rows = np.take_along_axis(rows, order, axis=1)
+    if merged_rows.shape[1] < k:
+        padding = k - merged_rows.shape[1]
+        merged_rows = np.pad(merged_rows, ((0, 0), (0, padding)), constant_values=-1)
+        merged_scores = np.pad(merged_scores, ((0, 0), (0, padding)), constant_values=np.nan)
+    merged_scores = np.where(merged_rows >= 0, merged_scores, np.nan).astype(np.float32)
+    return merged_scores, merged_rows
+
+
+def _empty(queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.full((queries, k), np.nan, np.float32), np.full((queries, k), -1, np.int64)
+
+
+def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:
+    """Search parameters scaled for a filter that keeps 1/scale of the rows."""
+    scale = min(scale, MAX_PARAMETER_SCALE)
+    widened = dict(params)
+    if params.get(OVERSAMPLE):
+        widened[OVERSAMPLE] = min(math.ceil(params[OVERSAMPLE] * math.sqrt(scale)), MAX_OVERSAMPLE)
+    if "nprobe" in params:
+        ceilings = [s.index.parameter_ceiling() or 0 for s in segments]
+        widened["nprobe"] = min(math.ceil(params["nprobe"] * scale), max(ceilings, default=1) or 1)
+    if "efSearch" in params:
+        widened["efSearch"] = min(math.ceil(params["efSearch"] * scale), MAX_EF_SEARCH)
+    return widened

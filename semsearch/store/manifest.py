@@ -1,0 +1,456 @@
+"""The manifest: the one record of an index generation, validated when written and when read.
+
+Every change to an index writes a new generation: `generations/g<N>.json` holds its
+record and `manifest.json`, replaced atomically, names the current one (it is a copy of
+that record). Each record lists the size and hash of every file its generation holds
+(`files`) and carries a hash of its own content (`checksum`), so an edited record or a
+changed file is refused instead of answering wrongly. Nothing here imports torch or FAISS,
+so reading a manifest is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from semsearch.ann.factory import IndexSpec
+from semsearch.checksums import content_digest, describe_files
+from semsearch.errors import SemsearchError
+from semsearch.models.spec import EncoderSpec
+from semsearch.store.manifest_fields import (  # noqa: F401 - SEARCH_PARAMETERS is read from here
+    SEARCH_PARAMETERS,
+    VECTOR_DTYPES,
+    count,
+    require,
+    text,
+    timestamp,
+    validate_files,
+    validate_index,
+    validate_lexical,
+    validate_model,
+    validate_segment,
+    validate_source,
+)
+
+MANIFEST_FILE = "manifest.json"
+GENERATIONS_DIR = "generations"
+FORMAT_VERSION = 2
+SEGMENTS_DIR = "segments"
+TRAINED_DIR = "trained"
+CHECKSUM_KEY = "checksum"
+
+
+# The files of a segment's lexical folder, as bm25s writes them (semsearch.store.lexical).
+LEXICAL_FILES = (
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+    "vocab.index.json",
+    "params.index.json",
+)
+
+
+def part_file_names(part: int) -> tuple[str, str, str]:
+    """The files of a segment's part: vectors, ids, metadata (see `semsearch.store.segment`)."""
+    return f"part-{part:05d}.npy", f"part-{part:05d}.ids.npy", f"part-{part:05d}.parquet"
+
+
+def part_arrow_name(part: int) -> str:
+    """A part's metadata again, as uncompressed Arrow IPC (see `semsearch.store.metadata_parts`)."""
+    return f"part-{part:05d}.arrow"
+
+
+def segment_file_names(segment: SegmentRecord, opened_only: bool = False) -> list[str]:
+    """The files of one segment, as paths under the index folder (see `Manifest.file_names`)."""
+    base = f"{SEGMENTS_DIR}/{segment.name}"
+    names = []
+    for part in range(segment.parts):
+        vectors, ids, metadata = part_file_names(part)
+        names += [f"{base}/{ids}", f"{base}/{metadata}"]
+        if segment.metadata_arrow:
+            names.append(f"{base}/{part_arrow_name(part)}")
+        if not opened_only:
+            names.append(f"{base}/{vectors}")
+    names.append(f"{base}/{segment.index_file}")
+    if segment.deleted_file is not None:
+        names.append(f"{base}/{segment.deleted_file}")
+    if segment.lexical_dir is not None and not opened_only:  # read when first asked for
+        names += [f"{base}/{segment.lexical_dir}/{name}" for name in LEXICAL_FILES]
+    return names
+
+
+@dataclass(frozen=True)
+class LexicalSpec:
+    """How the lexical (BM25) part scores and which terms it makes of a text.
+
+    k1 and b are baked into the stored scores (bm25s scores eagerly), so changing them means
+    rebuilding the part (`semsearch reindex NAME --lexical`).
+    """
+
+    method: str = "lucene"  # or robertson, atire: the BM25 variants bm25s offers
+    k1: float = 1.5
+    b: float = 0.75
+    stemmer: str = "english"  # a PyStemmer language; "" for none
+    stopwords: str = "en"  # a bm25s stop-word list; "" for none
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where the first build's rows came from, and which columns hold texts, ids and vectors.
+
+    `vector_column`: the vectors came from this column, not from a model (`own_vectors`);
+    `text_column` is then None where the rows have no text.
+    """
+
+    path: str
+    format: str
+    sha256: str
+    rows_read: int
+    rows_skipped: int
+    text_column: str | None
+    id_column: str | None
+    vector_column: str | None = None
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """One segment as a generation sees it: its stored rows and the ids deleted from them."""
+
+    name: str
+    rows: int
+    parts: int
+    index_file: str  # the segment's FAISS file; a reindex writes a new one beside it
+    index_file_bytes: int
+    deleted: int = 0
+    deleted_file: str | None = None  # sorted int64 ids, under the segment's folder
+    lexical_dir: str | None = None  # the segment's BM25 folder (see semsearch.store.lexical)
+    # Each part's metadata also as Arrow IPC (`part_arrow_name`), memory-mapped by searches;
+    # False for segments written before (their hits' rows are decoded from the Parquet).
+    metadata_arrow: bool = True
+
+    @property
+    def live_rows(self) -> int:
+        return self.rows - self.deleted
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """How one generation of an index was made and which files make it up."""
+
+    name: str
+    generation: int
+    rows: int  # live rows: stored minus deleted, over all segments
+    model: EncoderSpec
+    index: IndexSpec
+    source: SourceSpec
+    segments: tuple[SegmentRecord, ...]
+    next_id: int  # the id the next new row gets
+    vector_dtype: str
+    operation: dict  # what made this generation: {"kind": "add", "added": 10, ...}
+    semsearch_version: str
+    created_at: str
+    build_seconds: float
+    tuning: dict | None = None  # how the search parameter was chosen, when it was tuned
+    # Made by the first build and kept by every generation: which build this folder holds
+    # (an overwrite makes a new one), and when it was made (the listing's order).
+    index_id: str = ""
+    index_created_at: str = ""
+    # {path under the folder: {"bytes": size, "xxh3": hash}} for every file of the
+    # generation; None in indexes written before checksums were recorded.
+    files: dict[str, dict] | None = None
+    format_version: int = FORMAT_VERSION
+    # The lexical (BM25) part's settings; None: the index has none (every segment then has
+    # no lexical_dir, and every segment has one otherwise).
+    lexical: LexicalSpec | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["segments"] = [asdict(segment) for segment in self.segments]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Manifest:
+        manifest = cls(
+            **{
+                **_known(cls, data),
+                "model": EncoderSpec(**_known(EncoderSpec, data["model"])),
+                "index": IndexSpec(**_known(IndexSpec, data["index"])),
+                "source": SourceSpec(**_known(SourceSpec, data["source"])),
+                "lexical": (
+                    None
+                    if data.get("lexical") is None
+                    else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
+                ),
+                "segments": tuple(
+                    SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
+                    for item in data["segments"]
+                ),
+            }
+        )
+        manifest.validate()
+        return manifest
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first field whose type, range or value cannot be right."""
+        require(text(self.name), "name", self.name, "a non-empty string")
+        require(
+            count(self.generation) and self.generation >= 1,
+            "generation",
+            self.generation,
+            "an integer >= 1",
+        )
+        require(count(self.next_id), "next_id", self.next_id, "an integer >= 0")
+        require(count(self.rows), "rows", self.rows, "an integer >= 0")
+        require(
+            self.vector_dtype in VECTOR_DTYPES,
+            "vector_dtype",
+            self.vector_dtype,
+            f"one of {', '.join(VECTOR_DTYPES)}",
+        )
+        require(
+            isinstance(self.operation, dict) and text(self.operation.get("kind")),
+            "operation",
+            self.operation,
+            "an object with a kind",
+        )
+        require(
+            isinstance(self.semsearch_version, str),
+            "semsearch_version",
+            self.semsearch_version,
+            "a string",
+        )
+        require(timestamp(self.created_at), "created_at", self.created_at, "an ISO time")
+        require(
+            isinstance(self.build_seconds, int | float)
+            and not isinstance(self.build_seconds, bool)
+            and self.build_seconds >= 0,
+            "build_seconds",
+            self.build_seconds,
+            "seconds >= 0",
+        )
+        require(
+            self.tuning is None or isinstance(self.tuning, dict),
+            "tuning",
+            self.tuning,
+            "an object or null",
+        )
+        require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
+        require(
+            self.index_created_at == "" or timestamp(self.index_created_at),
+            "index_created_at",
+            self.index_created_at,
+            "an ISO time",
+        )
+        validate_model(self.model, may_be_unnamed=self.source.vector_column is not None)
+        validate_index(self.index)
+        validate_source(self.source)
+        require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
+        for segment in self.segments:
+            validate_segment(segment)
+        require(
+            self.rows == sum(segment.live_rows for segment in self.segments),
+            "rows",
+            self.rows,
+            "the live rows of the segments",
+        )
+        if self.lexical is not None:
+            validate_lexical(self.lexical)
+        for segment in self.segments:
+            require(
+                (segment.lexical_dir is not None) == (self.lexical is not None),
+                "segments.lexical_dir",
+                segment.lexical_dir,
+                "a folder name exactly when the index has a lexical part",
+            )
+        if self.files is not None:
+            validate_files(self.files)
+
+    def file_names(self, opened_only: bool = False) -> list[str]:
+        """Every file of this generation, as paths under the index folder.
+
+        `opened_only`: only those opening it for search reads whole or serves from (ids,
+        metadata and its Arrow copy, FAISS files, deletions); vectors are memory-mapped and read piecemeal, trained
+        structures only by writers, lexical parts by the first lexical search (which checks
+        them then).
+        """
+        names = []
+        for segment in self.segments:
+            names += segment_file_names(segment, opened_only)
+        if self.index.trained_file is not None and not opened_only:
+            names.append(f"{TRAINED_DIR}/{self.index.trained_file}")
+        return names
+
+    @property
+    def text_column(self) -> str | None:
+        """The column of texts; None for an index of your own vectors without texts."""
+        return self.source.text_column
+
+    @property
+    def own_vectors(self) -> bool:
+        """Whether the vectors came from a corpus column rather than from the model."""
+        return self.source.vector_column is not None
+
+    @property
+    def has_model(self) -> bool:
+        """Whether a model can encode text queries for this index (one of your own vectors
+        may name none: it is then queried by vector only)."""
+        return self.model.name != ""
+
+    @property
+    def id_column(self) -> str | None:
+        return self.source.id_column
+
+
+def generation_file(folder: Path, generation: int) -> Path:
+    return folder / GENERATIONS_DIR / f"g{generation:06d}.json"
+
+
+def write_manifest(folder: Path, manifest: Manifest) -> None:
+    """Record a generation, then make it current: each file appears whole or not at all.
+
+    The record gets the size and hash of each file the generation holds (only new files are
+    read: the others keep their entries from the generation this one was made from) and a
+    hash of its own content. A writer killed between the two renames leaves the
+    generation's record unreferenced; the next writer removes it (`store.remove_leftovers`).
+    """
+    try:
+        manifest.validate()
+    except ValueError as exc:
+        raise SemsearchError(f"refusing to write a manifest with a bad {exc}") from None
+    manifest = _with_identity(folder, manifest)
+    manifest = replace(
+        manifest, files=describe_files(folder, manifest.file_names(), manifest.files or {})
+    )
+    data = json.loads(json.dumps(manifest.to_dict(), ensure_ascii=False))  # as a reader sees it
+    data[CHECKSUM_KEY] = content_digest(data)
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    record = generation_file(folder, manifest.generation)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(record, text)
+    _write_atomically(folder / MANIFEST_FILE, text)
+
+
+def read_manifest(folder: Path, generation: int | None = None) -> Manifest:
+    """The current generation's record, or generation `generation`'s, checked field by field
+    and against its own checksum."""
+    path = folder / MANIFEST_FILE if generation is None else generation_file(folder, generation)
+    try:
+        return load_record(path)
+    except FileNotFoundError:
+        if generation is not None and (folder / MANIFEST_FILE).is_file():
+            there = ", ".join(str(number) for number in generation_numbers(folder))
+            raise SemsearchError(
+                f"index {folder.name!r} has no generation {generation} (it has: {there}); "
+                "see 'semsearch info'"
+            ) from None
+        raise SemsearchError(
+            f"{folder} has no {MANIFEST_FILE}: it is not a semsearch index"
+        ) from None
+    except OldFormat as exc:
+        raise SemsearchError(
+            f"index {folder.name!r} has format {exc.args[0]!r} (an earlier semsearch, "
+            f"before stored vectors and generations); this one reads format {FORMAT_VERSION}: "
+            f"rebuild it with 'semsearch build CORPUS --name {folder.name} --overwrite'"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SemsearchError(f"{path} is damaged ({exc}): {restore_advice(folder, path)}") from None
+
+
+class OldFormat(Exception):
+    """A manifest of another format version (its number is the argument)."""
+
+
+def load_record(path: Path) -> Manifest:
+    """A manifest file, checked; ValueError names what is wrong, FileNotFoundError and
+    OldFormat say it is absent or of another format."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not readable JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("format_version") != FORMAT_VERSION:
+        raise OldFormat(data.get("format_version"))
+    recorded = data.pop(CHECKSUM_KEY, None)
+    if recorded is None and data.get("files") is not None:
+        raise ValueError(
+            f"it lists file checksums but has no {CHECKSUM_KEY} of its own: it was edited"
+        )
+    if recorded is not None and recorded != content_digest(data):
+        raise ValueError(
+            "it was edited after semsearch wrote it: its checksum does not match its content"
+        )
+    try:
+        return Manifest.from_dict(data)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def restore_advice(folder: Path, damaged: Path | None = None) -> str:
+    """What to do about a damaged generation: roll back to the newest record that reads, or
+    rebuild."""
+    for number in reversed(generation_numbers(folder)):
+        candidate = generation_file(folder, number)
+        if candidate == damaged:
+            continue
+        try:
+            load_record(candidate)
+        except (OSError, ValueError, OldFormat):
+            continue
+        return f"roll back with 'semsearch rollback {folder.name} {number}', or rebuild the index with --overwrite"
+    return f"rebuild it with 'semsearch build CORPUS --name {folder.name} --overwrite'"
+
+
+def generation_numbers(folder: Path) -> list[int]:
+    """The generations recorded in `folder`, oldest first."""
+    numbers = []
+    for path in (folder / GENERATIONS_DIR).glob("g*.json"):
+        if re.fullmatch(r"g\d{6}\.json", path.name):
+            numbers.append(int(path.name[1:7]))
+    return sorted(numbers)
+
+
+def created_at(folder: Path, manifest: Manifest) -> str:
+    """When the index in `folder` was first built (older indexes: their oldest record's time)."""
+    if manifest.index_created_at:
+        return manifest.index_created_at
+    for number in generation_numbers(folder):
+        try:
+            value = json.loads(generation_file(folder, number).read_text(encoding="utf-8"))[
+                "created_at"
+            ]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if timestamp(value):
+            return value
+    return manifest.created_at
+
+
+def _with_identity(folder: Path, manifest: Manifest) -> Manifest:
+    """A first build (or an index written before they existed) gets its id and creation time."""
+    if manifest.index_id:
+        return manifest
+    first = (
+        datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        if manifest.generation == 1
+        else created_at(folder, manifest)
+    )
+    return replace(manifest, index_id=uuid.uuid4().hex, index_created_at=first)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _known(cls: type, data: dict) -> dict:
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__} is not a JSON object")
+    names = {item.name for item in fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
