@@ -75,6 +75,9 @@ class ModelOptions:
         batch_size: texts per forward pass.
         show_progress: a line naming the model before it loads, and a bar of the texts
             encoded (sts and pairs).
+        query_prompt, document_prompt: replace the model folder's (or the index's) prompts;
+            None keeps them, "" is none. sts and pairs put the query prompt before both
+            sides (the e5/bge convention for symmetric tasks).
     """
 
     model: str | None = None
@@ -84,6 +87,8 @@ class ModelOptions:
     quantization: str | None = None
     batch_size: int = 64
     show_progress: bool = False
+    query_prompt: str | None = None
+    document_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,12 @@ def load_model(options: ModelOptions) -> LoadedModel:
             log.warning("loading model %s on %s", name, device_words(options.device))
         # torch: a model's published figures are torch's (OpenVINO's bf16 moves the 5th digit).
         encoder = BiEncoder.load(
-            name, device=options.device, quantization=quantization, runtime="torch"
+            name,
+            device=options.device,
+            quantization=quantization,
+            runtime="torch",
+            query_prompt=options.query_prompt,
+            document_prompt=options.document_prompt,
         )
         return LoadedModel(encoder, name + (f" ({quantization})" if quantization else ""))
     if options.quantization is not None:
@@ -160,7 +170,10 @@ def load_model(options: ModelOptions) -> LoadedModel:
         log.warning(
             "loading the model of index %s on %s", folder.name, device_words(options.device)
         )
-    searcher = Searcher(folder, device=options.device)
+    searcher = Searcher(folder, device=options.device, query_prompt=options.query_prompt)
+    if searcher.encoder is not None:  # the index's prompts, or those given
+        prompts = searcher.encoder.prompts.override(options.query_prompt, options.document_prompt)
+        searcher.encoder.prompts = prompts
     described = f"index {searcher.folder.name} (model {searcher.manifest.model.name})"
     return LoadedModel(searcher.encoder, described, searcher)
 

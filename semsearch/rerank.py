@@ -24,6 +24,7 @@ from semsearch.evaluation.beir import RetrievalData
 from semsearch.evaluation.ir import exact_search
 from semsearch.evaluation.similarity import normalize_rows
 from semsearch.models.cross_encoder import CrossEncoder
+from semsearch.models.prompts import encode_documents, encode_queries
 from semsearch.options import DEFAULT_RERANK_TOP
 from semsearch.search.searcher import Hit, Searcher
 
@@ -139,9 +140,10 @@ def exact_rankings(
     the candidates `InformationRetrievalEvaluator` ranks, at a depth of one's choosing."""
     judged = [query for query in data.qrels if query in data.queries]
     document_ids = list(data.corpus)
-    documents = normalize_rows(encoder.encode(list(data.corpus.values()), batch_size=batch_size))
+    corpus = list(data.corpus.values())
+    documents = normalize_rows(encode_documents(encoder, corpus, batch_size=batch_size))
     queries = normalize_rows(
-        encoder.encode([data.queries[q] for q in judged], batch_size=batch_size)
+        encode_queries(encoder, [data.queries[q] for q in judged], batch_size=batch_size)
     )
     top = exact_search(queries, documents, depth)
     return {query: [document_ids[i] for i in row] for query, row in zip(judged, top)}

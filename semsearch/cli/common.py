@@ -207,6 +207,25 @@ RuntimeOption = Annotated[
         "Indexes stay compatible either way.",
     ),
 ]
+QueryPrompt = Annotated[
+    str | None,
+    typer.Option(
+        "--query-prompt",
+        help="Text put before each query (e5's 'query: '); default: the model folder's "
+        "config_sentence_transformers.json prompt named 'query', or the one the index records; "
+        "'' for none.",
+        show_default=False,
+    ),
+]
+DocumentPrompt = Annotated[
+    str | None,
+    typer.Option(
+        "--document-prompt",
+        help="Text put before each document (e5's 'passage: '); default: the model folder's "
+        "prompt named 'document'; '' for none.",
+        show_default=False,
+    ),
+]
 Quantize = Annotated[
     str | None,
     typer.Option(

@@ -53,6 +53,23 @@ Index = Annotated[
 ]
 Out = Annotated[Path | None, typer.Option(help="Also write the figures to this JSON file.")]
 BatchSize = Annotated[int, typer.Option(help="Texts per forward pass.")]
+QueryPrompt = Annotated[
+    str | None,
+    typer.Option(
+        help="Text put before each query, and in sts and pairs before both sides (the e5/bge "
+        "convention for symmetric tasks); default: the model folder's prompt named 'query' "
+        "(or the index's); '' for none.",
+        show_default=False,
+    ),
+]
+DocumentPrompt = Annotated[
+    str | None,
+    typer.Option(
+        help="Text put before each corpus document; default: the model folder's prompt named "
+        "'document' (or the index's); '' for none.",
+        show_default=False,
+    ),
+]
 ScoreMax = Annotated[float | None, typer.Option(help="Divide the score column by this.")]
 
 
@@ -71,10 +88,12 @@ def sts(
     device: Device = "auto",
     batch_size: BatchSize = 64,
     quantize: Quantize = None,
+    query_prompt: QueryPrompt = None,
     out: Out = None,
     json_output: JsonFlag = False,
 ) -> None:
-    """Spearman and Pearson correlation of four similarities with graded pairs."""
+    """Spearman and Pearson correlation of four similarities with graded pairs (both sides
+    after the query prompt: the e5/bge convention for symmetric tasks)."""
     from semsearch.evaluate import ModelOptions, evaluate_sts
 
     columns = parse_assignments(column, "--column")
@@ -86,6 +105,7 @@ def sts(
         quantization=quantize,
         batch_size=batch_size,
         show_progress=show_progress(json_output),
+        query_prompt=query_prompt,
     )
     _report(evaluate_sts(data, chosen, columns, score_max), Output(out, json_output))
 
@@ -108,10 +128,12 @@ def pairs(
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     device: Device = "auto",
     batch_size: BatchSize = 64,
+    query_prompt: QueryPrompt = None,
     out: Out = None,
     json_output: JsonFlag = False,
 ) -> None:
-    """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision."""
+    """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision
+    (both sides after the query prompt: the e5/bge convention for symmetric tasks)."""
     from semsearch.evaluate import ModelOptions, evaluate_pairs
 
     columns = parse_assignments(column, "--column")
@@ -122,6 +144,7 @@ def pairs(
         device=device,
         batch_size=batch_size,
         show_progress=show_progress(json_output),
+        query_prompt=query_prompt,
     )
     _report(evaluate_pairs(dev, chosen, test, columns), Output(out, json_output))
 
@@ -170,11 +193,14 @@ def ir(
     device: Device = "auto",
     batch_size: BatchSize = 64,
     quantize: Quantize = None,
+    query_prompt: QueryPrompt = None,
+    document_prompt: DocumentPrompt = None,
     out: Out = None,
     json_output: JsonFlag = False,
 ) -> None:
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder, for dense,
-    lexical (BM25) and hybrid retrieval side by side."""
+    lexical (BM25) and hybrid retrieval side by side (queries after the query prompt, the
+    corpus after the document prompt)."""
     from semsearch.evaluate import ModelOptions, evaluate_ir
     from semsearch.search.hybrid import Fusion
 
@@ -185,6 +211,8 @@ def ir(
         device=device,
         quantization=quantize,
         batch_size=batch_size,
+        query_prompt=query_prompt,
+        document_prompt=document_prompt,
     )
     fused = Fusion(fusion, alpha=alpha)
     result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top, fused, tune_alpha)

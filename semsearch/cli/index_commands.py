@@ -11,9 +11,11 @@ from semsearch.ann.factory import parse_bytes
 from semsearch.cli.common import (
     DEFAULT_INDEX_DIR,
     Device,
+    DocumentPrompt,
     EncodeBatch,
     IndexDir,
     Quantize,
+    QueryPrompt,
     RuntimeOption,
     app,
     console,
@@ -88,6 +90,8 @@ def build(
     device: Device = "auto",
     quantize: Quantize = None,
     runtime: RuntimeOption = "auto",
+    query_prompt: QueryPrompt = None,
+    document_prompt: DocumentPrompt = None,
     out_dir: IndexDir = DEFAULT_INDEX_DIR,
     overwrite: Annotated[
         bool, typer.Option(help="Replace an existing index of the same name.")
@@ -133,7 +137,8 @@ def build(
 ) -> None:
     """Embed a corpus and store a FAISS index beside its metadata in OUT_DIR/NAME/.
 
-    An interrupted build resumes from its last complete shard when run again.
+    An interrupted build resumes from its last complete shard when run again. The query
+    and document prompts used are recorded, and every later query and add uses them.
     """
     from semsearch.ingest.build import build_index
     from semsearch.ingest.build_options import BuildOptions
@@ -157,6 +162,8 @@ def build(
         device=device,
         quantization=quantize,
         runtime=runtime,
+        query_prompt=query_prompt,
+        document_prompt=document_prompt,
         out_dir=index_folder(out_dir, "--out-dir"),
         overwrite=overwrite,
         strict=strict,
@@ -213,6 +220,8 @@ def info(
         return
     segments = manifest.pop("segments")
     files = manifest.pop("files")
+    for key in ("query_prompt", "document_prompt"):  # repr: a prompt's spaces matter
+        manifest["model"][key] = repr(manifest["model"][key]) if manifest["model"][key] else "none"
     manifest["checksums"] = (
         f"{len(files)} files" if files is not None else "none ('semsearch verify --record')"
     )

@@ -15,6 +15,7 @@ from semsearch.cli.common import (
     EncodeBatch,
     IndexDir,
     JsonFlag,
+    QueryPrompt,
     app,
     console,
     show_progress,
@@ -87,6 +88,7 @@ def mine(
     show: Annotated[int, typer.Option(help="Pairs to show in the table.")] = 20,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
+    query_prompt: QueryPrompt = None,
     json_output: JsonFlag = False,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     engine: Engine = "local",
@@ -104,6 +106,8 @@ def mine(
     """Find the most similar pairs of texts in COLLECTION (or in --index NAME).
 
     Each text's --top-k nearest neighbours are searched; every pair is kept once, best first.
+    Mining is symmetric: every text of a corpus file gets the model's query prompt (the
+    e5/bge convention); --index mines the vectors as the index stored them.
     """
     from semsearch.mining import CorpusSource, MiningOptions
 
@@ -129,10 +133,10 @@ def mine(
             "--work-dir is for mining a corpus file with --engine ray: add that, or leave it out"
         )
     if index is not None:
-        if text_column or id_column or model:
+        if text_column or id_column or model or query_prompt is not None:
             raise SemsearchError(
-                "--text-column, --id-column and --model are fixed by the index's manifest: "
-                "leave them out with --index"
+                "--text-column, --id-column, --model and --query-prompt are fixed by the "
+                "index's manifest: leave them out with --index"
             )
         index_folder(index, "--index")  # a name or a folder, never a URI
         result = _mine_index(index, index_folder(index_dir), options, on_ray)
@@ -144,6 +148,7 @@ def mine(
             model=model or DEFAULT_MODEL,
             batch_size=batch_size,
             device=device,
+            query_prompt=query_prompt,
         )
         result = _mine_corpus(source, options, on_ray, work_dir)
     if out is not None:

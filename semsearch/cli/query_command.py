@@ -140,6 +140,15 @@ def query(
             rich_help_panel=MODEL_PANEL,
         ),
     ] = False,
+    query_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Text put before each query for this call only, instead of the prompt the "
+            "index records (see `semsearch info`); '' for none.",
+            rich_help_panel=MODEL_PANEL,
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Find the rows nearest in meaning to TEXT (or to each line of --file).
 
@@ -180,7 +189,13 @@ def query(
         searcher = Searcher(folder, at=at, lexical_only=True)
     else:
         encoder = open_for_queries(manifest.model, device, runtime)
-        searcher = Searcher(folder, encoder=encoder, at=at, model_check=not skip_model_check)
+        searcher = Searcher(
+            folder,
+            encoder=encoder,
+            at=at,
+            model_check=not skip_model_check,
+            query_prompt=query_prompt,
+        )
     _check_show(searcher, show)
     score_name = searcher.score_name_for(mode)
     options = {

@@ -69,7 +69,7 @@ def tune(
         from semsearch.models.bi_encoder import BiEncoder
 
         encoder = BiEncoder.for_index(folder.manifest().model, device)
-        vectors = encoder.encode(texts)
+        vectors = encoder.encode_query(texts)  # with the query prompt the index records
     from semsearch.ingest.maintain import retune
 
     result = retune(

@@ -52,6 +52,7 @@ from semsearch.io.own_vectors import (
     dimension_of,
     with_vector_column,
 )
+from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.store.filling import add_parts
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import SourceSpec
@@ -167,6 +168,8 @@ class RaySource(ManyFilesSource):
             device=workers.device,
             quantization=options.quantization,
             runtime=actor_runtime(options.runtime, workers.device),
+            query_prompt=encoder.spec.query_prompt,  # the driver's, overrides included
+            document_prompt=encoder.spec.document_prompt,
         )
         return EncoderSetup(
             load, encoder.spec.fingerprint, workers.device, options.batch_size, workers.threads
@@ -217,7 +220,8 @@ class RaySource(ManyFilesSource):
         if options.target_recall is not None:
             queries = None
             if options.tuning_queries:
-                queries = prepare_vectors(encoder.encode(options.tuning_queries), spec.metric)
+                texts = with_prompt(options.tuning_queries, query_prompt(encoder))
+                queries = prepare_vectors(encoder.encode(texts), spec.metric)
             tuning = TuningJob(options.target_recall, queries, options.strict)
         index = ray.remote(index_segment_on_worker).options(**task)
         refs = [

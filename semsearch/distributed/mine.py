@@ -54,6 +54,7 @@ from semsearch.mining.neighbours import (
     train_structure,
 )
 from semsearch.mining.pairs import MiningResult, PairAccumulator
+from semsearch.models.model_folder import resolve_model
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder
 from semsearch.store.manifest import Manifest
 
@@ -149,7 +150,11 @@ def _work_folder(work_dir: str | Path | None) -> Path:
 
 def _build_options(source: CorpusSource, folder: Path, show_progress: bool) -> BuildOptions:
     """A build that stores what mining reads (texts, ids, vectors) and no more: a flat index
-    (so the miner plans the local corpus miner's structure), untuned, without BM25."""
+    (so the miner plans the local corpus miner's structure), untuned, without BM25. Its
+    texts are encoded as the local miner encodes them: after the query prompt."""
+    prompt = source.query_prompt
+    if prompt is None:
+        prompt = resolve_model(source.model).prompts.query
     return BuildOptions(
         corpus=source.path,
         name=WORK_INDEX,
@@ -160,6 +165,8 @@ def _build_options(source: CorpusSource, folder: Path, show_progress: bool) -> B
         metric=source.metric,
         batch_size=source.batch_size,
         device=source.device,
+        query_prompt=prompt,
+        document_prompt=prompt,  # mining is symmetric: every text is a "query"
         out_dir=folder,
         show_progress=show_progress,
         target_recall=None,

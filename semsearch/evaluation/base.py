@@ -9,6 +9,8 @@ from typing import ClassVar, Protocol
 import numpy as np
 from torch import nn
 
+from semsearch.models.prompts import encode_queries
+
 
 class TextEncoder(Protocol):
     """Anything that embeds texts: a `BiEncoder`, or a wrapper around an index's encoder.
@@ -62,6 +64,6 @@ def encode_pairs(
     bar of them where `show_progress`)."""
     unique = list(dict.fromkeys([*first, *second]))
     shown = {"show_progress": True} if show_progress else {}  # any encoder works without it
-    vectors = encoder.encode(unique, batch_size=batch_size, **shown)
+    vectors = encode_queries(encoder, unique, batch_size=batch_size, **shown)  # symmetric
     row = {text: index for index, text in enumerate(unique)}
     return vectors[[row[text] for text in first]], vectors[[row[text] for text in second]]

@@ -10,6 +10,7 @@ import numpy as np
 
 from semsearch.evaluation.base import TextEncoder
 from semsearch.evaluation.similarity import normalize_rows
+from semsearch.models.prompts import encode_queries
 
 LABEL_CHARACTERS = 40
 ANNOTATE_UP_TO = 20  # cells carry their value when there are at most this many sentences
@@ -21,7 +22,7 @@ def similarity_heatmap(
     """Write a PNG of the cosine similarity of every pair of `sentences`; return the matrix."""
     if len(sentences) < 2:
         raise ValueError("a heat-map needs at least two sentences")
-    vectors = normalize_rows(encoder.encode(list(sentences)).astype(np.float64))
+    vectors = normalize_rows(encode_queries(encoder, list(sentences)).astype(np.float64))
     matrix = vectors @ vectors.T
     plot_heatmap(matrix, sentences, path, title)
     return matrix

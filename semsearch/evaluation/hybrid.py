@@ -22,6 +22,7 @@ from semsearch.evaluation.base import TextEncoder
 from semsearch.evaluation.beir import RetrievalData
 from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.similarity import normalize_rows
+from semsearch.models.prompts import encode_documents, encode_queries
 from semsearch.search.hybrid import Fusion, Ranking, fuse
 from semsearch.store.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
 from semsearch.store.manifest import LexicalSpec
@@ -62,8 +63,9 @@ def exact_modes(
     """Exact cosine search and BM25 (`spec`, default settings) over a BEIR folder's corpus."""
     judged = [query for query in data.qrels if query in data.queries]
     texts = [data.queries[query] for query in judged]
-    documents = normalize_rows(encoder.encode(list(data.corpus.values()), batch_size=batch_size))
-    vectors = normalize_rows(encoder.encode(texts, batch_size=batch_size))
+    corpus = list(data.corpus.values())
+    documents = normalize_rows(encode_documents(encoder, corpus, batch_size=batch_size))
+    vectors = normalize_rows(encode_queries(encoder, texts, batch_size=batch_size))
     scores, rows = ExactSearch(documents, "dot").search(vectors, depth)
     spec = spec or LexicalSpec()
     part = LexicalPart.of(build_bm25(list(data.corpus.values()), spec))

@@ -17,6 +17,7 @@ from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation.base import Evaluator, TextEncoder
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.similarity import normalize_rows
+from semsearch.models.prompts import encode_documents, encode_queries
 
 NDCG_AT, MRR_AT, MAP_AT = 10, 10, 100
 RECALL_AT = (1, 10, 100)
@@ -48,8 +49,9 @@ class InformationRetrievalEvaluator(Evaluator):
     def evaluate(self, encoder: TextEncoder) -> dict[str, float]:
         judged = [query for query in self.data.qrels if query in self.data.queries]
         document_ids = list(self.data.corpus)
-        documents = encoder.encode(list(self.data.corpus.values()), batch_size=self.batch_size)
-        queries = encoder.encode([self.data.queries[q] for q in judged], batch_size=self.batch_size)
+        corpus, size = list(self.data.corpus.values()), self.batch_size
+        documents = encode_documents(encoder, corpus, batch_size=size)
+        queries = encode_queries(encoder, [self.data.queries[q] for q in judged], batch_size=size)
         if self.similarity == "cosine":
             documents, queries = normalize_rows(documents), normalize_rows(queries)
         top = exact_search(queries, documents, DEPTH)

@@ -56,6 +56,7 @@ from semsearch.io.own_vectors import (
     with_vector_column,
 )
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
+from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.models.truncation import truncation_report
 from semsearch.options import DEFAULT_TUNING_QUERIES, check_runtime
 from semsearch.store.filling import add_parts, sample_vectors, trained_index
@@ -216,6 +217,8 @@ def build_index(
             device=options.device,
             quantization=options.quantization,
             runtime=options.runtime,
+            query_prompt=options.query_prompt,
+            document_prompt=options.document_prompt,
         )
     if options.vector_column is not None and encoder.dimension != source.dimension:
         raise SemsearchError(
@@ -393,7 +396,8 @@ def _tune(
         return None
     if options.tuning_queries:
         query_ids = None
-        queries = prepare_vectors(encoder.encode(options.tuning_queries), index.metric)
+        queries = with_prompt(options.tuning_queries, query_prompt(encoder))
+        queries = prepare_vectors(encoder.encode(queries), index.metric)
     else:
         count = min(DEFAULT_TUNING_QUERIES, segment_rows(segment))
         query_ids, vectors = sample_vectors(segment.iter_parts, count, seed=1)

@@ -39,6 +39,10 @@ class BuildOptions:
     # What encodes (`BiEncoder.use_runtime`; `auto`: OpenVINO on a CPU): what ran is recorded
     # in the operation, not the model.
     runtime: str = "auto"
+    # The prompts before each query and each document (`semsearch.models.prompts`), recorded
+    # in the manifest; None: the model folder's, "" none.
+    query_prompt: str | None = None
+    document_prompt: str | None = None
     out_dir: Path = field(default_factory=lambda: DEFAULT_INDEX_DIR)
     overwrite: bool = False
     strict: bool = False

@@ -18,6 +18,7 @@ from semsearch.errors import SemsearchError
 from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
+from semsearch.models.prompts import document_prompt, with_prompt
 from semsearch.models.tokenized import TokenizedTexts
 from semsearch.store.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
 
@@ -100,11 +101,13 @@ def prepare_part(
 
 
 def tokenise_part(encoder, rows: PartRows) -> PartRows:
-    """The tokenise stage: the texts with their token ids, for an encoder that tokenises."""
+    """The tokenise stage: the texts with their token ids (of the texts after the encoder's
+    document prompt), for an encoder that tokenises."""
     tokenize = getattr(encoder, "tokenize", None)
     if not callable(tokenize) or not rows.texts or rows.vectors is not None:
         return rows
-    return replace(rows, texts=TokenizedTexts(rows.texts, tokenize(rows.texts)))
+    prompted = with_prompt(rows.texts, document_prompt(encoder))
+    return replace(rows, texts=TokenizedTexts(rows.texts, tokenize(prompted)))
 
 
 def encode_rows(
@@ -113,8 +116,8 @@ def encode_rows(
     batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> EncodedPart:
-    """The encode stage: vectors for a prepared part (its own, when it brought them);
-    `progress` hears of each encoded batch."""
+    """The encode stage: vectors for a prepared part (its own, when it brought them), each
+    text after the encoder's document prompt; `progress` hears of each encoded batch."""
     if rows.vectors is not None:
         vectors = rows.vectors
         if progress is not None:
@@ -124,7 +127,8 @@ def encode_rows(
     elif isinstance(rows.texts, TokenizedTexts):  # a BiEncoder: it reports every batch
         vectors = encoder.encode(rows.texts, batch_size=batch_size, progress=progress)
     else:  # any other encoder of texts: progress moves once per part
-        vectors = encoder.encode(rows.texts, batch_size=batch_size)
+        prompted = with_prompt(rows.texts, document_prompt(encoder))
+        vectors = encoder.encode(prompted, batch_size=batch_size)
         if progress is not None:
             progress(len(rows.texts))
     return EncodedPart(rows.ids, vectors, rows.metadata, rows.part)

@@ -29,6 +29,7 @@ from semsearch.ingest.parts import write_parts as encode_and_write
 from semsearch.ingest.rows import LiveRows
 from semsearch.io.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
+from semsearch.models.prompts import check_document_prompt
 from semsearch.models.query_loader import open_for_rows
 from semsearch.search.searcher import check_same_model
 from semsearch.search.where import WhereEvaluator
@@ -153,6 +154,7 @@ def add_rows(
             encoder = open_for_rows(manifest.model, device, runtime)
         if encoder is not None:
             check_same_model(manifest, encoder)
+            check_document_prompt(manifest.model.document_prompt, encoder, manifest.name)
         rows = table.filter(pa.array(todo))
         if write_parts is None:
             write_parts = functools.partial(

@@ -21,6 +21,7 @@ from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.io.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.models.prompts import encode_queries
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.store.manifest import Manifest
 from semsearch.store.segment import ID_COLUMN, Segment
@@ -42,6 +43,7 @@ class CorpusSource:
     metric: SimilarityMetric = "cosine"
     batch_size: int | None = None  # None: the device's default
     device: str = "auto"
+    query_prompt: str | None = None  # before every text (None: the model folder's; "": none)
 
 
 @dataclass(frozen=True)
@@ -123,14 +125,18 @@ class EncodedCollection(Collection):
         if self._encoder is None:
             from semsearch.models.bi_encoder import BiEncoder
 
-            self._encoder = BiEncoder.load(self.source.model, device=self.source.device)
+            self._encoder = BiEncoder.load(
+                self.source.model,
+                device=self.source.device,
+                query_prompt=self.source.query_prompt,
+            )
         return self._encoder
 
     def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
         codes, back = np.unique(self.groups.codes[rows], return_inverse=True)
         texts = self.texts.take(pa.array(self.groups.first_rows[codes])).to_pylist()
-        encoded = self.encoder.encode(
-            texts, batch_size=self.source.batch_size, show_progress=show_progress
+        encoded = encode_queries(  # symmetric: both sides of a pair are "queries"
+            self.encoder, texts, batch_size=self.source.batch_size, show_progress=show_progress
         )
         return prepare_vectors(encoded, self.metric)[back]
 

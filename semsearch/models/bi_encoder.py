@@ -41,6 +41,7 @@ from semsearch.models.packing import (
     unpack,
 )
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
+from semsearch.models.prompts import Prompts, check_include_prompt, with_prompt
 from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
@@ -79,6 +80,7 @@ class BiEncoder(nn.Module):
         max_length: int,
         name: str = "",
         do_lower_case: bool = False,
+        prompts: Prompts | None = None,
     ) -> None:
         super().__init__()
         self.transformer = transformer
@@ -88,6 +90,8 @@ class BiEncoder(nn.Module):
         self.max_length = max_length
         self.name = name
         self.do_lower_case = do_lower_case
+        # Put before texts by `encode_query` and `encode_document`; `encode` adds none.
+        self.prompts = prompts or Prompts()
         self.quantization: str | None = None
         self.truncation = TruncationCount()  # texts tokenised and cut, for a build's report
         self._fingerprint: str | None = None
@@ -99,7 +103,8 @@ class BiEncoder(nn.Module):
     def for_index(
         cls, spec: EncoderSpec, device: str = "auto", runtime: Runtime = "auto"
     ) -> BiEncoder:
-        """The encoder an index records (name, pooling, normalisation, length, quantisation).
+        """The encoder an index records (name, pooling, normalisation, length, quantisation,
+        prompts).
 
         A hub model comes from the local cache only: opening an index never downloads.
         """
@@ -112,6 +117,8 @@ class BiEncoder(nn.Module):
             runtime=runtime,
             quantization=spec.quantization,
             local_files_only=True,
+            query_prompt=spec.query_prompt,
+            document_prompt=spec.document_prompt,
         )
 
     @classmethod
@@ -127,6 +134,8 @@ class BiEncoder(nn.Module):
         local_files_only: bool = False,
         runtime: Runtime = "auto",
         calibration: Sequence[str] | None = None,
+        query_prompt: str | None = None,
+        document_prompt: str | None = None,
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config.
 
@@ -134,7 +143,8 @@ class BiEncoder(nn.Module):
         `local_files_only` takes a hub model from the local cache, never from the network;
         `runtime` is what `encode` runs on (`use_runtime`; `auto`: OpenVINO on a CPU, checked
         against torch, else torch); `calibration`: sample texts an int8 encoder on OpenVINO is
-        calibrated on (`openvino_int8`; default a fixed set).
+        calibrated on (`openvino_int8`; default a fixed set); `query_prompt` and
+        `document_prompt` replace the folder's prompts ("" for none; `prompts`).
         """
         check_quantization(quantization)
         check_runtime(runtime)
@@ -144,11 +154,15 @@ class BiEncoder(nn.Module):
             raise SemsearchError(
                 f"unknown pooling {pooling!r}: choose one of {', '.join(POOLING_MODES)}"
             )
+        prompts = folder.prompts.override(query_prompt, document_prompt)
+        check_include_prompt(folder.include_prompt, prompts, name_or_path)
         if folder.word_model:
             word_runtime = "torch" if runtime == "auto" else runtime  # no export to make
-            return load_word_encoder(
+            word_encoder = load_word_encoder(
                 cls, folder, pooling, normalize, max_length, device, quantization
-            ).use_runtime(word_runtime)
+            )
+            word_encoder.prompts = prompts
+            return word_encoder.use_runtime(word_runtime)
         transformer, tokenizer = load_pretrained(folder, AutoModel)
         model_limit = model_max_length(transformer, tokenizer)
         pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
@@ -160,6 +174,7 @@ class BiEncoder(nn.Module):
             max_length=min(max_length or folder.max_length or model_limit, model_limit),
             name=name_or_path,
             do_lower_case=folder.do_lower_case,
+            prompts=prompts,
         )
         scorer = (folder.pooling_weights,) if _uses_saved_scorer(folder, pooling_module) else ()
         encoder._fingerprint = weights_fingerprint(folder.path, extra=scorer)
@@ -236,6 +251,8 @@ class BiEncoder(nn.Module):
             max_length=self.max_length,
             dimension=self.dimension,
             quantization=self.quantization,
+            query_prompt=self.prompts.query,
+            document_prompt=self.prompts.document,
         )
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -297,6 +314,16 @@ class BiEncoder(nn.Module):
             packing,
             progress,
         )
+
+    def encode_query(self, texts: Sequence[str], **options) -> np.ndarray:
+        """`encode` with the query prompt before each text (sentence-transformers'
+        `encode_query`); `options` are `encode`'s."""
+        return self.encode(with_prompt(texts, self.prompts.query), **options)
+
+    def encode_document(self, texts: Sequence[str], **options) -> np.ndarray:
+        """`encode` with the document prompt before each text (sentence-transformers'
+        `encode_document`); `options` are `encode`'s."""
+        return self.encode(with_prompt(texts, self.prompts.document), **options)
 
     def _encode(
         self,

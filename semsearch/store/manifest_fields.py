@@ -52,6 +52,9 @@ def validate_model(model: EncoderSpec, may_be_unnamed: bool = False) -> None:
         model.quantization,
         "null or int8",
     )
+    for name in ("query_prompt", "document_prompt"):
+        value = getattr(model, name)
+        require(isinstance(value, str), f"model.{name}", value, "a string (empty for none)")
 
 
 def validate_index(index: IndexSpec) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from semsearch.errors import SemsearchError
 from semsearch.io.own_vectors import no_model_message, query_vectors
+from semsearch.models.prompts import with_prompt
 from semsearch.search.hybrid import Fusion
 from semsearch.server.access import (
     READER,
@@ -114,7 +115,8 @@ async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits
         elif served.batcher is None:  # your own vectors and no model: nothing encodes texts
             raise SemsearchError(no_model_message(served.name, '"vector": [...]'))
         else:
-            body = await asyncio.wrap_future(served.batcher.submit(queries, then=answer))
+            prompted = with_prompt(queries, searcher.query_prompt)  # the index's prompt
+            body = await asyncio.wrap_future(served.batcher.submit(prompted, then=answer))
     return Response(body, media_type="application/json")
 
 
