@@ -109,6 +109,22 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+# The prompts of an asymmetric model (e5's), in a tiny model folder's
+# config_sentence_transformers.json.
+PROMPTS = {"query": "query: ", "document": "passage: "}
+
+
+@pytest.fixture(scope="session")
+def prompted_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model in sentence-transformers' layout, naming e5's query and document
+    prompts in its `config_sentence_transformers.json`."""
+    folder = tmp_path_factory.mktemp("tiny-prompted")
+    BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch").save(folder)
+    config = {"prompts": PROMPTS, "default_prompt_name": None}
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(config))
+    return folder
+
+
 @pytest.fixture()
 def tiny_encoder(tiny_model_dir: Path) -> BiEncoder:
     """The tiny model on torch: the reference the runtimes are compared with."""
