@@ -200,3 +200,53 @@ def test_the_default_runtime_gives_sentence_transformers_vectors(
     np.testing.assert_allclose(queries.encode_query(TEXTS), expected_queries, atol=1e-5)
     rows = open_for_rows(spec, "cpu")
     assert cosine_agreement(encode_documents(rows, TEXTS), expected_documents)[1] >= MIN_COSINE
+
+
+class RecordingEncoder:
+    """Records the texts each `encode` call gets; its spec names e5's prompts."""
+
+    spec = EncoderSpec("m", "", "mean", True, 16, 2, None, "query: ", "passage: ")
+    dimension = 2
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts, **options) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+
+def test_eval_ir_prompts_queries_and_documents_and_sts_both_sides_as_queries() -> None:
+    from semsearch.evaluation.base import encode_pairs
+    from semsearch.evaluation.beir import RetrievalData
+    from semsearch.evaluation.ir import InformationRetrievalEvaluator
+
+    encoder = RecordingEncoder()
+    data = RetrievalData(
+        corpus={"d1": "a doc"}, queries={"q1": "a question"}, qrels={"q1": {"d1": 1}}
+    )
+    InformationRetrievalEvaluator(data).evaluate(encoder)
+    assert encoder.calls == [["passage: a doc"], ["query: a question"]]
+    encoder.calls.clear()
+    encode_pairs(encoder, ["one"], ["two"], batch_size=8)
+    assert encoder.calls == [["query: one", "query: two"]]
+
+
+def test_mining_a_corpus_encodes_every_text_as_a_query(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from semsearch.mining.collection import CorpusSource, EncodedCollection
+
+    pq.write_table(pa.table({"text": ["first", "second"]}), tmp_path / "c.parquet")
+    encoder = RecordingEncoder()
+    collection = EncodedCollection(CorpusSource(tmp_path / "c.parquet"), encoder)  # type: ignore[arg-type]
+    collection.vectors(np.arange(2))
+    assert encoder.calls == [["query: first", "query: second"]]
+
+
+def test_eval_overrides_reach_the_loaded_model(prompted_model_dir: Path) -> None:
+    from semsearch.evaluate import ModelOptions, load_model
+
+    options = ModelOptions(model=str(prompted_model_dir), device="cpu", query_prompt="q2: ")
+    assert load_model(options).encoder.prompts == Prompts("q2: ", "passage: ")
