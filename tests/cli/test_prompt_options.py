@@ -184,3 +184,21 @@ def test_prompt_options_are_in_the_help(cli) -> None:
     assert "--document-prompt" in cli("build", "--help").stdout
     assert "symmetric" in cli("eval", "sts", "--help").stdout
     assert "--query-prompt" in cli("mine", "--help").stdout
+
+
+def test_the_server_uses_the_recorded_query_prompt(
+    cli, corpus_file, prompted_model_dir, st_model, tmp_path, monkeypatch
+) -> None:
+    """The search page and API encode queries through the server's batcher: with the
+    index's query prompt too, and hits labelled with the query as sent."""
+    from server.conftest import serve
+
+    monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path / "server-cache"))  # torch encoder
+    _build(cli, corpus_file, prompted_model_dir)
+    text = "someone plays guitar"
+    with serve(Path(cli.index_dir)) as client:
+        got = client.post("/search", json={"queries": [text], "k": 4}).json()
+    hits = got["results"][0]["hits"]
+    assert got["results"][0]["query"] == text and hits[0]["query"] == text
+    query = st_model.encode_query([text])[0]
+    _assert_scores(hits, query, lambda doc: st_model.encode_document([doc])[0])
