@@ -42,13 +42,19 @@ class Prompts:
     def from_config(cls, config: dict) -> Prompts:
         """The prompts a `config_sentence_transformers.json` gives `encode_query` and
         `encode_document`, following sentence-transformers' own steps."""
+        given = config.get("prompts") or {}
+        if not isinstance(given, dict):
+            raise SemsearchError(
+                f"the prompts in {ST_CONFIG} must be an object of names and texts, not "
+                f"{given!r}: fix the file, or pass --query-prompt and --document-prompt"
+            )
         named: dict[str, Any] = dict.fromkeys(DEFAULT_PROMPT_NAMES)
-        for name, text in (config.get("prompts") or {}).items():
+        for name, text in given.items():
             if named.get(name) is None:
                 named[name] = text
         named = {name: "" if text is None else text for name, text in named.items()}
+        query = named["query"]
         document = next(named[name] for name in DOCUMENT_PROMPT_NAMES if name in named)
-        query, document = named["query"], document
         if not isinstance(query, str) or not isinstance(document, str):
             raise SemsearchError(
                 f"the prompts in {ST_CONFIG} must be strings, not {query!r} and {document!r}: "
