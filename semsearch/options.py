@@ -35,6 +35,13 @@ DEV_TASKS: tuple[str, ...] = get_args(DevTask)
 CROSS_OBJECTIVES = ("bce", "softmax")
 CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
 
+# What a search of a chunked index returns: one hit per document (by its best chunk), or chunks.
+Group = Literal["documents", "chunks"]
+GROUPS: tuple[str, ...] = get_args(Group)
+# How a build cuts long texts into chunks (`auto`: only when some text exceeds the window).
+CHUNKING_MODES = ("auto", "on", "off")
+DEFAULT_CHUNK_OVERLAP = 32  # tokens shared by consecutive chunks
+
 # The metrics an index's vectors are compared by (FAISS scores the first two by inner product).
 METRIC_NAMES = ("cosine", "dot", "l2", "manhattan")
 

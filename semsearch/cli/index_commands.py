@@ -33,7 +33,12 @@ from semsearch.cli.engine_options import (
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.io.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.options import DEFAULT_TARGET_RECALL
+from semsearch.options import (
+    CHUNKING_MODES,
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_TARGET_RECALL,
+    check_choice,
+)
 from semsearch.store.folders import IndexFolder, find_index, scan_indexes
 
 
@@ -45,7 +50,9 @@ def build(
         typer.Argument(
             help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); "
             "or a folder of them, or a quoted glob ('data/*.parquet'); local or a "
-            "URI (s3://bucket/prefix/*.parquet, gs://, hdfs://, file://)."
+            "URI (s3://bucket/prefix/*.parquet, gs://, hdfs://, file://). Or a folder (or "
+            "glob) of documents: .txt, .md, .html/.htm (.pdf with the pdf extra), one "
+            "document per file, its id the path relative to the folder."
         ),
     ],
     name: Annotated[
@@ -128,6 +135,22 @@ def build(
             "lexical|hybrid); --no-lexical skips it."
         ),
     ] = True,
+    chunking: Annotated[
+        str,
+        typer.Option(
+            help="auto: cut texts longer than the model's window into overlapping chunks "
+            "(one vector each; a query returns each document once, by its best chunk, "
+            "with the passage), only when some text is that long; on: always; off: embed "
+            "each text from its first window only."
+        ),
+    ] = "auto",
+    chunk_tokens: Annotated[
+        int | None,
+        typer.Option(help="A chunk's length in the model's tokens (default: its window)."),
+    ] = None,
+    chunk_overlap: Annotated[
+        int, typer.Option(help="Tokens shared by consecutive chunks.")
+    ] = DEFAULT_CHUNK_OVERLAP,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the manifest as JSON.")
     ] = False,
@@ -150,6 +173,7 @@ def build(
             err=True,
         )
         index_type = old_index_type
+    check_choice("--chunking mode", chunking, CHUNKING_MODES)
     options = BuildOptions(
         corpus=corpus_location(corpus),
         name=name,
@@ -174,6 +198,9 @@ def build(
         store_vectors=store_vectors,
         lexical=LexicalSpec() if lexical else None,
         vector_column=vector_column,
+        chunking=chunking,
+        chunk_tokens=chunk_tokens,
+        chunk_overlap=chunk_overlap,
     )
     on_ray = ray_options(engine, address, workers, options.show_progress)
     if on_ray is not None:
@@ -191,8 +218,9 @@ def build(
         how = f" (vectors read from column {manifest.source.vector_column!r}, none encoded)"
     else:
         how = f" (encoder on {runtime})" if runtime else ""
+    what = "vectors" if manifest.chunks is None else "chunks"
     console.print(
-        f"built {manifest.name}: {manifest.rows} vectors, {manifest.index.factory} "
+        f"built {manifest.name}: {manifest.rows} {what}, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
         f"in {manifest.build_seconds:.1f} s{how}",
         markup=False,  # a name or path may hold [brackets]

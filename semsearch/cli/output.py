@@ -39,10 +39,17 @@ def print_hits(
         return
     table = Table(expand=False)
     texts = [hit.text for hit in hits if hit.text is not None]  # none in an index of vectors
-    for column in ("rank", score_name, "id", *(["text"] if texts else []), *extra):
+    passages = hits[0].start is not None  # a chunked index: the passage that matched
+    titled = passages and any(hit.metadata.get("title") for hit in hits)
+    text_columns = (["title"] if titled else []) + (
+        ["passage" if passages else "text"] if texts else []
+    )
+    for column in ("rank", score_name, "id", *text_columns, *extra):
         table.add_column(column, overflow="fold", justify="right" if column == "rank" else "left")
     for hit in hits:
         cells = [str(hit.rank), f"{hit.score:.4f}", str(hit.id)]
+        if titled:
+            cells.append(_short(hit.metadata.get("title")))
         if texts:
             cells.append(_short(hit.text, TABLE_TEXT_CHARS))
         cells += [_short(hit.metadata.get(key)) for key in extra]

@@ -70,6 +70,13 @@ def query(
             rich_help_panel=HYBRID_PANEL,
         ),
     ] = "dense",
+    group: Annotated[
+        str,
+        typer.Option(
+            help="On an index built with chunks: documents (each once, by its best chunk, "
+            "with the passage that matched) or chunks (every matching chunk)."
+        ),
+    ] = "documents",
     fusion: Annotated[
         str,
         typer.Option(
@@ -201,6 +208,7 @@ def query(
     options = {
         "where": where,
         "mode": mode,
+        "group": group,
         "fusion": fused,
         "nprobe": nprobe,
         "efSearch": ef_search,

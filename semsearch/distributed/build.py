@@ -33,7 +33,7 @@ from semsearch.distributed.segments import (
     train_segment,
     with_tuning,
 )
-from semsearch.errors import ResumableError
+from semsearch.errors import ResumableError, SemsearchError
 from semsearch.ingest.build import IndexedParts, build_index
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.corpus_files import (
@@ -71,6 +71,11 @@ def build_index_on_ray(
     a folder every node sees. With `options.vector_column`, one file of your own vectors.
     """
     check_local_folder(options.out_dir, "--out-dir")
+    if options.chunking == "on":
+        raise SemsearchError(
+            "--engine ray does not cut texts into chunks yet: build with the local engine, "
+            "or with --chunking off"
+        )
     if options.vector_column is not None:
         options = with_vector_column(options)
     ray_options = ray_options or RayOptions(show_progress=options.show_progress)

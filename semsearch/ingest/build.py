@@ -34,6 +34,7 @@ from semsearch.ann.tune import TuningResult, enforce_target
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
+from semsearch.ingest.chunk_rows import plan_chunks
 from semsearch.ingest.corpus_files import ManyFilesSource
 from semsearch.ingest.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
 from semsearch.io.corpus import (
@@ -46,6 +47,13 @@ from semsearch.io.corpus import (
     open_corpus,
     rechunk,
     usable_rows,
+)
+from semsearch.io.documents import (
+    DOCUMENT_ID,
+    DOCUMENT_TEXT,
+    DOCUMENTS_FORMAT,
+    is_document_folder,
+    open_documents,
 )
 from semsearch.io.filesystems import location_sha256
 from semsearch.io.own_vectors import (
@@ -120,10 +128,16 @@ class FilePartSource:
     """One corpus file, encoded part by part in this process."""
 
     def __init__(self, options: BuildOptions) -> None:
-        self.corpus = open_corpus(options.corpus)
-        RowFilter(options.text_column, options.id_column).check_columns(self.corpus)
-        self.name = self.corpus.path.name
-        self.options = options
+        if is_document_folder(options.corpus):  # each file a document: id = its path
+            corpus = open_documents(options.corpus, options.strict)
+            options = replace(options, text_column=DOCUMENT_TEXT, id_column=DOCUMENT_ID)
+        else:
+            corpus = open_corpus(options.corpus)
+            RowFilter(options.text_column, options.id_column).check_columns(corpus)
+        self.name = corpus.path.name
+        # What the build then reads (chunk rows, or the rows themselves), and with which id.
+        self.corpus, self.options, self.chunks = plan_chunks(corpus, options)
+        self._documents = corpus
         self._sha256: str | None = None
         self._usable: int | None = None
         self.dimension: int | None = None  # of the vector column's vectors, once checked
@@ -147,7 +161,9 @@ class FilePartSource:
 
     def fingerprint(self) -> str:
         if self._sha256 is None:
-            self._sha256 = location_sha256(self.corpus.path)
+            documents = self._documents
+            is_folder = documents.format == DOCUMENTS_FORMAT
+            self._sha256 = documents.fingerprint() if is_folder else location_sha256(documents.path)
         return self._sha256
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
@@ -193,9 +209,16 @@ def build_index(
         options = with_vector_column(options, own)
     elif options.model is None:
         options = replace(options, model=DEFAULT_MODEL)
-    if source is None and is_many_files(options.corpus):
+    if source is None and is_many_files(options.corpus) and not is_document_folder(options.corpus):
+        if options.chunking == "on":
+            raise SemsearchError(
+                "--chunking on reads one corpus file or a folder of documents; a folder of "
+                "Parquet/CSV/JSONL files is not chunked yet: build each file, or leave it out"
+            )
         source = ManyFilesSource(options)
     source = source if source is not None else FilePartSource(options)
+    # A chunked build reads chunk rows, each with its own id (`ingest.chunk_rows`).
+    options = getattr(source, "options", options)
     usable = source.usable_rows()
     if usable == 0:
         raise SemsearchError(
@@ -279,6 +302,7 @@ def build_index(
             build_seconds=round(time.perf_counter() - started, 2),
             tuning=tuning.to_dict() if tuning else None,
             lexical=options.lexical,
+            chunks=getattr(source, "chunks", None),
         )
         write_manifest(partial, manifest)
         (partial / STATE_FILE).unlink()

@@ -13,7 +13,7 @@ from pathlib import Path
 from semsearch.ingest.pipeline import DEFAULT_DEPTH
 from semsearch.io.corpus import default_name, is_many_files
 from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.options import DEFAULT_TARGET_RECALL
+from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_TARGET_RECALL
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 from semsearch.store.manifest import LexicalSpec
 
@@ -61,6 +61,11 @@ class BuildOptions:
     # Your own vectors: take each row's vector from this column (`semsearch.io.own_vectors`)
     # instead of encoding its text; the `model` then only names what made them.
     vector_column: str | None = None
+    # Long texts cut into overlapping chunks of the model's tokens, one row each
+    # (`semsearch.ingest.chunk_rows`): `auto` only when some text is longer than the window.
+    chunking: str = "auto"
+    chunk_tokens: int | None = None  # None: the model's window less its special tokens
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
 
     @property
     def index_name(self) -> str:

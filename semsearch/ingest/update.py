@@ -23,11 +23,12 @@ from tqdm.auto import tqdm
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
+from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
 from semsearch.ingest.conform import Target, conform, rename_text_column
 from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part
 from semsearch.ingest.parts import write_parts as encode_and_write
 from semsearch.ingest.rows import LiveRows
-from semsearch.io.corpus import check_corpus, check_ids, open_corpus, text_hashes, usable_rows
+from semsearch.io.corpus import check_corpus, check_ids, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
 from semsearch.models.prompts import check_document_prompt
 from semsearch.models.query_loader import open_for_rows
@@ -100,7 +101,7 @@ def add_rows(
         manifest = folder.manifest()
         check_opened_files(folder, manifest)  # never build a generation on changed files
         text_column, id_column = _columns(manifest, text_column, id_column)
-        corpus = open_corpus(corpus_path)
+        corpus = open_rows_for(manifest, corpus_path)
         vector_column = own_vector_column(manifest, corpus, write_parts)
         check_corpus(corpus, text_column, id_column)  # what build checks, the same way
         table, skipped = _read_usable(corpus, text_column)
@@ -133,7 +134,9 @@ def add_rows(
         unchanged &= _same_metadata(live, existing, unchanged, table, target)
         replaced = (existing >= 0) & ~unchanged
         fresh = existing < 0
-        if not (replaced.any() or fresh.any()):
+        # A changed document's chunks beyond its new count go with it, in the same generation.
+        stale = stale_chunks(live, table) if manifest.chunks is not None else np.array([], np.int64)
+        if not (replaced.any() or fresh.any() or len(stale)):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
         placement = faiss_device(device)
@@ -163,7 +166,7 @@ def add_rows(
         record = _write_segment(
             folder, manifest, rows, ids[todo], text_column, write_parts, placement
         )
-        deletions = live.deleted_by_segment(existing[replaced])
+        deletions = live.deleted_by_segment(np.concatenate([existing[replaced], stale]))
         segments = _with_deletions(folder, manifest, deletions) + [record]
         new = next_generation(
             manifest,
@@ -174,6 +177,7 @@ def add_rows(
                 "added": int(fresh.sum()),
                 "replaced": int(replaced.sum()),
                 "unchanged": int(unchanged.sum()),
+                "stale_chunks": len(stale),
                 "runtime": getattr(encoder, "runtime", None),
             },
             time.perf_counter() - started,
@@ -185,6 +189,7 @@ def add_rows(
             added=int(fresh.sum()),
             replaced=int(replaced.sum()),
             unchanged=int(unchanged.sum()),
+            deleted=len(stale),
             skipped_empty=skipped,
         )
 
@@ -253,9 +258,12 @@ def delete_rows(
             if not ids:
                 raise SemsearchError("no ids to delete: give one id per line")
             live = LiveRows.read(folder, manifest)
-            found = live.find(pa.array(ids))
-            rows = np.unique(found[found >= 0])
-            not_found = int(np.sum(found < 0))
+            if manifest.chunks is not None:  # a document's id deletes all its chunks
+                rows, not_found = document_rows(live, ids)
+            else:
+                found = live.find(pa.array(ids))
+                rows = np.unique(found[found >= 0])
+                not_found = int(np.sum(found < 0))
             if not_found:
                 log.warning(
                     "%d of the %d ids are not in the index (or were deleted before)",

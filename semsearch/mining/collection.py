@@ -79,6 +79,7 @@ class Collection:
         self.ids = ids
         self.metric = metric
         self.rows_skipped = 0
+        self.documents: np.ndarray | None = None  # a chunked index's: each row's document code
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -216,6 +217,8 @@ class IndexedCollection(Collection):
                 "texts, so build the index with a --text-column"
             )
         id_column = manifest.id_column or ID_COLUMN
+        if manifest.chunks is not None:  # pairs of documents, each by its passages
+            id_column = manifest.chunks.document_column
         self.stored = StoredVectors(folder, manifest)
         texts, ids = [], []
         for segment, mask in zip(self.stored.segments, self.stored.live_masks):
@@ -233,6 +236,8 @@ class IndexedCollection(Collection):
         )
         self.folder = folder
         self.manifest: Manifest = manifest
+        if manifest.chunks is not None:
+            self.documents = pc.dictionary_encode(self.ids).indices.to_numpy()
 
     def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
         return self.stored.take(rows)

@@ -110,7 +110,7 @@ def mine_paraphrases(
     rows = np.arange(len(collection), dtype=np.int64) if keep_copies else groups.first_rows
     timings["load_vectors"] = time.perf_counter() - started  # the groups; search_pairs adds
 
-    pairs = PairAccumulator(rows, len(collection), options.threshold)
+    pairs = PairAccumulator(rows, len(collection), options.threshold, collection.documents)
     structure = "none: fewer than two distinct texts"
     if len(rows) >= 2:
         structure = search_pairs(collection, options, pairs, timings)

@@ -23,10 +23,19 @@ PAIR_COLUMNS = ("id_a", "id_b", "text_a", "text_b", "score")
 class PairAccumulator:
     """Collects candidate pairs chunk by chunk, in collection rows, as (key, score) arrays."""
 
-    def __init__(self, rows: np.ndarray, row_count: int, threshold: float | None) -> None:
+    def __init__(
+        self,
+        rows: np.ndarray,
+        row_count: int,
+        threshold: float | None,
+        documents: np.ndarray | None = None,
+    ) -> None:
         self.rows = rows  # the collection row of each searched position, increasing
         self.row_count = row_count
         self.threshold = threshold
+        # A chunked index's rows: each row's document (a code). Chunks of one document never
+        # pair, and each pair of documents is kept once, by its best pair of passages.
+        self.documents = documents
         self._keys: list[np.ndarray] = []
         self._scores: list[np.ndarray] = []
         # Set when workers cut their blocks to the best pairs before merging: the pairs they
@@ -42,8 +51,12 @@ class PairAccumulator:
         others = chunk.positions[found]
         low = self.rows[np.minimum(queries, others)]
         high = self.rows[np.maximum(queries, others)]
+        scores = chunk.scores[found].astype(np.float32, copy=False)
+        if self.documents is not None:
+            apart = self.documents[low] != self.documents[high]
+            low, high, scores = low[apart], high[apart], scores[apart]
         self._keys.append(low * self.row_count + high)
-        self._scores.append(chunk.scores[found].astype(np.float32, copy=False))
+        self._scores.append(scores)
 
     def add_candidates(self, keys: np.ndarray, scores: np.ndarray) -> None:
         """Pairs already keyed, e.g. those `reduce` kept of a block of queries on a worker."""
@@ -62,9 +75,22 @@ class PairAccumulator:
         first = np.ones(len(keys), dtype=bool)
         first[1:] = keys[1:] != keys[:-1]
         keys, scores = keys[first], scores[first]
+        if self.documents is not None:
+            keys, scores = self._best_per_document_pair(keys, scores)
         distinct = len(keys)
         order = np.lexsort((keys, -scores))[:top]
         return keys[order], scores[order], distinct
+
+    def _best_per_document_pair(
+        self, keys: np.ndarray, scores: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        documents = self.documents
+        a, b = documents[keys // self.row_count], documents[keys % self.row_count]
+        pair = np.minimum(a, b) * (int(documents.max()) + 1) + np.maximum(a, b)
+        order = np.lexsort((-scores, pair))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = pair[order][1:] != pair[order][:-1]
+        return keys[order][first], scores[order][first]
 
     def finish(self, top: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(rows_a, rows_b, scores) best first, at most `top` of them, and how many distinct pairs."""

@@ -21,7 +21,7 @@ from transformers import utils as hf_utils
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 from semsearch.errors import SemsearchError, one_line
-from semsearch.models.model_folder import ModelFolder, read_json
+from semsearch.models.model_folder import ModelFolder, read_json, token_limit
 
 
 class _UnusedLossNotice(logging.Filter):
@@ -63,13 +63,11 @@ def load_pretrained(
 
 def model_max_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int:
     """The most tokens the model's positions and its tokenizer allow."""
-    positions = getattr(model.config, "max_position_embeddings", 512)
-    # RoBERTa-style models reserve two positions for the padding offset.
-    offset = 2 if getattr(model.config, "model_type", "") in ("roberta", "xlm-roberta") else 0
-    limits = [positions - offset]
-    if 0 < tokenizer.model_max_length < 1_000_000:
-        limits.append(tokenizer.model_max_length)
-    return min(limits)
+    return token_limit(
+        getattr(model.config, "max_position_embeddings", 512),
+        getattr(model.config, "model_type", ""),
+        tokenizer.model_max_length,
+    )
 
 
 def check_model_type(folder: Path) -> None:

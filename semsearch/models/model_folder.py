@@ -241,6 +241,29 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
     )
 
 
+def token_limit(positions: int, model_type: str, tokenizer_limit: int | None) -> int:
+    """The most tokens a model's positions and its tokenizer allow."""
+    # RoBERTa-style models reserve two positions for the padding offset.
+    limits = [positions - (2 if model_type in ("roberta", "xlm-roberta") else 0)]
+    if tokenizer_limit is not None and 0 < tokenizer_limit < 1_000_000:
+        limits.append(tokenizer_limit)
+    return min(limits)
+
+
+def token_window(folder: ModelFolder) -> int:
+    """The tokens the encoder reads of a text (special tokens included), from the folder's
+    files alone: what `BiEncoder` cuts at, known without loading torch."""
+    config = read_json(folder.transformer_path / "config.json")
+    tokenizer_file = folder.transformer_path / "tokenizer_config.json"
+    tokenizer = read_json(tokenizer_file) if tokenizer_file.is_file() else {}
+    limit = token_limit(
+        config.get("max_position_embeddings", 512),
+        config.get("model_type", ""),
+        tokenizer.get("model_max_length"),
+    )
+    return min(folder.max_length or limit, limit)
+
+
 def _module_folder(folder: Path, relative: str) -> Path:
     """A module's folder from `modules.json`, refused if it leads outside the model folder
     (`../x` or an absolute path): a downloaded folder must not read files elsewhere."""

@@ -17,12 +17,18 @@ import pyarrow as pa
 from semsearch.ann.vector_index import higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.models.prompts import with_prompt
-from semsearch.options import SearchMode
+from semsearch.options import GROUPS, Group, SearchMode, check_choice
+from semsearch.search.grouping import best_chunk_per_document
 from semsearch.search.hybrid import Fusion, check_mode, fuse
 from semsearch.search.limits import bound_search, bound_texts
 from semsearch.search.snapshot import IndexSnapshot, SegmentCache, open_snapshot
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
-from semsearch.store.manifest import Manifest
+from semsearch.store.manifest import (
+    CHUNK_END_COLUMN,
+    CHUNK_ID_COLUMN,
+    CHUNK_START_COLUMN,
+    Manifest,
+)
 from semsearch.store.segment import ID_COLUMN
 
 if TYPE_CHECKING:
@@ -58,13 +64,20 @@ class Hit:
     id: object
     text: str | None
     metadata: dict
+    # On a chunked index: `id` is the document's, `text` the passage that matched (its
+    # best chunk), and `start`/`end` its character offsets in the document's text.
+    start: int | None = None
+    end: int | None = None
 
     def to_dict(self, score_name: str = "score") -> dict:
         """The hit as one flat record; a corpus column named like one of the hit's own fields
         (a `text` column beside the one embedded) comes as `column:<name>`, not over it. A
-        hit without a text (your own vectors, no text column) has no `text` field."""
+        hit without a text (your own vectors, no text column) has no `text` field; a chunked
+        index's hit has `chunk`, `start` and `end` instead."""
         record = {"query": self.query, "rank": self.rank, score_name: self.score, "id": self.id}
-        if self.text is not None:
+        if self.start is not None:
+            record.update(chunk=self.text, start=self.start, end=self.end)
+        elif self.text is not None:
             record["text"] = self.text
         for name, value in self.metadata.items():
             record[f"column:{name}" if name in record else name] = value
@@ -201,13 +214,16 @@ class Searcher:
         where: str | None = None,
         mode: SearchMode = "dense",
         fusion: Fusion | None = None,
+        group: Group = "documents",
         **search_params: int | None,
     ) -> SearchResults:
         """The `k` best live rows for each query (those satisfying the SQL predicate `where`,
         if given) in `mode` (dense, lexical or hybrid, fused as `fusion` says, default RRF);
         `search_params` override nprobe/efSearch for this call only. Every value is bounded
         by what the index can use (`semsearch.search.limits`): the result's `notes` say
-        what was clamped or cut; what cannot be bounded is refused."""
+        what was clamped or cut; what cannot be bounded is refused. On a chunked index the
+        hits are the `k` best documents, each by its best chunk (`group="chunks"`: the `k`
+        best chunks)."""
         check_mode(mode)
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
@@ -224,7 +240,7 @@ class Searcher:
             vectors = self.encoder.encode(with_prompt(queries, self.query_prompt))
         else:
             vectors = None
-        results = self._search(queries, vectors, k, where, mode, fusion, search_params)
+        results = self._search(queries, vectors, k, where, mode, fusion, search_params, group)
         results.notes[:0] = text_notes
         return results
 
@@ -237,6 +253,7 @@ class Searcher:
         queries: list[str] | None = None,
         mode: SearchMode = "dense",
         fusion: Fusion | None = None,
+        group: Group = "documents",
         **search_params: int | None,
     ) -> SearchResults:
         """The `k` best live rows for each query vector (one a row; one 1-D vector is one
@@ -263,7 +280,7 @@ class Searcher:
             queries = [f"vector {row}" for row in range(len(vectors))]
         elif vectors is not None and len(queries) != len(vectors):
             raise SemsearchError(f"{len(queries)} query texts for {len(vectors)} vectors")
-        return self._search(queries, vectors, k, where, mode, fusion, search_params)
+        return self._search(queries, vectors, k, where, mode, fusion, search_params, group)
 
     def _search(
         self,
@@ -274,28 +291,56 @@ class Searcher:
         mode: SearchMode,
         fusion: Fusion | None,
         search_params: dict[str, int | None],
+        group: Group = "documents",
     ) -> SearchResults:
         check_mode(mode)
+        check_choice("group", group, GROUPS)
         snapshot = self.snapshot  # one generation for the whole call
         given = {name: int(value) for name, value in search_params.items() if value is not None}
         bounded = bound_search(k, given, snapshot.live_rows, snapshot.segments, len(queries))
         k, search_params = bounded.k, bounded.params
-        if mode == "lexical":
-            scores, rows = snapshot.lexical_search(queries, k, where)
-        elif mode == "dense":
-            scores, rows = self._dense(snapshot, vectors, k, where, search_params)
+
+        def rank(depth: int) -> tuple[np.ndarray, np.ndarray]:
+            return self._rank(snapshot, queries, vectors, depth, where, mode, fusion, search_params)
+
+        chunks = snapshot.manifest.chunks
+        if chunks is not None and group == "documents":
+            column = [chunks.document_column]
+
+            def documents(rows: np.ndarray) -> list:
+                return [row[column[0]] for row in snapshot.hit_metadata.rows(rows, column)]
+
+            scores, rows = best_chunk_per_document(rank, documents, k, snapshot.live_rows)
         else:
-            fusion = fusion or Fusion()
-            depth = min(max(k, fusion.depth), max(snapshot.live_rows, 1))
-            lexical = snapshot.lexical_search(queries, depth, where)
-            dense = self._dense(snapshot, vectors, depth, where, search_params)
-            metric = snapshot.manifest.index.metric
-            scores, rows = fuse(dense, lexical, k, fusion, higher_is_better(metric))
+            scores, rows = rank(k)
         hits = [
             self._hits(snapshot, query, row_scores, row_numbers)
             for query, row_scores, row_numbers in zip(queries, scores, rows)
         ]
         return SearchResults(hits, list(bounded.notes), k, search_params)
+
+    def _rank(
+        self,
+        snapshot: IndexSnapshot,
+        queries: list[str],
+        vectors: np.ndarray | None,
+        k: int,
+        where: str | None,
+        mode: SearchMode,
+        fusion: Fusion | None,
+        search_params: dict[str, int],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's `k` best rows in `mode`: (scores, row numbers), best first."""
+        if mode == "lexical":
+            return snapshot.lexical_search(queries, k, where)
+        if mode == "dense":
+            return self._dense(snapshot, vectors, k, where, search_params)
+        fusion = fusion or Fusion()
+        depth = min(max(k, fusion.depth), max(snapshot.live_rows, 1))
+        lexical = snapshot.lexical_search(queries, depth, where)
+        dense = self._dense(snapshot, vectors, depth, where, search_params)
+        metric = snapshot.manifest.index.metric
+        return fuse(dense, lexical, k, fusion, higher_is_better(metric))
 
     @staticmethod
     def _dense(
@@ -322,6 +367,12 @@ class Searcher:
         hits = []
         for rank, (score, record) in enumerate(zip(scores[found].tolist(), records), start=1):
             text = record.pop(manifest.text_column) if manifest.text_column else None
+            if manifest.chunks is not None:  # the document's id, and where the passage lies
+                record.pop(CHUNK_ID_COLUMN, None)
+                row_id = record.pop(manifest.chunks.document_column)
+                start, end = record.pop(CHUNK_START_COLUMN), record.pop(CHUNK_END_COLUMN)
+                hits.append(Hit(query, rank, score, row_id, text, record, start, end))
+                continue
             id_column = manifest.id_column or ID_COLUMN
             # The text column may be the id column too: then each row's text is its id.
             row_id = text if id_column == manifest.text_column else record.pop(id_column)

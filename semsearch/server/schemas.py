@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from semsearch.options import DEFAULT_FUSION, FusionMethod, SearchMode
+from semsearch.options import DEFAULT_FUSION, FusionMethod, Group, SearchMode
 from semsearch.search.limits import MAX_OVERSAMPLE
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 
@@ -79,6 +79,11 @@ class SearchRequest(BaseModel):
     )
     mode: SearchMode = Field(
         "dense", description="dense (vectors), lexical (BM25) or hybrid (both, fused)."
+    )
+    group: Group = Field(
+        "documents",
+        description="On a chunked index: documents (each once, by its best chunk, with the "
+        "passage that matched) or chunks.",
     )
     fusion: FusionMethod = Field(
         DEFAULT_FUSION,

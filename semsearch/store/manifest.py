@@ -29,6 +29,7 @@ from semsearch.store.manifest_fields import (  # noqa: F401 - SEARCH_PARAMETERS 
     require,
     text,
     timestamp,
+    validate_chunks,
     validate_files,
     validate_index,
     validate_lexical,
@@ -100,6 +101,29 @@ class LexicalSpec:
 
 
 @dataclass(frozen=True)
+class ChunkSpec:
+    """How an index's texts were cut into overlapping chunks, one row (and vector) each.
+
+    Each row holds one chunk of a document: `document_column` names the column of the
+    document's id, `CHUNK_ID_COLUMN` ("<document id>#<n>") is the row's own id, and the
+    chunk's number and character offsets in the document's text are columns beside it. A
+    search groups the rows by document (one hit per document, by its best chunk).
+    """
+
+    tokens: int  # a chunk's length in the model's tokens, at most (special tokens apart)
+    overlap: int  # tokens shared by consecutive chunks
+    document_column: str
+    splitter: str = ""  # the library that cut them, with its version
+
+
+CHUNK_ID_COLUMN = "chunk_id"
+CHUNK_NUMBER_COLUMN = "chunk_number"
+CHUNK_START_COLUMN = "start"
+CHUNK_END_COLUMN = "end"
+CHUNK_COLUMNS = (CHUNK_ID_COLUMN, CHUNK_NUMBER_COLUMN, CHUNK_START_COLUMN, CHUNK_END_COLUMN)
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     """Where the first build's rows came from, and which columns hold texts, ids and vectors.
 
@@ -167,6 +191,8 @@ class Manifest:
     # The lexical (BM25) part's settings; None: the index has none (every segment then has
     # no lexical_dir, and every segment has one otherwise).
     lexical: LexicalSpec | None = None
+    # How texts were cut into chunks; None: one row per text, as built before chunking.
+    chunks: ChunkSpec | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -185,6 +211,11 @@ class Manifest:
                     None
                     if data.get("lexical") is None
                     else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
+                ),
+                "chunks": (
+                    None
+                    if data.get("chunks") is None
+                    else ChunkSpec(**_known(ChunkSpec, data["chunks"]))
                 ),
                 "segments": tuple(
                     SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
@@ -260,6 +291,8 @@ class Manifest:
         )
         if self.lexical is not None:
             validate_lexical(self.lexical)
+        if self.chunks is not None:
+            validate_chunks(self.chunks)
         for segment in self.segments:
             require(
                 (segment.lexical_dir is not None) == (self.lexical is not None),

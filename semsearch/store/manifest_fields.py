@@ -18,13 +18,13 @@ from semsearch.options import METRIC_NAMES
 if TYPE_CHECKING:
     from semsearch.ann.factory import IndexSpec
     from semsearch.models.spec import EncoderSpec
-    from semsearch.store.manifest import LexicalSpec, SegmentRecord, SourceSpec
+    from semsearch.store.manifest import ChunkSpec, LexicalSpec, SegmentRecord, SourceSpec
 
 SEARCH_PARAMETERS = ("nprobe", "efSearch", "oversample")  # oversample: a `disk` index
 VECTOR_DTYPES = ("float32", "float16")
 POOLING_MODES = ("mean", "max", "cls", "attention")
 QUANTIZATION_MODES = ("int8",)
-SOURCE_FORMATS = ("parquet", "csv", "tsv", "jsonl")
+SOURCE_FORMATS = ("parquet", "csv", "tsv", "jsonl", "documents")
 BM25_METHODS = ("lucene", "robertson", "atire")
 SEGMENT_NAME = re.compile(r"s\d{6}")
 FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -149,6 +149,28 @@ def validate_segment(segment: SegmentRecord) -> None:
             segment.lexical_dir,
             "a folder name",
         )
+
+
+def validate_chunks(chunks: ChunkSpec) -> None:
+    require(
+        count(chunks.tokens) and chunks.tokens >= 1,
+        "chunks.tokens",
+        chunks.tokens,
+        "an integer >= 1",
+    )
+    require(
+        count(chunks.overlap) and chunks.overlap < chunks.tokens,
+        "chunks.overlap",
+        chunks.overlap,
+        "an integer >= 0, below chunks.tokens",
+    )
+    require(
+        text(chunks.document_column),
+        "chunks.document_column",
+        chunks.document_column,
+        "a column name",
+    )
+    require(isinstance(chunks.splitter, str), "chunks.splitter", chunks.splitter, "a string")
 
 
 def validate_lexical(lexical: LexicalSpec) -> None:

@@ -76,9 +76,11 @@ class MetadataParts:
     def column_names(self) -> list[str]:
         return list(self.schema.names)
 
-    def rows(self, numbers: np.ndarray | Sequence[int]) -> list[dict]:
-        """One dict per row number (each in [0, len)), in the order given; a column a
-        segment lacks is None in its rows."""
+    def rows(
+        self, numbers: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> list[dict]:
+        """One dict per row number (each in [0, len)), in the order given, of `columns` (all
+        when None); a column a segment lacks is None in its rows."""
         numbers = np.asarray(numbers, dtype=np.int64)
         if len(numbers) and (numbers.min() < 0 or numbers.max() >= len(self)):
             raise IndexError(f"row numbers must lie in [0, {len(self)})")
@@ -86,9 +88,10 @@ class MetadataParts:
         records: list[dict] = [{} for _ in range(len(numbers))]
         for number in np.unique(part_of).tolist():
             chosen = np.flatnonzero(part_of == number)
-            found = self._part(number).rows(numbers[chosen] - self._starts[number])
+            found = self._part(number).rows(numbers[chosen] - self._starts[number], columns)
+            names = self.names if columns is None else [n for n in self.names if n in columns]
             for at, record in zip(chosen.tolist(), found):
-                records[at] = {name: record.get(name) for name in self.names}
+                records[at] = {name: record.get(name) for name in names}
         return records
 
     def table(self, columns: list[str] | None = None) -> pa.Table:

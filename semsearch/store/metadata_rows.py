@@ -29,8 +29,11 @@ class MetadataRows:
     def __len__(self) -> int:
         return int(self._starts[-1])
 
-    def rows(self, numbers: np.ndarray | Sequence[int]) -> list[dict]:
-        """One dict per row number (each in [0, len)), in the order given."""
+    def rows(
+        self, numbers: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> list[dict]:
+        """One dict per row number (each in [0, len)), in the order given; of `columns` only,
+        when given."""
         numbers = np.asarray(numbers, dtype=np.int64)
         if len(numbers) and (numbers.min() < 0 or numbers.max() >= len(self)):
             raise IndexError(f"row numbers must lie in [0, {len(self)})")
@@ -39,6 +42,8 @@ class MetadataRows:
         batch_of = batch_of.tolist()
         records: list[dict] = [{} for _ in offsets]
         for name, arrays in zip(self.names, self._cells):
+            if columns is not None and name not in columns:
+                continue
             for record, batch, offset in zip(records, batch_of, offsets):
                 record[name] = arrays[batch][offset].as_py()
         return records

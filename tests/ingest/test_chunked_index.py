@@ -1,0 +1,207 @@
+"""Chunked indexes: folders of documents and long texts cut into chunks, one hit per document
+with the passage that matched, and documents that change (add, delete, compact, mine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from semsearch.cli.app import app
+from semsearch.index import Index
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.ingest.update import delete_rows
+from semsearch.mining.miner import MiningOptions, mine_index
+from semsearch.search.searcher import Searcher
+from semsearch.store.manifest import CHUNK_ID_COLUMN
+from semsearch.store.verify import verify_index
+
+TOPICS = ["violins", "gardens", "engines", "oceans", "printers", "mountains"]
+
+
+def paragraph(topic: str, number: int) -> str:
+    return (
+        f"Paragraph {number} about {topic}. It says one thing about {topic}, then another, "
+        f"and a third thing that only a long text about {topic} would say."
+    )
+
+
+def write_documents(folder: Path, paragraphs: int = 6) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    texts = {}
+    for topic in TOPICS:
+        body = "\n\n".join(paragraph(topic, n) for n in range(paragraphs))
+        text = f"# All about {topic}\n\n{body}\n"
+        (folder / f"{topic}.md").write_text(text, encoding="utf-8")
+        texts[f"{topic}.md"] = text
+    return texts
+
+
+def build(corpus: Path, model: Path, out: Path, **options) -> Index:
+    defaults = dict(chunking="on", chunk_tokens=24, chunk_overlap=4, target_recall=None)
+    return Index(
+        build_index(
+            BuildOptions(
+                corpus=corpus,
+                model=str(model),
+                out_dir=out,
+                show_progress=False,
+                runtime="torch",
+                **{**defaults, **options},
+            )
+        )
+    )
+
+
+@pytest.fixture()
+def documents(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    folder = tmp_path / "docs"
+    return folder, write_documents(folder)
+
+
+def test_a_folder_becomes_chunk_rows_that_point_into_their_documents(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder, texts = documents
+    index = build(folder, tiny_model_dir, tmp_path / "indexes")
+    manifest = index.manifest
+    assert manifest.chunks is not None and manifest.chunks.tokens == 24
+    assert manifest.source.format == "documents"
+    rows = Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    assert len(rows) == manifest.rows > len(texts)  # several chunks a document
+    assert len({row[CHUNK_ID_COLUMN] for row in rows}) == len(rows)
+    for row in rows:
+        assert texts[row["id"]][row["start"] : row["end"]] == row["text"]
+        assert row["title"] == f"All about {row['id'].removesuffix('.md')}"
+    per_document = {name: sorted(r["start"] for r in rows if r["id"] == name) for name in texts}
+    assert all(len(starts) > 1 and starts[0] == 0 for starts in per_document.values())
+
+
+def test_a_query_returns_k_distinct_documents_each_with_its_passage(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder, texts = documents
+    index = build(folder, tiny_model_dir, tmp_path / "indexes")
+    hits = index.search(["a third thing about engines"], k=4)[0]
+    assert len(hits) == 4 and len({hit.id for hit in hits}) == 4
+    for hit in hits:
+        assert texts[hit.id][hit.start : hit.end] == hit.text
+        record = hit.to_dict()
+        assert record["chunk"] == hit.text and "text" not in record
+        assert (record["start"], record["end"]) == (hit.start, hit.end)
+    chunks = index.searcher().search(["a third thing about engines"], k=12, group="chunks")[0]
+    assert len(chunks) == 12 and len({hit.id for hit in chunks}) < 12  # documents repeat
+    everything = index.search(["engines"], k=50)[0]
+    assert len(everything) == len(texts)  # as many documents as there are, never more
+
+
+def test_auto_builds_a_corpus_of_short_texts_exactly_as_before(
+    corpus_file: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    auto = build(corpus_file, tiny_model_dir, tmp_path / "a", chunking="auto", chunk_tokens=None)
+    off = build(corpus_file, tiny_model_dir, tmp_path / "b", chunking="off", chunk_tokens=None)
+    assert auto.manifest.chunks is None
+    assert auto.manifest.rows == off.manifest.rows
+    assert Searcher(auto.folder, vectors_only=True).metadata.equals(
+        Searcher(off.folder, vectors_only=True).metadata
+    )
+
+
+def test_auto_chunks_a_long_text_column_and_numbers_documents_by_row(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    long_text = " ".join(paragraph("rivers", n) for n in range(30))
+    corpus = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"text": ["a short one", long_text, "another short one"]}), corpus)
+    index = build(corpus, tiny_model_dir, tmp_path / "i", chunking="auto", chunk_tokens=None)
+    assert index.manifest.chunks is not None
+    assert index.manifest.chunks.document_column == "document"
+    hits = index.search(["rivers"], k=3)[0]
+    assert sorted(hit.id for hit in hits) == [0, 1, 2]
+    long_hit = next(hit for hit in hits if hit.id == 1)
+    assert long_text[long_hit.start : long_hit.end] == long_hit.text
+
+
+def test_add_replaces_a_changed_documents_chunks_and_skips_the_unchanged(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder, texts = documents
+    index = build(folder, tiny_model_dir, tmp_path / "indexes")
+    before = Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    old_chunks = sum(row["id"] == "oceans.md" for row in before)
+    (folder / "oceans.md").write_text("# Oceans\n\nOnly one short paragraph now.\n")
+    result = index.add(folder)
+    after = Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    live = [row for row in after if row["id"] == "oceans.md"]
+    assert len(live) == 1 and live[0]["text"].startswith("# Oceans")
+    assert result.deleted == old_chunks - 1  # the tail of the shorter document went with it
+    assert result.unchanged == sum(row["id"] != "oceans.md" for row in before)
+    assert index.add(folder).generation is None  # nothing changed: no new generation
+
+
+def test_delete_by_document_id_removes_every_chunk(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder, texts = documents
+    index = build(folder, tiny_model_dir, tmp_path / "indexes")
+    chunks = sum(
+        row["id"] == "gardens.md"
+        for row in Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    )
+    result = delete_rows(index.folder, ["gardens.md", "nowhere.md"])
+    assert (result.deleted, result.not_found) == (chunks, 1)
+    assert "gardens.md" not in {hit.id for hit in index.search(["gardens"], k=10)[0]}
+    index.compact()
+    assert verify_index(index.folder).status == "ok"
+    assert index.manifest.chunks is not None
+    assert "gardens.md" not in {hit.id for hit in index.search(["gardens"], k=10)[0]}
+
+
+def test_mining_a_chunked_index_pairs_documents_by_their_passages(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder, texts = documents
+    build(folder, tiny_model_dir, tmp_path / "indexes")
+    result = mine_index("docs", tmp_path / "indexes", MiningOptions(top_k=20, show_progress=False))
+    table = result.to_table()
+    assert table.num_rows > 0
+    pairs = list(zip(table.column("id_a").to_pylist(), table.column("id_b").to_pylist()))
+    assert all(a != b for a, b in pairs)  # never two chunks of one document
+    assert len({frozenset(pair) for pair in pairs}) == len(pairs)  # each pair of documents once
+    assert all(
+        text in texts[a]
+        for a, text in zip(table.column("id_a").to_pylist(), table.column("text_a").to_pylist())
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--chunk-tokens", "4000"], "--chunk-tokens"),
+        (["--chunk-tokens", "20", "--chunk-overlap", "20"], "--chunk-overlap"),
+        (["--chunking", "sometimes"], "--chunking"),
+    ],
+)
+def test_chunk_sizes_the_model_cannot_take_are_one_line_errors(
+    documents, tiny_model_dir: Path, tmp_path: Path, options: list[str], message: str
+) -> None:
+    folder, _ = documents
+    result = CliRunner().invoke(
+        app,
+        [
+            "build",
+            str(folder),
+            "--model",
+            str(tiny_model_dir),
+            "--out-dir",
+            str(tmp_path / "i"),
+            *options,
+        ],
+    )
+    assert result.exit_code != 0
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "i" / "docs").exists()
