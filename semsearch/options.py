@@ -97,6 +97,12 @@ DEFAULT_RRF_K = 60
 DEFAULT_ALPHA = 0.5
 HYBRID_DEPTH = 100  # candidates each side contributes to the fusion (at least k)
 
+# Long texts cut into chunks that fit the model's window (semsearch.ingest.chunking): `auto`
+# lets the build decide, `on` cuts every text longer than the window, `off` keeps only each
+# text's first window of tokens, as before chunking.
+ChunkingMode = Literal["auto", "on", "off"]
+CHUNKING_MODES: tuple[str, ...] = get_args(ChunkingMode)
+
 
 def check_choice(name: str, value: str, choices: tuple[str, ...], where: str = "") -> None:
     """Refuse a value outside `choices` in one line that lists them (`where` prefixes it)."""

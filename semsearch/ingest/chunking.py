@@ -1,0 +1,178 @@
+"""Long texts cut into overlapping chunks that each fit the model's window, in its own tokens.
+
+The encoder reads a text's first `window` tokens ([CLS] and [SEP] included) and drops the
+rest; a chunk of at most `window - 2` tokens is read whole. Chunks end at the largest
+semantic boundary that fits (paragraph, then sentence, then word) and give their character
+offsets, so a hit can show the passage that matched.
+
+The splitter is semantic-text-splitter (Rust, counting with the model's own `tokenizers`
+tokenizer), chosen over semchunk by measurement on 212 Debian manual pages (manpages 6.03,
+sections 2, 5 and 7, and bash(1), rendered by groff: 3.46 MB), 254 tokens and 32 of overlap,
+each page split whole on one core of this project's busy 2-core machine (the script is in
+the commit message that added this module):
+
+| | chunks/s | MB/s | over the window | offsets wrong | end at . ! ? : ; | before a blank line | tokens/chunk |
+|---|---|---|---|---|---|---|---|
+| semantic-text-splitter 0.33 | 344 | 0.33 | 0 | 0 | 83 % | 87 % | 203 |
+| semchunk 4.1 | 738 | 0.50 | 0 | 0 | 43 % | 36 % | 158 |
+
+Both fit every chunk ([CLS] and [SEP] counted) and give exact offsets (`text[start:end]`
+is the chunk). semchunk splits twice as fast, but its overlap cuts mid-sentence (without
+overlap both end 83 % of chunks at a sentence) and its chunks hold a fifth fewer tokens, so
+43 % more chunks (5108 against 3581) go through the encoder, which costs far more than the
+splitting. semantic-text-splitter also has a Markdown mode (headings stay with their
+section). Its overlap is whole units (sentences, words) of at most `overlap` tokens, and
+none across a paragraph break. Streamed in 1 MB pieces, a generated 20 MB text splits at
+0.7 MB/s with a tracemalloc peak of 3.4 MB; bash(1) in 100 kB pieces gives the same spans
+as whole.
+
+The cheap pre-check: a WordPiece token covers at least one character of the normalised
+text, and BERT's normaliser (lower case, accents stripped by NFD) maps each character below
+U+0900 to at most one character, but a Hangul syllable to three jamo (three tokens; measured
+over every code point with the default tokenizer: at most 3 tokens per character). So a
+text of at most `tokens` characters, all below U+0900, or of at most `tokens / 4` characters
+of any kind, is never tokenised.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from semantic_text_splitter import MarkdownSplitter, TextSplitter
+from tokenizers import Tokenizer
+
+from semsearch.errors import SemsearchError, one_line
+from semsearch.options import CHUNKING_MODES, check_choice
+
+DEFAULT_CHUNK_OVERLAP = 32
+# Characters below this code point are never more than one token each (checked per tokenizer).
+NARROW_LIMIT = "\u0900"
+# Tokens a character of any kind may become: 3 for BERT's Hangul jamo, 4 for byte-level BPE.
+WIDE_TOKENS_PER_CHAR = 4
+# needs_chunking tokenises at most this many characters per token of budget first.
+PROBE_CHARS_PER_TOKEN = 16
+
+
+@dataclass(frozen=True)
+class ChunkingSpec:
+    """How an index cuts its long texts (a mode of options.CHUNKING_MODES), as its manifest
+    records it; `tokens` None is the model's window less its special tokens."""
+
+    mode: str = "auto"
+    tokens: int | None = None
+    overlap: int = DEFAULT_CHUNK_OVERLAP
+
+    def __post_init__(self) -> None:
+        check_choice("chunking mode", self.mode, CHUNKING_MODES)
+
+
+class Chunker:
+    """Cuts texts into spans of at most `tokens` tokens of `tokenizer_file`'s tokenizer,
+    consecutive ones sharing up to `overlap` tokens, for a model of `window` tokens."""
+
+    def __init__(
+        self,
+        tokenizer_file: Path | str,
+        window: int,
+        tokens: int | None = None,
+        overlap: int = DEFAULT_CHUNK_OVERLAP,
+        markdown: bool = False,
+    ) -> None:
+        self._tokenizer = _load_tokenizer(tokenizer_file)
+        most = window - self._tokenizer.num_special_tokens_to_add(False)
+        self.tokens = most if tokens is None else tokens
+        if not 1 <= self.tokens <= most:
+            raise SemsearchError(
+                f"--chunk-tokens {self.tokens} does not fit the model: use 1 to {most} "
+                f"(its window of {window} tokens less its special tokens)"
+            )
+        if not 0 <= overlap < self.tokens:
+            raise SemsearchError(
+                f"--chunk-overlap {overlap} is out of range: use 0 to {self.tokens - 1} "
+                f"(less than --chunk-tokens {self.tokens})"
+            )
+        self.window, self.overlap, self.markdown = window, overlap, markdown
+        kind = MarkdownSplitter if markdown else TextSplitter
+        self._splitter = kind.from_huggingface_tokenizer(
+            self._tokenizer, self.tokens, overlap=overlap
+        )
+        self._narrow_tokens_per_char = _narrow_tokens_per_char(self._tokenizer)
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of `text` without the special tokens the model adds."""
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def needs_chunking(self, text: str) -> bool:
+        """Whether `text` has more tokens than a chunk holds; short texts are not tokenised."""
+        size = len(text)
+        if size * WIDE_TOKENS_PER_CHAR <= self.tokens:
+            return False
+        if size * self._narrow_tokens_per_char <= self.tokens and max(text) < NARROW_LIMIT:
+            return False
+        probe = PROBE_CHARS_PER_TOKEN * self.tokens
+        if size > probe:
+            # A prefix cut at whitespace has no more tokens than the whole text.
+            cut = max(text.rfind(" ", 0, probe), text.rfind("\n", 0, probe))
+            if cut > 0 and self.count_tokens(text[:cut]) > self.tokens:
+                return True
+        return self.count_tokens(text) > self.tokens
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Character [start, end) of each chunk, in order; a text that fits is one span, whole.
+
+        Whitespace between chunks belongs to none of them.
+        """
+        if not self.needs_chunking(text):
+            return [(0, len(text))]
+        return self._split(text)
+
+    def _split(self, text: str) -> list[tuple[int, int]]:
+        return [(start, start + len(chunk)) for start, chunk in self._splitter.chunk_indices(text)]
+
+
+def chunk_spans_streamed(chunker: Chunker, pieces: Iterable[str]) -> Iterator[tuple[int, int, str]]:
+    """(start, end, chunk text) of a document given as consecutive pieces (a huge file read
+    a megabyte at a time), with offsets in the whole document.
+
+    Memory holds a piece and what is carried over: the last two chunks of what was split so
+    far are split again with the next piece, since where they end depends on what follows.
+    """
+    carried, carried_at = "", 0  # the unfinished tail, and its offset in the document
+    for piece in pieces:
+        text = carried + piece
+        spans = chunker._split(text) if chunker.needs_chunking(text) else []
+        if len(spans) <= 2:
+            carried = text
+            continue
+        for start, end in spans[:-2]:
+            yield carried_at + start, carried_at + end, text[start:end]
+        keep = spans[-2][0]
+        carried, carried_at = text[keep:], carried_at + keep
+    for start, end in chunker.spans(carried):
+        yield carried_at + start, carried_at + end, carried[start:end]
+
+
+def _load_tokenizer(tokenizer_file: Path | str) -> Tokenizer:
+    """The tokenizer without the padding and truncation its file may set (MiniLM's pads and
+    cuts every text at 128 tokens), so counts are the text's own."""
+    try:
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    except Exception as exc:  # tokenizers raises plain Exceptions
+        raise SemsearchError(
+            f"cannot read the tokenizer {tokenizer_file}: {one_line(exc)}; give a model "
+            "folder's tokenizer.json"
+        ) from exc
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def _narrow_tokens_per_char(tokenizer: Tokenizer) -> int:
+    """The most tokens any character below NARROW_LIMIT becomes, repeated inside a word (1
+    for BERT's WordPiece): measured on the tokenizer, not assumed, in a few milliseconds."""
+    chars = [chr(code) for code in range(ord(NARROW_LIMIT))]
+    encodings = tokenizer.encode_batch([char * 3 for char in chars], add_special_tokens=False)
+    return max(1, *(math.ceil(len(encoding) / 3) for encoding in encodings))
