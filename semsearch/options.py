@@ -38,9 +38,6 @@ CROSS_METRICS = ("spearman", "pearson", "ap", "accuracy")
 # What a search of a chunked index returns: one hit per document (by its best chunk), or chunks.
 Group = Literal["documents", "chunks"]
 GROUPS: tuple[str, ...] = get_args(Group)
-# How a build cuts long texts into chunks (`auto`: only when some text exceeds the window).
-CHUNKING_MODES = ("auto", "on", "off")
-DEFAULT_CHUNK_OVERLAP = 32  # tokens shared by consecutive chunks
 
 # The metrics an index's vectors are compared by (FAISS scores the first two by inner product).
 METRIC_NAMES = ("cosine", "dot", "l2", "manhattan")
@@ -102,6 +99,7 @@ HYBRID_DEPTH = 100  # candidates each side contributes to the fusion (at least k
 # text's first window of tokens, as before chunking.
 ChunkingMode = Literal["auto", "on", "off"]
 CHUNKING_MODES: tuple[str, ...] = get_args(ChunkingMode)
+DEFAULT_CHUNK_OVERLAP = 32  # tokens consecutive chunks may share (whole sentences or words)
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...], where: str = "") -> None:

@@ -38,35 +38,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from semantic_text_splitter import MarkdownSplitter, TextSplitter
 from tokenizers import Tokenizer
 
 from semsearch.errors import SemsearchError, one_line
-from semsearch.options import CHUNKING_MODES, check_choice
+from semsearch.options import DEFAULT_CHUNK_OVERLAP
 
-DEFAULT_CHUNK_OVERLAP = 32
 # Characters below this code point are never more than one token each (checked per tokenizer).
 NARROW_LIMIT = "\u0900"
 # Tokens a character of any kind may become: 3 for BERT's Hangul jamo, 4 for byte-level BPE.
 WIDE_TOKENS_PER_CHAR = 4
 # needs_chunking tokenises at most this many characters per token of budget first.
 PROBE_CHARS_PER_TOKEN = 16
-
-
-@dataclass(frozen=True)
-class ChunkingSpec:
-    """How an index cuts its long texts (a mode of options.CHUNKING_MODES), as its manifest
-    records it; `tokens` None is the model's window less its special tokens."""
-
-    mode: str = "auto"
-    tokens: int | None = None
-    overlap: int = DEFAULT_CHUNK_OVERLAP
-
-    def __post_init__(self) -> None:
-        check_choice("chunking mode", self.mode, CHUNKING_MODES)
 
 
 class Chunker:
@@ -100,6 +86,9 @@ class Chunker:
             self._tokenizer, self.tokens, overlap=overlap
         )
         self._narrow_tokens_per_char = _narrow_tokens_per_char(self._tokenizer)
+        # No text of fewer characters than this needs chunking, whatever its script.
+        self.shortest_long_text = self.tokens // WIDE_TOKENS_PER_CHAR + 1
+        self.splitter = f"semantic-text-splitter {version('semantic-text-splitter')}"
 
     def count_tokens(self, text: str) -> int:
         """The tokens of `text` without the special tokens the model adds."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import tracemalloc
 from collections.abc import Iterator
-from dataclasses import asdict
 
 import pytest
 from tokenizers import Tokenizer
@@ -17,11 +16,9 @@ from semsearch.ingest.chunking import (
     NARROW_LIMIT,
     WIDE_TOKENS_PER_CHAR,
     Chunker,
-    ChunkingSpec,
     chunk_spans_streamed,
 )
 from semsearch.models.model_folder import resolve_model
-from semsearch.options import CHUNKING_MODES
 
 WINDOW = 256
 WORDS = [
@@ -176,13 +173,6 @@ def test_bad_options_are_one_line_errors(tokenizer_file, options, named) -> None
 def test_a_missing_tokenizer_is_one_line_error(tmp_path) -> None:
     with pytest.raises(SemsearchError, match="cannot read the tokenizer"):
         Chunker(tmp_path / "tokenizer.json", WINDOW)
-
-
-def test_the_spec_is_json_friendly_and_checks_its_mode() -> None:
-    assert CHUNKING_MODES == ("auto", "on", "off")
-    assert asdict(ChunkingSpec()) == {"mode": "auto", "tokens": None, "overlap": 32}
-    with pytest.raises(SemsearchError, match="unknown chunking mode 'sometimes'"):
-        ChunkingSpec(mode="sometimes")
 
 
 def test_the_pre_check_bound_holds_for_the_tokenizer(chunker, model_tokenizer) -> None:
