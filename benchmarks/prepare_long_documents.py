@@ -18,20 +18,21 @@ What is made, deterministically (sorted inputs, a seeded generator, fixed render
   `documents/<id with / as __>.txt`, one file per page, for `semsearch build FOLDER`;
 - `queries.jsonl` (`query, gold_id, where`, plus `section`, `sentence`, `char_start`).
 
-How queries are made (no LLM here, so from the pages' own text): candidate sentences are the
-prose sentences of a page's DESCRIPTION, NOTES, BUGS, CAVEATS and other free-text sections
-(never NAME, SYNOPSIS, LIBRARY, RETURN VALUE, ERRORS, VERSIONS, STANDARDS, HISTORY, SEE
-ALSO), joined across line breaks, of at least 8 words. A sentence qualifies when it occurs (whitespace
-normalised) in no other page and, for `past_window`, not in its own page's first window. The
-query is the sentence as KEYWORDS: the page's own names (its NAME line's list, `open()`,
-`open(2)`) removed, then scikit-learn's English stop words and punctuation dropped, in the
-sentence's order, the first 12 distinct words; at least 5 must remain. The sentence is
-recorded beside the query. So a query is not verbatim, but its words are the gold passage's:
-these are known-item keyword queries, which test whether a passage can be reached at all,
-not paraphrase understanding. `where` is `first_window` when the sentence ends within the
-first window the model reads (its first `max_seq_length - 2` tokens, by the tokenizer's
-offsets), `past_window` when it starts after it. Each page gives at most one query of each
-kind; pages are drawn in a seeded order until `--queries` of each kind are found.
+How queries are made: from the pages' own text, as there is no LLM here. Candidate sentences
+are the prose sentences of a page's DESCRIPTION, NOTES, BUGS, CAVEATS and other free-text
+sections (never NAME, SYNOPSIS, LIBRARY, RETURN VALUE, ERRORS, VERSIONS, STANDARDS, HISTORY,
+SEE ALSO), joined across line breaks, of at least 8 words. A sentence qualifies when it
+occurs (whitespace normalised) in no other page and, for `past_window`, not in its own
+page's first window. The query is the sentence as KEYWORDS: the page's own names (its NAME
+line's list, `open()`, `open(2)`) removed, then scikit-learn's English stop words and
+punctuation dropped, in the sentence's order, the first 12 distinct words; at least 5 must
+remain. The sentence is recorded beside the query. So a query is not verbatim, but its words
+are the gold passage's: these are known-item keyword queries, which test whether a passage
+can be reached at all, not paraphrase understanding. `where` is `first_window` when the
+sentence ends within the first window the model reads (its first `max_seq_length - 2`
+tokens, by the tokenizer's offsets), `past_window` when it starts after it. Each page gives
+at most one query of each kind; pages are drawn in a seeded order until `--queries` of each
+kind are found.
 """
 
 from __future__ import annotations
@@ -364,7 +365,7 @@ def write_readme(
         past=counts["past_window"],
         sums=sums,
         files=files,
-        how=__doc__.split("How queries are made", 1)[1].strip(),
+        how=__doc__.split("How queries are made: from", 1)[1].strip(),
     )
     (out / "README.md").write_text(body, encoding="utf-8")
 
@@ -395,7 +396,7 @@ with `--min-tokens {min_tokens} --seed {seed}`; rerun it to recreate everything 
 
 ## How queries are made
 
-{how}
+From {how}
 """
 
 
