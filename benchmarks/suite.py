@@ -33,9 +33,9 @@ from results_table import (
 )
 
 HERE = Path(__file__).resolve().parent
-# Scripts in benchmarks/ that measure nothing: this runner, and the GPU suite's packing and
-# collecting (gpu_suite.sh runs them).
-TOOLS = ("suite", "gpu_carry", "gpu_collect")
+# Scripts in benchmarks/ that measure nothing: this runner, the GPU suite's packing and
+# collecting (gpu_suite.sh runs them), and the long-document data's preparation.
+TOOLS = ("suite", "gpu_carry", "gpu_collect", "prepare_long_documents")
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,60 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 for mode in ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60")
             ),
         ),
+    ),
+    Benchmark(
+        "long_documents",
+        "long documents (449 Linux man pages of 1,000+ tokens): one vector from the first "
+        "256 tokens against chunks ranked by their best chunk and the mean of chunk vectors; "
+        "recall@10 and nDCG@10 of first-window and past-window queries, build s, index size, "
+        "encoder tokens/s chunked against unchunked",
+        (
+            _goal(
+                "past-window recall@10, best chunk",
+                "variants.best_chunk.past_window.recall_at_10",
+                ">=",
+                0.90,
+                data="manpages",
+            ),
+            _goal(
+                "first-window recall@10, best chunk - truncation",
+                "first_window_gap.recall_at_10",
+                ">=",
+                0,
+                data="manpages",
+            ),
+            _goal(
+                "first-window nDCG@10, best chunk - truncation",
+                "first_window_gap.ndcg_at_10",
+                ">=",
+                0,
+                data="manpages",
+            ),
+            _goal(
+                "encoder tokens/s, chunked / unchunked",
+                "tokens_per_s_ratio",
+                ">=",
+                0.9,
+                data="manpages",
+            ),
+        ),
+        smoke="--synthetic 30 --threads 1",
+        figures=tuple(
+            _figure(
+                f"{name} {kind} recall@10",
+                f"variants.{variant}.{kind}.recall_at_10",
+                data="manpages",
+            )
+            for variant, name in (("truncation", "truncation"), ("mean_chunks", "mean of chunks"))
+            for kind in ("first_window", "past_window")
+        )
+        + tuple(
+            _figure(f"{variant} build s", f"variants.{variant}.build_s", data="manpages")
+            for variant in ("truncation", "best_chunk")
+        ),
+        note="The data: `benchmarks/prepare_long_documents.py`. Until `build --chunking` "
+        "lands the chunks are the script's own (`--chunker placeholder`) and nothing is "
+        "recorded.",
     ),
     Benchmark(
         "mpnet",

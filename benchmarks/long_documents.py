@@ -1,0 +1,484 @@
+"""Long documents: one vector from the first window, against chunks, on Linux manual pages.
+
+    python benchmarks/prepare_long_documents.py        # once: the data (see its docstring)
+    python benchmarks/long_documents.py --threads 2    # all 449 pages, 400 queries
+    python benchmarks/long_documents.py --synthetic 40 --out-dir /tmp/ld   # seconds
+
+The data (`DATA_DIR/long_documents/`, made by `prepare_long_documents.py`): the Linux
+man-pages project's pages from the Debian 12 packages `manpages` and `manpages-dev` 6.03-2
+(GPL-2+, some pages BSD-2-clause or other free licences, per the packages'
+`/usr/share/doc/manpages/copyright`), rendered to plain text by `man`; the pages of at least
+1,000 tokens by the default model's tokenizer (449). Queries (200 `first_window`, 200
+`past_window`): a prose sentence of a page (DESCRIPTION, NOTES, BUGS...), unique to that
+page, turned into KEYWORDS (the page's own names removed, stop words dropped, at most 12
+words), so not verbatim but sharing the gold passage's words: known-item keyword queries.
+`first_window` sentences end within the first 254 tokens the model reads of the page,
+`past_window` ones start after them.
+
+Three ways to search the same pages with the same model, each by document:
+1. `truncation`: one vector a page from its first window (what a build does today);
+2. `best_chunk`: the page cut into token windows (`--chunk-tokens`, `--chunk-overlap`),
+   one vector a chunk, a page ranked by its best chunk (one hit a page: Milvus' grouping
+   search, Vespa's multi-vector ranking);
+3. `mean_chunks`: the mean of a page's chunk vectors, normalised, searched exactly.
+Recall@10 and nDCG@10 (`semsearch.evaluation.ir`), for each kind of query; each variant's
+build time and index size; the encoder's tokens/s on the chunks against the unchunked
+(truncated, padded) path. Goals (suite.py): past-window recall@10 >= 0.90 with chunking
+(best chunk); first-window chunking never below truncation; chunked tokens/s within 10 %.
+
+`--chunker placeholder` (the default until `semsearch build --chunking` lands) chunks here:
+fixed windows of the tokenizer's tokens, encoded as token ids, exact search in numpy. Its
+figures are printed, never recorded. `--chunker semsearch` builds with
+`semsearch build --chunking on` and asks `semsearch query --group documents`
+(`best_chunk_by_semsearch`, the one function to finish when the integration lands) and
+records its line in `results/long_documents.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from common import (
+    add_results_option,
+    add_threads_option,
+    args_dict,
+    base_parser,
+    markdown_table,
+    record,
+    semsearch_cli,
+    set_threads,
+)
+
+from semsearch.evaluation.ir import exact_search, ir_metrics
+from semsearch.evaluation.similarity import normalize_rows
+from semsearch.models import BiEncoder
+from semsearch.models.model_folder import resolve_model
+from semsearch.models.tokenized import TokenizedTexts
+
+K = 10
+KINDS = ("first_window", "past_window")
+# Each goal's least value (suite.py holds the same goals for RESULTS.md).
+GOALS = {
+    "past_window_recall_at_10": 0.90,
+    "first_window_recall_gap": 0.0,
+    "first_window_ndcg_gap": 0.0,
+    "tokens_per_s_ratio": 0.90,
+}
+
+
+@dataclass
+class LongDocuments:
+    """The pages (`ids`, `texts`, in one order) and the queries, with their gold page."""
+
+    ids: list[str]
+    texts: list[str]
+    parquet: Path
+    queries: list[dict]
+
+
+@dataclass
+class Variant:
+    """One way of searching: the top pages per query, and what building it cost."""
+
+    rankings: list[list[str]]
+    build_s: float
+    index_bytes: int
+    vectors: int
+    encode: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Token windows of many texts: the ids each window encodes (with [CLS] and [SEP]),
+    its text's span (to show the passage that matched) and which text it is from."""
+
+    token_ids: list[list[int]]
+    spans: list[tuple[int, int]]
+    owners: np.ndarray
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--chunk-tokens", type=int, default=256, help="a window, with [CLS]/[SEP]")
+    parser.add_argument("--chunk-overlap", type=int, default=32)
+    parser.add_argument("--chunker", choices=("placeholder", "semsearch"), default="placeholder")
+    parser.add_argument("--documents", type=int, default=0, help="a seeded subset (0: all)")
+    parser.add_argument("--synthetic", type=int, default=0, help="N generated pages instead")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--device", default="cpu")
+    add_threads_option(parser)
+    add_results_option(parser)
+    args = parser.parse_args()
+    set_threads(args.threads)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.synthetic:
+        data = synthetic_documents(args.out_dir / "synthetic", args.synthetic, args.model)
+    else:
+        data = read_long_documents(args.data_dir / "long_documents", args.documents)
+    line = run(args, data)
+    print_report(line)
+    if args.chunker == "placeholder":
+        print("not recorded (placeholder chunker):")
+        print(json.dumps(line, default=str))
+    else:
+        record(args, "long_documents", line, device=args.device)
+
+
+def run(args, data: LongDocuments) -> dict:
+    encoder = BiEncoder.load(args.model, device=args.device)
+    tokenizer = load_tokenizer(args.model)
+    encoder.encode(data.texts[:4], batch_size=args.batch_size)  # warm: runtime export, caches
+    queries = encoder.encode([q["query"] for q in data.queries], batch_size=args.batch_size)
+    if not 2 < args.chunk_tokens <= encoder.max_length:
+        raise SystemExit(f"--chunk-tokens must be 3 to the model's {encoder.max_length}")
+    chunk_window = args.chunk_tokens - 2
+    truncation = truncation_variant(encoder, data, queries, args.batch_size)
+    chunk_vectors, chunks, chunk_build = encode_chunks(
+        encoder, tokenizer, data.texts, chunk_window, args.chunk_overlap, args.batch_size
+    )
+    if args.chunker == "placeholder":
+        best = best_chunk_variant(data, queries, chunk_vectors, chunks, chunk_build)
+    else:
+        best = best_chunk_by_semsearch(args, data)
+    mean = mean_chunks_variant(data, queries, chunk_vectors, chunks, chunk_build)
+    variants = {"truncation": truncation, "best_chunk": best, "mean_chunks": mean}
+    quality = {name: by_kind(variant.rankings, data.queries) for name, variant in variants.items()}
+    figures = {
+        name: {
+            **quality[name],
+            "build_s": round(variant.build_s, 2),
+            "index_bytes": variant.index_bytes,
+            "vectors": variant.vectors,
+            **({"encode": variant.encode} if variant.encode else {}),
+        }
+        for name, variant in variants.items()
+    }
+    ratio = chunk_build["tokens_per_s"] / truncation.encode["tokens_per_s"]
+    line = {
+        "data": "synthetic" if args.synthetic else "manpages",
+        "documents": len(data.ids),
+        "queries": {kind: sum(q["where"] == kind for q in data.queries) for kind in KINDS},
+        "document_tokens": int(sum(len(ids) for ids in tokenize_all(tokenizer, data.texts))),
+        "model": args.model,
+        "chunker": args.chunker,
+        "chunk_tokens": args.chunk_tokens,
+        "chunk_overlap": args.chunk_overlap,
+        "chunks": len(chunks.token_ids),
+        "variants": figures,
+        "tokens_per_s_ratio": round(ratio, 3),
+        "first_window_gap": first_window_gap(figures),
+        "args": args_dict(args),
+    }
+    line["goals"] = goal_verdicts(line)
+    return line
+
+
+def read_long_documents(folder: Path, limit: int = 0, seed: int = 0) -> LongDocuments:
+    """The prepared pages and queries; with `limit`, a seeded subset of pages and the
+    queries whose gold page is in it."""
+    parquet, queries_file = folder / "documents.parquet", folder / "queries.jsonl"
+    if not parquet.is_file() or not queries_file.is_file():
+        raise SystemExit(
+            f"{folder} has no documents.parquet and queries.jsonl: run "
+            "benchmarks/prepare_long_documents.py, or pass --data-dir"
+        )
+    table = pq.read_table(parquet, columns=["id", "text"])
+    ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
+    queries = [json.loads(line) for line in queries_file.read_text().splitlines() if line]
+    if limit and limit < len(ids):
+        kept = sorted(random.Random(seed).sample(range(len(ids)), limit))
+        ids, texts = [ids[n] for n in kept], [texts[n] for n in kept]
+        queries = [q for q in queries if q["gold_id"] in set(ids)]
+        parquet = folder.parent / f"documents_{limit}.parquet"  # for a CLI build of the subset
+    return LongDocuments(ids, texts, parquet, queries)
+
+
+def synthetic_documents(folder: Path, count: int, model: str, seed: int = 0) -> LongDocuments:
+    """`count` pages of random vocabulary words (about 700 tokens each) and one query of
+    each kind per page, six words of a sentence near its start or end: a smoke run's data."""
+    rng = random.Random(seed)
+    vocabulary = sorted(
+        word
+        for word in load_tokenizer(model).get_vocab()
+        if word.isalpha() and word.isascii() and len(word) >= 5
+    )
+    ids, texts, queries = [], [], []
+    for n in range(count):
+        sentences = [" ".join(rng.choices(vocabulary, k=10)) + "." for _ in range(60)]
+        ids.append(f"doc{n:04d}")
+        texts.append(" ".join(sentences))
+        for where, sentence in (("first_window", sentences[2]), ("past_window", sentences[-3])):
+            queries.append(
+                {"query": " ".join(sentence.split()[2:8]), "gold_id": ids[-1], "where": where}
+            )
+    folder.mkdir(parents=True, exist_ok=True)
+    parquet = folder / "documents.parquet"
+    pq.write_table(pa.table({"id": ids, "title": ids, "text": texts}), parquet)
+    return LongDocuments(ids, texts, parquet, queries)
+
+
+def load_tokenizer(model: str):  # -> tokenizers.Tokenizer
+    """The model's fast tokenizer, with no truncation: the chunker needs every token."""
+    import tokenizers
+
+    tokenizer = tokenizers.Tokenizer.from_file(str(resolve_model(model).path / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def tokenize_all(tokenizer, texts: list[str]) -> list[list[int]]:
+    return [encoding.ids for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+
+def chunk_windows(tokenizer, texts: list[str], window: int, overlap: int) -> Chunks:
+    """Each text cut into windows of `window` tokens, each starting `window - overlap` after
+    the last, the last window ending with the text (the placeholder chunker: no regard for
+    sentences or sections)."""
+    if not 0 <= overlap < window:
+        raise SystemExit(f"--chunk-overlap {overlap} must be below the window ({window} tokens)")
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    token_ids, spans, owners = [], [], []
+    encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
+    for owner, encoding in enumerate(encodings):
+        ids, offsets = encoding.ids, encoding.offsets
+        starts = range(0, max(len(ids) - overlap, 1), window - overlap)
+        for start in starts:
+            end = min(start + window, len(ids))
+            token_ids.append([cls, *ids[start:end], sep])
+            spans.append((offsets[start][0], offsets[end - 1][1]) if ids else (0, 0))
+            owners.append(owner)
+    return Chunks(token_ids, spans, np.asarray(owners, dtype=np.int64))
+
+
+def timed_encode(
+    encoder: BiEncoder, texts: list[str], token_ids: list[list[int]], batch_size: int | None
+) -> tuple[np.ndarray, dict]:
+    """Vectors of texts given as their token ids, and the encoder's tokens/s (real tokens,
+    [CLS] and [SEP] counted, padding not)."""
+    started = time.perf_counter()
+    vectors = encoder.encode(TokenizedTexts(texts, token_ids), batch_size=batch_size)
+    seconds = time.perf_counter() - started
+    tokens = sum(len(ids) for ids in token_ids)
+    return vectors, {
+        "texts": len(token_ids),
+        "tokens": tokens,
+        "seconds": round(seconds, 2),
+        "tokens_per_s": round(tokens / seconds, 1),
+    }
+
+
+def truncation_variant(
+    encoder: BiEncoder, data: LongDocuments, queries: np.ndarray, batch_size: int | None
+) -> Variant:
+    started = time.perf_counter()
+    token_ids = encoder.tokenize(data.texts)  # cut at the model's length, as a build does
+    vectors, encode = timed_encode(encoder, data.texts, token_ids, batch_size)
+    build_s = time.perf_counter() - started
+    rankings = rank_documents(data.ids, queries, normalize_rows(vectors))
+    return Variant(rankings, build_s, vectors.nbytes, len(vectors), encode)
+
+
+def encode_chunks(
+    encoder: BiEncoder,
+    tokenizer,
+    texts: list[str],
+    window: int,
+    overlap: int,
+    batch_size: int | None,
+) -> tuple[np.ndarray, Chunks, dict]:
+    """The placeholder chunker's windows and their vectors; `seconds_with_chunking` adds the
+    chunking to the encoding."""
+    started = time.perf_counter()
+    chunks = chunk_windows(tokenizer, texts, window, overlap)
+    chunk_texts = [texts[owner][a:b] for owner, (a, b) in zip(chunks.owners, chunks.spans)]
+    vectors, encode = timed_encode(encoder, chunk_texts, chunks.token_ids, batch_size)
+    encode["seconds_with_chunking"] = round(time.perf_counter() - started, 2)
+    return normalize_rows(vectors), chunks, encode
+
+
+def best_chunk_variant(
+    data: LongDocuments, queries: np.ndarray, vectors: np.ndarray, chunks: Chunks, encode: dict
+) -> Variant:
+    """Pages ranked by their best chunk's score: exact search over every chunk, deep enough
+    that the top 10 pages are among the chunks found, then grouped by page."""
+    per_page = np.bincount(chunks.owners)
+    depth = min(len(vectors), (K - 1) * int(per_page.max()) + 1)
+    top = exact_search(normalize_rows(queries), vectors, depth)
+    rankings = [group_by_page(row, chunks.owners, data.ids) for row in top]
+    index_bytes = vectors.nbytes + chunks.owners.nbytes + 2 * 8 * len(chunks.spans)
+    return Variant(rankings, encode["seconds_with_chunking"], index_bytes, len(vectors), encode)
+
+
+def group_by_page(chunk_rows: np.ndarray, owners: np.ndarray, ids: list[str]) -> list[str]:
+    """The first `K` distinct pages of chunks given best first: each page at its best chunk."""
+    pages: dict[str, None] = {}
+    for owner in owners[chunk_rows]:
+        pages.setdefault(ids[owner])
+        if len(pages) == K:
+            break
+    return list(pages)
+
+
+def best_chunk_by_semsearch(args, data: LongDocuments) -> Variant:
+    """Variant 2 as users will run it: `semsearch build --chunking on`, then `semsearch
+    query --group documents` (one hit a page, by its best chunk; its `id` is the page's).
+    Written against main's options at 766959a, whose build still stops without its
+    documents reader."""
+    index_dir, name = args.out_dir / "indexes", "long_documents_chunks"
+    build = semsearch_cli(
+        "build",
+        str(data.parquet),
+        "--name",
+        name,
+        "--out-dir",
+        str(index_dir),
+        "--id-column",
+        "id",
+        "--model",
+        args.model,
+        "--device",
+        args.device,
+        "--chunking",
+        "on",
+        "--chunk-tokens",
+        str(args.chunk_tokens),
+        "--chunk-overlap",
+        str(args.chunk_overlap),
+        "--overwrite",
+    )
+    started = time.perf_counter()
+    subprocess.run(build, check=True)
+    build_s = time.perf_counter() - started
+    queries_file = args.out_dir / "long_documents_queries.txt"
+    queries_file.write_text("".join(q["query"] + "\n" for q in data.queries), encoding="utf-8")
+    query = semsearch_cli(
+        "query",
+        "--index",
+        name,
+        "--index-dir",
+        str(index_dir),
+        "--file",
+        str(queries_file),
+        "--json",
+        "-k",
+        str(K),
+        "--group",
+        "documents",
+        "--device",
+        args.device,
+    )
+    output = subprocess.run(query, check=True, capture_output=True, text=True).stdout
+    found: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        hit = json.loads(line)
+        found.setdefault(hit["query"], []).append(str(hit["id"]))  # the page, once
+    rankings = [found.get(q["query"], [])[:K] for q in data.queries]
+    folder = index_dir / name
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    return Variant(rankings, build_s, size, 0)
+
+
+def mean_chunks_variant(
+    data: LongDocuments, queries: np.ndarray, vectors: np.ndarray, chunks: Chunks, encode: dict
+) -> Variant:
+    """One vector a page, the normalised mean of its chunks' vectors, searched exactly."""
+    started = time.perf_counter()
+    starts = np.flatnonzero(np.r_[True, chunks.owners[1:] != chunks.owners[:-1]])
+    means = normalize_rows(np.add.reduceat(vectors, starts, axis=0))  # every page has a chunk
+    build_s = encode["seconds_with_chunking"] + time.perf_counter() - started
+    rankings = rank_documents(data.ids, queries, means)
+    return Variant(rankings, build_s, means.nbytes, len(means))
+
+
+def rank_documents(ids: list[str], queries: np.ndarray, vectors: np.ndarray) -> list[list[str]]:
+    top = exact_search(normalize_rows(queries), vectors, min(K, len(ids)))
+    return [[ids[n] for n in row] for row in top]
+
+
+def by_kind(rankings: list[list[str]], queries: list[dict]) -> dict:
+    """Recall@10 and nDCG@10 by page, for each kind of query."""
+    result = {}
+    for kind in KINDS:
+        chosen = [n for n, q in enumerate(queries) if q["where"] == kind]
+        if not chosen:
+            continue
+        metrics = ir_metrics(
+            {str(n): rankings[n] for n in chosen},
+            {str(n): {queries[n]["gold_id"]: 1} for n in chosen},
+        )
+        result[kind] = {
+            "recall_at_10": round(metrics["recall@10"], 4),
+            "ndcg_at_10": round(metrics["ndcg@10"], 4),
+            "queries": len(chosen),
+        }
+    return result
+
+
+def first_window_gap(figures: dict) -> dict:
+    """Best chunk less truncation on the first-window queries (the goal: never below 0)."""
+    best, truncation = figures["best_chunk"], figures["truncation"]
+    if "first_window" not in best or "first_window" not in truncation:
+        return {}
+    return {
+        metric: round(best["first_window"][metric] - truncation["first_window"][metric], 4)
+        for metric in ("recall_at_10", "ndcg_at_10")
+    }
+
+
+def goal_verdicts(line: dict) -> dict:
+    """Each goal's figure and whether it is met (best chunk is the chunking that ships);
+    the same goals as suite.py's, for the printed report."""
+    figures = {
+        "past_window_recall_at_10": line["variants"]["best_chunk"]
+        .get("past_window", {})
+        .get("recall_at_10"),
+        "first_window_recall_gap": line["first_window_gap"].get("recall_at_10"),
+        "first_window_ndcg_gap": line["first_window_gap"].get("ndcg_at_10"),
+        "tokens_per_s_ratio": line["tokens_per_s_ratio"],
+    }
+    return {
+        name: {
+            "value": figures[name],
+            "goal": f">= {threshold:g}",
+            "met": None if figures[name] is None else figures[name] >= threshold,
+        }
+        for name, threshold in GOALS.items()
+    }
+
+
+def print_report(line: dict) -> None:
+    rows = []
+    for name, figures in line["variants"].items():
+        cells = [name]
+        for kind in KINDS:
+            kind_figures = figures.get(kind, {})
+            cells += [kind_figures.get("recall_at_10", "-"), kind_figures.get("ndcg_at_10", "-")]
+        cells += [figures["build_s"], f"{figures['index_bytes'] / 2**20:.2f}", figures["vectors"]]
+        rows.append(cells)
+    headers = ["variant", "first R@10", "first nDCG@10", "past R@10", "past nDCG@10"]
+    print(markdown_table([*headers, "build s", "index MiB", "vectors"], rows))
+    truncated, chunked = (
+        line["variants"]["truncation"]["encode"],
+        line["variants"]["best_chunk"].get("encode") or {},
+    )
+    print(
+        f"\ntokens/s: unchunked {truncated['tokens_per_s']}, chunked "
+        f"{chunked.get('tokens_per_s', '-')} (x{line['tokens_per_s_ratio']})"
+    )
+    for name, verdict in line["goals"].items():
+        met = {True: "met", False: "NOT met", None: "no figure"}[verdict["met"]]
+        print(f"goal {name} {verdict['goal']}: {verdict['value']} ({met})")
+
+
+if __name__ == "__main__":
+    main()
