@@ -155,7 +155,8 @@ class DocumentFolder:
     def _summarise(self, kept: int) -> None:
         total = sum(self.skipped.values())
         if total:
-            reasons = ", ".join(f"{count} {reason}" for reason, count in self.skipped.items())
+            counts = Counter(self.skipped).most_common()
+            reasons = ", ".join(f"{count} {reason}" for reason, count in counts)
             hint = f" ({PDF_HINT})" if NO_PYPDF in self.skipped else ""
             log.warning("skipped %d file%s: %s%s", total, "s"[: total != 1], reasons, hint)
         if not kept:
@@ -242,9 +243,14 @@ def _list(path: Path, report: bool) -> tuple[Path, list[tuple[str, Path]], Count
         if report:
             log.warning("skipped %s: %s", path / relative, detail)
 
+    try:
+        info = path.stat()
+        top = {(info.st_dev, info.st_ino)}
+    except OSError:
+        top = set()  # a glob's folder that does not exist: nothing is found
     found = [
         (relative.as_posix(), file)
-        for relative, file in _walk(path, PurePosixPath(), depth, problem, set(), frozenset())
+        for relative, file in _walk(path, PurePosixPath(), depth, problem, top, frozenset(top))
         if not pattern or _matches(relative.parts, pattern)
     ]
     return path, found, skips
@@ -422,19 +428,24 @@ def _cut_at(text: str) -> int:
 def _html_text(html: str) -> tuple[str, str | None]:
     """The main text of a page as Markdown (trafilatura), or all its text where trafilatura
     finds no main part (a page of a few words); and its <title>, or else its first <h1>."""
+    import lxml.html
     import trafilatura  # 0.16 s of imports, kept off the start-up of builds without HTML
 
-    tree, title = trafilatura.load_html(html), None
-    for query in ("string((//title)[1])", "string((//h1)[1])"):
-        title = title or (" ".join(str(tree.xpath(query)).split()) if tree is not None else None)
+    if not html.strip():
+        return "", None
+    # Parsed here, not by trafilatura, which refuses a fragment (`<p>a few words</p>`) as not
+    # HTML; it copies a tree it is given, so the tree serves all three readings.
+    parser = lxml.html.HTMLParser(encoding="utf-8")
+    tree = lxml.html.document_fromstring(html.encode("utf-8"), parser=parser)
+    titles = (" ".join(str(tree.xpath(f"string((//{tag})[1])")).split()) for tag in ("title", "h1"))
     text = trafilatura.extract(
-        html,
+        tree,
         output_format="markdown",
         include_tables=True,
         include_comments=False,
         favor_recall=True,
     )
-    return text or trafilatura.html2txt(html) or "", title or None
+    return text or trafilatura.html2txt(tree), next((t for t in titles if t), None)
 
 
 def _pdf_text(path: Path) -> str:
