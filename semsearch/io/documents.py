@@ -8,28 +8,24 @@ turned into one row of `id` (its path in the folder), `text`, `title`, `path`, `
 of text each, cut at a paragraph or line break, so no stage holds the whole file in one
 string; `piece_start` is the character offset of each piece (0 for a whole document).
 
-Text and Markdown are kept as their UTF-8 source (the chunker is Markdown-aware). HTML is
-reduced to its main text by trafilatura, as Markdown: tried against selectolax on real pages
-(Debian's and the Rust books' HTML), trafilatura left out the navigation, sidebars, keyboard
-help and footers and kept inline code inside its sentence, while selectolax's text of the
-body kept all of those and split a sentence at each inline element; selectolax is 10-40x
-faster (0.3 against 5-40 ms a page), which is small beside encoding the text. PDFs are read
-by pypdf (the `pdf` extra), page by page; without it they are skipped and counted, with a
-hint. A file that is binary (a NUL byte in its first KiB), not UTF-8, unreadable or empty
-is skipped with one INFO line and counted, and a WARNING summary closes the read; with
-`strict=True` the first one stops the read instead.
+Text and Markdown are kept as their UTF-8 source (the chunker is Markdown-aware), HTML
+becomes its main text and a PDF its pages' text (`semsearch.io.document_text`, which says
+why trafilatura reads HTML). A file that is binary (a NUL byte in its first KiB), not UTF-8,
+unreadable or empty, or a PDF without the `pdf` extra, is skipped with one INFO line and
+counted, and one WARNING line sums them up at the end; with `strict=True` the first one
+stops the read instead. A symlink loop or a file that vanishes is one WARNING line each.
 """
 
 from __future__ import annotations
 
-import codecs
 import errno
 import fnmatch
+import itertools
 import logging
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -37,19 +33,21 @@ import pyarrow as pa
 
 from semsearch.checksums import HASH_NAME, content_digest, file_digest
 from semsearch.errors import SemsearchError, one_line
-from semsearch.io.corpus import FORMATS, ICONV_HINT
+from semsearch.io.corpus import FORMATS
+from semsearch.io.document_text import (
+    MARKDOWN_SUFFIXES,
+    NO_PYPDF,
+    PDF_HINT,
+    SkippedFile,
+    markdown_title,
+    text_pieces,
+)
 from semsearch.io.filesystems import GLOB_CHARACTERS, is_uri
 
 log = logging.getLogger(__name__)
 
 DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
-HUGE_BYTES = 8 << 20  # a text file larger than this is read as pieces
-PIECE_CHARS = 1 << 20  # about this much text in each piece of a huge document
 BATCH_CHARS = 4 << 20  # a batch closes at this much text, so pieces do not pile up in one
-SNIFF_BYTES = 1024  # a NUL byte in the first KiB marks a binary file
-TITLE_SCAN_CHARS = 64 << 10  # the first Markdown heading is looked for in this much text
-NO_PYPDF = "PDFs (no pypdf)"
-PDF_HINT = "pip install -e '.[pdf]' in semsearch's folder to read PDFs"
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.string()),
@@ -69,14 +67,6 @@ LISTING_REASONS = (
     "vanished",
     "in an unreadable folder",
 )
-
-
-class _Skip(Exception):
-    """A file that gives no rows: `reason` is what the summary counts, `detail` the log's."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
 
 
 @dataclass
@@ -123,7 +113,7 @@ class DocumentFolder:
                         kept += len(pending)
                         yield _batch(pending, names)
                         pending, chars = [], 0
-            except _Skip as skip:
+            except SkippedFile as skip:
                 self._skip(path, skip)
         if pending:
             kept += len(pending)
@@ -142,7 +132,7 @@ class DocumentFolder:
                 described[relative] = {"error": type(exc).__name__}
         return content_digest(described)
 
-    def _skip(self, path: Path, skip: _Skip) -> None:
+    def _skip(self, path: Path, skip: SkippedFile) -> None:
         if self.strict and skip.reason not in LISTING_REASONS:
             raise SemsearchError(
                 f"{path}: {skip.detail} (strict): remove or fix the file, or build without "
@@ -313,22 +303,16 @@ def _rows_of(relative: str, path: Path) -> Iterator[dict]:
     is raised before its first row."""
     try:
         info = path.stat()
-        suffix = path.suffix.lower()
-        title = None
-        if suffix in (".txt", ".md", ".markdown") and info.st_size > HUGE_BYTES:
-            pieces = _file_pieces(path)
-        else:
-            text, title = _extract(path, suffix)
-            pieces = _pieces_of(text) if len(text) > HUGE_BYTES else iter([(0, text)])
-        first = _first_with_text(pieces)
+        title, pieces = text_pieces(path, info.st_size)
+        first = next((piece for piece in pieces if piece[1].strip()), None)
     except FileNotFoundError as exc:
-        raise _Skip("vanished", f"it vanished before it was read ({one_line(exc)})") from exc
+        raise SkippedFile("vanished", f"it vanished before it was read ({one_line(exc)})") from exc
     except OSError as exc:
-        raise _Skip("unreadable", f"it cannot be read ({one_line(exc)})") from exc
+        raise SkippedFile("unreadable", f"it cannot be read ({one_line(exc)})") from exc
     if first is None:
-        raise _Skip("empty", "it holds no text")
-    if suffix in (".md", ".markdown"):
-        title = _markdown_title(first[1][:TITLE_SCAN_CHARS])
+        raise SkippedFile("empty", "it holds no text")
+    if path.suffix.lower() in MARKDOWN_SUFFIXES:
+        title = markdown_title(first[1])
     common = {
         "id": relative,
         "title": title or path.stem,
@@ -336,157 +320,9 @@ def _rows_of(relative: str, path: Path) -> Iterator[dict]:
         "modified": info.st_mtime_ns // 1000,
         "bytes": info.st_size,
     }
-    for start, text in _chain(first, pieces):
-        if text.strip():
+    for start, text in itertools.chain([first], pieces):
+        if text.strip():  # a blank stretch of a huge text
             yield {**common, "text": text, "piece_start": start}
-
-
-def _first_with_text(pieces: Iterator[tuple[int, str]]) -> tuple[int, str] | None:
-    return next((piece for piece in pieces if piece[1].strip()), None)
-
-
-def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    yield first
-    yield from rest
-
-
-def _extract(path: Path, suffix: str) -> tuple[str, str | None]:
-    """A document's text, read whole (every document but a huge text file), and the title
-    its format declares (HTML's; Markdown's is found in its first piece)."""
-    if suffix == ".pdf":
-        return _pdf_text(path), None
-    text = _decoded(path.read_bytes())
-    return _html_text(text) if suffix in (".html", ".htm") else (text, None)
-
-
-def _decoded(data: bytes) -> str:
-    if b"\0" in data[:SNIFF_BYTES]:
-        raise _Skip("binary", "it is binary (a NUL byte in its first KiB), not text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _Skip(
-            "not UTF-8", f"it is not UTF-8 text ({exc.reason} at byte {exc.start}): {ICONV_HINT}"
-        ) from exc
-
-
-def _file_pieces(path: Path) -> Iterator[tuple[int, str]]:
-    """A huge text file's pieces, streamed: checked as UTF-8 text first (a block at a time,
-    so a file that is not is skipped before any of its rows is given), then read."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    with open(path, "rb") as handle:
-        if b"\0" in handle.read(SNIFF_BYTES):
-            raise _Skip("binary", "it is binary (a NUL byte in its first KiB), not text")
-        handle.seek(0)
-        position = 0
-        try:
-            while block := handle.read(PIECE_CHARS):
-                decoder.decode(block)
-                position += len(block)
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError as exc:
-            raise _Skip(
-                "not UTF-8",
-                f"it is not UTF-8 text ({exc.reason} near byte {position + exc.start}): {ICONV_HINT}",
-            ) from exc
-    return _pieces(_blocks(path))
-
-
-def _blocks(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        while block := handle.read(PIECE_CHARS):
-            yield block
-
-
-def _pieces_of(text: str) -> Iterator[tuple[int, str]]:
-    return _pieces(text[start : start + PIECE_CHARS] for start in range(0, len(text), PIECE_CHARS))
-
-
-def _pieces(blocks: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """(offset, piece) of about PIECE_CHARS characters each, out of consecutive blocks of
-    text, cut after a blank line where there is one in a piece's second half, else after a
-    line break; at most two pieces' worth of text is held at once."""
-    held, offset = "", 0
-    for block in blocks:
-        held += block
-        while len(held) > PIECE_CHARS:
-            cut = _cut_at(held)
-            yield offset, held[:cut]
-            offset, held = offset + cut, held[cut:]
-    if held:
-        yield offset, held
-
-
-def _cut_at(text: str) -> int:
-    for mark in ("\n\n", "\n"):
-        found = text.rfind(mark, PIECE_CHARS // 2, PIECE_CHARS)
-        if found >= 0:
-            return found + len(mark)
-    return PIECE_CHARS
-
-
-def _html_text(html: str) -> tuple[str, str | None]:
-    """The main text of a page as Markdown (trafilatura), or all its text where trafilatura
-    finds no main part (a page of a few words); and its <title>, or else its first <h1>."""
-    import lxml.html
-    import trafilatura  # 0.16 s of imports, kept off the start-up of builds without HTML
-
-    if not html.strip():
-        return "", None
-    # Parsed here, not by trafilatura, which refuses a fragment (`<p>a few words</p>`) as not
-    # HTML; it copies a tree it is given, so the tree serves all three readings.
-    parser = lxml.html.HTMLParser(encoding="utf-8")
-    tree = lxml.html.document_fromstring(html.encode("utf-8"), parser=parser)
-    titles = (" ".join(str(tree.xpath(f"string((//{tag})[1])")).split()) for tag in ("title", "h1"))
-    text = trafilatura.extract(
-        tree,
-        output_format="markdown",
-        include_tables=True,
-        include_comments=False,
-        favor_recall=True,
-    )
-    return text or trafilatura.html2txt(tree), next((t for t in titles if t), None)
-
-
-def _pdf_text(path: Path) -> str:
-    try:
-        import pypdf  # the `pdf` extra
-    except ImportError as exc:
-        raise _Skip(NO_PYPDF, f"PDFs need pypdf: {PDF_HINT}") from exc
-    try:
-        reader = pypdf.PdfReader(path)
-        return "\n\n".join(page.extract_text() or "" for page in reader.pages)
-    except OSError:
-        raise
-    except Exception as exc:  # any malformed or encrypted PDF: pypdf raises many kinds
-        raise _Skip("unreadable", f"pypdf cannot read it ({one_line(exc)})") from exc
-
-
-def _markdown_title(text: str) -> str | None:
-    from markdown_it import MarkdownIt  # off the start-up of builds without Markdown
-
-    if text.startswith("---\n"):  # YAML front matter, as static site generators write it
-        end = text.find("\n---", 4)
-        front, text = (text[4:end], text[end + 4 :]) if end >= 0 else ("", text)
-        title = _front_matter_title(front)
-        if title:
-            return title
-    tokens = MarkdownIt("commonmark").parse(text)
-    for opening, inline in zip(tokens, tokens[1:]):
-        if opening.type == "heading_open" and inline.content.strip():
-            return inline.content.strip()
-    return None
-
-
-def _front_matter_title(front: str) -> str | None:
-    import yaml
-
-    try:
-        data = yaml.safe_load(front)
-    except yaml.YAMLError:
-        return None
-    title = data.get("title") if isinstance(data, dict) else None
-    return title.strip() if isinstance(title, str) and title.strip() else None
 
 
 def _batch(rows: list[dict], names: list[str]) -> pa.RecordBatch:

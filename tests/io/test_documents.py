@@ -7,6 +7,7 @@ import hashlib
 import io
 import logging
 import os
+import sys
 import tracemalloc
 from datetime import datetime, timezone
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.io import documents
+from semsearch.io import document_text, documents
 from semsearch.io.documents import SCHEMA, is_document_folder, open_documents
 
 PAGE = """<html><head><title>The Page Title</title><script>var tracking = 1;</script></head>
@@ -265,30 +266,37 @@ def _matplotlib_pdf(text: str) -> bytes:
     return buffer.getvalue()
 
 
-def test_pdfs_are_read_with_pypdf_or_skipped_with_a_hint(tmp_path, monkeypatch, caplog) -> None:
+def test_pdfs_are_read_with_pypdf(tmp_path) -> None:
     pytest.importorskip("pypdf")
     _write(tmp_path / "paper.pdf", _matplotlib_pdf("Hello from a PDF about vectors"))
     _write(tmp_path / "broken.pdf", b"%PDF-1.4 not really")
-    _write(tmp_path / "note.txt", "A note.\n")
     folder = open_documents(tmp_path)
-    rows = {row["id"]: row for row in _rows(folder)}
-    assert rows["paper.pdf"]["text"].strip() == "Hello from a PDF about vectors"
-    assert rows["paper.pdf"]["title"] == "paper"
+    rows = _rows(folder)
+    assert [row["id"] for row in rows] == ["paper.pdf"]
+    assert rows[0]["text"].strip() == "Hello from a PDF about vectors"
+    assert rows[0]["title"] == "paper"
     assert folder.skipped == {"unreadable": 1}
 
-    monkeypatch.setitem(__import__("sys").modules, "pypdf", None)  # as if not installed
+
+def test_without_pypdf_pdfs_are_skipped_with_a_hint(tmp_path, monkeypatch, caplog) -> None:
+    _write(tmp_path / "paper.pdf", b"%PDF-1.4")
+    _write(tmp_path / "note.txt", "A note.\n")
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if it were not installed
+    folder = open_documents(tmp_path)
     with caplog.at_level(logging.WARNING, logger="semsearch.io.documents"):
         rows = _rows(folder)
     assert [row["id"] for row in rows] == ["note.txt"]
-    assert folder.skipped == {documents.NO_PYPDF: 2}
-    assert "pip install -e '.[pdf]'" in caplog.records[-1].getMessage()
+    assert folder.skipped == {document_text.NO_PYPDF: 1}
+    assert caplog.records[-1].getMessage() == (
+        f"skipped 1 file: 1 {document_text.NO_PYPDF} ({document_text.PDF_HINT})"
+    )
 
 
 @pytest.fixture
 def small_pieces(monkeypatch):
     """Huge means over 800 bytes, a piece is about 100 characters: the same code, small files."""
-    monkeypatch.setattr(documents, "HUGE_BYTES", 800)
-    monkeypatch.setattr(documents, "PIECE_CHARS", 100)
+    monkeypatch.setattr(document_text, "HUGE_BYTES", 800)
+    monkeypatch.setattr(document_text, "PIECE_CHARS", 100)
 
 
 def test_a_huge_text_is_pieces_cut_at_paragraphs(tmp_path, small_pieces) -> None:
@@ -348,5 +356,18 @@ def test_a_30_mb_text_streams_in_bounded_memory(tmp_path) -> None:
     assert read.hexdigest() == digest.hexdigest()  # every character, once, in order
     assert len(starts) >= 29 and starts[0] == 0
     assert all(a + n == b for a, n, b in zip(starts, lengths, starts[1:]))
-    assert max(lengths) <= documents.PIECE_CHARS
+    assert max(lengths) <= document_text.PIECE_CHARS
     assert peak < 16 * 2**20, f"peak {peak / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file"
+
+
+def test_a_huge_page_is_cut_after_its_text_is_extracted(tmp_path, small_pieces) -> None:
+    paragraphs = "".join(f"<p>Paragraph {n} says something about vectors.</p>\n" for n in range(40))
+    _write(
+        tmp_path / "long.html",
+        f"<html><head><title>Long</title></head><body>{paragraphs}</body></html>",
+    )
+    rows = _rows(open_documents(tmp_path))
+    assert len(rows) > 5 and {row["title"] for row in rows} == {"Long"}
+    text = "".join(row["text"] for row in rows)
+    assert "Paragraph 0 says" in text and "Paragraph 39 says" in text and "<p>" not in text
+    assert rows[1]["piece_start"] == len(rows[0]["text"])
