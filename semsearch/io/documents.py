@@ -47,11 +47,13 @@ from semsearch.io.filesystems import GLOB_CHARACTERS, is_uri
 log = logging.getLogger(__name__)
 
 DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
+DOCUMENTS_FORMAT = "documents"  # a source's format in the manifest
+DOCUMENT_ID, DOCUMENT_TEXT = "id", "text"  # each document's id (its relative path) and text
 BATCH_CHARS = 4 << 20  # a batch closes at this much text, so pieces do not pile up in one
 SCHEMA = pa.schema(
     [
-        pa.field("id", pa.string()),
-        pa.field("text", pa.string()),
+        pa.field(DOCUMENT_ID, pa.string()),
+        pa.field(DOCUMENT_TEXT, pa.string()),
         pa.field("title", pa.string()),
         pa.field("path", pa.string()),
         pa.field("modified", pa.timestamp("us", tz="UTC")),
@@ -81,7 +83,7 @@ class DocumentFolder:
     files: list[tuple[str, Path]]
     schema: pa.Schema = SCHEMA
     num_rows: int | None = None  # unknown before reading: huge files give several rows
-    format: str = "documents"
+    format: str = DOCUMENTS_FORMAT
     strict: bool = False
     skipped: dict[str, int] = field(default_factory=dict)
     _listing_skips: dict[str, int] = field(default_factory=dict, repr=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -14,6 +15,7 @@ from semsearch.cli.app import app
 from semsearch.index import Index
 from semsearch.ingest.build import build_index
 from semsearch.ingest.build_options import BuildOptions
+from semsearch.ingest.rows import LiveRows
 from semsearch.ingest.update import delete_rows
 from semsearch.mining.miner import MiningOptions, mine_index
 from semsearch.search.searcher import Searcher
@@ -57,6 +59,13 @@ def build(corpus: Path, model: Path, out: Path, **options) -> Index:
     )
 
 
+def live_rows(index: Index) -> list[dict]:
+    """The metadata of the index's live rows (chunks), deleted ones left out."""
+    live = LiveRows.read(index.folder, index.manifest)
+    columns = ["id", "text", "title", CHUNK_ID_COLUMN, "start", "end"]
+    return live.metadata_at(np.flatnonzero(live.live), columns).to_pylist()
+
+
 @pytest.fixture()
 def documents(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     folder = tmp_path / "docs"
@@ -71,7 +80,7 @@ def test_a_folder_becomes_chunk_rows_that_point_into_their_documents(
     manifest = index.manifest
     assert manifest.chunks is not None and manifest.chunks.tokens == 24
     assert manifest.source.format == "documents"
-    rows = Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    rows = live_rows(index)
     assert len(rows) == manifest.rows > len(texts)  # several chunks a document
     assert len({row[CHUNK_ID_COLUMN] for row in rows}) == len(rows)
     for row in rows:
@@ -131,11 +140,11 @@ def test_add_replaces_a_changed_documents_chunks_and_skips_the_unchanged(
 ) -> None:
     folder, texts = documents
     index = build(folder, tiny_model_dir, tmp_path / "indexes")
-    before = Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    before = live_rows(index)
     old_chunks = sum(row["id"] == "oceans.md" for row in before)
     (folder / "oceans.md").write_text("# Oceans\n\nOnly one short paragraph now.\n")
     result = index.add(folder)
-    after = Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+    after = live_rows(index)
     live = [row for row in after if row["id"] == "oceans.md"]
     assert len(live) == 1 and live[0]["text"].startswith("# Oceans")
     assert result.deleted == old_chunks - 1  # the tail of the shorter document went with it
@@ -150,7 +159,7 @@ def test_delete_by_document_id_removes_every_chunk(
     index = build(folder, tiny_model_dir, tmp_path / "indexes")
     chunks = sum(
         row["id"] == "gardens.md"
-        for row in Searcher(index.folder, vectors_only=True).metadata.to_pylist()
+        for row in live_rows(index)
     )
     result = delete_rows(index.folder, ["gardens.md", "nowhere.md"])
     assert (result.deleted, result.not_found) == (chunks, 1)
