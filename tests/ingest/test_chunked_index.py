@@ -157,10 +157,7 @@ def test_delete_by_document_id_removes_every_chunk(
 ) -> None:
     folder, texts = documents
     index = build(folder, tiny_model_dir, tmp_path / "indexes")
-    chunks = sum(
-        row["id"] == "gardens.md"
-        for row in live_rows(index)
-    )
+    chunks = sum(row["id"] == "gardens.md" for row in live_rows(index))
     result = delete_rows(index.folder, ["gardens.md", "nowhere.md"])
     assert (result.deleted, result.not_found) == (chunks, 1)
     assert "gardens.md" not in {hit.id for hit in index.search(["gardens"], k=10)[0]}
