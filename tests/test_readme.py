@@ -5,7 +5,8 @@ The blocks are read from the pages themselves, so an example that stops working 
 The blocks about the demo index (`debian-demo`) run where `make demo` leaves a user: a folder
 whose `indexes/` holds that index alone and whose `.venv/bin/semsearch` is semsearch. The
 others run in one folder holding the files they name (`corpus.parquet` with `id`, `text`,
-`year` and `license` columns, `queries.txt`, ...), made from the demo corpus: README.md
+`year` and `license` columns, `queries.txt`, ..., and `docs/`, a copy of the project's own
+documentation as a folder of documents), made from the demo corpus: README.md
 first, then the pages in name order, so a page may use the `corpus` index that the README's
 quick start builds. `semsearch` is the package run by this interpreter. Of the servers, the
 pages' address and ports are the only things changed: each listens on a free port, the
@@ -223,6 +224,7 @@ def corpus_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pa.concat_tables([table.slice(rows + 30, 20), changed]), folder / "new_rows.parquet"
     )
     (folder / "queries.txt").write_text("resize images\nplay chess\nencrypt my backups\n")
+    shutil.copytree(ROOT / "docs", folder / "docs")  # a folder of documents: the project's own
     (folder / "gone.txt").write_text("".join(f"{i}\n" for i in table["id"][10:13].to_pylist()))
     return folder
 

@@ -73,8 +73,7 @@ def query(
     group: Annotated[
         str,
         typer.Option(
-            help="On an index built with chunks: documents (each once, by its best chunk, "
-            "with the passage that matched) or chunks (every matching chunk)."
+            help="A chunked index's hits: documents (by their best chunk) or chunks."
         ),
     ] = "documents",
     fusion: Annotated[

@@ -109,12 +109,13 @@ def test_an_edit_without_a_new_checksum_is_refused(tmp_path, tiny_encoder) -> No
 def test_known_values_match_the_models_and_the_corpus_readers() -> None:
     from semsearch.ann.vector_index import METRICS
     from semsearch.io.corpus import FORMATS
+    from semsearch.io.documents import DOCUMENTS_FORMAT
     from semsearch.models.pooling import POOLING_MODES
     from semsearch.models.quantize import QUANTIZATION_MODES
 
     assert manifest_fields.POOLING_MODES == POOLING_MODES
     assert manifest_fields.QUANTIZATION_MODES == QUANTIZATION_MODES
-    assert set(manifest_fields.SOURCE_FORMATS) == set(FORMATS.values())
+    assert set(manifest_fields.SOURCE_FORMATS) == {*FORMATS.values(), DOCUMENTS_FORMAT}
     assert set(manifest_fields.METRIC_NAMES) == set(METRICS)
 
 
