@@ -59,10 +59,10 @@ from common import (
 
 from semsearch.evaluation.ir import exact_search, ir_metrics
 from semsearch.evaluation.similarity import normalize_rows
-from semsearch.store.folders import IndexFolder
 from semsearch.models import BiEncoder
 from semsearch.models.model_folder import resolve_model
 from semsearch.models.tokenized import TokenizedTexts
+from semsearch.store.folders import IndexFolder
 
 K = 10
 KINDS = ("first_window", "past_window")

@@ -72,9 +72,7 @@ def query(
     ] = "dense",
     group: Annotated[
         str,
-        typer.Option(
-            help="A chunked index's hits: documents (by their best chunk) or chunks."
-        ),
+        typer.Option(help="A chunked index's hits: documents (by their best chunk) or chunks."),
     ] = "documents",
     fusion: Annotated[
         str,
