@@ -109,8 +109,8 @@ class Chunks:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--model", default="default")
-    parser.add_argument("--chunk-tokens", type=int, default=256, help="a window, with [CLS]/[SEP]")
-    parser.add_argument("--chunk-overlap", type=int, default=32)
+    parser.add_argument("--chunk-tokens", type=int, default=66, help="a window, with [CLS]/[SEP]")
+    parser.add_argument("--chunk-overlap", type=int, default=8)
     parser.add_argument("--chunker", choices=("placeholder", "semsearch"), default="semsearch")
     parser.add_argument("--documents", type=int, default=0, help="a seeded subset (0: all)")
     parser.add_argument("--synthetic", type=int, default=0, help="N generated pages instead")
@@ -146,12 +146,14 @@ def run(args, data: LongDocuments) -> dict:
     chunk_vectors, chunks, chunk_build = encode_chunks(
         encoder, tokenizer, data.texts, chunk_window, args.chunk_overlap, args.batch_size
     )
+    extra = {}
     if args.chunker == "placeholder":
         best = best_chunk_variant(data, queries, chunk_vectors, chunks, chunk_build)
     else:
-        best = best_chunk_by_semsearch(args, data)
+        built = best_chunk_by_semsearch(args, data)
+        best, extra = built["dense"], {"best_chunk_hybrid": built["hybrid"]}
     mean = mean_chunks_variant(data, queries, chunk_vectors, chunks, chunk_build)
-    variants = {"truncation": truncation, "best_chunk": best, "mean_chunks": mean}
+    variants = {"truncation": truncation, "best_chunk": best, "mean_chunks": mean, **extra}
     quality = {name: by_kind(variant.rankings, data.queries) for name, variant in variants.items()}
     figures = {
         name: {
@@ -173,7 +175,7 @@ def run(args, data: LongDocuments) -> dict:
         "chunker": args.chunker,
         "chunk_tokens": args.chunk_tokens,
         "chunk_overlap": args.chunk_overlap,
-        "chunks": len(chunks.token_ids),
+        "chunks": best.vectors or len(chunks.token_ids),
         "variants": figures,
         "tokens_per_s_ratio": round(ratio, 3),
         "first_window_gap": first_window_gap(figures),
@@ -330,10 +332,10 @@ def group_by_page(chunk_rows: np.ndarray, owners: np.ndarray, ids: list[str]) ->
     return list(pages)
 
 
-def best_chunk_by_semsearch(args, data: LongDocuments) -> Variant:
+def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:
     """Variant 2 as users will run it: `semsearch build --chunking on`, then `semsearch
-    query --group documents` (one hit a page, by its best chunk; its `id` is the page's).
-    """
+    query --group documents` (one hit a page, by its best chunk; its `id` is the page's),
+    dense and hybrid (BM25 over the same chunks, fused)."""
     index_dir, name = args.out_dir / "indexes", "long_documents_chunks"
     build = semsearch_cli(
         "build",
@@ -361,31 +363,37 @@ def best_chunk_by_semsearch(args, data: LongDocuments) -> Variant:
     build_s = time.perf_counter() - started
     queries_file = args.out_dir / "long_documents_queries.txt"
     queries_file.write_text("".join(q["query"] + "\n" for q in data.queries), encoding="utf-8")
-    query = semsearch_cli(
-        "query",
-        "--index",
-        name,
-        "--index-dir",
-        str(index_dir),
-        "--file",
-        str(queries_file),
-        "--json",
-        "-k",
-        str(K),
-        "--group",
-        "documents",
-        "--device",
-        args.device,
-    )
-    output = subprocess.run(query, check=True, capture_output=True, text=True).stdout
-    found: dict[str, list[str]] = {}
-    for line in output.splitlines():
-        hit = json.loads(line)
-        found.setdefault(hit["query"], []).append(str(hit["id"]))  # the page, once
-    rankings = [found.get(q["query"], [])[:K] for q in data.queries]
     folder = index_dir / name
     size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
-    return Variant(rankings, build_s, size, IndexFolder(folder).manifest().rows)
+    rows = IndexFolder(folder).manifest().rows
+    variants = {}
+    for mode in ("dense", "hybrid"):  # BM25 over the same chunks, fused, grouped the same way
+        query = semsearch_cli(
+            "query",
+            "--index",
+            name,
+            "--index-dir",
+            str(index_dir),
+            "--file",
+            str(queries_file),
+            "--json",
+            "-k",
+            str(K),
+            "--group",
+            "documents",
+            "--mode",
+            mode,
+            "--device",
+            args.device,
+        )
+        output = subprocess.run(query, check=True, capture_output=True, text=True).stdout
+        found: dict[str, list[str]] = {}
+        for line in output.splitlines():
+            hit = json.loads(line)
+            found.setdefault(hit["query"], []).append(str(hit["id"]))  # the page, once
+        rankings = [found.get(q["query"], [])[:K] for q in data.queries]
+        variants[mode] = Variant(rankings, build_s, size, rows)
+    return variants
 
 
 def mean_chunks_variant(

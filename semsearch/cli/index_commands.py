@@ -36,6 +36,7 @@ from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import (
     CHUNKING_MODES,
     DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_TOKENS,
     DEFAULT_TARGET_RECALL,
     check_choice,
 )
@@ -146,7 +147,10 @@ def build(
     ] = "auto",
     chunk_tokens: Annotated[
         int | None,
-        typer.Option(help="A chunk's length in the model's tokens (default: its window)."),
+        typer.Option(
+            help=f"A chunk's length in the model's tokens (default {DEFAULT_CHUNK_TOKENS}; "
+            "larger for broad, topical queries)."
+        ),
     ] = None,
     chunk_overlap: Annotated[
         int, typer.Option(help="Tokens shared by consecutive chunks.")

@@ -64,7 +64,7 @@ class BuildOptions:
     # Long texts cut into overlapping chunks of the model's tokens, one row each
     # (`semsearch.ingest.chunk_rows`): `auto` only when some text is longer than the window.
     chunking: str = "auto"
-    chunk_tokens: int | None = None  # None: the model's window less its special tokens
+    chunk_tokens: int | None = None  # None: options.DEFAULT_CHUNK_TOKENS, or the window if less
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
 
     @property

@@ -75,7 +75,7 @@ def any_text_needs_chunking(
             return False
         lengths = pc.fill_null(pc.utf8_length(texts), 0)
         candidates = pc.filter(texts, pc.greater(lengths, chunker.shortest_long_text - 1))
-        if any(chunker.needs_chunking(text) for text in candidates.to_pylist()):
+        if any(chunker.exceeds_window(text) for text in candidates.to_pylist()):
             return True
     return False
 

@@ -45,7 +45,7 @@ from semantic_text_splitter import MarkdownSplitter, TextSplitter
 from tokenizers import Tokenizer
 
 from semsearch.errors import SemsearchError, one_line
-from semsearch.options import DEFAULT_CHUNK_OVERLAP
+from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_TOKENS
 
 # Characters below this code point are never more than one token each (checked per tokenizer).
 NARROW_LIMIT = "\u0900"
@@ -69,7 +69,8 @@ class Chunker:
     ) -> None:
         self._tokenizer = _load_tokenizer(tokenizer_file)
         most = window - self._tokenizer.num_special_tokens_to_add(False)
-        self.tokens = most if tokens is None else tokens
+        self.most = most  # the tokens of a text the model reads, its special tokens apart
+        self.tokens = min(DEFAULT_CHUNK_TOKENS, most) if tokens is None else tokens
         if not 1 <= self.tokens <= most:
             raise SemsearchError(
                 f"--chunk-tokens {self.tokens} does not fit the model: use 1 to {most} "
@@ -86,8 +87,8 @@ class Chunker:
             self._tokenizer, self.tokens, overlap=overlap
         )
         self._narrow_tokens_per_char = _narrow_tokens_per_char(self._tokenizer)
-        # No text of fewer characters than this needs chunking, whatever its script.
-        self.shortest_long_text = self.tokens // WIDE_TOKENS_PER_CHAR + 1
+        # No text of fewer characters than this is longer than the window, whatever its script.
+        self.shortest_long_text = most // WIDE_TOKENS_PER_CHAR + 1
         self.splitter = f"semantic-text-splitter {version('semantic-text-splitter')}"
 
     def count_tokens(self, text: str) -> int:
@@ -96,18 +97,25 @@ class Chunker:
 
     def needs_chunking(self, text: str) -> bool:
         """Whether `text` has more tokens than a chunk holds; short texts are not tokenised."""
+        return self._longer_than(text, self.tokens)
+
+    def exceeds_window(self, text: str) -> bool:
+        """Whether the model would cut `text` (`--chunking auto` chunks only then)."""
+        return self._longer_than(text, self.most)
+
+    def _longer_than(self, text: str, limit: int) -> bool:
         size = len(text)
-        if size * WIDE_TOKENS_PER_CHAR <= self.tokens:
+        if size * WIDE_TOKENS_PER_CHAR <= limit:
             return False
-        if size * self._narrow_tokens_per_char <= self.tokens and max(text) < NARROW_LIMIT:
+        if size * self._narrow_tokens_per_char <= limit and max(text) < NARROW_LIMIT:
             return False
-        probe = PROBE_CHARS_PER_TOKEN * self.tokens
+        probe = PROBE_CHARS_PER_TOKEN * limit
         if size > probe:
             # A prefix cut at whitespace has no more tokens than the whole text.
             cut = max(text.rfind(" ", 0, probe), text.rfind("\n", 0, probe))
-            if cut > 0 and self.count_tokens(text[:cut]) > self.tokens:
+            if cut > 0 and self.count_tokens(text[:cut]) > limit:
                 return True
-        return self.count_tokens(text) > self.tokens
+        return self.count_tokens(text) > limit
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Character [start, end) of each chunk, in order; a text that fits is one span, whole.

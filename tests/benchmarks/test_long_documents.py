@@ -130,6 +130,8 @@ def test_the_script_runs_on_generated_pages_and_records_nothing_with_its_own_chu
             "64",
             "--chunk-overlap",
             "8",
+            "--chunker",
+            "placeholder",
             "--out-dir",
             str(out),
         ],

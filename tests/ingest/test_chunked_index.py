@@ -211,3 +211,19 @@ def test_chunk_sizes_the_model_cannot_take_are_one_line_errors(
     assert result.exit_code != 0
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "i" / "docs").exists()
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_bm25_ranks_the_same_chunks_and_groups_them_by_document(
+    documents, tiny_model_dir: Path, tmp_path: Path, mode: str
+) -> None:
+    folder, texts = documents
+    index = build(folder, tiny_model_dir, tmp_path / "indexes")
+    hits = index.search(["printers"], k=3, mode=mode)[0]
+    assert len({hit.id for hit in hits}) == len(hits)  # each document once
+    assert len(hits) == (1 if mode == "lexical" else 3)  # BM25 finds the one that names them
+    assert hits[0].id == "printers.md"  # the only document that names them
+    assert (
+        "printers" in hits[0].text
+        and texts[hits[0].id][hits[0].start : hits[0].end] == hits[0].text
+    )

@@ -19,6 +19,7 @@ from semsearch.ingest.chunking import (
     chunk_spans_streamed,
 )
 from semsearch.models.model_folder import resolve_model
+from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_TOKENS
 
 WINDOW = 256
 WORDS = [
@@ -56,7 +57,8 @@ def tokenizer_file():
 
 @pytest.fixture(scope="module")
 def chunker(tokenizer_file) -> Chunker:
-    return Chunker(tokenizer_file, WINDOW)
+    """Chunks as long as the window, as much overlap as the tests below measure."""
+    return Chunker(tokenizer_file, WINDOW, tokens=WINDOW - 2, overlap=32)
 
 
 @pytest.fixture(scope="module")
@@ -275,3 +277,16 @@ def test_a_text_without_boundaries_is_still_cut_to_fit(chunker) -> None:
     assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == len(text)
     assert all(start <= end for (_, end), (start, _) in zip(spans, spans[1:]))
     assert all(chunker.count_tokens(text[s:e]) <= chunker.tokens for s, e in spans)
+
+
+def test_by_default_chunks_are_short_but_only_texts_beyond_the_window_must_be_cut(
+    tokenizer_file, model_tokenizer
+) -> None:
+    chunker = Chunker(tokenizer_file, WINDOW)
+    assert (chunker.tokens, chunker.overlap) == (DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNK_OVERLAP)
+    text = " ".join(f"Sentence number {n} says a little more." for n in range(20))
+    tokens = len(model_tokenizer.encode(text, add_special_tokens=False).ids)
+    assert DEFAULT_CHUNK_TOKENS < tokens < WINDOW - 2
+    assert chunker.needs_chunking(text) and not chunker.exceeds_window(text)
+    assert len(chunker.spans(text)) > 1
+    assert chunker.exceeds_window(text * 3)
