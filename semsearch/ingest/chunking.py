@@ -127,7 +127,27 @@ class Chunker:
         return self._split(text)
 
     def _split(self, text: str) -> list[tuple[int, int]]:
-        return [(start, start + len(chunk)) for start, chunk in self._splitter.chunk_indices(text)]
+        spans = [(start, start + len(chunk)) for start, chunk in self._splitter.chunk_indices(text)]
+        return self._headings_joined(text, spans) if self.markdown else spans
+
+    def _headings_joined(self, text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """A Markdown heading that came out as a chunk of its own joins the chunk after it (its
+        section's first), while the two fit the window: a lone heading says little, and the
+        section's text is what a reader needs to see beside it."""
+        joined: list[tuple[int, int]] = []
+        index = 0
+        while index < len(spans):
+            start, end = spans[index]
+            lone_heading = text[start] == "#" and "\n" not in text[start:end].strip()
+            if lone_heading and index + 1 < len(spans):
+                following_end = spans[index + 1][1]
+                if self.count_tokens(text[start:following_end]) <= self.most:
+                    joined.append((start, following_end))
+                    index += 2
+                    continue
+            joined.append((start, end))
+            index += 1
+        return joined
 
 
 def chunk_spans_streamed(chunker: Chunker, pieces: Iterable[str]) -> Iterator[tuple[int, int, str]]:

@@ -290,3 +290,15 @@ def test_by_default_chunks_are_short_but_only_texts_beyond_the_window_must_be_cu
     assert chunker.needs_chunking(text) and not chunker.exceeds_window(text)
     assert len(chunker.spans(text)) > 1
     assert chunker.exceeds_window(text * 3)
+
+
+def test_a_markdown_heading_is_never_a_chunk_of_its_own(tokenizer_file) -> None:
+    chunker = Chunker(tokenizer_file, WINDOW, markdown=True)
+    body = " ".join(f"Sentence {n} of this section says a little more." for n in range(12))
+    text = "\n\n".join(f"## Section {n}\n\n{body}" for n in range(4))
+    spans = chunker.spans(text)
+    chunks = [text[start:end] for start, end in spans]
+    assert not [chunk for chunk in chunks if chunk.startswith("#") and "\n" not in chunk]
+    headed = [chunk for chunk in chunks if chunk.startswith("## Section")]
+    assert len(headed) == 4 and all("Sentence 0" in chunk for chunk in headed)
+    assert all(chunker.count_tokens(chunk) <= WINDOW - 2 for chunk in chunks)
