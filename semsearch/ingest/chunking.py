@@ -41,7 +41,6 @@ from collections.abc import Iterable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 
-from semantic_text_splitter import MarkdownSplitter, TextSplitter
 from tokenizers import Tokenizer
 
 from semsearch.errors import SemsearchError, one_line
@@ -82,14 +81,10 @@ class Chunker:
                 f"(less than --chunk-tokens {self.tokens})"
             )
         self.window, self.overlap, self.markdown = window, overlap, markdown
-        kind = MarkdownSplitter if markdown else TextSplitter
-        self._splitter = kind.from_huggingface_tokenizer(
-            self._tokenizer, self.tokens, overlap=overlap
-        )
+        self._splitter = None  # made on the first long text (a corpus of short ones needs none)
         self._narrow_tokens_per_char = _narrow_tokens_per_char(self._tokenizer)
         # No text of fewer characters than this is longer than the window, whatever its script.
         self.shortest_long_text = most // WIDE_TOKENS_PER_CHAR + 1
-        self.splitter = f"semantic-text-splitter {version('semantic-text-splitter')}"
 
     def count_tokens(self, text: str) -> int:
         """The tokens of `text` without the special tokens the model adds."""
@@ -126,8 +121,23 @@ class Chunker:
             return [(0, len(text))]
         return self._split(text)
 
+    @property
+    def splitter(self) -> str:
+        """The library that cuts the chunks, with its version (what the manifest records)."""
+        return f"semantic-text-splitter {version('semantic-text-splitter')}"
+
     def _split(self, text: str) -> list[tuple[int, int]]:
-        spans = [(start, start + len(chunk)) for start, chunk in self._splitter.chunk_indices(text)]
+        if self._splitter is None:
+            # Imported here: a build whose texts all fit the window (a GPU machine's image
+            # lacks the library) never needs it.
+            from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+            kind = MarkdownSplitter if self.markdown else TextSplitter
+            self._splitter = kind.from_huggingface_tokenizer(
+                self._tokenizer, self.tokens, overlap=self.overlap
+            )
+        chunks = self._splitter.chunk_indices(text)
+        spans = [(start, start + len(chunk)) for start, chunk in chunks]
         return self._headings_joined(text, spans) if self.markdown else spans
 
     def _headings_joined(self, text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
