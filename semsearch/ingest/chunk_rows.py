@@ -177,13 +177,18 @@ class ChunkedCorpus:
                 chunk_texts.append(text[start:end] if text else text)
                 number += 1
             self._next_number = {document: number}  # only a document's next piece continues it
-        table = pa.Table.from_batches([batch]).select(names).take(pa.array(take, pa.int64()))
+        # The document's other columns repeat on each chunk; its text is not taken with them
+        # (a piece of a MiB copied once a chunk would be gigabytes), each chunk gets its own.
+        others = [name for name in names if name != self.text_column]
         text_type = batch.schema.field(self.text_column).type
-        table = table.set_column(
-            table.schema.get_field_index(self.text_column),
-            self.text_column,
-            pa.array(chunk_texts, text_type),
-        )
+        table = pa.table({self.text_column: pa.array(chunk_texts, text_type)})
+        if others:
+            table = (
+                pa.Table.from_batches([batch])
+                .select(others)
+                .take(pa.array(take, pa.int64()))
+                .add_column(names.index(self.text_column), self.text_column, table.column(0))
+            )
         if self.document_column is None:
             table = table.add_column(
                 0, DOCUMENT_NUMBER_COLUMN, pa.array([documents[row] for row in take], pa.int64())

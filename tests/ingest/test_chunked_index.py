@@ -3,12 +3,16 @@ with the passage that matched, and documents that change (add, delete, compact, 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from server.conftest import serve
 from typer.testing import CliRunner
 
 from semsearch.cli.app import app
@@ -227,3 +231,65 @@ def test_bm25_ranks_the_same_chunks_and_groups_them_by_document(
         "printers" in hits[0].text
         and texts[hits[0].id][hits[0].start : hits[0].end] == hits[0].text
     )
+
+
+def test_adding_an_unchanged_folder_loads_no_model(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Only the tokenizer cuts the files again; the chunks' hashes show nothing changed."""
+    folder, _ = documents
+    index = build(folder, tiny_model_dir, tmp_path / "indexes")
+    script = (
+        "import sys\n"
+        "from semsearch.index import Index\n"
+        f"result = Index.open('docs', {str(tmp_path / 'indexes')!r}).add({str(folder)!r})\n"
+        "print(result.generation, result.unchanged, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split() == ["None", str(index.manifest.rows), "False"], done.stderr
+
+
+def test_hits_carry_the_passage_on_the_command_line_and_over_http(
+    documents, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder, texts = documents
+    index_dir = tmp_path / "indexes"
+    build(folder, tiny_model_dir, index_dir)
+    result = CliRunner().invoke(
+        app,
+        ["query", "violins", "--index", "docs", "--index-dir", str(index_dir), "--json", "-k", "2"],
+    )
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 2 and len({record["id"] for record in records}) == 2
+    for record in records:
+        assert texts[record["id"]][record["start"] : record["end"]] == record["chunk"]
+        assert {"title", "path", "modified", "bytes"} <= set(record)
+    with serve(index_dir) as client:
+        answer = client.get("/search", params={"q": "violins", "k": 3, "index": "docs"})
+        hits = answer.json()["results"][0]["hits"]
+        assert answer.status_code == 200 and len({hit["id"] for hit in hits}) == 3
+        assert all(texts[hit["id"]][hit["start"] : hit["end"]] == hit["chunk"] for hit in hits)
+        chunks = client.get(
+            "/search", params={"q": "violins", "k": 8, "index": "docs", "group": "chunks"}
+        )
+        found = chunks.json()["results"][0]["hits"]
+        assert len({(hit["id"], hit["chunk_number"]) for hit in found}) == len(found) == 8
+
+
+def test_chunk_rows_hold_each_chunk_once_not_the_document_per_chunk(tmp_path: Path) -> None:
+    """A 30 MiB file once overflowed Arrow's 2 GiB string limit: its 1 MiB pieces were copied
+    into every one of their chunk rows before each chunk's text replaced them."""
+    from semsearch.ingest.chunk_rows import ChunkedCorpus, chunker_for
+    from semsearch.io.documents import open_documents
+    from semsearch.models.model_folder import resolve_model
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    text = "\n\n".join(paragraph(TOPICS[n % 6], n) for n in range(600))
+    (folder / "long.txt").write_text(text, encoding="utf-8")
+    chunker = chunker_for(resolve_model("default"), None, 8, markdown=False)
+    batches = list(ChunkedCorpus(open_documents(folder), chunker, "text", "id").batches())
+    rows = sum(batch.num_rows for batch in batches)
+    assert rows > 100
+    assert sum(batch.nbytes for batch in batches) < 4 * len(text.encode())
