@@ -63,6 +63,7 @@ from semsearch.io.own_vectors import (
     dimension_of,
     with_vector_column,
 )
+from semsearch.models.encoder import Encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.models.truncation import truncation_report
@@ -193,7 +194,7 @@ class FilePartSource:
 
 
 def build_index(
-    options: BuildOptions, encoder=None, source: PartSource | None = None
+    options: BuildOptions, encoder: Encoder | None = None, source: PartSource | None = None
 ) -> IndexFolder:
     """Build the index `options` describe and return its folder; see the module docstring.
 
@@ -540,4 +541,4 @@ def encoder_runtime(encoder, options: BuildOptions) -> str | None:
     (it is loaded for its fingerprint and text queries, and encodes no row)."""
     if options.vector_column is not None:
         return None
-    return getattr(encoder, "runtime", None)
+    return encoder.runtime

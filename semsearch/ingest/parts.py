@@ -18,6 +18,7 @@ from semsearch.errors import SemsearchError
 from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
+from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import document_prompt, with_prompt
 from semsearch.models.tokenized import TokenizedTexts
 from semsearch.store.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
@@ -100,14 +101,13 @@ def prepare_part(
     return PartRows(part, ids, [], metadata, vectors)
 
 
-def tokenise_part(encoder, rows: PartRows) -> PartRows:
+def tokenise_part(encoder: Encoder, rows: PartRows) -> PartRows:
     """The tokenise stage: the texts with their token ids (of the texts after the encoder's
-    document prompt), for an encoder that tokenises."""
-    tokenize = getattr(encoder, "tokenize", None)
-    if not callable(tokenize) or not rows.texts or rows.vectors is not None:
+    document prompt); rows that bring their own vectors pass as they are."""
+    if not rows.texts or rows.vectors is not None:
         return rows
     prompted = with_prompt(rows.texts, document_prompt(encoder))
-    return replace(rows, texts=TokenizedTexts(rows.texts, tokenize(prompted)))
+    return replace(rows, texts=TokenizedTexts(rows.texts, encoder.tokenize(prompted)))
 
 
 def encode_rows(

@@ -30,6 +30,7 @@ from semsearch.ingest.parts import write_parts as encode_and_write
 from semsearch.ingest.rows import LiveRows
 from semsearch.io.corpus import check_corpus, check_ids, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
+from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import check_document_prompt
 from semsearch.models.query_loader import open_for_rows
 from semsearch.search.searcher import check_same_model
@@ -76,7 +77,7 @@ class ChangeResult:
 def add_rows(
     folder: IndexFolder,
     corpus_path,
-    encoder=None,
+    encoder: Encoder | None = None,
     text_column: str | None = None,
     id_column: str | None = None,
     batch_size: int | None = None,
@@ -178,7 +179,7 @@ def add_rows(
                 "replaced": int(replaced.sum()),
                 "unchanged": int(unchanged.sum()),
                 "stale_chunks": len(stale),
-                "runtime": getattr(encoder, "runtime", None),
+                "runtime": None if encoder is None else encoder.runtime,
             },
             time.perf_counter() - started,
             next_id=manifest.next_id + int(fresh.sum()),

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from semsearch.ann.vector_index import higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
+from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import with_prompt
 from semsearch.options import GROUPS, Group, SearchMode, check_choice
 from semsearch.search.grouping import best_chunk_per_document
@@ -30,9 +30,6 @@ from semsearch.store.manifest import (
     Manifest,
 )
 from semsearch.store.segment import ID_COLUMN
-
-if TYPE_CHECKING:
-    from semsearch.models.bi_encoder import BiEncoder
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +92,7 @@ class Searcher:
     def __init__(
         self,
         folder: IndexFolder,
-        encoder: BiEncoder | None = None,
+        encoder: Encoder | None = None,
         device: str = "auto",
         compile: bool = False,
         at: int | None = None,
@@ -119,7 +116,7 @@ class Searcher:
         self._cache = SegmentCache()
         self.snapshot = open_snapshot(folder, at, self._cache)
         manifest = self.snapshot.manifest
-        self.encoder: BiEncoder | None = None
+        self.encoder: Encoder | None = None
         self._check_fingerprint = model_check
         if lexical_only:
             self.snapshot.check_lexical()
@@ -380,9 +377,7 @@ class Searcher:
         return hits
 
 
-def check_same_model(
-    manifest: Manifest, encoder: BiEncoder, check_fingerprint: bool = True
-) -> None:
+def check_same_model(manifest: Manifest, encoder: Encoder, check_fingerprint: bool = True) -> None:
     """Refuse an encoder whose vectors would not be comparable with the index's.
 
     The weights are compared where the manifest records their fingerprint and
