@@ -35,7 +35,7 @@ from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.chunk_rows import plan_chunks
-from semsearch.ingest.corpus_files import ManyFilesSource
+from semsearch.ingest.corpus_files import FileStream, ManyFilesSource, open_stream
 from semsearch.ingest.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
 from semsearch.io.corpus import (
     Corpus,
@@ -51,11 +51,10 @@ from semsearch.io.corpus import (
 from semsearch.io.documents import (
     DOCUMENT_ID,
     DOCUMENT_TEXT,
-    DOCUMENTS_FORMAT,
     is_document_folder,
     open_documents,
 )
-from semsearch.io.filesystems import location_sha256
+from semsearch.io.filesystems import is_uri, location_sha256
 from semsearch.io.own_vectors import (
     ColumnVectors,
     VectorColumn,
@@ -126,14 +125,15 @@ class PartSource(Protocol):
 
 
 class FilePartSource:
-    """One corpus file, encoded part by part in this process."""
+    """One corpus read as one stream, encoded part by part in this process: a file, a folder
+    of documents, or many files read one after the other (`corpus`, for a chunked build)."""
 
-    def __init__(self, options: BuildOptions) -> None:
-        if is_document_folder(options.corpus):  # each file a document: id = its path
+    def __init__(self, options: BuildOptions, corpus: FileStream | None = None) -> None:
+        if corpus is None and is_document_folder(options.corpus):  # a file a document
             corpus = open_documents(options.corpus, options.strict)
             options = replace(options, text_column=DOCUMENT_TEXT, id_column=DOCUMENT_ID)
         else:
-            corpus = open_corpus(options.corpus)
+            corpus = corpus or open_corpus(options.corpus)
             RowFilter(options.text_column, options.id_column).check_columns(corpus)
         self.name = corpus.path.name
         # What the build then reads (chunk rows, or the rows themselves), and with which id.
@@ -163,8 +163,8 @@ class FilePartSource:
     def fingerprint(self) -> str:
         if self._sha256 is None:
             documents = self._documents
-            is_folder = documents.format == DOCUMENTS_FORMAT
-            self._sha256 = documents.fingerprint() if is_folder else location_sha256(documents.path)
+            one_file = isinstance(documents, Corpus)
+            self._sha256 = location_sha256(documents.path) if one_file else documents.fingerprint()
         return self._sha256
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
@@ -211,12 +211,7 @@ def build_index(
     elif options.model is None:
         options = replace(options, model=DEFAULT_MODEL)
     if source is None and is_many_files(options.corpus) and not is_document_folder(options.corpus):
-        if options.chunking == "on":
-            raise SemsearchError(
-                "--chunking on reads one corpus file or a folder of documents; a folder of "
-                "Parquet/CSV/JSONL files is not chunked yet: build each file, or leave it out"
-            )
-        source = ManyFilesSource(options)
+        source = many_files_source(options)
     source = source if source is not None else FilePartSource(options)
     # A chunked build reads chunk rows, each with its own id (`ingest.chunk_rows`).
     options = getattr(source, "options", options)
@@ -316,6 +311,23 @@ def build_index(
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
+
+
+def many_files_source(options: BuildOptions) -> PartSource:
+    """A folder or glob of table files: read file by file in parts (`ManyFilesSource`), or,
+    where texts are to be cut into chunks, as one stream of chunk rows."""
+    could_chunk = options.vector_column is None and options.text_column is not None
+    if options.chunking == "off" or not could_chunk:
+        return ManyFilesSource(options)
+    if is_uri(options.corpus):
+        if options.chunking == "on":
+            raise SemsearchError(
+                "--chunking on reads local files; files named by a URI are not cut into chunks "
+                "yet: copy them here, or leave --chunking out"
+            )
+        return ManyFilesSource(options)
+    streamed = FilePartSource(options, open_stream(options.corpus))
+    return streamed if streamed.chunks is not None else ManyFilesSource(options)
 
 
 @dataclass(frozen=True)

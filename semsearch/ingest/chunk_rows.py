@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build_options import BuildOptions
 from semsearch.ingest.chunking import Chunker
+from semsearch.ingest.corpus_files import open_stream
 from semsearch.ingest.rows import LiveRows
-from semsearch.io.corpus import open_corpus
+from semsearch.io.corpus import is_many_files, open_corpus
 from semsearch.io.documents import DOCUMENTS_FORMAT, is_document_folder, open_documents
+from semsearch.io.filesystems import is_uri
 from semsearch.models.model_folder import DEFAULT_MODEL, ModelFolder, resolve_model, token_window
 from semsearch.store.manifest import (
     CHUNK_COLUMNS,
@@ -240,9 +242,13 @@ def plan_chunks(corpus, options: BuildOptions) -> tuple[object, BuildOptions, Ch
 def open_rows_for(manifest: Manifest, location) -> object:
     """The rows an `add` reads from `location` for this index: a folder of documents or a
     corpus file, cut into chunks as the index's were (same model, sizes and overlap)."""
-    folder = is_document_folder(location)
-    corpus = open_documents(location) if folder else open_corpus(location)
     chunks = manifest.chunks
+    if is_document_folder(location):
+        corpus = open_documents(location)
+    elif chunks is not None and is_many_files(location) and not is_uri(location):
+        corpus = open_stream(location)  # a chunked index's rows: the files as one stream
+    else:
+        corpus = open_corpus(location)
     if chunks is None:
         return corpus
     text_column = manifest.text_column

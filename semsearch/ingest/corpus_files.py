@@ -395,3 +395,44 @@ def _supported(path: Path | RemoteFile) -> bool:
 def _format(path: str) -> str:
     suffixes = [suffix.lower() for suffix in as_location(path).suffixes if suffix.lower() != ".gz"]
     return FORMATS.get(suffixes[-1], "") if suffixes else ""
+
+
+@dataclass
+class FileStream:
+    """Many local corpus files read one after the other as one corpus: what a chunked build
+    reads (its chunk rows are numbered over the whole stream, so parts cannot be planned by
+    each file's row ranges as `ManyFilesSource` plans them)."""
+
+    path: Path
+    corpora: list[Corpus]
+    num_rows: int | None = None
+
+    @property
+    def format(self) -> str:
+        return self.corpora[0].format
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.corpora[0].schema
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def batches(
+        self, rows: int = 8192, columns: list[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        for corpus in self.corpora:
+            yield from corpus.batches(rows, columns)
+
+    def fingerprint(self) -> str:
+        """A hash of every file's name and sha256, in order."""
+        lines = "".join(
+            f"{file_name(corpus.path)}\t{location_sha256(corpus.path)}\n" for corpus in self.corpora
+        )
+        return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def open_stream(corpus: str | Path) -> FileStream:
+    """The local files `corpus` names (a folder or a glob), checked as one corpus."""
+    return FileStream(Path(corpus).expanduser(), open_all(resolve_files(corpus)))

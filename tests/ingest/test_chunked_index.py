@@ -293,3 +293,38 @@ def test_chunk_rows_hold_each_chunk_once_not_the_document_per_chunk(tmp_path: Pa
     rows = sum(batch.num_rows for batch in batches)
     assert rows > 100
     assert sum(batch.nbytes for batch in batches) < 4 * len(text.encode())
+
+
+def test_a_folder_of_table_files_with_long_texts_is_chunked_as_one_stream(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    long_text = " ".join(paragraph("canals", n) for n in range(30))
+    pq.write_table(
+        pa.table({"id": ["a", "b"], "text": ["short one", long_text]}), folder / "1.parquet"
+    )
+    pq.write_table(pa.table({"id": ["c"], "text": ["another short one"]}), folder / "2.parquet")
+    index = build(
+        folder, tiny_model_dir, tmp_path / "i", chunking="auto", chunk_tokens=None, id_column="id"
+    )
+    assert index.manifest.chunks is not None and index.manifest.chunks.document_column == "id"
+    hits = index.search(["canals"], k=3)[0]
+    assert sorted(hit.id for hit in hits) == ["a", "b", "c"]
+    hit = next(hit for hit in hits if hit.id == "b")
+    assert long_text[hit.start : hit.end] == hit.text
+    pq.write_table(pa.table({"id": ["c"], "text": ["changed"]}), folder / "2.parquet")
+    result = index.add(folder)
+    assert (result.replaced, result.unchanged) == (1, index.manifest.rows - 1)
+
+
+def test_a_folder_of_short_table_files_builds_as_before(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    for number in range(2):
+        table = pa.table({"id": [f"{number}-a", f"{number}-b"], "text": ["short", "texts"]})
+        pq.write_table(table, folder / f"{number}.parquet")
+    index = build(folder, tiny_model_dir, tmp_path / "i", chunking="auto", chunk_tokens=None)
+    assert index.manifest.chunks is None and index.manifest.rows == 4
