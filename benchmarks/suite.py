@@ -186,6 +186,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
         "size, tie-aware recall@10, QPS",
         smoke=f"{SMOKE_INDEX} --types flat,hnsw16 --queries 50 --min-seconds 0.2",
+        figures=(
+            _figure("vectors", "database_rows"),
+            _figure("exact search, queries/s", "exact_qps"),
+        ),
+        note="Each structure's fastest setting at the target is in the line's `results`.",
     ),
     Benchmark(
         "ivf_code_search",
@@ -470,6 +475,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "mine_stsb_ap",
         "paraphrase mining on STS-B's sentences: average precision against the gold pairs",
         smoke="--pairs 300 --top-k 10",
+        figures=(
+            _figure("average precision", "quality.average_precision"),
+            _figure("best F1", "quality.best_f1"),
+            _figure("mining s", "seconds"),
+        ),
     ),
     Benchmark(
         "objectives_table",
