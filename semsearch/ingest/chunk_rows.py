@@ -46,6 +46,9 @@ DOCUMENT_NUMBER_COLUMN = "document"
 PIECE_START_COLUMN = "piece_start"
 # Documents read at a time from the corpus: each may make dozens of chunks.
 DOCUMENTS_PER_BATCH = 256
+# Chunk spans kept between a build's two passes, of texts cut in several (at most about 75
+# bytes a chunk: 16 and a small array per text); a text that fits is not cut again anyway.
+SPANS_KEPT = 2_000_000
 
 
 def model_window(model: ModelFolder) -> tuple[Path, int]:
@@ -101,6 +104,10 @@ class ChunkedCorpus:
     text_column: str
     document_column: str | None  # None: documents are numbered by their row
     _next_number: dict = field(default_factory=dict)
+    # Each row's spans, kept from the first pass (the build counts the rows, then encodes
+    # them): the second pass does not cut the texts again. Bounded by SPANS_KEPT chunks.
+    _spans: dict[int, np.ndarray] = field(default_factory=dict)
+    _spans_kept: int = 0
 
     @property
     def path(self):
@@ -154,6 +161,16 @@ class ChunkedCorpus:
                 table = table.select(columns)
             yield from table.to_batches(max_chunksize=rows)
 
+    def _spans_of(self, row: int, text: str | None) -> list[tuple[int, int]]:
+        kept = self._spans.get(row)
+        if kept is not None:
+            return [tuple(span) for span in kept.tolist()]
+        spans = self.chunker.spans(text) if text else [(0, 0)]
+        if len(spans) > 1 and self._spans_kept + len(spans) <= SPANS_KEPT:  # a text cut
+            self._spans[row] = np.array(spans, dtype=np.int64)
+            self._spans_kept += len(spans)
+        return spans
+
     def _chunk(self, batch: pa.RecordBatch, first_row: int) -> pa.Table:
         names = [name for name in batch.schema.names if name != PIECE_START_COLUMN]
         texts = batch.column(self.text_column).to_pylist()
@@ -168,7 +185,7 @@ class ChunkedCorpus:
             documents = batch.column(self.document_column).to_pylist()
         take, chunk_ids, numbers, starts, ends, chunk_texts = [], [], [], [], [], []
         for row, (text, document, piece_start) in enumerate(zip(texts, documents, pieces)):
-            spans = self.chunker.spans(text) if text else [(0, 0)]
+            spans = self._spans_of(first_row + row, text)
             number = self._next_number.get(document, 0) if piece_start else 0
             for start, end in spans:
                 take.append(row)

@@ -328,3 +328,16 @@ def test_a_folder_of_short_table_files_builds_as_before(
         pq.write_table(table, folder / f"{number}.parquet")
     index = build(folder, tiny_model_dir, tmp_path / "i", chunking="auto", chunk_tokens=None)
     assert index.manifest.chunks is None and index.manifest.rows == 4
+
+
+def test_a_build_cuts_each_text_once_though_it_reads_the_corpus_twice(
+    documents, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from semsearch.ingest.chunking import Chunker
+
+    folder, texts = documents
+    cut: list[str] = []
+    split = Chunker._split
+    monkeypatch.setattr(Chunker, "_split", lambda self, text: cut.append(text) or split(self, text))
+    build(folder, tiny_model_dir, tmp_path / "indexes")
+    assert len(cut) == len(texts)  # counted, then encoded: one cut each
