@@ -21,7 +21,14 @@ import pyarrow as pa
 from semsearch.ann.factory import IndexSpec
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
-from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_units, job_errors
+from semsearch.distributed.encode import (
+    EncoderSetup,
+    actor_runtime,
+    encode_rows,
+    encode_units,
+    job_errors,
+    part_row,
+)
 from semsearch.distributed.segments import (
     SegmentJob,
     TuningJob,
@@ -34,18 +41,27 @@ from semsearch.distributed.segments import (
     with_tuning,
 )
 from semsearch.errors import ResumableError, SemsearchError
-from semsearch.ingest.build import IndexedParts, build_index
+from semsearch.ingest.build import (
+    FilePartSource,
+    IndexedParts,
+    PartSource,
+    build_index,
+    read_in_parts,
+)
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.corpus_files import (
     FileScan,
+    FileStream,
     ManyFilesSource,
     check_unique_ids,
+    open_stream,
     part_count,
     plan_units,
     scan_file,
 )
-from semsearch.io.corpus import check_id_column, open_corpus
-from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
+from semsearch.io.corpus import check_id_column, is_many_files, open_corpus, usable_rows
+from semsearch.io.documents import is_document_folder
+from semsearch.io.filesystems import check_local_folder, is_uri, location_sha256, location_text
 from semsearch.io.own_vectors import (
     ColumnVectors,
     VectorColumn,
@@ -60,6 +76,9 @@ from semsearch.store.segment import Segment, SegmentWriter
 
 log = logging.getLogger(__name__)
 
+# A chunked build's parts sent to the actor pool at a time, per actor: the driver holds these.
+PARTS_PER_JOB = 2
+
 
 def build_index_on_ray(
     options: BuildOptions, ray_options: RayOptions | None = None, encoder=None
@@ -71,16 +90,68 @@ def build_index_on_ray(
     a folder every node sees. With `options.vector_column`, one file of your own vectors.
     """
     check_local_folder(options.out_dir, "--out-dir")
-    if options.chunking == "on":
-        raise SemsearchError(
-            "--engine ray does not cut texts into chunks yet: build with the local engine, "
-            "or with --chunking off"
-        )
     if options.vector_column is not None:
         options = with_vector_column(options)
     ray_options = ray_options or RayOptions(show_progress=options.show_progress)
     with RayConnection(ray_options, options.device) as connection:
-        return build_index(options, encoder, RaySource(options, connection))
+        return build_index(options, encoder, ray_source(options, connection))
+
+
+def ray_source(options: BuildOptions, connection: RayConnection) -> PartSource:
+    """The files read, encoded and indexed across the cluster (`RaySource`), or, where texts
+    are to be cut into chunks, cut here and encoded by the cluster (`RayChunkSource`)."""
+    could_chunk = options.vector_column is None and options.text_column is not None
+    if options.chunking == "off" or not could_chunk:
+        return RaySource(options, connection)
+    if is_uri(options.corpus):
+        if options.chunking == "on":
+            raise SemsearchError(
+                "--chunking on reads local files; files named by a URI are not cut into chunks "
+                "yet: copy them here, or leave --chunking out"
+            )
+        return RaySource(options, connection)
+    many = is_many_files(options.corpus) and not is_document_folder(options.corpus)
+    streamed = RayChunkSource(options, connection, open_stream(options.corpus) if many else None)
+    return streamed if streamed.chunks is not None else RaySource(options, connection)
+
+
+class RayChunkSource(FilePartSource):
+    """A chunked build on Ray: the driver reads the corpus and cuts its texts into chunk rows,
+    part by part (as a local build does), and the actor pool encodes and writes the parts (as
+    `add --engine ray` does); the parts are indexed here."""
+
+    driver_device = "auto"  # `--device` is the workers'; FAISS here takes a GPU if it has one
+
+    def __init__(
+        self, options: BuildOptions, connection: RayConnection, corpus: FileStream | None = None
+    ) -> None:
+        super().__init__(options, corpus)
+        self.connection = connection
+
+    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        workers = self.connection.workers()
+        setup = encoder_setup(encoder, workers, options)
+        read = skipped = truncated = 0
+        waiting: list[dict] = []
+
+        def encode(parts: list[dict]) -> int:
+            done = encode_rows(
+                parts, workers, setup, writer.folder, writer.vector_dtype, options.text_column
+            )
+            return done.truncated
+
+        for part, chunk in enumerate(read_in_parts(self.corpus, options.part_rows)):
+            rows = usable_rows(chunk, options.text_column, read, options.strict)
+            read, skipped = read + chunk.num_rows, skipped + rows.skipped
+            if writer.has(part):  # written by the interrupted build this one resumes
+                continue
+            waiting.append(part_row(part, rows.batch, rows.source_rows))
+            if len(waiting) >= PARTS_PER_JOB * workers.count:  # the driver holds a few parts
+                truncated += encode(waiting)
+                waiting = []
+        if waiting:
+            truncated += encode(waiting)
+        return EncodedRows(read, skipped, truncated)
 
 
 class RaySource(ManyFilesSource):
@@ -161,24 +232,7 @@ class RaySource(ManyFilesSource):
         return self.encoded_rows(truncated)
 
     def _setup(self, encoder, workers: Workers, options: BuildOptions) -> EncoderSetup:
-        """How each actor gets its encoder: the model, or for your own vectors none at all."""
-        if options.vector_column is not None:
-            load = functools.partial(ColumnVectors, encoder.spec)
-            return EncoderSetup(load, "", "none", options.batch_size, workers.threads)
-        from semsearch.models.bi_encoder import BiEncoder
-
-        load = functools.partial(
-            BiEncoder.load,
-            options.model,
-            device=workers.device,
-            quantization=options.quantization,
-            runtime=actor_runtime(options.runtime, workers.device),
-            query_prompt=encoder.spec.query_prompt,  # the driver's, overrides included
-            document_prompt=encoder.spec.document_prompt,
-        )
-        return EncoderSetup(
-            load, encoder.spec.fingerprint, workers.device, options.batch_size, workers.threads
-        )
+        return encoder_setup(encoder, workers, options)
 
     def _vector_column(self, options: BuildOptions) -> VectorColumn | None:
         if options.vector_column is None:
@@ -279,6 +333,27 @@ class RaySource(ManyFilesSource):
             "worker_device": workers.device,
             "worker_threads": workers.threads,
         }
+
+
+def encoder_setup(encoder, workers: Workers, options: BuildOptions) -> EncoderSetup:
+    """How each actor gets its encoder: the model, or for your own vectors none at all."""
+    if options.vector_column is not None:
+        load = functools.partial(ColumnVectors, encoder.spec)
+        return EncoderSetup(load, "", "none", options.batch_size, workers.threads)
+    from semsearch.models.bi_encoder import BiEncoder
+
+    load = functools.partial(
+        BiEncoder.load,
+        options.model,
+        device=workers.device,
+        quantization=options.quantization,
+        runtime=actor_runtime(options.runtime, workers.device),
+        query_prompt=encoder.spec.query_prompt,  # the driver's, overrides included
+        document_prompt=encoder.spec.document_prompt,
+    )
+    return EncoderSetup(
+        load, encoder.spec.fingerprint, workers.device, options.batch_size, workers.threads
+    )
 
 
 def scan_apart(

@@ -514,7 +514,7 @@ def _encode_parts(
     vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
 
     def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
-        for part, chunk in enumerate(_chunks(corpus, options.part_rows)):
+        for part, chunk in enumerate(read_in_parts(corpus, options.part_rows)):
             if options.text_column is None:  # your own vectors alone: every row is usable
                 rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
             else:
@@ -542,8 +542,9 @@ def _encode_parts(
     return rows_read, skipped
 
 
-def _chunks(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
-    """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short)."""
+def read_in_parts(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
+    """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short):
+    part N holds the same rows in every run, so a build resumes by part."""
     return rechunk(corpus.batches(min(rows_per_chunk, 8192)), rows_per_chunk)
 
 

@@ -1,0 +1,65 @@
+"""`build --engine ray` of long texts: the driver cuts them into chunks as a local build
+does, the actor pool encodes them; the index is the local build's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from distributed import conftest as support
+from ingest.test_chunked_index import write_documents
+
+from semsearch.distributed import build_index_on_ray
+from semsearch.distributed.build import RayChunkSource, RaySource, ray_source
+from semsearch.ingest.build import build_index
+from semsearch.ingest.build_options import BuildOptions
+from semsearch.search.searcher import Searcher
+
+pytestmark = [*support.ray_tests, pytest.mark.usefixtures("local_ray")]
+
+
+def chunked(corpus: Path, model: Path, out: Path) -> BuildOptions:
+    return BuildOptions(
+        corpus=corpus,
+        model=str(model),
+        out_dir=out,
+        show_progress=False,
+        runtime="torch",
+        chunking="on",
+        chunk_tokens=24,
+        chunk_overlap=4,
+        target_recall=None,
+        part_rows=16,  # several parts, so the pool gets more than one job
+    )
+
+
+def test_a_folder_of_documents_on_ray_is_the_local_chunked_build(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    folder = tmp_path / "docs"
+    texts = write_documents(folder)
+    local = build_index(chunked(folder, tiny_model_dir, tmp_path / "local"))
+    on_ray = build_index_on_ray(chunked(folder, tiny_model_dir, tmp_path / "ray"))
+    assert on_ray.manifest().chunks == local.manifest().chunks
+    support.assert_same_rows(local, on_ray)
+    columns = ["chunk_id", "id", "start", "end"]
+    assert support.metadata(on_ray, columns).equals(support.metadata(local, columns))
+    hits = Searcher(on_ray).search(["violins"], k=3)[0]
+    assert len({hit.id for hit in hits}) == 3
+    assert all(texts[hit.id][hit.start : hit.end] == hit.text for hit in hits)
+
+
+def test_short_texts_on_ray_build_file_by_file_as_before(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    from semsearch.distributed.cluster import RayConnection, RayOptions
+
+    corpus = support.write_corpus(tmp_path / "rows.parquet", 40)
+    options = support.options(corpus, tmp_path / "out", "rows", model=str(tiny_model_dir))
+    with RayConnection(RayOptions(), "cpu") as connection:
+        assert type(ray_source(options, connection)) is RaySource
+        docs = tmp_path / "docs"
+        write_documents(docs)
+        assert (
+            type(ray_source(chunked(docs, tiny_model_dir, tmp_path), connection)) is RayChunkSource
+        )
