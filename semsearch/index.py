@@ -80,7 +80,7 @@ class Index:
                 path = Path(scratch) / "rows.parquet"
                 pq.write_table(rows, path)
                 return update.add_rows(self.folder, path, encoder, **options)
-        return update.add_rows(self.folder, Path(rows), encoder, **options)
+        return update.add_rows(self.folder, rows, encoder, **options)  # a path or a URI
 
     def delete(self, ids: list | None = None, where: str | None = None) -> ChangeResult:
         return update.delete_rows(

@@ -40,7 +40,7 @@ from semsearch.distributed.segments import (
     train_segment,
     with_tuning,
 )
-from semsearch.errors import ResumableError, SemsearchError
+from semsearch.errors import ResumableError
 from semsearch.ingest.build import (
     FilePartSource,
     IndexedParts,
@@ -61,7 +61,7 @@ from semsearch.ingest.corpus_files import (
 )
 from semsearch.io.corpus import check_id_column, is_many_files, open_corpus, usable_rows
 from semsearch.io.documents import is_document_folder
-from semsearch.io.filesystems import check_local_folder, is_uri, location_sha256, location_text
+from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
 from semsearch.io.own_vectors import (
     ColumnVectors,
     VectorColumn,
@@ -102,13 +102,6 @@ def ray_source(options: BuildOptions, connection: RayConnection) -> PartSource:
     are to be cut into chunks, cut here and encoded by the cluster (`RayChunkSource`)."""
     could_chunk = options.vector_column is None and options.text_column is not None
     if options.chunking == "off" or not could_chunk:
-        return RaySource(options, connection)
-    if is_uri(options.corpus):
-        if options.chunking == "on":
-            raise SemsearchError(
-                "--chunking on reads local files; files named by a URI are not cut into chunks "
-                "yet: copy them here, or leave --chunking out"
-            )
         return RaySource(options, connection)
     many = is_many_files(options.corpus) and not is_document_folder(options.corpus)
     streamed = RayChunkSource(options, connection, open_stream(options.corpus) if many else None)

@@ -54,7 +54,7 @@ from semsearch.io.documents import (
     is_document_folder,
     open_documents,
 )
-from semsearch.io.filesystems import is_uri, location_sha256
+from semsearch.io.filesystems import is_uri, location_sha256, location_text
 from semsearch.io.own_vectors import (
     ColumnVectors,
     VectorColumn,
@@ -178,8 +178,9 @@ class FilePartSource:
         add_parts(index, segment.iter_parts, segment_rows(segment), options.show_progress)
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        path = self.corpus.path
         return SourceSpec(
-            path=str(self.corpus.path.resolve()),
+            path=location_text(path) if is_uri(location_text(path)) else str(path.resolve()),
             format=self.corpus.format,
             sha256=self.fingerprint(),
             rows_read=rows.read,
@@ -318,13 +319,6 @@ def many_files_source(options: BuildOptions) -> PartSource:
     where texts are to be cut into chunks, as one stream of chunk rows."""
     could_chunk = options.vector_column is None and options.text_column is not None
     if options.chunking == "off" or not could_chunk:
-        return ManyFilesSource(options)
-    if is_uri(options.corpus):
-        if options.chunking == "on":
-            raise SemsearchError(
-                "--chunking on reads local files; files named by a URI are not cut into chunks "
-                "yet: copy them here, or leave --chunking out"
-            )
         return ManyFilesSource(options)
     streamed = FilePartSource(options, open_stream(options.corpus))
     return streamed if streamed.chunks is not None else ManyFilesSource(options)

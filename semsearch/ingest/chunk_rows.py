@@ -26,7 +26,6 @@ from semsearch.ingest.corpus_files import open_stream
 from semsearch.ingest.rows import LiveRows
 from semsearch.io.corpus import is_many_files, open_corpus
 from semsearch.io.documents import DOCUMENTS_FORMAT, is_document_folder, open_documents
-from semsearch.io.filesystems import is_uri
 from semsearch.models.model_folder import DEFAULT_MODEL, ModelFolder, resolve_model, token_window
 from semsearch.store.manifest import (
     CHUNK_COLUMNS,
@@ -262,7 +261,7 @@ def open_rows_for(manifest: Manifest, location) -> object:
     chunks = manifest.chunks
     if is_document_folder(location):
         corpus = open_documents(location)
-    elif chunks is not None and is_many_files(location) and not is_uri(location):
+    elif chunks is not None and is_many_files(location):
         corpus = open_stream(location)  # a chunked index's rows: the files as one stream
     else:
         corpus = open_corpus(location)

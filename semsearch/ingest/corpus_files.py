@@ -399,11 +399,11 @@ def _format(path: str) -> str:
 
 @dataclass
 class FileStream:
-    """Many local corpus files read one after the other as one corpus: what a chunked build
-    reads (its chunk rows are numbered over the whole stream, so parts cannot be planned by
-    each file's row ranges as `ManyFilesSource` plans them)."""
+    """Many corpus files (local, or named by a URI) read one after the other as one corpus:
+    what a chunked build reads (its chunk rows are numbered over the whole stream, so parts
+    cannot be planned by each file's row ranges as `ManyFilesSource` plans them)."""
 
-    path: Path
+    path: Path | RemoteFile
     corpora: list[Corpus]
     num_rows: int | None = None
 
@@ -434,5 +434,5 @@ class FileStream:
 
 
 def open_stream(corpus: str | Path) -> FileStream:
-    """The local files `corpus` names (a folder or a glob), checked as one corpus."""
-    return FileStream(Path(corpus).expanduser(), open_all(resolve_files(corpus)))
+    """The files `corpus` names (a folder, a glob or a URI), checked as one corpus."""
+    return FileStream(as_location(corpus), open_all(resolve_files(corpus)))

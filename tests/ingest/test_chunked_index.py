@@ -341,3 +341,19 @@ def test_a_build_cuts_each_text_once_though_it_reads_the_corpus_twice(
     monkeypatch.setattr(Chunker, "_split", lambda self, text: cut.append(text) or split(self, text))
     build(folder, tiny_model_dir, tmp_path / "indexes")
     assert len(cut) == len(texts)  # counted, then encoded: one cut each
+
+
+def test_files_named_by_a_uri_are_chunked_too(tiny_model_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    long_text = " ".join(paragraph("harbours", n) for n in range(30))
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["short", long_text]}), folder / "1.parquet")
+    uri = folder.as_uri()  # file:///…/tables
+    index = build(
+        uri, tiny_model_dir, tmp_path / "i", chunking="auto", chunk_tokens=None, id_column="id"
+    )
+    assert index.manifest.chunks is not None and index.manifest.source.path == uri
+    hit = next(hit for hit in index.search(["harbours"], k=2)[0] if hit.id == "b")
+    assert long_text[hit.start : hit.end] == hit.text
+    pq.write_table(pa.table({"id": ["c"], "text": ["new"]}), folder / "2.parquet")
+    assert index.add(uri).added == 1
