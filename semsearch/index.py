@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semsearch.ingest import maintain, update
+from semsearch.ingest.build import build_index
 from semsearch.ingest.update import ChangeResult
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ class Index:
     @classmethod
     def build(cls, options: BuildOptions, encoder=None) -> Index:
         """Embed `options.corpus` into a new index folder (what `semsearch build` does)."""
-        from semsearch.ingest.build import build_index
-
         return cls(build_index(options, encoder))
 
     @property

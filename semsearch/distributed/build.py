@@ -202,7 +202,7 @@ class RaySource(ManyFilesSource):
             done = encode_units(
                 units,
                 workers,
-                self._setup(encoder, workers, options),
+                encoder_setup(encoder, workers, options),
                 writer.folder,
                 writer.vector_dtype,
                 options.text_column,
@@ -223,9 +223,6 @@ class RaySource(ManyFilesSource):
                 "run the same command again to encode the rest",
             )
         return self.encoded_rows(truncated)
-
-    def _setup(self, encoder, workers: Workers, options: BuildOptions) -> EncoderSetup:
-        return encoder_setup(encoder, workers, options)
 
     def _vector_column(self, options: BuildOptions) -> VectorColumn | None:
         if options.vector_column is None:

@@ -267,6 +267,14 @@ def open_rows_for(manifest: Manifest, location) -> object:
         corpus = open_corpus(location)
     if chunks is None:
         return corpus
+    if chunks.document_column == DOCUMENT_NUMBER_COLUMN:
+        # The rows' numbers in another file would name the index's documents of those
+        # numbers: the add would replace them.
+        raise SemsearchError(
+            f"index {manifest.name!r} numbers its documents by row (it was built without "
+            "--id-column), so added rows cannot be told from its own: rebuild it with an "
+            "--id-column to add to it"
+        )
     text_column = manifest.text_column
     if text_column not in corpus.schema.names:
         return corpus  # the column checks that follow say what is missing

@@ -16,6 +16,7 @@ from server.conftest import serve
 from typer.testing import CliRunner
 
 from semsearch.cli.app import app
+from semsearch.errors import SemsearchError
 from semsearch.index import Index
 from semsearch.ingest.build import build_index
 from semsearch.ingest.build_options import BuildOptions
@@ -357,3 +358,23 @@ def test_files_named_by_a_uri_are_chunked_too(tiny_model_dir: Path, tmp_path: Pa
     assert long_text[hit.start : hit.end] == hit.text
     pq.write_table(pa.table({"id": ["c"], "text": ["new"]}), folder / "2.parquet")
     assert index.add(uri).added == 1
+
+
+def test_an_index_that_numbers_its_documents_by_row_refuses_an_add(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Row 0 of another file would be taken for the index's document 0 and replace it."""
+    long_text = " ".join(paragraph("rivers", n) for n in range(30))
+    corpus = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"text": [long_text, "a short one"]}), corpus)
+    index = build(corpus, tiny_model_dir, tmp_path / "i", chunking="on", chunk_tokens=None)
+    more = tmp_path / "more.parquet"
+    pq.write_table(pa.table({"text": ["an unrelated new text"]}), more)
+    with pytest.raises(SemsearchError, match="numbers its documents by row"):
+        index.add(more)
+    assert index.manifest.generation == 1
+    result = CliRunner().invoke(
+        app, ["add", str(more), "--index", "rows", "--index-dir", str(tmp_path / "i")]
+    )
+    assert result.exit_code != 0 and "--id-column" in result.output
+    assert "Traceback" not in result.output

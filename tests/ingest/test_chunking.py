@@ -5,8 +5,6 @@ keeps headings with their section; bad options are one line; streaming equals th
 from __future__ import annotations
 
 import random
-import tracemalloc
-from collections.abc import Iterator
 
 import pytest
 from tokenizers import Tokenizer
@@ -16,7 +14,6 @@ from semsearch.ingest.chunking import (
     NARROW_LIMIT,
     WIDE_TOKENS_PER_CHAR,
     Chunker,
-    chunk_spans_streamed,
 )
 from semsearch.models.model_folder import resolve_model
 from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_TOKENS
@@ -129,12 +126,9 @@ def test_offsets_are_exact_for_non_ascii_text(chunker) -> None:
     rng = random.Random(3)
     words = ["naïve", "Größe", "señal", "中文", "signal", "한국어", "—", "émigré", "🙂"]
     text = " ".join(rng.choice(words) + ("." if rng.random() < 0.1 else "") for _ in range(4000))
-    streamed = list(
-        chunk_spans_streamed(chunker, (text[i : i + 3000] for i in range(0, len(text), 3000)))
-    )
-    assert len(streamed) > 5
-    assert all(text[start:end] == chunk for start, end, chunk in streamed)
-    assert all(chunker.count_tokens(chunk) <= chunker.tokens for _, _, chunk in streamed)
+    chunks = [text[start:end] for start, end in chunker.spans(text)]
+    assert len(chunks) > 5 and all(chunk.strip() for chunk in chunks)
+    assert all(chunker.count_tokens(chunk) <= chunker.tokens for chunk in chunks)
 
 
 def test_markdown_keeps_headings_with_their_section(tokenizer_file) -> None:
@@ -218,57 +212,6 @@ def test_a_huge_text_is_judged_from_its_head(chunker, monkeypatch) -> None:
     )
     assert chunker.needs_chunking("word " * 2_000_000)
     assert max(counted) < 10_000
-
-
-def test_streamed_spans_equal_the_whole_texts(chunker) -> None:
-    text = document(300, seed=5)
-    whole = [(start, end, text[start:end]) for start, end in chunker.spans(text)]
-    for size in (7_000, 20_000):
-        pieces = (text[i : i + size] for i in range(0, len(text), size))
-        assert list(chunk_spans_streamed(chunker, pieces)) == whole
-
-
-def test_a_short_document_in_pieces_is_one_span(chunker) -> None:
-    assert list(chunk_spans_streamed(chunker, ["A short ", "text."])) == [(0, 13, "A short text.")]
-    assert list(chunk_spans_streamed(chunker, [])) == [(0, 0, "")]
-
-
-def streamed_peak(chunker: Chunker, total: int, size: int) -> tuple[int, int]:
-    """The chunks of a `total`-character document streamed `size` characters at a time, and
-    tracemalloc's peak meanwhile; the pieces are cut from one block made beforehand, so the
-    peak is the streaming's own."""
-    block = document(size // 60, seed=6)
-    assert len(block) > 2 * size
-
-    def pieces() -> Iterator[str]:
-        for number in range(total // size):
-            start = number * 7919 % (len(block) - size)
-            yield block[start : start + size]
-
-    tracemalloc.start()
-    try:
-        count, last_end = 0, 0
-        for start, end, chunk in chunk_spans_streamed(chunker, pieces()):
-            assert start < end and end > last_end and len(chunk) == end - start
-            count, last_end = count + 1, end
-        return count, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
-def test_streaming_memory_stays_bounded_by_the_pieces(chunker) -> None:
-    total, size = 1_500_000, 50_000
-    chunks, peak = streamed_peak(chunker, total, size)
-    assert chunks > 1000
-    assert peak < 5 * size, f"peak {peak} bytes for {size}-character pieces"
-
-
-@pytest.mark.slow
-def test_a_20_mb_text_streams_in_1_mb_pieces_in_bounded_memory(chunker) -> None:
-    total, size = 20_000_000, 1_000_000
-    chunks, peak = streamed_peak(chunker, total, size)
-    assert chunks > 15_000
-    assert peak < 5 * size, f"peak {peak} bytes for a {total}-character text"
 
 
 def test_a_text_without_boundaries_is_still_cut_to_fit(chunker) -> None:
