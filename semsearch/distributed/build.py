@@ -129,7 +129,13 @@ class RayChunkSource(FilePartSource):
 
         def encode(parts: list[dict]) -> int:
             done = encode_rows(
-                parts, workers, setup, writer.folder, writer.vector_dtype, options.text_column
+                parts,
+                workers,
+                setup,
+                writer.folder,
+                writer.vector_dtype,
+                options.text_column,
+                split=writer.split,
             )
             return done.truncated
 
@@ -209,6 +215,7 @@ class RaySource(ManyFilesSource):
                 options.part_rows,
                 options.strict,
                 self._vector_column(options),
+                split=writer.split,
             )
             truncated = done.truncated
             if truncated:

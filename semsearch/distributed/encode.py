@@ -27,6 +27,7 @@ from semsearch.ingest.parts import encode_rows as encode_prepared
 from semsearch.ingest.parts import prepare_part
 from semsearch.io.own_vectors import VectorColumn
 from semsearch.models.truncation import truncation_report
+from semsearch.store.documents import DocumentSplit
 from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
@@ -122,9 +123,10 @@ class PartEncoder(_EncoderActor):
         vector_dtype: str,
         text_column: str | None,
         vector_column: VectorColumn | None = None,
+        split: DocumentSplit | None = None,
     ) -> None:
         super().__init__(setup)
-        self.writer = SegmentWriter(Path(folder), vector_dtype)
+        self.writer = SegmentWriter(Path(folder), vector_dtype, split)
         self.text_column = text_column
         self.vector_column = vector_column  # your own vectors: read, not encoded
 
@@ -166,6 +168,7 @@ def encode_units(
     part_rows: int,
     strict: bool,
     vector_column: VectorColumn | None = None,
+    split: DocumentSplit | None = None,
 ) -> EncodedParts:
     """Read, encode and write the parts of `units` on the cluster (with `vector_column`, the
     rows' own vectors are checked and written instead)."""
@@ -190,6 +193,7 @@ def encode_units(
         text_column,
         resumable=True,
         vector_column=vector_column,
+        split=split,
     )
 
 
@@ -200,12 +204,15 @@ def encode_rows(
     folder: Path,
     vector_dtype: str,
     text_column: str,
+    split: DocumentSplit | None = None,
 ) -> EncodedParts:
     """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows."""
     ray = require_ray()
     dataset = ray.data.from_items(rows)
     workers = workers.at_most(len(rows))
-    return _encode(dataset, workers, setup, folder, vector_dtype, text_column, resumable=False)
+    return _encode(
+        dataset, workers, setup, folder, vector_dtype, text_column, resumable=False, split=split
+    )
 
 
 def _encode(
@@ -217,6 +224,7 @@ def _encode(
     text_column: str | None,
     resumable: bool,
     vector_column: VectorColumn | None = None,
+    split: DocumentSplit | None = None,
 ) -> EncodedParts:
     dataset = dataset.map_batches(
         PartEncoder,
@@ -228,6 +236,7 @@ def _encode(
             "vector_dtype": vector_dtype,
             "text_column": text_column,
             "vector_column": vector_column,
+            "split": split,
         },
     )
     parts, rows, truncated = [], 0, 0

@@ -46,11 +46,12 @@ from semsearch.store.manifest import (
     LexicalSpec,
     SegmentRecord,
     part_arrow_name,
+    part_documents_names,
     part_file_names,
     segment_file_names,
 )
 from semsearch.store.rescoring import tune_search
-from semsearch.store.segment import Segment, index_file_name
+from semsearch.store.segment import Segment, has_documents, index_file_name
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,13 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
     if job.lexical is not None:
         lexical_dir = index_segment_texts(path, job.text_column, rows, job.parts, job.lexical, 1)
     record = SegmentRecord(
-        job.name, rows, job.parts, index_file, index_bytes, lexical_dir=lexical_dir
+        job.name,
+        rows,
+        job.parts,
+        index_file,
+        index_bytes,
+        lexical_dir=lexical_dir,
+        documents=has_documents(path),
     )
     return IndexedSegment(
         record, describe_files(Path(job.folder), segment_file_names(record), {}), result
@@ -208,10 +215,12 @@ def _move_part(source: Path, number: int, target: Path, new_number: int) -> None
     vectors, ids, metadata = part_file_names(number)
     new_vectors, new_ids, new_metadata = part_file_names(new_number)
     arrow, new_arrow = part_arrow_name(number), part_arrow_name(new_number)
+    documents, new_documents = part_documents_names(number), part_documents_names(new_number)
     for old, new in [
         (ids, new_ids),
         (metadata, new_metadata),
         (arrow, new_arrow),
+        *zip(documents, new_documents),
         (vectors, new_vectors),
     ]:
         if (source / old).exists():

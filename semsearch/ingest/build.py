@@ -78,7 +78,7 @@ from semsearch.store.generation import now, segment_name
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import Manifest, SegmentRecord, SourceSpec, write_manifest
 from semsearch.store.rescoring import tune_search
-from semsearch.store.segment import Segment, SegmentWriter, index_file_name
+from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
 
 log = logging.getLogger(__name__)
 
@@ -257,12 +257,14 @@ def build_index(
         raise SemsearchError(_cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
     folder = IndexFolder(partial)
     try:
+        split = document_split(getattr(source, "chunks", None), options.text_column)
         writer = SegmentWriter(
-            folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors]
+            folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors], split
         )
         encoded = source.encode_parts(encoder, writer, options)
         parts = writer.part_count()
-        segment = Segment(writer.folder, SegmentRecord(segment_name(0), 0, parts, "", 0))
+        record = SegmentRecord(segment_name(0), 0, parts, "", 0, documents=split is not None)
+        segment = Segment(writer.folder, record)
         total = sum(len(ids) for ids in segment.part_ids)
         if total != usable:
             raise SemsearchError(
@@ -363,8 +365,12 @@ def index_segment(
         lexical_dir = index_segment_texts(
             segment.folder, options.text_column, total, parts, options.lexical, 1
         )
-    record = SegmentRecord(
-        segment.name, total, parts, index_file, index_bytes, lexical_dir=lexical_dir
+    record = replace(
+        segment.record,
+        rows=total,
+        index_file=index_file,
+        index_file_bytes=index_bytes,
+        lexical_dir=lexical_dir,
     )
     return IndexedParts(spec, (record,), tuning)
 

@@ -4,8 +4,8 @@ carries its document's id, its number, its character offsets and the document's 
 Why rows and not a second table: every stage after this one (parts, encoding, the store,
 add/delete, verify, compact, the Ray workers) already works on rows, so a chunk is simply a
 row whose id is `<document id>#<n>`. Search groups them back into documents
-(`semsearch.search.grouping`). The document's other columns repeat on each of its chunks;
-Parquet's dictionary encoding stores each distinct value once per part on disk.
+(`semsearch.search.grouping`). The document's other columns come with each of its chunks
+here; the store keeps them once per document (`semsearch.store.documents`).
 """
 
 from __future__ import annotations

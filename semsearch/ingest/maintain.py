@@ -33,7 +33,7 @@ from semsearch.store.manifest import (
     write_manifest,
 )
 from semsearch.store.rescoring import tune_search
-from semsearch.store.segment import Segment, SegmentWriter, index_file_name
+from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
 from semsearch.store.verify import check_opened_files, check_restorable
 
 log = logging.getLogger(__name__)
@@ -310,13 +310,15 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     name = segment_name(next_segment_number(manifest, existing))
     temporary = folder.segments_dir / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
-    writer = SegmentWriter(temporary, manifest.vector_dtype)
+    split = document_split(manifest.chunks, manifest.text_column)
+    writer = SegmentWriter(temporary, manifest.vector_dtype, split)
     segments = [Segment(folder.segment_dir(record.name), record) for record in manifest.segments]
     # Part by part in id order (a merged segment keeps ids ascending): `semsearch.ingest.merge`.
     rows = write_merged(segments, writer, manifest.model.dimension, PART_ROWS)
     parts = writer.part_count()
     temporary.rename(folder.segment_dir(name))
-    return Segment(folder.segment_dir(name), SegmentRecord(name, rows, parts, "", 0))
+    record = SegmentRecord(name, rows, parts, "", 0, documents=split is not None)
+    return Segment(folder.segment_dir(name), record)
 
 
 def _readable_next_ids(folder: IndexFolder) -> list[int]:

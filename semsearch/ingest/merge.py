@@ -15,9 +15,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from semsearch.store.segment import Segment, SegmentWriter, metadata_path
+from semsearch.store.segment import Segment, SegmentWriter
 
 
 class LiveCursor:
@@ -54,8 +53,7 @@ class LiveCursor:
         tables = []
         for part in np.unique(np.searchsorted(self._starts, positions, side="right") - 1):
             if self._table is None or self._table[0] != part:
-                path = metadata_path(self.segment.folder, int(part))
-                self._table = (int(part), pq.read_table(path, memory_map=True))
+                self._table = (int(part), self.segment.part_metadata(int(part)))
             local = positions[cuts[part] : cuts[part + 1]] - self._starts[part]
             tables.append(self._table[1].take(pa.array(local)))
         return pa.concat_tables(tables, promote_options="permissive")

@@ -45,6 +45,7 @@ from semsearch.store.segment import (
     TEXT_HASH_COLUMN,
     Segment,
     SegmentWriter,
+    document_split,
     index_file_name,
     write_deleted,
 )
@@ -252,7 +253,7 @@ def delete_rows(
         check_opened_files(folder, manifest)  # never build a generation on changed files
         if where is not None:
             live = LiveRows.read(folder, manifest)
-            parts = [path for segment in live.segments for path in segment.metadata_paths()]
+            parts = [files for segment in live.segments for files in segment.metadata_files()]
             rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
             not_found = 0
         else:
@@ -328,11 +329,13 @@ def _write_segment(
     name = segment_name(next_segment_number(manifest, existing))
     temporary = folder.segments_dir / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
-    writer = SegmentWriter(temporary, manifest.vector_dtype)
+    split = document_split(manifest.chunks, manifest.text_column)
+    writer = SegmentWriter(temporary, manifest.vector_dtype, split)
     order = np.argsort(ids, kind="stable")
     write_parts(writer, rows.take(pa.array(order)), ids[order])
     parts = writer.part_count()
-    segment = Segment(temporary, SegmentRecord(name, rows.num_rows, parts, "", 0))
+    record = SegmentRecord(name, rows.num_rows, parts, "", 0, documents=split is not None)
+    segment = Segment(temporary, record)
     index = _empty_index(folder, manifest)
     with index.placed(device):
         add_parts(index, segment.iter_parts, rows.num_rows)
@@ -344,7 +347,7 @@ def _write_segment(
             temporary, text_column, rows.num_rows, parts, manifest.lexical, manifest.generation + 1
         )
     temporary.rename(folder.segment_dir(name))
-    return SegmentRecord(name, rows.num_rows, parts, index_file, size, lexical_dir=lexical_dir)
+    return replace(record, index_file=index_file, index_file_bytes=size, lexical_dir=lexical_dir)
 
 
 def _encode_parts(

@@ -197,7 +197,7 @@ class IndexSnapshot:
             offset += rows
         self._cache = cache
         self._where = WhereEvaluator(
-            [path for segment, _ in opened for path in segment.metadata_paths()], len(self.live)
+            [files for segment, _ in opened for files in segment.metadata_files()], len(self.live)
         )
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}

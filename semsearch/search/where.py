@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
+from semsearch.store.documents import DOCUMENT_ROW_COLUMN
 
 MAX_EXPRESSION_LENGTH = 2_000
 
@@ -26,8 +27,12 @@ class WhereEvaluator:
     """Evaluates predicates over one metadata table, or over Parquet files read as one table
     (their columns united by name); safe to share between threads."""
 
-    def __init__(self, metadata: pa.Table | Sequence[Path], rows: int | None = None) -> None:
-        """`rows`: how many rows the files hold, checked against each result."""
+    def __init__(
+        self, metadata: pa.Table | Sequence[Path | tuple[Path, Path]], rows: int | None = None
+    ) -> None:
+        """`metadata`: a table, or each part's Parquet file, paired with its documents table
+        where a chunked part keeps its documents' columns apart (`semsearch.store.documents`).
+        `rows`: how many rows the files hold, checked against each result."""
         self.metadata = metadata
         self.rows = metadata.num_rows if isinstance(metadata, pa.Table) else rows
         self._lock = threading.Lock()
@@ -67,9 +72,13 @@ class WhereEvaluator:
             connection = duckdb.connect(":memory:")
             if isinstance(self.metadata, pa.Table):
                 connection.register("metadata", self.metadata)
-            else:
+            elif all(isinstance(part, Path | str) for part in self.metadata):
                 files = [str(path) for path in self.metadata]
                 connection.read_parquet(files, union_by_name=True).create_view("metadata")
+                connection.execute("SET allowed_paths = ?", [files])
+            else:
+                connection.execute(f"CREATE VIEW metadata AS {joined_parts(self.metadata)}")
+                files = [str(path) for part in self.metadata for path in _paths(part)]
                 connection.execute("SET allowed_paths = ?", [files])
                 connection.execute("SET parquet_metadata_cache = true")
             connection.execute("SET enable_external_access = false")
@@ -94,6 +103,45 @@ class WhereEvaluator:
         if isinstance(self.metadata, pa.Table):
             return self.metadata.column_names
         return self._connection.table("metadata").columns
+
+
+def joined_parts(parts: Sequence[Path | tuple[Path, Path]]) -> str:
+    """A query of every part's rows in order, a chunked part's joined with its documents table
+    by each chunk's document row, the parts' columns united by name."""
+    import pyarrow.parquet as pq
+
+    selects = []
+    for number, part in enumerate(parts):
+        if not isinstance(part, tuple):
+            selects.append(
+                f"SELECT {number} AS __part, file_row_number AS __row, * EXCLUDE (file_row_number) "
+                f"FROM read_parquet({_literal(part)}, file_row_number = true)"
+            )
+            continue
+        chunks, documents = part
+        chunk_names = [n for n in pq.read_schema(chunks).names if n != DOCUMENT_ROW_COLUMN]
+        document_names = [n for n in pq.read_schema(documents).names if n not in chunk_names]
+        cells = [f"c.{_name(n)}" for n in chunk_names] + [f"d.{_name(n)}" for n in document_names]
+        selects.append(
+            f"SELECT {number} AS __part, c.file_row_number AS __row, {', '.join(cells)} "
+            f"FROM read_parquet({_literal(chunks)}, file_row_number = true) c "
+            f"JOIN read_parquet({_literal(documents)}, file_row_number = true) d "
+            f"ON c.{_name(DOCUMENT_ROW_COLUMN)} = d.file_row_number"
+        )
+    union = " UNION ALL BY NAME ".join(selects)
+    return f"SELECT * EXCLUDE (__part, __row) FROM ({union}) ORDER BY __part, __row"
+
+
+def _paths(part: Path | tuple[Path, Path]) -> tuple[Path, ...]:
+    return part if isinstance(part, tuple) else (part,)
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _name(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
 
 
 def syntax_error(expression: str, connection) -> str:

@@ -66,6 +66,11 @@ def part_arrow_name(part: int) -> str:
     return f"part-{part:05d}.arrow"
 
 
+def part_documents_names(part: int) -> tuple[str, str]:
+    """A chunked part's documents table, Parquet and Arrow (see `semsearch.store.documents`)."""
+    return f"part-{part:05d}.documents.parquet", f"part-{part:05d}.documents.arrow"
+
+
 def segment_file_names(segment: SegmentRecord, opened_only: bool = False) -> list[str]:
     """The files of one segment, as paths under the index folder (see `Manifest.file_names`)."""
     base = f"{SEGMENTS_DIR}/{segment.name}"
@@ -75,6 +80,8 @@ def segment_file_names(segment: SegmentRecord, opened_only: bool = False) -> lis
         names += [f"{base}/{ids}", f"{base}/{metadata}"]
         if segment.metadata_arrow:
             names.append(f"{base}/{part_arrow_name(part)}")
+        if segment.documents:
+            names += [f"{base}/{name}" for name in part_documents_names(part)]
         if not opened_only:
             names.append(f"{base}/{vectors}")
     names.append(f"{base}/{segment.index_file}")
@@ -156,6 +163,9 @@ class SegmentRecord:
     # Each part's metadata also as Arrow IPC (`part_arrow_name`), memory-mapped by searches;
     # False for segments written before (their hits' rows are decoded from the Parquet).
     metadata_arrow: bool = True
+    # Chunked parts keep each document's columns once, in a documents table beside the
+    # chunk rows (`semsearch.store.documents`); False for segments written before.
+    documents: bool = False
 
     @property
     def live_rows(self) -> int:

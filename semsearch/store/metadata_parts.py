@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
+from semsearch.store.documents import DOCUMENT_ROW_COLUMN, joined_names
 from semsearch.store.metadata_rows import MetadataRows
 from semsearch.store.segment import Segment
 
@@ -60,7 +61,7 @@ class MetadataParts:
             for part in range(segment.record.parts)
         ]
         self._mapped = [
-            _read(segment, lambda s=segment, p=part: _mapped_table(s, p))
+            _read(segment, lambda s=segment, p=part: _mapped_tables(s, p))
             if segment.record.metadata_arrow
             else None
             for segment in self.segments
@@ -114,11 +115,17 @@ class MetadataParts:
                 return self._open[number]
         position, part = self._where[number]
         segment = self.segments[position]
-        table = self._mapped[number]
-        if table is None:
-            table = _read(segment, lambda: _parquet_table(segment, part, self.names))
+        tables = self._mapped[number]
+        if tables is None:
+            tables = _read(segment, lambda: _parquet_tables(segment, part, self.names))
             self._unchanged()  # the part read is the generation's, not a new index's
-        rows = MetadataRows(table, [name for name in self.names if name in table.column_names])
+        chunks, documents = tables
+        if documents is None:
+            rows = MetadataRows(
+                chunks, [name for name in self.names if name in chunks.column_names]
+            )
+        else:
+            rows = DocumentRows(chunks, documents, self.names)
         with self._lock:
             self._open[number] = rows
             arrow = segment.record.metadata_arrow
@@ -128,9 +135,40 @@ class MetadataParts:
         return rows
 
 
-def _mapped_table(segment: Segment, part: int) -> pa.Table:
-    """The part's Arrow copy, memory-mapped: zero-copy views, no file handle kept."""
-    handle = os.open(segment.arrow_path(part), os.O_RDONLY)
+class DocumentRows:
+    """A chunked part's rows by row number: each chunk row's cells and its document's, read
+    from the part's documents table (`semsearch.store.documents`) by the chunk's document row."""
+
+    def __init__(self, chunks: pa.Table, documents: pa.Table, names: Sequence[str]) -> None:
+        order = joined_names(chunks.schema, documents.schema)
+        self.names = [name for name in order if name in set(names)]
+        own = [name for name in self.names if name in chunks.column_names]
+        self._chunks = MetadataRows(chunks, [*own, DOCUMENT_ROW_COLUMN])
+        self._documents = MetadataRows(documents, [name for name in self.names if name not in own])
+
+    def rows(
+        self, numbers: np.ndarray | Sequence[int], columns: Sequence[str] | None = None
+    ) -> list[dict]:
+        found = self._chunks.rows(numbers)
+        document_rows = [record.pop(DOCUMENT_ROW_COLUMN) for record in found]
+        wanted = [n for n in self._documents.names if columns is None or n in columns]
+        if wanted:
+            for record, document in zip(found, self._documents.rows(document_rows, wanted)):
+                record.update(document)
+        return found
+
+
+def _mapped_tables(segment: Segment, part: int) -> tuple[pa.Table, pa.Table | None]:
+    """The part's Arrow copy, and its documents table's where it has one, memory-mapped."""
+    documents = (
+        _mapped_table(segment.documents_arrow_path(part)) if segment.record.documents else None
+    )
+    return _mapped_table(segment.arrow_path(part)), documents
+
+
+def _mapped_table(path) -> pa.Table:
+    """An Arrow IPC file, memory-mapped: zero-copy views, no file handle kept."""
+    handle = os.open(path, os.O_RDONLY)
     try:
         mapping = mmap.mmap(handle, 0, access=mmap.ACCESS_READ)
     finally:
@@ -138,12 +176,17 @@ def _mapped_table(segment: Segment, part: int) -> pa.Table:
     return pa.ipc.open_file(pa.py_buffer(mapping)).read_all()
 
 
-def _parquet_table(segment: Segment, part: int, names: list[str]) -> pa.Table:
+def _parquet_tables(
+    segment: Segment, part: int, names: list[str]
+) -> tuple[pa.Table, pa.Table | None]:
     import pyarrow.parquet as pq  # only for a part without an Arrow copy
 
     path = segment.metadata_paths()[part]
+    if segment.record.documents:
+        documents = pq.read_table(segment.documents_paths()[part], memory_map=True)
+        return pq.read_table(path, memory_map=True), documents
     present = [name for name in pq.read_schema(path).names if name in set(names)]
-    return pq.read_table(path, columns=present, memory_map=True)
+    return pq.read_table(path, columns=present, memory_map=True), None
 
 
 def _unified_schema(segments: Sequence[Segment]) -> pa.Schema:

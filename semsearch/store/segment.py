@@ -5,6 +5,10 @@ A segment folder holds parts written once and never changed:
     part-00000.npy          vectors [rows, dimension], float32 or float16
     part-00000.ids.npy      their int64 ids, ascending across the whole segment
     part-00000.parquet      their metadata: the corpus' columns plus _id and _text_hash
+    part-00000.arrow        the same metadata as uncompressed Arrow IPC, memory-mapped
+    part-00000.documents.*  a chunked part's document columns, once per document
+                            (`semsearch.store.documents`; the part's Parquet and Arrow then
+                            hold the chunk rows)
     index-g000001.faiss     the FAISS index over the segment (a reindex writes a new one)
     deleted-g000004.npy     ids deleted from the segment as of a generation (sorted)
 
@@ -25,7 +29,15 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import DamagedIndexError, SemsearchError
-from semsearch.store.manifest import SegmentRecord, part_arrow_name, part_file_names
+from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
+from semsearch.store.manifest import (
+    CHUNK_COLUMNS,
+    ChunkSpec,
+    SegmentRecord,
+    part_arrow_name,
+    part_documents_names,
+    part_file_names,
+)
 from semsearch.store.part_ids import PartIds
 
 if TYPE_CHECKING:
@@ -33,7 +45,15 @@ if TYPE_CHECKING:
 
 ID_COLUMN = "_semsearch_id"
 TEXT_HASH_COLUMN = "_semsearch_text_hash"
-RESERVED_COLUMNS = (ID_COLUMN, TEXT_HASH_COLUMN)
+RESERVED_COLUMNS = (ID_COLUMN, TEXT_HASH_COLUMN, DOCUMENT_ROW_COLUMN)
+
+
+def document_split(chunking: ChunkSpec | None, text_column: str) -> DocumentSplit | None:
+    """How a chunked index's parts are split into chunk rows and documents; None unchunked."""
+    if chunking is None:
+        return None
+    chunk_columns = {ID_COLUMN, TEXT_HASH_COLUMN, *CHUNK_COLUMNS, text_column}
+    return DocumentSplit(chunking.document_column, frozenset(chunk_columns))
 
 
 def index_file_name(generation: int) -> str:
@@ -47,9 +67,13 @@ def deleted_file_name(generation: int) -> str:
 class SegmentWriter:
     """Writes the parts of one segment into `folder`."""
 
-    def __init__(self, folder: Path, vector_dtype: str = "float32") -> None:
+    def __init__(
+        self, folder: Path, vector_dtype: str = "float32", split: DocumentSplit | None = None
+    ) -> None:
+        """`split`: a chunked index's, whose documents are stored once (`document_split`)."""
         self.folder = folder
         self.vector_dtype = vector_dtype
+        self.split = split
         folder.mkdir(parents=True, exist_ok=True)
 
     def has(self, part: int) -> bool:
@@ -59,6 +83,11 @@ class SegmentWriter:
         """Write one part; the vectors file goes last, so its presence means a complete part."""
         if not (len(ids) == len(vectors) == metadata.num_rows):
             raise ValueError("a part needs as many ids, vectors and metadata rows")
+        if self.split is not None:
+            metadata, documents = self.split.split(metadata)
+            documents_parquet, documents_arrow = part_documents_names(part)
+            _write_parquet(documents, self.folder / documents_parquet)
+            _write_arrow(documents, self.folder / documents_arrow)
         _write_parquet(metadata, _metadata_path(self.folder, part))
         _write_arrow(metadata, self.folder / part_arrow_name(part))
         _save_npy(_ids_path(self.folder, part), np.asarray(ids, dtype=np.int64))
@@ -176,24 +205,41 @@ class Segment:
 
     def metadata(self, columns: list[str] | None = None) -> pa.Table:
         """The metadata of every stored row, in position order, memory-mapped."""
-        import pyarrow.parquet as pq
-
-        tables = [
-            pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
-            for part in range(self.record.parts)
-        ]
-        return _concat(tables)
+        return _concat(list(self.iter_metadata(columns)))
 
     def iter_metadata(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """The metadata part by part: one part's rows in memory at a time."""
+        for part in range(self.record.parts):
+            yield self.part_metadata(part, columns)
+
+    def part_metadata(self, part: int, columns: list[str] | None = None) -> pa.Table:
+        """One part's metadata rows (a chunked part's joined with its documents), from the
+        Parquet, memory-mapped; of `columns` only (those present) when given."""
         import pyarrow.parquet as pq
 
-        for part in range(self.record.parts):
-            yield pq.read_table(_metadata_path(self.folder, part), columns=columns, memory_map=True)
+        path = _metadata_path(self.folder, part)
+        if not self.record.documents:
+            return pq.read_table(path, columns=columns, memory_map=True)
+        documents = pq.read_table(self.documents_paths()[part], memory_map=True)
+        return join(pq.read_table(path, memory_map=True), documents, columns)
 
     def metadata_paths(self) -> list[Path]:
-        """The Parquet file of each part, in order."""
+        """The Parquet file of each part, in order (a chunked part's chunk rows)."""
         return [_metadata_path(self.folder, part) for part in range(self.record.parts)]
+
+    def metadata_files(self) -> list[Path | tuple[Path, Path]]:
+        """Each part's Parquet, paired with its documents table's where it has one: what
+        `--where` reads (`semsearch.search.where`)."""
+        if not self.record.documents:
+            return self.metadata_paths()
+        return list(zip(self.metadata_paths(), self.documents_paths()))
+
+    def documents_paths(self) -> list[Path]:
+        """The Parquet documents table of each part, where `record.documents`."""
+        return [self.folder / part_documents_names(part)[0] for part in range(self.record.parts)]
+
+    def documents_arrow_path(self, part: int) -> Path:
+        return self.folder / part_documents_names(part)[1]
 
     def arrow_path(self, part: int) -> Path:
         """The part's metadata as Arrow IPC (where `record.metadata_arrow`)."""
@@ -204,11 +250,16 @@ class Segment:
         where there is one: a query then never imports pyarrow.parquet (a few hundredths of
         a second of a cold query)."""
         if self.record.metadata_arrow:
-            with pa.memory_map(str(self.arrow_path(0))) as source:
-                return pa.ipc.open_file(source).schema
+            schema = _arrow_schema(self.arrow_path(0))
+            if not self.record.documents:
+                return schema
+            return joined_schema(schema, _arrow_schema(self.documents_arrow_path(0)))
         import pyarrow.parquet as pq
 
-        return pq.read_schema(_metadata_path(self.folder, 0))
+        schema = pq.read_schema(_metadata_path(self.folder, 0))
+        if not self.record.documents:
+            return schema
+        return joined_schema(schema, pq.read_schema(self.documents_paths()[0]))
 
     def deleted_ids(self) -> np.ndarray:
         if self.record.deleted_file is None:
@@ -260,6 +311,17 @@ class Segment:
             return np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise _unreadable(path, exc) from exc
+
+
+def has_documents(folder: Path) -> bool:
+    """Whether the parts written into `folder` keep their documents apart: for a record made
+    where the writer is not at hand (a Ray worker indexing parts that actors wrote)."""
+    return (folder / part_documents_names(0)[0]).is_file()
+
+
+def _arrow_schema(path: Path) -> pa.Schema:
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).schema
 
 
 def _unreadable(path: Path, exc: Exception) -> DamagedIndexError:
@@ -320,8 +382,3 @@ def _ids_path(folder: Path, part: int) -> Path:
 
 def _metadata_path(folder: Path, part: int) -> Path:
     return folder / part_file_names(part)[2]
-
-
-def metadata_path(folder: Path, part: int) -> Path:
-    """The Parquet file of a part's metadata (for readers that take one part at a time)."""
-    return _metadata_path(folder, part)

@@ -361,11 +361,29 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
                     problems.append(
                         f"{path.relative_to(folder.path)} holds another number of rows than its ids"
                     )
+                if record.documents and (problem := _documents_problem(segment, part)):
+                    problems.append(f"{path.relative_to(folder.path)} {problem}")
         except SemsearchError as exc:
             problems.append(str(exc).split(": roll back")[0].split("; roll back")[0])
         except Exception as exc:  # noqa: BLE001 - an unreadable file is a finding, not a crash
             problems.append(f"segment {record.name} cannot be read ({type(exc).__name__}: {exc})")
     return problems
+
+
+def _documents_problem(segment, part: int) -> str | None:
+    """Whether each chunk row of a chunked part points at a row of its documents table."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from semsearch.store.documents import DOCUMENT_ROW_COLUMN
+
+    rows = pq.read_table(segment.metadata_paths()[part], columns=[DOCUMENT_ROW_COLUMN])
+    documents = pq.ParquetFile(segment.documents_paths()[part]).metadata.num_rows
+    column = rows.column(0)
+    bounds = pc.min_max(column).as_py() if len(column) else {"min": 0, "max": -1}
+    if column.null_count or bounds["min"] < 0 or bounds["max"] >= documents:
+        return f"points at documents its documents table ({documents} rows) does not hold"
+    return None
 
 
 def _verifying_generation(
