@@ -42,8 +42,10 @@ def test_a_folder_of_documents_on_ray_is_the_local_chunked_build(
     on_ray = build_index_on_ray(chunked(folder, tiny_model_dir, tmp_path / "ray"))
     assert on_ray.manifest().chunks == local.manifest().chunks
     support.assert_same_rows(local, on_ray)
-    columns = ["chunk_id", "id", "start", "end"]
+    columns = ["chunk_id", "id", "start", "end", "title", "bytes"]
     assert support.metadata(on_ray, columns).equals(support.metadata(local, columns))
+    # The actors kept each document's columns once, as the local build does.
+    assert all(record.documents for record in on_ray.manifest().segments)
     hits = Searcher(on_ray).search(["violins"], k=3)[0]
     assert len({hit.id for hit in hits}) == 3
     assert all(texts[hit.id][hit.start : hit.end] == hit.text for hit in hits)
