@@ -140,7 +140,7 @@ def test_half_precision_copy_follows_the_weights(tiny_encoder: BiEncoder, senten
 
 
 def test_cpu_defaults_to_fixed_size_batches(tiny_encoder: BiEncoder) -> None:
-    from semsearch.models.bi_encoder import batch_settings
+    from semsearch.models.batching import batch_settings
 
     assert batch_settings(torch.device("cpu")) == (64, None)
     assert batch_settings(torch.device("cuda"))[1] is not None
