@@ -24,12 +24,13 @@ FLUSH_ROWS = 16_384
 def run_batches(
     batches: Iterable[Any],
     forward: Callable[[Any], torch.Tensor],
-    output: np.ndarray,
+    shape: tuple[int, int],
     show_progress: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """Fill `output` (one row per text) with `forward`'s vectors for each batch, at the rows
-    the batch names (`batch.rows`); returns `output`."""
+    """The vectors [texts, dimension] (`shape`, float32) that `forward` gives each batch, at
+    the rows the batch names (`batch.rows`)."""
+    output = np.empty(shape, dtype=np.float32)
     pending: list[tuple[np.ndarray, torch.Tensor]] = []
 
     def flush() -> None:

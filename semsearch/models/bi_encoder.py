@@ -26,7 +26,7 @@ from semsearch.models.openvino_runtime import OpenVinoEncoder
 from semsearch.models.packing import packed_run
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.prompts import Prompts, check_include_prompt, with_prompt
-from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
+from semsearch.models.quantize import check_quantization
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
 from semsearch.models.tokenized import TokenizedTexts
@@ -117,7 +117,7 @@ class BiEncoder(nn.Module):
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config.
 
-        `quantization="int8"` quantises the linear layers for CPU inference (not for training);
+        `quantization="int8"` runs the OpenVINO export quantised by NNCF (CPU inference only);
         `local_files_only` takes a hub model from the local cache, never from the network;
         `runtime` is what `encode` runs on (`use_runtime`; `auto`: OpenVINO on a CPU, checked
         against torch, else torch); `calibration`: sample texts an int8 encoder on OpenVINO is
@@ -145,21 +145,13 @@ class BiEncoder(nn.Module):
             cls, folder, name_or_path, pooling, normalize, max_length, device, prompts
         )
         if quantization == "int8":
-            return encoder._quantize_int8(runtime, calibration)
+            return encoder._quantize_int8(calibration)
         return encoder.use_runtime(runtime)
 
-    def _quantize_int8(self, runtime: Runtime, calibration: Sequence[str] | None) -> BiEncoder:
-        """int8 on OpenVINO (`openvino_int8`) where asked for by name and possible, else
-        torch's `Int8Linear` (`auto` included: OpenVINO's int8 misses the recall bar)."""
-        if runtime == "openvino":
-            self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
-            self.quantization = "int8"
-            if self._runtime is not None:
-                return self  # else `attach` said why, in one line
-        texts = list(CALIBRATION_TEXTS)  # one at a time: no padding in the ranges
-        self.transformer = quantize_int8(
-            self.transformer, lambda: self.encode(texts, batch_size=1), self.device
-        )
+    def _quantize_int8(self, calibration: Sequence[str] | None) -> BiEncoder:
+        """int8 on OpenVINO: the export quantised by NNCF (`openvino_int8`), the one int8 path,
+        whatever `runtime` says (`torch` too: what callers ask for to get the full encoder)."""
+        self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
         self.quantization = "int8"
         return self
 
@@ -301,11 +293,14 @@ class BiEncoder(nn.Module):
         progress: Callable[[int], None] | None,
     ) -> np.ndarray:
         batch_size, max_batch_tokens = batch_limits(self.device, batch_size, max_batch_tokens)
-        output = np.empty((len(texts), self.dimension), dtype=np.float32)
         on_gpu = self.device.type == "cuda"
         runtime = self._runtime
         exported = None if runtime is None or packing else runtime.forward_for(precision, self)
         transformer = self._inference_transformer(precision) if exported is None else None
+        if self.quantization and exported is None:
+            raise SemsearchError(
+                "an int8 encoder runs only on its OpenVINO model: encode without packing"
+            )
         if packing:
             if isinstance(transformer, FrozenCompiled):
                 raise SemsearchError(
@@ -332,14 +327,18 @@ class BiEncoder(nn.Module):
                 pin_memory=on_gpu and PIN_MEMORY,
             )
             batches = prepared_batches(texts, tokenize, self.tokenizer.pad_token_id or 0, shape)
-            forward = exported or self._padded_forward(transformer)
-        return run_batches(batches, forward, output, show_progress, progress)
+            forward = self._padded_forward(transformer, exported)
+        return run_batches(batches, forward, (len(texts), self.dimension), show_progress, progress)
 
-    def _padded_forward(self, transformer: PreTrainedModel) -> Callable[[Batch], torch.Tensor]:
-        """What runs a padded batch on torch: `transformer`'s token vectors, pooled."""
+    def _padded_forward(
+        self, transformer: PreTrainedModel | None, exported: Callable | None
+    ) -> Callable[[Batch], torch.Tensor]:
+        """A padded batch's vectors: from the runtime's `exported` model, else `transformer`'s."""
         on_gpu = self.device.type == "cuda"
 
         def forward(batch: Batch) -> torch.Tensor:
+            if exported is not None:
+                return exported(batch.input_ids, batch.attention_mask)
             input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
             mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
             hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state
@@ -354,12 +353,8 @@ class BiEncoder(nn.Module):
         return pooled
 
     def _inference_transformer(self, precision: Precision) -> PreTrainedModel:
-        """The transformer in `precision`: itself in fp32, else a cast copy kept for reuse.
-
-        Casting the weights beats autocast for inference: no cast kernel before every matrix
-        product, which is what bounds a small model's speed on a GPU. The copy is rebuilt
-        whenever a weight has changed since (training bumps the tensors' version counters).
-        """
+        """The transformer in `precision`: itself in fp32, else a cast copy kept for reuse
+        while the weights stand (`torch_device.half_copy`)."""
         if precision == "auto":
             precision = "bf16" if self.device.type == "cuda" else "fp32"
         if precision == "fp32":

@@ -150,6 +150,7 @@ def test_unknown_precision_and_half_int8_are_user_errors(tiny_model_dir, sentenc
     encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")
     with pytest.raises(SemsearchError, match="unknown precision 'fp8'"):
         encoder.encode(sentences, precision="fp8")  # type: ignore[arg-type]
+    pytest.importorskip("nncf", reason="int8 runs on OpenVINO and NNCF (the cpu-runtime extra)")
     quantised = BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8")
     with pytest.raises(SemsearchError, match="int8 encoder runs in fp32"):
         quantised.encode(sentences, precision="bf16")
