@@ -1,5 +1,5 @@
-"""CPU encoding runtimes side by side (issue 29): semsearch on torch (fp32, int8) and on OpenVINO
-(f32, bf16) against sentence-transformers' fast CPU backends, `backend="openvino"` and its
+"""CPU encoding runtimes side by side (issue 29): semsearch on torch (fp32) and on OpenVINO
+(f32, bf16, int8) against sentence-transformers' fast CPU backends, `backend="openvino"` and its
 ONNX int8 export (`export_dynamic_quantized_onnx_model(..., "avx512_vnni")` on ONNX Runtime);
 the faster of those two at each corpus and thread count is the peer each ratio is taken to.
 
@@ -59,7 +59,6 @@ CANDIDATES = (
     REFERENCE,
     *PEERS,
     "semsearch-torch-fp32",
-    "semsearch-torch-int8",
     "semsearch-openvino-fp32",
     "semsearch-openvino-bf16",
     "semsearch-openvino-int8",

@@ -69,7 +69,7 @@ RUNTIMES: tuple[str, ...] = get_args(Runtime)
 
 
 def check_runtime(runtime: str) -> None:
-    """Refuse an unknown runtime in one line (int8 runs on OpenVINO too: `openvino_int8`)."""
+    """Refuse an unknown runtime in one line (int8 runs on OpenVINO only: `openvino_int8`)."""
     if runtime not in RUNTIMES:
         raise SemsearchError(f"unknown runtime {runtime!r}: use {', '.join(RUNTIMES)}")
 

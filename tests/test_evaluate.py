@@ -43,10 +43,10 @@ def test_sts_shows_a_bar_of_the_texts_it_encodes(tmp_path, tiny, monkeypatch) ->
 
     from recording_bar import recording_bar
 
-    import semsearch.models.bi_encoder as bi_encoder_module
+    import semsearch.models.batch_runner as batch_runner_module  # the encoder's bar
 
     Bar = recording_bar()
-    monkeypatch.setattr(bi_encoder_module, "tqdm", Bar)
+    monkeypatch.setattr(batch_runner_module, "tqdm", Bar)
     data = f"stsb:{write_stsb(tmp_path / 'sts.tsv.gz')}"
     evaluate_sts(data, replace(tiny, show_progress=True))
     texts = read_labelled(data, "sts").columns

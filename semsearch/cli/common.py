@@ -229,10 +229,9 @@ DocumentPrompt = Annotated[
 Quantize = Annotated[
     str | None,
     typer.Option(
-        help="int8: quantise the model's linear layers for CPU inference on torch (faster, "
-        "vectors change slightly; off unless asked; --runtime auto keeps it on torch). With "
-        "--runtime openvino: the exported encoder quantised by NNCF instead (faster still, "
-        "further from fp32)."
+        help="int8: run the encoder's OpenVINO export quantised by NNCF on the CPU (faster "
+        "than the default, vectors further from fp32; off unless asked; whatever --runtime "
+        "says)."
     ),
 ]
 

@@ -21,6 +21,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from semsearch.errors import SemsearchError
+
 # Texts are tokenised and sorted in chunks of this many: it bounds the memory that token
 # lists take while keeping batches of similar length, and the model starts on the first
 # chunk while the next one is tokenised.
@@ -29,6 +31,11 @@ Tokenize = Callable[[Sequence[str]], list[list[int]]]
 # Batches waiting for the model; enough to hide a slow tokenisation, few enough to bound memory.
 QUEUE_DEPTH = 8
 Item = TypeVar("Item")
+# Rows per batch and padded tokens per batch by default. On a CPU the count barely matters;
+# on a GPU large batches hide Python's per-batch cost, and the token budget keeps batches of
+# long texts within the same memory as batches of short ones.
+CPU_BATCH = (64, None)
+GPU_BATCH = (256, 65_536)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,27 @@ def pad(
     flat = itertools.chain.from_iterable(token_ids)
     input_ids[mask] = np.fromiter(flat, dtype=np.int64, count=int(lengths.sum()))
     return torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
+
+
+def batch_settings(device: torch.device) -> tuple[int, int | None]:
+    """Default (rows per batch, padded tokens per batch) for encoding on `device`."""
+    return GPU_BATCH if device.type == "cuda" else CPU_BATCH
+
+
+def batch_limits(
+    device: torch.device, batch_size: int | None, max_tokens: int | None
+) -> tuple[int, int | None]:
+    """Rows and padded tokens per batch: `batch_settings` where `batch_size` is None (a
+    token budget given is kept); refused in one line below 1."""
+    if batch_size is None:
+        batch_size, default_tokens = batch_settings(device)
+        max_tokens = max_tokens or default_tokens
+    if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
+        raise SemsearchError(
+            f"batch size ({batch_size}) and token budget ({max_tokens}) must be at "
+            "least 1: pass a positive --batch-size"
+        )
+    return batch_size, max_tokens
 
 
 @dataclass(frozen=True)

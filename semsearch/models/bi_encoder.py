@@ -8,57 +8,35 @@ bf16 copy of the weights.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from torch import nn
-from tqdm.auto import tqdm
-from transformers import AutoModel, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from semsearch.errors import SemsearchError
-from semsearch.models.batching import Batch, BatchShape, in_background, pad, prepared_batches
+from semsearch.models.batch_runner import run_batches
+from semsearch.models.batching import Batch, BatchShape, batch_limits, pad, prepared_batches
 from semsearch.models.compiled import FrozenCompiled
-from semsearch.models.loading import load_pretrained, model_max_length
-from semsearch.models.memory_fit import MemoryFit
-from semsearch.models.model_folder import (
-    DEFAULT_MODEL,
-    ModelFolder,
-    require_kind,
-    resolve_model,
-    weights_fingerprint,
-)
+from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.openvino_int8 import OpenVinoInt8Encoder
 from semsearch.models.openvino_runtime import OpenVinoEncoder
-from semsearch.models.packing import (
-    PackedAttention,
-    PackedBatch,
-    packed_batches,
-    position_start,
-    unpack,
-)
+from semsearch.models.packing import packed_run
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.prompts import Prompts, check_include_prompt, with_prompt
-from semsearch.models.quantize import CALIBRATION_TEXTS, check_quantization, quantize_int8
+from semsearch.models.quantize import check_quantization
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
 from semsearch.models.tokenized import TokenizedTexts
-from semsearch.models.torch_device import HALF_PRECISIONS, Precision, resolve_device
+from semsearch.models.torch_device import HALF_PRECISIONS, Precision, half_copy
+from semsearch.models.transformer_model import load_transformer_encoder
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
 from semsearch.models.word_model import load_word_encoder, save_word_model
 from semsearch.options import Runtime, check_runtime
 
-# Vectors computed on a GPU wait there until this many are ready, then come back in one copy.
-FLUSH_ROWS = 16_384
-# Rows per batch and padded tokens per batch by default. On a CPU the count barely matters;
-# on a GPU large batches hide Python's per-batch cost, and the token budget keeps batches of
-# long texts within the same memory as batches of short ones.
-CPU_BATCH = (64, None)
-GPU_BATCH = (256, 65_536)
 # Page-locked input batches on CUDA, so host-to-device copies can overlap the model.
 PIN_MEMORY = True
 # On CUDA, batch widths are rounded up to a multiple of this: fewer distinct shapes, each of
@@ -139,7 +117,7 @@ class BiEncoder(nn.Module):
     ) -> BiEncoder:
         """Load `default`, a model folder or a hub name; explicit arguments win over its config.
 
-        `quantization="int8"` quantises the linear layers for CPU inference (not for training);
+        `quantization="int8"` runs the OpenVINO export quantised by NNCF (CPU inference only);
         `local_files_only` takes a hub model from the local cache, never from the network;
         `runtime` is what `encode` runs on (`use_runtime`; `auto`: OpenVINO on a CPU, checked
         against torch, else torch); `calibration`: sample texts an int8 encoder on OpenVINO is
@@ -163,39 +141,17 @@ class BiEncoder(nn.Module):
             )
             word_encoder.prompts = prompts
             return word_encoder.use_runtime(word_runtime)
-        transformer, tokenizer = load_pretrained(folder, AutoModel)
-        model_limit = model_max_length(transformer, tokenizer)
-        pooling_module = _load_pooling(folder, pooling, transformer.config.hidden_size)
-        encoder = cls(
-            transformer=transformer,
-            tokenizer=tokenizer,
-            pooling=pooling_module,
-            normalize=normalize if normalize is not None else folder.normalize is not False,
-            max_length=min(max_length or folder.max_length or model_limit, model_limit),
-            name=name_or_path,
-            do_lower_case=folder.do_lower_case,
-            prompts=prompts,
+        encoder = load_transformer_encoder(
+            cls, folder, name_or_path, pooling, normalize, max_length, device, prompts
         )
-        scorer = (folder.pooling_weights,) if _uses_saved_scorer(folder, pooling_module) else ()
-        encoder._fingerprint = weights_fingerprint(folder.path, extra=scorer)
-        encoder.eval()
-        encoder = encoder.to(resolve_device(device))
         if quantization == "int8":
-            return encoder._quantize_int8(runtime, calibration)
+            return encoder._quantize_int8(calibration)
         return encoder.use_runtime(runtime)
 
-    def _quantize_int8(self, runtime: Runtime, calibration: Sequence[str] | None) -> BiEncoder:
-        """int8 on OpenVINO (`openvino_int8`) where asked for by name and possible, else
-        torch's `Int8Linear` (`auto` included: OpenVINO's int8 misses the recall bar)."""
-        if runtime == "openvino":
-            self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
-            self.quantization = "int8"
-            if self._runtime is not None:
-                return self  # else `attach` said why, in one line
-        texts = list(CALIBRATION_TEXTS)  # one at a time: no padding in the ranges
-        self.transformer = quantize_int8(
-            self.transformer, lambda: self.encode(texts, batch_size=1), self.device
-        )
+    def _quantize_int8(self, calibration: Sequence[str] | None) -> BiEncoder:
+        """int8 on OpenVINO: the export quantised by NNCF (`openvino_int8`), the one int8 path,
+        whatever `runtime` says (`torch` too: what callers ask for to get the full encoder)."""
+        self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
         self.quantization = "int8"
         return self
 
@@ -336,31 +292,32 @@ class BiEncoder(nn.Module):
         packing: bool,
         progress: Callable[[int], None] | None,
     ) -> np.ndarray:
-        if batch_size is None:
-            batch_size, default_tokens = batch_settings(self.device)
-            max_batch_tokens = max_batch_tokens or default_tokens
-        if batch_size < 1 or (max_batch_tokens is not None and max_batch_tokens < 1):
-            raise SemsearchError(
-                f"batch size ({batch_size}) and token budget ({max_batch_tokens}) must be at "
-                "least 1: pass a positive --batch-size"
-            )
-        output = np.empty((len(texts), self.dimension), dtype=np.float32)
+        batch_size, max_batch_tokens = batch_limits(self.device, batch_size, max_batch_tokens)
         on_gpu = self.device.type == "cuda"
         runtime = self._runtime
         exported = None if runtime is None or packing else runtime.forward_for(precision, self)
         transformer = self._inference_transformer(precision) if exported is None else None
-        pending: list[tuple[np.ndarray, torch.Tensor]] = []
-
-        def flush() -> None:
-            # One device-to-host copy (and sync) per many batches instead of one per batch.
-            if pending:
-                rows = np.concatenate([rows for rows, _ in pending])
-                output[rows] = torch.cat([vectors for _, vectors in pending]).cpu().numpy()
-                pending.clear()
-
+        if self.quantization and exported is None:
+            raise SemsearchError(
+                "an int8 encoder runs only on its OpenVINO model: encode without packing"
+            )
         if packing:
-            batches, forward = self._packed(
-                texts, tokenize, transformer, batch_size, max_batch_tokens
+            if isinstance(transformer, FrozenCompiled):
+                raise SemsearchError(
+                    "packing is for the plain encoder, not a compiled one: encode without packing"
+                )
+            width = -(-self.max_length // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
+            budget = max_batch_tokens or batch_size * PACKED_TOKENS_PER_TEXT
+            batches, forward = packed_run(
+                texts,
+                tokenize,
+                transformer,
+                self.device,
+                self.tokenizer.pad_token_id or 0,
+                width,
+                budget,
+                PIN_MEMORY,
+                self._pool,
             )
         else:
             shape = BatchShape(
@@ -369,67 +326,25 @@ class BiEncoder(nn.Module):
                 pad_multiple=GPU_PAD_MULTIPLE if on_gpu else 1,
                 pin_memory=on_gpu and PIN_MEMORY,
             )
-            pad_id = self.tokenizer.pad_token_id or 0
-            batches = prepared_batches(texts, tokenize, pad_id, shape)
+            batches = prepared_batches(texts, tokenize, self.tokenizer.pad_token_id or 0, shape)
+            forward = self._padded_forward(transformer, exported)
+        return run_batches(batches, forward, (len(texts), self.dimension), show_progress, progress)
 
-            def forward(batch: Batch) -> torch.Tensor:
-                if exported is not None:
-                    return exported(batch.input_ids, batch.attention_mask)
-                input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
-                mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
-                hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                return self._pool(hidden.float(), mask)
-
-        fit = MemoryFit()
-        with (
-            torch.inference_mode(),
-            tqdm(total=len(texts), desc="encoding", unit="text", disable=not show_progress) as bar,
-        ):
-            for batch in batches:
-                for piece in fit.pieces(batch):
-                    pending.append((piece.rows, fit.run(forward, piece)))
-                if sum(len(rows) for rows, _ in pending) >= FLUSH_ROWS:
-                    flush()
-                bar.update(len(batch.rows))
-                if progress is not None:
-                    progress(len(batch.rows))
-            flush()
-        return output
-
-    def _packed(
-        self,
-        texts: Sequence,
-        tokenize: Callable[[Sequence], list[list[int]]],
-        transformer: PreTrainedModel,
-        batch_size: int,
-        max_batch_tokens: int | None,
-    ) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:
-        """Packed batches of `texts` (made in the background) and how to run one."""
-        if isinstance(transformer, FrozenCompiled):
-            raise SemsearchError(
-                "packing is for the plain encoder, not a compiled one: encode without packing"
-            )
-        start = position_start(transformer)
-        width = -(-self.max_length // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
-        budget = max_batch_tokens or batch_size * PACKED_TOKENS_PER_TEXT
-        pad_id = self.tokenizer.pad_token_id or 0
+    def _padded_forward(
+        self, transformer: PreTrainedModel | None, exported: Callable | None
+    ) -> Callable[[Batch], torch.Tensor]:
+        """A padded batch's vectors: from the runtime's `exported` model, else `transformer`'s."""
         on_gpu = self.device.type == "cuda"
-        batches = in_background(
-            lambda: packed_batches(
-                texts, tokenize, pad_id, width, budget, start, pin_memory=on_gpu and PIN_MEMORY
-            )
-        )
 
-        attention = PackedAttention(transformer, width, self.device)
-
-        def forward(batch: PackedBatch) -> torch.Tensor:
+        def forward(batch: Batch) -> torch.Tensor:
+            if exported is not None:
+                return exported(batch.input_ids, batch.attention_mask)
             input_ids = batch.input_ids.to(self.device, non_blocking=on_gpu)
-            positions = batch.position_ids.to(self.device, non_blocking=on_gpu)
-            hidden = attention.run(batch, input_ids, positions)
-            tokens, token_mask = unpack(hidden, batch)
-            return self._pool(tokens.float(), token_mask)
+            mask = batch.attention_mask.to(self.device, non_blocking=on_gpu)
+            hidden = transformer(input_ids=input_ids, attention_mask=mask).last_hidden_state
+            return self._pool(hidden.float(), mask)
 
-        return batches, forward
+        return forward
 
     def _pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         pooled = self.pooling(hidden, attention_mask).float()
@@ -438,12 +353,8 @@ class BiEncoder(nn.Module):
         return pooled
 
     def _inference_transformer(self, precision: Precision) -> PreTrainedModel:
-        """The transformer in `precision`: itself in fp32, else a cast copy kept for reuse.
-
-        Casting the weights beats autocast for inference: no cast kernel before every matrix
-        product, which is what bounds a small model's speed on a GPU. The copy is rebuilt
-        whenever a weight has changed since (training bumps the tensors' version counters).
-        """
+        """The transformer in `precision`: itself in fp32, else a cast copy kept for reuse
+        while the weights stand (`torch_device.half_copy`)."""
         if precision == "auto":
             precision = "bf16" if self.device.type == "cuda" else "fp32"
         if precision == "fp32":
@@ -452,14 +363,7 @@ class BiEncoder(nn.Module):
             raise SemsearchError(f"unknown precision {precision!r}: use auto, fp32, bf16 or fp16")
         if self.quantization:
             raise SemsearchError(f"an {self.quantization} encoder runs in fp32: drop the precision")
-        dtype = HALF_PRECISIONS[precision]
-        params = list(self.transformer.parameters())
-        key = (dtype, tuple((p.data_ptr(), p._version) for p in params))
-        if self._cast_copy.get("key") != key:
-            self._cast_copy.clear()  # free the old copy before making the new one
-            self._cast_copy["model"] = copy.deepcopy(self.transformer).to(dtype).eval()
-            self._cast_copy["key"] = key
-        return self._cast_copy["model"]
+        return half_copy(self.transformer, HALF_PRECISIONS[precision], self._cast_copy)
 
     def features(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Padded `input_ids` and `attention_mask` for `texts`, on the model's device (for training)."""
@@ -482,23 +386,6 @@ class BiEncoder(nn.Module):
         if isinstance(self.transformer, WordNetwork):
             return save_word_model(self, folder)
         write_transformer_folder(self, folder)
-
-
-def batch_settings(device: torch.device) -> tuple[int, int | None]:
-    """Default (rows per batch, padded tokens per batch) for encoding on `device`."""
-    return GPU_BATCH if device.type == "cuda" else CPU_BATCH
-
-
-def _load_pooling(folder: ModelFolder, mode: PoolingMode | None, dimension: int) -> Pooling:
-    """The folder's pooling (with its trained scorer), unless the caller asks for another mode."""
-    pooling = Pooling(mode or folder.pooling or "mean", dimension=dimension)
-    if _uses_saved_scorer(folder, pooling):
-        pooling.load_state_dict(load_file(folder.pooling_weights))
-    return pooling
-
-
-def _uses_saved_scorer(folder: ModelFolder, pooling: Pooling) -> bool:
-    return pooling.scorer is not None and folder.pooling_weights is not None
 
 
 def resolve_runtime(runtime: Runtime, device: torch.device) -> Runtime:

@@ -170,6 +170,29 @@ def _blobs(folder: Path) -> list[Path]:
     ]
 
 
+def _intact_entry(spec: EncoderSpec, version: str) -> Path | None:
+    """The export's `.xml` for `spec` when all four files of its entry are there and pass
+    their hash records; None (one log line) otherwise."""
+    xml = export_path(spec, version)
+    if xml is None:  # a model without a fingerprint: nothing to key an entry by
+        return None
+    facts_path, tokenizer_path = query_files(xml)
+    files = (facts_path, tokenizer_path, xml, xml.with_suffix(".bin"))
+    if not all(path.is_file() for path in files):
+        log.info("no checked OpenVINO export of %s yet: the query encoder runs on torch", spec.name)
+        return None
+    problem = next(((p, why) for p in files if (why := cache_file_problem(p))), None)
+    if problem is not None:
+        log.warning(
+            "not using the OpenVINO export %s: %s; the query encoder runs on torch "
+            "and checks it again",
+            problem[0],
+            problem[1],
+        )
+        return None
+    return xml
+
+
 class SpecTokenizer:
     """What a query encoder without transformers shares, traced or exported: its model's
     facts (`spec`) and token ids from the model's `tokenizer.json` (`tokenizers`)."""
@@ -229,53 +252,18 @@ class ExportedQueryEncoder(SpecTokenizer):
         except ImportError:
             log.info("openvino is not installed: the query encoder runs on torch")
             return None
-        xml = export_path(spec, ov.get_version())
-        facts_path, tokenizer_path = query_files(xml)
-        files = (facts_path, tokenizer_path, xml, xml.with_suffix(".bin"))
-        if not all(path.is_file() for path in files):
-            log.info(
-                "no checked OpenVINO export of %s yet: the query encoder runs on torch", spec.name
-            )
-            return None
-        problem = next(((p, why) for p in files if (why := cache_file_problem(p))), None)
-        if problem is not None:
-            log.warning(
-                "not using the OpenVINO export %s: %s; the query encoder runs on torch "
-                "and checks it again",
-                problem[0],
-                problem[1],
-            )
+        xml = _intact_entry(spec, ov.get_version())
+        if xml is None:
             return None
         try:
-            from tokenizers import Tokenizer
-
-            facts = json.loads(facts_path.read_text(encoding="utf-8"))
-            if facts.get("format") != QUERY_FORMAT or precision not in facts.get("checked", {}):
-                log.info(
-                    "the OpenVINO export %s is not checked in %s: the query encoder runs on torch",
-                    xml,
-                    precision,
-                )
-                return None
-            facts["precision"] = precision
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(max_length=spec.max_length)
-            config: dict[str, Any] = {
-                "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
-                "PERFORMANCE_HINT": "LATENCY",
-            }
-            if threads:
-                config["INFERENCE_NUM_THREADS"] = threads
-            config["CACHE_DIR"] = str(checked_compile_cache(xml))
-            compiled = ov.Core().compile_model(str(xml), "CPU", config)
-            record_compile_cache(xml)
+            encoder = cls._compiled(spec, ov, xml, threads, precision)
         except Exception as exc:  # a damaged entry costs speed, never an answer
             log.warning(
                 "cannot run the OpenVINO export %s (%s): the query encoder runs on torch", xml, exc
             )
             return None
-        encoder = cls(compiled, tokenizer, facts)
+        if encoder is None:
+            return None
         if (encoder.spec.fingerprint, encoder.spec.dimension) != (spec.fingerprint, spec.dimension):
             log.warning(
                 "the OpenVINO export %s is another model's: the query encoder runs on torch", xml
@@ -287,6 +275,38 @@ class ExportedQueryEncoder(SpecTokenizer):
         )
         log.info("query encoder: the checked OpenVINO export (%s)", precision)
         return encoder
+
+    @classmethod
+    def _compiled(
+        cls, spec: EncoderSpec, ov: Any, xml: Path, threads: int | None, precision: str
+    ) -> ExportedQueryEncoder | None:
+        """The entry at `xml` compiled in `precision` with its tokenizer; None (one log line)
+        where it was not checked in that precision. Raises whatever a damaged entry raises."""
+        from tokenizers import Tokenizer
+
+        facts_path, tokenizer_path = query_files(xml)
+        facts = json.loads(facts_path.read_text(encoding="utf-8"))
+        if facts.get("format") != QUERY_FORMAT or precision not in facts.get("checked", {}):
+            log.info(
+                "the OpenVINO export %s is not checked in %s: the query encoder runs on torch",
+                xml,
+                precision,
+            )
+            return None
+        facts["precision"] = precision
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=spec.max_length)
+        config: dict[str, Any] = {
+            "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
+            "PERFORMANCE_HINT": "LATENCY",
+        }
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        config["CACHE_DIR"] = str(checked_compile_cache(xml))
+        compiled = ov.Core().compile_model(str(xml), "CPU", config)
+        record_compile_cache(xml)
+        return cls(compiled, tokenizer, facts)
 
     def encode(
         self,

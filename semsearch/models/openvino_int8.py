@@ -2,16 +2,19 @@
 
 Why: NNCF's post-training quantisation (static scales calibrated on sample texts, the
 transformer preset) on OpenVINO's int8 kernels is a well-kept replacement for a hand-written
-int8 layer, and faster (docs/results-history.md). Static scales mean a text's vector does not
-depend on its batch mates. The f32 hint keeps the layers NNCF left unquantised in fp32: with
-the bf16 hint the model was both slower and further from fp32 (measured 2026-11-26).
+int8 layer, and faster: it is semsearch's one int8 path (`--quantize int8`), measured against
+torch's `Int8Linear` that it replaced (issue 38, docs/encoder-and-runtimes.md). Static scales
+mean a text's vector does not depend on its batch mates. The f32 hint keeps the layers NNCF
+left unquantised in fp32: with the bf16 hint the model was both slower and further from fp32
+(measured 2026-11-26).
 
 The quantised IR is cached beside the fp32 export (`openvino_runtime`), keyed by that
 export's key (weights' fingerprint, pooling, length, OpenVINO version), NNCF's version and
 the calibration texts' hash, with a hash record per file: a tampered entry is quantised
 again, never loaded. Before use it is checked against the torch fp32 encoder on
-`CHECK_TEXTS` with a looser bar than the fp32 runtime's; where openvino or nncf is missing,
-quantisation fails or the check does not pass, `attach` returns None after one log line.
+`CHECK_TEXTS` with a looser bar than the fp32 runtime's. There is no fallback: where openvino
+or nncf is missing, quantisation fails or the check does not pass, `attach` refuses in one
+line (an int8 index's vectors are int8 ones; fp32 vectors under its name would be wrong).
 """
 
 from __future__ import annotations
@@ -53,9 +56,12 @@ MIN_MEAN_COSINE = 0.99
 MIN_COSINE = 0.95
 # Texts calibrated on where no corpus is given (queries, `encode`): fixed, so the quantised
 # model, and every vector, is the same at every load. Varied lengths and domains.
-BUILTIN_CALIBRATION = (*CALIBRATION_TEXTS, *CHECK_TEXTS)  # torch int8's texts, the check's
-# What runs where this runtime cannot (`BiEncoder._quantize_int8`), for the one log line.
-FALLBACK = "int8 on torch instead"
+BUILTIN_CALIBRATION = (*CALIBRATION_TEXTS, *CHECK_TEXTS)
+# What to do where this runtime cannot run, the end of each refusal's line.
+WHAT_TO_DO = (
+    "install the cpu-runtime extra (pip install -e '.[cpu-runtime]' in semsearch's folder) "
+    "or drop --quantize"
+)
 # Calibration texts taken from a corpus at most (NNCF's default subset is 300 samples).
 MAX_CALIBRATION_TEXTS = 300
 
@@ -66,44 +72,39 @@ class OpenVinoInt8Encoder(OpenVinoEncoder):
     bar = (MIN_MEAN_COSINE, MIN_COSINE)
     precisions = ("int8",)
 
+    instead = "int8 cannot run"  # the end of the base class's warning lines
+
     @classmethod
     def attach(  # type: ignore[override]
         cls, encoder: BiEncoder, calibration: Sequence[str] | None = None
-    ) -> OpenVinoInt8Encoder | None:
+    ) -> OpenVinoInt8Encoder:
         """The int8 runtime for the fp32 `encoder`, quantised on `calibration` (default:
-        `BUILTIN_CALIBRATION`) or taken from the cache, and checked; None, with one log line,
+        `BUILTIN_CALIBRATION`) or taken from the cache, and checked; refused in one line
         where it cannot run."""
         if encoder.device.type != "cpu":
             raise SemsearchError("int8 quantisation runs on the CPU: add --device cpu")
-        from semsearch.models.word_encoder import WordNetwork
-
-        if isinstance(encoder.transformer, WordNetwork):
-            log.warning("a word-vector model has no OpenVINO int8 export: %s", FALLBACK)
-            return None
         try:
             import nncf  # noqa: F401
             import openvino as ov
         except ImportError as exc:
-            log.warning(
-                "int8 on OpenVINO needs openvino and nncf (pip install "
-                "'semsearch[cpu-runtime]'; missing: %s): %s",
-                exc.name,
-                FALLBACK,
-            )
-            return None
+            raise SemsearchError(
+                f"int8 runs on OpenVINO and NNCF, and {exc.name} is missing: {WHAT_TO_DO}"
+            ) from exc
         texts = calibration_sample(calibration)
         try:
             model = _quantized(encoder, ov, texts)
         except Exception as exc:
-            log.warning(
-                "could not quantise the encoder with NNCF (%s: %s): %s",
-                type(exc).__name__,
-                one_line(exc),
-                FALLBACK,
-            )
-            return None
+            raise SemsearchError(
+                f"could not quantise the encoder with NNCF ({type(exc).__name__}: "
+                f"{one_line(exc)}): drop --quantize"
+            ) from exc
         runtime = cls(encoder, model, "int8")
-        return runtime if runtime.forward_for("auto", encoder) is not None else None
+        if runtime.forward_for("auto", encoder) is None:
+            raise SemsearchError(
+                "the int8 OpenVINO model did not pass its check against fp32 (the line above "
+                "says how): drop --quantize"
+            )
+        return runtime
 
     def forward_for(self, precision: str, encoder: BiEncoder):
         """int8 for `auto` and `fp32` (an int8 encoder's only precision); None otherwise."""

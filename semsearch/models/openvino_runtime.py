@@ -71,6 +71,7 @@ class OpenVinoEncoder:
 
     bar = (MIN_MEAN_COSINE, MIN_COSINE)  # (mean, min) cosine to torch fp32 a model must reach
     precisions: tuple[str, ...] = tuple(OV_PRECISIONS)  # what it compiles
+    instead = "encoding with torch"  # what happens where a compiled model cannot be used
 
     def __init__(self, encoder: BiEncoder, model: Any, default: str) -> None:
         self.model = model  # a path to cached IR, or an `ov.Model` (nothing to cache it by)
@@ -162,16 +163,16 @@ class OpenVinoEncoder:
             )
             got = self._run(compiled, self._check_ids, self._check_mask).numpy()
         except Exception as exc:
-            log.warning("the OpenVINO model failed to run (%s): encoding with torch", exc)
+            log.warning("the OpenVINO model failed to run (%s): %s", exc, self.instead)
             return None
         mean, least = cosine_agreement(got, self._reference)
         if not (mean >= self.bar[0] and least >= self.bar[1]):
             log.warning(
-                "the OpenVINO %s model disagrees with torch (cosine mean %.6f, min %.6f): "
-                "encoding with torch",
+                "the OpenVINO %s model disagrees with torch (cosine mean %.6f, min %.6f): %s",
                 precision,
                 mean,
                 least,
+                self.instead,
             )
             return None
         log.info(

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from semsearch.errors import SemsearchError, one_line
-from semsearch.models.batching import SORT_CHUNK, Tokenize
+from semsearch.models.batching import SORT_CHUNK, Tokenize, in_background
 
 log = logging.getLogger(__name__)
 
@@ -356,3 +356,34 @@ class PackedAttention:
         return self.model(
             input_ids=input_ids, position_ids=positions, attention_mask=mask
         ).last_hidden_state
+
+
+def packed_run(
+    texts: Sequence,
+    tokenize: Tokenize,
+    model,
+    device: torch.device,
+    pad_id: int,
+    width: int,
+    max_tokens: int,
+    pin_memory: bool,
+    pool: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> tuple[Iterator[PackedBatch], Callable[[PackedBatch], torch.Tensor]]:
+    """Packed batches of `texts` (made in a background thread) and what runs one on
+    `device`: `model`'s token vectors, gathered per text and pooled by `pool`."""
+    start = position_start(model)
+    on_gpu = device.type == "cuda"
+    batches = in_background(
+        lambda: packed_batches(
+            texts, tokenize, pad_id, width, max_tokens, start, pin_memory=on_gpu and pin_memory
+        )
+    )
+    attention = PackedAttention(model, width, device)
+
+    def forward(batch: PackedBatch) -> torch.Tensor:
+        input_ids = batch.input_ids.to(device, non_blocking=on_gpu)
+        positions = batch.position_ids.to(device, non_blocking=on_gpu)
+        tokens, token_mask = unpack(attention.run(batch, input_ids, positions), batch)
+        return pool(tokens.float(), token_mask)
+
+    return batches, forward

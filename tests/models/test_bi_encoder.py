@@ -140,7 +140,7 @@ def test_half_precision_copy_follows_the_weights(tiny_encoder: BiEncoder, senten
 
 
 def test_cpu_defaults_to_fixed_size_batches(tiny_encoder: BiEncoder) -> None:
-    from semsearch.models.bi_encoder import batch_settings
+    from semsearch.models.batching import batch_settings
 
     assert batch_settings(torch.device("cpu")) == (64, None)
     assert batch_settings(torch.device("cuda"))[1] is not None
@@ -150,6 +150,7 @@ def test_unknown_precision_and_half_int8_are_user_errors(tiny_model_dir, sentenc
     encoder = BiEncoder.load(str(tiny_model_dir), device="cpu")
     with pytest.raises(SemsearchError, match="unknown precision 'fp8'"):
         encoder.encode(sentences, precision="fp8")  # type: ignore[arg-type]
+    pytest.importorskip("nncf", reason="int8 runs on OpenVINO and NNCF (the cpu-runtime extra)")
     quantised = BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8")
     with pytest.raises(SemsearchError, match="int8 encoder runs in fp32"):
         quantised.encode(sentences, precision="bf16")

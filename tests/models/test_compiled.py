@@ -23,6 +23,7 @@ def test_a_compiled_encoder_gives_the_same_vectors(tiny_model_dir, sentences, tm
 
 
 def test_only_the_fp32_cpu_encoder_compiles(tiny_model_dir) -> None:
+    pytest.importorskip("nncf", reason="int8 runs on OpenVINO and NNCF (the cpu-runtime extra)")
     quantised = BiEncoder.load(str(tiny_model_dir), device="cpu", quantization="int8")
     with pytest.raises(SemsearchError, match="fp32 encoder on CPU"):
         quantised.compile_for_queries()

@@ -1,5 +1,6 @@
 """The int8 encoder on OpenVINO stays within its bar of torch fp32, gives a text the same
-vector alone or in a batch, rebuilds a tampered cache entry, and falls back in one line."""
+vector alone or in a batch, rebuilds a tampered cache entry, and where it cannot run refuses
+in one line (there is no other int8 to fall back on)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from models.odd_texts import ODD_TEXTS
 
+from semsearch.errors import SemsearchError
 from semsearch.models import openvino_int8
 from semsearch.models.bi_encoder import BiEncoder
 from semsearch.models.openvino_int8 import (
@@ -103,22 +105,17 @@ def test_a_tampered_entry_is_quantised_again(
     np.testing.assert_allclose(encoder.encode(TEXTS), expected, atol=1e-6)
 
 
-def test_without_nncf_one_line_and_the_fallback(tiny_model_dir, monkeypatch, caplog) -> None:
+def test_without_nncf_one_line(tiny_model_dir, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "nncf", None)  # `import nncf` raises ImportError
-    with caplog.at_level(logging.WARNING):
-        encoder = _load(tiny_model_dir)
-    messages = _warnings(caplog)
-    assert len(messages) == 1 and "nncf" in messages[0], messages
-    assert encoder.runtime == "torch" and encoder.spec.quantization == "int8"
-    assert encoder.encode(TEXTS).shape == (len(TEXTS), encoder.dimension)
+    with pytest.raises(SemsearchError, match="nncf is missing: install the cpu-runtime extra"):
+        _load(tiny_model_dir)
 
 
-def test_a_model_that_disagrees_is_not_used(tiny_model_dir, monkeypatch, caplog) -> None:
+def test_a_model_that_disagrees_is_refused(tiny_model_dir, monkeypatch, caplog) -> None:
     infer = openvino_int8.OpenVinoEncoder.__module__  # the shared `_infer` lives there
     module = sys.modules[infer]
     real = module._infer
     monkeypatch.setattr(module, "_infer", lambda r, i, m: real(r, i, m)[::-1].copy())
-    with caplog.at_level(logging.WARNING):
-        encoder = _load(tiny_model_dir)
-    assert encoder.runtime == "torch"
-    assert any("disagrees with torch" in m for m in _warnings(caplog))
+    with caplog.at_level(logging.WARNING), pytest.raises(SemsearchError, match="did not pass"):
+        _load(tiny_model_dir)
+    assert any("disagrees with torch" in m and "int8 cannot run" in m for m in _warnings(caplog))
