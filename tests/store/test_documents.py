@@ -70,9 +70,9 @@ def test_a_chunked_part_stores_each_documents_columns_once(chunked) -> None:
     # Every reader sees the columns a chunk always had, in their order.
     live = LiveRows.read(index.folder, index.manifest)
     table = live.segments[0].metadata()
-    assert ["chunk_id", "id", "text", "title", "path"] == [
+    assert [
         name for name in table.column_names if name in {"chunk_id", "id", "text", "title", "path"}
-    ]
+    ] == ["chunk_id", "id", "text", "title", "path"]
     by_id = dict(zip(documents.column("id").to_pylist(), documents.column("title").to_pylist()))
     assert table.column("title").to_pylist() == [by_id[d] for d in table.column("id").to_pylist()]
 
