@@ -34,6 +34,7 @@ from common import semsearch_cli as cli
 STSB = "stsb:{data}/stsb/stsb_{split}.tsv.gz"
 EVALS = {  # `semsearch eval` arguments per task
     "sts": ["sts", STSB.replace("{split}", "test")],
+    "sts-int8": ["sts", STSB.replace("{split}", "test"), "--quantize", "int8"],
     "sick": ["sts", "sick:{data}/sick/sick_trial.tsv.gz"],
     "ir": ["ir", "{data}/beir_dbpedia-entity-mini"],
     "ir-tuned": ["ir", "{data}/beir_dbpedia-entity-mini", "--tune-alpha"],
@@ -134,6 +135,7 @@ MPNET = "all-mpnet-base-v2"
 RUNS = (
     Run("default", "mpnet", ("sts", "sick", "ir")),
     Run(MPNET, "mpnet", ("sts", "ir"), model=MPNET),
+    Run("default-int8", "cpu_runtimes", ("sts-int8",)),
     Run(
         "stsb-cosent-mpnet",
         "mpnet",
