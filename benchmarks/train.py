@@ -32,12 +32,16 @@ from common import REPO_ROOT, add_results_option, base_parser, record, run_for_m
 from common import semsearch_cli as cli
 
 STSB = "stsb:{data}/stsb/stsb_{split}.tsv.gz"
-EVALS = {  # `semsearch eval` arguments per task
-    "sts": ["sts", STSB.replace("{split}", "test")],
-    "sts-int8": ["sts", STSB.replace("{split}", "test"), "--quantize", "int8"],
-    "sick": ["sts", "sick:{data}/sick/sick_trial.tsv.gz"],
-    "ir": ["ir", "{data}/beir_dbpedia-entity-mini"],
-    "ir-tuned": ["ir", "{data}/beir_dbpedia-entity-mini", "--tune-alpha"],
+DBPEDIA = "ir {data}/beir_dbpedia-entity-mini"
+EVALS = {  # `semsearch eval` arguments per task ({model}: the run's model)
+    "sts": "sts " + STSB.replace("{split}", "test") + " --model {model}",
+    "sts-int8": "sts " + STSB.replace("{split}", "test") + " --model {model} --quantize int8",
+    "sick": "sts sick:{data}/sick/sick_trial.tsv.gz --model {model}",
+    "ir": DBPEDIA + " --model {model}",
+    "ir-tuned": DBPEDIA + " --model {model} --tune-alpha",
+    # a cross-encoder re-ranking the default model's top hits
+    "dbpedia": DBPEDIA + " --rerank {model} --rerank-top 100",
+    "debian": "ir {out}/rerank/debian_first5000 --rerank {model} --rerank-top 20",
 }
 ON_STSB = "{stsb} --dev " + STSB.replace("{split}", "dev") + " --epochs 4"
 # The objectives table: one epoch of STS-B (360 steps of 16), no dev, the last step measured.
@@ -131,7 +135,74 @@ def debian_plan(data_dir: Path, out_dir: Path, pairs: int = 3000, max_chars: int
     return {"plan": str(path)}
 
 
+def rerank_data(data_dir: Path, out_dir: Path) -> dict[str, str]:
+    """A retrieval cross-encoder's pairs: 4,000 Debian synopses (packages after the first
+    10,000) and 2,000 PyPI names, each with its own text (label 1) and 3 hard negatives drawn
+    from ranks 1-30 of the default bi-encoder; dev: 300 Debian packages from 5,000-9,999. Also
+    the first 5,000 Debian packages as a BEIR folder (1,000 synopsis queries) to evaluate on."""
+    from semsearch.evaluation.ir import exact_search
+    from semsearch.evaluation.similarity import normalize_rows
+    from semsearch.models import BiEncoder
+
+    folder = out_dir / "rerank"
+    paths = {"train_pairs": folder / "train_pairs.parquet", "dev_pairs": folder / "dev.parquet"}
+    if paths["train_pairs"].is_file():
+        return {key: str(path) for key, path in paths.items()}
+    encoder = BiEncoder.load("default", device="cpu")
+    debian = pq.read_table(data_dir / "debian" / "debian_packages.parquet").to_pydict()
+    pypi = pq.read_table(data_dir / "pypi" / "pypi_summaries.parquet", columns=["name", "summary"])
+    summaries, seen = pypi.column("summary").to_pylist(), {}
+    for row, text in enumerate(summary.strip() for summary in summaries):
+        if len(text) >= 25 and text.lower() not in PLACEHOLDERS:
+            seen[text] = -1 if text in seen else row  # a repeated summary is nobody's own
+
+    def pairs(queries: list[str], documents: list[str], seed: int) -> dict[str, list]:
+        vectors = normalize_rows(encoder.encode(documents, batch_size=64))
+        ranked = exact_search(normalize_rows(encoder.encode(queries, batch_size=64)), vectors, 31)
+        rng, rows = np.random.default_rng(seed), {"sentence1": [], "sentence2": [], "label": []}
+        for number, (query, found) in enumerate(zip(queries, ranked)):
+            pool = [int(row) for row in found[1:] if row != number][:30]
+            for row in (number, *rng.choice(pool, size=3, replace=False)):
+                rows["sentence1"].append(query)
+                rows["sentence2"].append(documents[row])
+                rows["label"].append(int(row == number))
+        return rows
+
+    def debian_pairs(start: int, stop: int, count: int, seed: int, pair_seed: int) -> dict:
+        texts = debian["long_description"]
+        usable = [row for row in range(start, min(stop, len(texts))) if (texts[row] or "").strip()]
+        chosen = sorted(np.random.default_rng(seed).choice(usable, count, replace=False))
+        documents = [texts[row][:600] for row in chosen]
+        return pairs([debian["short_description"][row] for row in chosen], documents, pair_seed)
+
+    own = sorted(row for row in seen.values() if row >= 0)
+    chosen = sorted(np.random.default_rng(0).choice(own, 2000, replace=False))
+    names = pypi.column("name").to_pylist()
+    queries = [names[row].replace("-", " ").replace("_", " ") for row in chosen]
+    parts = [
+        debian_pairs(10_000, 10**9, 4000, 0, 0),
+        pairs(queries, [summaries[row].strip() for row in chosen], 1),
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(
+        pa.table({key: parts[0][key] + parts[1][key] for key in parts[0]}), paths["train_pairs"]
+    )
+    pq.write_table(pa.table(debian_pairs(5_000, 10_000, 300, 1, 2)), paths["dev_pairs"])
+    beir = folder / "debian_first5000"
+    (beir / "qrels").mkdir(parents=True, exist_ok=True)
+    with (beir / "corpus.jsonl").open("w", encoding="utf-8") as handle:
+        for row, text in enumerate(debian["long_description"][:5000]):
+            handle.write(json.dumps({"_id": str(row), "title": "", "text": text or ""}) + "\n")
+    with (beir / "queries.jsonl").open("w", encoding="utf-8") as handle:
+        for row, text in enumerate(debian["short_description"][:1000]):
+            handle.write(json.dumps({"_id": str(row), "text": text}) + "\n")
+    qrels = "".join(f"{row}\t{row}\t1\n" for row in range(1000))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return {key: str(path) for key, path in paths.items()}
+
+
 MPNET = "all-mpnet-base-v2"
+PLACEHOLDERS = ("add your description here", "my short description for my project.")
 RUNS = (
     Run("default", "mpnet", ("sts", "sick", "ir")),
     Run(MPNET, "mpnet", ("sts", "ir"), model=MPNET),
@@ -157,6 +228,14 @@ RUNS = (
         model=MPNET,
         prepare=debian_plan,
     ),
+    Run(
+        "cross-retrieval",
+        "retrieval_cross_encoder",
+        ("dbpedia", "debian"),
+        "{train_pairs} --cross-encoder --dev {dev_pairs} --eval-every 300 "
+        "--checkpoint-every 100 --precision bf16",
+        prepare=rerank_data,
+    ),
 )
 
 
@@ -181,8 +260,8 @@ def evaluate(run: Run, model: str, args, training: dict) -> list[dict]:
     for task in args.evals or run.evals:
         out = args.out_dir / "evals" / f"{run.name}-{task}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        arguments = [a.format(data=args.data_dir) for a in EVALS[task]]
-        arguments = ["eval", *arguments, "--model", model, "--device", "cpu"]
+        fields = {"data": args.data_dir, "out": args.out_dir, "model": model}
+        arguments = ["eval", *shlex.split(EVALS[task].format(**fields)), "--device", "cpu"]
         started = time.monotonic()
         subprocess.run(cli(*arguments, "--out", str(out)), check=True, cwd=REPO_ROOT)
         result, seconds = json.loads(out.read_text()), round(time.monotonic() - started, 1)
