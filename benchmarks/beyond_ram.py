@@ -375,24 +375,12 @@ def main() -> None:
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--truth-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--found-file", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--from-index",
-        type=Path,
-        default=None,
-        help="an index folder whose stored vectors are the corpus: its `disk` "
-        "and `ivfsq` indexes side by side (disk_vs_ram.py)",
-    )
     args = parser.parse_args()
     set_threads(args.threads)
     if args.search_worker:
         search_worker(args)
         return
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    if args.from_index:
-        from disk_vs_ram import side_by_side
-
-        record(args, "beyond_ram", side_by_side(args))
-        return
     if args.reuse_index:
         figures = {"reused_index": True, **search_figures(args)}
         print(json.dumps(figures, indent=1))

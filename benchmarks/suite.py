@@ -356,17 +356,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
     ),
     Benchmark(
-        "build_overlap",
-        "encode time against build time, pipelined and not",
-        smoke="--rows 500 --depths 0,1",
-        figures=tuple(
-            _figure(
-                f"build texts/s, pipeline depth {n % 2} (run {n + 1})", f"builds.{n}.texts_per_s"
-            )
-            for n in range(4)
-        ),
-    ),
-    Benchmark(
         "build_progress",
         "a `semsearch build`'s bar second by second: when the first line and the first move "
         "come, texts/s per one-second window (median, 10th percentile), the ETA's error",
