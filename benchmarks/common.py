@@ -287,17 +287,28 @@ def device_label(device: str = "cpu") -> str:
     return f"cpu: {_cpu_model()} ({os.cpu_count()} cores)"
 
 
-def append_result_lines(path: Path, lines: list[dict]) -> None:
+def append_result_lines(path: Path, lines: list[dict]) -> list[dict]:
     """Append one JSON line per figure, each stamped with what makes it comparable (date,
     machine, command, commit, load average); a key the line already has wins."""
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = run_stamp()
-    text = "".join(
-        json.dumps({**stamp, **line}, ensure_ascii=False, default=str) + "\n" for line in lines
-    )
+    lines = [{**stamp, **line} for line in lines]
+    text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
     print(f"appended {len(lines)} line(s) to {path}", flush=True)
+    return lines
+
+
+def print_goals(script: str, lines: list[dict]) -> None:
+    """Each goal of the registry (`suite.py`) that one of `lines` answers, met or not."""
+    from results_table import answer
+    from suite import BENCHMARKS
+
+    for goal in (goal for b in BENCHMARKS if b.name == script for goal in b.goals):
+        found = answer(script, goal, lines)
+        if found.value is not None:
+            print(f"goal: {goal.what} {goal.text}: {found.shown}, {found.verdict}", flush=True)
 
 
 def record(
@@ -309,7 +320,8 @@ def record(
     path = results_file(args, script)
     lines = [figures] if isinstance(figures, dict) else figures
     label = device_label(device) if any("device" not in line for line in lines) else None
-    append_result_lines(path, [{"benchmark": script, "device": label, **line} for line in lines])
+    lines = [{"benchmark": script, "device": label, **line} for line in lines]
+    print_goals(script, append_result_lines(path, lines))
     return path
 
 
