@@ -43,7 +43,6 @@ from common import (
     base_parser,
     command_line,
     environment,
-    markdown_table,
     record,
     reference_model_path,
 )
@@ -355,32 +354,16 @@ def main() -> None:
     texts_file.write_text(json.dumps(corpora), encoding="utf-8")
     rows = measure(args, texts_file, scratch, available_peers(args, scratch))
     lines = summarise(rows, corpora)
-    headers = [
-        "corpus",
-        "threads",
-        "candidate",
-        "texts/s",
-        "x peer",
-        "cosine mean/min",
-        "recall@10",
-    ]
-    print(
-        markdown_table(
-            headers,
-            [
-                [
-                    line["corpus"],
-                    line["threads"],
-                    line["candidate"],
-                    line["texts_per_s"],
-                    line["ratio_to_peer"],
-                    f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
-                    line.get("recall_at_10"),
-                ]
-                for line in lines
-            ],
+    for line in lines:
+        print(
+            line["corpus"],
+            line["threads"],
+            line["candidate"],
+            line["texts_per_s"],
+            line["ratio_to_peer"],
+            line.get("cosine_min"),
+            line.get("recall_at_10"),
         )
-    )
     shared = {"command": command_line(), "environment": environment()}
     record(args, "cpu_runtimes", [{**line, **shared} for line in lines])
 

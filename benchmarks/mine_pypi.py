@@ -37,7 +37,6 @@ from common import (
     base_parser,
     corpus_head,
     environment,
-    markdown_table,
     record,
 )
 
@@ -175,16 +174,6 @@ def main() -> None:
     groups = result.duplicates.table.slice(0, 10).to_pylist() if result.duplicates else []
     largest = [{"text": g["text"], "count": g["count"], "first_ids": g["ids"][:5]} for g in groups]
     levels = {f">={level}": int(np.sum(result.scores >= level)) for level in SCORE_LEVELS}
-    print(
-        markdown_table(
-            ["rank", "score", "id_a", "id_b", "text_a", "text_b"],
-            [
-                [r["rank"], r["score"], r["id_a"], r["id_b"], r["text_a"][:60], r["text_b"][:60]]
-                for r in top_pairs
-            ],
-        )
-    )
-    print(markdown_table(["count", "text"], [[g["count"], g["text"][:80]] for g in largest]))
     summary = {
         "source": f"index {index}" if index else f"first {args.limit} rows encoded",
         "proxy_build_seconds": proxy_build_seconds,

@@ -42,7 +42,6 @@ from common import (
     add_results_option,
     base_parser,
     environment,
-    markdown_table,
     read_corpus,
     record,
 )
@@ -145,24 +144,6 @@ def main() -> None:
             flush=True,
         )
         record(args, "ray_build", line)
-    base = results.get("local", {}).get("seconds")
-    table = [
-        [
-            engine,
-            r["workers"] if engine == "ray" else 1,
-            r["worker_device"],
-            r["rows"],
-            r["seconds"],
-            r["texts_per_s"],
-            f"{r['seconds'] / base:.2f}x" if base else "-",
-        ]
-        for engine, r in results.items()
-    ]
-    print(
-        markdown_table(
-            ["engine", "workers", "device", "rows", "seconds", "texts/s", "time / local"], table
-        )
-    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from common import (
     REPO_ROOT,
     base_parser,
     environment,
-    markdown_table,
     record,
     reference_model_path,
 )
@@ -285,19 +284,9 @@ def main() -> None:
         "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:]),
     }
     results = record(args, "startup", figures)
-    print(
-        markdown_table(
-            ["command", "median wall s", "median CPU s", "vs peer (wall)"],
-            [
-                [name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
-                for name, row in rows.items()
-            ],
-        )
-    )
-    print()
-    print(markdown_table(["cold query stage", "seconds"], [[k, v] for k, v in stages.items()]))
-    print(f"\nserve on the demo index, seconds from start: {serve}")
-    print(f"\nload average at the end: {os.getloadavg()}; appended to {results}")
+    for name, row in rows.items():
+        print(f"{name}: wall {row['wall_s']} s, CPU {row['cpu_s']} s")
+    print(f"cold query stages: {stages}\nserve, seconds from start: {serve}; in {results}")
 
 
 if __name__ == "__main__":
