@@ -478,9 +478,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark(
         "ray_build",
-        "`build --engine ray` against the local build: wall time and texts/s; with "
-        "--own-vectors / --mine-own-vectors, the driver's peak memory of a Ray build / a Ray "
-        "`mine --index`",
+        "`build --engine ray` against the local build: wall time and texts/s",
         no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
         figures=(
             _figure("local texts/s, 100,000 rows", "texts_per_s", engine="local", rows=100_000),
@@ -494,14 +492,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 )
                 for n in (1, 2)
             ),
-            _figure(
-                "driver peak anonymous MiB, 2M own vectors",
-                "driver_peak_rss_anon_mib",
-                results="ray_build_memory",
-                rows=2_000_000,
-            ),
         ),
-        note="`--own-vectors` lines go to `results/ray_build_memory.jsonl`.",
     ),
     Benchmark(
         "beyond_ram",
