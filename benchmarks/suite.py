@@ -175,7 +175,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("vectors", "database_rows"),
             _figure("exact search, queries/s", "exact_qps"),
         ),
-        note="Each structure's fastest setting at the target is in the line's `results`.",
+        note="Each structure's fastest setting at the target is its `best` in the line's "
+        "`results` (lines from before 2026-11-27 hold only the points).",
     ),
     Benchmark(
         "living_index",
@@ -296,9 +297,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure(f"{variant} build s", f"variants.{variant}.build_s", data="manpages")
             for variant in ("truncation", "best_chunk")
         ),
-        note="The data: `benchmarks/prepare_long_documents.py`. Until `build --chunking` "
-        "lands the chunks are the script's own (`--chunker placeholder`) and nothing is "
-        "recorded.",
+        note="The data: `benchmarks/prepare_long_documents.py`; `--chunker placeholder` (the "
+        "script's own chunks) records nothing.",
     ),
     Benchmark(
         "mpnet",
