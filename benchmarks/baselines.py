@@ -27,13 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import (
-    DEFAULT_OUT_DIR,
-    base_parser,
-    environment,
-    record,
-    results_file,
-)
+from common import DEFAULT_OUT_DIR, base_parser, environment, record, results_file
 from results_table import read_lines
 
 WORK = DEFAULT_OUT_DIR / "baselines"

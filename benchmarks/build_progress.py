@@ -24,14 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import (
-    REPO_ROOT,
-    add_results_option,
-    args_dict,
-    base_parser,
-    corpus_head,
-    record,
-)
+from common import REPO_ROOT, add_results_option, args_dict, base_parser, corpus_head, record
 
 BAR = re.compile(r"encoding:.*?\|\s*(\d+)/(\d+) \[[^<]*<([^,]*),")
 WINDOW_S = 1.0

@@ -20,14 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from build_pypi import sample_queries
-from common import (
-    args_dict,
-    base_parser,
-    environment,
-    read_corpus,
-    record,
-    set_threads,
-)
+from common import args_dict, base_parser, environment, read_corpus, record, set_threads
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.hybrid import (

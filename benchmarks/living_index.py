@@ -142,10 +142,7 @@ def _delete(indexes: Path, encoder, queries: list[str], count: int) -> dict:
     started = time.perf_counter()
     index.delete(ids=sorted(gone))
     seconds = time.perf_counter() - started
-    found = _ids(
-        Searcher(index.folder, encoder),
-        queries,
-    )
+    found = _ids(Searcher(index.folder, encoder), queries)
     returned_deleted = sum(len(set(line) & gone) for line in found)
     deep = Searcher(index.folder, encoder).search(queries[:20], k=1000)
     deep_deleted = sum(1 for hits in deep for hit in hits if hit.id in gone)

@@ -23,13 +23,7 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import (
-    add_results_option,
-    base_parser,
-    environment,
-    read_corpus,
-    record,
-)
+from common import add_results_option, base_parser, environment, read_corpus, record
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.ingest.build import build_index

@@ -73,23 +73,10 @@ def start_semsearch(
     index: str, index_dir: Path, extra: list[str] = ()
 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    options = ["--index-dir", str(index_dir), "--port", str(port)]
+    options += ["--device", "cpu", "--api-key", API_KEY]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "semsearch",
-            "serve",
-            index,
-            "--index-dir",
-            str(index_dir),
-            "--port",
-            str(port),
-            "--device",
-            "cpu",
-            "--api-key",
-            API_KEY,
-            *extra,
-        ],
+        [sys.executable, "-m", "semsearch", "serve", index, *options, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

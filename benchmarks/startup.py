@@ -24,13 +24,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from common import (
-    REPO_ROOT,
-    base_parser,
-    environment,
-    record,
-    reference_model_path,
-)
+from common import REPO_ROOT, base_parser, environment, record, reference_model_path
 
 DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "debian_packages.parquet"
 INDEX = "debian-demo"
