@@ -80,28 +80,10 @@ def timed_process(command: list[str]) -> tuple[float, str]:
 
 def semsearch_build(corpus: Path, args) -> tuple[float, dict]:
     """Wall seconds of `semsearch build` and the manifest it printed."""
-    command = [
-        sys.executable,
-        "-m",
-        "semsearch",
-        "build",
-        str(corpus),
-        "--name",
-        INDEX_NAME,
-        "--text-column",
-        "summary",
-        "--model",
-        str(args.model),
-        "--device",
-        args.device,
-        "--index-type",
-        args.index_type,
-        "--out-dir",
-        str(args.out_dir / "indexes"),
-        "--overwrite",
-        "--lexical" if args.lexical else "--no-lexical",
-        "--json",
-    ]
+    command = [sys.executable, "-m", "semsearch", "build", str(corpus), "--name", INDEX_NAME]
+    command += ["--text-column", "summary", "--model", str(args.model), "--device", args.device]
+    command += ["--index-type", args.index_type, "--out-dir", str(args.out_dir / "indexes")]
+    command += ["--overwrite", "--lexical" if args.lexical else "--no-lexical", "--json"]
     seconds, output = timed_process(command)
     return seconds, json.loads(output[output.index("{") :])
 
@@ -193,20 +175,9 @@ def run_peer(corpus: Path, factory: str, args) -> tuple[float, dict]:
     """The peer in a fresh process (this file with `--peer`): its wall seconds and figures."""
     out = args.out_dir / "peer"
     out.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--peer",
-        str(corpus),
-        "--model",
-        str(args.model),
-        "--device",
-        args.device,
-        "--factory",
-        factory,
-        "--out-dir",
-        str(out),
-    ]
+    command = [sys.executable, str(Path(__file__).resolve()), "--peer", str(corpus)]
+    command += ["--model", str(args.model), "--device", args.device, "--factory", factory]
+    command += ["--out-dir", str(out)]
     seconds, output = timed_process(command)
     return seconds, json.loads(output.strip().splitlines()[-1])
 

@@ -329,27 +329,12 @@ def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:
     query --group documents` (one hit a page, by its best chunk; its `id` is the page's),
     dense and hybrid (BM25 over the same chunks, fused)."""
     index_dir, name = args.out_dir / "indexes", "long_documents_chunks"
-    build = semsearch_cli(
-        "build",
-        str(data.parquet),
-        "--name",
-        name,
-        "--out-dir",
-        str(index_dir),
-        "--id-column",
-        "id",
-        "--model",
-        args.model,
-        "--device",
-        args.device,
-        "--chunking",
-        "on",
-        "--chunk-tokens",
-        str(args.chunk_tokens - 2),  # semsearch counts a chunk's tokens without [CLS]/[SEP]
-        "--chunk-overlap",
-        str(args.chunk_overlap),
-        "--overwrite",
-    )
+    build = ["build", str(data.parquet), "--name", name, "--out-dir", str(index_dir)]
+    build += ["--id-column", "id", "--model", args.model, "--device", args.device]
+    tokens = str(args.chunk_tokens - 2)  # semsearch counts a chunk's tokens without [CLS]/[SEP]
+    build += ["--chunking", "on", "--chunk-tokens", tokens, "--overwrite"]
+    build += ["--chunk-overlap", str(args.chunk_overlap)]
+    build = semsearch_cli(*build)
     started = time.perf_counter()
     subprocess.run(build, check=True)
     build_s = time.perf_counter() - started
@@ -360,24 +345,9 @@ def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:
     rows = IndexFolder(folder).manifest().rows
     variants = {}
     for mode in ("dense", "hybrid"):  # BM25 over the same chunks, fused, grouped the same way
-        query = semsearch_cli(
-            "query",
-            "--index",
-            name,
-            "--index-dir",
-            str(index_dir),
-            "--file",
-            str(queries_file),
-            "--json",
-            "-k",
-            str(K),
-            "--group",
-            "documents",
-            "--mode",
-            mode,
-            "--device",
-            args.device,
-        )
+        query = ["query", "--index", name, "--index-dir", str(index_dir), "--json", "-k", str(K)]
+        query += ["--file", str(queries_file), "--group", "documents", "--mode", mode]
+        query = semsearch_cli(*query, "--device", args.device)
         output = subprocess.run(query, check=True, capture_output=True, text=True).stdout
         found: dict[str, list[str]] = {}
         for line in output.splitlines():

@@ -161,15 +161,8 @@ def demo_corpus(rows: int | None, folder: Path) -> Path:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh starts per command")
-    parser.add_argument(
-        "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup"
-    )
-    parser.add_argument(
-        "--demo-rows",
-        type=int,
-        default=None,
-        help="index only the demo corpus' first N rows (default all)",
-    )
+    parser.add_argument("--index-dir", type=Path, default=REPO_ROOT / "benchmarks/out/startup")
+    parser.add_argument("--demo-rows", type=int, help="index only the demo corpus' first N rows")
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
     # As an installed package runs: with its bytecode cached. This machine sets
@@ -178,25 +171,11 @@ def main() -> None:
     env["SEMSEARCH_CACHE_DIR"] = str(cache)
     index_dir = str(args.index_dir)
     corpus = demo_corpus(args.demo_rows, args.index_dir)
+    on_index = ["--index", INDEX, "--index-dir", index_dir]
     if not (args.index_dir / INDEX / "manifest.json").is_file():
-        subprocess.run(
-            [
-                *SEMSEARCH,
-                "-q",
-                "build",
-                str(corpus),
-                "--name",
-                INDEX,
-                "--id-column",
-                "package",
-                "--out-dir",
-                index_dir,
-                "--overwrite",
-            ],
-            check=True,
-            env=env,
-        )
-    query = [*SEMSEARCH, "query", QUERY, "--index", INDEX, "--index-dir", index_dir, "-k", "5"]
+        build = ["build", str(corpus), "--name", INDEX, "--id-column", "package", "--overwrite"]
+        subprocess.run([*SEMSEARCH, "-q", *build, "--out-dir", index_dir], check=True, env=env)
+    query = [*SEMSEARCH, "query", QUERY, *on_index, "-k", "5"]
     segment = args.index_dir / INDEX / "segments" / "s000000"
     peer = [
         sys.executable,
@@ -209,27 +188,8 @@ def main() -> None:
     ]
 
     encode_nothing = {  # the index's own corpus again (every row unchanged); stored vectors
-        "add, every row unchanged": [
-            *SEMSEARCH,
-            "-q",
-            "add",
-            str(corpus),
-            "--index",
-            INDEX,
-            "--index-dir",
-            index_dir,
-        ],
-        "mine --index (stored vectors)": [
-            *SEMSEARCH,
-            "-q",
-            "mine",
-            "--index",
-            INDEX,
-            "--index-dir",
-            index_dir,
-            "--show",
-            "0",
-        ],
+        "add, every row unchanged": [*SEMSEARCH, "-q", "add", str(corpus), *on_index],
+        "mine --index (stored vectors)": [*SEMSEARCH, "-q", "mine", *on_index, "--show", "0"],
     }
 
     def empty_cache() -> None:
