@@ -165,22 +165,9 @@ def measure(
 
 def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -> dict | None:
     folder.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        __file__,
-        "--worker",
-        candidate,
-        "--worker-threads",
-        str(threads),
-        "--texts",
-        str(texts_file),
-        "--vectors-out",
-        str(folder),
-        "--batch-size",
-        str(args.batch_size),
-        "--model",
-        str(_model_for(args, candidate)),
-    ]
+    command = [sys.executable, __file__, "--worker", candidate, "--worker-threads", str(threads)]
+    command += ["--texts", str(texts_file), "--vectors-out", str(folder)]
+    command += ["--batch-size", str(args.batch_size), "--model", str(_model_for(args, candidate))]
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
         command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
     done = subprocess.run(command, env=_peer_env(args, candidate), capture_output=True, text=True)
