@@ -17,7 +17,6 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import psutil
@@ -34,18 +33,16 @@ BASE_SHAPE = {
 }
 
 
-_Sampler = TypeVar("_Sampler", bound="Sampler")
+class PeakRss:
+    """Samples this process' resident memory every `every_s` seconds in a thread while its
+    `with` block runs; `peak` is the largest seen."""
 
-
-class Sampler:
-    """Calls `sample` every `every_s` seconds in a thread while its `with` block runs."""
-
-    def __init__(self, every_s: float) -> None:
-        self.every_s = every_s
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s, self.peak, self._process = every_s, 0, psutil.Process()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self: _Sampler) -> _Sampler:
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -53,24 +50,10 @@ class Sampler:
         self._stop.set()
         self._thread.join()
 
-    def sample(self) -> None:
-        raise NotImplementedError
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.sample()
+            self.peak = max(self.peak, self._process.memory_info().rss)
             self._stop.wait(self.every_s)
-
-
-class PeakRss(Sampler):
-    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
-
-    def __init__(self, every_s: float = 0.2) -> None:
-        super().__init__(every_s)
-        self.peak, self._process = 0, psutil.Process()
-
-    def sample(self) -> None:
-        self.peak = max(self.peak, self._process.memory_info().rss)
 
 
 def proc_status_kib(
