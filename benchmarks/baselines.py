@@ -12,12 +12,11 @@ dev), training seconds, CPU encoding texts/s and model size.
 
 Each row appends one JSON line to `benchmarks/results/baselines.jsonl` as it finishes;
 rows already there are skipped, so the grid runs in chunks (`--rows a,b` or globs such
-as `--rows 'softmax-mean-*'`). `--report` prints the table of every row measured so far
-and draws `benchmarks/baselines.png`.
+as `--rows 'softmax-mean-*'`); RESULTS.md shows the latest figures (`baselines.png`, the
+grid as first measured, is drawn in docs/results-history.md).
 
     python benchmarks/baselines.py --list
     python benchmarks/baselines.py --rows avg-minilm-input,frozen-minilm-mean
-    python benchmarks/baselines.py --report
 """
 
 from __future__ import annotations
@@ -28,15 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baselines_report import write_report
-from common import (
-    DEFAULT_OUT_DIR,
-    REPO_ROOT,
-    base_parser,
-    environment,
-    record,
-    results_file,
-)
+from common import DEFAULT_OUT_DIR, base_parser, environment, record, results_file
 from results_table import read_lines
 
 WORK = DEFAULT_OUT_DIR / "baselines"
@@ -173,23 +164,17 @@ def main() -> None:
     parser.add_argument("--rows", default="", help="comma-separated names or globs (default: all)")
     parser.add_argument("--list", action="store_true", help="list the rows and which are done")
     parser.add_argument("--rerun", action="store_true", help="measure rows already measured")
-    parser.add_argument(
-        "--report", action="store_true", help="only print the table and draw the PNG"
-    )
     args = parser.parse_args()
     grid, done = rows(), measured(args)
     if args.list:
         for name, row in grid.items():
             print(f"{'done' if name in done else '    '}  {name}  ({row.group})")
         return
-    if not args.report:
-        chosen = select(grid, args.rows)
-        for row in chosen:
-            if row.name in done and not args.rerun:
-                print(f"{row.name}: measured already (--rerun to measure again)", file=sys.stderr)
-                continue
-            record_row(args, row, measure(row, args.data_dir))
-    write_report(grid, measured(args), REPO_ROOT / "benchmarks" / "baselines.png")
+    for row in select(grid, args.rows):
+        if row.name in done and not args.rerun:
+            print(f"{row.name}: measured already (--rerun to measure again)", file=sys.stderr)
+            continue
+        record_row(args, row, measure(row, args.data_dir))
 
 
 def select(grid: dict[str, Row], patterns: str) -> list[Row]:

@@ -63,24 +63,8 @@ def base_vectors(args) -> np.ndarray:
     summaries = args.work_dir / "base.parquet"
     texts = corpus_texts(args.data_dir, "pypi", args.base_rows)
     pq.write_table(pa.table({"summary": texts}), summaries)
-    semsearch(
-        [
-            "build",
-            str(summaries),
-            "--text-column",
-            "summary",
-            "--index-type",
-            "flat",
-            "--no-lexical",
-            "--target-recall",
-            "0",
-            "--out-dir",
-            str(args.work_dir / "indexes"),
-            "--name",
-            "base",
-            "--overwrite",
-        ]
-    )
+    options = "--text-column summary --index-type flat --no-lexical --target-recall 0"
+    semsearch(["build", str(summaries), *options.split(), "--name", "base", "--overwrite"], args)
     from semsearch.training.vectors import load_vectors
 
     return load_vectors(index="base", index_dir=args.work_dir / "indexes")
@@ -115,34 +99,19 @@ def write_vectors(path: Path, dimension: int, chunks: Iterable[np.ndarray]) -> N
             start += len(chunk)
 
 
-def semsearch(arguments: list[str]) -> float:
-    """Run the CLI; its wall seconds."""
+def semsearch(arguments: list[str], args) -> float:
+    """Run the CLI on the work folder's indexes; its wall seconds."""
     started = time.perf_counter()
+    arguments = [*arguments, "--out-dir", str(args.work_dir / "indexes")]
     subprocess.run([sys.executable, "-m", "semsearch", *arguments], check=True, cwd=HERE.parent)
     return time.perf_counter() - started
 
 
 def build(args, corpus: Path, name: str, index_type: str) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    seconds = semsearch(
-        [
-            "build",
-            str(corpus),
-            "--vector-column",
-            "emb",
-            "--index-type",
-            index_type,
-            "--store-vectors",
-            "fp16",
-            "--out-dir",
-            str(args.work_dir / "indexes"),
-            "--name",
-            name,
-            "--overwrite",
-            "--target-recall",
-            str(args.target_recall),
-        ]
-    )
+    options = ["--vector-column", "emb", "--store-vectors", "fp16", "--index-type", index_type]
+    options += ["--name", name, "--overwrite", "--target-recall", str(args.target_recall)]
+    seconds = semsearch(["build", str(corpus), *options], args)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {
         "seconds": round(seconds, 1),
@@ -177,18 +146,16 @@ def search_process(
 ) -> dict:
     """The searching figures, from a fresh process (under the memory limit where `limited`);
     with `found`, the unfiltered hits' ids are saved there too."""
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--search-worker",
-        name,
+    command = [sys.executable, str(Path(__file__).resolve()), "--search-worker", name]
+    command += [
         "--work-dir",
         str(args.work_dir),
         "--queries-file",
         str(queries),
         "--k",
         str(args.k),
-    ] + (["--truth-file", str(truth)] if truth else [])
+    ]
+    command += ["--truth-file", str(truth)] if truth else []
     command += ["--found-file", str(found)] if found else []
     if not limited:
         output = subprocess.run(
@@ -375,24 +342,12 @@ def main() -> None:
     parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--truth-file", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--found-file", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--from-index",
-        type=Path,
-        default=None,
-        help="an index folder whose stored vectors are the corpus: its `disk` "
-        "and `ivfsq` indexes side by side (disk_vs_ram.py)",
-    )
     args = parser.parse_args()
     set_threads(args.threads)
     if args.search_worker:
         search_worker(args)
         return
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    if args.from_index:
-        from disk_vs_ram import side_by_side
-
-        record(args, "beyond_ram", side_by_side(args))
-        return
     if args.reuse_index:
         figures = {"reused_index": True, **search_figures(args)}
         print(json.dumps(figures, indent=1))

@@ -92,38 +92,14 @@ def measure(rows: int, args) -> dict:
     where = ["--index-dir", str(indexes)]
     figures = {"rows": rows, "dimension": args.dimension, "index_type": args.index_type}
     figures["baseline"] = run(["list", *where])  # the interpreter and imports alone
-    figures["build"] = run(
-        [
-            "build",
-            str(corpus),
-            "--name",
-            "b",
-            "--vector-column",
-            "emb",
-            "--id-column",
-            "key",
-            "--index-type",
-            args.index_type,
-            "--target-recall",
-            str(args.target_recall),
-            *where,
-        ]
-    )
+    options = ["--index-type", args.index_type, "--target-recall", str(args.target_recall), *where]
+    columns = ["--vector-column", "emb", "--id-column", "key"]
+    figures["build"] = run(["build", str(corpus), "--name", "b", *columns, *options])
     figures["build"]["index_mib"] = round(index_bytes(indexes / "b") / 2**20, 1)
     figures["add"] = run(["add", str(extra), "--index", "b", *where])
     figures["compact"] = run(["compact", "b", *where])
     figures["compact"]["index_mib"] = round(index_bytes(indexes / "b") / 2**20, 1)
-    figures["reindex"] = run(
-        [
-            "reindex",
-            "b",
-            "--index-type",
-            args.index_type,
-            "--target-recall",
-            str(args.target_recall),
-            *where,
-        ]
-    )
+    figures["reindex"] = run(["reindex", "b", *options])
     figures["reindex"]["index_mib"] = round(index_bytes(indexes / "b") / 2**20, 1)
     return figures
 

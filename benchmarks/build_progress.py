@@ -24,14 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import (
-    REPO_ROOT,
-    add_results_option,
-    args_dict,
-    base_parser,
-    corpus_head,
-    record,
-)
+from common import REPO_ROOT, add_results_option, args_dict, base_parser, corpus_head, record
 
 BAR = re.compile(r"encoding:.*?\|\s*(\d+)/(\d+) \[[^<]*<([^,]*),")
 WINDOW_S = 1.0
@@ -128,20 +121,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="build_progress-") as scratch:
         corpus = corpus_head(args.data_dir, "pypi", args.rows, Path(scratch), ["name", "summary"])
-        command = [
-            sys.executable,
-            "-m",
-            "semsearch",
-            "build",
-            str(corpus),
-            "--text-column",
-            "summary",
-            "--name",
-            "progress",
-            "--out-dir",
-            str(Path(scratch) / "indexes"),
-            *args.build_args.split(),
-        ]
+        command = [sys.executable, "-m", "semsearch", "build", str(corpus)]
+        command += ["--text-column", "summary", "--name", "progress"]
+        command += ["--out-dir", str(Path(scratch) / "indexes"), *args.build_args.split()]
         env = {**os.environ, "PYTHONPATH": str(args.source_dir.resolve()), "PYTHONUNBUFFERED": "1"}
         # Run in the scratch folder: `python -m` puts the working folder first on the path,
         # so from a checkout it would run that checkout's package, not --source-dir's.

@@ -31,7 +31,6 @@ from common import (
     corpus_head,
     corpus_texts,
     environment,
-    markdown_table,
     record,
     set_threads,
 )
@@ -223,21 +222,7 @@ def main() -> None:
     warmup, queries = sampled[:WARMUP], sampled[WARMUP:]
     latency = query_latency(searcher, warmup, queries, k=10)
     recall = ivf_recall(searcher, queries[: args.recall_queries], k=10)
-    print(
-        markdown_table(
-            ["queries", "p50 ms", "p90 ms", "p99 ms", "mean ms", "CPU p50 ms"],
-            [
-                [
-                    latency["queries"],
-                    latency["p50_ms"],
-                    latency["p90_ms"],
-                    latency["p99_ms"],
-                    latency["mean_ms"],
-                    latency["cpu_p50_ms"],
-                ]
-            ],
-        )
-    )
+    print(f"latency: {latency}")
     print(f"open {open_seconds:.1f} s; IVF recall vs exact: {recall}")
     payload = {
         "benchmark": "build_pypi",

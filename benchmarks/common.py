@@ -17,7 +17,6 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import psutil
@@ -34,18 +33,16 @@ BASE_SHAPE = {
 }
 
 
-_Sampler = TypeVar("_Sampler", bound="Sampler")
+class PeakRss:
+    """Samples this process' resident memory every `every_s` seconds in a thread while its
+    `with` block runs; `peak` is the largest seen."""
 
-
-class Sampler:
-    """Calls `sample` every `every_s` seconds in a thread while its `with` block runs."""
-
-    def __init__(self, every_s: float) -> None:
-        self.every_s = every_s
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s, self.peak, self._process = every_s, 0, psutil.Process()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self: _Sampler) -> _Sampler:
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -53,24 +50,10 @@ class Sampler:
         self._stop.set()
         self._thread.join()
 
-    def sample(self) -> None:
-        raise NotImplementedError
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.sample()
+            self.peak = max(self.peak, self._process.memory_info().rss)
             self._stop.wait(self.every_s)
-
-
-class PeakRss(Sampler):
-    """Samples this process' resident memory in a thread; `peak` is the largest seen."""
-
-    def __init__(self, every_s: float = 0.2) -> None:
-        super().__init__(every_s)
-        self.peak, self._process = 0, psutil.Process()
-
-    def sample(self) -> None:
-        self.peak = max(self.peak, self._process.memory_info().rss)
 
 
 def proc_status_kib(
@@ -287,17 +270,28 @@ def device_label(device: str = "cpu") -> str:
     return f"cpu: {_cpu_model()} ({os.cpu_count()} cores)"
 
 
-def append_result_lines(path: Path, lines: list[dict]) -> None:
+def append_result_lines(path: Path, lines: list[dict]) -> list[dict]:
     """Append one JSON line per figure, each stamped with what makes it comparable (date,
     machine, command, commit, load average); a key the line already has wins."""
     path.parent.mkdir(parents=True, exist_ok=True)
     stamp = run_stamp()
-    text = "".join(
-        json.dumps({**stamp, **line}, ensure_ascii=False, default=str) + "\n" for line in lines
-    )
+    lines = [{**stamp, **line} for line in lines]
+    text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(text)
     print(f"appended {len(lines)} line(s) to {path}", flush=True)
+    return lines
+
+
+def print_goals(script: str, lines: list[dict]) -> None:
+    """Each goal of the registry (`suite.py`) that one of `lines` answers, met or not."""
+    from results_table import answer
+    from suite import BENCHMARKS
+
+    for goal in (goal for b in BENCHMARKS if b.name == script for goal in b.goals):
+        found = answer(script, goal, lines)
+        if found.value is not None:
+            print(f"goal: {goal.what} {goal.text}: {found.shown}, {found.verdict}", flush=True)
 
 
 def record(
@@ -309,7 +303,8 @@ def record(
     path = results_file(args, script)
     lines = [figures] if isinstance(figures, dict) else figures
     label = device_label(device) if any("device" not in line for line in lines) else None
-    append_result_lines(path, [{"benchmark": script, "device": label, **line} for line in lines])
+    lines = [{"benchmark": script, "device": label, **line} for line in lines]
+    print_goals(script, append_result_lines(path, lines))
     return path
 
 

@@ -43,7 +43,6 @@ from common import (
     base_parser,
     command_line,
     environment,
-    markdown_table,
     record,
     reference_model_path,
 )
@@ -165,22 +164,9 @@ def measure(
 
 def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -> dict | None:
     folder.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        __file__,
-        "--worker",
-        candidate,
-        "--worker-threads",
-        str(threads),
-        "--texts",
-        str(texts_file),
-        "--vectors-out",
-        str(folder),
-        "--batch-size",
-        str(args.batch_size),
-        "--model",
-        str(_model_for(args, candidate)),
-    ]
+    command = [sys.executable, __file__, "--worker", candidate, "--worker-threads", str(threads)]
+    command += ["--texts", str(texts_file), "--vectors-out", str(folder)]
+    command += ["--batch-size", str(args.batch_size), "--model", str(_model_for(args, candidate))]
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
         command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
     done = subprocess.run(command, env=_peer_env(args, candidate), capture_output=True, text=True)
@@ -354,32 +340,16 @@ def main() -> None:
     texts_file.write_text(json.dumps(corpora), encoding="utf-8")
     rows = measure(args, texts_file, scratch, available_peers(args, scratch))
     lines = summarise(rows, corpora)
-    headers = [
-        "corpus",
-        "threads",
-        "candidate",
-        "texts/s",
-        "x peer",
-        "cosine mean/min",
-        "recall@10",
-    ]
-    print(
-        markdown_table(
-            headers,
-            [
-                [
-                    line["corpus"],
-                    line["threads"],
-                    line["candidate"],
-                    line["texts_per_s"],
-                    line["ratio_to_peer"],
-                    f"{line.get('cosine_mean')} / {line.get('cosine_min')}",
-                    line.get("recall_at_10"),
-                ]
-                for line in lines
-            ],
+    for line in lines:
+        print(
+            line["corpus"],
+            line["threads"],
+            line["candidate"],
+            line["texts_per_s"],
+            line["ratio_to_peer"],
+            line.get("cosine_min"),
+            line.get("recall_at_10"),
         )
-    )
     shared = {"command": command_line(), "environment": environment()}
     record(args, "cpu_runtimes", [{**line, **shared} for line in lines])
 

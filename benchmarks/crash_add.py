@@ -61,18 +61,8 @@ def main() -> None:
             show_progress=False,
         )
     )
-    command = [
-        sys.executable,
-        "-m",
-        "semsearch",
-        "add",
-        str(extra),
-        "--index",
-        "crash",
-        "--index-dir",
-        str(indexes),
-        "--json",
-    ]
+    command = [sys.executable, "-m", "semsearch", "add", str(extra), "--index", "crash"]
+    command += ["--index-dir", str(indexes), "--json"]
     started = time.perf_counter()
     subprocess.run([*command[:3], "--help"], capture_output=True, check=True)
     full = _timed_full_add(command, indexes, args.work_dir)

@@ -13,7 +13,7 @@ Issue 15's figures: `--st-references` (on by default with `--device cuda`) adds
 sentence-transformers at its defaults (`encode(texts)`: batch 32, fp32 weights) and at its
 fastest documented setting (bf16 weights, `--st-fastest-batch` rows per batch); each corpus
 then appends one JSON line to `results/encode_throughput.jsonl` with semsearch's best row
-(texts/s, ratios to both, cosines, share of the bf16 peak) and prints the goals beside it.
+(texts/s, ratios to both, cosines, share of the bf16 peak); `suite.py table` sets it beside the goals.
 `--random-base-model` times a randomly initialised BERT-base-shaped model (all-mpnet-base-v2's
 shape) that both encoders load, for its FLOP utilisation; a `pack` variant times packed
 sequences (`BiEncoder.encode(..., packing=True)`).
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import copy
-import inspect
 import os
 import shutil
 import statistics
@@ -50,7 +49,6 @@ from common import (
     device_label,
     environment,
     load_sentence_transformer,
-    markdown_table,
     random_base_model,
     record,
     reference_model_path,
@@ -66,9 +64,6 @@ ANCHOR = "sentence-transformers"
 ANCHOR_BF16 = "sentence-transformers bf16"
 ST_DEFAULT = "sentence-transformers defaults (batch 32, fp32)"
 ST_DEFAULT_BATCH = 32
-# Issue 15's goals on one H100: texts/s per corpus, and ratios to the two references.
-RATE_GOALS = {"pypi_summaries": 100_000, "debian_long": 40_000}
-RATIO_GOALS = {"ratio_st_default": 4.0, "ratio_st_fastest": 1.5}
 COSINE_GOALS = (0.999, 0.995)  # mean, min against sentence-transformers' fp32 vectors
 # Dense bf16 tensor-core peak of the H100/H200 SXM data sheets, TFLOP/s.
 SPEC_BF16_PEAK_TFLOPS = 989.4
@@ -281,38 +276,6 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
     }
 
 
-def print_table(name: str, texts: int, result: dict, gpu: bool) -> None:
-    print(f"\n{name}: {texts} texts, {result['mean_tokens_per_text']} tokens/text")
-    headers = [
-        "encoder",
-        "median s",
-        "texts/s",
-        "tokens/s",
-        "x ST",
-        "x ST (CPU-s)",
-        "cos mean",
-        "cos min",
-        "peak RSS MiB",
-    ]
-    headers += ["peak GPU MiB", "model TFLOP/s", "share of bf16 peak"] if gpu else []
-    lines = []
-    for r in result["rows"]:
-        line = [
-            r["encoder"],
-            r["median_seconds"],
-            r["texts_per_s"],
-            r["tokens_per_s"],
-            r["ratio_vs_st"],
-            r["cpu_ratio_vs_st"],
-            f"{r['cosine_mean']:.6f}",
-            f"{r['cosine_min']:.6f}",
-            r["peak_rss_mib"],
-        ]
-        line += [r["peak_gpu_mib"], r["model_tflops"], r["share_of_bf16_peak"]] if gpu else []
-        lines.append(line)
-    print(markdown_table(headers, lines), flush=True)
-
-
 def figure_line(name: str, result: dict, args) -> dict:
     """Issue 15's JSON line for one corpus: semsearch's best row against both references.
 
@@ -358,44 +321,6 @@ def figure_line(name: str, result: dict, args) -> dict:
         "run": args.name,
         "rows": result["rows"],
     }
-
-
-def print_goals(line: dict, reference_model: bool) -> None:
-    """Each goal of issue 15 beside the figure, met or not (they are set for one H100)."""
-    checks = [
-        ("mean cosine", line["mean_cos"], COSINE_GOALS[0]),
-        ("min cosine", line["min_cos"], COSINE_GOALS[1]),
-    ]
-    if reference_model:
-        checks.insert(0, ("texts/s", line["texts_per_s"], RATE_GOALS[line["corpus"]]))
-    checks += [
-        (f"x {key.removeprefix('ratio_')}", line[key], goal) for key, goal in RATIO_GOALS.items()
-    ]
-    where = (
-        ""
-        if line["device"].startswith(("NVIDIA H100", "NVIDIA H200"))
-        else " (the goals are for an H100)"
-    )
-    print(f"goals, {line['corpus']} on {line['device']}{where}:")
-    for what, value, goal in checks:
-        verdict = "not measured" if value is None else ("met" if value >= goal else "not met")
-        print(f"  {what}: {value} (goal >= {goal:,}): {verdict}")
-    if line["flop_utilisation"] is not None:
-        print(
-            f"  share of the bf16 peak: {line['flop_utilisation']:.2%} ({line['model_tflops']} TFLOP/s)"
-        )
-
-
-def check_packing(variants: list[Variant]) -> None:
-    """Refuse a `pack` variant in one line when this semsearch's encode cannot pack."""
-    if (
-        any(v.packing for v in variants)
-        and "packing" not in inspect.signature(BiEncoder.encode).parameters
-    ):
-        raise SystemExit(
-            "a pack variant needs BiEncoder.encode(..., packing=True), which this "
-            "semsearch does not have yet: drop the variant or update semsearch"
-        )
 
 
 def main() -> None:
@@ -472,7 +397,6 @@ def main() -> None:
     add_results_option(parser)
     add_threads_option(parser)
     args = parser.parse_args()
-    check_packing(args.variant)
     if args.st_references is None:
         args.st_references = args.device == "cuda"
     args.model = Path(args.model or reference_model_path())
@@ -491,9 +415,9 @@ def main() -> None:
     for name, texts in load_corpora(args.data_dir, args.pypi_rows, args.debian_rows).items():
         if name in args.corpora:
             results[name] = bench_corpus(name, texts, ours, anchor, args)
-            print_table(name, len(texts), results[name], args.device == "cuda")
+            for entry in results[name]["rows"]:
+                print(name, {key: value for key, value in entry.items() if key != "rounds"})
             line = figure_line(name, results[name], args)
-            print_goals(line, reference_model=not args.random_base_model)
             # One line per corpus, so a run stopped half-way keeps what it measured.
             record(args, "encode_throughput", line)
 

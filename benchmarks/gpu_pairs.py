@@ -61,32 +61,11 @@ def model_label(model: Path | None) -> str:
 
 def run_bench_pairs(model: Path, out_dir: Path, args) -> dict:
     """`semsearch bench pairs` on `model` in a fresh process; the JSON it printed."""
-    command = [
-        sys.executable,
-        "-m",
-        "semsearch",
-        "bench",
-        "pairs",
-        "--n",
-        str(args.n),
-        "--also",
-        "",
-        "--model",
-        str(model),
-        "--device",
-        args.device,
-        "--data-dir",
-        str(args.data_dir),
-        "--batch-size",
-        str(args.batch_size or BATCH[args.device]),
-        "--min-pairs",
-        str(args.min_pairs),
-        "--min-seconds",
-        str(args.min_seconds),
-        "--out-dir",
-        str(out_dir),
-        "--json",
-    ]
+    command = [sys.executable, "-m", "semsearch", "bench", "pairs", "--n", str(args.n)]
+    command += ["--also", "", "--model", str(model), "--device", args.device]
+    command += ["--data-dir", str(args.data_dir), "--out-dir", str(out_dir), "--json"]
+    command += ["--batch-size", str(args.batch_size or BATCH[args.device])]
+    command += ["--min-pairs", str(args.min_pairs), "--min-seconds", str(args.min_seconds)]
     _, output = timed_process(command)
     return json.loads(output[output.index("{") :])
 

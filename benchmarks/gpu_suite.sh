@@ -88,7 +88,7 @@ faiss_note() {
     log "travel in 64 MiB). On the GPU through torch: encoding, build's k-means training and"
     log "list assignment, exact search for tuning and recall, mine's neighbour search."
     log "On the CPU cores through FAISS: IVF search while tuning, writing the index, and all of"
-    log "the peer's FAISS work (training, adding, tuning); cagra_ivf.py needs cuVS and is left out."
+    log "the peer's FAISS work (training, adding, tuning)."
 }
 
 unpack() {

@@ -5,7 +5,7 @@ nDCG@10 and recall@100 on the DBPedia subset (BEIR, graded) and on Debian short 
 descriptions (first 5,000 packages), by exact search on the default
 model and an in-memory BM25 (the same code a built index runs: `semsearch.evaluation.hybrid`).
 Convex fusion's alpha is tuned on a dev split: 2 folds, each ranked with the alpha of the
-other. `--sweep` also tries BM25 settings (k1, b, method, stemming, stop words). Latency is
+other (BM25 settings and a per-query oracle were measured once: docs/results-history.md). Latency is
 the p50 of single-query `Searcher.search` calls, encoding included, in each mode on an index
 of the 841k PyPI summaries (its lexical part is added with `set_lexical` if missing), the
 modes interleaved query by query so that each sees the same machine.
@@ -15,43 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 from build_pypi import sample_queries
-from common import (
-    args_dict,
-    base_parser,
-    environment,
-    markdown_table,
-    read_corpus,
-    record,
-    set_threads,
-)
+from common import args_dict, base_parser, environment, read_corpus, record, set_threads
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.hybrid import (
-    SideRankings,
     cross_validated_convex,
     exact_modes,
     mode_metrics,
 )
-from semsearch.evaluation.ir import ir_metrics
 from semsearch.models import BiEncoder
 from semsearch.search.hybrid import Fusion
-from semsearch.store.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
 from semsearch.store.manifest import LexicalSpec
 
-SWEEP = {
-    "default (lucene k1=1.5 b=0.75, stemmed, stop words)": LexicalSpec(),
-    "k1=1.2": LexicalSpec(k1=1.2),
-    "k1=0.9 b=0.4": LexicalSpec(k1=0.9, b=0.4),
-    "robertson": LexicalSpec(method="robertson"),
-    "atire": LexicalSpec(method="atire"),
-    "no stemming": LexicalSpec(stemmer=""),
-    "no stop words": LexicalSpec(stopwords=""),
-}
 MODES_SHOWN = (
     "dense",
     "lexical",
@@ -59,7 +39,6 @@ MODES_SHOWN = (
     "hybrid rrf k=60",
     "hybrid convex 0.5",
     "hybrid convex tuned",
-    "oracle: per query the better of dense and lexical",
 )
 WARMUP = 20
 
@@ -96,72 +75,21 @@ def debian_task(data_dir: Path, rows: int) -> RetrievalData:
     )
 
 
-def with_lexical(sides: SideRankings, data: RetrievalData, spec: LexicalSpec) -> SideRankings:
-    """The same dense side with BM25 made with `spec`."""
-    part = LexicalPart.of(build_bm25(list(data.corpus.values()), spec))
-    texts = [data.queries[query] for query in sides.queries]
-    lexical = lexical_search(
-        [LexicalSegment(part, 0)], spec, texts, 100, np.ones(part.documents, bool)
-    )
-    return replace(sides, lexical=lexical)
-
-
-def quality(name: str, data: RetrievalData, encoder: CachedEncoder, sweep: bool) -> list[dict]:
-    """Every mode's figures on one task (and with --sweep, per BM25 setting)."""
+def quality(name: str, data: RetrievalData, encoder: CachedEncoder) -> list[dict]:
+    """Every mode's figures on one task, BM25 at its default settings."""
     sides = exact_modes(encoder, data, batch_size=32)
-    rows = []
-    for label, spec in SWEEP.items() if sweep else [("default", LexicalSpec())]:
-        current = sides if spec == LexicalSpec() else with_lexical(sides, data, spec)
-        modes = mode_metrics(current, data.qrels, Fusion())
-        for other in (Fusion("rrf"), Fusion("convex")):
-            modes.update(
-                {
-                    k: v
-                    for k, v in mode_metrics(current, data.qrels, other).items()
-                    if k.startswith("hybrid")
-                }
-            )
-        modes["hybrid convex tuned"], folds = cross_validated_convex(current, data.qrels)
-        modes["oracle: per query the better of dense and lexical"] = oracle(current, data.qrels)
-        rows.append(
-            {
-                "task": name,
-                "bm25": label,
-                "lexical_spec": asdict(spec),
-                "alpha_folds": folds,
-                "modes": {
-                    mode: {
-                        "ndcg@10": round(m["ndcg@10"], 4),
-                        "recall@100": round(m["recall@100"], 4),
-                    }
-                    for mode, m in modes.items()
-                },
-                "queries": int(modes["dense"]["queries"]),
-            }
-        )
-        print(
-            f"{name} / {label}: "
-            + ", ".join(f"{mode} {m['ndcg@10']:.4f}" for mode, m in rows[-1]["modes"].items()),
-            flush=True,
-        )
-    return rows
-
-
-def oracle(sides: SideRankings, qrels: dict) -> dict[str, float]:
-    """What a perfect per-query choice between the dense and the lexical ranking would score:
-    a bound on what choosing (rather than mixing) could reach."""
-    best = {name: [] for name in ("ndcg@10", "recall@100")}
-    dense, lexical = sides.ids(sides.dense), sides.ids(sides.lexical)
-    for query in sides.queries:
-        if not any(grade > 0 for grade in qrels[query].values()):
-            continue
-        figures = [
-            ir_metrics({query: ranking[query]}, {query: qrels[query]})
-            for ranking in (dense, lexical)
-        ]
-        for name in best:
-            best[name].append(max(figure[name] for figure in figures))
-    return {name: float(np.mean(values)) for name, values in best.items()}
+    modes = mode_metrics(sides, data.qrels, Fusion())
+    for other in (Fusion("rrf"), Fusion("convex")):
+        hybrid = mode_metrics(sides, data.qrels, other).items()
+        modes.update({mode: m for mode, m in hybrid if mode.startswith("hybrid")})
+    modes["hybrid convex tuned"], folds = cross_validated_convex(sides, data.qrels)
+    row = {"task": name, "bm25": "default", "lexical_spec": asdict(LexicalSpec())}
+    row["alpha_folds"], row["queries"] = folds, int(modes["dense"]["queries"])
+    row["modes"] = {
+        mode: {"ndcg@10": round(m["ndcg@10"], 4), "recall@100": round(m["recall@100"], 4)}
+        for mode, m in modes.items()
+    }
+    return [row]
 
 
 def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
@@ -227,7 +155,6 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--debian-rows", type=int, default=5_000)
-    parser.add_argument("--sweep", action="store_true", help="also try BM25 settings")
     parser.add_argument(
         "--vectors-cache",
         type=Path,
@@ -259,25 +186,14 @@ def main() -> None:
         rows = []
         if "dbpedia" in args.tasks:
             dbpedia = read_beir(args.data_dir / "beir_dbpedia-entity-mini")
-            rows += quality("dbpedia-mini", dbpedia, encoder, args.sweep)
+            rows += quality("dbpedia-mini", dbpedia, encoder)
         if "debian" in args.tasks:
             debian = debian_task(args.data_dir, args.debian_rows)
-            rows += quality(f"debian-{args.debian_rows}", debian, encoder, args.sweep)
+            rows += quality(f"debian-{args.debian_rows}", debian, encoder)
         figures["quality"] = rows
-        table = [
-            [
-                row["task"],
-                row["bm25"],
-                mode,
-                f"{m['ndcg@10']:.4f}",
-                f"{m['recall@100']:.4f}",
-                f"{m['ndcg@10'] - row['modes']['dense']['ndcg@10']:+.4f}",
-            ]
-            for row in rows
-            for mode, m in row["modes"].items()
-            if mode in MODES_SHOWN
-        ]
-        print(markdown_table(["task", "BM25", "mode", "nDCG@10", "recall@100", "vs dense"], table))
+        for row in rows:
+            shown = {mode: m["ndcg@10"] for mode, m in row["modes"].items() if mode in MODES_SHOWN}
+            print(row["task"], row["bm25"], "nDCG@10:", shown, flush=True)
     if args.latency_index is not None:
         figures["latency"] = latency(args.latency_index, args.data_dir, args.latency_queries, 10)
     figures["seconds"] = round(time.perf_counter() - started, 1)

@@ -13,7 +13,7 @@ held out: removed from the database and used as queries, so no query finds itsel
 is exact search over the rest. Each structure is built on the same database; recall@10 is
 measured on all queries at once, and queries/s one query at a time (what a user's search
 call does, with nprobe / efSearch passed per call), with the threads given by `--threads`.
-Writes JSON, a Markdown table and a recall-vs-QPS PNG.
+Each structure's fastest setting at `--target` recall is its `best` in the JSON line.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from common import (
     args_dict,
     base_parser,
     environment,
-    markdown_table,
     record,
     set_threads,
 )
@@ -199,58 +198,6 @@ def measure(
     }
 
 
-def best_at_target(results: list[dict], exact_qps: float, target: float) -> list[list[object]]:
-    """Per structure, the fastest point that meets `target` recall, as a table row."""
-    rows = []
-    for result in results:
-        meeting = [p for p in result["points"] if p["recall_at_10"] >= target]
-        if not meeting:
-            rows.append([result["label"], "-", "-", "-", "-", "-"])
-            continue
-        fastest = max(meeting, key=lambda point: point["qps"])
-        setting = (
-            "exact" if fastest["value"] is None else f"{fastest['parameter']}={fastest['value']}"
-        )
-        rows.append(
-            [
-                result["label"],
-                setting,
-                f"{fastest['recall_at_10']:.4f}",
-                f"{fastest['qps']:,.0f}",
-                f"{fastest['qps'] / exact_qps:.1f}x",
-                f"{fastest['p50_ms']:.2f}",
-            ]
-        )
-    return rows
-
-
-def plot(results: list[dict], exact_qps: float, target: float, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 5.5))
-    for result in results:
-        points = result["points"]
-        axes.plot(
-            [p["recall_at_10"] for p in points],
-            [p["qps"] for p in points],
-            marker="o",
-            label=result["factory"],
-        )
-    axes.axhline(exact_qps * 20, color="grey", linestyle=":", label="20x exact search")
-    axes.axvline(target, color="grey", linestyle="--", label=f"recall {target}")
-    axes.set_yscale("log")
-    axes.set_xlabel("recall@10 against exact search")
-    axes.set_ylabel("queries per second (one query per call)")
-    axes.set_title(title)
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-
-
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_index_options(parser)
@@ -277,7 +224,6 @@ def main() -> None:
         help="HNSW efConstruction (default: FAISS's 40; semsearch's hnsw builds use 80)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--label", default="", help="suffix of the output files' names")
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -311,35 +257,6 @@ def main() -> None:
         flat = measure(STRUCTURES["flat"], database, queries, kth_exact, metric_name, args)
     exact_qps = flat["points"][0]["qps"]
 
-    stem = f"index_tradeoff_{folder.name}" + (f"_{args.label}" if args.label else "")
-    table = markdown_table(
-        [
-            "index",
-            f"fastest setting with recall >= {args.target}",
-            "recall@10",
-            "queries/s",
-            "vs exact",
-            "p50 ms",
-        ],
-        best_at_target(results, exact_qps, args.target),
-    )
-    sizes = markdown_table(
-        ["index", "factory", "build s", "size MiB"],
-        [
-            [r["label"], r["factory"], r["build_seconds"], f"{r['index_bytes'] / 2**20:,.0f}"]
-            for r in results
-        ],
-    )
-    png = args.out_dir / f"{stem}.png"
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    plot(
-        results,
-        exact_qps,
-        args.target,
-        png,
-        f"{len(database):,} vectors ({folder.name}), {args.threads or 'all'} thread(s)",
-    )
-    (args.out_dir / f"{stem}.md").write_text(table + "\n\n" + sizes + "\n", encoding="utf-8")
     payload = {
         "benchmark": "index_tradeoff",
         "options": args_dict(args),
@@ -351,9 +268,11 @@ def main() -> None:
         "results": results,
         "environment": environment(),
     }
+    for result in results:  # the fastest setting at the target recall
+        meeting = [p for p in result["points"] if p["recall_at_10"] >= args.target]
+        result["best"] = max(meeting, key=lambda point: point["qps"], default=None)
+        print(result["label"], result["build_seconds"], "s", result["best"], flush=True)
     record(args, "index_tradeoff", payload)
-    print(table + "\n\n" + sizes)
-    print(f"plot in {png}")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from living_scale import filter_figures
 
-from semsearch.ann.exact import ExactSearch
 from semsearch.ann.tune import recall_at_k
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.index import Index
 from semsearch.ingest.build import build_index
 from semsearch.ingest.build_options import BuildOptions
@@ -112,7 +113,10 @@ def main() -> None:
         print(kind, json.dumps(row))
     report["timings"] = timings
     report["delete"] = _delete(indexes, encoder, queries, args.delete_rows)
-    report["filters"] = _filters(Index.open("base-hnsw", indexes), encoder, queries)
+    # filters keeping about 50 %, 5 % and 0.5 % of the rows (a hash of the name), on HNSW
+    searcher = Index.open("base-hnsw", indexes).searcher(encoder=encoder)
+    vectors = prepare_vectors(encoder.encode(queries), searcher.manifest.index.metric)
+    report["filters"] = [filter_figures(searcher, queries, vectors, s) for s in (0.5, 0.05, 0.005)]
     print(json.dumps({key: report[key] for key in ("timings", "delete", "filters")}, indent=1))
     common.record(args, "living_index", report)
 
@@ -142,10 +146,7 @@ def _delete(indexes: Path, encoder, queries: list[str], count: int) -> dict:
     started = time.perf_counter()
     index.delete(ids=sorted(gone))
     seconds = time.perf_counter() - started
-    found = _ids(
-        Searcher(index.folder, encoder),
-        queries,
-    )
+    found = _ids(Searcher(index.folder, encoder), queries)
     returned_deleted = sum(len(set(line) & gone) for line in found)
     deep = Searcher(index.folder, encoder).search(queries[:20], k=1000)
     deep_deleted = sum(1 for hits in deep for hit in hits if hit.id in gone)
@@ -155,39 +156,6 @@ def _delete(indexes: Path, encoder, queries: list[str], count: int) -> dict:
         "deleted_in_top10": returned_deleted,
         "deleted_in_top1000_of_20_queries": deep_deleted,
     }
-
-
-def _filters(index: Index, encoder, queries: list[str]) -> list[dict]:
-    """Filters keeping about 50 %, 5 % and 0.5 % of the rows (by a hash of the name, so
-    unrelated to the texts), on an HNSW index."""
-    searcher = index.searcher(encoder=encoder)
-    rows = []
-    for share in (0.5, 0.05, 0.005):
-        where = f"hash(name) % 1000 < {round(share * 1000)}"
-        allowed = np.flatnonzero(searcher.snapshot.where_mask(where))
-        vectors = searcher.snapshot.vectors(allowed)
-        query_vectors = encoder.encode(queries)
-        order = ExactSearch(vectors, "dot").search(query_vectors, K)[1]  # -1: fewer than K rows
-        ids = np.array(searcher.metadata.column("name").to_pylist(), dtype=object)
-        truth = [list(ids[allowed[line[line >= 0]]]) for line in order]
-        latencies, found = [], []
-        for query in queries:
-            started = time.perf_counter()
-            hits = searcher.search([query], k=K, where=where)[0]
-            latencies.append(time.perf_counter() - started)
-            found.append([hit.id for hit in hits])
-        rows.append(
-            {
-                "where": where,
-                "share": round(len(allowed) / searcher.manifest.rows, 4),
-                "matches": len(allowed),
-                "recall": _recall_of(found, truth),
-                "min_hits": min(len(line) for line in found),
-                "p50_ms": round(1000 * float(np.median(latencies)), 2),
-                "index": searcher.manifest.index.factory,
-            }
-        )
-    return rows
 
 
 if __name__ == "__main__":

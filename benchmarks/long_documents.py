@@ -51,7 +51,6 @@ from common import (
     add_threads_option,
     args_dict,
     base_parser,
-    markdown_table,
     record,
     semsearch_cli,
     set_threads,
@@ -66,13 +65,6 @@ from semsearch.store.folders import IndexFolder
 
 K = 10
 KINDS = ("first_window", "past_window")
-# Each goal's least value (suite.py holds the same goals for RESULTS.md).
-GOALS = {
-    "past_window_recall_at_10": 0.90,
-    "first_window_recall_gap": 0.0,
-    "first_window_ndcg_gap": 0.0,
-    "tokens_per_s_ratio": 0.90,
-}
 
 
 @dataclass
@@ -126,7 +118,8 @@ def main() -> None:
     else:
         data = read_long_documents(args.data_dir / "long_documents", args.documents)
     line = run(args, data)
-    print_report(line)
+    for name, figures in line["variants"].items():
+        print(name, {key: value for key, value in figures.items() if key != "encode"})
     if args.chunker == "placeholder":
         print("not recorded (placeholder chunker):")
         print(json.dumps(line, default=str))
@@ -181,7 +174,6 @@ def run(args, data: LongDocuments) -> dict:
         "first_window_gap": first_window_gap(figures),
         "args": args_dict(args),
     }
-    line["goals"] = goal_verdicts(line)
     return line
 
 
@@ -337,27 +329,12 @@ def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:
     query --group documents` (one hit a page, by its best chunk; its `id` is the page's),
     dense and hybrid (BM25 over the same chunks, fused)."""
     index_dir, name = args.out_dir / "indexes", "long_documents_chunks"
-    build = semsearch_cli(
-        "build",
-        str(data.parquet),
-        "--name",
-        name,
-        "--out-dir",
-        str(index_dir),
-        "--id-column",
-        "id",
-        "--model",
-        args.model,
-        "--device",
-        args.device,
-        "--chunking",
-        "on",
-        "--chunk-tokens",
-        str(args.chunk_tokens - 2),  # semsearch counts a chunk's tokens without [CLS]/[SEP]
-        "--chunk-overlap",
-        str(args.chunk_overlap),
-        "--overwrite",
-    )
+    build = ["build", str(data.parquet), "--name", name, "--out-dir", str(index_dir)]
+    build += ["--id-column", "id", "--model", args.model, "--device", args.device]
+    tokens = str(args.chunk_tokens - 2)  # semsearch counts a chunk's tokens without [CLS]/[SEP]
+    build += ["--chunking", "on", "--chunk-tokens", tokens, "--overwrite"]
+    build += ["--chunk-overlap", str(args.chunk_overlap)]
+    build = semsearch_cli(*build)
     started = time.perf_counter()
     subprocess.run(build, check=True)
     build_s = time.perf_counter() - started
@@ -368,24 +345,9 @@ def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:
     rows = IndexFolder(folder).manifest().rows
     variants = {}
     for mode in ("dense", "hybrid"):  # BM25 over the same chunks, fused, grouped the same way
-        query = semsearch_cli(
-            "query",
-            "--index",
-            name,
-            "--index-dir",
-            str(index_dir),
-            "--file",
-            str(queries_file),
-            "--json",
-            "-k",
-            str(K),
-            "--group",
-            "documents",
-            "--mode",
-            mode,
-            "--device",
-            args.device,
-        )
+        query = ["query", "--index", name, "--index-dir", str(index_dir), "--json", "-k", str(K)]
+        query += ["--file", str(queries_file), "--group", "documents", "--mode", mode]
+        query = semsearch_cli(*query, "--device", args.device)
         output = subprocess.run(query, check=True, capture_output=True, text=True).stdout
         found: dict[str, list[str]] = {}
         for line in output.splitlines():
@@ -441,51 +403,6 @@ def first_window_gap(figures: dict) -> dict:
         metric: round(best["first_window"][metric] - truncation["first_window"][metric], 4)
         for metric in ("recall_at_10", "ndcg_at_10")
     }
-
-
-def goal_verdicts(line: dict) -> dict:
-    """Each goal's figure and whether it is met (best chunk is the chunking that ships);
-    the same goals as suite.py's, for the printed report."""
-    figures = {
-        "past_window_recall_at_10": line["variants"]["best_chunk"]
-        .get("past_window", {})
-        .get("recall_at_10"),
-        "first_window_recall_gap": line["first_window_gap"].get("recall_at_10"),
-        "first_window_ndcg_gap": line["first_window_gap"].get("ndcg_at_10"),
-        "tokens_per_s_ratio": line["tokens_per_s_ratio"],
-    }
-    return {
-        name: {
-            "value": figures[name],
-            "goal": f">= {threshold:g}",
-            "met": None if figures[name] is None else figures[name] >= threshold,
-        }
-        for name, threshold in GOALS.items()
-    }
-
-
-def print_report(line: dict) -> None:
-    rows = []
-    for name, figures in line["variants"].items():
-        cells = [name]
-        for kind in KINDS:
-            kind_figures = figures.get(kind, {})
-            cells += [kind_figures.get("recall_at_10", "-"), kind_figures.get("ndcg_at_10", "-")]
-        cells += [figures["build_s"], f"{figures['index_bytes'] / 2**20:.2f}", figures["vectors"]]
-        rows.append(cells)
-    headers = ["variant", "first R@10", "first nDCG@10", "past R@10", "past nDCG@10"]
-    print(markdown_table([*headers, "build s", "index MiB", "vectors"], rows))
-    truncated, chunked = (
-        line["variants"]["truncation"]["encode"],
-        line["variants"]["best_chunk"].get("encode") or {},
-    )
-    print(
-        f"\ntokens/s: unchunked {truncated['tokens_per_s']}, chunked "
-        f"{chunked.get('tokens_per_s', '-')} (x{line['tokens_per_s_ratio']})"
-    )
-    for name, verdict in line["goals"].items():
-        met = {True: "met", False: "NOT met", None: "no figure"}[verdict["met"]]
-        print(f"goal {name} {verdict['goal']}: {verdict['value']} ({met})")
 
 
 if __name__ == "__main__":

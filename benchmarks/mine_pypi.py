@@ -7,9 +7,7 @@ IVF structure. It reports where the time goes (reading the index, reading its ve
 the neighbour search, assembling pairs), the peak resident memory sampled in a thread, the
 best pairs and the largest groups of identical summaries, and the recall of the mined pairs
 against an exact search for a sample of texts. With --limit N (or without an index) it
-encodes and mines the file's first N rows instead, and --proxy-index builds an index over
-all rows with a hashing bag-of-words encoder (seconds instead of 40 minutes; lexical, not
-the model), so the mining itself can still be timed at full scale.
+encodes and mines the file's first N rows instead.
 
 On a GPU (issue 15's goal: <= 60 s over the 841k summaries), `--device cuda` encodes and
 searches there; `--limit 0` mines every row of the file (encoding included), and
@@ -37,71 +35,22 @@ from common import (
     base_parser,
     corpus_head,
     environment,
-    markdown_table,
     record,
 )
 
 from semsearch.errors import SemsearchError
-from semsearch.ingest.build import build_index
-from semsearch.ingest.build_options import BuildOptions
 from semsearch.mining import CorpusSource, MiningOptions, mine_corpus, mine_index
 from semsearch.mining.recall import mined_recall
-from semsearch.models.bi_encoder import EncoderSpec
 from semsearch.store.manifest import MANIFEST_FILE, Manifest
 
 SCORE_LEVELS = (0.99, 0.95, 0.9, 0.8)
-PROXY_INDEX = "pypi_hashing_proxy"
-
-
-class HashingEncoder:
-    """A stand-in encoder: hashed word unigrams and bigrams, L2-normalised, 384 wide.
-
-    It only makes vectors cheaply so an index over all rows exists; its pairs are lexical.
-    """
-
-    dimension = 384
-    spec_name = "hashing-proxy"
-
-    def __init__(self) -> None:
-        from sklearn.feature_extraction.text import HashingVectorizer
-
-        self._vectorizer = HashingVectorizer(n_features=self.dimension, ngram_range=(1, 2))
-        self.spec = EncoderSpec(
-            name=self.spec_name,
-            fingerprint="",
-            pooling="none",
-            normalize=True,
-            max_length=0,
-            dimension=self.dimension,
-        )
-
-    def encode(self, texts: list[str], **_: object) -> np.ndarray:
-        return self._vectorizer.transform(texts).toarray().astype(np.float32)
-
-
-def build_proxy_index(data_dir: Path, index_dir: Path) -> tuple[str, float]:
-    """An IVF index over every PyPI summary with `HashingEncoder` vectors, and its build time."""
-    started = time.perf_counter()
-    options = BuildOptions(
-        corpus=data_dir / "pypi" / "pypi_summaries.parquet",
-        name=PROXY_INDEX,
-        text_column="summary",
-        id_column="name",
-        out_dir=index_dir,
-        overwrite=True,
-        show_progress=False,
-    )
-    build_index(options, encoder=HashingEncoder())  # type: ignore[arg-type]
-    return PROXY_INDEX, time.perf_counter() - started
 
 
 def find_pypi_index(index_dir: Path) -> str | None:
     """The index folder in `index_dir` built from pypi_summaries.parquet, if there is one."""
     for manifest_file in sorted(index_dir.glob(f"*/{MANIFEST_FILE}")):
         manifest = Manifest.read(manifest_file.parent)
-        if manifest.source.path.endswith("pypi_summaries.parquet") and (
-            manifest.model.name != HashingEncoder.spec_name
-        ):
+        if manifest.source.path.endswith("pypi_summaries.parquet"):
             return manifest_file.parent.name
     return None
 
@@ -114,11 +63,6 @@ def main() -> None:
         type=int,
         default=None,
         help="no index: encode and mine the file's first N rows (0: all)",
-    )
-    parser.add_argument(
-        "--proxy-index",
-        action="store_true",
-        help="no index: build one with a hashing encoder, then mine it",
     )
     parser.add_argument("-k", "--top-k", type=int, default=10)
     parser.add_argument("--exact-duplicates", default="separate")
@@ -143,10 +87,6 @@ def main() -> None:
         device=args.device,
     )
     index = args.index or (None if args.limit is not None else find_pypi_index(args.index_dir))
-    proxy_build_seconds = None
-    if index is None and args.proxy_index:  # kept apart from the real indexes
-        args.index_dir = args.out_dir / "tmp" / "proxy_indexes"
-        index, proxy_build_seconds = build_proxy_index(args.data_dir, args.index_dir)
     if index is None and args.limit is None:
         raise SemsearchError(f"no PyPI index in {args.index_dir}/: build one or pass --limit N")
     rss_before = psutil.Process().memory_info().rss
@@ -175,19 +115,8 @@ def main() -> None:
     groups = result.duplicates.table.slice(0, 10).to_pylist() if result.duplicates else []
     largest = [{"text": g["text"], "count": g["count"], "first_ids": g["ids"][:5]} for g in groups]
     levels = {f">={level}": int(np.sum(result.scores >= level)) for level in SCORE_LEVELS}
-    print(
-        markdown_table(
-            ["rank", "score", "id_a", "id_b", "text_a", "text_b"],
-            [
-                [r["rank"], r["score"], r["id_a"], r["id_b"], r["text_a"][:60], r["text_b"][:60]]
-                for r in top_pairs
-            ],
-        )
-    )
-    print(markdown_table(["count", "text"], [[g["count"], g["text"][:80]] for g in largest]))
     summary = {
         "source": f"index {index}" if index else f"first {args.limit} rows encoded",
-        "proxy_build_seconds": proxy_build_seconds,
         "rows": result.stats.rows,
         "searched_rows": result.stats.searched_rows,
         "exact_duplicate_rows": result.stats.exact_duplicate_rows,

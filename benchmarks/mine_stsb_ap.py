@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import args_dict, base_parser, environment, markdown_table, record, stsb_file
+from common import args_dict, base_parser, environment, record, stsb_file
 
 from semsearch.evaluation import read_stsb
 from semsearch.mining import CorpusSource, MiningOptions, MiningResult, mine_corpus
@@ -110,34 +110,11 @@ def main() -> None:
         f"{len(sentences)} distinct sentences from {stsb_rows} STS-B pairs, {len(gold)} gold "
         f"pairs (score >= {GOLD_SCORE}); {len(result)} pairs mined in {seconds:.1f} s"
     )
-    rows = [
-        [
-            "semsearch mine",
-            args.model,
-            args.top_k,
-            len(result),
-            quality["gold_pairs_found"],
-            quality["average_precision"],
-            quality["best_f1"],
-        ]
-    ]
+    print(f"semsearch mine: {quality}")
     reference = None
     if args.compare_sentence_transformers:
         reference = sentence_transformers_ap(args.model, sentences, gold, args.top_k)
-        rows.append(
-            [
-                "sentence-transformers evaluator",
-                args.model,
-                args.top_k,
-                "",
-                "",
-                reference["average_precision"],
-                "",
-            ]
-        )
-    print(
-        markdown_table(["method", "model", "k", "pairs mined", "gold found", "AP", "best F1"], rows)
-    )
+        print(f"sentence-transformers evaluator: {reference}")
     payload = {
         "benchmark": "mine_stsb_ap",
         "args": args_dict(args),

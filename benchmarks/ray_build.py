@@ -8,23 +8,8 @@ a GPU machine one GPU actor with CPU readers). Each build's wall time includes e
 user waits for (Ray's start, the model loads, encoding, index, BM25 part, manifest). Appends
 one JSON line per engine to `benchmarks/results/ray_build.jsonl`.
 
-With `--own-vectors 500000,2000000`, no encoder runs: for each size, that many random unit
-384-d vectors (a fixed-size list column `emb`, written in batches) are built with
-`--vector-column emb` on a simulated two-node cluster (`ray.cluster_utils.Cluster`, one CPU
-a node, as the Ray tests do), and the line (`record`, `ray_build_memory.jsonl`) reports the
-driver's peak memory (its anonymous resident memory sampled every 0.1 s, and VmHWM, reset
-before the build) beside the Ray workers' (each `ray::` process sampled the same way).
-
     flock /tmp/cpu.lock python benchmarks/ray_build.py --rows 100000 --workers 2
     python benchmarks/ray_build.py --rows 0 --workers 1 --device cuda   # a GPU machine
-    flock /tmp/cpu.lock python benchmarks/ray_build.py --own-vectors 500000,2000000
-
-With `--mine-own-vectors 200000`, each size's own vectors get a distinct text a row, are
-built locally once (`--index`, kept in `--out-dir`) and mined with `mine --index --engine
-ray` (top-k 10, --top 100000) on the same two simulated nodes; the line
-(`ray_mine_memory.jsonl`) reports the same memory figures beside the vectors' size.
-
-    flock /tmp/cpu.lock python benchmarks/ray_build.py --mine-own-vectors 200000
 """
 
 from __future__ import annotations
@@ -38,15 +23,7 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import (
-    add_results_option,
-    base_parser,
-    environment,
-    markdown_table,
-    read_corpus,
-    record,
-)
-from ray_memory import own_vectors_builds, own_vectors_mining
+from common import add_results_option, base_parser, environment, read_corpus, record
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.ingest.build import build_index
@@ -101,25 +78,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="Ray encoder actors")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (both engines)")
     parser.add_argument("--engines", default="local,ray", help="which builds, in order")
-    parser.add_argument(
-        "--own-vectors",
-        default=None,
-        help="sizes of own-vector builds on two simulated nodes (driver memory)",
-    )
-    parser.add_argument(
-        "--mine-own-vectors",
-        default=None,
-        help="sizes of own-vector indexes mined on two simulated nodes (driver memory)",
-    )
-    parser.add_argument("--index", default="IVF1024,SQ8", help="index of the --own-vectors builds")
     add_results_option(parser)
     args = parser.parse_args()
-    if args.own_vectors:
-        own_vectors_builds(args, [int(size) for size in args.own_vectors.split(",")])
-        return
-    if args.mine_own_vectors:
-        own_vectors_mining(args, [int(size) for size in args.mine_own_vectors.split(",")])
-        return
     corpus, rows = corpus_file(args)
     env = environment()
     device = env["gpu"] or f"cpu: {env['cpu']} ({env['cpu_count']} cores)"
@@ -145,24 +105,6 @@ def main() -> None:
             flush=True,
         )
         record(args, "ray_build", line)
-    base = results.get("local", {}).get("seconds")
-    table = [
-        [
-            engine,
-            r["workers"] if engine == "ray" else 1,
-            r["worker_device"],
-            r["rows"],
-            r["seconds"],
-            r["texts_per_s"],
-            f"{r['seconds'] / base:.2f}x" if base else "-",
-        ]
-        for engine, r in results.items()
-    ]
-    print(
-        markdown_table(
-            ["engine", "workers", "device", "rows", "seconds", "texts/s", "time / local"], table
-        )
-    )
 
 
 if __name__ == "__main__":

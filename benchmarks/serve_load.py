@@ -34,7 +34,6 @@ from common import (
     add_index_options,
     base_parser,
     environment,
-    markdown_table,
     record,
     reference_model_path,
 )
@@ -74,23 +73,10 @@ def start_semsearch(
     index: str, index_dir: Path, extra: list[str] = ()
 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
+    options = ["--index-dir", str(index_dir), "--port", str(port)]
+    options += ["--device", "cpu", "--api-key", API_KEY]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "semsearch",
-            "serve",
-            index,
-            "--index-dir",
-            str(index_dir),
-            "--port",
-            str(port),
-            "--device",
-            "cpu",
-            "--api-key",
-            API_KEY,
-            *extra,
-        ],
+        [sys.executable, "-m", "semsearch", "serve", index, *options, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -320,37 +306,6 @@ def main() -> None:
             stop(process)
     figures["environment"] = environment()
     results = record(args, "serve_load", figures)
-    table = []
-    for level, both in figures["levels"].items():
-        ours, peer = both["semsearch"], both.get("txtai")
-        ratio = f"{ours['qps'] / peer['qps']:.2f}" if peer and peer["qps"] else "-"
-        table.append(
-            [
-                level,
-                ours["qps"],
-                ours["p50_ms"],
-                ours["p99_ms"],
-                ours["errors"],
-                peer["qps"] if peer else "-",
-                peer["p99_ms"] if peer else "-",
-                ratio,
-            ]
-        )
-    print(
-        markdown_table(
-            [
-                "concurrency",
-                "semsearch q/s",
-                "p50 ms",
-                "p99 ms",
-                "errors",
-                "txtai q/s",
-                "txtai p99 ms",
-                "q/s ratio",
-            ],
-            table,
-        )
-    )
     print(f"appended to {results}; median query chars {statistics.median(map(len, queries))}")
 
 

@@ -24,14 +24,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from common import (
-    REPO_ROOT,
-    base_parser,
-    environment,
-    markdown_table,
-    record,
-    reference_model_path,
-)
+from common import REPO_ROOT, base_parser, environment, record, reference_model_path
 
 DEMO_CORPUS = REPO_ROOT / "data" / "demo" / "debian_packages.parquet"
 INDEX = "debian-demo"
@@ -168,15 +161,8 @@ def demo_corpus(rows: int | None, folder: Path) -> Path:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh starts per command")
-    parser.add_argument(
-        "--index-dir", type=Path, default=REPO_ROOT / "benchmarks" / "out" / "startup"
-    )
-    parser.add_argument(
-        "--demo-rows",
-        type=int,
-        default=None,
-        help="index only the demo corpus' first N rows (default all)",
-    )
+    parser.add_argument("--index-dir", type=Path, default=REPO_ROOT / "benchmarks/out/startup")
+    parser.add_argument("--demo-rows", type=int, help="index only the demo corpus' first N rows")
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="semsearch-cache-"))
     # As an installed package runs: with its bytecode cached. This machine sets
@@ -185,25 +171,11 @@ def main() -> None:
     env["SEMSEARCH_CACHE_DIR"] = str(cache)
     index_dir = str(args.index_dir)
     corpus = demo_corpus(args.demo_rows, args.index_dir)
+    on_index = ["--index", INDEX, "--index-dir", index_dir]
     if not (args.index_dir / INDEX / "manifest.json").is_file():
-        subprocess.run(
-            [
-                *SEMSEARCH,
-                "-q",
-                "build",
-                str(corpus),
-                "--name",
-                INDEX,
-                "--id-column",
-                "package",
-                "--out-dir",
-                index_dir,
-                "--overwrite",
-            ],
-            check=True,
-            env=env,
-        )
-    query = [*SEMSEARCH, "query", QUERY, "--index", INDEX, "--index-dir", index_dir, "-k", "5"]
+        build = ["build", str(corpus), "--name", INDEX, "--id-column", "package", "--overwrite"]
+        subprocess.run([*SEMSEARCH, "-q", *build, "--out-dir", index_dir], check=True, env=env)
+    query = [*SEMSEARCH, "query", QUERY, *on_index, "-k", "5"]
     segment = args.index_dir / INDEX / "segments" / "s000000"
     peer = [
         sys.executable,
@@ -216,27 +188,8 @@ def main() -> None:
     ]
 
     encode_nothing = {  # the index's own corpus again (every row unchanged); stored vectors
-        "add, every row unchanged": [
-            *SEMSEARCH,
-            "-q",
-            "add",
-            str(corpus),
-            "--index",
-            INDEX,
-            "--index-dir",
-            index_dir,
-        ],
-        "mine --index (stored vectors)": [
-            *SEMSEARCH,
-            "-q",
-            "mine",
-            "--index",
-            INDEX,
-            "--index-dir",
-            index_dir,
-            "--show",
-            "0",
-        ],
+        "add, every row unchanged": [*SEMSEARCH, "-q", "add", str(corpus), *on_index],
+        "mine --index (stored vectors)": [*SEMSEARCH, "-q", "mine", *on_index, "--show", "0"],
     }
 
     def empty_cache() -> None:
@@ -285,19 +238,9 @@ def main() -> None:
         "command": "python benchmarks/startup.py " + " ".join(sys.argv[1:]),
     }
     results = record(args, "startup", figures)
-    print(
-        markdown_table(
-            ["command", "median wall s", "median CPU s", "vs peer (wall)"],
-            [
-                [name, row["wall_s"], row["cpu_s"], f"{row['wall_s'] / peer_wall:.2f}"]
-                for name, row in rows.items()
-            ],
-        )
-    )
-    print()
-    print(markdown_table(["cold query stage", "seconds"], [[k, v] for k, v in stages.items()]))
-    print(f"\nserve on the demo index, seconds from start: {serve}")
-    print(f"\nload average at the end: {os.getloadavg()}; appended to {results}")
+    for name, row in rows.items():
+        print(f"{name}: wall {row['wall_s']} s, CPU {row['cpu_s']} s")
+    print(f"cold query stages: {stages}\nserve, seconds from start: {serve}; in {results}")
 
 
 if __name__ == "__main__":

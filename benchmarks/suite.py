@@ -65,10 +65,11 @@ class Benchmark:
         return f"benchmarks/{self.script or self.name}.py"
 
 
-def _goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
-    """A goal with dotted key paths (`where` keys use `__` for dots)."""
+def _goal(what: str, test: str, **where: object) -> Goal:
+    """A goal from "dotted.key >= threshold" (`where` keys use `__` for dots)."""
+    key, comparison, threshold = test.rsplit(" ", 2)
     paths = {tuple(name.split("__")): value for name, value in where.items()}
-    return Goal(what, tuple(key.split(".")), comparison, threshold, paths)
+    return Goal(what, tuple(key.split(".")), comparison, float(threshold), paths)
 
 
 def _figure(what: str, key: str | tuple[str, ...], results: str = "", **where: object) -> Figure:
@@ -77,14 +78,13 @@ def _figure(what: str, key: str | tuple[str, ...], results: str = "", **where: o
     return Figure(what, tuple(key.split(".")) if isinstance(key, str) else key, paths, results)
 
 
-def _gpu_goal(what: str, key: str, comparison: str, threshold: float, **where: object) -> Goal:
-    return _goal(what, key, comparison, threshold, device="NVIDIA H*", **where)
+def _gpu_goal(what: str, test: str, **where: object) -> Goal:
+    return _goal(what, test, device="NVIDIA H*", **where)
 
 
 PYPI, DEBIAN = {"corpus": "pypi_summaries"}, {"corpus": "debian_long"}
 BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-smoke`"
-# The int8 path's figures in int8_recall's lines (issue 38 kept OpenVINO's int8 only).
-_INT8_PYPI, _INT8_DEBIAN = (f"corpora.{c}.candidates.openvino-int8" for c in ("pypi", "debian"))
+BY_TRAIN_SMOKE = "trains for tens of minutes to hours; `train.py` is smoked by `train_stsb`"
 # The index build_pypi's smoke run builds, for the smoke runs that read one.
 SMOKE_INDEX = "--index pypi-first1500-ivf --index-dir {scratch}/indexes"
 
@@ -94,14 +94,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "texts/s of BiEncoder.encode vs SentenceTransformer.encode "
         "(PyPI summaries, Debian long descriptions), cosine of their vectors, peak memory",
         (
-            _gpu_goal("PyPI texts/s (one H100)", "texts_per_s", ">=", 100_000, **PYPI),
-            _gpu_goal("Debian texts/s (one H100)", "texts_per_s", ">=", 40_000, **DEBIAN),
-            _gpu_goal("PyPI x sentence-transformers defaults", "ratio_st_default", ">=", 4, **PYPI),
-            _gpu_goal(
-                "PyPI x sentence-transformers fastest", "ratio_st_fastest", ">=", 1.5, **PYPI
-            ),
-            _gpu_goal("PyPI mean cosine to st fp32", "mean_cos", ">=", 0.999, **PYPI),
-            _gpu_goal("PyPI min cosine to st fp32", "min_cos", ">=", 0.995, **PYPI),
+            _gpu_goal("PyPI texts/s (one H100)", "texts_per_s >= 100_000", **PYPI),
+            _gpu_goal("Debian texts/s (one H100)", "texts_per_s >= 40_000", **DEBIAN),
+            _gpu_goal("PyPI x sentence-transformers defaults", "ratio_st_default >= 4", **PYPI),
+            _gpu_goal("PyPI x sentence-transformers fastest", "ratio_st_fastest >= 1.5", **PYPI),
+            _gpu_goal("PyPI mean cosine to st fp32", "mean_cos >= 0.999", **PYPI),
+            _gpu_goal("PyPI min cosine to st fp32", "min_cos >= 0.995", **PYPI),
         ),
         smoke="--pypi-rows 100 --debian-rows 20 --repeats 1 --threads 1",
     ),
@@ -110,9 +108,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "`semsearch build --device cuda` of all PyPI summaries beside a "
         "sentence-transformers + FAISS script; recall@10 of the built index",
         (
-            _gpu_goal("build seconds (841,708 rows)", "seconds", "<=", 30, rows=841_708),
-            _gpu_goal("x the peer's time", "ratio", ">=", 3, rows=841_708),
-            _gpu_goal("recall@10 of the built index", "recall_at_10", ">=", 0.95, rows=841_708),
+            _gpu_goal("build seconds (841,708 rows)", "seconds <= 30", rows=841_708),
+            _gpu_goal("x the peer's time", "ratio >= 3", rows=841_708),
+            _gpu_goal("recall@10 of the built index", "recall_at_10 >= 0.95", rows=841_708),
         ),
         no_smoke=BY_GPU_SMOKE,
         gpu_only=True,
@@ -120,16 +118,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "mine_pypi",
         "paraphrase mining over all PyPI summaries: time, peak memory, recall of the mined pairs",
-        (_gpu_goal("mine seconds (841,708 rows)", "seconds", "<=", 60, rows=841_708),),
+        (_gpu_goal("mine seconds (841,708 rows)", "seconds <= 60", rows=841_708),),
         no_smoke=BY_GPU_SMOKE,
         figures=(_figure("encode texts/s (841,708 rows)", "encode_texts_per_s", rows=841_708),),
-        gpu_only=True,
-    ),
-    Benchmark(
-        "cagra_ivf",
-        "cuVS CAGRA against FAISS IVF on the GPU: build time, recall@10, queries/s",
-        no_smoke="needs cuVS on a GPU, which cannot travel to the lent machine: outside "
-        "gpu_suite.sh, run by hand where cuVS is installed",
         gpu_only=True,
     ),
     Benchmark(
@@ -160,18 +151,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "search latency p50/p90/p99; IVF recall@10 against exact",
         (
             _goal(
-                "warm query p50 ms, all rows (issue 5)",
-                "latency.p50_ms",
-                "<=",
-                10,
-                args__limit=None,
+                "warm query p50 ms, all rows (issue 5)", "latency.p50_ms <= 10", args__limit=None
             ),
             _goal(
-                "warm query p50 ms, all rows (issue 29)",
-                "latency.p50_ms",
-                "<=",
-                5,
-                args__limit=None,
+                "warm query p50 ms, all rows (issue 29)", "latency.p50_ms <= 5", args__limit=None
             ),
         ),
         smoke="--limit 1500 --index ivf --index-dir {scratch}/indexes --queries 30 "
@@ -192,60 +175,33 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("vectors", "database_rows"),
             _figure("exact search, queries/s", "exact_qps"),
         ),
-        note="Each structure's fastest setting at the target is in the line's `results`.",
-    ),
-    Benchmark(
-        "ivf_code_search",
-        "one-thread FAISS search time and recall@10 of IVF lists as full vectors vs fp16 codes",
-        smoke=SMOKE_INDEX,
-        figures=tuple(
-            _figure(f"{structure} {what}", ("structures", structure, key))
-            for structure in ("IVF4096,SQfp16", "IVF4096,Flat")
-            for what, key in (
-                ("ms a query", "ms_per_query"),
-                ("recall@10", "recall_at_10"),
-                ("lists MiB", "lists_mib"),
-            )
-        ),
+        note="Each structure's fastest setting at the target is its `best` in the line's "
+        "`results` (lines from before 2026-11-27 hold only the points).",
     ),
     Benchmark(
         "living_index",
         "the living index on PyPI summaries: add = build, delete, "
         "filters (recall vs brute force, p50)",
         (
-            _goal("IVF recall gap, added vs fresh", "types.ivf.recall_gap", "<=", 0.01),
-            _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap", "<=", 0.01),
+            _goal("IVF recall gap, added vs fresh", "types.ivf.recall_gap <= 0.01"),
+            _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap <= 0.01"),
         ),
         smoke="--base-rows 400 --add-rows 100 --queries 10 --delete-rows 20 "
         "--work-dir {scratch}/living",
-    ),
-    Benchmark(
-        "int8_recall",
-        "the int8 encoder (OpenVINO, NNCF) against fp32: recall@10, cosine, speed, STS-B",
-        smoke="--pypi-rows 100 --debian-rows 20 --queries 10 --sts-pairs 100",
-        figures=(
-            _figure("PyPI recall@10 of int8 to fp32", f"{_INT8_PYPI}.recall_at_10"),
-            _figure("PyPI int8 x fp32 speed", f"{_INT8_PYPI}.speed_ratio"),
-            _figure("Debian recall@10 of int8 to fp32", f"{_INT8_DEBIAN}.recall_at_10"),
-            _figure("Debian int8 x fp32 speed", f"{_INT8_DEBIAN}.speed_ratio"),
-            _figure("STS-B Spearman, int8", "stsb_spearman.openvino-int8"),
-        ),
     ),
     Benchmark(
         "startup",
         "each command's cold start and where a cold query's time goes, "
         "beside a sentence-transformers + FAISS script",
         (
-            _goal("`semsearch --help` s", "commands.semsearch --help.wall_s", "<=", 0.5),
-            _goal("`semsearch list` s", "commands.semsearch list.wall_s", "<=", 0.5),
-            _goal("an error s", "commands.an error (no such index).wall_s", "<=", 0.5),
+            _goal("`semsearch --help` s", "commands.semsearch --help.wall_s <= 0.5"),
+            _goal("`semsearch list` s", "commands.semsearch list.wall_s <= 0.5"),
+            _goal("an error s", "commands.an error (no such index).wall_s <= 0.5"),
             _goal(
                 "cold `semsearch query` s (demo index)",
-                "commands.query, checked export (default).wall_s",
-                "<=",
-                0.5,
+                "commands.query, checked export (default).wall_s <= 0.5",
             ),
-            _goal("`serve` ready s (demo index)", "serve_s.health_200", "<=", 10),
+            _goal("`serve` ready s (demo index)", "serve_s.health_200 <= 10"),
         ),
         smoke="--runs 1 --demo-rows 300 --index-dir {scratch}/startup-index",
         smoke_limit_s=180,
@@ -254,9 +210,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "serve_load",
         "`semsearch serve` under load beside txtai's API, and a soak",
         (
-            _goal("p99 ms at concurrency 32", "levels.32.semsearch.p99_ms", "<=", 150),
-            _goal("errors at concurrency 32", "levels.32.semsearch.errors", "==", 0),
-            _goal("errors in the soak", "soak.errors", "==", 0),
+            _goal("p99 ms at concurrency 32", "levels.32.semsearch.p99_ms <= 150"),
+            _goal("errors at concurrency 32", "levels.32.semsearch.errors == 0"),
+            _goal("errors in the soak", "soak.errors == 0"),
         ),
         smoke=f"{SMOKE_INDEX} --concurrency 2 --requests 40 --max-seconds 10 --no-peer",
         figures=(
@@ -284,7 +240,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "hybrid_quality",
         "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
-        (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50", "<=", 1.5),),
+        (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50 <= 1.5"),),
         smoke="--tasks debian --debian-rows 120 "
         "--latency-index {scratch}/indexes/pypi-first1500-ivf --latency-queries 20",
         figures=(
@@ -308,30 +264,22 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         (
             _goal(
                 "past-window recall@10, best chunk",
-                "variants.best_chunk.past_window.recall_at_10",
-                ">=",
-                0.90,
+                "variants.best_chunk.past_window.recall_at_10 >= 0.90",
                 data="manpages",
             ),
             _goal(
                 "first-window recall@10, best chunk - truncation",
-                "first_window_gap.recall_at_10",
-                ">=",
-                0,
+                "first_window_gap.recall_at_10 >= 0",
                 data="manpages",
             ),
             _goal(
                 "first-window nDCG@10, best chunk - truncation",
-                "first_window_gap.ndcg_at_10",
-                ">=",
-                0,
+                "first_window_gap.ndcg_at_10 >= 0",
                 data="manpages",
             ),
             _goal(
                 "encoder tokens/s, chunked / unchunked",
-                "tokens_per_s_ratio",
-                ">=",
-                0.9,
+                "tokens_per_s_ratio >= 0.9",
                 data="manpages",
             ),
         ),
@@ -349,34 +297,29 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure(f"{variant} build s", f"variants.{variant}.build_s", data="manpages")
             for variant in ("truncation", "best_chunk")
         ),
-        note="The data: `benchmarks/prepare_long_documents.py`. Until `build --chunking` "
-        "lands the chunks are the script's own (`--chunker placeholder`) and nothing is "
-        "recorded.",
+        note="The data: `benchmarks/prepare_long_documents.py`; `--chunker placeholder` (the "
+        "script's own chunks) records nothing.",
     ),
     Benchmark(
         "mpnet",
-        "all-mpnet-base-v2 and its fine-tuned models: STS-B and DBPedia "
-        "(lines written by mpnet_figures.py and the training runs)",
+        "all-mpnet-base-v2 and its fine-tuned models: STS-B and DBPedia (`train.py` runs "
+        "`default`, `all-mpnet-base-v2`, `stsb-cosent-mpnet`)",
         (
             _goal(
                 "fine-tuned mpnet STS-B test",
-                "value",
-                ">=",
-                0.865,
-                task="sts",
+                "value >= 0.865",
                 model="*stsb-cosent-mpnet",
+                metric="spearman_cosine",
             ),
             _goal(
                 "fine-tuned mpnet DBPedia nDCG@10",
-                "value",
-                ">=",
-                0.51,
+                "value >= 0.51",
                 metric="ndcg@10 dense",
                 model="*stsb-cosent-mpnet",
             ),
         ),
-        no_smoke="trains a model (tens of minutes)",
-        script="mpnet_figures",
+        no_smoke=BY_TRAIN_SMOKE,
+        script="train",
         figures=tuple(
             _figure(f"{name} {what}", "value", model=model, metric=metric)
             for model, name in (("default", "default model"), ("all-mpnet-base-v2", "mpnet"))
@@ -388,19 +331,28 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark(
         "train_stsb",
-        "fine-tuning the default model on STS-B: STS-B test",
-        (_goal("default model fine-tuned, STS-B test", "after_test.spearman_cosine", ">=", 0.86),),
-        smoke="--max-steps 2 --epochs 1",
-    ),
-    Benchmark(
-        "build_overlap",
-        "encode time against build time, pipelined and not",
-        smoke="--rows 500 --depths 0,1",
+        "fine-tuning the default model on STS-B: STS-B test (`train.py stsb-cosent`, "
+        "`stsb-cosine`), and one row per training objective from the same model and steps: "
+        "STS-B test, SICK trial (`train.py 'objective-*'`)",
+        (
+            _goal(
+                "default model fine-tuned, STS-B test",
+                "value >= 0.86",
+                run="stsb-cosent",
+                metric="spearman_cosine",
+            ),
+        ),
+        smoke="stsb-cosent --max-steps 2 --evals sts",
+        script="train",
         figures=tuple(
             _figure(
-                f"build texts/s, pipeline depth {n % 2} (run {n + 1})", f"builds.{n}.texts_per_s"
+                f"{row} STS-B test",
+                "value",
+                run=f"objective-{row}",
+                task="sts",
+                metric="spearman_cosine",
             )
-            for n in range(4)
+            for row in ("cosine", "cosent", "mnr")
         ),
     ),
     Benchmark(
@@ -410,9 +362,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         (
             _goal(
                 "slowest 10 % of 1-s windows / median texts/s (50,000 PyPI summaries)",
-                "slow_over_median",
-                ">=",
-                0.5,
+                "slow_over_median >= 0.5",
                 rows=50_000,
             ),
         ),
@@ -430,20 +380,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
     ),
     Benchmark(
-        "lazy_metadata",
-        "a searcher's anonymous memory a row apart from its FAISS index, hits' metadata "
-        "latency and --where time, on random vectors with PyPI-like metadata",
-        smoke="--rows 5000 --work-dir {scratch}/lazy_metadata",
-        figures=tuple(
-            _figure(what, f"runs.this checkout.{key}")
-            for what, key in (
-                ("anonymous bytes a row apart from FAISS", "rss_anon_bytes_a_row_apart_from_faiss"),
-                ("hits' metadata p50 ms", "hit_metadata_ms_p50"),
-                ("search p50 ms", "search_ms_p50"),
-            )
-        ),
-    ),
-    Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
         smoke="--kills 1 --base-rows 200 --add-rows 200 --work-dir {scratch}/crash",
@@ -457,13 +393,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "cpu_runtimes",
         "texts/s of semsearch's CPU runtimes (torch, OpenVINO fp32/bf16) against "
-        "sentence-transformers' torch and OpenVINO backends; cosine and recall@10 to fp32",
+        "sentence-transformers' torch and OpenVINO backends; cosine and recall@10 to fp32; "
+        "STS-B of the int8 model (`train.py default-int8`)",
         goals=tuple(
             _goal(
                 f"faithful (OpenVINO bf16) x fastest peer, {name}, {threads} thread(s)",
-                "ratio_to_peer",
-                ">=",
-                1.5,
+                "ratio_to_peer >= 1.5",
                 corpus=corpus,
                 threads=threads,
                 candidate="semsearch-openvino-bf16",
@@ -472,6 +407,19 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for threads in (1, 2)
         ),
         smoke="--pypi-rows 24 --debian-rows 8 --threads 1 --rounds 1",
+        figures=(
+            *(
+                _figure(
+                    f"int8 (OpenVINO) recall@10 to fp32, {name}, 1 thread",
+                    "recall_at_10",
+                    corpus=corpus,
+                    threads=1,
+                    candidate="semsearch-openvino-int8",
+                )
+                for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
+            ),
+            _figure("STS-B test, int8", "value", run="default-int8", metric="spearman_cosine"),
+        ),
     ),
     Benchmark(
         "mine_stsb_ap",
@@ -482,11 +430,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("best F1", "quality.best_f1"),
             _figure("mining s", "seconds"),
         ),
-    ),
-    Benchmark(
-        "objectives_table",
-        "one row per training objective from the same model and steps: STS-B test, SICK trial",
-        no_smoke="trains a model per row (hours)",
     ),
     Benchmark(
         "baselines",
@@ -502,28 +445,38 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark(
         "multi_dataset_train",
-        "mpnet trained on STS-B plus Debian pairs: STS-B test and DBPedia nDCG@10",
-        no_smoke="trains all-mpnet-base-v2 (not bundled; tens of minutes)",
+        "mpnet trained on STS-B plus Debian pairs: STS-B test and DBPedia nDCG@10 "
+        "(`train.py multi-mpnet`)",
+        no_smoke=BY_TRAIN_SMOKE,
+        script="train",
         figures=(
-            _figure("STS-B test", "stsb_test_spearman"),
-            _figure("DBPedia nDCG@10, dense", "dbpedia_ndcg@10_dense"),
+            _figure("STS-B test", "value", metric="spearman_cosine"),
+            _figure("DBPedia nDCG@10, dense", "value", metric="ndcg@10 dense"),
+            _figure("STS-B test (the 2026-11-23 line's shape)", "stsb_test_spearman"),
         ),
     ),
     Benchmark(
         "retrieval_cross_encoder",
-        "a cross-encoder trained for retrieval: DBPedia and Debian nDCG@10 after re-ranking",
-        no_smoke="trains a cross-encoder (tens of minutes)",
+        "a cross-encoder trained for retrieval: DBPedia and Debian nDCG@10 after re-ranking "
+        "(`train.py cross-retrieval`)",
+        no_smoke=BY_TRAIN_SMOKE,
+        script="train",
         figures=tuple(
-            _figure(f"{name} nDCG@10, {mode}", ("modes", mode, "ndcg@10"), task=task)
+            _figure(f"{name} nDCG@10, {mode}", "value", task=task, metric=f"ndcg@10 {mode}")
             for task, name in (("dbpedia", "DBPedia"), ("debian", "Debian"))
             for mode in ("dense", "dense + rerank")
+        )
+        + (
+            _figure(
+                "DBPedia nDCG@10, dense + rerank (older lines)",
+                ("modes", "dense + rerank", "ndcg@10"),
+                task="dbpedia",
+            ),
         ),
     ),
     Benchmark(
         "ray_build",
-        "`build --engine ray` against the local build: wall time and texts/s; with "
-        "--own-vectors / --mine-own-vectors, the driver's peak memory of a Ray build / a Ray "
-        "`mine --index`",
+        "`build --engine ray` against the local build: wall time and texts/s",
         no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
         figures=(
             _figure("local texts/s, 100,000 rows", "texts_per_s", engine="local", rows=100_000),
@@ -537,14 +490,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 )
                 for n in (1, 2)
             ),
-            _figure(
-                "driver peak anonymous MiB, 2M own vectors",
-                "driver_peak_rss_anon_mib",
-                results="ray_build_memory",
-                rows=2_000_000,
-            ),
         ),
-        note="`--own-vectors` lines go to `results/ray_build_memory.jsonl`.",
     ),
     Benchmark(
         "beyond_ram",
@@ -552,20 +498,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "RssAnon and RssFile a row, recall@10, p50/p99, filters at 50/5/0.5 %, build time and peak",
         (
             _goal(
-                "RssAnon bytes a row, 20M rows",
-                "rss_anon_bytes_per_row",
-                "<=",
-                100,
-                rows=20_000_000,
+                "RssAnon bytes a row, 20M rows", "rss_anon_bytes_per_row <= 100", rows=20_000_000
             ),
-            _goal("recall@10, 20M rows", "search.recall_at_10", ">=", 0.95, rows=20_000_000),
-            _goal("p50 ms, 20M rows", "search.p50_ms", "<=", 20, rows=20_000_000),
-            _goal("p99 ms, 20M rows", "search.p99_ms", "<=", 100, rows=20_000_000),
+            _goal("recall@10, 20M rows", "search.recall_at_10 >= 0.95", rows=20_000_000),
+            _goal("p50 ms, 20M rows", "search.p50_ms <= 20", rows=20_000_000),
+            _goal("p99 ms, 20M rows", "search.p99_ms <= 100", rows=20_000_000),
             _goal(
                 "recall@10 at a 1-in-200 filter, 20M rows",
-                "search.filter_1_in_200.recall_at_10",
-                ">=",
-                0.95,
+                "search.filter_1_in_200.recall_at_10 >= 0.95",
                 rows=20_000_000,
             ),
         ),

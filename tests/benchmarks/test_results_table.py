@@ -179,17 +179,17 @@ def test_the_registry_names_real_scripts_and_valid_goals() -> None:
     for benchmark in suite.BENCHMARKS:
         assert benchmark.smoke is not None or benchmark.no_smoke, benchmark.name
         if benchmark.smoke is not None:
-            assert (BENCHMARKS / f"{benchmark.name}.py").is_file(), benchmark.name
+            assert (BENCHMARKS.parent / benchmark.path).is_file(), benchmark.name
         for goal in benchmark.goals:
             assert goal.comparison in results_table.COMPARISONS
     assert "startup" in suite.list_benchmarks()
 
 
 def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path) -> None:
-    command = suite.smoke_command(suite.find("ivf_code_search"), tmp_path)
-    assert command[1] == "benchmarks/ivf_code_search.py"
+    command = suite.smoke_command(suite.find("index_tradeoff"), tmp_path)
+    assert command[1] == "benchmarks/index_tradeoff.py"
     assert f"{tmp_path}/indexes" in command
-    assert command[-2:] == ["--out-dir", str(tmp_path / "ivf_code_search")]
+    assert command[-2:] == ["--out-dir", str(tmp_path / "index_tradeoff")]
     assert not any("{scratch}" in part for part in command)
 
 

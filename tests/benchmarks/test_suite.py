@@ -17,10 +17,11 @@ def test_every_script_is_registered_and_every_cpu_script_has_a_smoke_run() -> No
         for path in BENCHMARKS.glob("*.py")
         if '__name__ == "__main__"' in path.read_text(encoding="utf-8")
     }
-    registered = {Path(benchmark.path).stem: benchmark for benchmark in suite.BENCHMARKS}
-    assert scripts - set(suite.TOOLS) == set(registered)
-    for name, benchmark in registered.items():
-        assert (BENCHMARKS / f"{name}.py").is_file()
+    registered = {Path(benchmark.path).stem for benchmark in suite.BENCHMARKS}
+    assert scripts - set(suite.TOOLS) == registered
+    for benchmark in suite.BENCHMARKS:
+        name = benchmark.name
+        assert (BENCHMARKS.parent / benchmark.path).is_file(), name
         assert (benchmark.smoke is None) == bool(benchmark.no_smoke), name
         assert benchmark.smoke is None or isinstance(benchmark.smoke, str), name  # one command line
 
@@ -30,6 +31,16 @@ def test_no_script_writes_figures_outside_the_results_lines() -> None:
         text = path.read_text(encoding="utf-8")
         assert "write_json" not in text, path.name
         assert "argsort(-" not in text, path.name  # exact search is the library's
+
+
+def test_every_benchmark_has_lines_or_needs_a_gpu() -> None:
+    results = BENCHMARKS / "results"
+    missing = [
+        benchmark.name
+        for benchmark in suite.BENCHMARKS
+        if not benchmark.gpu_only and not (results / f"{benchmark.name}.jsonl").is_file()
+    ]
+    assert missing == []
 
 
 def test_every_benchmark_with_lines_shows_a_figure_from_them() -> None:
