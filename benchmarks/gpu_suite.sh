@@ -93,13 +93,13 @@ faiss_note() {
 
 model_note() {
     if [ "$SMOKE" = 1 ]; then
-        log "model: $MODEL, the default model's own fp32 weights (the GPU machine loads the"
-        log "carried ones, widened: check them with gpu_carry.py --unpack and --widen)"
+        log "model: $MODEL, the default model's own fp32 weights (a GPU call loads the carried,"
+        log "rounded ones, widened by gpu_carry.py --unpack and --widen)"
         return
     fi
     log "model: $MODEL, widened to fp32 from the carried fp16 weights, the matrices' 2 lowest"
-    log "mantissa bits rounded off (the bundle's 60 MiB); both encoders load it. Its vectors are"
-    log "within cosine 0.9999975 on average (min 0.9999913) of the fp32 model's, over 2,000 PyPI"
+    log "mantissa bits rounded off to fit the call; both encoders load it. Its vectors are within"
+    log "cosine 0.9999975 on average (min 0.9999913) of the default fp32 model's, over 2,000 PyPI"
     log "and 2,000 Debian texts on a CPU (benchmarks/results/gpu_carry.jsonl)"
 }
 
