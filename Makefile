@@ -86,8 +86,9 @@ bench-smoke: setup-bench
 bench-table:
 	python3 benchmarks/suite.py table --write
 
-# The GPU suite (benchmarks/gpu_suite.sh). Here: `make gpu-carry` packs `.gpu/bundle` (about
-# 60 MiB, carried by the device call); on the lent GPU machine, one call of at most 8 minutes:
+# The GPU suite (benchmarks/gpu_suite.sh). Here: `make gpu-carry` packs `.gpu/bundle`, carried
+# by the device call, prints the call's MiB with the tracked files and fails over 60 MiB (of its
+# 64); on the lent GPU machine, one call of at most 8 minutes:
 # `make bench-gpu` (nothing is installed there: the bundle brings the model, data and FAISS),
 # or `make bench-gpu STEP=build` to rerun one step (checks, encode, build, mine, pairs, tests);
 # here again after it: `make gpu-results FROM=<the call's files folder> [LABEL=build]`.
