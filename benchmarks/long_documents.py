@@ -26,12 +26,10 @@ build time and index size; the encoder's tokens/s on the chunks against the unch
 (truncated, padded) path. Goals (suite.py): past-window recall@10 >= 0.90 with chunking
 (best chunk); first-window chunking never below truncation; chunked tokens/s within 10 %.
 
-`--chunker placeholder` (the default until `semsearch build --chunking` lands) chunks here:
-fixed windows of the tokenizer's tokens, encoded as token ids, exact search in numpy. Its
-figures are printed, never recorded. `--chunker semsearch` builds with
-`semsearch build --chunking on` and asks `semsearch query --group documents`
-(`best_chunk_by_semsearch`, the one function to finish when the integration lands) and
-records its line in `results/long_documents.jsonl`.
+Variant 2 is built as users run it, `semsearch build --chunking on` then `semsearch query
+--group documents` (`best_chunk_by_semsearch`); variant 3 and the tokens/s comparison encode
+fixed windows of the tokenizer's tokens (`chunk_windows`), as token ids. The line goes to
+`results/long_documents.jsonl`.
 """
 
 from __future__ import annotations
@@ -103,7 +101,6 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--chunk-tokens", type=int, default=66, help="a window, with [CLS]/[SEP]")
     parser.add_argument("--chunk-overlap", type=int, default=8)
-    parser.add_argument("--chunker", choices=("placeholder", "semsearch"), default="semsearch")
     parser.add_argument("--documents", type=int, default=0, help="a seeded subset (0: all)")
     parser.add_argument("--synthetic", type=int, default=0, help="N generated pages instead")
     parser.add_argument("--batch-size", type=int, default=None)
@@ -120,11 +117,7 @@ def main() -> None:
     line = run(args, data)
     for name, figures in line["variants"].items():
         print(name, {key: value for key, value in figures.items() if key != "encode"})
-    if args.chunker == "placeholder":
-        print("not recorded (placeholder chunker):")
-        print(json.dumps(line, default=str))
-    else:
-        record(args, "long_documents", line, device=args.device)
+    record(args, "long_documents", line, device=args.device)
 
 
 def run(args, data: LongDocuments) -> dict:
@@ -139,12 +132,8 @@ def run(args, data: LongDocuments) -> dict:
     chunk_vectors, chunks, chunk_build = encode_chunks(
         encoder, tokenizer, data.texts, chunk_window, args.chunk_overlap, args.batch_size
     )
-    extra = {}
-    if args.chunker == "placeholder":
-        best = best_chunk_variant(data, queries, chunk_vectors, chunks, chunk_build)
-    else:
-        built = best_chunk_by_semsearch(args, data)
-        best, extra = built["dense"], {"best_chunk_hybrid": built["hybrid"]}
+    built = best_chunk_by_semsearch(args, data)
+    best, extra = built["dense"], {"best_chunk_hybrid": built["hybrid"]}
     mean = mean_chunks_variant(data, queries, chunk_vectors, chunks, chunk_build)
     variants = {"truncation": truncation, "best_chunk": best, "mean_chunks": mean, **extra}
     quality = {name: by_kind(variant.rankings, data.queries) for name, variant in variants.items()}
@@ -165,7 +154,7 @@ def run(args, data: LongDocuments) -> dict:
         "queries": {kind: sum(q["where"] == kind for q in data.queries) for kind in KINDS},
         "document_tokens": int(sum(len(ids) for ids in tokenize_all(tokenizer, data.texts))),
         "model": args.model,
-        "chunker": args.chunker,
+        "chunker": "semsearch",
         "chunk_tokens": args.chunk_tokens,
         "chunk_overlap": args.chunk_overlap,
         "chunks": best.vectors or len(chunks.token_ids),
@@ -237,8 +226,8 @@ def tokenize_all(tokenizer, texts: list[str]) -> list[list[int]]:
 
 def chunk_windows(tokenizer, texts: list[str], window: int, overlap: int) -> Chunks:
     """Each text cut into windows of `window` tokens, each starting `window - overlap` after
-    the last, the last window ending with the text (the placeholder chunker: no regard for
-    sentences or sections)."""
+    the last, the last window ending with the text (fixed windows, no regard for sentences or
+    sections)."""
     if not 0 <= overlap < window:
         raise SystemExit(f"--chunk-overlap {overlap} must be below the window ({window} tokens)")
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
@@ -291,7 +280,7 @@ def encode_chunks(
     overlap: int,
     batch_size: int | None,
 ) -> tuple[np.ndarray, Chunks, dict]:
-    """The placeholder chunker's windows and their vectors; `seconds_with_chunking` adds the
+    """The fixed windows and their vectors; `seconds_with_chunking` adds the
     chunking to the encoding."""
     started = time.perf_counter()
     chunks = chunk_windows(tokenizer, texts, window, overlap)
@@ -299,29 +288,6 @@ def encode_chunks(
     vectors, encode = timed_encode(encoder, chunk_texts, chunks.token_ids, batch_size)
     encode["seconds_with_chunking"] = round(time.perf_counter() - started, 2)
     return normalize_rows(vectors), chunks, encode
-
-
-def best_chunk_variant(
-    data: LongDocuments, queries: np.ndarray, vectors: np.ndarray, chunks: Chunks, encode: dict
-) -> Variant:
-    """Pages ranked by their best chunk's score: exact search over every chunk, deep enough
-    that the top 10 pages are among the chunks found, then grouped by page."""
-    per_page = np.bincount(chunks.owners)
-    depth = min(len(vectors), (K - 1) * int(per_page.max()) + 1)
-    top = exact_search(normalize_rows(queries), vectors, depth)
-    rankings = [group_by_page(row, chunks.owners, data.ids) for row in top]
-    index_bytes = vectors.nbytes + chunks.owners.nbytes + 2 * 8 * len(chunks.spans)
-    return Variant(rankings, encode["seconds_with_chunking"], index_bytes, len(vectors), encode)
-
-
-def group_by_page(chunk_rows: np.ndarray, owners: np.ndarray, ids: list[str]) -> list[str]:
-    """The first `K` distinct pages of chunks given best first: each page at its best chunk."""
-    pages: dict[str, None] = {}
-    for owner in owners[chunk_rows]:
-        pages.setdefault(ids[owner])
-        if len(pages) == K:
-            break
-    return list(pages)
 
 
 def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:

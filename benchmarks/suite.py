@@ -297,8 +297,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure(f"{variant} build s", f"variants.{variant}.build_s", data="manpages")
             for variant in ("truncation", "best_chunk")
         ),
-        note="The data: `benchmarks/prepare_long_documents.py`; `--chunker placeholder` (the "
-        "script's own chunks) records nothing.",
+        note="The data: `benchmarks/prepare_long_documents.py`.",
     ),
     Benchmark(
         "mpnet",

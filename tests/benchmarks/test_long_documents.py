@@ -1,5 +1,5 @@
-"""The long-document benchmark: its placeholder chunker, grouping by page, the queries made
-from man pages, and a whole run on generated pages with a tiny model."""
+"""The long-document benchmark: its fixed windows, the queries made from man pages, and a
+whole run on generated pages with a tiny model."""
 
 from __future__ import annotations
 
@@ -61,16 +61,6 @@ def test_an_overlap_as_long_as_the_window_is_refused(tokenizer) -> None:
         long_documents.chunk_windows(tokenizer, ["a text"], window=8, overlap=8)
 
 
-def test_pages_are_ranked_by_their_best_chunk_once_each() -> None:
-    owners = np.array([0, 0, 1, 2, 2, 2])
-    ids = ["a", "b", "c"]
-    assert long_documents.group_by_page(np.array([4, 1, 5, 0, 2, 3]), owners, ids) == [
-        "c",
-        "a",
-        "b",
-    ]
-
-
 def test_quality_is_split_by_where_the_answer_lies() -> None:
     queries = [
         {"query": "q1", "gold_id": "a", "where": "first_window"},
@@ -114,7 +104,7 @@ def test_queries_come_from_sentences_no_other_page_has_on_the_right_side_of_the_
     assert all(q["gold_id"] == "a" for q in queries)
 
 
-def test_the_script_runs_on_generated_pages_and_records_nothing_with_its_own_chunker(
+def test_the_script_runs_on_generated_pages_and_records_its_line_beside_its_output(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     out = tmp_path / "out"
@@ -130,8 +120,6 @@ def test_the_script_runs_on_generated_pages_and_records_nothing_with_its_own_chu
             "64",
             "--chunk-overlap",
             "8",
-            "--chunker",
-            "placeholder",
             "--out-dir",
             str(out),
         ],
@@ -140,12 +128,16 @@ def test_the_script_runs_on_generated_pages_and_records_nothing_with_its_own_chu
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    line = json.loads(done.stdout.split("not recorded (placeholder chunker):\n", 1)[1])
-    assert set(line["variants"]) == {"truncation", "best_chunk", "mean_chunks"}
+    (line,) = [json.loads(text) for text in (out / "results" / "long_documents.jsonl").open()]
+    assert set(line["variants"]) == {
+        "truncation",
+        "best_chunk",
+        "mean_chunks",
+        "best_chunk_hybrid",
+    }
     assert line["queries"] == {"first_window": 6, "past_window": 6}
     assert line["chunks"] > line["documents"] == 6
     assert line["tokens_per_s_ratio"] > 0 and set(line["first_window_gap"]) == {
         "recall_at_10",
         "ndcg_at_10",
     }
-    assert not (out / "results").exists()
