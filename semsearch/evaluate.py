@@ -33,12 +33,12 @@ from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.heatmap import similarity_heatmap
 from semsearch.evaluation.hybrid import (
     SideRankings,
-    cross_validated_convex,
     exact_modes,
     index_modes,
+    index_rankings,
     mode_metrics,
     mode_names,
-    tune_alpha,
+    tuned_convex,
 )
 from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
@@ -48,7 +48,7 @@ from semsearch.models import BiEncoder
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.options import DEFAULT_RERANK_TOP
-from semsearch.rerank import Reranker
+from semsearch.rerank import Reranker, rerank_verdicts
 from semsearch.search.hybrid import Fusion
 from semsearch.search.searcher import Searcher
 from semsearch.store.folders import DEFAULT_INDEX_DIR, find_index
@@ -57,9 +57,6 @@ from semsearch.training.data_options import DataOptions
 from semsearch.training.dev import choose_task
 
 log = logging.getLogger(__name__)
-# A change of nDCG@10 smaller than this is reported as none (40 queries move it by 0.0005
-# when one document swaps places with its neighbour).
-RERANK_TOLERANCE = 0.0005
 
 
 @dataclass(frozen=True)
@@ -244,50 +241,30 @@ def evaluate_ir(
     if reranker is not None:
         return _reranked(data, loaded, model, facts, reranker, str(rerank), search_index, fusion)
     started = time.monotonic()
-    if search_index:
-        searcher = loaded.searcher
-        assert searcher is not None  # checked above
+    searcher = loaded.searcher
+    facts["ranking"] = "exact search"
+    if search_index and searcher is not None:
         facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
-        if searcher.manifest.lexical is None:
-            name = searcher.folder.name
-            log.warning(
-                "index %r has no lexical part: dense figures only ('semsearch reindex %s "
-                "--lexical' adds one)",
-                name,
-                name,
-            )
-            metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
-            facts["modes"] = {"dense": metrics}
-            return EvaluationResult(
-                "ir", loaded.described, facts, metrics, time.monotonic() - started
-            )
-        sides = index_modes(searcher, data)
-    else:
-        facts["ranking"] = "exact search"
-        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size)
+    sides = _side_rankings(data, loaded, model, search_index, DEPTH)
+    if sides is None:  # an index without a lexical part
+        assert searcher is not None  # only an index can lack one
+        name = searcher.folder.name
+        log.warning(
+            "index %r has no lexical part: dense figures only ('semsearch reindex %s "
+            "--lexical' adds one)",
+            name,
+            name,
+        )
+        metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
+        facts["modes"] = {"dense": metrics}
+        return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
     facts["fusion"] = asdict(fusion or Fusion())
     facts["modes"] = mode_metrics(sides, data.qrels, fusion or Fusion())
     if tune:
-        tuned, facts["tuned_alpha"] = _tuned(sides, data.qrels, fusion)
+        tuned, facts["tuned_alpha"] = tuned_convex(sides, data.qrels, fusion)
         facts["modes"].update(tuned)
     metrics = facts["modes"]["dense"]
     return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
-
-
-def _tuned(sides: SideRankings, qrels: dict, fusion: Fusion | None) -> tuple[dict, dict]:
-    """Convex fusion's figures with alpha tuned on a dev split, and the alphas tuned."""
-    base = Fusion("convex", depth=(fusion or Fusion()).depth)
-    metrics, folds = cross_validated_convex(sides, qrels, fusion=base)
-    every = [
-        line
-        for line, query in enumerate(sides.queries)
-        if any(grade > 0 for grade in qrels.get(query, {}).values())
-    ]
-    alpha, figures = tune_alpha(sides, qrels, every, fusion=base)
-    return (
-        {"hybrid convex tuned": metrics},
-        {"all_queries": alpha, "folds": folds, "ndcg@10_by_alpha": figures},
-    )
 
 
 def evaluate_heatmap(
@@ -307,20 +284,6 @@ def evaluate_heatmap(
     loaded = load_model(model)
     matrix = similarity_heatmap(loaded.encoder, texts, png, title)
     return HeatmapResult(loaded.described, png, texts, matrix)
-
-
-def index_rankings(
-    searcher: Searcher, queries: dict[str, str], qrels: dict[str, dict[str, int]]
-) -> dict[str, list[str]]:
-    """Document ids the index returns for each judged query, best first."""
-    if searcher.manifest.source.id_column is None:
-        raise SemsearchError(
-            f"index {searcher.folder.name!r} has no id column: build it from "
-            "corpus.jsonl with --id-column _id to rank BEIR queries with it"
-        )
-    judged = [query for query in qrels if query in queries]
-    results = searcher.search([queries[query] for query in judged], k=DEPTH)
-    return {query: [str(hit.id) for hit in hits] for query, hits in zip(judged, results)}
 
 
 def read_labelled(
@@ -401,12 +364,9 @@ def _first_stages(
     """Document-id rankings per mode, at least `top` deep: dense, lexical and hybrid (only
     dense from an index without a lexical part)."""
     depth = max(DEPTH, top)
-    if search_index and loaded.searcher is not None:
-        if loaded.searcher.manifest.lexical is None:
-            return {"dense": index_rankings(loaded.searcher, data.queries, data.qrels)}
-        sides = index_modes(loaded.searcher, data)
-    else:
-        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
+    sides = _side_rankings(data, loaded, model, search_index, depth)
+    if sides is None:  # an index without a lexical part
+        return {"dense": index_rankings(loaded.searcher, data.queries, data.qrels)}
     hybrid = next(name for name in mode_names(fusion) if name.startswith("hybrid"))
     return {
         "dense": sides.ids(sides.dense),
@@ -415,25 +375,16 @@ def _first_stages(
     }
 
 
-def rerank_verdicts(modes: dict[str, dict[str, float]], metric: str = "ndcg@10") -> list[str]:
-    """One plain sentence per re-ranked mode: did the cross-encoder raise or lower `metric`?"""
-    verdicts = []
-    for mode, after in modes.items():
-        if not mode.endswith(" + rerank"):
-            continue
-        first = mode.removesuffix(" + rerank")
-        before, now = modes[first][metric], after[metric]
-        change = f"{metric} {before:.4f} -> {now:.4f} ({now - before:+.4f})"
-        if now < before - RERANK_TOLERANCE:
-            verdicts.append(
-                f"re-ranking LOWERS {first} {change}: this cross-encoder hurts on "
-                "this data; search without --rerank"
-            )
-        elif now > before + RERANK_TOLERANCE:
-            verdicts.append(f"re-ranking raises {first} {change}")
-        else:
-            verdicts.append(f"re-ranking leaves {first} unchanged: {change}")
-    return verdicts
+def _side_rankings(
+    data: RetrievalData, loaded: LoadedModel, model: ModelOptions, search_index: bool, depth: int
+) -> SideRankings | None:
+    """Dense and lexical rankings, by the index (None where it has no lexical part) or by
+    exact search and BM25."""
+    if search_index and loaded.searcher is not None:
+        if loaded.searcher.manifest.lexical is None:
+            return None
+        return index_modes(loaded.searcher, data)
+    return exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
 
 
 def _measure(

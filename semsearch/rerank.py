@@ -8,7 +8,8 @@ pass per pair, far too slow for a whole collection) and the best `k` by its scor
     results = reranker.search(Searcher.open("docs"), ["how do I zip a folder"], k=10)
 
 `rerank_rankings` does the same to document-id rankings, for `ir_metrics`; `rerank_many`
-to several rankings of the same queries (dense, lexical, hybrid), scoring each pair once.
+to several rankings of the same queries (dense, lexical, hybrid), scoring each pair once;
+`rerank_verdicts` says in words whether re-ranking raised or lowered each one's figure.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from semsearch.search.searcher import Hit, Searcher
 
 # The name the re-ranked score goes by in tables and JSON (the bi-encoder's is kept apart).
 RERANK_SCORE = "rerank_score"
+# A change of nDCG@10 smaller than this is reported as none (40 queries move it by 0.0005
+# when one document swaps places with its neighbour).
+RERANK_TOLERANCE = 0.0005
 
 
 @dataclass(frozen=True)
@@ -159,3 +163,24 @@ def _reordered(ids: list[str], score_of: Mapping[str, float], top: int) -> list[
 def _rescored(hit: Hit, query: str, rank: int, score: float) -> Hit:
     metadata = {**hit.metadata, "retrieval_rank": hit.rank, "retrieval_score": hit.score}
     return Hit(query, rank, score, hit.id, hit.text, metadata)
+
+
+def rerank_verdicts(modes: dict[str, dict[str, float]], metric: str = "ndcg@10") -> list[str]:
+    """One plain sentence per re-ranked mode: did the cross-encoder raise or lower `metric`?"""
+    verdicts = []
+    for mode, after in modes.items():
+        if not mode.endswith(" + rerank"):
+            continue
+        first = mode.removesuffix(" + rerank")
+        before, now = modes[first][metric], after[metric]
+        change = f"{metric} {before:.4f} -> {now:.4f} ({now - before:+.4f})"
+        if now < before - RERANK_TOLERANCE:
+            verdicts.append(
+                f"re-ranking LOWERS {first} {change}: this cross-encoder hurts on "
+                "this data; search without --rerank"
+            )
+        elif now > before + RERANK_TOLERANCE:
+            verdicts.append(f"re-ranking raises {first} {change}")
+        else:
+            verdicts.append(f"re-ranking leaves {first} unchanged: {change}")
+    return verdicts

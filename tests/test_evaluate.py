@@ -16,8 +16,8 @@ from semsearch.evaluate import (
     labelled_pairs,
     load_model,
     read_labelled,
-    rerank_verdicts,
 )
+from semsearch.rerank import rerank_verdicts
 
 DUPLICATES = {"sentence1": "question", "sentence2": "answer", "label": "is_dup"}
 

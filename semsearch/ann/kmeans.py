@@ -11,6 +11,7 @@ are renormalised after each update, so no centroid draws rows by its length alon
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import torch
 
@@ -46,3 +47,24 @@ def kmeans(sample: np.ndarray, count: int, metric: str, device: str, seed: int =
             refill = torch.randint(len(points), (int(empty.sum()),), generator=generator)
             centroids[empty] = points[refill.to(device)]
     return centroids.cpu().numpy()
+
+
+def train_quantizer(ivf: faiss.IndexIVF, sample: np.ndarray, metric: str, device: str) -> None:
+    """k-means of `sample` on `device` into `ivf`'s empty coarse quantizer; FAISS then sees
+    a trained quantizer and trains the rest itself."""
+    ivf.quantizer.add(kmeans(sample, ivf.nlist, metric, device))
+
+
+def add_to_lists(
+    ivf: faiss.IndexIVF, vectors: np.ndarray, ids: np.ndarray, metric: str, device: str
+) -> None:
+    """Add prepared `vectors` under int64 `ids`: their lists chosen on `device`, the rows
+    stored in them by FAISS."""
+    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
+    lists = assign(vectors, centroids, metric, device)
+    ivf.add_core(
+        len(vectors),
+        faiss.swig_ptr(vectors),
+        faiss.swig_ptr(ids),
+        faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)),
+    )

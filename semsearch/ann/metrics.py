@@ -10,6 +10,12 @@ import faiss
 import numpy as np
 
 INNER_PRODUCT = ("cosine", "dot")  # metrics FAISS scores by inner product (higher is nearer)
+METRICS = {  # each metric's FAISS metric type
+    "cosine": faiss.METRIC_INNER_PRODUCT,
+    "dot": faiss.METRIC_INNER_PRODUCT,
+    "l2": faiss.METRIC_L2,
+    "manhattan": faiss.METRIC_L1,
+}
 
 
 def prepare_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:

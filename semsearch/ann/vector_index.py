@@ -28,17 +28,12 @@ from semsearch.ann import faiss_gpu as gpu
 from semsearch.ann.base import AnnBackend, IdFilter
 from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
 from semsearch.ann.factory import IndexSpec
-from semsearch.ann.metrics import higher_is_better, prepare_vectors
+from semsearch.ann.metrics import METRICS, prepare_vectors
+from semsearch.ann.metrics import higher_is_better as higher_is_better  # importable from here
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
 
-METRICS = {
-    "cosine": faiss.METRIC_INNER_PRODUCT,
-    "dot": faiss.METRIC_INNER_PRODUCT,
-    "l2": faiss.METRIC_L2,
-    "manhattan": faiss.METRIC_L1,
-}
 HNSW_EF_CONSTRUCTION = 80
 TRAIN_POINTS_PER_CENTROID = 64
 MIN_TRAINING_ROWS = 10_000
@@ -70,7 +65,7 @@ class VectorIndex(AnnBackend):
         hnsw = _hnsw_of(index)
         if hnsw is not None:
             hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        if not _keeps_ids(index):
+        if faiss.try_extract_index_ivf(index) is None:  # IVF keeps ids, the others need a map
             index = faiss.IndexIDMap2(index)
         return cls(index, spec.metric)
 
@@ -201,20 +196,12 @@ class VectorIndex(AnnBackend):
         def work() -> None:
             ivf = self._plain_ivf()
             if self.device.torch_device and ivf is not None and ivf.quantizer.ntotal == 0:
-                # k-means on the GPU; FAISS then sees a trained quantizer and trains the rest.
                 from semsearch.ann import kmeans  # torch only where it runs
 
-                centroids = kmeans.kmeans(sample, ivf.nlist, self.metric, self.device.torch_device)
-                ivf.quantizer.add(centroids)
+                kmeans.train_quantizer(ivf, sample, self.metric, self.device.torch_device)
             self.faiss.train(sample)
 
         self._falling_back(work)
-
-    def empty_copy(self) -> VectorIndex:
-        """The trained structure without its vectors, for segments that are filled later."""
-        copy = faiss.clone_index(gpu.to_cpu(self.faiss) if self.device.is_gpu else self.faiss)
-        copy.reset()
-        return VectorIndex(copy, self.metric)
 
     def add(self, vectors: np.ndarray, ids: np.ndarray, prepared: bool = False) -> None:
         """Add `vectors` under `ids`; `prepared` says they came from `prepare_vectors` already
@@ -230,17 +217,9 @@ class VectorIndex(AnnBackend):
         if self.device.torch_device is None or ivf is None:
             self.faiss.add_with_ids(vectors, ids)
             return
-        # The lists are chosen on the GPU; FAISS stores the rows in them.
         from semsearch.ann import kmeans  # torch only where it runs
 
-        centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist)
-        lists = kmeans.assign(vectors, centroids, self.metric, self.device.torch_device)
-        ivf.add_core(
-            len(vectors),
-            faiss.swig_ptr(vectors),
-            faiss.swig_ptr(ids),
-            faiss.swig_ptr(np.ascontiguousarray(lists, dtype=np.int64)),
-        )
+        kmeans.add_to_lists(ivf, vectors, ids, self.metric, self.device.torch_device)
 
     def remove(self, ids: np.ndarray) -> int:
         """Drop `ids` from the structure; the number removed."""
@@ -314,9 +293,6 @@ class VectorIndex(AnnBackend):
         storage = faiss.downcast_index(core.storage) if hasattr(core, "hnsw") else core
         return isinstance(storage, faiss.IndexFlat)
 
-    def is_ivf(self) -> bool:
-        return self._ivf() is not None
-
     def _ivf(self) -> faiss.IndexIVF | None:
         return faiss.try_extract_index_ivf(self._layout)
 
@@ -375,7 +351,7 @@ class ExactStandIn(VectorIndex):
         cls, source: VectorIndex, parts: Iterable[tuple[np.ndarray, np.ndarray]]
     ) -> VectorIndex:
         """`source`, or an exact index over the same (ids, vectors) when that is cheaper."""
-        if not source.is_ivf() or source.size > source.parameter_ceiling():
+        if source._ivf() is None or source.size > source.parameter_ceiling():
             return source
         exact = VectorIndex.create(IndexSpec("flat", "Flat", source.metric), source.dimension)
         for ids, vectors in parts:
@@ -405,11 +381,6 @@ def ivf_parameters(nprobe: int) -> faiss.SearchParametersIVF:
     return knobs
 
 
-def _keeps_ids(index: faiss.Index) -> bool:
-    """IVF structures store ids themselves; the others need an id map around them."""
-    return faiss.try_extract_index_ivf(index) is not None
-
-
 def _core(index: faiss.Index) -> faiss.Index:
     """The index inside id maps and pre-transforms."""
     index = faiss.downcast_index(index)
@@ -420,16 +391,3 @@ def _core(index: faiss.Index) -> faiss.Index:
 
 def _hnsw_of(index: faiss.Index):
     return getattr(_core(index), "hnsw", None)
-
-
-# prepare_vectors, higher_is_better and IdFilter belong to the backend interface
-# (semsearch.ann.base); they are importable from here as before.
-__all__ = [
-    "METRICS",
-    "ExactStandIn",
-    "IdFilter",
-    "VectorIndex",
-    "higher_is_better",
-    "ivf_parameters",
-    "prepare_vectors",
-]

@@ -19,7 +19,8 @@ from dataclasses import replace
 import pyarrow as pa
 
 from semsearch.ann.factory import IndexSpec
-from semsearch.ann.vector_index import VectorIndex, prepare_vectors
+from semsearch.ann.tune import TuningResult
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import (
     EncoderSetup,
@@ -50,15 +51,13 @@ from semsearch.ingest.build import (
 )
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.corpus_files import (
-    FileScan,
     FileStream,
     ManyFilesSource,
     check_unique_ids,
     open_stream,
-    part_count,
-    plan_units,
     scan_file,
 )
+from semsearch.ingest.file_parts import FileScan, part_count, plan_units
 from semsearch.io.corpus import check_id_column, is_many_files, open_corpus, usable_rows
 from semsearch.io.documents import is_document_folder
 from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
@@ -69,7 +68,6 @@ from semsearch.io.own_vectors import (
     with_vector_column,
 )
 from semsearch.models.prompts import query_prompt, with_prompt
-from semsearch.store.filling import add_parts
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import SourceSpec
 from semsearch.store.segment import Segment, SegmentWriter
@@ -236,14 +234,6 @@ class RaySource(ManyFilesSource):
             return None
         return VectorColumn(options.vector_column, self.dimension, options.metric)
 
-    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
-        add_parts(
-            index,
-            segment.iter_parts,
-            sum(len(ids) for ids in segment.part_ids),
-            options.show_progress,
-        )
-
     def index_parts(
         self,
         spec: IndexSpec,
@@ -272,13 +262,7 @@ class RaySource(ManyFilesSource):
             )
         ranges = part_ranges(parts, workers.count)
         names = split_parts(folder.path, ranges)
-        tuning = None
-        if options.target_recall is not None:
-            queries = None
-            if options.tuning_queries:
-                texts = with_prompt(options.tuning_queries, query_prompt(encoder))
-                queries = prepare_vectors(encoder.encode(texts), spec.metric)
-            tuning = TuningJob(options.target_recall, queries, options.strict)
+        tuning = _tuning_job(spec, encoder, options)
         index = ray.remote(index_segment_on_worker).options(**task)
         refs = [
             index.remote(
@@ -301,17 +285,7 @@ class RaySource(ManyFilesSource):
         finish_split(folder.path)
         result = indexed[0].tuning
         if result is not None:
-            verdict = "meets" if result.met else "does NOT meet (the best found)"
-            log.warning(
-                "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
-                result.parameter,
-                result.value,
-                result.k,
-                result.recall,
-                result.queries,
-                verdict,
-                result.target,
-            )
+            _log_tuning(result)
         files = {name: entry for done in indexed for name, entry in done.files.items()}
         log.info("indexed %d rows as %d segments on Ray", rows, len(indexed))
         return IndexedParts(
@@ -330,6 +304,31 @@ class RaySource(ManyFilesSource):
             "worker_device": workers.device,
             "worker_threads": workers.threads,
         }
+
+
+def _tuning_job(spec: IndexSpec, encoder, options: BuildOptions) -> TuningJob | None:
+    """What the first segment's worker tunes to, with `--tuning-queries` encoded here."""
+    if options.target_recall is None:
+        return None
+    queries = None
+    if options.tuning_queries:
+        texts = with_prompt(options.tuning_queries, query_prompt(encoder))
+        queries = prepare_vectors(encoder.encode(texts), spec.metric)
+    return TuningJob(options.target_recall, queries, options.strict)
+
+
+def _log_tuning(result: TuningResult) -> None:
+    verdict = "meets" if result.met else "does NOT meet (the best found)"
+    log.warning(
+        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
+        result.parameter,
+        result.value,
+        result.k,
+        result.recall,
+        result.queries,
+        verdict,
+        result.target,
+    )
 
 
 def encoder_setup(encoder, workers: Workers, options: BuildOptions) -> EncoderSetup:

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from semsearch.distributed.cluster import Workers, require_ray
 from semsearch.errors import ResumableError, SemsearchError, one_line
-from semsearch.ingest.corpus_files import ReadUnit, read_unit
+from semsearch.ingest.file_parts import ReadUnit, read_unit
 from semsearch.ingest.parts import encode_rows as encode_prepared
 from semsearch.ingest.parts import prepare_part
 from semsearch.io.own_vectors import VectorColumn

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from semsearch.ann.exact import ExactSearch
+from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import TextEncoder
 from semsearch.evaluation.beir import RetrievalData
 from semsearch.evaluation.ir import DEPTH, ir_metrics
@@ -93,6 +94,20 @@ def index_modes(searcher, data: RetrievalData, depth: int = DEPTH) -> SideRankin
     return SideRankings(judged, documents, sides[0], sides[1], higher)
 
 
+def index_rankings(
+    searcher, queries: dict[str, str], qrels: dict[str, dict[str, int]]
+) -> dict[str, list[str]]:
+    """Document ids the index returns for each judged query, best first."""
+    if searcher.manifest.source.id_column is None:
+        raise SemsearchError(
+            f"index {searcher.folder.name!r} has no id column: build it from "
+            "corpus.jsonl with --id-column _id to rank BEIR queries with it"
+        )
+    judged = [query for query in qrels if query in queries]
+    results = searcher.search([queries[query] for query in judged], k=DEPTH)
+    return {query: [str(hit.id) for hit in hits] for query, hits in zip(judged, results)}
+
+
 def mode_metrics(
     sides: SideRankings, qrels: Mapping[str, Mapping[str, int]], fusion: Fusion
 ) -> dict[str, dict[str, float]]:
@@ -139,12 +154,7 @@ def cross_validated_convex(
     """Convex fusion with alpha tuned on a dev split: the queries are cut into `folds`, each
     fold ranked with the alpha tuned on the others; the metrics over all queries and the
     alpha of each fold."""
-    useful = [
-        line
-        for line, query in enumerate(sides.queries)
-        if any(grade > 0 for grade in qrels.get(query, {}).values())
-    ]
-    order = np.random.default_rng(seed).permutation(useful)
+    order = np.random.default_rng(seed).permutation(_useful_lines(sides, qrels))
     parts = [sorted(order[number::folds].tolist()) for number in range(folds)]
     base = fusion or Fusion("convex")
     rankings: dict[str, list[str]] = {}
@@ -156,6 +166,28 @@ def cross_validated_convex(
         ranking = sides.hybrid(replace(base, method="convex", alpha=alpha))
         rankings.update(sides.ids(ranking, held_out))
     return ir_metrics(rankings, qrels), alphas
+
+
+def tuned_convex(
+    sides: SideRankings, qrels: Mapping[str, Mapping[str, int]], fusion: Fusion | None
+) -> tuple[dict, dict]:
+    """Convex fusion's figures with alpha tuned on a dev split, and the alphas tuned."""
+    base = Fusion("convex", depth=(fusion or Fusion()).depth)
+    metrics, folds = cross_validated_convex(sides, qrels, fusion=base)
+    alpha, figures = tune_alpha(sides, qrels, _useful_lines(sides, qrels), fusion=base)
+    return (
+        {"hybrid convex tuned": metrics},
+        {"all_queries": alpha, "folds": folds, "ndcg@10_by_alpha": figures},
+    )
+
+
+def _useful_lines(sides: SideRankings, qrels: Mapping[str, Mapping[str, int]]) -> list[int]:
+    """The lines of the queries with at least one relevant document: those tuning can use."""
+    return [
+        line
+        for line, query in enumerate(sides.queries)
+        if any(grade > 0 for grade in qrels.get(query, {}).values())
+    ]
 
 
 def _describe(fusion: Fusion) -> str:

@@ -8,10 +8,12 @@ caller to get them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from semsearch.ingest.pipeline import DEFAULT_DEPTH
-from semsearch.io.corpus import default_name, is_many_files
+from semsearch.io.corpus import is_many_files
+from semsearch.io.corpus_readers import FORMATS
+from semsearch.io.filesystems import GLOB_CHARACTERS, as_location, is_uri
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_TARGET_RECALL
 from semsearch.store.folders import DEFAULT_INDEX_DIR
@@ -88,3 +90,21 @@ def _stem(path: Path) -> str:
     for suffix in (".gz",) + tuple(path.suffixes):
         name = name.removesuffix(suffix)
     return name or "index"
+
+
+def default_name(corpus: str | Path) -> str:
+    """An index name for a folder (its name) or a glob (the folder its pattern starts in);
+    for a URI, also of one file (its name without suffixes)."""
+    parts = as_location(corpus).parts
+    plain: list[str] = []
+    for part in parts:
+        if any(character in part for character in GLOB_CHARACTERS):
+            break
+        plain.append(part)
+    if is_uri(corpus):
+        name = plain[-1] if plain else ""
+        if len(plain) == len(parts) and name.lower().removesuffix(".gz").endswith(tuple(FORMATS)):
+            name = name[: -len("".join(PurePosixPath(name).suffixes))] or name
+        return name or Path.cwd().name
+    name = Path(*plain).name if plain else ""
+    return name or Path.cwd().name

@@ -1,12 +1,12 @@
-"""A corpus of many files (a folder or a glob, local or a URI): found, checked, and cut into
-numbered parts.
+"""A corpus of many files (a folder or a glob, local or a URI): found, checked, and encoded
+part by part in this process.
 
-Each file is cut every `part_rows` rows, parts are numbered across the files in name order,
-and a row's id is its row number across all the files, so a part depends on nothing but the
-files: any process, on any node, in any order, can read and encode it, and a build that
-stops resumes from the parts already written. For one file this is exactly the local
-build's layout. `ManyFilesSource` encodes the parts in this process; `semsearch.distributed`
-runs the same reader and encode stage on a Ray cluster.
+Each file is cut every `part_rows` rows, parts are numbered across the files in name order
+(`semsearch.ingest.file_parts`), and a row's id is its row number across all the files, so
+a part depends on nothing but the files: any process, on any node, in any order, can read
+and encode it, and a build that stops resumes from the parts already written. For one file
+this is exactly the local build's layout. `ManyFilesSource` encodes the parts in this
+process; `semsearch.distributed` runs the same reader and encode stage on a Ray cluster.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 import glob
 import hashlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
@@ -26,26 +25,25 @@ from tqdm.auto import tqdm
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
+from semsearch.ingest.file_parts import FileScan, part_count, plan_units, read_unit
 from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part, write_parts
 from semsearch.ingest.parts import PartRows as PreparedRows
 from semsearch.io.corpus import (
-    FORMATS,
-    GLOB_CHARACTERS,
     Corpus,
     RowFilter,
+    first_repeated,
     open_corpus,
-    rechunk,
     scan_columns,
-    usable_rows,
 )
+from semsearch.io.corpus_readers import corpus_format
 from semsearch.io.filesystems import (
+    GLOB_CHARACTERS,
     RemoteFile,
     as_location,
     file_name,
     is_uri,
     location_sha256,
     location_text,
-    parquet_file,
     resolve_uri_files,
 )
 from semsearch.models.truncation import truncation_report
@@ -55,16 +53,13 @@ from semsearch.store.segment import Segment, SegmentWriter
 
 log = logging.getLogger(__name__)
 
-# Parts one Parquet reader covers: a large file is read by several readers at once.
-PARTS_PER_READ = 4
-
 
 def resolve_files(corpus: str | Path) -> list[Path] | list[RemoteFile]:
     """The corpus files `corpus` names, sorted: itself, a folder's supported files (hidden
     ones and those of other types left out, as Spark's `_SUCCESS` markers), or a glob's;
     the same for a URI of a pyarrow or fsspec filesystem (`semsearch.io.filesystems`)."""
     if is_uri(corpus):
-        return resolve_uri_files(location_text(corpus), _supported)
+        return resolve_uri_files(location_text(corpus), corpus_format)
     path = Path(corpus).expanduser()
     if path.is_file():
         return [path]
@@ -73,7 +68,7 @@ def resolve_files(corpus: str | Path) -> list[Path] | list[RemoteFile]:
             p
             for p in path.rglob("*")
             if p.is_file()
-            and _supported(p)
+            and corpus_format(p) is not None
             and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
         )
         if not files:
@@ -132,17 +127,6 @@ def _check_same_columns(first: Corpus, other: Corpus) -> None:
             )
 
 
-@dataclass(frozen=True)
-class FileScan:
-    """One file read once before encoding: its rows, those with a text, its hash and ids."""
-
-    path: str  # a local path or a URI in full (`location_text`)
-    rows: int
-    usable: int
-    sha256: str
-    ids: pa.Array | None  # the id column's values, to check they are unique across files
-
-
 def scan_file(path: str, text_column: str, id_column: str | None, strict: bool) -> FileScan:
     """Count `path`'s rows and usable rows, check its texts and ids, and hash it."""
     corpus = open_corpus(path)
@@ -160,10 +144,8 @@ def check_unique_ids(scans: list[FileScan], id_column: str) -> None:
     arrays = [scan.ids for scan in scans if scan.ids is not None and len(scan.ids)]
     if len(arrays) < 2:
         return
-    counts = pc.value_counts(pa.chunked_array(arrays))
-    repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
-    if len(repeated):
-        value = repeated[0]["values"].as_py()
+    value = first_repeated(pa.chunked_array(arrays))
+    if value is not None:
         where = [
             file_name(scan.path)
             for scan in scans
@@ -180,112 +162,13 @@ def fingerprint(scans: list[FileScan]) -> str:
     """One file's sha256, or a hash of every file's name and sha256 for many."""
     if len(scans) == 1:
         return scans[0].sha256
-    lines = "".join(f"{file_name(scan.path)}\t{scan.sha256}\n" for scan in scans)
+    return files_digest((scan.path, scan.sha256) for scan in scans)
+
+
+def files_digest(files: Iterable[tuple[str | Path | RemoteFile, str]]) -> str:
+    """The sha256 of a line per file, its name and its sha256, in order."""
+    lines = "".join(f"{file_name(path)}\t{sha256}\n" for path, sha256 in files)
     return hashlib.sha256(lines.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class ReadUnit:
-    """Rows [start, stop) of one file, holding parts `first_part`…; `wanted` are those to write."""
-
-    path: str
-    start: int
-    stop: int
-    first_part: int
-    first_id: int  # the id of the file's first row: the rows of the files before it
-    wanted: tuple[int, ...]
-
-
-def plan_units(
-    scans: list[FileScan],
-    part_rows: int,
-    written: Callable[[int], bool],
-    parts_per_read: int = PARTS_PER_READ,
-) -> list[ReadUnit]:
-    """The reads that cover every part not `written` yet. A Parquet file is read in units of
-    `parts_per_read` parts (its row groups allow it); a text file is read whole, once."""
-    units: list[ReadUnit] = []
-    part = first_id = 0
-    for scan in scans:
-        parts = -(-scan.rows // part_rows)
-        step = parts_per_read if _format(scan.path) == "parquet" else max(parts, 1)
-        for first in range(0, parts, step):
-            count = min(step, parts - first)
-            wanted = tuple(p for p in range(part + first, part + first + count) if not written(p))
-            if wanted:
-                start = (wanted[0] - part) * part_rows
-                stop = min(scan.rows, (wanted[-1] - part + 1) * part_rows)
-                units.append(ReadUnit(scan.path, start, stop, wanted[0], first_id, wanted))
-        part += parts
-        first_id += scan.rows
-    return units
-
-
-def part_count(scans: list[FileScan], part_rows: int) -> int:
-    return sum(-(-scan.rows // part_rows) for scan in scans)
-
-
-@dataclass(frozen=True)
-class PartRows:
-    """A part's usable rows and their ids, ready for `encode_part`."""
-
-    part: int
-    batch: pa.RecordBatch
-    ids: np.ndarray
-
-
-def read_unit(
-    unit: ReadUnit, text_column: str | None, part_rows: int, strict: bool = False
-) -> Iterator[PartRows]:
-    """The wanted parts of `unit`, in order, with their usable rows (every row when there is
-    no text column: a build of your own vectors alone)."""
-    corpus = open_corpus(unit.path)
-    batches = _rows_from(corpus, unit.start)
-    for offset, chunk in enumerate(rechunk(batches, part_rows)):
-        first_row = unit.start + offset * part_rows
-        if first_row >= unit.stop:
-            break
-        part = unit.first_part + offset
-        if part in unit.wanted and text_column is None:  # your own vectors alone: all usable
-            yield PartRows(part, chunk, unit.first_id + first_row + np.arange(chunk.num_rows))
-        elif part in unit.wanted:
-            rows = usable_rows(chunk, text_column, unit.first_id + first_row, strict)
-            yield PartRows(part, rows.batch, rows.source_rows)
-
-
-def _rows_from(corpus: Corpus, start: int, batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
-    """A file's rows from row `start` on; of a Parquet file only the row groups that hold them
-    are read, a text file is read from its beginning."""
-    if corpus.format == "parquet":
-        batches = _parquet_batches(corpus, start, batch_rows)
-        skip = next(batches)
-    else:
-        batches, skip = corpus.batches(batch_rows), start
-    for batch in batches:
-        if skip >= batch.num_rows:
-            skip -= batch.num_rows
-            continue
-        yield batch.slice(skip)
-        skip = 0
-
-
-def _parquet_batches(corpus: Corpus, start: int, batch_rows: int) -> Iterator:
-    """First the rows to skip, then the batches of the row groups from the one holding `start`."""
-    try:
-        with parquet_file(corpus.path) as parquet:
-            offset, groups, skip = 0, [], 0
-            for group in range(parquet.metadata.num_row_groups):
-                rows = parquet.metadata.row_group(group).num_rows
-                if offset + rows > start:
-                    skip = skip if groups else start - offset
-                    groups.append(group)
-                offset += rows
-            yield skip
-            yield from parquet.iter_batches(batch_size=batch_rows, row_groups=groups)
-    except (pa.ArrowException, OSError) as exc:
-        raise SemsearchError(
-            f"{corpus.path} cannot be read as Parquet ({exc}): check the file"
-        ) from exc
 
 
 class ManyFilesSource:
@@ -385,18 +268,6 @@ class ManyFilesSource:
         return {"files": len(self.files)}
 
 
-def _supported(path: Path | RemoteFile) -> bool:
-    suffixes = [suffix.lower() for suffix in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    return bool(suffixes) and suffixes[-1] in FORMATS
-
-
-def _format(path: str) -> str:
-    suffixes = [suffix.lower() for suffix in as_location(path).suffixes if suffix.lower() != ".gz"]
-    return FORMATS.get(suffixes[-1], "") if suffixes else ""
-
-
 @dataclass
 class FileStream:
     """Many corpus files (local, or named by a URI) read one after the other as one corpus:
@@ -427,10 +298,7 @@ class FileStream:
 
     def fingerprint(self) -> str:
         """A hash of every file's name and sha256, in order."""
-        lines = "".join(
-            f"{file_name(corpus.path)}\t{location_sha256(corpus.path)}\n" for corpus in self.corpora
-        )
-        return hashlib.sha256(lines.encode()).hexdigest()
+        return files_digest((corpus.path, location_sha256(corpus.path)) for corpus in self.corpora)
 
 
 def open_stream(corpus: str | Path) -> FileStream:

@@ -1,50 +1,36 @@
 """Reading a corpus in record batches, whatever its format, and keeping only usable rows.
 
-Parquet, CSV, TSV and JSON lines (each optionally gzipped) are streamed with pyarrow, so a
-corpus larger than memory is read a batch at a time, from a local path or from a URI of a
-pyarrow (or fsspec) filesystem (`semsearch.io.filesystems`).
+A file is opened (its format and columns checked) and read by `semsearch.io.corpus_readers`;
+here its rows are checked: a text that is not blank, an id that is present, of a usable type
+and unique, so `build` and `add` refuse the same things before anything is encoded.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
-import pyarrow.fs as pafs
-import pyarrow.json as pjson
 
-from semsearch.errors import SemsearchError, one_line
-from semsearch.io.delimited import MarkedStream, without_end_mark
-from semsearch.io.filesystems import (
-    GLOB_CHARACTERS,
-    RemoteFile,
-    as_location,
-    input_stream,
-    is_uri,
-    parquet_file,
+from semsearch.errors import SemsearchError
+from semsearch.io.corpus_readers import (
+    READ_ERRORS,
+    check_is_file,
+    format_of,
+    read_batches,
+    read_schema,
+    unreadable,
 )
+from semsearch.io.filesystems import GLOB_CHARACTERS, RemoteFile, as_location, is_uri
 
-FORMATS = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-}
 SOURCE_ROW_COLUMN = "_source_row"
 # Columns semsearch adds to the rows it stores (`_source_row` here, the other two in
 # `semsearch.store.segment`): a corpus column of the same name would be overwritten.
 RESERVED_COLUMNS = (SOURCE_ROW_COLUMN, "_semsearch_id", "_semsearch_text_hash")
-ICONV_HINT = "convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 IN > OUT"
 
 
 @dataclass(frozen=True)
@@ -66,51 +52,19 @@ class Corpus:
         """The corpus as record batches of at most `rows` rows (of `columns` only, when
         given), in file order."""
         try:
-            yield from _read_batches(self, rows, columns)
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-            raise SemsearchError(_unreadable(self.path, self.format, exc)) from exc
+            yield from read_batches(self.path, self.format, self.columns, rows, columns)
+        except READ_ERRORS as exc:
+            raise SemsearchError(unreadable(self.path, self.format, exc)) from exc
 
 
 def open_corpus(path: str | Path | RemoteFile) -> Corpus:
     """Check that `path` (a local path or a URI) exists and is a corpus semsearch can read,
     and learn its columns."""
     path = as_location(path)
-    _check_is_file(path)
-    file_format = _format_of(path)
-    try:
-        schema, num_rows = _peek(path, file_format)
-        schema.names  # noqa: B018 - pyarrow decodes a header's names only when asked
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-        raise SemsearchError(_unreadable(path, file_format, exc)) from exc
-    if not schema.names:
-        raise SemsearchError(f"{path} has no columns: it needs at least a text column")
-    repeated = sorted({name for name in schema.names if schema.names.count(name) > 1})
-    if repeated:
-        raise SemsearchError(
-            f"{path.name} has more than one column named {repeated[0]!r}: give each column its own name"
-        )
-    if file_format in ("csv", "tsv"):
-        if any(pa.types.is_binary(column.type) for column in schema):
-            raise SemsearchError(f"{path.name} is not UTF-8 text: {ICONV_HINT}")
-        # Every delimited column is read as text (a CSV has no types to trust), so say so:
-        # a header-only file has text columns with no rows, not columns of type null.
-        schema = pa.schema([pa.field(name, pa.string()) for name in schema.names])
+    check_is_file(path)
+    file_format = format_of(path)
+    schema, num_rows = read_schema(path, file_format)
     return Corpus(path=path, format=file_format, schema=schema, num_rows=num_rows)
-
-
-def _check_is_file(path: Path | RemoteFile) -> None:
-    if isinstance(path, RemoteFile):
-        kind = path.info().type
-        exists, is_file = kind != pafs.FileType.NotFound, kind == pafs.FileType.File
-    else:
-        exists, is_file = path.exists(), path.is_file()
-    if not exists:
-        what = "URI" if isinstance(path, RemoteFile) else "path"
-        raise SemsearchError(f"corpus file {path} does not exist: check the {what}")
-    if not is_file:
-        raise SemsearchError(
-            f"corpus {path} is not a file: pass a .parquet, .csv, .tsv or .jsonl file"
-        )
 
 
 def is_many_files(corpus: str | Path) -> bool:
@@ -120,24 +74,6 @@ def is_many_files(corpus: str | Path) -> bool:
         return True
     path = Path(corpus).expanduser()
     return path.is_dir() or (not path.is_file() and any(c in str(corpus) for c in GLOB_CHARACTERS))
-
-
-def default_name(corpus: str | Path) -> str:
-    """An index name for a folder (its name) or a glob (the folder its pattern starts in);
-    for a URI, also of one file (its name without suffixes)."""
-    parts = as_location(corpus).parts
-    plain: list[str] = []
-    for part in parts:
-        if any(character in part for character in GLOB_CHARACTERS):
-            break
-        plain.append(part)
-    if is_uri(corpus):
-        name = plain[-1] if plain else ""
-        if len(plain) == len(parts) and name.lower().removesuffix(".gz").endswith(tuple(FORMATS)):
-            name = name[: -len("".join(PurePosixPath(name).suffixes))] or name
-        return name or Path.cwd().name
-    name = Path(*plain).name if plain else ""
-    return name or Path.cwd().name
 
 
 @dataclass
@@ -192,22 +128,10 @@ class RowFilter:
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The usable rows of `batch`, with `_source_row` added."""
-        first_row = self.rows_seen
+        rows = usable_rows(batch, self.text_column, self.rows_seen, self.strict)
         self.rows_seen += batch.num_rows
-        batch = batch.append_column(
-            SOURCE_ROW_COLUMN, pa.array(range(first_row, first_row + batch.num_rows), pa.int64())
-        )
-        texts = _as_text(batch.column(self.text_column))
-        usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
-        unusable = batch.num_rows - pc.sum(usable).as_py() if batch.num_rows else 0
-        if unusable and self.strict:
-            bad_row = first_row + pc.index(usable, False).as_py()
-            raise SemsearchError(
-                f"row {bad_row} has a null or empty {self.text_column!r} (--strict): "
-                "fill or drop such rows, or build without --strict to skip them"
-            )
-        self.skipped += unusable
-        kept = batch.filter(usable)
+        self.skipped += rows.skipped
+        kept = rows.batch.append_column(SOURCE_ROW_COLUMN, pa.array(rows.source_rows, pa.int64()))
         if self.id_column is not None:
             self._check_ids(kept)
         return kept
@@ -226,134 +150,6 @@ class RowFilter:
                     "ids must be unique; deduplicate or choose another --id-column"
                 )
             self._seen_ids.add(value)
-
-
-def _format_of(path: Path) -> str:
-    suffixes = [suffix.lower() for suffix in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    file_format = FORMATS.get(suffixes[-1]) if suffixes else None
-    if file_format is None:
-        raise SemsearchError(
-            f"{path.name} is not a supported corpus: use .parquet, .csv, .tsv or .jsonl (optionally .gz)"
-        )
-    if file_format == "parquet" and path.suffix.lower() == ".gz":
-        raise SemsearchError(
-            f"{path.name}: Parquet compresses itself; pass the uncompressed .parquet"
-        )
-    return file_format
-
-
-def _peek(path: Path, file_format: str) -> tuple[pa.Schema, int | None]:
-    if file_format == "parquet":
-        with parquet_file(path) as parquet:
-            return parquet.schema_arrow, parquet.metadata.num_rows
-    if file_format == "jsonl":
-        with _open_json(path, block_size=1 << 20) as reader:
-            return reader.schema, None
-    with _open_delimited(path, file_format, column_types=None) as reader:
-        return reader.schema, None
-
-
-def _read_batches(corpus: Corpus, rows: int, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
-    if corpus.format == "parquet":
-        with parquet_file(corpus.path) as parquet:
-            yield from parquet.iter_batches(batch_size=rows, columns=columns)
-        return
-    if corpus.format == "jsonl":
-        reader = _open_json(corpus.path, block_size=1 << 22)
-    else:  # every delimited column is read as text: a CSV has no types to trust
-        types = {name: pa.string() for name in corpus.schema.names}
-        reader = _open_delimited(
-            corpus.path,
-            corpus.format,
-            column_types=types,
-            columns=columns,
-            marked=len(corpus.schema.names),
-        )
-    with reader:
-        batches = iter(reader)
-        if corpus.format != "jsonl":  # read to the end: a quote never closed is refused
-            batches = without_end_mark(batches, corpus.path.name)
-        for batch in batches:
-            if corpus.format == "jsonl":
-                batch.validate(full=True)  # pyarrow's JSON reader takes bytes that are not UTF-8
-            if columns is not None and corpus.format == "jsonl":
-                batch = pa.RecordBatch.from_arrays(
-                    [batch.column(name) for name in columns], columns
-                )
-            for start in range(0, batch.num_rows, rows):
-                yield batch.slice(start, rows)
-
-
-def _open_delimited(
-    path: Path,
-    file_format: str,
-    column_types: dict | None,
-    columns: list[str] | None = None,
-    marked: int | None = None,
-):
-    """A streaming CSV/TSV reader; with `marked` (the header's column count), of the file
-    followed by the end marker line that `delimited.without_end_mark` checks."""
-    delimiter = "\t" if file_format == "tsv" else ","
-    convert = pcsv.ConvertOptions(
-        column_types=column_types or {}, strings_can_be_null=False, include_columns=columns
-    )
-    source = input_stream(path, compression="detect")
-    if marked is not None:
-        source = MarkedStream(source, marked, delimiter)
-    return pcsv.open_csv(
-        source,
-        read_options=pcsv.ReadOptions(block_size=1 << 22),
-        parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
-        convert_options=convert,
-    )
-
-
-def _open_json(path: Path, block_size: int):
-    source = input_stream(path, compression="detect")
-    return pjson.open_json(source, read_options=pjson.ReadOptions(block_size=block_size))
-
-
-def _unreadable(path: Path, file_format: str, exc: BaseException) -> str:
-    """The one line for a corpus pyarrow cannot read; text that is not UTF-8 gets the fix."""
-    reason = one_line(exc)
-    if isinstance(exc, UnicodeDecodeError) or re.search(r"utf-?8", reason, re.IGNORECASE):
-        return f"{path.name} is not UTF-8 text ({reason}): {ICONV_HINT}"
-    if "Column() changed from object" in reason and file_format == "jsonl":
-        found = _first_line_not_an_object(path)  # pyarrow's row counts skip blank lines
-        if found is not None:
-            return (
-                f"{path.name}: line {found[0]} holds a JSON {found[1]}, not an object: each line "
-                'of a .jsonl corpus must be one JSON object, such as {"text": "..."}'
-            )
-    if "changed from" in reason:  # pyarrow's JSON reader wants one type per field
-        return f"{path.name}: {reason}: give each field one type on every line (e.g. quote numbers)"
-    return f"{path} is not a readable {file_format} file ({reason}): check its format"
-
-
-def _first_line_not_an_object(path: Path | RemoteFile) -> tuple[int, str] | None:
-    """The number (from 1) of the first line of a .jsonl file that holds JSON other than an
-    object or null, and what it holds ("array", "string", ...); None if there is none."""
-    kinds = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    for number, line in enumerate(_lines(path), start=1):
-        try:
-            value = json.loads(line) if line.strip() else None
-        except ValueError:
-            continue  # not JSON at all: pyarrow says so in its own words
-        if value is not None and not isinstance(value, dict):
-            return number, kinds.get(type(value), type(value).__name__)
-    return None
-
-
-def _lines(path: Path | RemoteFile, block: int = 1 << 20) -> Iterator[bytes]:
-    """The lines of a file (decompressed where its name says so), read a block at a time."""
-    with input_stream(path, compression="detect") as stream:
-        rest = b""
-        while chunk := stream.read(block):
-            *lines, rest = (rest + chunk).split(b"\n")
-            yield from lines
-        yield rest
 
 
 def _is_text(data_type: pa.DataType) -> bool:
@@ -497,10 +293,8 @@ def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.
     if not seen:
         return
     all_ids = pa.chunked_array(seen)
-    counts = pc.value_counts(all_ids)
-    repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
-    if len(repeated):
-        value = repeated[0]["values"].as_py()
+    value = first_repeated(all_ids)
+    if value is not None:
         rows = np.flatnonzero(
             pc.equal(all_ids, pa.scalar(value, all_ids.type)).to_numpy(zero_copy_only=False)
         )
@@ -508,6 +302,14 @@ def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.
             f"id {value!r} appears more than once in {id_column!r} (rows {rows[0]} and {rows[1]}): "
             "ids must be unique; deduplicate or choose another --id-column"
         )
+
+
+def first_repeated(values: pa.Array | pa.ChunkedArray) -> object | None:
+    """The first value of `values` (none of them null) that occurs more than once; None if
+    every value is unique."""
+    counts = pc.value_counts(values)
+    repeated = pc.filter(counts, pc.greater(pc.struct_field(counts, [1]), 1))
+    return repeated[0]["values"].as_py() if len(repeated) else None
 
 
 def rechunk(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:

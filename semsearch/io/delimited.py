@@ -5,19 +5,46 @@ to the end of the file, so one stray quote silently turns the rest of the file i
 text of a single row. The reader is therefore given the file followed by a marker line (the
 marker in every column): read back as a row of its own, the file ended outside any quote
 and the row is dropped; swallowed into a value, a quote was left open and the file is
-refused, by `build` and `add` alike (`semsearch.io.corpus` reads every delimited corpus so).
+refused, by `build` and `add` alike (`open_delimited` opens every delimited corpus so).
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.csv as pcsv
 
 from semsearch.errors import SemsearchError
+from semsearch.io.filesystems import RemoteFile, input_stream
 
 END_MARK = "\x1fsemsearch-end-of-file\x1f"  # unit separators: no text a CSV carries
+
+
+def open_delimited(
+    path: Path | RemoteFile,
+    file_format: str,
+    column_types: dict | None,
+    columns: list[str] | None = None,
+    marked: int | None = None,
+) -> pcsv.CSVStreamingReader:
+    """A streaming CSV/TSV reader; with `marked` (the header's column count), of the file
+    followed by the end marker line that `without_end_mark` checks."""
+    delimiter = "\t" if file_format == "tsv" else ","
+    convert = pcsv.ConvertOptions(
+        column_types=column_types or {}, strings_can_be_null=False, include_columns=columns
+    )
+    source = input_stream(path, compression="detect")
+    if marked is not None:
+        source = MarkedStream(source, marked, delimiter)
+    return pcsv.open_csv(
+        source,
+        read_options=pcsv.ReadOptions(block_size=1 << 22),
+        parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+        convert_options=convert,
+    )
 
 
 class MarkedStream(io.RawIOBase):

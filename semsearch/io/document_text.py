@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from semsearch.errors import one_line
-from semsearch.io.corpus import ICONV_HINT
+from semsearch.io.corpus_readers import ICONV_HINT
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 MARKDOWN_SUFFIXES = (".md", ".markdown")

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from semsearch.checksums import HASH_NAME, content_digest, file_digest
 from semsearch.errors import SemsearchError, one_line
-from semsearch.io.corpus import FORMATS
+from semsearch.io.corpus_readers import FORMATS
 from semsearch.io.document_text import (
     MARKDOWN_SUFFIXES,
     NO_PYPDF,

@@ -43,22 +43,9 @@ def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: Lexical
     spill = folder / ".pairs"
     spill.mkdir(exist_ok=True)
     tokenizer = tokenizer_for(spec)
-    lengths, frequencies, pair_counts = [], np.zeros(0, np.int64), []
-    for number, texts in enumerate(parts):
-        tokens = tokenizer.tokenize(
-            list(texts), update_vocab=True, return_as="ids", allow_empty=False, show_progress=False
-        )
-        terms, counts, per_document = _term_counts(tokens)
-        lengths.append(np.fromiter(map(len, tokens), np.int32, len(tokens)))
-        vocabulary = len(tokenizer.get_vocab_dict())
-        frequencies = np.pad(frequencies, (0, max(vocabulary - len(frequencies), 0)))
-        frequencies += np.bincount(terms, minlength=len(frequencies))
-        np.save(spill / f"{number}.terms.npy", terms)
-        np.save(spill / f"{number}.counts.npy", counts)
-        pair_counts.append(per_document)
+    lengths, frequencies, pair_counts = _spill_pairs(tokenizer, parts, spill)
     vocab = tokenizer.get_vocab_dict() or {"": 0}  # no word anywhere: one unused term
     frequencies = np.pad(frequencies, (0, len(vocab) - len(frequencies)))
-    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
     documents = len(lengths)
     with np.errstate(invalid="ignore", divide="ignore"):  # no document: mean of nothing
         average = np.array(lengths, dtype=np.int64).mean() if documents else np.float64("nan")
@@ -85,6 +72,32 @@ def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: Lexical
     del data, indices
     np.save(folder / INDPTR_FILE, indptr)
     shutil.rmtree(spill)
+    _write_vocab_and_params(folder, vocab, spec, documents)
+
+
+def _spill_pairs(
+    tokenizer, parts: Iterable[Sequence[str]], spill: Path
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The first pass: tokenise each part, spill its (term, count) pairs to `spill`; every
+    document's length, each term's document frequency, each part's pairs per document."""
+    lengths, frequencies, pair_counts = [], np.zeros(0, np.int64), []
+    for number, texts in enumerate(parts):
+        tokens = tokenizer.tokenize(
+            list(texts), update_vocab=True, return_as="ids", allow_empty=False, show_progress=False
+        )
+        terms, counts, per_document = _term_counts(tokens)
+        lengths.append(np.fromiter(map(len, tokens), np.int32, len(tokens)))
+        vocabulary = len(tokenizer.get_vocab_dict())
+        frequencies = np.pad(frequencies, (0, max(vocabulary - len(frequencies), 0)))
+        frequencies += np.bincount(terms, minlength=len(frequencies))
+        np.save(spill / f"{number}.terms.npy", terms)
+        np.save(spill / f"{number}.counts.npy", counts)
+        pair_counts.append(per_document)
+    return np.concatenate(lengths) if lengths else np.zeros(0, np.int32), frequencies, pair_counts
+
+
+def _write_vocab_and_params(folder: Path, vocab: dict, spec: LexicalSpec, documents: int) -> None:
+    """bm25s' vocabulary and parameter files, as its own `save` writes them."""
     from bm25s.utils import json_functions  # bm25s' own writer (orjson where present)
 
     (folder / VOCAB_FILE).write_text(

@@ -36,8 +36,8 @@ from semsearch.training.dev import make_evaluator
 from semsearch.training.formation import form_examples
 from semsearch.training.heads import load_head
 from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan, read_plan
+from semsearch.training.report import TrainingResult
 from semsearch.training.run import train
-from semsearch.training.trainer import TrainingResult
 from semsearch.training.vectors import VectorPairs, load_vectors, read_vector_pairs
 
 __all__ = [

@@ -44,7 +44,8 @@ from semsearch.training.data import (
     read_eval_data,
     split_source,
 )
-from semsearch.training.trainer import Trainer, TrainingResult, objective_options
+from semsearch.training.report import TrainingResult
+from semsearch.training.trainer import Trainer, options_for
 
 TEXT_COLUMNS = ("sentence1", "sentence2")
 
@@ -140,7 +141,10 @@ class CrossEncoderTrainer(Trainer):
 
     def _build_objective(self) -> bool:
         config = self.config
-        self.objective_options = {**objective_options(config, self.data), "target": self.target}
+        self.objective_options = {
+            **options_for(config.objective, config.objective_options, self.data),
+            "target": self.target,
+        }
         model = starting_model(config, self.objective_options.get("num_labels", 1), self.data)
         self.device = model.device
         self.loss = PairObjective(model, self.target)

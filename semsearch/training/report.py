@@ -1,4 +1,4 @@
-"""What a run leaves to read: `train_log.jsonl` (one JSON record per line) and `training.png`.
+"""What a run leaves to read: `train_log.jsonl`, `training.png`, and the result `train` returns.
 
 Records carry an `event`: `train` (mean loss and learning rate over the last steps),
 `eval` (dev metrics, the primary one, whether it is the best so far), `resume` and `test`.
@@ -7,12 +7,50 @@ Records carry an `event`: `train` (mean loss and learning rate over the last ste
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from semsearch.training.checkpoint import LOG_FILE
 
 PLOT_FILE = "training.png"
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """What `train` reports; the same figures are in `training.json` and the model card."""
+
+    output_dir: Path
+    steps: int
+    seconds: float
+    resumed_from: int | None
+    dev_primary: str | None
+    dev_best: float | None
+    dev_best_step: int | None  # 0: no step beat the starting point, which is what was kept
+    test_metrics: dict[str, float] | None
+    dev_before: float | None = None  # the starting point's dev figure
+    dev_best_trained: float | None = None  # the best dev figure of a fine-tuned step
+
+    @property
+    def kept_starting_point(self) -> bool:
+        """True when fine-tuning did not beat the starting point on dev (so it was kept)."""
+        return self.dev_best_step == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "output_dir": str(self.output_dir)}
+
+    def dev_record(self) -> dict[str, Any] | None:
+        """What `training.json` says of dev (None without dev data)."""
+        if self.dev_primary is None:
+            return None
+        return {
+            "primary": self.dev_primary,
+            "best": self.dev_best,
+            "best_step": self.dev_best_step,
+            "before": self.dev_before,
+            "best_trained": self.dev_best_trained,
+            "kept_starting_point": self.kept_starting_point,
+        }
 
 
 class TrainingLog:
@@ -30,6 +68,13 @@ class TrainingLog:
             return []
         lines = self.path.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
+
+    def dev_figures(self) -> tuple[float | None, float | None]:
+        """The starting point's dev figure and the best of the fine-tuned steps."""
+        evaluations = [r for r in self.records() if r.get("event") == "eval"]
+        before = next((r["value"] for r in evaluations if r.get("baseline")), None)
+        trained = [r["value"] for r in evaluations if not r.get("baseline")]
+        return before, max(trained, default=None)
 
     def keep_until(self, step: int) -> None:
         """Forget what was logged after `step` (the steps a resumed run will redo)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 from semsearch.training import checkpoint as ckpt
 from semsearch.training.config import TrainingConfig
 from semsearch.training.multi import MultiDatasetTrainer
-from semsearch.training.trainer import Trainer, TrainingResult
+from semsearch.training.report import TrainingResult
+from semsearch.training.trainer import Trainer
 
 
 def train(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:

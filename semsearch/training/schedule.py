@@ -13,7 +13,10 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from semsearch.errors import SemsearchError
 from semsearch.losses import NoDuplicatesBatchSampler
+from semsearch.training.checkpoint import Trainables
+from semsearch.training.config import OptimizationOptions
 
 # Parameters that SBERT (and BERT) exclude from weight decay.
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
@@ -81,3 +84,16 @@ def warmup_linear(optimizer: torch.optim.Optimizer, warmup_steps: int, steps: in
         return max(0.0, (steps - step) / max(1, steps - warmup_steps))
 
     return LambdaLR(optimizer, factor)
+
+
+def make_trainables(
+    loss: nn.Module, options: OptimizationOptions, device: torch.device, warmup: int, steps: int
+) -> Trainables:
+    """The optimiser, its warm-up-then-linear schedule and the fp16 loss scaler for `loss`."""
+    if options.precision == "fp16" and device.type != "cuda":
+        raise SemsearchError("fp16 training needs a CUDA GPU: use bf16 or fp32 on the CPU")
+    optimizer = make_optimizer(loss, options.learning_rate, options.weight_decay)
+    scheduler = warmup_linear(optimizer, warmup, steps)
+    # Loss scaling is for fp16 only; disabled, the scaler passes every call through.
+    scaler = torch.amp.GradScaler(device.type, enabled=options.precision == "fp16")
+    return Trainables(loss, optimizer, scheduler, scaler)

@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,42 +34,13 @@ from semsearch.training.config import TrainingConfig
 from semsearch.training.data import TrainingData, prepare_training_data, read_eval_data
 from semsearch.training.dev import make_evaluator
 from semsearch.training.heads import save_head
-from semsearch.training.report import PLOT_FILE, TrainingLog, plot_training
-from semsearch.training.schedule import (
-    epoch_batches,
-    make_optimizer,
-    total_steps,
-    warmup_linear,
-)
+from semsearch.training.report import PLOT_FILE, TrainingLog, TrainingResult, plot_training
+from semsearch.training.schedule import epoch_batches, make_trainables, total_steps
 
 log = logging.getLogger(__name__)
 
 LOSS_SMOOTHING = 0.05  # weight of the newest step in the progress bar's running loss
 REPLOT_SECONDS = 60.0  # redraw training.png after a dev check at most this often (~1 s a plot)
-
-
-@dataclass(frozen=True)
-class TrainingResult:
-    """What `train` reports; the same figures are in `training.json` and the model card."""
-
-    output_dir: Path
-    steps: int
-    seconds: float
-    resumed_from: int | None
-    dev_primary: str | None
-    dev_best: float | None
-    dev_best_step: int | None  # 0: no step beat the starting point, which is what was kept
-    test_metrics: dict[str, float] | None
-    dev_before: float | None = None  # the starting point's dev figure
-    dev_best_trained: float | None = None  # the best dev figure of a fine-tuned step
-
-    @property
-    def kept_starting_point(self) -> bool:
-        """True when fine-tuning did not beat the starting point on dev (so it was kept)."""
-        return self.dev_best_step == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "output_dir": str(self.output_dir)}
 
 
 class Trainer:
@@ -107,7 +77,7 @@ class Trainer:
             runtime="torch",
         )
         self.device = encoder.device
-        self.objective_options = objective_options(config, self.data)
+        self.objective_options = options_for(config.objective, config.objective_options, self.data)
         self.loss = build_loss(config.objective, encoder, **self.objective_options)
         self.text_columns = [
             self.data.columns[name] for name in self.loss.input_columns(self.data.names)
@@ -120,7 +90,9 @@ class Trainer:
         self.no_duplicates = no_duplicates
         self.steps = self._count_steps()
         self.warmup_steps = math.ceil(self.steps * options.warmup_fraction)
-        self.trainables = self._trainables()
+        self.trainables = make_trainables(
+            self.loss, options, self.device, self.warmup_steps, self.steps
+        )
         self.state = ckpt.TrainingState()
         self.log = TrainingLog(self.output_dir)
         self.resumed_from: int | None = None
@@ -278,7 +250,7 @@ class Trainer:
     def _finish(self) -> TrainingResult:
         if self.dev_evaluator is None:
             self._save_model()  # without dev data, the model is the last step's
-        before, best_trained = self._dev_figures()
+        before, best_trained = self.log.dev_figures()
         if self.state.best_step == 0 and self.dev_evaluator is not None:
             log.warning(
                 "fine-tuning did not beat the starting point on dev (%s %.4f before training, "
@@ -299,13 +271,7 @@ class Trainer:
                 value=self.test_evaluator.primary(test_metrics),
                 metrics=test_metrics,
             )
-        record = self._record(test_metrics)
-        result_file = self.output_dir / ckpt.RESULT_FILE
-        result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
-        self._write_card(record)
-        self._plot()
-        ckpt.remove_checkpoint(self.output_dir)
-        return TrainingResult(
+        result = TrainingResult(
             output_dir=self.output_dir,
             steps=self.state.step,
             seconds=self.state.seconds,
@@ -317,13 +283,13 @@ class Trainer:
             dev_before=before,
             dev_best_trained=best_trained,
         )
-
-    def _dev_figures(self) -> tuple[float | None, float | None]:
-        """The starting point's dev figure and the best of the fine-tuned steps (the log's)."""
-        evaluations = [r for r in self.log.records() if r.get("event") == "eval"]
-        before = next((r["value"] for r in evaluations if r.get("baseline")), None)
-        trained = [r["value"] for r in evaluations if not r.get("baseline")]
-        return before, max(trained, default=None)
+        record = self._record(result)
+        result_file = self.output_dir / ckpt.RESULT_FILE
+        result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
+        self._write_card(record)
+        self._plot()
+        ckpt.remove_checkpoint(self.output_dir)
+        return result
 
     def _load_kept_model(self) -> BiEncoder:
         """The model the run kept, read back from disk as a user will load it."""
@@ -332,39 +298,26 @@ class Trainer:
     def _write_card(self, record: dict[str, Any]) -> None:
         write_model_card(self.output_dir, self.config, record)
 
-    def _record(self, test_metrics: dict[str, float] | None) -> dict[str, Any]:
+    def _record(self, result: TrainingResult) -> dict[str, Any]:
         """`training.json`: the config, the data, the schedule, the figures, the model's facts."""
-        baseline, best_trained = self._dev_figures()
-        record: dict[str, Any] = {
+        test = None
+        if result.test_metrics is not None and self.test_evaluator is not None:
+            test = {"primary": self.test_evaluator.primary_metric, "metrics": result.test_metrics}
+        return {
             "finished": True,
             "semsearch_version": __version__,
             **self._model_facts(),
             "config": self.config.to_dict(),
             "objective_options": self.objective_options,
             "data": self._data_summary(),
-            "steps": self.state.step,
+            "steps": result.steps,
             "warmup_steps": self.warmup_steps,
             "device": str(self.device),
-            "seconds": round(self.state.seconds, 1),
-            "resumed_from": self.resumed_from,
-            "dev": None,
-            "test": None,
+            "seconds": round(result.seconds, 1),
+            "resumed_from": result.resumed_from,
+            "dev": result.dev_record(),
+            "test": test,
         }
-        if self.dev_evaluator is not None:
-            record["dev"] = {
-                "primary": self.dev_evaluator.primary_metric,
-                "best": self.state.best_metric,
-                "best_step": self.state.best_step,
-                "before": baseline,
-                "best_trained": best_trained,
-                "kept_starting_point": self.state.best_step == 0,
-            }
-        if test_metrics is not None and self.test_evaluator is not None:
-            record["test"] = {
-                "primary": self.test_evaluator.primary_metric,
-                "metrics": test_metrics,
-            }
-        return record
 
     def _data_summary(self) -> dict[str, Any]:
         """What `training.json` and the card say of the data."""
@@ -390,16 +343,6 @@ class Trainer:
         data = read_eval_data(source, self.config.data)
         return data, make_evaluator(data, self.config.data.dev_task, role)
 
-    def _trainables(self) -> ckpt.Trainables:
-        options = self.config.optimization
-        if options.precision == "fp16" and self.device.type != "cuda":
-            raise SemsearchError("fp16 training needs a CUDA GPU: use bf16 or fp32 on the CPU")
-        optimizer = make_optimizer(self.loss, options.learning_rate, options.weight_decay)
-        scheduler = warmup_linear(optimizer, self.warmup_steps, self.steps)
-        # Loss scaling is for fp16 only; disabled, the scaler passes every call through.
-        scaler = torch.amp.GradScaler(self.device.type, enabled=options.precision == "fp16")
-        return ckpt.Trainables(self.loss, optimizer, scheduler, scaler)
-
     def _check_resumable(self, saved_config: dict[str, Any]) -> None:
         changed = self.config.resume_differences(saved_config)
         if changed:
@@ -412,11 +355,6 @@ class Trainer:
         title = f"{self.config.objective} from {Path(self.config.model).name}"
         plot_training(self.log.records(), self.output_dir / PLOT_FILE, title)
         self._plotted_at = self._clock()
-
-
-def objective_options(config: TrainingConfig, data: TrainingData) -> dict[str, Any]:
-    """The objective's options, with `num_labels` of `softmax` read off the data if not given."""
-    return options_for(config.objective, config.objective_options, data)
 
 
 def options_for(objective: str, given: dict[str, Any], data: TrainingData) -> dict[str, Any]:

@@ -250,7 +250,8 @@ def test_the_torch_path_on_a_gpu_puts_rows_where_faiss_would() -> None:
     trained = _ivf(vectors, nlist=64)
     with trained.placed(FaissDevice(torch_device="cuda:0")):
         trained.train(vectors[:5_000])
-    by_faiss, by_torch = trained.empty_copy(), trained.empty_copy()
+    by_faiss = VectorIndex(faiss.clone_index(trained.faiss), "cosine")  # trained, empty
+    by_torch = VectorIndex(faiss.clone_index(trained.faiss), "cosine")
     by_faiss.add(vectors, ids, prepared=True)
     with by_torch.placed(FaissDevice(torch_device="cuda:0")):
         by_torch.add(vectors, ids, prepared=True)

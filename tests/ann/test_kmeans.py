@@ -74,7 +74,8 @@ def test_the_torch_path_puts_every_row_in_the_list_faiss_would(factory) -> None:
     with trained.placed(TORCH_ON_CPU):
         trained.train(vectors[:2_000])  # k-means through torch
     assert trained.is_trained and trained.device == CPU
-    by_faiss, by_torch = trained.empty_copy(), trained.empty_copy()
+    by_faiss = VectorIndex(faiss.clone_index(trained.faiss), "cosine")  # trained, empty
+    by_torch = VectorIndex(faiss.clone_index(trained.faiss), "cosine")
     by_faiss.add(vectors, ids, prepared=True)
     with by_torch.placed(TORCH_ON_CPU):
         by_torch.add(vectors, ids, prepared=True)

@@ -9,15 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.ingest.corpus_files import (
-    check_unique_ids,
-    open_all,
-    plan_units,
-    read_unit,
-    resolve_files,
-    scan_file,
-)
-from semsearch.io.corpus import default_name, is_many_files
+from semsearch.ingest.build_options import default_name
+from semsearch.ingest.corpus_files import check_unique_ids, open_all, resolve_files, scan_file
+from semsearch.ingest.file_parts import plan_units, read_unit
+from semsearch.io.corpus import is_many_files
 
 
 def _write(path, first: int, rows: int, **extra) -> None:

@@ -15,10 +15,10 @@ from cli.support import error_line, runner
 
 from semsearch.cli.app import app
 from semsearch.ingest.build import build_index
-from semsearch.ingest.build_options import BuildOptions
+from semsearch.ingest.build_options import BuildOptions, default_name
 from semsearch.ingest.corpus_files import resolve_files
 from semsearch.ingest.update import add_rows
-from semsearch.io.corpus import default_name, open_corpus
+from semsearch.io.corpus import open_corpus
 from semsearch.io.filesystems import RemoteFile, open_uri
 from semsearch.mining import CorpusSource, MiningOptions, mine_corpus
 from semsearch.store.folders import IndexFolder

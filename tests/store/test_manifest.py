@@ -108,7 +108,7 @@ def test_an_edit_without_a_new_checksum_is_refused(tmp_path, tiny_encoder) -> No
 
 def test_known_values_match_the_models_and_the_corpus_readers() -> None:
     from semsearch.ann.vector_index import METRICS
-    from semsearch.io.corpus import FORMATS
+    from semsearch.io.corpus_readers import FORMATS
     from semsearch.io.documents import DOCUMENTS_FORMAT
     from semsearch.models.pooling import POOLING_MODES
     from semsearch.models.quantize import QUANTIZATION_MODES
