@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 # The chunk's row in its part's documents table.
 DOCUMENT_ROW_COLUMN = "_semsearch_document_row"
@@ -74,6 +73,8 @@ def _run_starts(columns: pa.Table) -> list[int]:
 
 
 def _differs_from_previous(values: pa.Array) -> np.ndarray:
+    import pyarrow.compute as pc  # only where parts are written: a query never needs it
+
     before, after = values.slice(0, len(values) - 1), values.slice(1)
     try:
         unequal = pc.fill_null(pc.not_equal(after, before), False)
