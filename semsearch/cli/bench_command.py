@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from semsearch.cli.common import App, Device, JsonFlag, app, console, show_progress, user_errors
+from semsearch.cli.common import App, app, console, show_progress, user_errors
+from semsearch.cli.options import Device, JsonFlag
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL

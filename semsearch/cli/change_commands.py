@@ -11,19 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from semsearch.ann.factory import parse_bytes
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    EncodeBatch,
-    FaissDeviceOption,
-    IndexDir,
-    JsonFlag,
-    RuntimeOption,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, show_progress, user_errors
 from semsearch.cli.engine_options import (
     Address,
     Engine,
@@ -31,6 +19,14 @@ from semsearch.cli.engine_options import (
     corpus_location,
     index_folder,
     ray_options,
+)
+from semsearch.cli.options import (
+    Device,
+    EncodeBatch,
+    FaissDeviceOption,
+    IndexDir,
+    JsonFlag,
+    RuntimeOption,
 )
 from semsearch.cli.output import print_json_lines
 from semsearch.io.inputs import read_lines

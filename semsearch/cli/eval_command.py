@@ -18,19 +18,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    App,
-    Device,
-    IndexDir,
-    JsonFlag,
-    Quantize,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
-from semsearch.cli.train_command import Columns, parse_assignments
+from semsearch.cli.common import DEFAULT_INDEX_DIR, App, app, console, show_progress, user_errors
+from semsearch.cli.options import Columns, Device, IndexDir, JsonFlag, Quantize, parse_assignments
 from semsearch.options import (
     DEFAULT_ALPHA,
     DEFAULT_FUSION,

@@ -8,20 +8,7 @@ from typing import Annotated
 import typer
 
 from semsearch.ann.factory import parse_bytes
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    DocumentPrompt,
-    EncodeBatch,
-    IndexDir,
-    Quantize,
-    QueryPrompt,
-    RuntimeOption,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, show_progress, user_errors
 from semsearch.cli.engine_options import (
     Address,
     Engine,
@@ -29,6 +16,15 @@ from semsearch.cli.engine_options import (
     corpus_location,
     index_folder,
     ray_options,
+)
+from semsearch.cli.options import (
+    Device,
+    DocumentPrompt,
+    EncodeBatch,
+    IndexDir,
+    Quantize,
+    QueryPrompt,
+    RuntimeOption,
 )
 from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
 from semsearch.io.inputs import read_lines

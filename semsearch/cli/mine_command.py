@@ -9,18 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    EncodeBatch,
-    IndexDir,
-    JsonFlag,
-    QueryPrompt,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, show_progress, user_errors
 from semsearch.cli.engine_options import (
     Address,
     Engine,
@@ -29,6 +18,7 @@ from semsearch.cli.engine_options import (
     index_folder,
     ray_options,
 )
+from semsearch.cli.options import Device, EncodeBatch, IndexDir, JsonFlag, QueryPrompt
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL

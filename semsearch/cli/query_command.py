@@ -8,13 +8,8 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    IndexDir,
-    app,
-    console,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
+from semsearch.cli.options import IndexDir
 from semsearch.cli.output import print_hits, print_json_lines, say_no_results
 from semsearch.errors import SemsearchError
 from semsearch.io.inputs import read_lines

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, user_errors
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, user_errors
+from semsearch.cli.options import Device, IndexDir
 from semsearch.errors import SemsearchError
 from semsearch.options import QUERY_PRECISIONS
 

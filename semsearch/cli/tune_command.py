@@ -7,15 +7,8 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    IndexDir,
-    JsonFlag,
-    app,
-    console,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
+from semsearch.cli.options import Device, IndexDir, JsonFlag
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.io.inputs import read_lines

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
+from semsearch.cli.options import IndexDir, JsonFlag
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.store.folders import find_index
