@@ -39,27 +39,33 @@ IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the i
 IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]
 
 
+AddedRows = Annotated[
+    str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
+]
+AddTextColumn = Annotated[
+    str | None, typer.Option(help="Column holding the text (default: the index's).")
+]
+AddIdColumn = Annotated[
+    str | None, typer.Option(help="Must be the index's own id column, if given.")
+]
+ConvertTypes = Annotated[
+    bool,
+    typer.Option(
+        "--convert-types",
+        help="Read a column whose type differs from the index's as the index's type where "
+        "every value converts without loss (e.g. the id '01' as 1); refused otherwise.",
+    ),
+]
+
+
 @app.command()
 @user_errors
 def add(
-    corpus: Annotated[
-        str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
-    ],
+    corpus: AddedRows,
     index: IndexName,
-    text_column: Annotated[
-        str | None, typer.Option(help="Column holding the text (default: the index's).")
-    ] = None,
-    id_column: Annotated[
-        str | None, typer.Option(help="Must be the index's own id column, if given.")
-    ] = None,
-    convert_types: Annotated[
-        bool,
-        typer.Option(
-            "--convert-types",
-            help="Read a column whose type differs from the index's as the index's type where "
-            "every value converts without loss (e.g. the id '01' as 1); refused otherwise.",
-        ),
-    ] = False,
+    text_column: AddTextColumn = None,
+    id_column: AddIdColumn = None,
+    convert_types: ConvertTypes = False,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
     runtime: RuntimeOption = "auto",
