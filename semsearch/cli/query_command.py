@@ -26,6 +26,7 @@ from semsearch.search.limits import queries_per_call
 from semsearch.store.folders import IndexFolder, find_index
 
 if TYPE_CHECKING:
+    from semsearch.rerank import Reranker
     from semsearch.search.searcher import Hit, Searcher
 
 # `query --help` lists the common options first, then these groups.
@@ -187,14 +188,7 @@ def query(
     folder = find_index(index, index_dir)
     searcher = _open_searcher(request, folder)
     _check_show(searcher, show)
-    score_name = searcher.score_name_for(mode)
-    reranker = None
-    if rerank is not None:
-        from semsearch.models.cross_encoder import CrossEncoder
-        from semsearch.rerank import RERANK_SCORE, Reranker
-
-        reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
-        score_name = RERANK_SCORE
+    reranker, score_name = _open_reranker(request, searcher)
     options = {**request.index_parameters(), "where": where, "mode": mode, "group": group}
     depth = k if reranker is None else max(reranker.top, k)
     per_call = queries_per_call(depth)  # a long --file goes in calls the library accepts
@@ -263,6 +257,18 @@ def _open_searcher(request: QueryRequest, folder: IndexFolder) -> Searcher:
     )
 
 
+def _open_reranker(request: QueryRequest, searcher: Searcher) -> tuple[Reranker | None, str]:
+    """The cross-encoder that re-orders the hits (None without --rerank), and the name of the
+    score the output shows."""
+    if request.rerank is None:
+        return None, searcher.score_name_for(request.mode)
+    from semsearch.models.cross_encoder import CrossEncoder
+    from semsearch.rerank import RERANK_SCORE, Reranker
+
+    cross_encoder = CrossEncoder.load(request.rerank, device=request.device)
+    return Reranker(cross_encoder, top=request.rerank_top), RERANK_SCORE
+
+
 def _print_notes(notes: list[str]) -> list[str]:
     """Each of a call's notes on stderr; returns them, for the JSON lines to carry."""
     for note in notes:
@@ -293,7 +299,8 @@ def _print_results(
 
 def _query_vectors(request: QueryRequest, path: Path) -> None:
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
-    if (request.text, request.file, request.rerank, request.mode) != (None, None, None, "dense"):
+    alone = request.text is None and request.file is None and request.rerank is None
+    if not alone or request.mode != "dense":
         raise SemsearchError(
             "--vectors searches by vector alone: leave out TEXT, --file, --rerank and --mode"
         )
