@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the index to change.")]
 IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]
-
-
 AddedRows = Annotated[
     str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
 ]

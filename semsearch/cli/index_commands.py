@@ -23,8 +23,8 @@ from semsearch.cli.options import (
     DocumentPrompt,
     EncodeBatch,
     IdColumn,
-    IndexArgument,
     IndexDir,
+    IndexOrMostRecent,
     Quantize,
     QueryPrompt,
     RuntimeOption,
@@ -298,7 +298,7 @@ def _print_built(folder: IndexFolder, manifest: Manifest) -> None:
 @app.command()
 @user_errors
 def info(
-    name: IndexArgument = None,
+    name: IndexOrMostRecent = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:

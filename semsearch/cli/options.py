@@ -14,7 +14,7 @@ from semsearch.errors import SemsearchError
 IndexDir = Annotated[
     Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
 ]
-IndexArgument = Annotated[
+IndexOrMostRecent = Annotated[
     str | None, typer.Argument(help="Index name or folder (default: the most recent).")
 ]
 Device = Annotated[
