@@ -31,7 +31,7 @@ COMMAND_MODULES = {
     "rollback": "change_commands",
     "serve": "serve_command",
     "train": "train_command",
-    "train-adapter": "train_command",
+    "train-adapter": "train_adapter_command",
     "tune": "tune_command",
     "verify": "verify_command",
     "word-model": "word_commands",

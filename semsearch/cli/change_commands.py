@@ -11,19 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from semsearch.ann.factory import parse_bytes
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    EncodeBatch,
-    FaissDeviceOption,
-    IndexDir,
-    JsonFlag,
-    RuntimeOption,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, show_progress, user_errors
 from semsearch.cli.engine_options import (
     Address,
     Engine,
@@ -31,6 +19,14 @@ from semsearch.cli.engine_options import (
     corpus_location,
     index_folder,
     ray_options,
+)
+from semsearch.cli.options import (
+    Device,
+    EncodeBatch,
+    FaissDeviceOption,
+    IndexDir,
+    JsonFlag,
+    RuntimeOption,
 )
 from semsearch.cli.output import print_json_lines
 from semsearch.io.inputs import read_lines
@@ -41,29 +37,33 @@ if TYPE_CHECKING:
 
 IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the index to change.")]
 IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]
+AddedRows = Annotated[
+    str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
+]
+AddTextColumn = Annotated[
+    str | None, typer.Option(help="Column holding the text (default: the index's).")
+]
+AddIdColumn = Annotated[
+    str | None, typer.Option(help="Must be the index's own id column, if given.")
+]
+ConvertTypes = Annotated[
+    bool,
+    typer.Option(
+        "--convert-types",
+        help="Read a column whose type differs from the index's as the index's type where "
+        "every value converts without loss (e.g. the id '01' as 1); refused otherwise.",
+    ),
+]
 
 
 @app.command()
 @user_errors
 def add(
-    corpus: Annotated[
-        str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
-    ],
+    corpus: AddedRows,
     index: IndexName,
-    text_column: Annotated[
-        str | None, typer.Option(help="Column holding the text (default: the index's).")
-    ] = None,
-    id_column: Annotated[
-        str | None, typer.Option(help="Must be the index's own id column, if given.")
-    ] = None,
-    convert_types: Annotated[
-        bool,
-        typer.Option(
-            "--convert-types",
-            help="Read a column whose type differs from the index's as the index's type where "
-            "every value converts without loss (e.g. the id '01' as 1); refused otherwise.",
-        ),
-    ] = False,
+    text_column: AddTextColumn = None,
+    id_column: AddIdColumn = None,
+    convert_types: ConvertTypes = False,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
     runtime: RuntimeOption = "auto",

@@ -1,4 +1,4 @@
-"""What every command shares: the typer app, the console, option types, and error handling."""
+"""What every command shares: the typer app, the console, logging, and error handling."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, TypeVar
 
 import click
@@ -169,72 +168,6 @@ def configure_logging(
 
 Command = TypeVar("Command", bound=Callable)
 
-IndexDir = Annotated[
-    Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
-]
-Device = Annotated[
-    str,
-    typer.Option(
-        help="auto (CUDA when present), cpu, cuda or cuda:N: where the model runs, and "
-        "FAISS's heavy steps too (all of FAISS with the gpu extra)."
-    ),
-]
-FaissDeviceOption = Annotated[
-    str,
-    typer.Option(
-        "--device",
-        help="Where FAISS trains, adds and tunes: auto (a GPU when there "
-        "is one: all of FAISS with the gpu extra, its heavy steps through torch "
-        "without), cpu, cuda or cuda:N.",
-    ),
-]
-EncodeBatch = Annotated[
-    int | None,
-    typer.Option(
-        "--batch-size",
-        help="Texts per forward pass. Default: 64 on CPU; 256 on a GPU, with batches of long "
-        "texts capped at 65,536 tokens.",
-        show_default=False,
-    ),
-]
-RuntimeOption = Annotated[
-    str,
-    typer.Option(
-        "--runtime",
-        help="What runs the encoder: auto (openvino on a CPU, torch on a GPU), torch, or "
-        "openvino (an exported copy, bf16 where the CPU has it natively; checked against torch, "
-        "which runs wherever it cannot, with one log line; needs the cpu-runtime extra). "
-        "Indexes stay compatible either way.",
-    ),
-]
-QueryPrompt = Annotated[
-    str | None,
-    typer.Option(
-        "--query-prompt",
-        help="Text put before each query (e5's 'query: '); default: the model folder's "
-        "config_sentence_transformers.json prompt named 'query', or the one the index records; "
-        "'' for none.",
-        show_default=False,
-    ),
-]
-DocumentPrompt = Annotated[
-    str | None,
-    typer.Option(
-        "--document-prompt",
-        help="Text put before each document (e5's 'passage: '); default: the model folder's "
-        "prompt named 'document'; '' for none.",
-        show_default=False,
-    ),
-]
-Quantize = Annotated[
-    str | None,
-    typer.Option(
-        help="int8: run the encoder's OpenVINO export quantised by NNCF on the CPU (faster "
-        "than the default, vectors further from fp32; off unless asked; whatever --runtime "
-        "says)."
-    ),
-]
-
 
 def user_errors(command: Command) -> Command:
     """Print any failure as one line on stderr, with no traceback: a user's mistake
@@ -310,16 +243,4 @@ def show_progress(json_output: bool = False) -> bool:
     return sys.stderr.isatty() or not json_output
 
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (lines) for scripts.")]
-__all__ = [
-    "App",
-    "DEFAULT_INDEX_DIR",
-    "Device",
-    "FaissDeviceOption",
-    "IndexDir",
-    "JsonFlag",
-    "Quantize",
-    "app",
-    "console",
-    "user_errors",
-]
+__all__ = ["App", "DEFAULT_INDEX_DIR", "app", "console", "user_errors"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from semsearch.cli.common import JsonFlag, app, console, user_errors
+from semsearch.cli.common import app, console, user_errors
+from semsearch.cli.options import JsonFlag
 from semsearch.cli.output import print_json_lines
 
 

@@ -18,19 +18,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    App,
-    Device,
-    IndexDir,
-    JsonFlag,
-    Quantize,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
-from semsearch.cli.train_command import Columns, parse_assignments
+from semsearch.cli.common import DEFAULT_INDEX_DIR, App, app, console, show_progress, user_errors
+from semsearch.cli.options import Columns, Device, IndexDir, JsonFlag, Quantize, parse_assignments
 from semsearch.options import (
     DEFAULT_ALPHA,
     DEFAULT_FUSION,
@@ -149,44 +138,50 @@ def pairs(
     _report(evaluate_pairs(dev, chosen, test, columns), Output(out, json_output))
 
 
+BeirFolder = Annotated[
+    Path,
+    typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (or .gz)."),
+]
+Split = Annotated[str, typer.Option(help="Which qrels file to read.")]
+SearchIndex = Annotated[
+    bool,
+    typer.Option(
+        help="Rank with the --index itself (built from corpus.jsonl with --id-column _id)."
+    ),
+]
+Rerank = Annotated[
+    str | None,
+    typer.Option(
+        help="A cross-encoder folder that re-orders each query's first --rerank-top documents, in each mode; the report says per mode whether it raised or lowered nDCG@10."
+    ),
+]
+RerankTop = Annotated[int, typer.Option(help="Documents per query for --rerank to re-order.")]
+FusionMethod = Annotated[
+    str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")
+]
+Alpha = Annotated[
+    float,
+    typer.Option(help="The dense side's weight in --fusion convex, its least in adaptive."),
+]
+TuneAlpha = Annotated[
+    bool,
+    typer.Option(
+        help="Also tune convex fusion's alpha on a dev split of the queries and report it."
+    ),
+]
+
+
 @eval_app.command("ir")
 @user_errors
 def ir(
-    folder: Annotated[
-        Path,
-        typer.Argument(
-            help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv (or .gz)."
-        ),
-    ],
-    split: Annotated[str, typer.Option(help="Which qrels file to read.")] = "test",
-    search_index: Annotated[
-        bool,
-        typer.Option(
-            help="Rank with the --index itself (built from corpus.jsonl with --id-column _id)."
-        ),
-    ] = False,
-    rerank: Annotated[
-        str | None,
-        typer.Option(
-            help="A cross-encoder folder that re-orders each query's first --rerank-top documents, in each mode; the report says per mode whether it raised or lowered nDCG@10."
-        ),
-    ] = None,
-    rerank_top: Annotated[
-        int, typer.Option(help="Documents per query for --rerank to re-order.")
-    ] = DEFAULT_RERANK_TOP,
-    fusion: Annotated[
-        str, typer.Option(help=f"How the hybrid row fuses: {' | '.join(FUSION_METHODS)}.")
-    ] = DEFAULT_FUSION,
-    alpha: Annotated[
-        float,
-        typer.Option(help="The dense side's weight in --fusion convex, its least in adaptive."),
-    ] = DEFAULT_ALPHA,
-    tune_alpha: Annotated[
-        bool,
-        typer.Option(
-            help="Also tune convex fusion's alpha on a dev split of the queries and report it."
-        ),
-    ] = False,
+    folder: BeirFolder,
+    split: Split = "test",
+    search_index: SearchIndex = False,
+    rerank: Rerank = None,
+    rerank_top: RerankTop = DEFAULT_RERANK_TOP,
+    fusion: FusionMethod = DEFAULT_FUSION,
+    alpha: Alpha = DEFAULT_ALPHA,
+    tune_alpha: TuneAlpha = False,
     model: Model = None,
     index: Index = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,

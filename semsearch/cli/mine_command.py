@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,18 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    EncodeBatch,
-    IndexDir,
-    JsonFlag,
-    QueryPrompt,
-    app,
-    console,
-    show_progress,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, show_progress, user_errors
 from semsearch.cli.engine_options import (
     Address,
     Engine,
@@ -29,63 +19,81 @@ from semsearch.cli.engine_options import (
     index_folder,
     ray_options,
 )
+from semsearch.cli.options import Device, EncodeBatch, IdColumn, IndexDir, JsonFlag, QueryPrompt
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
 
 if TYPE_CHECKING:
-    from semsearch.mining import MiningResult
+    from semsearch.distributed.cluster import RayOptions
+    from semsearch.mining import CorpusSource, MiningOptions, MiningResult
 
 CELL_CHARS = 70
 LARGEST_GROUPS = 10
 
 
+Collection = Annotated[
+    str | None,
+    typer.Argument(
+        help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); a "
+        "path or a URI (s3://bucket/docs.parquet, gs://, hdfs://, file://)."
+    ),
+]
+MinedIndex = Annotated[
+    str | None,
+    typer.Option(help="Mine this index (name or folder) instead, reusing its vectors."),
+]
+TextColumn = Annotated[str | None, typer.Option(help="Column holding the texts (default: text).")]
+MiningModel = Annotated[
+    str | None, typer.Option(help="Bi-encoder for a corpus file (default: 'default').")
+]
+TopK = Annotated[int, typer.Option("-k", "--top-k", help="Nearest neighbours looked at per text.")]
+Threshold = Annotated[
+    float | None, typer.Option(help="Keep pairs scoring at least this (cosine: -1 to 1).")
+]
+Top = Annotated[int | None, typer.Option(help="Keep only the best N pairs.")]
+ExactDuplicates = Annotated[
+    str,
+    typer.Option(
+        help="Identical texts: keep (pair them like others), separate (report them as "
+        "groups), drop."
+    ),
+]
+Out = Annotated[Path | None, typer.Option(help="Write the pairs to this Parquet file.")]
+DuplicatesOut = Annotated[
+    Path | None,
+    typer.Option(help="Where separate writes the groups (default: OUT's name + .duplicates)."),
+]
+Nprobe = Annotated[
+    int | None, typer.Option(help="IVF lists to visit, for collections searched with IVF.")
+]
+Show = Annotated[int, typer.Option(help="Pairs to show in the table.")]
+WorkDir = Annotated[
+    Path | None,
+    typer.Option(
+        help="--engine ray with a corpus file: where its vectors are written (a temporary "
+        "index, removed after); on a cluster, a folder every node mounts at the same path "
+        "(default: this machine's temporary folder)."
+    ),
+]
+
+
 @app.command()
 @user_errors
 def mine(
-    collection: Annotated[
-        str | None,
-        typer.Argument(
-            help="Corpus file: .parquet, .csv, .tsv or .jsonl (optionally .gz); a "
-            "path or a URI (s3://bucket/docs.parquet, gs://, hdfs://, file://)."
-        ),
-    ] = None,
-    index: Annotated[
-        str | None,
-        typer.Option(help="Mine this index (name or folder) instead, reusing its vectors."),
-    ] = None,
-    text_column: Annotated[
-        str | None, typer.Option(help="Column holding the texts (default: text).")
-    ] = None,
-    id_column: Annotated[
-        str | None, typer.Option(help="Column of unique ids (default: the row number).")
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Bi-encoder for a corpus file (default: 'default').")
-    ] = None,
-    top_k: Annotated[
-        int, typer.Option("-k", "--top-k", help="Nearest neighbours looked at per text.")
-    ] = 10,
-    threshold: Annotated[
-        float | None, typer.Option(help="Keep pairs scoring at least this (cosine: -1 to 1).")
-    ] = None,
-    top: Annotated[int | None, typer.Option(help="Keep only the best N pairs.")] = None,
-    exact_duplicates: Annotated[
-        str,
-        typer.Option(
-            help="Identical texts: keep (pair them like others), separate (report them as "
-            "groups), drop."
-        ),
-    ] = "keep",
-    out: Annotated[Path | None, typer.Option(help="Write the pairs to this Parquet file.")] = None,
-    duplicates_out: Annotated[
-        Path | None,
-        typer.Option(help="Where separate writes the groups (default: OUT's name + .duplicates)."),
-    ] = None,
-    nprobe: Annotated[
-        int | None, typer.Option(help="IVF lists to visit, for collections searched with IVF.")
-    ] = None,
-    show: Annotated[int, typer.Option(help="Pairs to show in the table.")] = 20,
+    collection: Collection = None,
+    index: MinedIndex = None,
+    text_column: TextColumn = None,
+    id_column: IdColumn = None,
+    model: MiningModel = None,
+    top_k: TopK = 10,
+    threshold: Threshold = None,
+    top: Top = None,
+    exact_duplicates: ExactDuplicates = "keep",
+    out: Out = None,
+    duplicates_out: DuplicatesOut = None,
+    nprobe: Nprobe = None,
+    show: Show = 20,
     batch_size: EncodeBatch = None,
     device: Device = "auto",
     query_prompt: QueryPrompt = None,
@@ -94,14 +102,7 @@ def mine(
     engine: Engine = "local",
     address: Address = None,
     workers: Workers = None,
-    work_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="--engine ray with a corpus file: where its vectors are written (a temporary "
-            "index, removed after); on a cluster, a folder every node mounts at the same path "
-            "(default: this machine's temporary folder)."
-        ),
-    ] = None,
+    work_dir: WorkDir = None,
 ) -> None:
     """Find the most similar pairs of texts in COLLECTION (or in --index NAME).
 
@@ -109,48 +110,18 @@ def mine(
     Mining is symmetric: every text of a corpus file gets the model's query prompt (the
     e5/bge convention); --index mines the vectors as the index stored them.
     """
-    from semsearch.mining import CorpusSource, MiningOptions
-
-    options = MiningOptions(
-        top_k=top_k,
-        threshold=threshold,
-        top=top,
-        exact_duplicates=exact_duplicates,  # type: ignore[arg-type]
-        nprobe=nprobe,
-        show_progress=show_progress(json_output=True),
-        device=device
-        if engine == "local"
-        else "cpu",  # on Ray, FAISS searches on the workers' CPUs
-    )
+    request = MineRequest(**locals())  # first: locals() are the options alone
+    options = request.mining_options()
     on_ray = ray_options(engine, address, workers, options.show_progress)
     duplicates_out = _duplicates_path(out, duplicates_out, exact_duplicates)
     for path in (out, duplicates_out):
         _check_writable(path)
-    if (collection is None) == (index is None):
-        raise SemsearchError("give either a corpus file COLLECTION or --index NAME (one of them)")
-    if work_dir is not None and (on_ray is None or index is not None):
-        raise SemsearchError(
-            "--work-dir is for mining a corpus file with --engine ray: add that, or leave it out"
-        )
+    request.check_source(on_ray)
     if index is not None:
-        if text_column or id_column or model or query_prompt is not None:
-            raise SemsearchError(
-                "--text-column, --id-column, --model and --query-prompt are fixed by the "
-                "index's manifest: leave them out with --index"
-            )
         index_folder(index, "--index")  # a name or a folder, never a URI
         result = _mine_index(index, index_folder(index_dir), options, on_ray)
     else:
-        source = CorpusSource(
-            path=_corpus_path(collection),
-            text_column=text_column or "text",
-            id_column=id_column,
-            model=model or DEFAULT_MODEL,
-            batch_size=batch_size,
-            device=device,
-            query_prompt=query_prompt,
-        )
-        result = _mine_corpus(source, options, on_ray, work_dir)
+        result = _mine_corpus(request.corpus_source(), options, on_ray, work_dir)
     if out is not None:
         result.write(out)
     if duplicates_out is not None and result.duplicates is not None:
@@ -162,6 +133,81 @@ def mine(
     for path in (out, duplicates_out):
         if path is not None:
             typer.echo(f"wrote {path}", err=json_output)
+
+
+@dataclass(frozen=True)
+class MineRequest:
+    """`semsearch mine`'s options as parsed, checked and grouped for `semsearch.mining`."""
+
+    collection: str | None
+    index: str | None
+    text_column: str | None
+    id_column: str | None
+    model: str | None
+    top_k: int
+    threshold: float | None
+    top: int | None
+    exact_duplicates: str
+    out: Path | None
+    duplicates_out: Path | None
+    nprobe: int | None
+    show: int
+    batch_size: int | None
+    device: str
+    query_prompt: str | None
+    json_output: bool
+    index_dir: Path
+    engine: str
+    address: str | None
+    workers: int | None
+    work_dir: Path | None
+
+    def mining_options(self) -> MiningOptions:
+        """How to mine, whatever the collection."""
+        from semsearch.mining import MiningOptions
+
+        return MiningOptions(
+            top_k=self.top_k,
+            threshold=self.threshold,
+            top=self.top,
+            exact_duplicates=self.exact_duplicates,  # type: ignore[arg-type]
+            nprobe=self.nprobe,
+            show_progress=show_progress(json_output=True),
+            # On Ray, FAISS searches on the workers' CPUs.
+            device=self.device if self.engine == "local" else "cpu",
+        )
+
+    def check_source(self, on_ray: RayOptions | None) -> None:
+        """One collection, a corpus file or an index, and only the options that fit it."""
+        if (self.collection is None) == (self.index is None):
+            raise SemsearchError(
+                "give either a corpus file COLLECTION or --index NAME (one of them)"
+            )
+        if self.work_dir is not None and (on_ray is None or self.index is not None):
+            raise SemsearchError(
+                "--work-dir is for mining a corpus file with --engine ray: add that, or leave it "
+                "out"
+            )
+        fixed = (self.text_column, self.id_column, self.model)
+        if self.index is not None and (any(fixed) or self.query_prompt is not None):
+            raise SemsearchError(
+                "--text-column, --id-column, --model and --query-prompt are fixed by the "
+                "index's manifest: leave them out with --index"
+            )
+
+    def corpus_source(self) -> CorpusSource:
+        """The corpus file to encode and mine, with its columns and model."""
+        from semsearch.mining import CorpusSource
+
+        return CorpusSource(
+            path=_corpus_path(self.collection),  # type: ignore[arg-type]
+            text_column=self.text_column or "text",
+            id_column=self.id_column,
+            model=self.model or DEFAULT_MODEL,
+            batch_size=self.batch_size,
+            device=self.device,
+            query_prompt=self.query_prompt,
+        )
 
 
 def _mine_index(index: str, index_dir: Path, options, on_ray) -> MiningResult:

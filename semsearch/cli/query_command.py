@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    IndexDir,
-    app,
-    console,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
+from semsearch.cli.options import IndexDir
 from semsearch.cli.output import print_hits, print_json_lines, say_no_results
 from semsearch.errors import SemsearchError
 from semsearch.io.inputs import read_lines
@@ -29,264 +25,328 @@ from semsearch.options import (
 from semsearch.search.limits import queries_per_call
 from semsearch.store.folders import IndexFolder, find_index
 
+if TYPE_CHECKING:
+    from semsearch.rerank import Reranker
+    from semsearch.search.searcher import Hit, Searcher
+
 # `query --help` lists the common options first, then these groups.
 HYBRID_PANEL = "Hybrid search and re-ranking"
 TUNING_PANEL = "Index parameters (override the index's tuned values)"
 MODEL_PANEL = "Model"
 
 
+QueryText = Annotated[
+    str | None, typer.Argument(help="What to search for (after `--` if it starts with a dash).")
+]
+IndexChoice = Annotated[
+    str | None, typer.Option(help="Index name or folder (default: the most recent).")
+]
+TopK = Annotated[int, typer.Option("-k", "--top-k", help="Results per query.")]
+QueriesFile = Annotated[Path | None, typer.Option(help="A text file of queries, one per line.")]
+Where = Annotated[
+    str | None,
+    typer.Option(help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."),
+]
+Show = Annotated[
+    list[str] | None, typer.Option(help="A metadata column to add to the table (repeatable).")
+]
+JsonLines = Annotated[
+    bool, typer.Option("--json", help="JSON lines, one per result, with every column.")
+]
+VectorsFile = Annotated[
+    Path | None,
+    typer.Option(help="Query by vector: a .npy file, one query a row (no model; dense only)."),
+]
+Mode = Annotated[
+    str,
+    typer.Option(
+        help=f"{' | '.join(SEARCH_MODES)}: the vectors, BM25, or both fused.",
+        rich_help_panel=HYBRID_PANEL,
+    ),
+]
+Group = Annotated[
+    str, typer.Option(help="A chunked index's hits: documents (by their best chunk) or chunks.")
+]
+FusionMethod = Annotated[
+    str,
+    typer.Option(
+        help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (BM25 weighs less where its top "
+        f"scores are flat; reciprocal ranks, k={DEFAULT_RRF_K}; alpha x dense + (1 - alpha) x "
+        "lexical).",
+        rich_help_panel=HYBRID_PANEL,
+    ),
+]
+Alpha = Annotated[
+    float,
+    typer.Option(
+        help="The dense side's weight in convex fusion, its least in adaptive.",
+        rich_help_panel=HYBRID_PANEL,
+    ),
+]
+Rerank = Annotated[
+    str | None,
+    typer.Option(
+        help="A cross-encoder folder that re-orders the candidates.", rich_help_panel=HYBRID_PANEL
+    ),
+]
+RerankTop = Annotated[
+    int,
+    typer.Option(
+        help="Candidates per query for --rerank to re-order.", rich_help_panel=HYBRID_PANEL
+    ),
+]
+Nprobe = Annotated[
+    int | None, typer.Option(help="IVF lists to visit.", rich_help_panel=TUNING_PANEL)
+]
+EfSearch = Annotated[
+    int | None, typer.Option(help="HNSW candidate list size.", rich_help_panel=TUNING_PANEL)
+]
+Oversample = Annotated[
+    int | None,
+    typer.Option(
+        help="A disk index's candidates re-scored per result.", rich_help_panel=TUNING_PANEL
+    ),
+]
+At = Annotated[
+    int | None,
+    typer.Option(help="Search this generation, not the current one.", rich_help_panel=TUNING_PANEL),
+]
+QueryDevice = Annotated[
+    str,
+    typer.Option(
+        help="auto (CUDA when present), cpu, cuda or cuda:N.", rich_help_panel=MODEL_PANEL
+    ),
+]
+QueryRuntime = Annotated[
+    str,
+    typer.Option(
+        help="What encodes the queries: auto (OpenVINO where it runs, else torch), torch or "
+        "openvino; the vectors are the same.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+SkipModelCheck = Annotated[
+    bool,
+    typer.Option(
+        "--no-model-check",
+        help="Query even where the model's weights are not those that "
+        "built the index (or it records none).",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+QueryPromptOverride = Annotated[
+    str | None,
+    typer.Option(
+        help="Text put before each query for this call only, instead of the prompt the "
+        "index records (see `semsearch info`); '' for none.",
+        rich_help_panel=MODEL_PANEL,
+        show_default=False,
+    ),
+]
+
+
 @app.command()
 @user_errors
 def query(
-    text: Annotated[
-        str | None, typer.Argument(help="What to search for (after `--` if it starts with a dash).")
-    ] = None,
-    index: Annotated[
-        str | None, typer.Option(help="Index name or folder (default: the most recent).")
-    ] = None,
-    k: Annotated[int, typer.Option("-k", "--top-k", help="Results per query.")] = 10,
-    file: Annotated[Path | None, typer.Option(help="A text file of queries, one per line.")] = None,
-    where: Annotated[
-        str | None,
-        typer.Option(
-            help="SQL condition on the metadata, e.g. \"license = 'MIT' AND year >= 2020\"."
-        ),
-    ] = None,
-    show: Annotated[
-        list[str] | None, typer.Option(help="A metadata column to add to the table (repeatable).")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="JSON lines, one per result, with every column.")
-    ] = False,
-    vectors: Annotated[
-        Path | None,
-        typer.Option(help="Query by vector: a .npy file, one query a row (no model; dense only)."),
-    ] = None,
+    text: QueryText = None,
+    index: IndexChoice = None,
+    k: TopK = 10,
+    file: QueriesFile = None,
+    where: Where = None,
+    show: Show = None,
+    json_output: JsonLines = False,
+    vectors: VectorsFile = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
-    mode: Annotated[
-        str,
-        typer.Option(
-            help=f"{' | '.join(SEARCH_MODES)}: the vectors, BM25, or both fused.",
-            rich_help_panel=HYBRID_PANEL,
-        ),
-    ] = "dense",
-    group: Annotated[
-        str,
-        typer.Option(help="A chunked index's hits: documents (by their best chunk) or chunks."),
-    ] = "documents",
-    fusion: Annotated[
-        str,
-        typer.Option(
-            help=f"How hybrid fuses: {' | '.join(FUSION_METHODS)} (BM25 weighs less where its top "
-            f"scores are flat; reciprocal ranks, k={DEFAULT_RRF_K}; alpha x dense + (1 - alpha) x "
-            "lexical).",
-            rich_help_panel=HYBRID_PANEL,
-        ),
-    ] = DEFAULT_FUSION,
-    alpha: Annotated[
-        float,
-        typer.Option(
-            help="The dense side's weight in convex fusion, its least in adaptive.",
-            rich_help_panel=HYBRID_PANEL,
-        ),
-    ] = DEFAULT_ALPHA,
-    rerank: Annotated[
-        str | None,
-        typer.Option(
-            help="A cross-encoder folder that re-orders the candidates.",
-            rich_help_panel=HYBRID_PANEL,
-        ),
-    ] = None,
-    rerank_top: Annotated[
-        int,
-        typer.Option(
-            help="Candidates per query for --rerank to re-order.", rich_help_panel=HYBRID_PANEL
-        ),
-    ] = DEFAULT_RERANK_TOP,
-    nprobe: Annotated[
-        int | None, typer.Option(help="IVF lists to visit.", rich_help_panel=TUNING_PANEL)
-    ] = None,
-    ef_search: Annotated[
-        int | None, typer.Option(help="HNSW candidate list size.", rich_help_panel=TUNING_PANEL)
-    ] = None,
-    oversample: Annotated[
-        int | None,
-        typer.Option(
-            help="A disk index's candidates re-scored per result.", rich_help_panel=TUNING_PANEL
-        ),
-    ] = None,
-    at: Annotated[
-        int | None,
-        typer.Option(
-            help="Search this generation, not the current one.", rich_help_panel=TUNING_PANEL
-        ),
-    ] = None,
-    device: Annotated[
-        str,
-        typer.Option(
-            help="auto (CUDA when present), cpu, cuda or cuda:N.", rich_help_panel=MODEL_PANEL
-        ),
-    ] = "auto",
-    runtime: Annotated[
-        str,
-        typer.Option(
-            help="What encodes the queries: auto (OpenVINO where it runs, else torch), torch or "
-            "openvino; the vectors are the same.",
-            rich_help_panel=MODEL_PANEL,
-        ),
-    ] = "auto",
-    skip_model_check: Annotated[
-        bool,
-        typer.Option(
-            "--no-model-check",
-            help="Query even where the model's weights are not those that "
-            "built the index (or it records none).",
-            rich_help_panel=MODEL_PANEL,
-        ),
-    ] = False,
-    query_prompt: Annotated[
-        str | None,
-        typer.Option(
-            help="Text put before each query for this call only, instead of the prompt the "
-            "index records (see `semsearch info`); '' for none.",
-            rich_help_panel=MODEL_PANEL,
-            show_default=False,
-        ),
-    ] = None,
+    mode: Mode = "dense",
+    group: Group = "documents",
+    fusion: FusionMethod = DEFAULT_FUSION,
+    alpha: Alpha = DEFAULT_ALPHA,
+    rerank: Rerank = None,
+    rerank_top: RerankTop = DEFAULT_RERANK_TOP,
+    nprobe: Nprobe = None,
+    ef_search: EfSearch = None,
+    oversample: Oversample = None,
+    at: At = None,
+    device: QueryDevice = "auto",
+    runtime: QueryRuntime = "auto",
+    skip_model_check: SkipModelCheck = False,
+    query_prompt: QueryPromptOverride = None,
 ) -> None:
     """Find the rows nearest in meaning to TEXT (or to each line of --file).
 
     With --rerank, a cross-encoder keeps the best -k of --rerank-top candidates.
     """
+    request = QueryRequest(**locals())  # first: locals() are the options alone
     from semsearch.search.hybrid import Fusion, check_mode
 
     check_mode(mode)
     fused = Fusion(fusion, alpha=alpha)
     if vectors is not None:
-        if text is not None or file is not None or rerank is not None or mode != "dense":
-            raise SemsearchError(
-                "--vectors searches by vector alone: leave out TEXT, --file, --rerank and --mode"
-            )
-        _query_vectors(
-            vectors,
-            index,
-            index_dir,
-            at,
-            k,
-            where,
-            {"nprobe": nprobe, "efSearch": ef_search, "oversample": oversample},
-            show,
-            json_output,
-        )
+        _query_vectors(request, vectors)
         return
     queries = _read_queries(text, file)
     folder = find_index(index, index_dir)
-    from semsearch.models.query_loader import open_for_queries
-    from semsearch.search.searcher import Searcher
-
-    manifest = folder.manifest(at)
-    if mode != "lexical" and not manifest.has_model:  # before anything loads
-        from semsearch.io.own_vectors import no_model_message
-
-        raise SemsearchError(no_model_message(manifest.name))
-    if mode == "lexical" and rerank is None:  # BM25 alone: no model to load
-        searcher = Searcher(folder, at=at, lexical_only=True)
-    else:
-        encoder = open_for_queries(manifest.model, device, runtime)
-        searcher = Searcher(
-            folder,
-            encoder=encoder,
-            at=at,
-            model_check=not skip_model_check,
-            query_prompt=query_prompt,
-        )
+    searcher = _open_searcher(request, folder)
     _check_show(searcher, show)
-    score_name = searcher.score_name_for(mode)
-    options = {
-        "where": where,
-        "mode": mode,
-        "group": group,
-        "fusion": fused,
-        "nprobe": nprobe,
-        "efSearch": ef_search,
-        "oversample": oversample,
-    }
-    reranker = None
-    if rerank is not None:
-        from semsearch.models.cross_encoder import CrossEncoder
-        from semsearch.rerank import RERANK_SCORE, Reranker
-
-        reranker = Reranker(CrossEncoder.load(rerank, device=device), top=rerank_top)
-        score_name = RERANK_SCORE
+    reranker, score_name = _open_reranker(request, searcher)
+    options = {**request.index_parameters(), "where": where, "mode": mode, "group": group}
     depth = k if reranker is None else max(reranker.top, k)
     per_call = queries_per_call(depth)  # a long --file goes in calls the library accepts
     for start in range(0, len(queries), per_call):
         chunk = queries[start : start + per_call]
-        found = searcher.search(chunk, k=depth, **options)
+        found = searcher.search(chunk, k=depth, fusion=fused, **options)
         if start == 0 and index is None:
             _say_which_index(folder, index_dir)
-        notes = [_renumbered(note, start) for note in _notes_on_k(found, k, depth)]
-        for note in notes:
-            typer.echo(f"note: {note}", err=True)
+        notes = _print_notes([_renumbered(note, start) for note in _notes_on_k(found, k, depth)])
         results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
-        if json_output:
-            print_json_lines(
-                _json_record(hit.to_dict(score_name), folder.name, notes)
-                for hits in results
-                for hit in hits
-            )
-            for query_text in (text for text, hits in zip(chunk, results) if not hits):
-                say_no_results(query_text)
-            continue
-        for query_text, hits in zip(chunk, results):
-            print_hits(query_text, hits, score_name, console, show or [])
+        _print_results(request, chunk, results, score_name, folder.name, notes)
 
 
-def _query_vectors(
-    path: Path,
-    index: str | None,
-    index_dir: Path,
-    at: int | None,
-    k: int,
-    where: str | None,
-    params: dict[str, int | None],
-    show: list[str] | None,
-    json_output: bool,
+@dataclass(frozen=True)
+class QueryRequest:
+    """`semsearch query`'s options as parsed."""
+
+    text: str | None
+    index: str | None
+    k: int
+    file: Path | None
+    where: str | None
+    show: list[str] | None
+    json_output: bool
+    vectors: Path | None
+    index_dir: Path
+    mode: str
+    group: str
+    fusion: str
+    alpha: float
+    rerank: str | None
+    rerank_top: int
+    nprobe: int | None
+    ef_search: int | None
+    oversample: int | None
+    at: int | None
+    device: str
+    runtime: str
+    skip_model_check: bool
+    query_prompt: str | None
+
+    def index_parameters(self) -> dict[str, int | None]:
+        """The index's search parameters the call overrides, named as the searcher names them."""
+        return {"nprobe": self.nprobe, "efSearch": self.ef_search, "oversample": self.oversample}
+
+
+def _open_searcher(request: QueryRequest, folder: IndexFolder) -> Searcher:
+    """The searcher of `folder` for text queries: BM25 alone loads no model; anything else
+    loads the index's encoder, refused before anything loads where the index records none."""
+    from semsearch.models.query_loader import open_for_queries
+    from semsearch.search.searcher import Searcher
+
+    manifest = folder.manifest(request.at)
+    if request.mode != "lexical" and not manifest.has_model:
+        from semsearch.io.own_vectors import no_model_message
+
+        raise SemsearchError(no_model_message(manifest.name))
+    if request.mode == "lexical" and request.rerank is None:
+        return Searcher(folder, at=request.at, lexical_only=True)
+    return Searcher(
+        folder,
+        encoder=open_for_queries(manifest.model, request.device, request.runtime),
+        at=request.at,
+        model_check=not request.skip_model_check,
+        query_prompt=request.query_prompt,
+    )
+
+
+def _open_reranker(request: QueryRequest, searcher: Searcher) -> tuple[Reranker | None, str]:
+    """The cross-encoder that re-orders the hits (None without --rerank), and the name of the
+    score the output shows."""
+    if request.rerank is None:
+        return None, searcher.score_name_for(request.mode)
+    from semsearch.models.cross_encoder import CrossEncoder
+    from semsearch.rerank import RERANK_SCORE, Reranker
+
+    cross_encoder = CrossEncoder.load(request.rerank, device=request.device)
+    return Reranker(cross_encoder, top=request.rerank_top), RERANK_SCORE
+
+
+def _print_notes(notes: list[str]) -> list[str]:
+    """Each of a call's notes on stderr; returns them, for the JSON lines to carry."""
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    return notes
+
+
+def _print_results(
+    request: QueryRequest,
+    chunk: list[str],
+    results: list[list[Hit]],
+    score_name: str,
+    index_name: str,
+    notes: list[str],
 ) -> None:
+    """One call's hits: a table per query, or JSON lines (and a no-results line on stderr
+    for a query that found nothing)."""
+    if not request.json_output:
+        for query_text, hits in zip(chunk, results):
+            print_hits(query_text, hits, score_name, console, request.show or [])
+        return
+    print_json_lines(
+        _json_record(hit.to_dict(score_name), index_name, notes) for hits in results for hit in hits
+    )
+    for query_text in (text for text, hits in zip(chunk, results) if not hits):
+        say_no_results(query_text)
+
+
+def _query_vectors(request: QueryRequest, path: Path) -> None:
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
+    alone = request.text is None and request.file is None and request.rerank is None
+    if not alone or request.mode != "dense":
+        raise SemsearchError(
+            "--vectors searches by vector alone: leave out TEXT, --file, --rerank and --mode"
+        )
     from semsearch.io.inputs import read_npy
     from semsearch.io.own_vectors import query_vectors
     from semsearch.search.searcher import Searcher
 
     array = read_npy(path)
-    folder = find_index(index, index_dir)
-    searcher = Searcher(folder, at=at, vectors_only=True)
+    folder = find_index(request.index, request.index_dir)
+    searcher = Searcher(folder, at=request.at, vectors_only=True)
     vectors = query_vectors(array, searcher.manifest.model.dimension, f"the vectors of {path.name}")
-    _check_show(searcher, show)
+    _check_show(searcher, request.show)
     score_name = searcher.score_name_for("dense")
-    per_call = queries_per_call(k)
+    per_call = queries_per_call(request.k)
     for start in range(0, len(vectors), per_call):
         found = searcher.search_vectors(
-            vectors[start : start + per_call], k=k, where=where, **params
+            vectors[start : start + per_call],
+            k=request.k,
+            where=request.where,
+            **request.index_parameters(),
         )
-        if start == 0 and index is None:
-            _say_which_index(folder, index_dir)
-        notes = [_renumbered(note, start) for note in found.notes]
-        for note in notes:
-            typer.echo(f"note: {note}", err=True)
+        if start == 0 and request.index is None:
+            _say_which_index(folder, request.index_dir)
+        notes = _print_notes([_renumbered(note, start) for note in found.notes])
         for offset, hits in enumerate(found):
-            row = start + offset
-            if json_output:
-                print_json_lines(
-                    _json_record(
-                        {"query_row": row, **_vector_hit(hit, score_name)}, folder.name, notes
-                    )
-                    for hit in hits
-                )
-                if not hits:
-                    say_no_results(f"vector {row}")
-            else:
-                print_hits(f"vector {row}", hits, score_name, console, show or [])
+            _print_vector_hits(request, start + offset, hits, score_name, folder.name, notes)
+
+
+def _print_vector_hits(
+    request: QueryRequest,
+    row: int,
+    hits: list[Hit],
+    score_name: str,
+    index_name: str,
+    notes: list[str],
+) -> None:
+    """The hits of the query vector in row `row`, as a table or JSON lines."""
+    if not request.json_output:
+        print_hits(f"vector {row}", hits, score_name, console, request.show or [])
+        return
+    print_json_lines(
+        _json_record({"query_row": row, **_vector_hit(hit, score_name)}, index_name, notes)
+        for hit in hits
+    )
+    if not hits:
+        say_no_results(f"vector {row}")
 
 
 def _vector_hit(hit, score_name: str) -> dict:

@@ -4,51 +4,64 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, Device, IndexDir, app, user_errors
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, user_errors
+from semsearch.cli.options import Device, IndexDir
 from semsearch.errors import SemsearchError
 from semsearch.options import QUERY_PRECISIONS
+
+if TYPE_CHECKING:
+    from semsearch.server.schemas import ServerConfig
+
+
+ServedNames = Annotated[
+    list[str] | None,
+    typer.Argument(help="Indexes to serve (default: every index in --index-dir)."),
+]
+Host = Annotated[
+    str, typer.Option(help="Address to bind; 0.0.0.0 exposes the server to the network.")
+]
+Port = Annotated[int, typer.Option(help="TCP port.")]
+ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        help="Required on every request when set, and what turns the write "
+        "endpoints on (default: $SEMSEARCH_API_KEY)."
+    ),
+]
+MaxBatch = Annotated[
+    int,
+    typer.Option(
+        help="Most queries one encoder worker takes at a time (on a CPU, more than 8 are encoded 8 at a time, shortest first); small batches answer in arrival order."
+    ),
+]
+MaxWaitMs = Annotated[
+    float, typer.Option(help="How long the first query of a batch waits for others.")
+]
+QueryPrecision = Annotated[
+    str,
+    typer.Option(
+        help="Query encoding on a CPU: auto (bf16 where this CPU runs it natively and faster, "
+        "measured at start-up), fp32 or bf16."
+    ),
+]
 
 
 @app.command()
 @user_errors
 def serve(
-    names: Annotated[
-        list[str] | None,
-        typer.Argument(help="Indexes to serve (default: every index in --index-dir)."),
-    ] = None,
+    names: ServedNames = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
-    host: Annotated[
-        str, typer.Option(help="Address to bind; 0.0.0.0 exposes the server to the network.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            help="Required on every request when set, and what turns the write "
-            "endpoints on (default: $SEMSEARCH_API_KEY)."
-        ),
-    ] = None,
-    max_batch: Annotated[
-        int,
-        typer.Option(
-            help="Most queries one encoder worker takes at a time (on a CPU, more than 8 are encoded 8 at a time, shortest first); small batches answer in arrival order."
-        ),
-    ] = 8,
-    max_wait_ms: Annotated[
-        float, typer.Option(help="How long the first query of a batch waits for others.")
-    ] = 3.0,
+    host: Host = "127.0.0.1",
+    port: Port = 8000,
+    api_key: ApiKey = None,
+    max_batch: MaxBatch = 8,
+    max_wait_ms: MaxWaitMs = 3.0,
     device: Device = "auto",
-    precision: Annotated[
-        str,
-        typer.Option(
-            help="Query encoding on a CPU: auto (bf16 where this CPU runs it natively and faster, "
-            "measured at start-up), fp32 or bf16."
-        ),
-    ] = "auto",
+    precision: QueryPrecision = "auto",
 ) -> None:
     """Serve indexes over HTTP: a JSON API (docs at /docs), Prometheus /metrics and a search page at /.
 
@@ -64,10 +77,6 @@ def serve(
         raise SemsearchError(
             f"unknown --precision {precision!r}: use {', '.join(QUERY_PRECISIONS)}"
         )
-
-    import uvicorn
-
-    from semsearch.server.app import create_app
     from semsearch.server.schemas import ServerConfig
 
     config = ServerConfig(
@@ -79,6 +88,15 @@ def serve(
         max_wait_ms=max_wait_ms,
         precision=precision,
     )
+    _run(config, host, port)
+
+
+def _run(config: ServerConfig, host: str, port: int) -> None:
+    """Run the server until Ctrl-C; a start that failed ends the command with its one line."""
+    import uvicorn
+
+    from semsearch.server.app import create_app
+
     # What start-up is loading and warming, and when it is ready, in a line each: an
     # operator otherwise sees a URL that answers 503 for a while without knowing why.
     if logging.getLogger().getEffectiveLevel() <= logging.WARNING:

@@ -7,15 +7,8 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import (
-    DEFAULT_INDEX_DIR,
-    Device,
-    IndexDir,
-    JsonFlag,
-    app,
-    console,
-    user_errors,
-)
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
+from semsearch.cli.options import Device, IndexDir, IndexOrMostRecent, JsonFlag
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.io.inputs import read_lines
@@ -26,9 +19,7 @@ from semsearch.store.folders import find_index
 @app.command()
 @user_errors
 def tune(
-    name: Annotated[
-        str | None, typer.Argument(help="Index name or folder (default: the most recent).")
-    ] = None,
+    name: IndexOrMostRecent = None,
     target_recall: Annotated[
         float, typer.Option(help="Recall@k to reach against exact search.")
     ] = 0.95,

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from semsearch.cli.common import DEFAULT_INDEX_DIR, IndexDir, JsonFlag, app, console, user_errors
+from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
+from semsearch.cli.options import IndexDir, IndexOrMostRecent, JsonFlag
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.store.folders import find_index
@@ -15,9 +16,7 @@ from semsearch.store.folders import find_index
 @app.command()
 @user_errors
 def verify(
-    name: Annotated[
-        str | None, typer.Argument(help="Index name or folder (default: the most recent).")
-    ] = None,
+    name: IndexOrMostRecent = None,
     generation: Annotated[
         int | None, typer.Option(help="Verify this generation instead of the current one.")
     ] = None,

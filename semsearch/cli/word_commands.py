@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from semsearch.cli.common import app, console, user_errors
+from semsearch.cli.options import ModelOutput
 from semsearch.errors import SemsearchError
 
 
@@ -75,7 +76,7 @@ def word_model(
     vectors: Annotated[
         Path, typer.Argument(help="A word2vec text file (`semsearch word-vectors`).")
     ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The model folder to write.")],
+    output: ModelOutput,
     layer: Annotated[str, typer.Option(help="none (averaged word vectors), lstm or cnn.")] = "none",
     hidden: Annotated[
         int, typer.Option(help="LSTM units per direction, or CNN channels per kernel.")
