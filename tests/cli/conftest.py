@@ -1,4 +1,9 @@
-"""Fixtures shared by the command-line tests: a command runner on the tiny model."""
+"""Fixtures shared by the command-line tests: a command runner on the tiny model.
+
+The command-line tests run what users get: the default runtime (OpenVINO on a CPU, the
+export cached once per test session), not torch as the library's own tests do. A test that
+needs torch's exact vectors says so with `@pytest.mark.torch_runtime`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,16 @@ from cli.support import runner
 from click.testing import Result
 
 from semsearch.cli.app import app
+
+CLI_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLI_TESTS in Path(str(item.path)).parents and not item.get_closest_marker(
+            "torch_runtime"
+        ):
+            item.add_marker(pytest.mark.default_runtime)
 
 
 @pytest.fixture()

@@ -30,6 +30,7 @@ def _corpus(tmp_path):
     return str(path)
 
 
+@pytest.mark.torch_runtime  # the failure is injected into torch's encoding, mid-build
 def test_an_unexpected_failure_is_one_line_exit_1_and_removes_the_partial_build(
     tmp_path, cli, crashing_encoder
 ) -> None:
