@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from semsearch.ann.base import RereadableParts
-from semsearch.ann.vector_index import VectorIndex, higher_is_better, prepare_vectors
+from semsearch.ann.metrics import higher_is_better
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)

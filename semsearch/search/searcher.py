@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from semsearch.ann.vector_index import higher_is_better, prepare_vectors
+from semsearch.ann.metrics import higher_is_better
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import with_prompt

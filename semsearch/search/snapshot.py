@@ -25,12 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.ann.factory import OVERSAMPLE, IndexSpec
-from semsearch.ann.vector_index import (
-    ExactStandIn,
-    IdFilter,
-    VectorIndex,
-    higher_is_better,
-)
+from semsearch.ann.metrics import higher_is_better
+from semsearch.ann.vector_index import ExactStandIn, IdFilter, VectorIndex
 from semsearch.errors import SemsearchError
 from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
 from semsearch.search.where import WhereEvaluator
