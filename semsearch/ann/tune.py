@@ -97,6 +97,21 @@ def enforce_target(result: TuningResult, index: VectorIndex, strict: bool = Fals
     log.warning("%s", message)
 
 
+def log_tuned(result: TuningResult) -> None:
+    """The line a build says about its tuning: the value chosen, the recall it reached."""
+    verdict = "meets" if result.met else "does NOT meet (the best found)"
+    log.warning(
+        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
+        result.parameter,
+        result.value,
+        result.k,
+        result.recall,
+        result.queries,
+        verdict,
+        result.target,
+    )
+
+
 def tie_aware_recall(
     found_scores: np.ndarray,
     found: np.ndarray,
