@@ -37,18 +37,17 @@ from semsearch.ann.factory import IndexSpec
 from semsearch.ann.tune import TuningResult
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.checksums import describe_files
-from semsearch.store.filling import add_parts, trained_index
-from semsearch.store.folders import IndexFolder
-from semsearch.store.generation import segment_name
-from semsearch.store.lexical import index_segment_texts
-from semsearch.store.manifest import (
-    LexicalSpec,
-    SegmentRecord,
+from semsearch.store.file_names import (
     part_arrow_name,
     part_documents_names,
     part_file_names,
     segment_file_names,
 )
+from semsearch.store.filling import add_parts, trained_index
+from semsearch.store.folders import IndexFolder
+from semsearch.store.generation import segment_name
+from semsearch.store.lexical import index_segment_texts
+from semsearch.store.manifest import LexicalSpec, SegmentRecord
 from semsearch.store.rescoring import tune_segment
 from semsearch.store.segment import Segment, has_documents, index_file_name
 

@@ -36,8 +36,8 @@ from semsearch.ann.tune import TuningResult, enforce_target, tune_against_exact,
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.file_names import part_file_names
 from semsearch.store.filling import sample_vectors
-from semsearch.store.manifest import part_file_names
 from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)

@@ -31,16 +31,14 @@ from pathlib import Path
 
 from semsearch.checksums import HASH_NAME, file_digest
 from semsearch.errors import DamagedIndexError, SemsearchError
+from semsearch.store.file_names import SEGMENTS_DIR, part_arrow_name, part_file_names
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation
 from semsearch.store.manifest import (
-    SEGMENTS_DIR,
     Manifest,
     SegmentRecord,
     generation_file,
     load_record,
-    part_arrow_name,
-    part_file_names,
     write_manifest,
 )
 
