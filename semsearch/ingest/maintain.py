@@ -21,6 +21,7 @@ from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.ingest.merge import write_merged
 from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.file_checks import check_opened_files
 from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import IndexFolder, remove_leftovers
 from semsearch.store.generation import next_generation, next_segment_number, now, segment_name
@@ -34,7 +35,7 @@ from semsearch.store.manifest import (
 )
 from semsearch.store.rescoring import tune_segment
 from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
-from semsearch.store.verify import check_opened_files, check_restorable
+from semsearch.store.verify import check_restorable
 
 log = logging.getLogger(__name__)
 

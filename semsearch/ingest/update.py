@@ -34,6 +34,7 @@ from semsearch.models.prompts import check_document_prompt
 from semsearch.models.query_loader import open_for_rows
 from semsearch.search.searcher import check_same_model
 from semsearch.search.where import WhereEvaluator
+from semsearch.store.file_checks import check_file, check_opened_files
 from semsearch.store.filling import add_parts
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation, next_segment_number, segment_name
@@ -47,7 +48,6 @@ from semsearch.store.segment import (
     index_file_name,
     write_deleted,
 )
-from semsearch.store.verify import check_file, check_opened_files
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ from semsearch.ann.vector_index import ExactStandIn, IdFilter, VectorIndex
 from semsearch.errors import SemsearchError
 from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
 from semsearch.search.where import WhereEvaluator
+from semsearch.store.file_checks import check_file, check_opened_files, check_vector_files
 from semsearch.store.file_names import LEXICAL_FILES, SEGMENTS_DIR
 from semsearch.store.folders import IndexFolder
 from semsearch.store.lexical import LexicalPart, LexicalSegment, lexical_search
@@ -37,7 +38,6 @@ from semsearch.store.manifest import LexicalSpec, Manifest
 from semsearch.store.metadata_parts import MetadataParts
 from semsearch.store.rescoring import PartCheck, is_rescoring, rescoring_index
 from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
-from semsearch.store.verify import check_file, check_opened_files, check_vector_files
 
 log = logging.getLogger(__name__)
 
