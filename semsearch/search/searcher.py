@@ -22,14 +22,10 @@ from semsearch.options import GROUPS, Group, SearchMode, check_choice
 from semsearch.search.grouping import best_chunk_per_document
 from semsearch.search.hybrid import Fusion, check_mode, fuse
 from semsearch.search.limits import bound_search, bound_texts
-from semsearch.search.snapshot import IndexSnapshot, SegmentCache, open_snapshot
+from semsearch.search.open_segments import SegmentCache
+from semsearch.search.snapshot import IndexSnapshot, open_snapshot
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
-from semsearch.store.manifest import (
-    CHUNK_END_COLUMN,
-    CHUNK_ID_COLUMN,
-    CHUNK_START_COLUMN,
-    Manifest,
-)
+from semsearch.store.manifest import CHUNK_END_COLUMN, CHUNK_ID_COLUMN, CHUNK_START_COLUMN, Manifest
 from semsearch.store.segment import ID_COLUMN
 
 log = logging.getLogger(__name__)
