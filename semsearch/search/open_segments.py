@@ -52,7 +52,7 @@ class OpenSegment:
 
 class SegmentCache:
     """Opened segments kept across generations, so reopening after a change reads only what is
-    new; `checked` holds the files already hashed (see `verify.check_opened_files`)."""
+    new; `checked` holds the files already hashed (see `file_checks.check_opened_files`)."""
 
     def __init__(self) -> None:
         self._opened: dict[tuple, tuple[Segment, VectorIndex] | LexicalPart] = {}

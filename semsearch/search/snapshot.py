@@ -6,7 +6,7 @@ per-call parameters and an id filter (deleted rows and `--where`), and the segme
 results are merged. A filter that keeps few rows is answered by exact search over the
 rows it keeps: an approximate structure would reach too few of them.
 
-Opening checks the generation's files against its record (`verify.check_opened_files`) and
+Opening checks the generation's files against its record (`file_checks.check_opened_files`) and
 sees one whole generation even while `build --overwrite` replaces the folder
 (`open_snapshot`).
 """
@@ -293,7 +293,7 @@ class IndexSnapshot:
 
     def _checked_vectors(self, open_segment: OpenSegment) -> Segment:
         """The segment, its stored vector files hashed on first use by this snapshot (an open
-        checks only their size: `verify.check_vector_files`)."""
+        checks only their size: `file_checks.check_vector_files`)."""
         name = open_segment.segment.name
         if name not in self._vectors_checked:
             check_vector_files(
