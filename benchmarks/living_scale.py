@@ -23,8 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from semsearch.ann.metrics import higher_is_better
 from semsearch.ann.tune import recall_at_k, tie_aware_recall
-from semsearch.ann.vector_index import higher_is_better, prepare_vectors
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.index import Index
 from semsearch.search.searcher import Searcher
 

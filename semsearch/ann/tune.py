@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from semsearch.ann.base import RereadableParts
-from semsearch.ann.vector_index import VectorIndex, higher_is_better, prepare_vectors
+from semsearch.ann.metrics import higher_is_better
+from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,21 @@ def enforce_target(result: TuningResult, index: VectorIndex, strict: bool = Fals
     if strict:
         raise SemsearchError(f"{message} (--strict: nothing was written)")
     log.warning("%s", message)
+
+
+def log_tuned(result: TuningResult) -> None:
+    """The line a build says about its tuning: the value chosen, the recall it reached."""
+    verdict = "meets" if result.met else "does NOT meet (the best found)"
+    log.warning(
+        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
+        result.parameter,
+        result.value,
+        result.k,
+        result.recall,
+        result.queries,
+        verdict,
+        result.target,
+    )
 
 
 def tie_aware_recall(

@@ -29,7 +29,6 @@ from semsearch.ann.base import AnnBackend, IdFilter
 from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
 from semsearch.ann.factory import IndexSpec
 from semsearch.ann.metrics import METRICS, prepare_vectors
-from semsearch.ann.metrics import higher_is_better as higher_is_better  # importable from here
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)

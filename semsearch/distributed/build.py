@@ -19,7 +19,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from semsearch.ann.factory import IndexSpec
-from semsearch.ann.tune import TuningResult
+from semsearch.ann.tune import log_tuned
 from semsearch.ann.vector_index import prepare_vectors
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import (
@@ -42,13 +42,7 @@ from semsearch.distributed.segments import (
     with_tuning,
 )
 from semsearch.errors import ResumableError
-from semsearch.ingest.build import (
-    FilePartSource,
-    IndexedParts,
-    PartSource,
-    build_index,
-    read_in_parts,
-)
+from semsearch.ingest.build import IndexedParts, PartSource, build_index
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.corpus_files import (
     FileStream,
@@ -58,6 +52,7 @@ from semsearch.ingest.corpus_files import (
     scan_file,
 )
 from semsearch.ingest.file_parts import FileScan, part_count, plan_units
+from semsearch.ingest.file_source import FilePartSource, read_in_parts
 from semsearch.io.corpus import check_id_column, is_many_files, open_corpus, usable_rows
 from semsearch.io.documents import is_document_folder
 from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
@@ -285,7 +280,7 @@ class RaySource(ManyFilesSource):
         finish_split(folder.path)
         result = indexed[0].tuning
         if result is not None:
-            _log_tuning(result)
+            log_tuned(result)
         files = {name: entry for done in indexed for name, entry in done.files.items()}
         log.info("indexed %d rows as %d segments on Ray", rows, len(indexed))
         return IndexedParts(
@@ -315,20 +310,6 @@ def _tuning_job(spec: IndexSpec, encoder, options: BuildOptions) -> TuningJob | 
         texts = with_prompt(options.tuning_queries, query_prompt(encoder))
         queries = prepare_vectors(encoder.encode(texts), spec.metric)
     return TuningJob(options.target_recall, queries, options.strict)
-
-
-def _log_tuning(result: TuningResult) -> None:
-    verdict = "meets" if result.met else "does NOT meet (the best found)"
-    log.warning(
-        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
-        result.parameter,
-        result.value,
-        result.k,
-        result.recall,
-        result.queries,
-        verdict,
-        result.target,
-    )
 
 
 def encoder_setup(encoder, workers: Workers, options: BuildOptions) -> EncoderSetup:

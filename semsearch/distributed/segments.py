@@ -34,23 +34,21 @@ import numpy as np
 
 from semsearch.ann.devices import CPU
 from semsearch.ann.factory import IndexSpec
-from semsearch.ann.tune import TuningResult, enforce_target
-from semsearch.ann.vector_index import VectorIndex, prepare_vectors
+from semsearch.ann.tune import TuningResult
+from semsearch.ann.vector_index import VectorIndex
 from semsearch.checksums import describe_files
-from semsearch.options import DEFAULT_TUNING_QUERIES
-from semsearch.store.filling import add_parts, sample_vectors, trained_index
-from semsearch.store.folders import IndexFolder
-from semsearch.store.generation import segment_name
-from semsearch.store.lexical import index_segment_texts
-from semsearch.store.manifest import (
-    LexicalSpec,
-    SegmentRecord,
+from semsearch.store.file_names import (
     part_arrow_name,
     part_documents_names,
     part_file_names,
     segment_file_names,
 )
-from semsearch.store.rescoring import tune_search
+from semsearch.store.filling import add_parts, trained_index
+from semsearch.store.folders import IndexFolder
+from semsearch.store.generation import segment_name
+from semsearch.store.lexical import index_segment_texts
+from semsearch.store.manifest import LexicalSpec, SegmentRecord
+from semsearch.store.rescoring import tune_segment
 from semsearch.store.segment import Segment, has_documents, index_file_name
 
 log = logging.getLogger(__name__)
@@ -124,7 +122,12 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
         and index.tunable_parameter()
         and (rows >= 2 or tuning.queries is not None)
     ):
-        result = _tune(index, job.spec, segment, rows, tuning)
+        # `build`'s tuning on one segment: the centroids are shared, so a list holds the same
+        # share of each segment's rows and the nprobe that reaches the target on one reaches
+        # it on all.
+        result = tune_segment(
+            index, job.spec, segment, tuning.target, TUNING_K, tuning.queries, tuning.strict
+        )
     index_file = index_file_name(1)
     index_bytes = index.write(path / index_file)
     del index
@@ -143,23 +146,6 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
     return IndexedSegment(
         record, describe_files(Path(job.folder), segment_file_names(record), {}), result
     )
-
-
-def _tune(
-    index: VectorIndex, spec: IndexSpec, segment: Segment, rows: int, job: TuningJob
-) -> TuningResult:
-    """`build._tune` on one segment: the centroids are shared, so a list holds the same share
-    of each segment's rows and the nprobe that reaches the target on one reaches it on all."""
-    if job.queries is not None:
-        query_ids, queries = None, job.queries
-    else:
-        query_ids, vectors = sample_vectors(
-            segment.iter_parts, min(DEFAULT_TUNING_QUERIES, rows), 1
-        )
-        queries = prepare_vectors(vectors, index.metric)
-    result = tune_search(index, spec, segment, queries, job.target, TUNING_K, query_ids)
-    enforce_target(result, index, job.strict)
-    return result
 
 
 def part_ranges(parts: int, workers: int) -> list[tuple[int, int]]:

@@ -8,7 +8,7 @@ bounded by the few parts in the pipeline's queues plus the index.
 Everything is written into a partial folder renamed into place at the end; an interrupted
 build leaves that folder behind and the same command resumes from the last complete part.
 Where the rows come from and where they are encoded is a `PartSource`: one file encoded in
-this process here, many files (`semsearch.ingest.corpus_files`) in this process or on a Ray
+this process (`semsearch.ingest.file_source`), many files (`semsearch.ingest.corpus_files`) in this process or on a Ray
 cluster (`semsearch.distributed`); every source writes the same parts.
 """
 
@@ -18,66 +18,31 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-import pyarrow as pa
-from tqdm.auto import tqdm
-
 from semsearch import __version__
 from semsearch.ann.devices import device_words, faiss_device
 from semsearch.ann.factory import IndexSpec, check_index_type, choose_index
-from semsearch.ann.tune import TuningResult, enforce_target
+from semsearch.ann.tune import TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
-from semsearch.ingest.chunk_rows import plan_chunks
-from semsearch.ingest.corpus_files import FileStream, ManyFilesSource, open_stream
-from semsearch.ingest.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
-from semsearch.io.corpus import (
-    Corpus,
-    RowFilter,
-    UsableRows,
-    check_id_column,
-    count_usable_rows,
-    is_many_files,
-    open_corpus,
-    rechunk,
-    usable_rows,
-)
-from semsearch.io.documents import (
-    DOCUMENT_ID,
-    DOCUMENT_TEXT,
-    is_document_folder,
-    open_documents,
-)
-from semsearch.io.filesystems import is_uri, location_sha256, location_text
-from semsearch.io.own_vectors import (
-    ColumnVectors,
-    VectorColumn,
-    column_spec,
-    dimension_of,
-    with_vector_column,
-)
+from semsearch.ingest.file_source import FilePartSource, many_files_source
+from semsearch.io.corpus import is_many_files
+from semsearch.io.documents import is_document_folder
+from semsearch.io.own_vectors import ColumnVectors, column_spec, with_vector_column
 from semsearch.models.encoder import Encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
-from semsearch.models.truncation import truncation_report
-from semsearch.options import DEFAULT_TUNING_QUERIES, check_runtime
-from semsearch.store.filling import add_parts, sample_vectors, trained_index
-from semsearch.store.folders import (
-    IndexFolder,
-    check_name,
-    partial_folder,
-    publish,
-)
+from semsearch.options import check_runtime
+from semsearch.store.filling import add_parts, trained_index
+from semsearch.store.folders import IndexFolder, check_name, partial_folder, publish
 from semsearch.store.generation import now, segment_name
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import Manifest, SegmentRecord, SourceSpec, write_manifest
-from semsearch.store.rescoring import tune_search
+from semsearch.store.rescoring import tune_segment
 from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
 
 log = logging.getLogger(__name__)
@@ -110,9 +75,6 @@ class PartSource(Protocol):
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         """Encode and write every part `writer` does not hold yet."""
 
-    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
-        """Add the segment's parts to the trained, empty `index`."""
-
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         """What the manifest records as the first source."""
 
@@ -124,76 +86,6 @@ class PartSource(Protocol):
     # `reads_vector_column = True` says its encode stage takes `--vector-column`.
 
 
-class FilePartSource:
-    """One corpus read as one stream, encoded part by part in this process: a file, a folder
-    of documents, or many files read one after the other (`corpus`, for a chunked build)."""
-
-    def __init__(self, options: BuildOptions, corpus: FileStream | None = None) -> None:
-        if corpus is None and is_document_folder(options.corpus):  # a file a document
-            corpus = open_documents(options.corpus, options.strict)
-            options = replace(options, text_column=DOCUMENT_TEXT, id_column=DOCUMENT_ID)
-        else:
-            corpus = corpus or open_corpus(options.corpus)
-            RowFilter(options.text_column, options.id_column).check_columns(corpus)
-        self.name = corpus.path.name
-        # What the build then reads (chunk rows, or the rows themselves), and with which id.
-        self.corpus, self.options, self.chunks = plan_chunks(corpus, options)
-        self._documents = corpus
-        self._sha256: str | None = None
-        self._usable: int | None = None
-        self.dimension: int | None = None  # of the vector column's vectors, once checked
-
-    def usable_rows(self) -> int:
-        options = self.options
-        if options.vector_column is not None:  # every vector checked before anything is written
-            column = options.vector_column
-            self.dimension, rows = dimension_of(
-                self.corpus.batches(columns=[column]), column, self.name
-            )
-            if options.text_column is None:
-                if options.id_column is not None:
-                    check_id_column(self.corpus, options.id_column)
-                self._usable = rows
-                return rows
-        self._usable = count_usable_rows(
-            self.corpus, options.text_column, options.id_column, options.strict
-        )
-        return self._usable
-
-    def fingerprint(self) -> str:
-        if self._sha256 is None:
-            documents = self._documents
-            one_file = isinstance(documents, Corpus)
-            self._sha256 = location_sha256(documents.path) if one_file else documents.fingerprint()
-        return self._sha256
-
-    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
-        with truncation_report(encoder) as truncated:
-            rows_read, skipped = _encode_parts(
-                self.corpus, encoder, writer, options, self._usable, self.dimension
-            )
-        return EncodedRows(rows_read, skipped, truncated.cut)
-
-    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
-        add_parts(index, segment.iter_parts, segment_rows(segment), options.show_progress)
-
-    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
-        path = self.corpus.path
-        return SourceSpec(
-            path=location_text(path) if is_uri(location_text(path)) else str(path.resolve()),
-            format=self.corpus.format,
-            sha256=self.fingerprint(),
-            rows_read=rows.read,
-            rows_skipped=rows.skipped,
-            text_column=options.text_column,
-            id_column=options.id_column,
-            vector_column=options.vector_column,
-        )
-
-    def operation(self) -> dict:
-        return {}
-
-
 def build_index(
     options: BuildOptions, encoder: Encoder | None = None, source: PartSource | None = None
 ) -> IndexFolder:
@@ -203,9 +95,51 @@ def build_index(
     file, folder or glob of `options`, in this process).
     """
     started = time.perf_counter()
-    name = options.index_name
-    _check_options(options, name)
-    final = Path(options.out_dir) / name
+    _check_options(options, options.index_name)
+    options, source = _source(options, source)
+    usable = source.usable_rows()
+    if usable == 0:
+        raise SemsearchError(
+            f"{source.name} has no non-empty {options.text_column!r} texts: nothing to index"
+        )
+    # Where FAISS trains, adds and tunes, checked before the model loads. A cluster's
+    # `--device` is its workers' (the driver's FAISS then takes a GPU when it has one).
+    device = faiss_device(getattr(source, "driver_device", options.device))
+    encoder = _encoder(options, source, encoder)
+    # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
+    # not after an hour of encoding.
+    spec = _choose(options, usable, encoder.dimension)
+    VectorIndex.create(spec, encoder.dimension)
+    partial = partial_folder(Path(options.out_dir), options.index_name)
+    source_sha256 = source.fingerprint()
+    try:
+        _prepare_partial(partial, _build_state(options, encoder, source_sha256))
+    except OSError as exc:
+        raise SemsearchError(_cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
+    try:
+        manifest = _write_index(
+            IndexFolder(partial), options, source, encoder, spec, usable, device
+        )
+        write_manifest(partial, replace(manifest, build_seconds=_since(started)))
+        (partial / STATE_FILE).unlink()
+        final = Path(options.out_dir) / options.index_name
+        publish(partial, final, options.overwrite)
+    except RESUMABLE as exc:
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+        log.warning("%s: run the same command again to resume from %s", stopped, partial)
+        raise
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
+        raise
+    return IndexFolder(final)
+
+
+def _since(started: float) -> float:
+    return round(time.perf_counter() - started, 2)
+
+
+def _source(options: BuildOptions, source: PartSource | None) -> tuple[BuildOptions, PartSource]:
+    """The options completed (the model, the vector column) and the source of the rows."""
     if options.vector_column is not None:
         own = source is not None and not getattr(source, "reads_vector_column", False)
         options = with_vector_column(options, own)
@@ -215,17 +149,14 @@ def build_index(
         source = many_files_source(options)
     source = source if source is not None else FilePartSource(options)
     # A chunked build reads chunk rows, each with its own id (`ingest.chunk_rows`).
-    options = getattr(source, "options", options)
-    usable = source.usable_rows()
-    if usable == 0:
-        raise SemsearchError(
-            f"{source.name} has no non-empty {options.text_column!r} texts: nothing to index"
-        )
-    # Where FAISS trains, adds and tunes, checked before the model loads. A cluster's
-    # `--device` is its workers' (the driver's FAISS then takes a GPU when it has one).
-    device = faiss_device(getattr(source, "driver_device", options.device))
+    return getattr(source, "options", options), source
+
+
+def _encoder(options: BuildOptions, source: PartSource, encoder: Encoder | None) -> Encoder:
+    """The encoder given, or the model loaded (or the vector column's stand-in), checked
+    against the vectors of `--vector-column`."""
     if encoder is None and options.vector_column is not None and options.model is None:
-        encoder = ColumnVectors(column_spec(source.dimension, options.metric), name)
+        encoder = ColumnVectors(column_spec(source.dimension, options.metric), options.index_name)
     elif encoder is None:
         if options.show_progress:  # seconds to minutes (torch, the weights, the CPU export)
             require_kind(resolve_model(options.model), "bi-encoder")  # its errors stay one line
@@ -245,85 +176,66 @@ def build_index(
             f"the vectors of {options.vector_column!r} are {source.dimension}-d, but model "
             f"{encoder.name!r} makes {encoder.dimension}-d ones: name the model that made them"
         )
-    # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
-    # not after an hour of encoding.
-    spec = _choose(options, usable, encoder.dimension)
-    VectorIndex.create(spec, encoder.dimension)
-    partial = partial_folder(Path(options.out_dir), name)
-    source_sha256 = source.fingerprint()
-    try:
-        _prepare_partial(partial, _build_state(options, encoder, source_sha256))
-    except OSError as exc:
-        raise SemsearchError(_cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
-    folder = IndexFolder(partial)
-    try:
-        split = document_split(getattr(source, "chunks", None), options.text_column)
-        writer = SegmentWriter(
-            folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors], split
-        )
-        encoded = source.encode_parts(encoder, writer, options)
-        parts = writer.part_count()
-        record = SegmentRecord(segment_name(0), 0, parts, "", 0, documents=split is not None)
-        segment = Segment(writer.folder, record)
-        total = sum(len(ids) for ids in segment.part_ids)
-        if total != usable:
-            raise SemsearchError(
-                f"{source.name} changed while it was being indexed ({usable} rows with a text, "
-                f"then {total}): build again once it stays the same"
-            )
-        # A source may index the parts itself (`--engine ray`: one segment per worker).
-        if hasattr(source, "index_parts"):
-            indexed = source.index_parts(spec, encoder, segment, folder, options, device)
-        else:
-            indexed = index_segment(source, spec, encoder, segment, folder, options, device)
-        spec, tuning = indexed.spec, indexed.tuning
-        manifest = Manifest(
-            name=name,
-            generation=1,
-            rows=total,
-            model=encoder.spec,
-            index=spec,
-            source=source.source_spec(encoded, options),
-            segments=indexed.records,
-            next_id=encoded.read,
-            files=indexed.files,
-            vector_dtype=STORE_VECTORS[options.store_vectors],
-            operation={
-                "kind": "build",
-                "rows": total,
-                "skipped": encoded.skipped,
-                "truncated": encoded.truncated,
-                "runtime": encoder_runtime(encoder, options),
-                **source.operation(),
-            },
-            semsearch_version=__version__,
-            created_at=now(),
-            build_seconds=round(time.perf_counter() - started, 2),
-            tuning=tuning.to_dict() if tuning else None,
-            lexical=options.lexical,
-            chunks=getattr(source, "chunks", None),
-        )
-        write_manifest(partial, manifest)
-        (partial / STATE_FILE).unlink()
-        publish(partial, final, options.overwrite)
-    except RESUMABLE as exc:
-        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
-        log.warning("%s: run the same command again to resume from %s", stopped, partial)
-        raise
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
-        raise
-    return IndexFolder(final)
+    return encoder
 
 
-def many_files_source(options: BuildOptions) -> PartSource:
-    """A folder or glob of table files: read file by file in parts (`ManyFilesSource`), or,
-    where texts are to be cut into chunks, as one stream of chunk rows."""
-    could_chunk = options.vector_column is None and options.text_column is not None
-    if options.chunking == "off" or not could_chunk:
-        return ManyFilesSource(options)
-    streamed = FilePartSource(options, open_stream(options.corpus))
-    return streamed if streamed.chunks is not None else ManyFilesSource(options)
+def _write_index(
+    folder: IndexFolder,
+    options: BuildOptions,
+    source: PartSource,
+    encoder,
+    spec: IndexSpec,
+    usable: int,
+    device,
+) -> Manifest:
+    """Encode the parts into the partial `folder`, index them: the first generation's record
+    (its `build_seconds` left for the caller)."""
+    split = document_split(getattr(source, "chunks", None), options.text_column)
+    writer = SegmentWriter(
+        folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors], split
+    )
+    encoded = source.encode_parts(encoder, writer, options)
+    record = SegmentRecord(
+        segment_name(0), 0, writer.part_count(), "", 0, documents=split is not None
+    )
+    segment = Segment(writer.folder, record)
+    total = sum(len(ids) for ids in segment.part_ids)
+    if total != usable:
+        raise SemsearchError(
+            f"{source.name} changed while it was being indexed ({usable} rows with a text, "
+            f"then {total}): build again once it stays the same"
+        )
+    # A source may index the parts itself (`--engine ray`: one segment per worker).
+    if hasattr(source, "index_parts"):
+        indexed = source.index_parts(spec, encoder, segment, folder, options, device)
+    else:
+        indexed = index_segment(spec, encoder, segment, folder, options, device)
+    return Manifest(
+        name=options.index_name,
+        generation=1,
+        rows=total,
+        model=encoder.spec,
+        index=indexed.spec,
+        source=source.source_spec(encoded, options),
+        segments=indexed.records,
+        next_id=encoded.read,
+        files=indexed.files,
+        vector_dtype=STORE_VECTORS[options.store_vectors],
+        operation={
+            "kind": "build",
+            "rows": total,
+            "skipped": encoded.skipped,
+            "truncated": encoded.truncated,
+            "runtime": encoder_runtime(encoder, options),
+            **source.operation(),
+        },
+        semsearch_version=__version__,
+        created_at=now(),
+        build_seconds=0.0,
+        tuning=indexed.tuning.to_dict() if indexed.tuning else None,
+        lexical=options.lexical,
+        chunks=getattr(source, "chunks", None),
+    )
 
 
 @dataclass(frozen=True)
@@ -338,7 +250,6 @@ class IndexedParts:
 
 
 def index_segment(
-    source: PartSource,
     spec: IndexSpec,
     encoder,
     segment: Segment,
@@ -352,7 +263,7 @@ def index_segment(
         spec, encoder.dimension, segment.iter_parts, total, folder, 1, device
     )
     with index.placed(device):
-        source.fill(index, segment, options)
+        add_parts(index, segment.iter_parts, total, options.show_progress)
         tuning = None
         if options.target_recall is not None and index.tunable_parameter():
             tuning = _tune(index, spec, segment, encoder, options)
@@ -431,27 +342,13 @@ def _tune(
     if not options.tuning_queries and segment_rows(segment) < 2:
         log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
         return None
+    queries = None
     if options.tuning_queries:
-        query_ids = None
         queries = with_prompt(options.tuning_queries, query_prompt(encoder))
         queries = prepare_vectors(encoder.encode(queries), index.metric)
-    else:
-        count = min(DEFAULT_TUNING_QUERIES, segment_rows(segment))
-        query_ids, vectors = sample_vectors(segment.iter_parts, count, seed=1)
-        queries = prepare_vectors(vectors, index.metric)
-    result = tune_search(index, spec, segment, queries, options.target_recall, TUNING_K, query_ids)
-    enforce_target(result, index, options.strict)  # --strict: a missed target is an error
-    verdict = "meets" if result.met else "does NOT meet (the best found)"
-    log.warning(
-        "tuned %s=%d: recall@%d %.3f on %d queries %s the target %s",
-        result.parameter,
-        result.value,
-        TUNING_K,
-        result.recall,
-        result.queries,
-        verdict,
-        result.target,
-    )
+    target, strict = options.target_recall, options.strict  # --strict: a missed target fails
+    result = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
+    log_tuned(result)
     return result
 
 
@@ -487,65 +384,6 @@ def _read_state(folder: Path) -> dict | None:
         return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _encode_parts(
-    corpus: Corpus,
-    encoder,
-    writer: SegmentWriter,
-    options: BuildOptions,
-    usable: int | None,
-    dimension: int | None = None,
-) -> tuple[int, int]:
-    """Encode and write every part not written yet, reading, tokenising, encoding and writing
-    overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
-    moves with every batch; a resumed build's starts at the rows its parts hold already, so
-    its rate and ETA count only the texts this run encodes."""
-    counts = {"read": 0, "skipped": 0}
-    own = options.vector_column
-    bar = tqdm(
-        total=usable,
-        initial=writer.rows_written(),
-        desc="encoding" if own is None else "reading vectors",
-        unit="text" if own is None else "row",
-        disable=not options.show_progress,
-        smoothing=RATE_SMOOTHING,
-    )
-    vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
-
-    def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
-        for part, chunk in enumerate(read_in_parts(corpus, options.part_rows)):
-            if options.text_column is None:  # your own vectors alone: every row is usable
-                rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
-            else:
-                rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
-            counts["read"] += chunk.num_rows
-            counts["skipped"] += rows.skipped
-            if writer.has(part):  # written by the interrupted build this one resumes
-                continue  # its rows are the bar's `initial`
-            yield prepare_part(
-                part, rows.batch, rows.source_rows, options.text_column, vector_column
-            )
-
-    with bar:
-        write_parts(
-            encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
-        )
-    rows_read, skipped = counts["read"], counts["skipped"]
-    if skipped:
-        log.warning(
-            "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
-            skipped,
-            rows_read,
-            options.text_column,
-        )
-    return rows_read, skipped
-
-
-def read_in_parts(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
-    """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short):
-    part N holds the same rows in every run, so a build resumes by part."""
-    return rechunk(corpus.batches(min(rows_per_chunk, 8192)), rows_per_chunk)
 
 
 def encoder_runtime(encoder, options: BuildOptions) -> str | None:

@@ -7,6 +7,7 @@ caller to get them.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -18,6 +19,8 @@ from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_TARGET_RECALL
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 from semsearch.store.manifest import LexicalSpec
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PART_ROWS = 16_384
 
@@ -83,6 +86,18 @@ class EncodedRows:
     read: int
     skipped: int
     truncated: int = 0
+
+
+def counted_rows(read: int, skipped: int, truncated: int, text_column: str | None) -> EncodedRows:
+    """The counts, with the one warning every source gives for rows skipped without a text."""
+    if skipped:
+        log.warning(
+            "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
+            skipped,
+            read,
+            text_column,
+        )
+    return EncodedRows(read, skipped, truncated)
 
 
 def _stem(path: Path) -> str:

@@ -22,9 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
-from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
-from semsearch.ingest.build_options import BuildOptions, EncodedRows
+from semsearch.ingest.build_options import BuildOptions, EncodedRows, counted_rows
 from semsearch.ingest.file_parts import FileScan, part_count, plan_units, read_unit
 from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part, write_parts
 from semsearch.ingest.parts import PartRows as PreparedRows
@@ -47,9 +46,8 @@ from semsearch.io.filesystems import (
     resolve_uri_files,
 )
 from semsearch.models.truncation import truncation_report
-from semsearch.store.filling import add_parts
 from semsearch.store.manifest import SourceSpec
-from semsearch.store.segment import Segment, SegmentWriter
+from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
 
@@ -228,22 +226,7 @@ class ManyFilesSource:
     def encoded_rows(self, truncated: int) -> EncodedRows:
         rows = sum(scan.rows for scan in self.scans)
         skipped = rows - sum(scan.usable for scan in self.scans)
-        if skipped:
-            log.warning(
-                "skipped %d of %d rows with a null or empty %r (--strict makes that an error)",
-                skipped,
-                rows,
-                self.options.text_column,
-            )
-        return EncodedRows(rows, skipped, truncated)
-
-    def fill(self, index: VectorIndex, segment: Segment, options: BuildOptions) -> None:
-        add_parts(
-            index,
-            segment.iter_parts,
-            sum(len(ids) for ids in segment.part_ids),
-            options.show_progress,
-        )
+        return counted_rows(rows, skipped, truncated, self.options.text_column)
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         many = as_location(options.corpus)

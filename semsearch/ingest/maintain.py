@@ -16,12 +16,13 @@ import numpy as np
 
 from semsearch.ann.devices import FaissDevice, faiss_device
 from semsearch.ann.factory import choose_index
-from semsearch.ann.tune import TuningResult, enforce_target
+from semsearch.ann.tune import TuningResult, log_tuned
 from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.ingest.merge import write_merged
 from semsearch.options import DEFAULT_TUNING_QUERIES
-from semsearch.store.filling import add_parts, sample_vectors, trained_index
+from semsearch.store.file_checks import check_opened_files
+from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import IndexFolder, remove_leftovers
 from semsearch.store.generation import next_generation, next_segment_number, now, segment_name
 from semsearch.store.lexical import index_segment_texts
@@ -32,9 +33,9 @@ from semsearch.store.manifest import (
     generation_file,
     write_manifest,
 )
-from semsearch.store.rescoring import tune_search
+from semsearch.store.rescoring import tune_segment
 from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
-from semsearch.store.verify import check_opened_files, check_restorable
+from semsearch.store.verify import check_restorable
 
 log = logging.getLogger(__name__)
 
@@ -207,16 +208,12 @@ def retune(
                 f"index {manifest.name!r} ({manifest.index.factory}) searches exactly "
                 "(recall 1.0): there is nothing to tune"
             )
-        if queries is None:
-            query_ids, vectors = sample_vectors(
-                segment.iter_parts, min(sample, record.rows), seed=1
-            )
-            queries = prepare_vectors(vectors, manifest.index.metric)
-        else:
-            query_ids, queries = None, prepare_vectors(queries, manifest.index.metric)
+        if queries is not None:
+            queries = prepare_vectors(queries, manifest.index.metric)
         with index.placed(placement):
-            result = tune_search(index, manifest.index, segment, queries, target, k, query_ids)
-        enforce_target(result, index, strict)
+            result = tune_segment(
+                index, manifest.index, segment, target, k, queries, strict, sample
+            )
         params = {**manifest.index.search_params, **result.search_params()}
         new = next_generation(
             manifest,
@@ -254,29 +251,10 @@ def _rebuild(
     with index.placed(device):
         add_parts(index, segment.iter_parts, total, show_progress)
         if target_recall and index.tunable_parameter():
-            query_ids, vectors = sample_vectors(
-                segment.iter_parts, min(DEFAULT_TUNING_QUERIES, total), seed=1
-            )
-            tuning = tune_search(
-                index,
-                spec,
-                segment,
-                prepare_vectors(vectors, spec.metric),
-                target_recall,
-                TUNING_K,
-                query_ids,
-            )
-            enforce_target(tuning, index, strict)
+            tuning = tune_segment(index, spec, segment, target_recall, TUNING_K, strict=strict)
     if tuning is not None:
         spec = replace(spec, search_params=tuning.search_params())
-        log.warning(
-            "tuned %s=%d: recall@%d %.3f (target %s)",
-            tuning.parameter,
-            tuning.value,
-            TUNING_K,
-            tuning.recall,
-            tuning.target,
-        )
+        log_tuned(tuning)
     index_file = index_file_name(generation)
     size = index.write(segment.folder / index_file)
     record = replace(segment.record, index_file=index_file, index_file_bytes=size)

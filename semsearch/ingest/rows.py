@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from semsearch.errors import SemsearchError
-from semsearch.ingest.conform import convert_column, index_schema
+from semsearch.ingest.conform import Target, convert_column, index_schema
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import Manifest
 from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
@@ -133,3 +133,62 @@ def _cast_keys(keys: pa.Array, target: pa.DataType, column: str) -> pa.Array:
             "give each id exactly as the index holds it"
         )
     return cast
+
+
+def matched_rows(
+    live: LiveRows, table: pa.Table, hashes: np.ndarray, target: Target
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each new row of an upsert, the live row it replaces (-1: none, by id, or without
+    ids by text), and whether it is unchanged: the same text hash and metadata."""
+    if target.id_column is not None:
+        existing = live.find(table.column(target.id_column).combine_chunks())
+    else:  # without ids a row is its text: a text already present is unchanged
+        existing = live.find_hashes(hashes)
+    old_hashes = live.table.column(TEXT_HASH_COLUMN).to_numpy()
+    unchanged = (existing >= 0) & (old_hashes[np.maximum(existing, 0)] == hashes)
+    unchanged &= _same_metadata(live, existing, unchanged, table, target)
+    return existing, unchanged
+
+
+def _same_metadata(
+    live: LiveRows, existing: np.ndarray, candidates: np.ndarray, table: pa.Table, target: Target
+) -> np.ndarray:
+    """For each row whose text is unchanged (`candidates`), whether every other column is too:
+    an upsert replaces the whole row, so a changed year is a change."""
+    same = np.ones(len(existing), dtype=bool)
+    rows = np.flatnonzero(candidates)
+    if len(rows) == 0:
+        return same
+    skip = {target.text_column, target.id_column, live.manifest.source.vector_column}
+    columns = [name for name in {*target.schema.names, *table.column_names} if name not in skip]
+    if not columns:
+        return same
+    old = live.metadata_at(existing[rows], columns)
+    for name in columns:
+        before = old.column(name).combine_chunks()
+        after = (
+            table.column(name).take(pa.array(rows)).combine_chunks()
+            if name in table.column_names
+            else pa.nulls(len(rows), before.type)
+        )
+        same[rows] &= _same_values(before, after)
+    return same
+
+
+def _same_values(before: pa.Array, after: pa.Array) -> np.ndarray:
+    """Per row, whether two columns hold the same value (null equals null, NaN equals NaN)."""
+    try:
+        if pa.types.is_null(before.type) != pa.types.is_null(after.type):
+            before, after = (
+                (before.cast(after.type), after)
+                if pa.types.is_null(before.type)
+                else (before, after.cast(before.type))
+            )
+        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
+        equal = pc.fill_null(pc.equal(before, after), False)
+        if pa.types.is_floating(before.type):
+            both_nan = pc.and_(pc.is_nan(before), pc.is_nan(after))
+            equal = pc.or_(equal, pc.fill_null(both_nan, False))
+        return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # lists, structs
+        return np.array([a == b for a, b in zip(before.to_pylist(), after.to_pylist())], dtype=bool)

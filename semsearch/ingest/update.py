@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
@@ -27,7 +26,7 @@ from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chun
 from semsearch.ingest.conform import Target, conform, rename_text_column
 from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part
 from semsearch.ingest.parts import write_parts as encode_and_write
-from semsearch.ingest.rows import LiveRows
+from semsearch.ingest.rows import LiveRows, matched_rows
 from semsearch.io.corpus import check_corpus, check_ids, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
 from semsearch.models.encoder import Encoder
@@ -35,6 +34,7 @@ from semsearch.models.prompts import check_document_prompt
 from semsearch.models.query_loader import open_for_rows
 from semsearch.search.searcher import check_same_model
 from semsearch.search.where import WhereEvaluator
+from semsearch.store.file_checks import check_file, check_opened_files
 from semsearch.store.filling import add_parts
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation, next_segment_number, segment_name
@@ -42,14 +42,12 @@ from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.store.segment import (
     ID_COLUMN,
-    TEXT_HASH_COLUMN,
     Segment,
     SegmentWriter,
     document_split,
     index_file_name,
     write_deleted,
 )
-from semsearch.store.verify import check_file, check_opened_files
 
 log = logging.getLogger(__name__)
 
@@ -107,137 +105,115 @@ def add_rows(
         vector_column = own_vector_column(manifest, corpus, write_parts)
         check_corpus(corpus, text_column, id_column)  # what build checks, the same way
         table, skipped = _read_usable(corpus, text_column)
-        if table.num_rows == 0:
-            raise SemsearchError(
-                f"{corpus.path.name} has no rows with a {text_column!r} text to add"
-            )
         live = LiveRows.read(folder, manifest)
         target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
-        if text_column is not None:
-            table = rename_text_column(table, text_column, target, corpus.path.name)
-        own = table.column(vector_column.name) if vector_column is not None else None
-        if own is not None:  # checked whole, before anything is written; not a metadata column
-            own_vectors = vector_column.vectors(table)
-            table = table.drop_columns([vector_column.name])
-        table = conform(table, target, corpus.format, convert_types)
-        if id_column is not None and convert_types:  # "01" and "1" may both have become 1
-            check_ids(corpus.path, id_column, [table.column(id_column).combine_chunks()])
-        text_column = manifest.text_column
-        hashes = text_hashes(table.column(text_column)) if text_column is not None else None
-        if own is not None:
-            hashes = vector_hashes(own_vectors, hashes)
-            table = table.append_column(vector_column.name, own)
-        if id_column is not None:
-            existing = live.find(table.column(id_column).combine_chunks())
-        else:  # without ids a row is its text: a text already present is unchanged
-            existing = live.find_hashes(hashes)
-        old_hashes = live.table.column(TEXT_HASH_COLUMN).to_numpy()
-        unchanged = (existing >= 0) & (old_hashes[np.maximum(existing, 0)] == hashes)
-        unchanged &= _same_metadata(live, existing, unchanged, table, target)
-        replaced = (existing >= 0) & ~unchanged
-        fresh = existing < 0
+        table, hashes = _conformed(table, target, corpus, text_column, vector_column, convert_types)
+        existing, unchanged = matched_rows(live, table, hashes, target)
         # A changed document's chunks beyond its new count go with it, in the same generation.
         stale = stale_chunks(live, table) if manifest.chunks is not None else np.array([], np.int64)
-        if not (replaced.any() or fresh.any() or len(stale)):
+        if unchanged.all() and not len(stale):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
         placement = faiss_device(device)
-        old_ids = live.table.column(ID_COLUMN).to_numpy()
-        ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
-        ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
-        todo = ~unchanged
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
-        elif encoder is None:
-            if show_progress:  # seconds of silence otherwise
-                log.warning(
-                    "loading model %s on %s to encode %d rows",
-                    manifest.model.name,
-                    device_words(device),
-                    int(todo.sum()),
-                )
-            encoder = open_for_rows(manifest.model, device, runtime)
-        if encoder is not None:
-            check_same_model(manifest, encoder)
-            check_document_prompt(manifest.model.document_prompt, encoder, manifest.name)
-        rows = table.filter(pa.array(todo))
+        else:
+            encoder = _rows_encoder(manifest, encoder, device, runtime, show_progress, ~unchanged)
         if write_parts is None:
-            write_parts = functools.partial(
-                _encode_parts, encoder, text_column, batch_size, show_progress, vector_column
-            )
-        record = _write_segment(
-            folder, manifest, rows, ids[todo], text_column, write_parts, placement
+            settings = (manifest.text_column, batch_size, show_progress, vector_column)
+            write_parts = functools.partial(_encode_parts, encoder, *settings)
+        segments, counts = _added_segments(
+            folder, live, table, existing, unchanged, stale, write_parts, placement
         )
-        deletions = live.deleted_by_segment(np.concatenate([existing[replaced], stale]))
-        segments = _with_deletions(folder, manifest, deletions) + [record]
-        new = next_generation(
-            manifest,
-            segments,
-            {
-                "kind": "add",
-                "source": str(corpus.path),
-                "added": int(fresh.sum()),
-                "replaced": int(replaced.sum()),
-                "unchanged": int(unchanged.sum()),
-                "stale_chunks": len(stale),
-                "runtime": None if encoder is None else encoder.runtime,
-            },
-            time.perf_counter() - started,
-            next_id=manifest.next_id + int(fresh.sum()),
-        )
+        operation = {"kind": "add", "source": str(corpus.path), **counts}
+        operation["stale_chunks"] = len(stale)
+        operation["runtime"] = None if encoder is None else encoder.runtime
+        spent = time.perf_counter() - started
+        new_id = manifest.next_id + counts["added"]
+        new = next_generation(manifest, segments, operation, spent, next_id=new_id)
         write_manifest(folder.path, new)
-        return ChangeResult(
-            new.generation,
-            added=int(fresh.sum()),
-            replaced=int(replaced.sum()),
-            unchanged=int(unchanged.sum()),
-            deleted=len(stale),
-            skipped_empty=skipped,
-        )
+        return ChangeResult(new.generation, **counts, deleted=len(stale), skipped_empty=skipped)
 
 
-def _same_metadata(
-    live: LiveRows, existing: np.ndarray, candidates: np.ndarray, table: pa.Table, target: Target
-) -> np.ndarray:
-    """For each row whose text is unchanged (`candidates`), whether every other column is too:
-    an upsert replaces the whole row, so a changed year is a change."""
-    same = np.ones(len(existing), dtype=bool)
-    rows = np.flatnonzero(candidates)
-    if len(rows) == 0:
-        return same
-    skip = {target.text_column, target.id_column, live.manifest.source.vector_column}
-    columns = [name for name in {*target.schema.names, *table.column_names} if name not in skip]
-    if not columns:
-        return same
-    old = live.metadata_at(existing[rows], columns)
-    for name in columns:
-        before = old.column(name).combine_chunks()
-        after = (
-            table.column(name).take(pa.array(rows)).combine_chunks()
-            if name in table.column_names
-            else pa.nulls(len(rows), before.type)
-        )
-        same[rows] &= _same_values(before, after)
-    return same
+def _added_segments(
+    folder: IndexFolder,
+    live: LiveRows,
+    table: pa.Table,
+    existing: np.ndarray,
+    unchanged: np.ndarray,
+    stale: np.ndarray,
+    write_parts: PartsWriter,
+    device: FaissDevice,
+) -> tuple[list[SegmentRecord], dict[str, int]]:
+    """The next generation's segments: the changed and new rows written as a new segment (a
+    replaced row keeps its id, a new one takes the next), the rows they replace deleted;
+    and the rows added, replaced and unchanged."""
+    manifest = live.manifest
+    old_ids = live.table.column(ID_COLUMN).to_numpy()
+    ids = np.where(existing >= 0, old_ids[np.maximum(existing, 0)], -1)
+    fresh = existing < 0
+    ids[fresh] = manifest.next_id + np.arange(int(fresh.sum()))
+    todo = ~unchanged
+    record = _write_segment(
+        folder, manifest, table.filter(pa.array(todo)), ids[todo], write_parts, device
+    )
+    replaced = (existing >= 0) & ~unchanged
+    deletions = live.deleted_by_segment(np.concatenate([existing[replaced], stale]))
+    counts = {"added": int(fresh.sum()), "replaced": int(replaced.sum())}
+    counts["unchanged"] = int(unchanged.sum())
+    return _with_deletions(folder, manifest, deletions) + [record], counts
 
 
-def _same_values(before: pa.Array, after: pa.Array) -> np.ndarray:
-    """Per row, whether two columns hold the same value (null equals null, NaN equals NaN)."""
-    try:
-        if pa.types.is_null(before.type) != pa.types.is_null(after.type):
-            before, after = (
-                (before.cast(after.type), after)
-                if pa.types.is_null(before.type)
-                else (before, after.cast(before.type))
+def _conformed(
+    table: pa.Table,
+    target: Target,
+    corpus,
+    text_column: str | None,
+    vector_column: VectorColumn | None,
+    convert_types: bool,
+) -> tuple[pa.Table, np.ndarray | None]:
+    """The new rows with the index's column names and types (`semsearch.ingest.conform`),
+    and each row's hash: its text's, and its own vector's for an index of your own vectors."""
+    if text_column is not None:
+        table = rename_text_column(table, text_column, target, corpus.path.name)
+    own = table.column(vector_column.name) if vector_column is not None else None
+    if own is not None:  # checked whole, before anything is written; not a metadata column
+        own_vectors = vector_column.vectors(table)
+        table = table.drop_columns([vector_column.name])
+    table = conform(table, target, corpus.format, convert_types)
+    id_column = target.id_column
+    if id_column is not None and convert_types:  # "01" and "1" may both have become 1
+        check_ids(corpus.path, id_column, [table.column(id_column).combine_chunks()])
+    text = target.text_column
+    hashes = text_hashes(table.column(text)) if text is not None else None
+    if own is not None:
+        hashes = vector_hashes(own_vectors, hashes)
+        table = table.append_column(vector_column.name, own)
+    return table, hashes
+
+
+def _rows_encoder(
+    manifest: Manifest,
+    encoder: Encoder | None,
+    device: str,
+    runtime: str,
+    show_progress: bool,
+    todo: np.ndarray,
+) -> Encoder:
+    """The encoder given, or the index's model loaded to encode the `todo` rows; checked to
+    be the index's model with its document prompt."""
+    if encoder is None:
+        if show_progress:  # seconds of silence otherwise
+            log.warning(
+                "loading model %s on %s to encode %d rows",
+                manifest.model.name,
+                device_words(device),
+                int(todo.sum()),
             )
-        both_null = pc.and_(pc.is_null(before), pc.is_null(after))
-        equal = pc.fill_null(pc.equal(before, after), False)
-        if pa.types.is_floating(before.type):
-            both_nan = pc.and_(pc.is_nan(before), pc.is_nan(after))
-            equal = pc.or_(equal, pc.fill_null(both_nan, False))
-        return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # lists, structs
-        return np.array([a == b for a, b in zip(before.to_pylist(), after.to_pylist())], dtype=bool)
+        encoder = open_for_rows(manifest.model, device, runtime)
+    check_same_model(manifest, encoder)
+    check_document_prompt(manifest.model.document_prompt, encoder, manifest.name)
+    return encoder
 
 
 def delete_rows(
@@ -298,17 +274,17 @@ def _columns(
 
 
 def _read_usable(corpus, text_column: str | None) -> tuple[pa.Table, int]:
-    if text_column is None:  # your own vectors without texts: every row is usable
-        return pa.Table.from_batches(list(corpus.batches()), corpus.schema), 0
+    """The corpus' rows with a text (all of them without a text column), and how many had
+    none; refused where no row is left."""
     batches, skipped, first_row = [], 0, 0
     for batch in corpus.batches():
-        rows = usable_rows(batch, text_column, first_row)
-        batches.append(rows.batch)
-        skipped += rows.skipped
+        rows = usable_rows(batch, text_column, first_row) if text_column is not None else None
+        batches.append(batch if rows is None else rows.batch)
+        skipped += 0 if rows is None else rows.skipped
         first_row += batch.num_rows
-    if not batches:
-        return pa.table({text_column: pa.array([], pa.string())}), 0
-    return pa.Table.from_batches(batches), skipped
+    if sum(batch.num_rows for batch in batches) == 0:
+        raise SemsearchError(f"{corpus.path.name} has no rows with a {text_column!r} text to add")
+    return pa.Table.from_batches(batches, corpus.schema if text_column is None else None), skipped
 
 
 def _write_segment(
@@ -316,7 +292,6 @@ def _write_segment(
     manifest: Manifest,
     rows: pa.Table,
     ids: np.ndarray,
-    text_column: str,
     write_parts: PartsWriter,
     device: FaissDevice,
 ) -> SegmentRecord:
@@ -344,7 +319,12 @@ def _write_segment(
     lexical_dir = None
     if manifest.lexical is not None:  # the new rows' BM25 part, like their FAISS index
         lexical_dir = index_segment_texts(
-            temporary, text_column, rows.num_rows, parts, manifest.lexical, manifest.generation + 1
+            temporary,
+            manifest.text_column,
+            rows.num_rows,
+            parts,
+            manifest.lexical,
+            manifest.generation + 1,
         )
     temporary.rename(folder.segment_dir(name))
     return replace(record, index_file=index_file, index_file_bytes=size, lexical_dir=lexical_dir)

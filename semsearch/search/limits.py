@@ -51,7 +51,7 @@ MAX_QUERY_CHARS = 20_000
 
 
 class _Segment(Protocol):
-    """What the bounds need of a searched segment (`snapshot.OpenSegment`)."""
+    """What the bounds need of a searched segment (`open_segments.OpenSegment`)."""
 
     @property
     def index(self): ...  # an `AnnBackend`: its size, parameter_ceiling, search_parameters

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from semsearch.ann.vector_index import higher_is_better, prepare_vectors
+from semsearch.ann.metrics import higher_is_better
+from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import with_prompt
@@ -21,14 +22,10 @@ from semsearch.options import GROUPS, Group, SearchMode, check_choice
 from semsearch.search.grouping import best_chunk_per_document
 from semsearch.search.hybrid import Fusion, check_mode, fuse
 from semsearch.search.limits import bound_search, bound_texts
-from semsearch.search.snapshot import IndexSnapshot, SegmentCache, open_snapshot
+from semsearch.search.open_segments import SegmentCache
+from semsearch.search.snapshot import IndexSnapshot, open_snapshot
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
-from semsearch.store.manifest import (
-    CHUNK_END_COLUMN,
-    CHUNK_ID_COLUMN,
-    CHUNK_START_COLUMN,
-    Manifest,
-)
+from semsearch.store.manifest import CHUNK_END_COLUMN, CHUNK_ID_COLUMN, CHUNK_START_COLUMN, Manifest
 from semsearch.store.segment import ID_COLUMN
 
 log = logging.getLogger(__name__)

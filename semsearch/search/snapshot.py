@@ -6,7 +6,7 @@ per-call parameters and an id filter (deleted rows and `--where`), and the segme
 results are merged. A filter that keeps few rows is answered by exact search over the
 rows it keeps: an approximate structure would reach too few of them.
 
-Opening checks the generation's files against its record (`verify.check_opened_files`) and
+Opening checks the generation's files against its record (`file_checks.check_opened_files`) and
 sees one whole generation even while `build --overwrite` replaces the folder
 (`open_snapshot`).
 """
@@ -17,30 +17,24 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
 
 from semsearch.ann.factory import OVERSAMPLE, IndexSpec
-from semsearch.ann.vector_index import (
-    ExactStandIn,
-    IdFilter,
-    VectorIndex,
-    higher_is_better,
-)
+from semsearch.ann.metrics import higher_is_better
+from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
 from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
+from semsearch.search.open_segments import OpenSegment, SegmentCache
 from semsearch.search.where import WhereEvaluator
+from semsearch.store.file_checks import check_opened_files, check_vector_files
 from semsearch.store.folders import IndexFolder
-from semsearch.store.lexical import LexicalPart, LexicalSegment, lexical_search
-from semsearch.store.manifest import LEXICAL_FILES, SEGMENTS_DIR, LexicalSpec, Manifest
+from semsearch.store.lexical import LexicalSegment, lexical_search
+from semsearch.store.manifest import LexicalSpec, Manifest
 from semsearch.store.metadata_parts import MetadataParts
-from semsearch.store.rescoring import PartCheck, is_rescoring, rescoring_index
 from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
-from semsearch.store.verify import check_file, check_opened_files, check_vector_files
 
 log = logging.getLogger(__name__)
 
@@ -64,107 +58,6 @@ WHERE_CACHE_BYTES = 64 << 20
 OPEN_RETRY_SECONDS = 10.0
 # A folder missing on every try for this long is missing, not between two builds.
 MISSING_GRACE_SECONDS = 0.5
-
-
-@dataclass
-class OpenSegment:
-    """A segment of this generation: its files, FAISS index, live rows and first global row."""
-
-    segment: Segment
-    index: VectorIndex
-    live: np.ndarray
-    offset: int
-    live_filter: IdFilter | None = field(default=None, init=False)
-    live_filter_built: bool = field(default=False, init=False)
-    any_live: bool = field(init=False)  # scanning `live` costs ~30 us a query on 841k rows
-
-    def __post_init__(self) -> None:
-        self.any_live = bool(self.live.any())
-
-    def id_filter(self, allowed: np.ndarray | None = None) -> IdFilter | None:
-        """The ids of this segment's `allowed` rows (default: its live rows), None for all."""
-        if allowed is None:
-            if not self.live_filter_built:  # the common case: built once per generation
-                self.live_filter, self.live_filter_built = self.id_filter(self.live), True
-            return self.live_filter
-        if allowed.all():
-            return None
-        lookup = self.segment.id_lookup
-        return IdFilter.of(lookup.at(np.flatnonzero(allowed)), lookup.last + 1)
-
-
-class SegmentCache:
-    """Opened segments kept across generations, so reopening after a change reads only what is
-    new; `checked` holds the files already hashed (see `verify.check_opened_files`)."""
-
-    def __init__(self) -> None:
-        self._opened: dict[tuple, tuple[Segment, VectorIndex] | LexicalPart] = {}
-        self._lock = threading.Lock()
-        self.checked: set[tuple] = set()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._opened.clear()
-            self.checked.clear()
-
-    def open(
-        self, folder: IndexFolder, manifest: Manifest, position: int
-    ) -> tuple[Segment, VectorIndex]:
-        record = manifest.segments[position]
-        key = (manifest.index_id, record.name, record.index_file)  # an overwrite reuses names
-        with self._lock:
-            if key not in self._opened:
-                segment = Segment(folder.segment_dir(record.name), record)
-                rescoring = is_rescoring(manifest.index)  # its lists stay in the file, mapped
-                # A small added segment of an IVF index is searched exactly (ExactStandIn),
-                # from its stored vectors: those are checked first.
-                index = ExactStandIn.replacing(
-                    segment.read_index(manifest.index.metric, mapped=rescoring),
-                    self._checked_parts(folder, manifest, segment),
-                )
-                index = rescoring_index(
-                    index, manifest.index, segment, self._part_check(folder, manifest, record)
-                )
-                self._opened[key] = (segment, index)
-            cached_segment, index = self._opened[key]
-            cached_segment.id_lookup  # noqa: B018 - read once, shared by every generation's copy
-        # The deleted rows differ between generations: the record must be this generation's.
-        return cached_segment.in_generation(record), index
-
-    def _checked_parts(
-        self, folder: IndexFolder, manifest: Manifest, segment: Segment
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The segment's (ids, vectors), its vector files hashed before the first is read."""
-        check_vector_files(folder, manifest, segment.record, self.checked)
-        yield from segment.iter_parts()
-
-    def _part_check(self, folder: IndexFolder, manifest: Manifest, record) -> PartCheck:
-        """Hashes one stored vector file of the segment before a rescoring search reads it."""
-        return lambda part: check_vector_files(folder, manifest, record, self.checked, [part])
-
-    def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
-        """A segment's lexical part, read (and its files checked) on first use: a dense query
-        never pays for it."""
-        record = manifest.segments[position]
-        key = (manifest.index_id, record.name, record.lexical_dir)
-        with self._lock:
-            if key not in self._opened:
-                base = f"{SEGMENTS_DIR}/{record.name}/{record.lexical_dir}"
-                for name in LEXICAL_FILES:
-                    check_file(folder, manifest, f"{base}/{name}")
-                self._opened[key] = LexicalPart.read(folder.path / base, record.rows)
-            return self._opened[key]
-
-    def keep_only(self, manifest: Manifest) -> None:
-        wanted = {
-            (manifest.index_id, record.name, record.index_file) for record in manifest.segments
-        }
-        wanted |= {
-            (manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments
-        }
-        with self._lock:
-            for key in [key for key in self._opened if key not in wanted]:
-                del self._opened[key]
 
 
 class IndexSnapshot:
@@ -400,7 +293,7 @@ class IndexSnapshot:
 
     def _checked_vectors(self, open_segment: OpenSegment) -> Segment:
         """The segment, its stored vector files hashed on first use by this snapshot (an open
-        checks only their size: `verify.check_vector_files`)."""
+        checks only their size: `file_checks.check_vector_files`)."""
         name = open_segment.segment.name
         if name not in self._vectors_checked:
             check_vector_files(

@@ -30,10 +30,10 @@ from datetime import datetime
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
+from semsearch.store.file_names import SEGMENTS_DIR
 from semsearch.store.manifest import (
     GENERATIONS_DIR,
     MANIFEST_FILE,
-    SEGMENTS_DIR,
     TRAINED_DIR,
     Manifest,
     created_at,

@@ -22,74 +22,14 @@ from semsearch.ann.factory import IndexSpec
 from semsearch.checksums import content_digest, describe_files
 from semsearch.errors import SemsearchError
 from semsearch.models.spec import EncoderSpec
-from semsearch.store.manifest_fields import (  # noqa: F401 - SEARCH_PARAMETERS is read from here
-    SEARCH_PARAMETERS,
-    VECTOR_DTYPES,
-    count,
-    require,
-    text,
-    timestamp,
-    validate_chunks,
-    validate_files,
-    validate_index,
-    validate_lexical,
-    validate_model,
-    validate_segment,
-    validate_source,
-)
+from semsearch.store.file_names import segment_file_names
+from semsearch.store.manifest_fields import timestamp, validate_manifest
 
 MANIFEST_FILE = "manifest.json"
 GENERATIONS_DIR = "generations"
 FORMAT_VERSION = 2
-SEGMENTS_DIR = "segments"
 TRAINED_DIR = "trained"
 CHECKSUM_KEY = "checksum"
-
-
-# The files of a segment's lexical folder, as bm25s writes them (semsearch.store.lexical).
-LEXICAL_FILES = (
-    "data.csc.index.npy",
-    "indices.csc.index.npy",
-    "indptr.csc.index.npy",
-    "vocab.index.json",
-    "params.index.json",
-)
-
-
-def part_file_names(part: int) -> tuple[str, str, str]:
-    """The files of a segment's part: vectors, ids, metadata (see `semsearch.store.segment`)."""
-    return f"part-{part:05d}.npy", f"part-{part:05d}.ids.npy", f"part-{part:05d}.parquet"
-
-
-def part_arrow_name(part: int) -> str:
-    """A part's metadata again, as uncompressed Arrow IPC (see `semsearch.store.metadata_parts`)."""
-    return f"part-{part:05d}.arrow"
-
-
-def part_documents_names(part: int) -> tuple[str, str]:
-    """A chunked part's documents table, Parquet and Arrow (see `semsearch.store.documents`)."""
-    return f"part-{part:05d}.documents.parquet", f"part-{part:05d}.documents.arrow"
-
-
-def segment_file_names(segment: SegmentRecord, opened_only: bool = False) -> list[str]:
-    """The files of one segment, as paths under the index folder (see `Manifest.file_names`)."""
-    base = f"{SEGMENTS_DIR}/{segment.name}"
-    names = []
-    for part in range(segment.parts):
-        vectors, ids, metadata = part_file_names(part)
-        names += [f"{base}/{ids}", f"{base}/{metadata}"]
-        if segment.metadata_arrow:
-            names.append(f"{base}/{part_arrow_name(part)}")
-        if segment.documents:
-            names += [f"{base}/{name}" for name in part_documents_names(part)]
-        if not opened_only:
-            names.append(f"{base}/{vectors}")
-    names.append(f"{base}/{segment.index_file}")
-    if segment.deleted_file is not None:
-        names.append(f"{base}/{segment.deleted_file}")
-    if segment.lexical_dir is not None and not opened_only:  # read when first asked for
-        names += [f"{base}/{segment.lexical_dir}/{name}" for name in LEXICAL_FILES]
-    return names
 
 
 @dataclass(frozen=True)
@@ -238,80 +178,7 @@ class Manifest:
 
     def validate(self) -> None:
         """Raise ValueError naming the first field whose type, range or value cannot be right."""
-        require(text(self.name), "name", self.name, "a non-empty string")
-        require(
-            count(self.generation) and self.generation >= 1,
-            "generation",
-            self.generation,
-            "an integer >= 1",
-        )
-        require(count(self.next_id), "next_id", self.next_id, "an integer >= 0")
-        require(count(self.rows), "rows", self.rows, "an integer >= 0")
-        require(
-            self.vector_dtype in VECTOR_DTYPES,
-            "vector_dtype",
-            self.vector_dtype,
-            f"one of {', '.join(VECTOR_DTYPES)}",
-        )
-        require(
-            isinstance(self.operation, dict) and text(self.operation.get("kind")),
-            "operation",
-            self.operation,
-            "an object with a kind",
-        )
-        require(
-            isinstance(self.semsearch_version, str),
-            "semsearch_version",
-            self.semsearch_version,
-            "a string",
-        )
-        require(timestamp(self.created_at), "created_at", self.created_at, "an ISO time")
-        require(
-            isinstance(self.build_seconds, int | float)
-            and not isinstance(self.build_seconds, bool)
-            and self.build_seconds >= 0,
-            "build_seconds",
-            self.build_seconds,
-            "seconds >= 0",
-        )
-        require(
-            self.tuning is None or isinstance(self.tuning, dict),
-            "tuning",
-            self.tuning,
-            "an object or null",
-        )
-        require(isinstance(self.index_id, str), "index_id", self.index_id, "a string")
-        require(
-            self.index_created_at == "" or timestamp(self.index_created_at),
-            "index_created_at",
-            self.index_created_at,
-            "an ISO time",
-        )
-        validate_model(self.model, may_be_unnamed=self.source.vector_column is not None)
-        validate_index(self.index)
-        validate_source(self.source)
-        require(isinstance(self.segments, tuple), "segments", self.segments, "a list")
-        for segment in self.segments:
-            validate_segment(segment)
-        require(
-            self.rows == sum(segment.live_rows for segment in self.segments),
-            "rows",
-            self.rows,
-            "the live rows of the segments",
-        )
-        if self.lexical is not None:
-            validate_lexical(self.lexical)
-        if self.chunks is not None:
-            validate_chunks(self.chunks)
-        for segment in self.segments:
-            require(
-                (segment.lexical_dir is not None) == (self.lexical is not None),
-                "segments.lexical_dir",
-                segment.lexical_dir,
-                "a folder name exactly when the index has a lexical part",
-            )
-        if self.files is not None:
-            validate_files(self.files)
+        validate_manifest(self)
 
     def file_names(self, opened_only: bool = False) -> list[str]:
         """Every file of this generation, as paths under the index folder.

@@ -18,7 +18,13 @@ from semsearch.options import METRIC_NAMES
 if TYPE_CHECKING:
     from semsearch.ann.factory import IndexSpec
     from semsearch.models.spec import EncoderSpec
-    from semsearch.store.manifest import ChunkSpec, LexicalSpec, SegmentRecord, SourceSpec
+    from semsearch.store.manifest import (
+        ChunkSpec,
+        LexicalSpec,
+        Manifest,
+        SegmentRecord,
+        SourceSpec,
+    )
 
 SEARCH_PARAMETERS = ("nprobe", "efSearch", "oversample")  # oversample: a `disk` index
 VECTOR_DTYPES = ("float32", "float16")
@@ -29,6 +35,90 @@ BM25_METHODS = ("lucene", "robertson", "atire")
 SEGMENT_NAME = re.compile(r"s\d{6}")
 FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def validate_manifest(manifest: Manifest) -> None:
+    """Raise ValueError naming the first field of a manifest whose type, range or value
+    cannot be right: its own fields (`validate_header`), then each part's."""
+    validate_header(manifest)
+    validate_model(manifest.model, may_be_unnamed=manifest.source.vector_column is not None)
+    validate_index(manifest.index)
+    validate_source(manifest.source)
+    require(isinstance(manifest.segments, tuple), "segments", manifest.segments, "a list")
+    for segment in manifest.segments:
+        validate_segment(segment)
+    require(
+        manifest.rows == sum(segment.live_rows for segment in manifest.segments),
+        "rows",
+        manifest.rows,
+        "the live rows of the segments",
+    )
+    if manifest.lexical is not None:
+        validate_lexical(manifest.lexical)
+    if manifest.chunks is not None:
+        validate_chunks(manifest.chunks)
+    for segment in manifest.segments:
+        require(
+            (segment.lexical_dir is not None) == (manifest.lexical is not None),
+            "segments.lexical_dir",
+            segment.lexical_dir,
+            "a folder name exactly when the index has a lexical part",
+        )
+    if manifest.files is not None:
+        validate_files(manifest.files)
+
+
+def validate_header(manifest: Manifest) -> None:
+    """The manifest's own fields: name, counts, times, the operation that made it."""
+    require(text(manifest.name), "name", manifest.name, "a non-empty string")
+    require(
+        count(manifest.generation) and manifest.generation >= 1,
+        "generation",
+        manifest.generation,
+        "an integer >= 1",
+    )
+    require(count(manifest.next_id), "next_id", manifest.next_id, "an integer >= 0")
+    require(count(manifest.rows), "rows", manifest.rows, "an integer >= 0")
+    require(
+        manifest.vector_dtype in VECTOR_DTYPES,
+        "vector_dtype",
+        manifest.vector_dtype,
+        f"one of {', '.join(VECTOR_DTYPES)}",
+    )
+    require(
+        isinstance(manifest.operation, dict) and text(manifest.operation.get("kind")),
+        "operation",
+        manifest.operation,
+        "an object with a kind",
+    )
+    require(
+        isinstance(manifest.semsearch_version, str),
+        "semsearch_version",
+        manifest.semsearch_version,
+        "a string",
+    )
+    require(timestamp(manifest.created_at), "created_at", manifest.created_at, "an ISO time")
+    require(
+        isinstance(manifest.build_seconds, int | float)
+        and not isinstance(manifest.build_seconds, bool)
+        and manifest.build_seconds >= 0,
+        "build_seconds",
+        manifest.build_seconds,
+        "seconds >= 0",
+    )
+    require(
+        manifest.tuning is None or isinstance(manifest.tuning, dict),
+        "tuning",
+        manifest.tuning,
+        "an object or null",
+    )
+    require(isinstance(manifest.index_id, str), "index_id", manifest.index_id, "a string")
+    require(
+        manifest.index_created_at == "" or timestamp(manifest.index_created_at),
+        "index_created_at",
+        manifest.index_created_at,
+        "an ISO time",
+    )
 
 
 def validate_model(model: EncoderSpec, may_be_unnamed: bool = False) -> None:

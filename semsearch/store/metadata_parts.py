@@ -10,7 +10,7 @@ beside the Parquet by `SegmentWriter`): memory-mapped, a hit's cells are read in
 (page cache, not anonymous memory), 0.3 ms per 10 hits; decoding the Parquet row group
 instead cost 130 ms per 10 hits on 16,384-row parts with text columns. Segments written
 before the Arrow copy existed are read from their Parquet, a few decoded parts kept.
-Both kinds of file are hashed when the generation is opened (`verify.check_opened_files`),
+Both kinds of file are hashed when the generation is opened (`file_checks.check_opened_files`),
 and the Arrow copies are mapped then (about 0.1 ms and 9 KB a part): `build --overwrite`
 deletes the folder a searcher opened, and a mapping keeps serving the files it was opened
 on where a path would lead to the new index's. A Parquet part read later is read only while

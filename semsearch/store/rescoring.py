@@ -32,10 +32,12 @@ import numpy as np
 from semsearch.ann.base import IdFilter, RereadableParts
 from semsearch.ann.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, IndexSpec, is_rescoring
 from semsearch.ann.metrics import INNER_PRODUCT, prepare_vectors
-from semsearch.ann.tune import TuningResult, tune_against_exact, tune_index
+from semsearch.ann.tune import TuningResult, enforce_target, tune_against_exact, tune_index
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import DamagedIndexError, SemsearchError
-from semsearch.store.manifest import part_file_names
+from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.store.file_names import part_file_names
+from semsearch.store.filling import sample_vectors
 from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)
@@ -208,6 +210,29 @@ def tune_search(
         segment = Segment(segment.folder, replace(segment.record, rows=rows))
     rescoring = rescoring_index(index, spec, segment)
     return tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
+
+
+def tune_segment(
+    index: VectorIndex,
+    spec: IndexSpec,
+    segment: Segment,
+    target: float,
+    k: int,
+    queries: np.ndarray | None = None,
+    strict: bool = False,
+    sample: int = DEFAULT_TUNING_QUERIES,
+) -> TuningResult:
+    """`tune_search` on `queries` (prepared vectors), or else on up to `sample` of the
+    segment's own rows, each left out of its own results; a missed target warns, or with
+    `strict` is refused (`enforce_target`). What build, reindex and tune share."""
+    query_ids = None
+    if queries is None:
+        rows = sum(len(ids) for ids in segment.part_ids)
+        query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
+        queries = prepare_vectors(vectors, index.metric)
+    result = tune_search(index, spec, segment, queries, target, k, query_ids)
+    enforce_target(result, index, strict)
+    return result
 
 
 def tune_rescoring(

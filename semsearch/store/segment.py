@@ -30,14 +30,8 @@ import pyarrow as pa
 
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
-from semsearch.store.manifest import (
-    CHUNK_COLUMNS,
-    ChunkSpec,
-    SegmentRecord,
-    part_arrow_name,
-    part_documents_names,
-    part_file_names,
-)
+from semsearch.store.file_names import part_arrow_name, part_documents_names, part_file_names
+from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, SegmentRecord
 from semsearch.store.part_ids import PartIds
 
 if TYPE_CHECKING:

@@ -89,7 +89,6 @@ def test_own_vectors_on_ray_give_the_local_rows_and_exact_top_k_without_the_driv
     index, tmp_path, monkeypatch
 ) -> None:
     from semsearch.distributed import RayOptions, build_index_on_ray
-    from semsearch.ingest import corpus_files  # RaySource fills as ManyFilesSource does
 
     corpus = tmp_path / "vectors.parquet"
     vectors = own_vectors(corpus)
@@ -102,7 +101,6 @@ def test_own_vectors_on_ray_give_the_local_rows_and_exact_top_k_without_the_driv
     # own processes, where this patch does not reach).
     monkeypatch.setattr(build_module, "trained_index", gathering)
     monkeypatch.setattr(build_module, "add_parts", gathering)
-    monkeypatch.setattr(corpus_files, "add_parts", gathering)
     monkeypatch.setattr(Segment, "iter_parts", gathering)
     monkeypatch.setattr(Segment, "part_vectors", gathering)
     on_ray = build_index_on_ray(

@@ -1,0 +1,165 @@
+"""One corpus read as one stream and encoded part by part in this process: a build's
+`PartSource` for a file, a folder of documents, or many files read one after the other.
+
+The stream is re-cut into parts of exactly `part_rows` rows (`read_in_parts`), so part N
+holds the same rows in every run and an interrupted build resumes by part; reading,
+tokenising, encoding and writing are overlapped (`semsearch.ingest.parts.write_parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from semsearch.ingest.build_options import BuildOptions, EncodedRows, counted_rows
+from semsearch.ingest.chunk_rows import plan_chunks
+from semsearch.ingest.corpus_files import FileStream, ManyFilesSource, open_stream
+from semsearch.ingest.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
+from semsearch.io.corpus import (
+    Corpus,
+    RowFilter,
+    UsableRows,
+    check_id_column,
+    count_usable_rows,
+    open_corpus,
+    rechunk,
+    usable_rows,
+)
+from semsearch.io.documents import DOCUMENT_ID, DOCUMENT_TEXT, is_document_folder, open_documents
+from semsearch.io.filesystems import is_uri, location_sha256, location_text
+from semsearch.io.own_vectors import VectorColumn, dimension_of
+from semsearch.models.truncation import truncation_report
+from semsearch.store.manifest import SourceSpec
+from semsearch.store.segment import SegmentWriter
+
+
+class FilePartSource:
+    """One corpus read as one stream, encoded part by part in this process: a file, a folder
+    of documents, or many files read one after the other (`corpus`, for a chunked build)."""
+
+    def __init__(self, options: BuildOptions, corpus: FileStream | None = None) -> None:
+        if corpus is None and is_document_folder(options.corpus):  # a file a document
+            corpus = open_documents(options.corpus, options.strict)
+            options = replace(options, text_column=DOCUMENT_TEXT, id_column=DOCUMENT_ID)
+        else:
+            corpus = corpus or open_corpus(options.corpus)
+            RowFilter(options.text_column, options.id_column).check_columns(corpus)
+        self.name = corpus.path.name
+        # What the build then reads (chunk rows, or the rows themselves), and with which id.
+        self.corpus, self.options, self.chunks = plan_chunks(corpus, options)
+        self._documents = corpus
+        self._sha256: str | None = None
+        self._usable: int | None = None
+        self.dimension: int | None = None  # of the vector column's vectors, once checked
+
+    def usable_rows(self) -> int:
+        options = self.options
+        if options.vector_column is not None:  # every vector checked before anything is written
+            column = options.vector_column
+            self.dimension, rows = dimension_of(
+                self.corpus.batches(columns=[column]), column, self.name
+            )
+            if options.text_column is None:
+                if options.id_column is not None:
+                    check_id_column(self.corpus, options.id_column)
+                self._usable = rows
+                return rows
+        self._usable = count_usable_rows(
+            self.corpus, options.text_column, options.id_column, options.strict
+        )
+        return self._usable
+
+    def fingerprint(self) -> str:
+        if self._sha256 is None:
+            documents = self._documents
+            one_file = isinstance(documents, Corpus)
+            self._sha256 = location_sha256(documents.path) if one_file else documents.fingerprint()
+        return self._sha256
+
+    def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        with truncation_report(encoder) as truncated:
+            rows_read, skipped = encode_stream(
+                self.corpus, encoder, writer, options, self._usable, self.dimension
+            )
+        return counted_rows(rows_read, skipped, truncated.cut, options.text_column)
+
+    def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        path = self.corpus.path
+        return SourceSpec(
+            path=location_text(path) if is_uri(location_text(path)) else str(path.resolve()),
+            format=self.corpus.format,
+            sha256=self.fingerprint(),
+            rows_read=rows.read,
+            rows_skipped=rows.skipped,
+            text_column=options.text_column,
+            id_column=options.id_column,
+            vector_column=options.vector_column,
+        )
+
+    def operation(self) -> dict:
+        return {}
+
+
+def many_files_source(options: BuildOptions) -> FilePartSource | ManyFilesSource:
+    """A folder or glob of table files: read file by file in parts (`ManyFilesSource`), or,
+    where texts are to be cut into chunks, as one stream of chunk rows."""
+    could_chunk = options.vector_column is None and options.text_column is not None
+    if options.chunking == "off" or not could_chunk:
+        return ManyFilesSource(options)
+    streamed = FilePartSource(options, open_stream(options.corpus))
+    return streamed if streamed.chunks is not None else ManyFilesSource(options)
+
+
+def encode_stream(
+    corpus: Corpus,
+    encoder,
+    writer: SegmentWriter,
+    options: BuildOptions,
+    usable: int | None,
+    dimension: int | None = None,
+) -> tuple[int, int]:
+    """Encode and write every part not written yet, reading, tokenising, encoding and writing
+    overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
+    moves with every batch; a resumed build's starts at the rows its parts hold already, so
+    its rate and ETA count only the texts this run encodes."""
+    counts = {"read": 0, "skipped": 0}
+    own = options.vector_column
+    bar = tqdm(
+        total=usable,
+        initial=writer.rows_written(),
+        desc="encoding" if own is None else "reading vectors",
+        unit="text" if own is None else "row",
+        disable=not options.show_progress,
+        smoothing=RATE_SMOOTHING,
+    )
+    vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
+
+    def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
+        for part, chunk in enumerate(read_in_parts(corpus, options.part_rows)):
+            if options.text_column is None:  # your own vectors alone: every row is usable
+                rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
+            else:
+                rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
+            counts["read"] += chunk.num_rows
+            counts["skipped"] += rows.skipped
+            if writer.has(part):  # written by the interrupted build this one resumes
+                continue  # its rows are the bar's `initial`
+            yield prepare_part(
+                part, rows.batch, rows.source_rows, options.text_column, vector_column
+            )
+
+    with bar:
+        write_parts(
+            encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
+        )
+    return counts["read"], counts["skipped"]
+
+
+def read_in_parts(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:
+    """The corpus re-cut into batches of exactly `rows_per_chunk` rows (the last may be short):
+    part N holds the same rows in every run, so a build resumes by part."""
+    return rechunk(corpus.batches(min(rows_per_chunk, 8192)), rows_per_chunk)
