@@ -3,7 +3,7 @@
 Ray Data runs it as reader -> encoder -> writer. `PartReader` actors turn each
 `ReadUnit` into one row per part, the part's rows serialised as Arrow IPC, so a part never
 splits or merges with another on its way; `PartEncoder` actors (the model loaded once per
-actor: one per GPU, or N on CPUs) run `encode_part` and write the part into the index's
+actor: one per GPU, or N on CPUs) run `parts.encode_rows` and write the part into the index's
 folder, which every node must see (a shared filesystem). A part is written whole or not at
 all, so a task Ray retries after a worker dies rewrites the same part, and a job run again
 skips the parts already there.

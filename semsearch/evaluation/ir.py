@@ -8,14 +8,13 @@ number of relevant documents. Queries without a relevant document are left out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from semsearch.ann.exact import ExactSearch
 from semsearch.evaluation.base import Evaluator, TextEncoder
-from semsearch.evaluation.beir import RetrievalData, read_beir
+from semsearch.evaluation.beir import RetrievalData
 from semsearch.evaluation.similarity import normalize_rows
 from semsearch.models.prompts import encode_documents, encode_queries
 
@@ -39,12 +38,6 @@ class InformationRetrievalEvaluator(Evaluator):
         super().__init__(name, batch_size)
         self.data = data
         self.similarity = similarity
-
-    @classmethod
-    def from_beir(
-        cls, folder: str | Path, split: str = "test", **options: Any
-    ) -> InformationRetrievalEvaluator:
-        return cls(read_beir(folder, split), name=Path(folder).name, **options)
 
     def evaluate(self, encoder: TextEncoder) -> dict[str, float]:
         judged = [query for query in self.data.qrels if query in self.data.queries]

@@ -79,7 +79,7 @@ def part_count(scans: list[FileScan], part_rows: int) -> int:
 
 @dataclass(frozen=True)
 class PartRows:
-    """A part's usable rows and their ids, ready for `encode_part`."""
+    """A part's usable rows and their ids, ready for `parts.prepare_part`."""
 
     part: int
     batch: pa.RecordBatch

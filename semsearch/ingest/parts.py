@@ -1,6 +1,6 @@
 """The encode stage: a batch of corpus rows in, a part (ids, vectors, metadata) out.
 
-`encode_part` depends on nothing but its arguments, so the same stage can run in a build,
+`encode_rows` depends on nothing but its arguments, so the same stage can run in a build,
 in an `add`, on a GPU worker or on a cluster node, in any order. `write_parts` runs its
 steps (prepare, tokenise, encode, write) as overlapped stages over many parts.
 """
@@ -132,17 +132,6 @@ def encode_rows(
         if progress is not None:
             progress(len(rows.texts))
     return EncodedPart(rows.ids, vectors, rows.metadata, rows.part)
-
-
-def encode_part(
-    encoder,
-    rows: pa.Table | pa.RecordBatch,
-    ids: np.ndarray,
-    text_column: str,
-    batch_size: int | None = None,
-) -> EncodedPart:
-    """Encode the texts of `rows` (which get `ids`) into a part sorted by id."""
-    return encode_rows(encoder, prepare_part(0, rows, ids, text_column), batch_size)
 
 
 def write_parts(

@@ -91,33 +91,16 @@ def choose_query_precision(encoder: BiEncoder, requested: str = "auto") -> str:
     return chosen
 
 
-def warm_kernels(
-    encoder: BiEncoder, precision: str, max_batch: int, max_tokens: int = WARM_TOKENS
-) -> None:
+def warm_steps(encoder: BiEncoder, max_batch: int, max_tokens: int = WARM_TOKENS) -> Iterator[None]:
     """Encode once at every (batch, length) shape that queries of up to `max_tokens` tokens
-    produce, in groups of up to `max_batch`.
+    produce, one encode a step (a server runs them between batches).
 
     Why: oneDNN compiles a bf16 kernel (and reorders the weights) for each matrix shape it
     meets and keeps them in a bounded cache. Left to the traffic, that cache fills during
     the first minutes of serving: RSS grew by 310 MB over a 10-minute soak after a 1-minute
-    warm-up, and the first query of each new shape waited for the compiler. Done at start-up
-    it takes a few seconds, and memory is taken before the first request. Part of the
+    warm-up, and the first query of each new shape waited for the compiler. Part of the
     cache is per thread, so each encoder worker warms its own.
     """
-    if precision != "bf16" or encoder.device.type != "cpu":
-        return
-    started = time.perf_counter()
-    for _ in warm_steps(encoder, max_batch, max_tokens):
-        pass
-    log.info(
-        "bf16 kernels compiled for queries of up to %d tokens in %.1f s",
-        max_tokens,
-        time.perf_counter() - started,
-    )
-
-
-def warm_steps(encoder: BiEncoder, max_batch: int, max_tokens: int = WARM_TOKENS) -> Iterator[None]:
-    """`warm_kernels`' encodes one at a time (a server runs them between batches)."""
     for tokens in range(3, max_tokens + 1):
         longest = " ".join(["a"] * (tokens - 2))  # one token per word, plus [CLS] and [SEP]
         shorter = " ".join(["a"] * max(tokens - 3, 1))
