@@ -183,7 +183,7 @@ def main() -> None:
         PEER,
         str(reference_model_path()),
         str(next(segment.glob("index-g*.faiss"))),
-        str(next(segment.glob("part-*.parquet"))),
+        str(segment / "part-00000.parquet"),  # the rows (a chunked part's chunk rows)
         QUERY,
     ]
 
