@@ -215,6 +215,28 @@ def add_options(parser: argparse.ArgumentParser, hidden: bool = False, **options
             parser.add_argument(flag, type=kind, default=default, help=help_text)
 
 
+def add_encode_options(
+    parser: argparse.ArgumentParser, pypi_rows: int, debian_rows: int, batch_size: int = 32
+) -> None:
+    """The encode family's options: the model, how many texts of each corpus, the batch."""
+    add_options(
+        parser,
+        model=(Path, "model folder for every encoder (default: the bundled model)"),
+        pypi_rows=pypi_rows,
+        debian_rows=debian_rows,
+        batch_size=(batch_size, "every compared encoder's rows per batch"),
+    )
+
+
+def encode_corpora(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The encode family's texts: the first `--pypi-rows` PyPI summaries and `--debian-rows`
+    Debian long descriptions (non-blank)."""
+    return {
+        "pypi_summaries": corpus_texts(args.data_dir, "pypi", args.pypi_rows),
+        "debian_long": corpus_texts(args.data_dir, "debian", args.debian_rows),
+    }
+
+
 def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
     """`--index-dir` and `--index`: the built index a script reads (build_pypi.py makes one)."""
     parser.add_argument(
