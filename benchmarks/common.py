@@ -98,6 +98,7 @@ def run_timed(command: list[str], sample: bool = False, quiet: bool = False) -> 
     exits naming the command, with the end of its stderr where `quiet` kept it."""
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     peak = {"RssAnon": 0, "VmHWM": 0}
+    print("$", shlex.join(command), flush=True)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         child = subprocess.Popen(
