@@ -189,15 +189,8 @@ def cgroup_v1_search(args, command: list[str]) -> dict:
     try:
         (group / "memory.limit_in_bytes").write_text(str(parse_bytes(args.memory_max)))
         procs = group / "cgroup.procs"
-        output = subprocess.run(
-            command,
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=HERE.parent,
-            preexec_fn=lambda: procs.write_text("0"),
-        )
-        figures = last_json_line(output.stdout)
+        output = run_timed(command, quiet=True, preexec_fn=lambda: procs.write_text("0"))
+        figures = last_json_line(output["stdout"])
         usage = int((group / "memory.max_usage_in_bytes").read_text())
         failures = int((group / "memory.failcnt").read_text())
         return {

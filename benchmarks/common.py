@@ -20,6 +20,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -91,23 +92,32 @@ def semsearch_cli(*arguments: str) -> list[str]:
     return [str(Path(sys.executable).with_name("semsearch")), *arguments]
 
 
-def run_timed(command: list[str], sample: bool = False, quiet: bool = False) -> dict:
-    """Run `command` from the repository root, semsearch importable: its wall `seconds` and
-    `stdout`; with `sample`, the child's peak `RssAnon` and `VmHWM` (/proc/PID/status every
-    50 ms, MiB: `ru_maxrss` would count the parent's memory, inherited at fork). A failure
-    exits naming the command, with the end of its stderr where `quiet` kept it."""
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+def run_timed(
+    command: list[str],
+    sample: bool = False,
+    quiet: bool = False,
+    first: Path | None = None,
+    check: bool = True,
+    **popen: Any,
+) -> dict:
+    """Run `command` here with this checkout's semsearch importable (after `first`, a folder
+    of packages that must win): its wall `seconds` and `stdout`; with `sample`, the child's
+    peak `RssAnon` and `VmHWM` (/proc/PID/status every 50 ms, MiB: `ru_maxrss` would count
+    the parent's memory, inherited at fork). A failure exits naming the command, with the end
+    of its stderr where `quiet` kept it; with `check` False its last stderr line is `error`."""
+    folders = [str(first) if first else None, str(REPO_ROOT), os.environ.get("PYTHONPATH")]
+    path = os.pathsep.join(filter(None, folders))
     peak = {"RssAnon": 0, "VmHWM": 0}
     print("$", shlex.join(command), flush=True)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         child = subprocess.Popen(
             command,
-            cwd=REPO_ROOT,
             env={**os.environ, "PYTHONPATH": path},
             stdout=out,
             stderr=err if quiet else None,
             text=True,
+            **popen,
         )
         while child.poll() is None:
             for key, kib in proc_status_kib(child.pid, tuple(peak)).items() if sample else ():
@@ -116,9 +126,11 @@ def run_timed(command: list[str], sample: bool = False, quiet: bool = False) -> 
         seconds = time.perf_counter() - started
         out.seek(0)
         err.seek(0)
-        if child.returncode:
-            raise SystemExit(f"{shlex.join(command)} failed:\n{err.read()[-2000:]}")
         ran = {"seconds": seconds, "stdout": out.read()}
+        if child.returncode and check:
+            raise SystemExit(f"{shlex.join(command)} failed:\n{err.read()[-2000:]}")
+        if child.returncode:
+            ran["error"] = (err.read().strip().splitlines() or ["no output"])[-1]
     if sample:
         ran.update(peak_anon_mib=round(peak["RssAnon"] / 1024, 1))
         ran.update(peak_rss_mib=round(peak["VmHWM"] / 1024, 1))

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +47,7 @@ from common import (
     environment,
     record,
     reference_model_path,
+    run_timed,
 )
 
 from semsearch.ann.exact import ExactSearch
@@ -171,24 +171,15 @@ def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -
     command += ["--batch-size", str(args.batch_size), "--model", str(_model_for(args, candidate))]
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
         command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
-    done = subprocess.run(command, env=_peer_env(args, candidate), capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"{candidate} ({threads} thread(s)) failed: {last}", flush=True)
+    ran = run_timed(command, quiet=True, first=_peer_path(args, candidate), check=False)
+    if "error" in ran:
+        print(f"{candidate} ({threads} thread(s)) failed: {ran['error']}", flush=True)
         return None
     return json.loads((folder / "timings.json").read_text())
 
 
 def _peer_path(args: argparse.Namespace, candidate: str) -> Path | None:
     return {"st-openvino": args.peer_path, "st-onnx-int8": args.onnx_peer_path}.get(candidate)
-
-
-def _peer_env(args: argparse.Namespace, candidate: str) -> dict[str, str]:
-    """The environment a candidate runs in: a peer's own folder first on its path."""
-    env = dict(os.environ)
-    if path := _peer_path(args, candidate):
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), env.get("PYTHONPATH")]))
-    return env
 
 
 def _model_for(args: argparse.Namespace, candidate: str) -> Path:
@@ -208,21 +199,13 @@ def available_peers(args: argparse.Namespace, scratch: Path) -> set[str]:
     shutil.copytree(args.model, args.onnx_model)
     peers = set()
     for peer, probe in probes.items():
-        done = subprocess.run(
-            [sys.executable, "-c", probe, str(args.onnx_model)],
-            env=_peer_env(args, peer),
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode == 0:
+        command = [sys.executable, "-c", probe, str(args.onnx_model)]
+        ran = run_timed(command, quiet=True, first=_peer_path(args, peer), check=False)
+        if "error" not in ran:
             peers.add(peer)
         else:
-            last = (done.stderr.strip().splitlines() or ["?"])[-1]
-            print(
-                f"the peer {peer} cannot run from {_peer_path(args, peer)}: {last}; "
-                "measuring the rest",
-                flush=True,
-            )
+            where = _peer_path(args, peer)
+            print(f"the peer {peer} cannot run from {where}: {ran['error']}; measuring the rest")
     return peers
 
 
