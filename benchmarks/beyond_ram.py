@@ -21,7 +21,6 @@ also runs under `systemd-run --scope -p MemoryMax=4G` where systemd can do that.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -40,12 +39,16 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from common import (  # noqa: E402
+    add_options,
     add_results_option,
     add_threads_option,
     base_parser,
     corpus_texts,
+    last_json_line,
+    percentiles_ms,
     proc_status_kib,
     record,
+    run_timed,
     set_threads,
     vector_column,
 )
@@ -101,10 +104,8 @@ def write_vectors(path: Path, dimension: int, chunks: Iterable[np.ndarray]) -> N
 
 def semsearch(arguments: list[str], args) -> float:
     """Run the CLI on the work folder's indexes; its wall seconds."""
-    started = time.perf_counter()
     arguments = [*arguments, "--out-dir", str(args.work_dir / "indexes")]
-    subprocess.run([sys.executable, "-m", "semsearch", *arguments], check=True, cwd=HERE.parent)
-    return time.perf_counter() - started
+    return run_timed([sys.executable, "-m", "semsearch", *arguments])["seconds"]
 
 
 def build(args, corpus: Path, name: str, index_type: str) -> dict:
@@ -147,40 +148,22 @@ def search_process(
     """The searching figures, from a fresh process (under the memory limit where `limited`);
     with `found`, the unfiltered hits' ids are saved there too."""
     command = [sys.executable, str(Path(__file__).resolve()), "--search-worker", name]
-    command += [
-        "--work-dir",
-        str(args.work_dir),
-        "--queries-file",
-        str(queries),
-        "--k",
-        str(args.k),
-    ]
+    command += ["--work-dir", str(args.work_dir), "--queries-file", str(queries)]
+    command += ["--k", str(args.k)]
     command += ["--truth-file", str(truth)] if truth else []
     command += ["--found-file", str(found)] if found else []
     if not limited:
-        output = subprocess.run(
-            command, check=True, capture_output=True, text=True, cwd=HERE.parent
-        )
-        return json.loads(output.stdout.strip().splitlines()[-1])
+        return last_json_line(run_timed(command, quiet=True)["stdout"])
     # Pages an earlier run left in the page cache are charged to the group that read them,
     # so the limit would not bind them: start from an empty cache where this process may.
     dropped = drop_page_cache()
     if memory_max_reason() is None:
-        command = [
-            "systemd-run",
-            "--scope",
-            "--quiet",
-            "-p",
-            f"MemoryMax={args.memory_max}",
-            *command,
-        ]
-        output = subprocess.run(
-            command, check=True, capture_output=True, text=True, cwd=HERE.parent
-        )
+        limit = ["systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={args.memory_max}"]
+        output = run_timed([*limit, *command], quiet=True)["stdout"]
         return {
             "via": "systemd-run MemoryMax",
             "page_cache_dropped": dropped,
-            **json.loads(output.stdout.strip().splitlines()[-1]),
+            **last_json_line(output),
         }
     return {"page_cache_dropped": dropped, **cgroup_v1_search(args, command)}
 
@@ -206,15 +189,8 @@ def cgroup_v1_search(args, command: list[str]) -> dict:
     try:
         (group / "memory.limit_in_bytes").write_text(str(parse_bytes(args.memory_max)))
         procs = group / "cgroup.procs"
-        output = subprocess.run(
-            command,
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=HERE.parent,
-            preexec_fn=lambda: procs.write_text("0"),
-        )
-        figures = json.loads(output.stdout.strip().splitlines()[-1])
+        output = run_timed(command, quiet=True, preexec_fn=lambda: procs.write_text("0"))
+        figures = last_json_line(output["stdout"])
         usage = int((group / "memory.max_usage_in_bytes").read_text())
         failures = int((group / "memory.failcnt").read_text())
         return {
@@ -248,8 +224,7 @@ def search_worker(args) -> None:
                 found.append([int(hit.id) for hit in hits] + [-1] * (args.k - len(hits)))
     if args.found_file:
         np.save(args.found_file, np.array(found, dtype=np.int64))
-    figures["p50_ms"] = round(1e3 * float(np.percentile(latencies, 50)), 2)
-    figures["p99_ms"] = round(1e3 * float(np.percentile(latencies, 99)), 2)
+    figures.update(percentiles_ms(latencies))
     figures.update(memory_status())  # after the 1,000 unfiltered queries: the goal's figure
     if truth is not None:
         figures["recall_at_10"] = recall(found, truth["all"], args.k)
@@ -303,45 +278,32 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_results_option(parser)
     add_threads_option(parser)
-    parser.add_argument("--rows", type=int, default=20_000_000)
-    parser.add_argument("--queries", type=int, default=1000, help="held-out queries")
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument(
-        "--noise",
-        type=float,
-        default=0.35,
-        help="norm of the Gaussian noise added to a base vector (default 0.35)",
+    add_options(
+        parser,
+        rows=20_000_000,
+        queries=(1000, "held-out queries"),
+        k=10,
+        noise=(0.35, "norm of the Gaussian noise added to a base vector (default 0.35)"),
+        base_npy=(Path, "real vectors [n, d] to start from"),
+        base_rows=(30_000, "PyPI summaries encoded for the base when no --base-npy"),
+        index_type="disk",
+        # 0.96: tuning measures on corpus rows; the held-out queries came out ~0.005 lower at 200k
+        target_recall=0.96,
+        memory_max=(str, "also search under this MemoryMax"),
+        work_dir=Path("/tmp/beyond_ram"),
+        keep=(False, "keep the corpus and indexes"),
+        reuse_corpus=(
+            False,
+            "use the work dir's corpus.parquet when it has --rows rows (same seeds)",
+        ),
+        reuse_index=(
+            False,
+            "search the work dir's kept index, queries and truth again (after a "
+            "change to searching): no corpus, build or ground truth",
+        ),
     )
-    parser.add_argument(
-        "--base-npy", type=Path, default=None, help="real vectors [n, d] to start from"
-    )
-    parser.add_argument(
-        "--base-rows",
-        type=int,
-        default=30_000,
-        help="PyPI summaries encoded for the base when no --base-npy",
-    )
-    parser.add_argument("--index-type", default="disk")
-    # 0.96: tuning measures on corpus rows, the held-out queries came out ~0.005 lower at 200k
-    parser.add_argument("--target-recall", type=float, default=0.96)
-    parser.add_argument("--memory-max", default=None, help="also search under this MemoryMax")
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/beyond_ram"))
-    parser.add_argument("--keep", action="store_true", help="keep the corpus and indexes")
-    parser.add_argument(
-        "--reuse-corpus",
-        action="store_true",
-        help="use the work dir's corpus.parquet when it has --rows rows (same seeds)",
-    )
-    parser.add_argument(
-        "--reuse-index",
-        action="store_true",
-        help="search the work dir's kept index, queries and truth again (after a "
-        "change to searching): no corpus, build or ground truth",
-    )
-    parser.add_argument("--search-worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--truth-file", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--found-file", type=Path, default=None, help=argparse.SUPPRESS)
+    hidden = {"search_worker": str, "queries_file": Path, "truth_file": Path, "found_file": Path}
+    add_options(parser, hidden=True, **hidden)
     args = parser.parse_args()
     set_threads(args.threads)
     if args.search_worker:

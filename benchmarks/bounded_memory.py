@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import common
@@ -52,25 +50,8 @@ def write_corpus(path: Path, rows: int, dimension: int, first_id: int = 0, seed:
 
 def run(command: list[str]) -> dict:
     """Run a semsearch command in a child process: its seconds and peak RSS (MiB)."""
-    started = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "semsearch", *command],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    peak = {"VmHWM": 0, "RssAnon": 0}
-    while child.poll() is None:
-        for key, kib in common.proc_status_kib(child.pid, ("VmHWM", "RssAnon")).items():
-            peak[key] = max(peak[key], kib)
-        time.sleep(0.05)
-    err = child.stderr.read()
-    if child.returncode:
-        raise SystemExit(f"{' '.join(command)} failed:\n{err.decode()[-2000:]}")
-    return {
-        "seconds": round(time.perf_counter() - started, 1),
-        "peak_anon_mib": round(peak["RssAnon"] / 1024, 1),
-        "peak_rss_mib": round(peak["VmHWM"] / 1024, 1),
-    }
+    ran = common.run_timed([sys.executable, "-m", "semsearch", *command], sample=True, quiet=True)
+    return {"seconds": round(ran["seconds"], 1), **{k: v for k, v in ran.items() if "peak" in k}}
 
 
 def index_bytes(folder: Path) -> int:
@@ -108,20 +89,18 @@ def main() -> None:
     parser = common.base_parser(__doc__.splitlines()[0])
     common.add_results_option(parser)
     parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
-    parser.add_argument("--dimension", type=int, default=384)
-    parser.add_argument("--index-type", default="ivfsq")
-    parser.add_argument(
-        "--target-recall",
-        type=float,
-        default=0.0,
-        help="0 skips tuning (its exact search is timed elsewhere)",
+    common.add_options(
+        parser,
+        dimension=384,
+        index_type="ivfsq",
+        target_recall=(0.0, "0 skips tuning (its exact search is timed elsewhere)"),
+        work_dir=Path("/tmp/semsearch-bounded"),
     )
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/semsearch-bounded"))
     args = parser.parse_args()
     for rows in args.rows:
         figures = measure(rows, args)
         print(json.dumps(figures), flush=True)
-        common.record(args, "bounded_memory", {**common.run_stamp(), **figures})
+        common.record(args, "bounded_memory", figures)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,16 @@ import psutil
 from common import (
     DEFAULT_OUT_DIR,
     PeakRss,
+    add_options,
     add_threads_option,
     args_dict,
     base_parser,
     corpus_head,
     corpus_texts,
     environment,
+    percentiles_ms,
     record,
+    sample_rows,
     set_threads,
 )
 
@@ -92,8 +95,7 @@ def sample_queries(data_dir: Path, source: str, count: int, seed: int) -> list[s
     """`count` distinct non-empty texts: Debian synopses (unseen) or PyPI summaries (indexed)."""
     column = "short_description" if source == "debian" else None
     texts = sorted(set(corpus_texts(data_dir, source, column=column)))
-    chosen = np.random.default_rng(seed).choice(len(texts), size=count, replace=False)
-    return [texts[row] for row in chosen]
+    return [texts[row] for row in sample_rows(len(texts), count, seed)]
 
 
 def query_latency(searcher: Searcher, warmup: list[str], queries: list[str], k: int) -> dict:
@@ -104,19 +106,16 @@ def query_latency(searcher: Searcher, warmup: list[str], queries: list[str], k: 
     for query in queries:
         wall, cpu = time.perf_counter(), time.process_time()
         searcher.search([query], k=k)
-        times.append((time.perf_counter() - wall) * 1000)
-        cpu_times.append((time.process_time() - cpu) * 1000)
-    p50, p90, p99 = np.percentile(times, [50, 90, 99])
+        times.append(time.perf_counter() - wall)
+        cpu_times.append(time.process_time() - cpu)
     return {
         "queries": len(times),
         "warmup": len(warmup),
         "k": k,
-        "p50_ms": round(p50, 2),
-        "p90_ms": round(p90, 2),
-        "p99_ms": round(p99, 2),
-        "mean_ms": round(float(np.mean(times)), 2),
-        "cpu_p50_ms": round(float(np.median(cpu_times)), 2),
-        "cpu_mean_ms": round(float(np.mean(cpu_times)), 2),
+        **percentiles_ms(times, (50, 90, 99)),
+        "mean_ms": round(1000 * float(np.mean(times)), 2),
+        "cpu_p50_ms": round(1000 * float(np.median(cpu_times)), 2),
+        "cpu_mean_ms": round(1000 * float(np.mean(cpu_times)), 2),
     }
 
 
@@ -155,30 +154,22 @@ def ivf_recall(searcher: Searcher, queries: list[str], k: int) -> dict:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=None, help="build on the first N rows only")
-    parser.add_argument("--index", default="auto", help="index type passed to BuildOptions")
-    parser.add_argument("--quantize", default=None, help="int8: build (and query) with int8")
-    parser.add_argument(
-        "--runtime",
-        default=None,
-        help="what encodes: torch, openvino, ... (default: the library's)",
-    )
-    parser.add_argument("--index-dir", type=Path, default=DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--skip-build", action="store_true", help="reuse the index already built")
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="query through Searcher(compile=True) (compiled on the warm-up)",
-    )
-    parser.add_argument(
-        "--query-runtime",
-        default="auto",
-        help="what encodes the queries (semsearch query --runtime; default auto)",
+    add_options(
+        parser,
+        limit=(int, "build on the first N rows only"),
+        index=("auto", "index type passed to BuildOptions"),
+        quantize=(str, "int8: build (and query) with int8"),
+        runtime=(str, "what encodes: torch, openvino, ... (default: the library's)"),
+        index_dir=DEFAULT_OUT_DIR / "indexes",
+        skip_build=(False, "reuse the index already built"),
+        compile=(False, "query through Searcher(compile=True) (compiled on the warm-up)"),
+        query_runtime=(
+            "auto",
+            "what encodes the queries (semsearch query --runtime; default auto)",
+        ),
     )
     parser.add_argument("--query-source", choices=["debian", "pypi"], default="debian")
-    parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument("--recall-queries", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
+    add_options(parser, queries=1000, recall_queries=200, seed=0)
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -225,7 +216,6 @@ def main() -> None:
     print(f"latency: {latency}")
     print(f"open {open_seconds:.1f} s; IVF recall vs exact: {recall}")
     payload = {
-        "benchmark": "build_pypi",
         "args": args_dict(args),
         "environment": env,
         "build": build,

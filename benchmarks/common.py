@@ -10,13 +10,17 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -88,6 +92,89 @@ def semsearch_cli(*arguments: str) -> list[str]:
     return [str(Path(sys.executable).with_name("semsearch")), *arguments]
 
 
+def run_timed(
+    command: list[str],
+    sample: bool = False,
+    quiet: bool = False,
+    first: Path | None = None,
+    check: bool = True,
+    **popen: Any,
+) -> dict:
+    """Run `command` here with this checkout's semsearch importable (after `first`, a folder
+    of packages that must win): its wall `seconds` and `stdout`; with `sample`, the child's
+    peak `RssAnon` and `VmHWM` (/proc/PID/status every 50 ms, MiB: `ru_maxrss` would count
+    the parent's memory, inherited at fork). A failure exits naming the command, with the end
+    of its stderr where `quiet` kept it; with `check` False its last stderr line is `error`."""
+    folders = [str(first) if first else None, str(REPO_ROOT), os.environ.get("PYTHONPATH")]
+    path = os.pathsep.join(filter(None, folders))
+    peak = {"RssAnon": 0, "VmHWM": 0}
+    print("$", shlex.join(command), flush=True)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            command,
+            env={**os.environ, "PYTHONPATH": path},
+            stdout=out,
+            stderr=err if quiet else None,
+            text=True,
+            **popen,
+        )
+        while child.poll() is None:
+            for key, kib in proc_status_kib(child.pid, tuple(peak)).items() if sample else ():
+                peak[key] = max(peak[key], kib)
+            time.sleep(0.05)
+        seconds = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        ran = {"seconds": seconds, "stdout": out.read()}
+        if child.returncode and check:
+            raise SystemExit(f"{shlex.join(command)} failed:\n{err.read()[-2000:]}")
+        if child.returncode:
+            ran["error"] = (err.read().strip().splitlines() or ["no output"])[-1]
+    if sample:
+        ran.update(peak_anon_mib=round(peak["RssAnon"] / 1024, 1))
+        ran.update(peak_rss_mib=round(peak["VmHWM"] / 1024, 1))
+    return ran
+
+
+def last_json_line(output: str) -> dict:
+    """The JSON object a worker process printed last."""
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def percentiles_ms(
+    seconds: list[float], points: tuple[int, ...] = (50, 99), digits: int = 2
+) -> dict:
+    """`p50_ms`, `p99_ms`, ... of per-call `seconds`."""
+    values = np.percentile(np.asarray(seconds) * 1000, points)
+    return {f"p{point}_ms": round(float(value), digits) for point, value in zip(points, values)}
+
+
+def cosine_stats(vectors: np.ndarray, wanted: np.ndarray) -> tuple[float, float]:
+    """Mean and least cosine of each row of `vectors` with the same row of `wanted`."""
+    from semsearch.evaluation.similarity import row_cosines
+
+    values = row_cosines(vectors, wanted)
+    return float(values.mean()), float(values.min())
+
+
+def st_encode(model, texts: list[str], batch_size: int) -> np.ndarray:
+    """A SentenceTransformer's unit vectors as float32 (through a tensor: bf16 weights too)."""
+    vectors = model.encode(
+        texts,
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+        convert_to_tensor=True,
+    )
+    return vectors.float().cpu().numpy()
+
+
+def sample_rows(total: int, count: int, seed: int = 0) -> np.ndarray:
+    """`count` distinct row numbers below `total` (all of them at most), drawn with `seed`."""
+    return np.random.default_rng(seed).choice(total, min(count, total), replace=False)
+
+
 def run_for_minutes(command: list[str], minutes: float) -> int | None:
     """Run `command` from the repository root for at most `minutes`; its exit code, or None
     when it was stopped by SIGINT (a training run keeps its last checkpoint and resumes)."""
@@ -122,6 +209,45 @@ def base_parser(description: str) -> argparse.ArgumentParser:
         help=f"where the JSON results go (default {DEFAULT_OUT_DIR})",
     )
     return parser
+
+
+def add_options(parser: argparse.ArgumentParser, hidden: bool = False, **options: object) -> None:
+    """The plain options, as data: `name=default` (its type is the default's; False makes a
+    flag), `name=(default, help)`, or `name=type` (default None); `hidden` keeps them out of
+    `--help` (a script's own worker process reads them)."""
+    for name, spec in options.items():
+        default, text = spec if isinstance(spec, tuple) else (spec, None)
+        flag = f"--{name.replace('_', '-')}"
+        help_text = argparse.SUPPRESS if hidden else text
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true", help=help_text)
+        elif isinstance(default, type):
+            parser.add_argument(flag, type=default, default=None, help=help_text)
+        else:
+            kind = Path if isinstance(default, Path) else type(default)
+            parser.add_argument(flag, type=kind, default=default, help=help_text)
+
+
+def add_encode_options(
+    parser: argparse.ArgumentParser, pypi_rows: int, debian_rows: int, batch_size: int = 32
+) -> None:
+    """The encode family's options: the model, how many texts of each corpus, the batch."""
+    add_options(
+        parser,
+        model=(Path, "model folder for every encoder (default: the bundled model)"),
+        pypi_rows=pypi_rows,
+        debian_rows=debian_rows,
+        batch_size=(batch_size, "every compared encoder's rows per batch"),
+    )
+
+
+def encode_corpora(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The encode family's texts: the first `--pypi-rows` PyPI summaries and `--debian-rows`
+    Debian long descriptions (non-blank)."""
+    return {
+        "pypi_summaries": corpus_texts(args.data_dir, "pypi", args.pypi_rows),
+        "debian_long": corpus_texts(args.data_dir, "debian", args.debian_rows),
+    }
 
 
 def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
@@ -256,8 +382,6 @@ def results_file(args: argparse.Namespace, script: str) -> Path:
 
 def command_line() -> str:
     """The exact command this process was started with, as one shell-quoted line."""
-    import shlex
-
     return shlex.join(["python", *sys.argv])
 
 

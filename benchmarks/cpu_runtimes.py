@@ -32,24 +32,26 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from common import (
+    add_encode_options,
+    add_options,
     add_results_option,
     base_parser,
-    command_line,
+    cosine_stats,
+    encode_corpora,
     environment,
     record,
     reference_model_path,
+    run_timed,
 )
 
 from semsearch.ann.exact import ExactSearch
 from semsearch.ann.tune import recall_at_k
-from semsearch.evaluation.similarity import row_cosines
 
 REFERENCE = "st-torch-fp32"  # sentence-transformers' default backend: the vectors to match
 # Its fast CPU backends; the faster of them at each corpus and thread count is the peer to beat.
@@ -169,24 +171,15 @@ def _child(args, candidate: str, threads: int, texts_file: Path, folder: Path) -
     command += ["--batch-size", str(args.batch_size), "--model", str(_model_for(args, candidate))]
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
         command = ["taskset", "-c", ",".join(map(str, range(threads))), *command]
-    done = subprocess.run(command, env=_peer_env(args, candidate), capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"{candidate} ({threads} thread(s)) failed: {last}", flush=True)
+    ran = run_timed(command, quiet=True, first=_peer_path(args, candidate), check=False)
+    if "error" in ran:
+        print(f"{candidate} ({threads} thread(s)) failed: {ran['error']}", flush=True)
         return None
     return json.loads((folder / "timings.json").read_text())
 
 
 def _peer_path(args: argparse.Namespace, candidate: str) -> Path | None:
     return {"st-openvino": args.peer_path, "st-onnx-int8": args.onnx_peer_path}.get(candidate)
-
-
-def _peer_env(args: argparse.Namespace, candidate: str) -> dict[str, str]:
-    """The environment a candidate runs in: a peer's own folder first on its path."""
-    env = dict(os.environ)
-    if path := _peer_path(args, candidate):
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), env.get("PYTHONPATH")]))
-    return env
 
 
 def _model_for(args: argparse.Namespace, candidate: str) -> Path:
@@ -206,21 +199,13 @@ def available_peers(args: argparse.Namespace, scratch: Path) -> set[str]:
     shutil.copytree(args.model, args.onnx_model)
     peers = set()
     for peer, probe in probes.items():
-        done = subprocess.run(
-            [sys.executable, "-c", probe, str(args.onnx_model)],
-            env=_peer_env(args, peer),
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode == 0:
+        command = [sys.executable, "-c", probe, str(args.onnx_model)]
+        ran = run_timed(command, quiet=True, first=_peer_path(args, peer), check=False)
+        if "error" not in ran:
             peers.add(peer)
         else:
-            last = (done.stderr.strip().splitlines() or ["?"])[-1]
-            print(
-                f"the peer {peer} cannot run from {_peer_path(args, peer)}: {last}; "
-                "measuring the rest",
-                flush=True,
-            )
+            where = _peer_path(args, peer)
+            print(f"the peer {peer} cannot run from {where}: {ran['error']}; measuring the rest")
     return peers
 
 
@@ -261,7 +246,7 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
                     else None,
                 }
                 if wanted is not None:
-                    mean, least = cosines(vectors, wanted)
+                    mean, least = cosine_stats(vectors, wanted)
                     line.update(
                         cosine_mean=round(mean, 6),
                         cosine_min=round(least, 6),
@@ -270,11 +255,6 @@ def summarise(rows: list[dict], corpora: dict[str, list[str]]) -> list[dict]:
                     )
                 lines.append(line)
     return lines
-
-
-def cosines(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    values = row_cosines(a, b)
-    return float(values.mean()), float(values.min())
 
 
 def neighbour_recall(vectors: np.ndarray, wanted: np.ndarray) -> float:
@@ -292,48 +272,39 @@ def neighbour_recall(vectors: np.ndarray, wanted: np.ndarray) -> float:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_results_option(parser)
-    parser.add_argument("--pypi-rows", type=int, default=3000)
-    parser.add_argument("--debian-rows", type=int, default=600)
+    add_encode_options(parser, pypi_rows=3000, debian_rows=600)
     parser.add_argument(
         "--threads",
         type=lambda s: [int(t) for t in s.split(",")],
         default=[1, 2],
         help="thread counts, e.g. 1,2 (one process each)",
     )
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=32, help="every candidate's batch")
+    add_options(parser, rounds=2)
     parser.add_argument(
         "--candidates",
         type=lambda s: s.split(","),
         default=None,
         help="only these (comma-separated; the reference always runs)",
     )
-    parser.add_argument("--model", type=Path, default=None, help="default: the bundled model")
-    parser.add_argument(
-        "--peer-path",
-        type=Path,
-        default=Path("/tmp/stov"),
-        help="folder with optimum-intel and its transformers, first on the peer's path",
+    add_options(
+        parser,
+        peer_path=(
+            Path("/tmp/stov"),
+            "folder with optimum-intel and its transformers, first on the peer's path",
+        ),
+        onnx_peer_path=(
+            Path("/tmp/stonnx"),
+            "folder with optimum-onnx, onnxruntime and the transformers they "
+            "accept, first on the ONNX int8 peer's path",
+        ),
     )
-    parser.add_argument(
-        "--onnx-peer-path",
-        type=Path,
-        default=Path("/tmp/stonnx"),
-        help="folder with optimum-onnx, onnxruntime and the transformers they "
-        "accept, first on the ONNX int8 peer's path",
-    )
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--worker-threads", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--texts", help=argparse.SUPPRESS)
-    parser.add_argument("--vectors-out", help=argparse.SUPPRESS)
+    add_options(parser, hidden=True, worker=str, worker_threads=int, texts=str, vectors_out=str)
     args = parser.parse_args()
     if args.worker:
         args.threads = args.worker_threads
         return run_worker(args)
-    from encode_throughput import load_corpora
-
     args.model = args.model or reference_model_path()
-    corpora = load_corpora(args.data_dir, args.pypi_rows, args.debian_rows)
+    corpora = encode_corpora(args)
     scratch = args.out_dir / "cpu_runtimes"
     scratch.mkdir(parents=True, exist_ok=True)
     texts_file = scratch / "texts.json"
@@ -350,8 +321,8 @@ def main() -> None:
             line.get("cosine_min"),
             line.get("recall_at_10"),
         )
-    shared = {"command": command_line(), "environment": environment()}
-    record(args, "cpu_runtimes", [{**line, **shared} for line in lines])
+    env = environment()
+    record(args, "cpu_runtimes", [{**line, "environment": env} for line in lines])
 
 
 if __name__ == "__main__":

@@ -41,21 +41,22 @@ import numpy as np
 import torch
 from common import (
     PeakRss,
+    add_encode_options,
+    add_options,
     add_results_option,
     add_threads_option,
     base_parser,
-    command_line,
-    corpus_texts,
-    device_label,
+    cosine_stats,
+    encode_corpora,
     environment,
     load_sentence_transformer,
     random_base_model,
     record,
     reference_model_path,
     set_threads,
+    st_encode,
 )
 
-from semsearch.evaluation.similarity import row_cosines
 from semsearch.models import BiEncoder, bi_encoder
 
 WARMUP_TEXTS = 2_000
@@ -130,14 +131,6 @@ class Variant:
         return encode
 
 
-def load_corpora(data_dir: Path, pypi_rows: int, debian_rows: int) -> dict[str, list[str]]:
-    """The first `pypi_rows` PyPI summaries and `debian_rows` long descriptions (non-blank)."""
-    return {
-        "pypi_summaries": corpus_texts(data_dir, "pypi", pypi_rows),
-        "debian_long": corpus_texts(data_dir, "debian", debian_rows),
-    }
-
-
 def timed(encode: Encode, texts: list[str], gpu: bool) -> tuple[dict, np.ndarray]:
     """Wall and CPU seconds, peak host RSS and peak GPU memory of one run, and its vectors."""
     if gpu:
@@ -191,19 +184,8 @@ def row(label: str, batch: int, rounds: list[dict], texts: int, tokens: int) -> 
 def compared_encoders(ours: BiEncoder, anchor, args) -> dict[str, Encode]:
     """The encoders of the alternating rounds, all at `--batch-size`."""
 
-    def st(model) -> Encode:
-        return lambda texts: (
-            model.encode(
-                texts,
-                batch_size=args.batch_size,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-                convert_to_tensor=True,
-            )
-            .float()
-            .cpu()
-            .numpy()
-        )
+    def st(model, batch_size: int = args.batch_size) -> Encode:
+        return lambda texts: st_encode(model, texts, batch_size)
 
     encoders = {
         "semsearch": Variant(args.batch_size, None, args.precision).encoder(ours, args.model),
@@ -215,18 +197,7 @@ def compared_encoders(ours: BiEncoder, anchor, args) -> dict[str, Encode]:
         if args.st_defaults:  # as a user calls it: `encode(texts)` (the cosines need no norm)
             encoders[ST_DEFAULT] = lambda texts: anchor.encode(texts, show_progress_bar=False)
         fastest = copy.deepcopy(anchor).to(torch.bfloat16)
-
-        def st_fastest(texts: list[str]) -> np.ndarray:
-            vectors = fastest.encode(
-                texts,
-                batch_size=args.st_fastest_batch,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-                convert_to_tensor=True,
-            )
-            return vectors.float().cpu().numpy()
-
-        encoders[st_fastest_label(args)] = st_fastest
+        encoders[st_fastest_label(args)] = st(fastest, args.st_fastest_batch)
     return encoders
 
 
@@ -265,8 +236,9 @@ def bench_corpus(name: str, texts: list[str], ours: BiEncoder, anchor, args) -> 
     for entry in rows:
         entry["ratio_vs_st"] = round(entry["texts_per_s"] / anchor_rate, 3)
         entry["cpu_ratio_vs_st"] = round(entry["texts_per_cpu_s"] / anchor_cpu, 3)
-        cosines = row_cosines(vectors[entry["encoder"]], vectors[ANCHOR])
-        entry["cosine_mean"], entry["cosine_min"] = float(cosines.mean()), float(cosines.min())
+        entry["cosine_mean"], entry["cosine_min"] = cosine_stats(
+            vectors[entry["encoder"]], vectors[ANCHOR]
+        )
         entry["model_tflops"] = round(flops * entry["tokens_per_s"] / 1e12, 3)
         entry["share_of_bf16_peak"] = round(entry["model_tflops"] / args.peak_tflops, 5)
     return {
@@ -298,8 +270,6 @@ def figure_line(name: str, result: dict, args) -> dict:
 
     gpu = args.device == "cuda"
     return {
-        "device": device_label(args.device),
-        "command": command_line(),
         "corpus": name,
         "model": args.model_label,
         "texts": best["texts"],
@@ -325,25 +295,12 @@ def figure_line(name: str, result: dict, args) -> dict:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model",
-        type=Path,
-        default=None,
-        help="model folder for both encoders (default: the bundled model)",
-    )
+    add_encode_options(parser, pypi_rows=20_000, debian_rows=5_000)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--pypi-rows", type=int, default=20_000)
-    parser.add_argument("--debian-rows", type=int, default=5_000)
-    parser.add_argument("--batch-size", type=int, default=32, help="for both compared encoders")
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        help="semsearch's precision in the compared rows (auto: bf16 on CUDA)",
-    )
-    parser.add_argument(
-        "--anchor-bf16",
-        action="store_true",
-        help="also time sentence-transformers with its weights in bf16",
+    add_options(
+        parser,
+        precision=("auto", "semsearch's precision in the compared rows (auto: bf16 on CUDA)"),
+        anchor_bf16=(False, "also time sentence-transformers with its weights in bf16"),
     )
     parser.add_argument(
         "--variant",
@@ -353,21 +310,21 @@ def main() -> None:
         help="a semsearch-only row, e.g. b=1024,t=32768,p=bf16, b=default, b=32,nopin or "
         "b=32,int8 (repeatable)",
     )
-    parser.add_argument("--repeats", type=int, default=2, help="timed rounds per compared encoder")
-    parser.add_argument("--variant-repeats", type=int, default=1, help="timed rounds per variant")
-    parser.add_argument(
-        "--full-warmup",
-        action="store_true",
-        help=f"warm up on the whole corpus, not its first {WARMUP_TEXTS} texts",
+    add_options(
+        parser,
+        repeats=(2, "timed rounds per compared encoder"),
+        variant_repeats=(1, "timed rounds per variant"),
+        full_warmup=(False, f"warm up on the whole corpus, not its first {WARMUP_TEXTS} texts"),
     )
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
-    parser.add_argument(
-        "--peak-tflops",
-        type=float,
-        default=SPEC_BF16_PEAK_TFLOPS,
-        help="the GPU's dense bf16 peak, for the share-of-peak column",
+    add_options(
+        parser,
+        peak_tflops=(
+            SPEC_BF16_PEAK_TFLOPS,
+            "the GPU's dense bf16 peak, for the share-of-peak column",
+        ),
+        name=(str, "a label for this run, kept in its lines"),
     )
-    parser.add_argument("--name", default=None, help="a label for this run, kept in its lines")
     parser.add_argument(
         "--st-references",
         action=argparse.BooleanOptionalAction,
@@ -382,17 +339,17 @@ def main() -> None:
         help="with --st-references, also time its defaults (batch 32, fp32: the "
         "slowest row; the one-call GPU suite leaves it out)",
     )
-    parser.add_argument(
-        "--st-fastest-batch",
-        type=int,
-        default=512,
-        help="batch size of sentence-transformers' fastest reference (bf16 weights)",
-    )
-    parser.add_argument(
-        "--random-base-model",
-        action="store_true",
-        help="time a randomly initialised BERT-base-shaped model instead of --model "
-        "(built with the --model's tokenizer in a temporary folder)",
+    add_options(
+        parser,
+        st_fastest_batch=(
+            512,
+            "batch size of sentence-transformers' fastest reference (bf16 weights)",
+        ),
+        random_base_model=(
+            False,
+            "time a randomly initialised BERT-base-shaped model instead of --model "
+            "(built with the --model's tokenizer in a temporary folder)",
+        ),
     )
     add_results_option(parser)
     add_threads_option(parser)
@@ -412,14 +369,14 @@ def main() -> None:
     ours = BiEncoder.load(str(args.model), device=args.device)
     anchor = load_sentence_transformer(args.model, device=args.device)
     results = {}
-    for name, texts in load_corpora(args.data_dir, args.pypi_rows, args.debian_rows).items():
+    for name, texts in encode_corpora(args).items():
         if name in args.corpora:
             results[name] = bench_corpus(name, texts, ours, anchor, args)
             for entry in results[name]["rows"]:
                 print(name, {key: value for key, value in entry.items() if key != "rounds"})
             line = figure_line(name, results[name], args)
             # One line per corpus, so a run stopped half-way keeps what it measured.
-            record(args, "encode_throughput", line)
+            record(args, "encode_throughput", line, args.device)
 
 
 if __name__ == "__main__":

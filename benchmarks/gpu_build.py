@@ -27,10 +27,7 @@ that scores as well as the exact 10th counts). Appends one JSON line to
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,14 +35,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 from common import (
-    REPO_ROOT,
+    add_options,
     add_results_option,
     base_parser,
-    command_line,
     corpus_head,
-    device_label,
+    last_json_line,
     record,
     reference_model_path,
+    run_timed,
+    sample_rows,
+    st_encode,
 )
 
 from semsearch.ann.tune import rescored_recall
@@ -63,29 +62,14 @@ def corpus_file(data_dir: Path, rows: int, work: Path) -> tuple[Path, int]:
     return path, pq.ParquetFile(path).metadata.num_rows
 
 
-def timed_process(command: list[str]) -> tuple[float, str]:
-    """Run `command` from the repository root (semsearch importable); its wall time, stdout."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    print("$", " ".join(command), flush=True)
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode:
-        raise SystemExit(f"{command[:4]} failed with exit code {done.returncode}")
-    return seconds, done.stdout
-
-
 def semsearch_build(corpus: Path, args) -> tuple[float, dict]:
     """Wall seconds of `semsearch build` and the manifest it printed."""
     command = [sys.executable, "-m", "semsearch", "build", str(corpus), "--name", INDEX_NAME]
     command += ["--text-column", "summary", "--model", str(args.model), "--device", args.device]
     command += ["--index-type", args.index_type, "--out-dir", str(args.out_dir / "indexes")]
     command += ["--overwrite", "--lexical" if args.lexical else "--no-lexical", "--json"]
-    seconds, output = timed_process(command)
-    return seconds, json.loads(output[output.index("{") :])
+    ran = run_timed(command)
+    return ran["seconds"], json.loads(ran["stdout"][ran["stdout"].index("{") :])
 
 
 def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) -> dict:
@@ -101,33 +85,23 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
     encoder = SentenceTransformer(str(model), device=device)
     if device == "cuda":
         encoder = encoder.to(torch.bfloat16)  # its fastest documented setting: 16-bit weights
-    vectors = (
-        encoder.encode(
-            texts, batch_size=PEER_BATCH[device], normalize_embeddings=True, convert_to_tensor=True
-        )
-        .float()
-        .cpu()
-        .numpy()
-    )
+    vectors = st_encode(encoder, texts, PEER_BATCH[device])
     encoded = time.perf_counter()
     phase(f"peer: encoded {len(texts):,} texts", encoded - started)
     index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     ivf = faiss.try_extract_index_ivf(index)
-    rng = np.random.default_rng(0)
-    sample_rows = len(vectors) if ivf is None else min(len(vectors), 64 * ivf.nlist)
-    sample = vectors[np.sort(rng.choice(len(vectors), sample_rows, replace=False))]
+    training_rows = len(vectors) if ivf is None else 64 * ivf.nlist
+    sample = vectors[np.sort(sample_rows(len(vectors), training_rows))]
     on_gpu = device == "cuda" and hasattr(faiss, "StandardGpuResources")
     if on_gpu:
         resources = faiss.StandardGpuResources()
         index = faiss.index_cpu_to_gpu(resources, 0, index)
     index.train(sample)
-    phase(f"peer: trained on {sample_rows:,} rows", time.perf_counter() - encoded)
+    phase(f"peer: trained on {len(sample):,} rows", time.perf_counter() - encoded)
     index.add(vectors)
     filled = time.perf_counter()
     phase("peer: trained and added", filled - encoded)
-    queries = vectors[
-        np.random.default_rng(1).choice(len(vectors), min(1000, len(vectors)), replace=False)
-    ]
+    queries = vectors[sample_rows(len(vectors), 1000, seed=1)]
     exact_scores = ExactSearch(vectors, "dot", device).search(queries, K)[0]  # untimed
     nprobe, recall = None, 1.0
     if "IVF" in factory:
@@ -159,7 +133,7 @@ def peer_build(corpus: Path, model: Path, factory: str, device: str, out: Path) 
         "write_s": round(written - tuned, 2),
         "faiss_on_gpu": on_gpu,
         "nprobe": nprobe,
-        "training_rows": sample_rows,
+        "training_rows": len(sample),
         "recall_at_10": round(recall, 4),
         "batch_size": PEER_BATCH[device],
         "weights": "bf16" if device == "cuda" else "fp32",
@@ -178,8 +152,8 @@ def run_peer(corpus: Path, factory: str, args) -> tuple[float, dict]:
     command = [sys.executable, str(Path(__file__).resolve()), "--peer", str(corpus)]
     command += ["--model", str(args.model), "--device", args.device, "--factory", factory]
     command += ["--out-dir", str(out)]
-    seconds, output = timed_process(command)
-    return seconds, json.loads(output.strip().splitlines()[-1])
+    ran = run_timed(command)
+    return ran["seconds"], last_json_line(ran["stdout"])
 
 
 def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
@@ -195,8 +169,7 @@ def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
     (record,) = folder.manifest().segments
     segment = Segment(folder.segment_dir(record.name), record)
     vectors = load_vectors(index=INDEX_NAME, index_dir=args.out_dir / "indexes")
-    rows = np.random.default_rng(0).choice(len(vectors), min(queries, len(vectors)), replace=False)
-    sample = vectors[rows]
+    sample = vectors[sample_rows(len(vectors), queries)]
     exact_scores = ExactSearch(vectors, "dot", args.device).search(sample, K)[0]
     index = segment.read_index(manifest["index"]["metric"]).faiss
     for name, value in manifest["index"]["search_params"].items():
@@ -204,9 +177,8 @@ def index_recall(manifest: dict, args, queries: int) -> tuple[float, int]:
     labels = index.search(sample, K)[1]
     found = segment.positions_of(labels.ravel()).reshape(labels.shape)
     found[labels < 0] = -1
-    return rescored_recall(found, sample, vectors, exact_scores[:, -1], "dot", GPU_TOLERANCE), len(
-        rows
-    )
+    recall = rescored_recall(found, sample, vectors, exact_scores[:, -1], "dot", GPU_TOLERANCE)
+    return recall, len(sample)
 
 
 def main() -> None:
@@ -217,24 +189,20 @@ def main() -> None:
         default="cuda",
         help="both sides' device (cpu: a smoke run with faiss-cpu)",
     )
-    parser.add_argument("--rows", type=int, default=0, help="first N summaries (0: all 841,708)")
-    parser.add_argument(
-        "--model",
-        type=Path,
-        default=None,
-        help="model folder for both (default: the bundled model; on the GPU machine "
-        "the folder `gpu_carry.py --widen` writes)",
+    add_options(
+        parser,
+        rows=(0, "first N summaries (0: all 841,708)"),
+        model=(
+            Path,
+            "model folder for both (default: the bundled model; on the GPU machine "
+            "the folder `gpu_carry.py --widen` writes)",
+        ),
+        index_type=("auto", "semsearch build's --index-type"),
+        lexical=(False, "let semsearch also build its BM25 index (the peer builds none)"),
+        queries=(1000, "sampled queries for recall@10"),
+        skip_peer=(False, "time semsearch alone"),
     )
-    parser.add_argument("--index-type", default="auto", help="semsearch build's --index-type")
-    parser.add_argument(
-        "--lexical",
-        action="store_true",
-        help="let semsearch also build its BM25 index (the peer builds none)",
-    )
-    parser.add_argument("--queries", type=int, default=1000, help="sampled queries for recall@10")
-    parser.add_argument("--skip-peer", action="store_true", help="time semsearch alone")
-    parser.add_argument("--peer", type=Path, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--factory", default=None, help=argparse.SUPPRESS)
+    add_options(parser, hidden=True, peer=Path, factory=str)
     add_results_option(parser)
     args = parser.parse_args()
     args.model = args.model or reference_model_path()
@@ -256,8 +224,6 @@ def main() -> None:
     peer_seconds, peer = (None, {}) if args.skip_peer else run_peer(corpus, factory, args)
     recall, queries = index_recall(manifest, args, args.queries)
     line = {
-        "device": device_label(args.device),
-        "command": command_line(),
         "rows": rows,
         "seconds": round(seconds, 2),
         "recall_at_10": round(recall, 4),
@@ -272,7 +238,7 @@ def main() -> None:
         "semsearch_build_seconds": manifest.get("build_seconds"),
     }
     print({key: line[key] for key in ("rows", "seconds", "recall_at_10", "peer_seconds", "ratio")})
-    record(args, "gpu_build", line)
+    record(args, "gpu_build", line, args.device)
 
 
 if __name__ == "__main__":

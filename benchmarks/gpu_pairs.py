@@ -38,8 +38,8 @@ from common import (
     random_base_model,
     record,
     reference_model_path,
+    run_timed,
 )
-from gpu_build import timed_process
 
 SHAPES = ("base", "model")
 SHAPE_LABELS = {"base": "random BERT-base shape (12 layers, 768 hidden)"}
@@ -66,7 +66,7 @@ def run_bench_pairs(model: Path, out_dir: Path, args) -> dict:
     command += ["--data-dir", str(args.data_dir), "--out-dir", str(out_dir), "--json"]
     command += ["--batch-size", str(args.batch_size or BATCH[args.device])]
     command += ["--min-pairs", str(args.min_pairs), "--min-seconds", str(args.min_seconds)]
-    _, output = timed_process(command)
+    output = run_timed(command)["stdout"]
     return json.loads(output[output.index("{") :])
 
 

@@ -26,11 +26,14 @@ import faiss
 import numpy as np
 from common import (
     add_index_options,
+    add_options,
     add_threads_option,
     args_dict,
     base_parser,
     environment,
+    percentiles_ms,
     record,
+    sample_rows,
     set_threads,
 )
 
@@ -86,7 +89,7 @@ def load_vectors(folder: IndexFolder) -> tuple[np.ndarray, str]:
 
 def split_queries(vectors: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(database, queries): `count` random rows held out as queries, the rest as the database."""
-    chosen = np.random.default_rng(seed).choice(len(vectors), size=count, replace=False)
+    chosen = sample_rows(len(vectors), count, seed)
     kept = np.ones(len(vectors), dtype=bool)
     kept[chosen] = False
     return np.ascontiguousarray(vectors[kept]), np.ascontiguousarray(vectors[chosen])
@@ -147,11 +150,9 @@ def single_query_rate(
         else:
             continue
         break
-    milliseconds = np.array(times) * 1000
     return {
         "qps": round(len(times) / (time.perf_counter() - started), 1),
-        "p50_ms": round(float(np.percentile(milliseconds, 50)), 3),
-        "p99_ms": round(float(np.percentile(milliseconds, 99)), 3),
+        **percentiles_ms(times, digits=3),
         "timed_queries": len(times),
     }
 
@@ -201,29 +202,22 @@ def measure(
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     add_index_options(parser)
-    parser.add_argument(
-        "--types", default=DEFAULT_TYPES, help=f"comma-separated, from {', '.join(STRUCTURES)}"
+    add_options(
+        parser,
+        types=(DEFAULT_TYPES, f"comma-separated, from {', '.join(STRUCTURES)}"),
+        queries=1000,
+        min_seconds=(2.0, "time each search setting for at least this long"),
+        target=0.95,
+        nprobes=(
+            str,
+            "comma-separated nprobe values for the IVF types (default: 1-512, powers of 2)",
+        ),
+        ef_construction=(
+            int,
+            "HNSW efConstruction (default: FAISS's 40; semsearch's hnsw builds use 80)",
+        ),
+        seed=0,
     )
-    parser.add_argument("--queries", type=int, default=1000)
-    parser.add_argument(
-        "--min-seconds",
-        type=float,
-        default=2.0,
-        help="time each search setting for at least this long",
-    )
-    parser.add_argument("--target", type=float, default=0.95)
-    parser.add_argument(
-        "--nprobes",
-        default=None,
-        help="comma-separated nprobe values for the IVF types (default: 1-512, powers of 2)",
-    )
-    parser.add_argument(
-        "--ef-construction",
-        type=int,
-        default=None,
-        help="HNSW efConstruction (default: FAISS's 40; semsearch's hnsw builds use 80)",
-    )
-    parser.add_argument("--seed", type=int, default=0)
     add_threads_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
@@ -241,10 +235,8 @@ def main() -> None:
         f"{len(queries):,} held-out queries",
         flush=True,
     )
-    exact_scores, _ = ExactSearch(database, exact_metric_name(metric_name)).search(
-        queries, K
-    )  # the library's
-    kth_exact = exact_scores[:, -1]
+    exact = ExactSearch(database, exact_metric_name(metric_name))  # the library's
+    kth_exact = exact.search(queries, K)[0][:, -1]
 
     results = [
         measure(
@@ -258,7 +250,6 @@ def main() -> None:
     exact_qps = flat["points"][0]["qps"]
 
     payload = {
-        "benchmark": "index_tradeoff",
         "options": args_dict(args),
         "index": folder.name,
         "database_rows": len(database),

@@ -34,16 +34,18 @@ K = 10
 
 def main() -> None:
     parser = common.base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--name", default="pypi")
-    parser.add_argument("--index-dir", type=Path, default=common.DEFAULT_OUT_DIR / "indexes")
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--add-rows", type=int, default=1000)
-    parser.add_argument("--reindex", default="ivfpq", help="structure to reindex to ('' skips it)")
-    parser.add_argument(
-        "--in-domain",
-        action="store_true",
-        help="queries: texts of indexed rows the filter leaves out (so never their "
-        "own hit), instead of Debian descriptions",
+    common.add_options(
+        parser,
+        name="pypi",
+        index_dir=common.DEFAULT_OUT_DIR / "indexes",
+        queries=100,
+        add_rows=1000,
+        reindex=("ivfpq", "structure to reindex to ('' skips it)"),
+        in_domain=(
+            False,
+            "queries: texts of indexed rows the filter leaves out (so never their "
+            "own hit), instead of Debian descriptions",
+        ),
     )
     common.add_threads_option(parser)
     args = parser.parse_args()
@@ -51,10 +53,9 @@ def main() -> None:
     index = Index.open(args.name, args.index_dir)
     start = index.manifest
     debian = common.read_corpus(args.data_dir, "debian", columns=["package", "short_description"])
-    picked = np.random.default_rng(0).choice(
-        debian.num_rows, args.queries + args.add_rows, replace=False
+    debian = debian.take(
+        pa.array(common.sample_rows(debian.num_rows, args.queries + args.add_rows))
     )
-    debian = debian.take(pa.array(picked))
     queries = debian.slice(0, args.queries).column("short_description").to_pylist()
     report = {
         "environment": common.environment(),
