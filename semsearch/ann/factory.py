@@ -6,10 +6,10 @@ training. Above it, auto picks IVF over half-precision codes (`IVFn,SQfp16`): it
 minutes on a sample, its one knob, nprobe, trades speed for recall predictably, and its
 lists take half the memory of float32 ones and are scanned faster at the same nprobe (on
 the 841k PyPI summaries: 623 against 1,239 MiB, 1.11 against 1.92 ms a query, recall@10
-0.9506 against 0.9502 once tuned; `benchmarks/ivf_code_search.py`). fp16 keeps 11 bits
-of each coordinate, so only near-ties can swap places; tuning rescoring answers from the
-stored float32 vectors counts those as ties. Manhattan distances need full vectors: there
-auto keeps IVF-Flat.
+0.9506 against 0.9502 once tuned; measured by `benchmarks/ivf_code_search.py`, since
+deleted: see git history). fp16 keeps 11 bits of each coordinate, so only near-ties can
+swap places; tuning rescoring answers from the stored float32 vectors counts those as ties.
+Manhattan distances need full vectors: there auto keeps IVF-Flat.
 
 Where that does not fit the memory budget (`--memory-budget`, by default half the memory
 the process can still get: `memory_budget.py`), auto picks `disk`: IVF-PQ codes whose lists

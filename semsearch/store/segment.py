@@ -47,6 +47,7 @@ def document_split(chunking: ChunkSpec | None, text_column: str) -> DocumentSpli
     if chunking is None:
         return None
     chunk_columns = {ID_COLUMN, TEXT_HASH_COLUMN, *CHUNK_COLUMNS, text_column}
+    chunk_columns.add(chunking.document_column)  # on both sides: add and delete read it
     return DocumentSplit(chunking.document_column, frozenset(chunk_columns))
 
 

@@ -66,6 +66,7 @@ def test_a_chunked_part_stores_each_documents_columns_once(chunked) -> None:
     documents = pq.read_table(segment / "part-00000.documents.parquet")
     assert sorted(documents.column("id").to_pylist()) == sorted(texts)
     assert not {"title", "path", "modified", "bytes"} & set(chunk_part.column_names)
+    assert {"id", "chunk_id", "text", DOCUMENT_ROW_COLUMN} <= set(chunk_part.column_names)
     assert chunk_part.num_rows > 3 * documents.num_rows  # several chunks a document
     # Every reader sees the columns a chunk always had, in their order.
     live = LiveRows.read(index.folder, index.manifest)
