@@ -116,8 +116,3 @@ def join(chunks: pa.Table, documents: pa.Table, columns: list[str] | None = None
         chunks.column(name) if name in chunks.column_names else taken.column(name) for name in names
     ]
     return pa.Table.from_arrays(arrays, names=names) if names else chunks.select([])
-
-
-def document_columns(chunks: pa.Schema, documents: pa.Schema) -> list[str]:
-    """The columns a chunk takes from its documents table."""
-    return [name for name in documents.names if name not in chunks.names]
