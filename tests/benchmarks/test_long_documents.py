@@ -104,6 +104,7 @@ def test_queries_come_from_sentences_no_other_page_has_on_the_right_side_of_the_
     assert all(q["gold_id"] == "a" for q in queries)
 
 
+@pytest.mark.slow  # a build, three query runs and a hybrid index through the CLI: ~17 s
 def test_the_script_runs_on_generated_pages_and_records_its_line_beside_its_output(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
