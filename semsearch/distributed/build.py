@@ -270,6 +270,7 @@ class RaySource(ManyFilesSource):
                     options.text_column,
                     options.lexical,
                     threads,
+                    documents=segment.record.documents,
                 ),
                 tuning if number == 0 else None,
             )

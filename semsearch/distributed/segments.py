@@ -49,7 +49,7 @@ from semsearch.store.generation import segment_name
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import LexicalSpec, SegmentRecord
 from semsearch.store.rescoring import tune_segment
-from semsearch.store.segment import Segment, has_documents, index_file_name
+from semsearch.store.segment import Segment, index_file_name
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class SegmentJob:
     text_column: str | None
     lexical: LexicalSpec | None
     threads: int = 1
+    documents: bool = False  # the parts keep their documents apart (`store.documents`)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
         index_file,
         index_bytes,
         lexical_dir=lexical_dir,
-        documents=has_documents(path),
+        documents=job.documents,
     )
     return IndexedSegment(
         record, describe_files(Path(job.folder), segment_file_names(record), {}), result

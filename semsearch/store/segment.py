@@ -308,12 +308,6 @@ class Segment:
             raise _unreadable(path, exc) from exc
 
 
-def has_documents(folder: Path) -> bool:
-    """Whether the parts written into `folder` keep their documents apart: for a record made
-    where the writer is not at hand (a Ray worker indexing parts that actors wrote)."""
-    return (folder / part_documents_names(0)[0]).is_file()
-
-
 def _arrow_schema(path: Path) -> pa.Schema:
     with pa.memory_map(str(path)) as source:
         return pa.ipc.open_file(source).schema

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from semsearch.errors import SemsearchError
+from semsearch.store.documents import DOCUMENT_ROW_COLUMN
 from semsearch.store.file_checks import column_problem, content_problem, file_stat, size_problem
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation
@@ -26,6 +27,7 @@ from semsearch.store.manifest import (
     load_record,
     write_manifest,
 )
+from semsearch.store.segment import Segment
 
 
 @dataclass
@@ -166,8 +168,6 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
     """Row counts of ids, metadata and FAISS files, and the FAISS files' metric."""
     import pyarrow.parquet as pq
 
-    from semsearch.store.segment import Segment
-
     problems = []
     for record in manifest.segments:
         segment = Segment(folder.segment_dir(record.name), record)
@@ -197,12 +197,10 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
     return problems
 
 
-def _documents_problem(segment, part: int) -> str | None:
+def _documents_problem(segment: Segment, part: int) -> str | None:
     """Whether each chunk row of a chunked part points at a row of its documents table."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from semsearch.store.documents import DOCUMENT_ROW_COLUMN
 
     rows = pq.read_table(segment.metadata_paths()[part], columns=[DOCUMENT_ROW_COLUMN])
     documents = pq.ParquetFile(segment.documents_paths()[part]).metadata.num_rows
