@@ -1,9 +1,10 @@
 """`open_for_queries` and `open_for_rows`: the one place that chooses how an index's queries
 (and the rows an `add` encodes) are encoded.
 
-Why a module of its own: it picks between the checked OpenVINO export
-(`exported_query_encoder`, no torch) and the torch encoder (`query_encoder`, which imports
-torch), so it sits above both and imports the torch side only when it must.
+Why: a cold query is fastest on the checked OpenVINO export (`exported_query_encoder`), which
+needs neither torch nor transformers; so torch is imported only where no export serves. There
+the full torch encoder is loaded and, where the query may run on OpenVINO, exported and
+checked for this query and the next ones.
 """
 
 from __future__ import annotations
@@ -21,16 +22,30 @@ from semsearch.options import check_runtime
 
 def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:
     """The encoder for an index's queries: the checked export without importing torch where
-    there is one (`auto` or `openvino`, on the CPU or `auto` device), else
-    `query_encoder.encoder_for_queries` (torch; it exports and checks for the next time)."""
+    there is one (`auto` or `openvino`, on a CPU); else the torch encoder, which `auto` and
+    `openvino` on a CPU export and check for the next time. `torch`, or an export that
+    cannot be made: the full torch encoder."""
     check_runtime(runtime)
     if runtime != "torch" and device in ("auto", "cpu"):
         exported = ExportedQueryEncoder.open(spec)
         if exported is not None:
             return exported
-    from semsearch.models.query_encoder import encoder_for_queries  # torch: only here
+    import torch
 
-    return encoder_for_queries(spec, device, runtime, export_tried=True)
+    from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves
+
+    on_cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+    if runtime == "openvino" and not on_cpu:
+        return BiEncoder.for_index(spec, device, "openvino")  # says it runs on the CPU only
+    encoder = BiEncoder.for_index(spec, device, "torch")
+    if runtime == "torch" or not on_cpu or not openvino_installed():
+        return encoder
+    if encoder.fingerprint != spec.fingerprint:
+        return encoder  # another model than the index's: the Searcher says so
+    from semsearch.models.openvino_runtime import export_for_queries
+
+    exported = ExportedQueryEncoder.open(spec) if export_for_queries(encoder) else None
+    return exported if exported is not None else encoder
 
 
 def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:

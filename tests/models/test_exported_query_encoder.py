@@ -23,7 +23,6 @@ from semsearch.models.openvino_runtime import (
     cosine_agreement,
     export_for_queries,
 )
-from semsearch.models.query_encoder import encoder_for_queries
 from semsearch.models.query_loader import open_for_queries, open_for_rows
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
@@ -118,7 +117,7 @@ def test_a_tampered_entry_is_never_loaded(tiny_encoder, caplog, damaged) -> None
     assert len(_messages(caplog, logging.WARNING)) == 1
     assert "not using the OpenVINO export" in _messages(caplog, logging.WARNING)[0]
     # The torch path checks and records the entry again; then it is trusted.
-    again = encoder_for_queries(tiny_encoder.spec, "cpu", "auto")
+    again = open_for_queries(tiny_encoder.spec, "cpu", "auto")
     assert isinstance(again, ExportedQueryEncoder)
     np.testing.assert_allclose(again.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS), atol=1e-5)
 
@@ -135,7 +134,7 @@ def test_another_models_weights_are_not_exported_for_the_index(tiny_encoder) -> 
     from dataclasses import replace
 
     spec = replace(tiny_encoder.spec, fingerprint="0" * 64)
-    encoder = encoder_for_queries(spec, "cpu", "auto")
+    encoder = open_for_queries(spec, "cpu", "auto")
     assert isinstance(encoder, BiEncoder)  # the Searcher refuses it, in one line
     assert not export_path(spec, ov.get_version()).is_file()
 
@@ -175,7 +174,7 @@ def test_a_rebuilt_export_leaves_compiled_copies_the_next_open_loads(tiny_encode
     data[len(data) // 2] ^= 0x01
     weights.write_bytes(bytes(data))
     # The torch path exports the encoder again, checks it, and opens the new export.
-    assert isinstance(encoder_for_queries(tiny_encoder.spec, "cpu", "auto"), ExportedQueryEncoder)
+    assert isinstance(open_for_queries(tiny_encoder.spec, "cpu", "auto"), ExportedQueryEncoder)
     compiled = xml.with_suffix(".compiled")
     blobs = [p for p in compiled.iterdir() if not p.name.endswith(".record.json")]
     assert blobs and [cache_file_problem(blob) for blob in blobs] == [None] * len(blobs)
