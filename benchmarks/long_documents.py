@@ -57,8 +57,8 @@ from common import (
 from semsearch.evaluation.ir import exact_search, ir_metrics
 from semsearch.evaluation.similarity import normalize_rows
 from semsearch.models import BiEncoder
+from semsearch.models.encoder import TokenizedTexts
 from semsearch.models.model_folder import resolve_model
-from semsearch.models.tokenized import TokenizedTexts
 from semsearch.store.folders import IndexFolder
 
 K = 10

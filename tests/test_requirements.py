@@ -14,7 +14,7 @@ from packaging.version import Version
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 # What the code needs, and why.
 NEEDS = {
-    "torch": ("2.5", "torch.OutOfMemoryError (models/memory_fit.py, mining/neighbours.py)"),
+    "torch": ("2.5", "torch.OutOfMemoryError (models/batch_runner.py, mining/neighbours.py)"),
     # BERT took a prepared 4-D mask from 5.0 on, MPNet only from 5.9 on (create_bidirectional_mask)
     "transformers": (
         "5.9",

@@ -18,9 +18,8 @@ from semsearch.errors import SemsearchError
 from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
-from semsearch.models.encoder import Encoder
+from semsearch.models.encoder import Encoder, TokenizedTexts
 from semsearch.models.prompts import document_prompt, with_prompt
-from semsearch.models.tokenized import TokenizedTexts
 from semsearch.store.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
 
 # How much an encoding bar's rate (and ETA) follows its last refresh, a tenth of a second

@@ -19,19 +19,17 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from semsearch.errors import SemsearchError
 from semsearch.models.batch_runner import run_batches
 from semsearch.models.batching import Batch, BatchShape, batch_limits, pad, prepared_batches
-from semsearch.models.compiled import FrozenCompiled
+from semsearch.models.encoder import TokenizedTexts
+from semsearch.models.loading import load_transformer_encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
-from semsearch.models.openvino_int8 import OpenVinoInt8Encoder
+from semsearch.models.openvino_int8 import OpenVinoInt8Encoder, check_quantization
 from semsearch.models.openvino_runtime import OpenVinoEncoder
 from semsearch.models.packing import packed_run
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
 from semsearch.models.prompts import Prompts, check_include_prompt, with_prompt
-from semsearch.models.quantize import check_quantization
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
-from semsearch.models.tokenized import TokenizedTexts
 from semsearch.models.torch_device import HALF_PRECISIONS, Precision, half_copy
-from semsearch.models.transformer_model import load_transformer_encoder
 from semsearch.models.truncation import TruncationCount
 from semsearch.models.word_encoder import WordNetwork
 from semsearch.models.word_model import load_word_encoder, save_word_model
@@ -44,6 +42,31 @@ PIN_MEMORY = True
 GPU_PAD_MULTIPLE = 8
 # Packed batches hold `batch_size` texts' worth of tokens when no token budget is given.
 PACKED_TOKENS_PER_TEXT = 64
+
+
+class FrozenCompiled(nn.Module):
+    """`transformer` behind torch.compile, every call compiled with `freezing` on.
+
+    Why: one short query on CPU spends most of its time streaming the weights through small
+    matrix products, plus Python's cost per layer; inductor with frozen weights prepacks them
+    for oneDNN and removes the Python (11.6 -> 9.3 ms per query on one core, 9.9 -> 6.8 ms on
+    two, docs/results-history.md; same vectors to ~1e-6). It costs 15-30 s of compilation on
+    the first query and turns the weights into constants: for serving, never for training,
+    and no faster on large batches.
+    """
+
+    def __init__(self, transformer: PreTrainedModel) -> None:
+        super().__init__()
+        self.compiled = torch.compile(transformer, dynamic=True)
+        self.config = transformer.config
+
+    def forward(self, **inputs: torch.Tensor):
+        # The inductor option is read when a graph is compiled (the first call, and any new
+        # input shape): so every call runs under it.
+        from torch._inductor import config as inductor
+
+        with inductor.patch(freezing=True):
+            return self.compiled(**inputs)
 
 
 class BiEncoder(nn.Module):
@@ -144,16 +167,13 @@ class BiEncoder(nn.Module):
         encoder = load_transformer_encoder(
             cls, folder, name_or_path, pooling, normalize, max_length, device, prompts
         )
-        if quantization == "int8":
-            return encoder._quantize_int8(calibration)
-        return encoder.use_runtime(runtime)
-
-    def _quantize_int8(self, calibration: Sequence[str] | None) -> BiEncoder:
-        """int8 on OpenVINO: the export quantised by NNCF (`openvino_int8`), the one int8 path,
-        whatever `runtime` says (`torch` too: what callers ask for to get the full encoder)."""
-        self._runtime = OpenVinoInt8Encoder.attach(self, calibration)
-        self.quantization = "int8"
-        return self
+        if quantization != "int8":
+            return encoder.use_runtime(runtime)
+        # int8 runs on the NNCF-quantised export (`openvino_int8`), the one int8 path, whatever
+        # `runtime` says (`torch` too: what callers ask for to get the full encoder).
+        encoder._runtime = OpenVinoInt8Encoder.attach(encoder, calibration)
+        encoder.quantization = "int8"
+        return encoder
 
     def use_runtime(self, runtime: Runtime) -> BiEncoder:
         """Run `encode`'s padded batches on `runtime`: `openvino` is an exported copy, checked
@@ -174,7 +194,7 @@ class BiEncoder(nn.Module):
     def compile_for_queries(self) -> BiEncoder:
         """Compile the transformer with frozen weights for faster warm queries on CPU.
 
-        Inference only (see `semsearch.models.compiled`); returns the encoder itself.
+        Inference only (see `FrozenCompiled`); returns the encoder itself.
         """
         if self.device.type != "cpu" or self.quantization:
             raise SemsearchError(
@@ -256,42 +276,9 @@ class BiEncoder(nn.Module):
         """
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+        tokenize = self.tokenize
         if isinstance(texts, TokenizedTexts):  # tokenised ahead, e.g. by a build's stage
             texts, tokenize = texts.token_ids, list
-        else:
-            tokenize = self.tokenize
-        return self._encode(
-            texts,
-            tokenize,
-            batch_size,
-            show_progress,
-            precision,
-            max_batch_tokens,
-            packing,
-            progress,
-        )
-
-    def encode_query(self, texts: Sequence[str], **options) -> np.ndarray:
-        """`encode` with the query prompt before each text (sentence-transformers'
-        `encode_query`); `options` are `encode`'s."""
-        return self.encode(with_prompt(texts, self.prompts.query), **options)
-
-    def encode_document(self, texts: Sequence[str], **options) -> np.ndarray:
-        """`encode` with the document prompt before each text (sentence-transformers'
-        `encode_document`); `options` are `encode`'s."""
-        return self.encode(with_prompt(texts, self.prompts.document), **options)
-
-    def _encode(
-        self,
-        texts: Sequence,
-        tokenize: Callable[[Sequence], list[list[int]]],
-        batch_size: int | None,
-        show_progress: bool,
-        precision: Precision,
-        max_batch_tokens: int | None,
-        packing: bool,
-        progress: Callable[[int], None] | None,
-    ) -> np.ndarray:
         batch_size, max_batch_tokens = batch_limits(self.device, batch_size, max_batch_tokens)
         on_gpu = self.device.type == "cuda"
         runtime = self._runtime
@@ -329,6 +316,16 @@ class BiEncoder(nn.Module):
             batches = prepared_batches(texts, tokenize, self.tokenizer.pad_token_id or 0, shape)
             forward = self._padded_forward(transformer, exported)
         return run_batches(batches, forward, (len(texts), self.dimension), show_progress, progress)
+
+    def encode_query(self, texts: Sequence[str], **options) -> np.ndarray:
+        """`encode` with the query prompt before each text (sentence-transformers'
+        `encode_query`); `options` are `encode`'s."""
+        return self.encode(with_prompt(texts, self.prompts.query), **options)
+
+    def encode_document(self, texts: Sequence[str], **options) -> np.ndarray:
+        """`encode` with the document prompt before each text (sentence-transformers'
+        `encode_document`); `options` are `encode`'s."""
+        return self.encode(with_prompt(texts, self.prompts.document), **options)
 
     def _padded_forward(
         self, transformer: PreTrainedModel | None, exported: Callable | None

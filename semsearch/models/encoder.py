@@ -1,4 +1,5 @@
-"""The `Encoder` protocol: what every text encoder offers, whatever library or device runs it.
+"""The `Encoder` protocol: what every text encoder offers, whatever library or device runs it;
+and `TokenizedTexts`, texts tokenised ahead of it.
 
 Why a protocol: the torch bi-encoder (padded, packed, compiled, int8, or its padded batches
 run by OpenVINO through `BiEncoder.use_runtime`) and the torch-free exported query encoder
@@ -16,6 +17,18 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from semsearch.models.spec import EncoderSpec
+
+
+class TokenizedTexts(list):
+    """Texts that carry their token ids (from the encoder's own `tokenize`), so `encode`
+    does not tokenise them again: a build tokenises the next part while this one encodes
+    (torch-free, so a build's read stages need no torch)."""
+
+    def __init__(self, texts: Sequence[str], token_ids: list[list[int]]) -> None:
+        super().__init__(texts)
+        if len(token_ids) != len(self):
+            raise ValueError(f"{len(self)} texts but {len(token_ids)} token id lists")
+        self.token_ids = token_ids
 
 
 @runtime_checkable

@@ -193,37 +193,7 @@ def _intact_entry(spec: EncoderSpec, version: str) -> Path | None:
     return xml
 
 
-class SpecTokenizer:
-    """What a query encoder without transformers shares, traced or exported: its model's
-    facts (`spec`) and token ids from the model's `tokenizer.json` (`tokenizers`)."""
-
-    spec: EncoderSpec
-    tokenizer: Any
-    do_lower_case: bool
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def fingerprint(self) -> str:
-        return self.spec.fingerprint
-
-    @property
-    def dimension(self) -> int:
-        return self.spec.dimension
-
-    @property
-    def quantization(self) -> str | None:
-        return self.spec.quantization
-
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        if self.do_lower_case:
-            texts = [text.lower() for text in texts]
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
-
-
-class ExportedQueryEncoder(SpecTokenizer):
+class ExportedQueryEncoder:
     """Texts in, the index's vectors out, through the checked OpenVINO export; what a
     `Searcher` needs of an encoder and no more."""
 
@@ -307,6 +277,27 @@ class ExportedQueryEncoder(SpecTokenizer):
         compiled = ov.Core().compile_model(str(xml), "CPU", config)
         record_compile_cache(xml)
         return cls(compiled, tokenizer, facts)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.spec.fingerprint
+
+    @property
+    def dimension(self) -> int:
+        return self.spec.dimension
+
+    @property
+    def quantization(self) -> str | None:
+        return self.spec.quantization
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        if self.do_lower_case:
+            texts = [text.lower() for text in texts]
+        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
 
     def encode(
         self,

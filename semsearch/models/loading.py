@@ -1,4 +1,5 @@
-"""Loading a model folder's transformer and tokenizer with transformers, failures as one line.
+"""Loading a model folder's transformer and tokenizer with transformers, failures as one line;
+a bi-encoder over them.
 
 Why: transformers reports a broken folder in many ways (a `ValueError` for an unknown
 `model_type`, a safetensors error for corrupt weights, an `OSError` for a missing file) and
@@ -16,12 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import transformers
-from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers import utils as hf_utils
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 from semsearch.errors import SemsearchError, one_line
-from semsearch.models.model_folder import ModelFolder, read_json, token_limit
+from semsearch.models.model_folder import ModelFolder, read_json, token_limit, weights_fingerprint
+from semsearch.models.pooling import Pooling, PoolingMode
+from semsearch.models.prompts import Prompts
+from semsearch.models.torch_device import resolve_device
 
 
 class _UnusedLossNotice(logging.Filter):
@@ -104,3 +109,40 @@ def loading_errors(folder: Path, what: str = "the model") -> Iterator[None]:
     except Exception as exc:  # their errors have no common base: OSError, ValueError, ...
         reason = one_line(exc)
         raise SemsearchError(f"cannot load {what} in {folder}: {reason}") from exc
+
+
+def load_transformer_encoder(
+    cls: Any,
+    folder: ModelFolder,
+    name: str,
+    pooling: PoolingMode | None,
+    normalize: bool | None,
+    max_length: int | None,
+    device: str,
+    prompts: Prompts,
+) -> Any:
+    """`cls` (a `BiEncoder`) over the folder's transformer, in eval mode on `device`, its
+    fingerprint over the weights (and a trained pooling scorer where it is used); explicit
+    arguments win over what the folder declares."""
+    transformer, tokenizer = load_pretrained(folder, AutoModel)
+    model_limit = model_max_length(transformer, tokenizer)
+    pooling_module = Pooling(
+        pooling or folder.pooling or "mean", dimension=transformer.config.hidden_size
+    )
+    saved_scorer = pooling_module.scorer is not None and folder.pooling_weights is not None
+    if saved_scorer:
+        pooling_module.load_state_dict(load_file(folder.pooling_weights))
+    encoder = cls(
+        transformer=transformer,
+        tokenizer=tokenizer,
+        pooling=pooling_module,
+        normalize=normalize if normalize is not None else folder.normalize is not False,
+        max_length=min(max_length or folder.max_length or model_limit, model_limit),
+        name=name,
+        do_lower_case=folder.do_lower_case,
+        prompts=prompts,
+    )
+    scorer = (folder.pooling_weights,) if saved_scorer else ()
+    encoder._fingerprint = weights_fingerprint(folder.path, extra=scorer)
+    encoder.eval()
+    return encoder.to(resolve_device(device))

@@ -1,20 +1,16 @@
 """The int8 encoder on OpenVINO: the exported IR quantised by NNCF, run with the f32 hint.
 
-Why: NNCF's post-training quantisation (static scales calibrated on sample texts, the
-transformer preset) on OpenVINO's int8 kernels is a well-kept replacement for a hand-written
-int8 layer, and faster: it is semsearch's one int8 path (`--quantize int8`), measured against
-torch's `Int8Linear` that it replaced (issue 38, docs/encoder-and-runtimes.md). Static scales
-mean a text's vector does not depend on its batch mates. The f32 hint keeps the layers NNCF
-left unquantised in fp32: with the bf16 hint the model was both slower and further from fp32
-(measured 2026-11-26).
+Why: NNCF's post-training quantisation (static scales calibrated on fixed texts, so a text's
+vector does not depend on its batch mates) is semsearch's one int8 path (`--quantize int8`,
+checked by `check_quantization`); it replaced torch's hand-written `Int8Linear`, which the
+default runtime beat on both speed and recall (issue 38, docs/encoder-and-runtimes.md). The
+f32 hint keeps the layers NNCF left unquantised in fp32: with bf16 the model was both slower
+and further from fp32 (measured 2026-11-26).
 
-The quantised IR is cached beside the fp32 export (`openvino_runtime`), keyed by that
-export's key (weights' fingerprint, pooling, length, OpenVINO version), NNCF's version and
-the calibration texts' hash, with a hash record per file: a tampered entry is quantised
-again, never loaded. Before use it is checked against the torch fp32 encoder on
-`CHECK_TEXTS` with a looser bar than the fp32 runtime's. There is no fallback: where openvino
-or nncf is missing, quantisation fails or the check does not pass, `attach` refuses in one
-line (an int8 index's vectors are int8 ones; fp32 vectors under its name would be wrong).
+The quantised IR is cached beside the fp32 export, keyed by that export's key, NNCF's version
+and the calibration texts' hash, with a hash record per file, and checked against torch fp32
+before use. There is no fallback: where it cannot run, `attach` refuses in one line (fp32
+vectors under an int8 index's name would be wrong).
 """
 
 from __future__ import annotations
@@ -32,19 +28,52 @@ import numpy as np
 
 from semsearch.checksums import cache_file_problem
 from semsearch.errors import SemsearchError, one_line
+from semsearch.models.exported_query_encoder import export_path
 from semsearch.models.openvino_runtime import (
     CHECK_TEXTS,
     OpenVinoEncoder,
     _exported,
-    export_path,
     save_cached_ir,
 )
-from semsearch.models.quantize import CALIBRATION_TEXTS
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
 
 log = logging.getLogger(__name__)
+
+QUANTIZATION_MODES = ("int8",)
+# Varied short and long texts, fixed, so the quantised model (and so every vector) is the
+# same at every load: `BUILTIN_CALIBRATION` starts with them. Changing them
+# changes every int8 vector: int8 indexes built before would then need rebuilding.
+CALIBRATION_TEXTS = (
+    "A man is playing a guitar.",
+    "How do I compress a folder on Linux?",
+    "Stock markets fell sharply on Monday.",
+    "The cat sleeps on the sofa while it rains outside.",
+    "Fast JSON decoding for Python programs",
+    "A library for parsing command-line options",
+    "Async HTTP client and server framework",
+    "Utilities for reading and writing Parquet files with pandas",
+    "python3 bindings for the GTK toolkit",
+    "transitional dummy package",
+    "Add your description here",
+    "machine learning model deployment",
+    "what is the capital of France",
+    "Two men pushed carts through the woods.",
+    "Ünïcödé text, emoji 🎉 and CJK 漢字 in one line.",
+    "This package contains the documentation for the library, in HTML and PDF formats, "
+    "with examples of every function and a tutorial for new users.",
+    "GNU Make is a utility which controls the generation of executables and other "
+    "target files of a program from the program's source files. It determines "
+    "automatically which pieces of a program need to be (re)created.",
+    "The recipe needs two eggs, some flour and a cup of milk; bake the cake for "
+    "forty minutes, let it cool, then cover it with chocolate.",
+    "Shares dropped steeply at the start of the week after the central bank raised "
+    "interest rates by half a point, the largest rise in twenty years.",
+    "This is a development package: it holds the header files and the static library "
+    "needed to compile programs that use libfoo. Install it only to build software.",
+)
+
 
 QUANTIZED_FORMAT = 1
 # The bar int8 vectors must reach against torch fp32 on CHECK_TEXTS. Measured on the default
@@ -127,7 +156,7 @@ def quantized_path(encoder: BiEncoder, ov_version: str, texts: Sequence[str]) ->
     fingerprint (a model built in memory)."""
     import nncf
 
-    fp32 = export_path(encoder, ov_version)
+    fp32 = export_path(encoder.spec, ov_version)
     if fp32 is None:
         return None
     described = json.dumps([QUANTIZED_FORMAT, fp32.stem, nncf.__version__, calibration_hash(texts)])
@@ -182,3 +211,10 @@ def _quantize(encoder: BiEncoder, ov: Any, fp32: Any, texts: list[str]) -> Any:
             )
     finally:
         nncf_log.setLevel(level)
+
+
+def check_quantization(mode: str | None) -> None:
+    if mode is not None and mode not in QUANTIZATION_MODES:
+        raise SemsearchError(
+            f"unknown quantisation {mode!r}: choose {', '.join(QUANTIZATION_MODES)} or leave it out"
+        )

@@ -34,11 +34,11 @@ from semsearch.errors import SemsearchError, one_line
 from semsearch.models.exported_query_encoder import (
     OV_PRECISIONS,
     QUERY_PRECISION,
+    export_path,
     forget_compile_cache,
     native_bf16,
     record_checked,
 )
-from semsearch.models.exported_query_encoder import export_path as spec_export_path
 
 if TYPE_CHECKING:
     from semsearch.models.bi_encoder import BiEncoder
@@ -120,7 +120,7 @@ class OpenVinoEncoder:
                 one_line(exc),
             )
             return None
-        runtime = cls(encoder, model, default_precision(ov))
+        runtime = cls(encoder, model, "bf16" if native_bf16(ov) else "fp32")
         return runtime if runtime.forward_for(precision, encoder) is not None else None
 
     def forward_for(self, precision: str, encoder: BiEncoder):
@@ -237,11 +237,6 @@ def _infer(request: Any, input_ids: np.ndarray, attention_mask: np.ndarray) -> n
     return np.array(result[0], dtype=np.float32, copy=True)
 
 
-def default_precision(ov: Any) -> str:
-    """bf16 where OpenVINO's CPU plugin runs it natively, else fp32."""
-    return "bf16" if native_bf16(ov) else "fp32"
-
-
 def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
     """(mean, min) cosine between matching rows; NaN where a row is not finite."""
     norms = np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1)
@@ -252,14 +247,9 @@ def cosine_agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, floa
     return float(cosine.mean()), float(cosine.min())
 
 
-def export_path(encoder: BiEncoder, version: str) -> Path | None:
-    """Where the export of `encoder` is cached; None for a model without a fingerprint."""
-    return spec_export_path(encoder.spec, version)
-
-
 def _exported(encoder: BiEncoder, ov: Any) -> Any:
     """The cached IR's path when a checked entry is there, else a fresh export (cached)."""
-    xml = export_path(encoder, ov.get_version())
+    xml = export_path(encoder.spec, ov.get_version())
     if xml is None:
         return _convert(encoder, ov)
     weights = xml.with_suffix(".bin")

@@ -157,7 +157,7 @@ def test_unknown_precision_and_half_int8_are_user_errors(tiny_model_dir, sentenc
 
 
 def test_progress_hears_of_every_batch_and_tokenised_texts_encode_alike(tiny_encoder) -> None:
-    from semsearch.models.tokenized import TokenizedTexts
+    from semsearch.models.encoder import TokenizedTexts
 
     texts = [f"sentence {i} " + "word " * (i % 9) for i in range(100)]
     moves: list[int] = []

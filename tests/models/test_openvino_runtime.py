@@ -16,12 +16,8 @@ from models.odd_texts import ODD_TEXTS
 from semsearch.errors import SemsearchError
 from semsearch.models import openvino_runtime
 from semsearch.models.bi_encoder import BiEncoder, resolve_runtime
-from semsearch.models.openvino_runtime import (
-    MIN_COSINE,
-    MIN_MEAN_COSINE,
-    cosine_agreement,
-    export_path,
-)
+from semsearch.models.exported_query_encoder import export_path
+from semsearch.models.openvino_runtime import MIN_COSINE, MIN_MEAN_COSINE, cosine_agreement
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
 
@@ -76,7 +72,7 @@ def test_the_cache_is_reused_and_recorded(tiny_model_dir, exports) -> None:
     exports.clear()
     second = _load(tiny_model_dir)
     assert exports == [] and second.runtime == first.runtime
-    path = export_path(second, ov.get_version())
+    path = export_path(second.spec, ov.get_version())
     for file in (path, path.with_suffix(".bin")):
         assert file.is_file() and file.with_name(file.name + ".record.json").is_file()
 
@@ -85,11 +81,11 @@ def test_the_cache_is_reused_and_recorded(tiny_model_dir, exports) -> None:
 def test_a_tampered_cache_entry_is_rebuilt(
     tiny_model_dir, tmp_path, monkeypatch, exports, caplog, damage
 ) -> None:
-    original = export_path(_load(tiny_model_dir), ov.get_version())
+    original = export_path(_load(tiny_model_dir).spec, ov.get_version())
     expected = _load(tiny_model_dir).encode(TEXTS)
     monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path))
     copy = export_path(
-        BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch"), ov.get_version()
+        BiEncoder.load(str(tiny_model_dir), device="cpu", runtime="torch").spec, ov.get_version()
     )
     copy.parent.mkdir(parents=True)
     for file in original.parent.glob(original.stem + ".*"):

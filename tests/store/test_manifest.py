@@ -110,8 +110,8 @@ def test_known_values_match_the_models_and_the_corpus_readers() -> None:
     from semsearch.ann.vector_index import METRICS
     from semsearch.io.corpus_readers import FORMATS
     from semsearch.io.documents import DOCUMENTS_FORMAT
+    from semsearch.models.openvino_int8 import QUANTIZATION_MODES
     from semsearch.models.pooling import POOLING_MODES
-    from semsearch.models.quantize import QUANTIZATION_MODES
 
     assert manifest_fields.POOLING_MODES == POOLING_MODES
     assert manifest_fields.QUANTIZATION_MODES == QUANTIZATION_MODES

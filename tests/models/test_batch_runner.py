@@ -38,7 +38,7 @@ def test_batches_that_do_not_fit_are_halved_and_later_ones_kept_small(
     fits = 1 if packing else 5  # packed: a handful of rows hold all 64 short texts
     tight = TightMemory(tiny_encoder.transformer, rows=fits)
     monkeypatch.setattr(tiny_encoder, "_inference_transformer", lambda precision: tight)
-    with caplog.at_level(logging.WARNING, logger="semsearch.models.memory_fit"):
+    with caplog.at_level(logging.WARNING, logger="semsearch.models.batch_runner"):
         vectors = tiny_encoder.encode(
             TEXTS, batch_size=16, packing=packing, max_batch_tokens=16 * 64
         )
