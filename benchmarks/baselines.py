@@ -228,8 +228,7 @@ def make_start(row: Row) -> str:
     from sentence_transformers.models.tokenizer import ENGLISH_STOP_WORDS
 
     from semsearch.models.word_encoder import WordLayerConfig
-    from semsearch.models.word_model import WordModelOptions
-    from semsearch.models.word_model_builder import make_word_model
+    from semsearch.models.word_model import WordModelOptions, make_word_model
 
     source = VECTORS[row.start.split(":", 1)[1]]
     folder = WORK / "models" / f"{row.name}-start"

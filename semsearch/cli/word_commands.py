@@ -97,8 +97,7 @@ def word_model(
     cnn starts untrained: train it with `semsearch train --model FOLDER --lr 1e-3`.
     """
     from semsearch.models.word_encoder import WORD_LAYERS, WordLayerConfig
-    from semsearch.models.word_model import WordModelOptions
-    from semsearch.models.word_model_builder import make_word_model
+    from semsearch.models.word_model import WordModelOptions, make_word_model
 
     if layer not in WORD_LAYERS:
         raise SemsearchError(f"unknown layer {layer!r}: choose one of {', '.join(WORD_LAYERS)}")

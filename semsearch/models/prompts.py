@@ -2,16 +2,12 @@
 chooses it, and prepended in one place.
 
 Why: asymmetric models (e5, bge, gte, nomic) are trained with a prompt before every text
-("query: ", "passage: ") and silently lose quality without it. A model folder names its
-prompts in `config_sentence_transformers.json`; `Prompts.from_config` picks the query and
-document prompts exactly as sentence-transformers' `encode_query` and `encode_document` do
-(version 6: the names `query` and `document`, each defaulting to no prompt, so a folder's
-`passage` or `corpus` prompt and its `default_prompt_name` are not used by either).
-
-A prompt is prepended to the text before tokenisation (`with_prompt`), so its tokens count
-towards `max_length` and are pooled with the text's: sentence-transformers' `Pooling`
-includes them unless its config says `"include_prompt": false`, which semsearch refuses
-rather than pooling differently (`check_include_prompt`).
+("query: ", "passage: ") and silently lose quality without it. `Prompts.from_config` picks
+them from `config_sentence_transformers.json` exactly as sentence-transformers'
+`encode_query` and `encode_document` do (version 6). A prompt is prepended before
+tokenisation (`with_prompt`), so its tokens count towards `max_length` and are pooled with
+the text's; a pooling config with `"include_prompt": false` is refused rather than pooled
+differently (`check_include_prompt`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from semsearch.models.pooling import Pooling
 from semsearch.models.st_layout import ST, module_entry, write_json, write_tail, write_weights
 from semsearch.models.torch_device import resolve_device
 from semsearch.models.word_encoder import WordLayerConfig, WordNetwork, WordTokenizer
+from semsearch.models.word_vectors import read_word_vectors
 
 TOKENIZER_CLASS = ST + "tokenizer.WhitespaceTokenizer"
 EMBEDDINGS_DIR = "0_WordEmbeddings"
@@ -58,6 +60,36 @@ class WordModelOptions:
     update_embeddings: bool = False
     max_length: int = DEFAULT_MAX_LENGTH
     seed: int = 0
+
+
+def make_word_model(
+    vectors_file: str | Path, folder: str | Path, options: WordModelOptions
+) -> Path:
+    """Write a new (untrained) word-vector model folder; returns the folder."""
+    if options.pooling not in WORD_POOLINGS:
+        raise SemsearchError(
+            f"unknown pooling {options.pooling!r} for a word-vector model: choose one of "
+            f"{', '.join(WORD_POOLINGS)}"
+        )
+    if options.layer.kind == "cnn" and any(size % 2 == 0 for size in options.layer.kernel_sizes):
+        raise SemsearchError("CNN kernel sizes must be odd, so that every word keeps one output")
+    vectors = read_word_vectors(vectors_file, options.dimension).with_padding()
+    torch.manual_seed(options.seed)
+    try:
+        network = WordNetwork(
+            torch.from_numpy(vectors.vectors), options.layer, options.update_embeddings
+        )
+    except ValueError as exc:
+        raise SemsearchError(str(exc)) from exc
+    encoder = SimpleNamespace(  # what `save_word_model` reads of a `BiEncoder`
+        transformer=network,
+        tokenizer=WordTokenizer(vectors.words, options.stop_words),
+        pooling=Pooling(options.pooling),  # type: ignore[arg-type]
+        normalize=options.normalize,
+        max_length=options.max_length,
+    )
+    save_word_model(encoder, folder)
+    return Path(folder)
 
 
 def save_word_model(encoder: Any, folder: str | Path) -> None:

@@ -14,8 +14,7 @@ from semsearch.errors import SemsearchError
 from semsearch.losses import build_loss
 from semsearch.models import BiEncoder
 from semsearch.models.word_encoder import WordLayerConfig, WordTokenizer
-from semsearch.models.word_model import WordModelOptions
-from semsearch.models.word_model_builder import make_word_model
+from semsearch.models.word_model import WordModelOptions, make_word_model
 
 
 def _model(tmp_path, layer: str = "none", pooling: str = "mean", **options):
