@@ -360,12 +360,8 @@ class BiEncoder(nn.Module):
 
     def features(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Padded `input_ids` and `attention_mask` for `texts`, on the model's device (for training)."""
-        input_ids, mask = self.pad(self.tokenize(texts))
+        input_ids, mask = pad(self.tokenize(texts), self.tokenizer.pad_token_id or 0)
         return input_ids.to(self.device), mask.to(self.device)
-
-    def pad(self, token_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Right-pad token id lists to the longest one: (input_ids, attention_mask)."""
-        return pad(token_ids, self.tokenizer.pad_token_id or 0)
 
     def save(self, folder: str | Path) -> None:
         """Write a folder that both semsearch and sentence-transformers load."""

@@ -40,6 +40,7 @@ from semsearch.models.model_folder import (
     CROSS_ENCODER_FILE,
     DEFAULT_MODEL,
     ModelFolder,
+    read_json,
     require_kind,
     resolve_model,
 )
@@ -75,7 +76,8 @@ class CrossEncoder(nn.Module):
         """Load a cross-encoder folder (or hub name); a bi-encoder is refused, saying so."""
         folder = resolve_model(name_or_path)
         require_kind(folder, "cross-encoder")
-        settings = _read_settings(folder.path)
+        settings_file = folder.path / CROSS_ENCODER_FILE  # absent: saved by another tool
+        settings = read_json(settings_file) if settings_file.is_file() else {}
         model, tokenizer = _load_classifier(folder)
         return cls._ready(
             model,
@@ -254,17 +256,6 @@ def _load_classifier(
     finally:
         hf_utils.logging.set_verbosity(verbosity)
     return model, tokenizer
-
-
-def _read_settings(folder: Path) -> dict[str, Any]:
-    """`cross_encoder.json`, or nothing for a sequence classifier saved by another tool."""
-    path = folder / CROSS_ENCODER_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SemsearchError(f"cannot read {path}: {exc}") from exc
 
 
 def _activate(logits: np.ndarray) -> np.ndarray:
