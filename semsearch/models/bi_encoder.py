@@ -104,11 +104,8 @@ class BiEncoder(nn.Module):
     def for_index(
         cls, spec: EncoderSpec, device: str = "auto", runtime: Runtime = "auto"
     ) -> BiEncoder:
-        """The encoder an index records (name, pooling, normalisation, length, quantisation,
-        prompts).
-
-        A hub model comes from the local cache only: opening an index never downloads.
-        """
+        """The encoder an index records; a hub model comes from the local cache only: opening
+        an index never downloads."""
         return cls.load(
             spec.name,
             pooling=spec.pooling,

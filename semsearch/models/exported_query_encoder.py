@@ -47,8 +47,6 @@ OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
 QUERY_BATCH = 64
 
 
-# What runs a query's encoder: `auto` is the checked OpenVINO export where OpenVINO is
-# installed and the query runs on a CPU, else torch.
 def openvino_installed() -> bool:
     """Whether OpenVINO can be imported, without importing it."""
     import importlib.util
@@ -76,11 +74,9 @@ def query_files(xml: Path) -> tuple[Path, Path]:
 def record_checked(
     xml: Path, spec: EncoderSpec, tokenizer: Any, facts: dict, precision: str
 ) -> None:
-    """Record beside the export at `xml` that it passed its check in `precision`: the
-    tokenizer (a `tokenizers.Tokenizer`) and the facts a torch-free query needs, each with a
-    hash record, added to the precisions checked before. The facts go last: they mark the
-    entry usable. The prompts are left out: the export serves every index of its model,
-    whatever prompts each records (`ExportedQueryEncoder.open` takes them from the index)."""
+    """Record beside the export at `xml` that it passed its check in `precision`, with the
+    tokenizer and the facts a torch-free query needs (the facts last: they mark the entry
+    usable). No prompts: the export serves every index of its model, whatever its prompts."""
     spec = replace(spec, query_prompt="", document_prompt="")
     facts_path, tokenizer_path = query_files(xml)
     checked = {}
@@ -132,11 +128,9 @@ def checked_compile_cache(xml: Path) -> Path:
 
 
 def record_compile_cache(xml: Path) -> None:
-    """Hash records for the compiled copies OpenVINO has just written: new ones, and ones it
-    rewrote in place (it compiles afresh over a copy it finds outdated, under the same name).
-    `checked_compile_cache` deleted every copy unlike its record before the compile, so a
-    copy unlike its record now is the compile's own. Only a copy written since its record
-    (by modification time) is hashed again."""
+    """Hash records for the compiled copies OpenVINO has just written, new or rewritten in
+    place (`checked_compile_cache` deleted every copy unlike its record before, so one unlike
+    it now is the compile's own); only a copy newer than its record is hashed again."""
     for blob in _blobs(xml.with_suffix(".compiled")):
         try:
             rewritten = blob.stat().st_mtime_ns >= cache_record_path(blob).stat().st_mtime_ns
@@ -148,8 +142,7 @@ def record_compile_cache(xml: Path) -> None:
 
 def forget_compile_cache(xml: Path) -> None:
     """Delete the compiled copies of the export at `xml` and their records: the export is
-    being written again, and copies compiled from the old one would only be compiled over
-    (leaving their records stale) or, worse, loaded."""
+    being written again, and copies of the old one must not be loaded."""
     for blob in _blobs(xml.with_suffix(".compiled")):
         blob.unlink(missing_ok=True)
         cache_record_path(blob).unlink(missing_ok=True)

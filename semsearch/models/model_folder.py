@@ -131,7 +131,7 @@ def weights_fingerprint(folder: Path, extra: tuple[Path, ...] = ()) -> str:
 
     `extra` adds weight files outside the transformer (a learned pooling scorer).
     """
-    files = weight_files(folder)
+    files = next((found for p in WEIGHT_PATTERNS if (found := sorted(folder.glob(p)))), [])
     if not files:
         raise SemsearchError(f"no weight files (*.safetensors, pytorch_model.bin) in {folder}")
     digests = [_file_sha256(str(file), *_stamp(file)) for file in [*files, *extra]]
@@ -144,14 +144,6 @@ def _stamp(file: Path) -> tuple[int, int]:
     """Size and modification time: a changed file gets a fresh checksum, not a cached one."""
     status = file.stat()
     return status.st_size, status.st_mtime_ns
-
-
-def weight_files(folder: Path) -> list[Path]:
-    for pattern in WEIGHT_PATTERNS:
-        files = sorted(folder.glob(pattern))
-        if files:
-            return files
-    return []
 
 
 @lru_cache(maxsize=16)
@@ -202,11 +194,9 @@ def _read_folder(name: str, folder: Path) -> ModelFolder:
     if modules_file.is_file():
         for module in read_json(modules_file):
             kind = module.get("type", "").rsplit(".", 1)[-1]
-            if kind == "Transformer":
+            if kind in ("Transformer", "WordEmbeddings"):  # word vectors: `word_model`
                 transformer_path = _module_folder(folder, module.get("path", ""))
-            elif kind == "WordEmbeddings":  # see semsearch.models.word_model
-                transformer_path = _module_folder(folder, module.get("path", ""))
-                word_model = True
+                word_model = word_model or kind == "WordEmbeddings"
             elif kind == "Pooling":
                 pooling_folder = _module_folder(folder, module.get("path", ""))
                 pooling_config = read_json(pooling_folder / "config.json")
