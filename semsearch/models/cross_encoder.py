@@ -15,7 +15,6 @@ files leave open: where pairs are truncated, the output activation, the class na
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from semsearch.models.model_folder import (
     require_kind,
     resolve_model,
 )
+from semsearch.models.st_layout import write_json
 from semsearch.models.torch_device import Precision, autocast_for, resolve_device
 
 Pair = tuple[str, str]
@@ -237,8 +237,7 @@ class CrossEncoder(nn.Module):
             "input": "[CLS] text_a [SEP] text_b [SEP], the tokenizer's pair encoding",
             "semsearch_version": __version__,
         }
-        text = json.dumps(settings, indent=2) + "\n"
-        (folder / CROSS_ENCODER_FILE).write_text(text, encoding="utf-8")
+        write_json(folder / CROSS_ENCODER_FILE, settings)
 
 
 def _load_classifier(

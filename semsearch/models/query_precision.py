@@ -15,8 +15,6 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from semsearch.errors import SemsearchError
 from semsearch.options import QUERY_PRECISIONS
 
@@ -70,15 +68,12 @@ def choose_query_precision(encoder: BiEncoder, requested: str = "auto") -> str:
         return "auto" if encoder.device.type != "cpu" else "fp32"
     if requested != "auto":
         return requested
+    from semsearch.models.openvino_runtime import cosine_agreement  # torch: a BiEncoder's here
+
     texts = list(PROBE_TEXTS)
     full = encoder.encode(texts, batch_size=PROBE_BATCH, precision="fp32")
     half = encoder.encode(texts, batch_size=PROBE_BATCH, precision="bf16")
-    cosine = float(
-        np.min(
-            np.sum(full * half, axis=1)
-            / (np.linalg.norm(full, axis=1) * np.linalg.norm(half, axis=1))
-        )
-    )
+    cosine = cosine_agreement(half, full)[1]
     full_s = _best_time(encoder, texts, "fp32")
     half_s = _best_time(encoder, texts, "bf16")
     chosen = "bf16" if cosine >= MIN_COSINE and full_s >= MIN_SPEEDUP * half_s else "fp32"

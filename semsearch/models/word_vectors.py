@@ -12,7 +12,6 @@ import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 
@@ -55,7 +54,8 @@ def read_word_vectors(path: str | Path, dimension: int | None = None) -> WordVec
     words: list[str] = []
     rows: list[np.ndarray] = []
     width: int | None = None
-    with _open_text(path) as handle:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             parts = line.rstrip("\n").rstrip().split(" ")
             if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
@@ -120,9 +120,3 @@ def token_embedding_vectors(model: str = "default") -> WordVectors:
         words.append(token)
         rows.append(index)
     return WordVectors(words, matrix[rows].astype(np.float32))
-
-
-def _open_text(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
