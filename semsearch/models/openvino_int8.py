@@ -185,17 +185,8 @@ def _quantize(encoder: BiEncoder, ov: Any, fp32: Any, texts: list[str]) -> Any:
     import nncf
 
     model = ov.Core().read_model(fp32) if isinstance(fp32, (str, Path)) else fp32
-    if encoder.do_lower_case:
-        texts = [text.lower() for text in texts]
-    tokenized = encoder.tokenizer(
-        texts,
-        truncation=True,
-        max_length=encoder.max_length,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )
     samples = []
-    for ids in tokenized["input_ids"]:
+    for ids in encoder.tokenize(texts):
         row = np.asarray([ids], dtype=np.int64)
         samples.append({"input_ids": row, "attention_mask": np.ones_like(row)})
     nncf_log = logging.getLogger("nncf")
