@@ -26,7 +26,7 @@ from semsearch.models.openvino_int8 import OpenVinoInt8Encoder, check_quantizati
 from semsearch.models.openvino_runtime import OpenVinoEncoder
 from semsearch.models.packing import packed_run
 from semsearch.models.pooling import POOLING_MODES, Pooling, PoolingMode
-from semsearch.models.prompts import Prompts, check_include_prompt, with_prompt
+from semsearch.models.prompts import PromptedEncoding, Prompts, check_include_prompt
 from semsearch.models.spec import EncoderSpec
 from semsearch.models.st_layout import write_transformer_folder
 from semsearch.models.torch_device import HALF_PRECISIONS, Precision, half_copy
@@ -69,7 +69,7 @@ class FrozenCompiled(nn.Module):
             return self.compiled(**inputs)
 
 
-class BiEncoder(nn.Module):
+class BiEncoder(nn.Module, PromptedEncoding):
     """Transformer + pooling (+ L2 normalisation): a text in, one vector out."""
 
     def __init__(
@@ -309,16 +309,6 @@ class BiEncoder(nn.Module):
             batches = prepared_batches(texts, tokenize, self.tokenizer.pad_token_id or 0, shape)
             forward = self._padded_forward(transformer, exported)
         return run_batches(batches, forward, (len(texts), self.dimension), show_progress, progress)
-
-    def encode_query(self, texts: Sequence[str], **options) -> np.ndarray:
-        """`encode` with the query prompt before each text (sentence-transformers'
-        `encode_query`); `options` are `encode`'s."""
-        return self.encode(with_prompt(texts, self.prompts.query), **options)
-
-    def encode_document(self, texts: Sequence[str], **options) -> np.ndarray:
-        """`encode` with the document prompt before each text (sentence-transformers'
-        `encode_document`); `options` are `encode`'s."""
-        return self.encode(with_prompt(texts, self.prompts.document), **options)
 
     def _padded_forward(
         self, transformer: PreTrainedModel | None, exported: Callable | None

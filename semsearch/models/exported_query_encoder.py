@@ -30,7 +30,7 @@ from semsearch.checksums import (
     write_cache_record,
 )
 from semsearch.models.model_folder import cache_dir
-from semsearch.models.prompts import with_prompt
+from semsearch.models.prompts import PromptedEncoding
 from semsearch.models.spec import EncoderSpec
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def _intact_entry(spec: EncoderSpec, version: str) -> Path | None:
     return xml
 
 
-class ExportedQueryEncoder:
+class ExportedQueryEncoder(PromptedEncoding):
     """Texts in, the index's vectors out, through the checked OpenVINO export; what a
     `Searcher` needs of an encoder and no more."""
 
@@ -319,11 +319,3 @@ class ExportedQueryEncoder:
             if progress is not None:
                 progress(len(rows))
         return output
-
-    def encode_query(self, texts: Sequence[str], **options: Any) -> np.ndarray:
-        """`encode` with the index's query prompt before each text."""
-        return self.encode(with_prompt(texts, self.spec.query_prompt), **options)
-
-    def encode_document(self, texts: Sequence[str], **options: Any) -> np.ndarray:
-        """`encode` with the index's document prompt before each text."""
-        return self.encode(with_prompt(texts, self.spec.document_prompt), **options)

@@ -109,6 +109,19 @@ def encode_documents(encoder: Any, texts: Sequence[str], **options: Any) -> Any:
     return encoder.encode(with_prompt(texts, document_prompt(encoder)), **options)
 
 
+class PromptedEncoding:
+    """sentence-transformers' `encode_query` and `encode_document`, once for every encoder
+    class with `encode` and a `spec`."""
+
+    def encode_query(self, texts: Sequence[str], **options: Any) -> Any:
+        """`encode` with the query prompt before each text; `options` are `encode`'s."""
+        return encode_queries(self, texts, **options)
+
+    def encode_document(self, texts: Sequence[str], **options: Any) -> Any:
+        """`encode` with the document prompt before each text; `options` are `encode`'s."""
+        return encode_documents(self, texts, **options)
+
+
 def check_document_prompt(recorded: str, encoder: Any, index: str) -> None:
     """Refuse an encoder given to add rows to an index whose documents got another prompt:
     the new rows' vectors would not be comparable with the others'."""
