@@ -1,16 +1,12 @@
 """The cross-encoder: one transformer reads both texts of a pair together and scores the pair.
 
-A bi-encoder embeds each text alone, so any two texts compare by a dot product; a
-cross-encoder reads `[CLS] a [SEP] b [SEP]`, every token of one text attending to the
-other, and a head turns the `[CLS]` state into one logit (a score, through a sigmoid) or
-N class logits. It is more accurate and far slower: every pair is a forward pass, so it
-re-ranks a bi-encoder's top candidates rather than searching a collection.
-
-The folder it saves is a standard Hugging Face sequence classifier (`config.json` naming a
-`*ForSequenceClassification` architecture, `model.safetensors`, the tokenizer), so that
-`AutoModelForSequenceClassification` and sentence-transformers' `CrossEncoder` load it as
-well; `cross_encoder.json` marks it as a cross-encoder for semsearch and records what those
-files leave open: where pairs are truncated, the output activation, the class names.
+It reads `[CLS] a [SEP] b [SEP]`, every token of one text attending to the other, and a head
+turns the `[CLS]` state into one logit (a score, through a sigmoid) or N class logits: more
+accurate than a bi-encoder and far slower (a forward pass per pair), so it re-ranks a
+bi-encoder's top candidates. Its folder is a standard Hugging Face sequence classifier, which
+`AutoModelForSequenceClassification` and sentence-transformers' `CrossEncoder` load too;
+`cross_encoder.json` marks it for semsearch with what those files leave open (truncation,
+activation, class names).
 """
 
 from __future__ import annotations
