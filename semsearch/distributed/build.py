@@ -13,6 +13,7 @@ build's (`semsearch.ingest.build`), with a segment per worker instead of one.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from dataclasses import replace
 
@@ -52,8 +53,8 @@ from semsearch.ingest.corpus_files import (
     scan_file,
 )
 from semsearch.ingest.file_parts import FileScan, part_count, plan_units
-from semsearch.ingest.file_source import FilePartSource, read_in_parts
-from semsearch.io.corpus import check_id_column, is_many_files, open_corpus, usable_rows
+from semsearch.ingest.file_source import FilePartSource, stream_parts
+from semsearch.io.corpus import check_id_column, is_many_files, open_corpus
 from semsearch.io.documents import is_document_folder
 from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
 from semsearch.io.own_vectors import (
@@ -117,33 +118,18 @@ class RayChunkSource(FilePartSource):
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         workers = self.connection.workers()
         setup = encoder_setup(encoder, workers, options)
-        read = skipped = truncated = 0
-        waiting: list[dict] = []
-
-        def encode(parts: list[dict]) -> int:
-            done = encode_rows(
-                parts,
-                workers,
-                setup,
-                writer.folder,
-                writer.vector_dtype,
-                options.text_column,
-                split=writer.split,
-            )
-            return done.truncated
-
-        for part, chunk in enumerate(read_in_parts(self.corpus, options.part_rows)):
-            rows = usable_rows(chunk, options.text_column, read, options.strict)
-            read, skipped = read + chunk.num_rows, skipped + rows.skipped
-            if writer.has(part):  # written by the interrupted build this one resumes
-                continue
-            waiting.append(part_row(part, rows.batch, rows.source_rows))
-            if len(waiting) >= PARTS_PER_JOB * workers.count:  # the driver holds a few parts
-                truncated += encode(waiting)
-                waiting = []
-        if waiting:
-            truncated += encode(waiting)
-        return EncodedRows(read, skipped, truncated)
+        counts, truncated, waiting = {"read": 0, "skipped": 0}, 0, []
+        for part in itertools.chain(stream_parts(self.corpus, writer, options, counts), [None]):
+            if part is not None:
+                waiting.append(part_row(part))
+            # The driver holds a few parts at a time.
+            if waiting and (part is None or len(waiting) >= PARTS_PER_JOB * workers.count):
+                folder, dtype, text_column = writer.folder, writer.vector_dtype, options.text_column
+                done = encode_rows(
+                    waiting, workers, setup, folder, dtype, text_column, writer.split
+                )
+                truncated, waiting = truncated + done.truncated, []
+        return EncodedRows(counts["read"], counts["skipped"], truncated)
 
 
 class RaySource(ManyFilesSource):

@@ -3,7 +3,7 @@
 Ray Data runs it as reader -> encoder -> writer. `PartReader` actors turn each
 `ReadUnit` into one row per part, the part's rows serialised as Arrow IPC, so a part never
 splits or merges with another on its way; `PartEncoder` actors (the model loaded once per
-actor: one per GPU, or N on CPUs) run `parts.encode_rows` and write the part into the index's
+actor: one per GPU, or N on CPUs) write each part with `parts.encode_parts` into the index's
 folder, which every node must see (a shared filesystem). A part is written whole or not at
 all, so a task Ray retries after a worker dies rewrites the same part, and a job run again
 skips the parts already there.
@@ -23,8 +23,7 @@ import pyarrow as pa
 from semsearch.distributed.cluster import Workers, require_ray
 from semsearch.errors import ResumableError, SemsearchError, one_line
 from semsearch.ingest.file_parts import ReadUnit, read_unit
-from semsearch.ingest.parts import encode_rows as encode_prepared
-from semsearch.ingest.parts import prepare_part
+from semsearch.ingest.parts import RowPart, encode_parts
 from semsearch.io.own_vectors import VectorColumn
 from semsearch.models.truncation import truncation_report
 from semsearch.store.documents import DocumentSplit
@@ -46,9 +45,10 @@ def from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-def part_row(part: int, rows: pa.Table | pa.RecordBatch, ids: np.ndarray) -> dict:
+def part_row(part: RowPart) -> dict:
     """The Ray Data row that carries one part to an encoder."""
-    return {"part": part, "rows": to_ipc(rows), "ids": np.asarray(ids, np.int64).tobytes()}
+    ids = np.asarray(part.ids, np.int64).tobytes()
+    return {"part": part.part, "rows": to_ipc(part.batch), "ids": ids}
 
 
 def unit_row(unit: ReadUnit) -> dict:
@@ -77,7 +77,7 @@ class PartReader:
                 tuple(int(p) for p in units["wanted"][position]),
             )
             for part in read_unit(unit, self.text_column, self.part_rows, self.strict):
-                row = part_row(part.part, part.batch, part.ids)
+                row = part_row(part)
                 yield {
                     name: np.array([value], dtype=object if name != "part" else np.int64)
                     for name, value in row.items()
@@ -136,11 +136,17 @@ class PartEncoder(_EncoderActor):
             table = from_ipc(data)
             ids = np.frombuffer(ids, dtype=np.int64)
             with truncation_report(self.encoder) as cut:
-                prepared = prepare_part(int(part), table, ids, self.text_column, self.vector_column)
-                encoded = encode_prepared(self.encoder, prepared, self.batch_size)
-            self.writer.write(int(part), encoded.ids, encoded.vectors, encoded.metadata)
+                encode_parts(
+                    self.encoder,
+                    [RowPart(int(part), table, ids)],
+                    self.writer,
+                    self.text_column,
+                    self.vector_column,
+                    self.batch_size,
+                    depth=0,
+                )
             parts.append(int(part))
-            rows.append(len(encoded))
+            rows.append(len(ids))
             truncated.append(cut.cut)
         return {
             "part": np.array(parts, np.int64),

@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from semsearch.distributed.cluster import RayConnection, RayOptions
 from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_rows, part_row
-from semsearch.ingest.update import PART_ROWS, ChangeResult, add_rows
+from semsearch.ingest.parts import sliced_parts
+from semsearch.ingest.update import ChangeResult, add_rows
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import Manifest
 from semsearch.store.segment import SegmentWriter
@@ -80,8 +81,5 @@ class RayPartsWriter:
         )
         fingerprint = self.manifest.model.fingerprint or ""
         setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size, workers.threads)
-        parts = [
-            part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
-            for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
-        ]
+        parts = [part_row(part) for part in sliced_parts(rows, ids)]
         encode_rows(parts, workers, setup, writer.folder, writer.vector_dtype, self.text_column)

@@ -8,7 +8,6 @@ not with the index. Unchanged rows (same id, same text hash) are skipped without
 
 from __future__ import annotations
 
-import functools
 import logging
 import shutil
 import time
@@ -17,15 +16,13 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
 
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
 from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
 from semsearch.ingest.conform import Target, conform, rename_text_column
-from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part
-from semsearch.ingest.parts import write_parts as encode_and_write
+from semsearch.ingest.parts import encode_parts, sliced_parts
 from semsearch.ingest.rows import LiveRows, matched_rows
 from semsearch.io.corpus import check_corpus, check_ids, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
@@ -51,9 +48,8 @@ from semsearch.store.segment import (
 
 log = logging.getLogger(__name__)
 
-PART_ROWS = 16_384
-# Encodes rows (sorted by id) with their ids into parts of PART_ROWS rows written by the
-# writer; `add_rows` does it in this process unless given one (`semsearch.distributed`).
+# Encodes rows (sorted by id) with their ids into the parts written by the writer;
+# `add_rows` does it in this process unless given one (`semsearch.distributed`).
 PartsWriter = Callable[[SegmentWriter, pa.Table, np.ndarray], None]
 
 
@@ -119,9 +115,21 @@ def add_rows(
             encoder = None  # the rows bring their vectors
         else:
             encoder = _rows_encoder(manifest, encoder, device, runtime, show_progress, ~unchanged)
-        if write_parts is None:
-            settings = (manifest.text_column, batch_size, show_progress, vector_column)
-            write_parts = functools.partial(_encode_parts, encoder, *settings)
+        if write_parts is None:  # encoded here, the stages overlapped
+
+            def write_parts(writer: SegmentWriter, rows: pa.Table, ids: np.ndarray) -> None:
+                parts = sliced_parts(rows, ids)
+                encode_parts(
+                    encoder,
+                    parts,
+                    writer,
+                    manifest.text_column,
+                    vector_column,
+                    batch_size,
+                    show_progress,
+                    total=rows.num_rows,
+                )
+
         segments, counts = _added_segments(
             folder, live, table, existing, unchanged, stale, write_parts, placement
         )
@@ -328,38 +336,6 @@ def _write_segment(
         )
     temporary.rename(folder.segment_dir(name))
     return replace(record, index_file=index_file, index_file_bytes=size, lexical_dir=lexical_dir)
-
-
-def _encode_parts(
-    encoder,
-    text_column: str | None,
-    batch_size: int | None,
-    show_progress: bool,
-    vector_column: VectorColumn | None,
-    writer: SegmentWriter,
-    rows: pa.Table,
-    ids: np.ndarray,
-) -> None:
-    """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`);
-    with `vector_column`, the rows' own vectors are written instead."""
-    parts = (
-        prepare_part(
-            part,
-            rows.slice(start, PART_ROWS),
-            ids[start : start + PART_ROWS],
-            text_column,
-            vector_column,
-        )
-        for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
-    )
-    with tqdm(
-        total=rows.num_rows,
-        desc="encoding",
-        unit="text",
-        disable=not show_progress,
-        smoothing=RATE_SMOOTHING,
-    ) as bar:
-        encode_and_write(encoder, parts, writer, batch_size, bar.update)
 
 
 def own_vector_column(manifest: Manifest, corpus, write_parts) -> VectorColumn | None:
