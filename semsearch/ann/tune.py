@@ -33,6 +33,7 @@ SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes diffe
 # a rescoring index's recall is capped by how many candidates its codes rank (oversample),
 # and probing more lists past that point only costs time (at 20M rows, minutes a step).
 PLATEAU_GAIN = 0.002
+TUNING_K = 10  # the recall@k a build, reindex and tune measure
 Rescore = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -174,7 +175,7 @@ def tune_index(
     queries: np.ndarray,
     exact: np.ndarray,
     target: float,
-    k: int = 10,
+    k: int = TUNING_K,
     query_ids: np.ndarray | None = None,
     exact_scores: np.ndarray | None = None,
     rescore: Rescore | None = None,

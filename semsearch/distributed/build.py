@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from semsearch.ann.factory import IndexSpec
 from semsearch.ann.tune import log_tuned
-from semsearch.ann.vector_index import prepare_vectors
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import (
     EncoderSetup,
@@ -40,10 +39,9 @@ from semsearch.distributed.segments import (
     rejoin_parts,
     split_parts,
     train_segment,
-    with_tuning,
 )
 from semsearch.errors import ResumableError
-from semsearch.ingest.build import IndexedParts, PartSource, build_index
+from semsearch.ingest.build import IndexedParts, PartSource, build_index, tuning_vectors
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.corpus_files import (
     FileStream,
@@ -63,7 +61,6 @@ from semsearch.io.own_vectors import (
     dimension_of,
     with_vector_column,
 )
-from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import SourceSpec
 from semsearch.store.segment import Segment, SegmentWriter
@@ -271,7 +268,10 @@ class RaySource(ManyFilesSource):
         files = {name: entry for done in indexed for name, entry in done.files.items()}
         log.info("indexed %d rows as %d segments on Ray", rows, len(indexed))
         return IndexedParts(
-            with_tuning(spec, result), tuple(done.record for done in indexed), result, files
+            spec if result is None else replace(spec, search_params=result.search_params()),
+            tuple(done.record for done in indexed),
+            result,
+            files,
         )
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
@@ -292,10 +292,7 @@ def _tuning_job(spec: IndexSpec, encoder, options: BuildOptions) -> TuningJob | 
     """What the first segment's worker tunes to, with `--tuning-queries` encoded here."""
     if options.target_recall is None:
         return None
-    queries = None
-    if options.tuning_queries:
-        texts = with_prompt(options.tuning_queries, query_prompt(encoder))
-        queries = prepare_vectors(encoder.encode(texts), spec.metric)
+    queries = tuning_vectors(options, encoder, spec.metric)
     return TuningJob(options.target_recall, queries, options.strict)
 
 

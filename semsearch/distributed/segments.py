@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
@@ -37,24 +37,22 @@ from semsearch.ann.factory import IndexSpec
 from semsearch.ann.tune import TuningResult
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.checksums import describe_files
+from semsearch.ingest.build import index_segment
 from semsearch.store.file_names import (
     part_arrow_name,
     part_documents_names,
     part_file_names,
     segment_file_names,
 )
-from semsearch.store.filling import add_parts, trained_index
+from semsearch.store.filling import trained_index
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import segment_name
-from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import LexicalSpec, SegmentRecord
-from semsearch.store.rescoring import tune_segment
-from semsearch.store.segment import Segment, index_file_name
+from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)
 
 SPLIT_FILE = "ray_split.json"  # in the partial folder while parts sit in their workers' segments
-TUNING_K = 10
 
 
 @dataclass(frozen=True)
@@ -108,41 +106,18 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
     its parts, then its BM25 part; nothing but the record, hashes and tuning goes back."""
     faiss.omp_set_num_threads(job.threads)
     index_folder = IndexFolder(Path(job.folder))
-    path = index_folder.segment_dir(job.name)
-    segment = Segment(path, SegmentRecord(job.name, 0, job.parts, "", 0))
-    rows = sum(len(ids) for ids in segment.part_ids)
-    segment = Segment(path, SegmentRecord(job.name, rows, job.parts, "", 0))
+    record = SegmentRecord(job.name, 0, job.parts, "", 0, documents=job.documents)
+    segment = Segment(index_folder.segment_dir(job.name), record)
     if job.spec.trained_file is not None:
         index = VectorIndex.read(index_folder.trained_path(job.spec.trained_file), job.spec.metric)
     else:
         index = VectorIndex.create(job.spec, job.dimension)
-    add_parts(index, segment.iter_parts, rows)
-    result = None
-    if (
-        tuning is not None
-        and index.tunable_parameter()
-        and (rows >= 2 or tuning.queries is not None)
-    ):
-        # `build`'s tuning on one segment: the centroids are shared, so a list holds the same
-        # share of each segment's rows and the nprobe that reaches the target on one reaches
-        # it on all.
-        result = tune_segment(
-            index, job.spec, segment, tuning.target, TUNING_K, tuning.queries, tuning.strict
-        )
-    index_file = index_file_name(1)
-    index_bytes = index.write(path / index_file)
-    del index
-    lexical_dir = None
-    if job.lexical is not None:
-        lexical_dir = index_segment_texts(path, job.text_column, rows, job.parts, job.lexical, 1)
-    record = SegmentRecord(
-        job.name,
-        rows,
-        job.parts,
-        index_file,
-        index_bytes,
-        lexical_dir=lexical_dir,
-        documents=job.documents,
+    # `build`'s tuning on one segment: the centroids are shared, so a list holds the same
+    # share of each segment's rows and the nprobe that reaches the target on one reaches
+    # it on all.
+    tuned = (tuning.target, tuning.queries, tuning.strict) if tuning else ()
+    record, _, result = index_segment(
+        index, job.spec, segment, 1, job.lexical, job.text_column, CPU, *tuned
     )
     return IndexedSegment(
         record, describe_files(Path(job.folder), segment_file_names(record), {}), result
@@ -218,8 +193,3 @@ def _write_json(path: Path, data: object) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)
-
-
-def with_tuning(spec: IndexSpec, tuning: TuningResult | None) -> IndexSpec:
-    """The spec with the tuned search parameter."""
-    return spec if tuning is None else replace(spec, search_params=tuning.search_params())

@@ -17,6 +17,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from semsearch.errors import SemsearchError
+from semsearch.ingest.build_options import DEFAULT_PART_ROWS
 from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
@@ -25,8 +26,6 @@ from semsearch.models.prompts import document_prompt, with_prompt
 from semsearch.models.tokenized import TokenizedTexts
 from semsearch.store.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
 
-# The rows of an add's parts (a build's come from `BuildOptions.part_rows`).
-PART_ROWS = 16_384
 # How much an encoding bar's rate (and ETA) follows its last refresh, a tenth of a second
 # apart: tqdm's 0.3 swung the ETA with every batch of long or short texts and every part's
 # hand-over; 0.05 averages over the last few seconds.
@@ -42,7 +41,9 @@ class RowPart:
     ids: np.ndarray
 
 
-def sliced_parts(rows: pa.Table, ids: np.ndarray, part_rows: int = PART_ROWS) -> Iterator[RowPart]:
+def sliced_parts(
+    rows: pa.Table, ids: np.ndarray, part_rows: int = DEFAULT_PART_ROWS
+) -> Iterator[RowPart]:
     """`rows` cut every `part_rows` rows into parts numbered from 0: an add's new segment."""
     for part, start in enumerate(range(0, rows.num_rows, part_rows)):
         yield RowPart(part, rows.slice(start, part_rows), ids[start : start + part_rows])

@@ -20,6 +20,7 @@ import pyarrow as pa
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
+from semsearch.ingest.build import index_segment
 from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
 from semsearch.ingest.conform import Target, conform, rename_text_column
 from semsearch.ingest.parts import encode_parts, sliced_parts
@@ -32,17 +33,14 @@ from semsearch.models.query_loader import open_for_rows
 from semsearch.search.searcher import check_same_model
 from semsearch.search.where import WhereEvaluator
 from semsearch.store.file_checks import check_file, check_opened_files
-from semsearch.store.filling import add_parts
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation, next_segment_number, segment_name
-from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.store.segment import (
     ID_COLUMN,
     Segment,
     SegmentWriter,
     document_split,
-    index_file_name,
     write_deleted,
 )
 
@@ -304,38 +302,41 @@ def _write_segment(
     device: FaissDevice,
 ) -> SegmentRecord:
     """Encode `rows` into a new segment with its own index; renamed into place when complete."""
-    existing = (
-        [path.name for path in folder.segments_dir.iterdir()]
-        if folder.segments_dir.is_dir()
-        else []
-    )
-    name = segment_name(next_segment_number(manifest, existing))
-    temporary = folder.segments_dir / f".tmp-{name}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    split = document_split(manifest.chunks, manifest.text_column)
-    writer = SegmentWriter(temporary, manifest.vector_dtype, split)
+    writer = new_segment(folder, manifest)
     order = np.argsort(ids, kind="stable")
     write_parts(writer, rows.take(pa.array(order)), ids[order])
-    parts = writer.part_count()
-    record = SegmentRecord(name, rows.num_rows, parts, "", 0, documents=split is not None)
-    segment = Segment(temporary, record)
-    index = _empty_index(folder, manifest)
-    with index.placed(device):
-        add_parts(index, segment.iter_parts, rows.num_rows)
-    index_file = index_file_name(manifest.generation + 1)
-    size = index.write(temporary / index_file)
-    lexical_dir = None
-    if manifest.lexical is not None:  # the new rows' BM25 part, like their FAISS index
-        lexical_dir = index_segment_texts(
-            temporary,
-            manifest.text_column,
-            rows.num_rows,
-            parts,
-            manifest.lexical,
-            manifest.generation + 1,
-        )
-    temporary.rename(folder.segment_dir(name))
-    return replace(record, index_file=index_file, index_file_bytes=size, lexical_dir=lexical_dir)
+    record, _, _ = index_segment(
+        _empty_index(folder, manifest),
+        manifest.index,
+        written_segment(writer),
+        manifest.generation + 1,
+        manifest.lexical,  # the new rows' BM25 part, like their FAISS index
+        manifest.text_column,
+        device,
+    )
+    writer.folder.rename(folder.segment_dir(record.name))
+    return record
+
+
+def new_segment(folder: IndexFolder, manifest: Manifest) -> SegmentWriter:
+    """A writer into the next segment's temporary folder (`.tmp-NAME`), which its maker
+    renames into place once the segment is complete."""
+    segments = folder.segments_dir
+    existing = [path.name for path in segments.iterdir()] if segments.is_dir() else []
+    temporary = segments / f".tmp-{segment_name(next_segment_number(manifest, existing))}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    split = document_split(manifest.chunks, manifest.text_column)
+    return SegmentWriter(temporary, manifest.vector_dtype, split)
+
+
+def written_segment(writer: SegmentWriter) -> Segment:
+    """The segment `new_segment`'s writer wrote, still in its temporary folder."""
+    name = writer.folder.name.removeprefix(".tmp-")
+    documents = writer.split is not None
+    record = SegmentRecord(
+        name, writer.rows_written(), writer.part_count(), "", 0, documents=documents
+    )
+    return Segment(writer.folder, record)
 
 
 def own_vector_column(manifest: Manifest, corpus, write_parts) -> VectorColumn | None:
