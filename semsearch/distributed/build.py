@@ -121,11 +121,8 @@ class RayChunkSource(FilePartSource):
                 waiting.append(part_row(part))
             # The driver holds a few parts at a time.
             if waiting and (part is None or len(waiting) >= PARTS_PER_JOB * workers.count):
-                folder, dtype, text_column = writer.folder, writer.vector_dtype, options.text_column
-                done = encode_rows(
-                    waiting, workers, setup, folder, dtype, text_column, writer.split
-                )
-                truncated, waiting = truncated + done.truncated, []
+                truncated += encode_rows(waiting, workers, setup, writer, options.text_column)
+                waiting = []
         return EncodedRows(counts["read"], counts["skipped"], truncated)
 
 
@@ -177,23 +174,20 @@ class RaySource(ManyFilesSource):
         rejoin_parts(writer.folder.parent.parent)  # a build stopped in its index stage
         workers = self.connection.workers()
         units = plan_units(self.scans, options.part_rows, writer.has)
-        truncated = 0
+        truncated, own = 0, options.vector_column
         if units:
             todo = sum(len(unit.wanted) for unit in units)
             log.info("encoding %d parts on Ray (%s)", todo, workers.describe())
-            done = encode_units(
+            truncated = encode_units(
                 units,
                 workers,
                 encoder_setup(encoder, workers, options),
-                writer.folder,
-                writer.vector_dtype,
+                writer,
                 options.text_column,
                 options.part_rows,
                 options.strict,
-                self._vector_column(options),
-                split=writer.split,
+                VectorColumn(own, self.dimension, options.metric) if own else None,
             )
-            truncated = done.truncated
             if truncated:
                 log.warning(
                     "%d texts were longer than the model's max_length and were cut", truncated
@@ -206,11 +200,6 @@ class RaySource(ManyFilesSource):
                 "run the same command again to encode the rest",
             )
         return self.encoded_rows(truncated)
-
-    def _vector_column(self, options: BuildOptions) -> VectorColumn | None:
-        if options.vector_column is None:
-            return None
-        return VectorColumn(options.vector_column, self.dimension, options.metric)
 
     def index_parts(
         self,

@@ -15,7 +15,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +25,6 @@ from semsearch.ingest.file_parts import ReadUnit, read_unit
 from semsearch.ingest.parts import RowPart, encode_parts
 from semsearch.io.own_vectors import VectorColumn
 from semsearch.models.truncation import truncation_report
-from semsearch.store.documents import DocumentSplit
 from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
@@ -96,10 +94,18 @@ class EncoderSetup:
     threads: int = 1  # torch threads of a CPU actor
 
 
-class _EncoderActor:
-    """Loads the model once per actor; refuses a node whose model differs from the driver's."""
+class PartEncoder:
+    """Ray Data actor: encodes each part it is given and writes it with `writer` (into the
+    index's folder); the model is loaded once per actor, and refused where it differs from
+    the driver's."""
 
-    def __init__(self, setup: EncoderSetup) -> None:
+    def __init__(
+        self,
+        setup: EncoderSetup,
+        writer: SegmentWriter,
+        text_column: str | None,
+        vector_column: VectorColumn | None = None,
+    ) -> None:
         if setup.device == "cpu":
             import torch
 
@@ -110,148 +116,79 @@ class _EncoderActor:
                 f"the model on a worker ({self.encoder.spec.fingerprint[:12]}) is not the driver's "
                 f"({setup.fingerprint[:12]}): install the same model on every node"
             )
-        self.batch_size = setup.batch_size
-
-
-class PartEncoder(_EncoderActor):
-    """Ray Data actor: encodes each part it is given and writes it into `folder`."""
-
-    def __init__(
-        self,
-        setup: EncoderSetup,
-        folder: str,
-        vector_dtype: str,
-        text_column: str | None,
-        vector_column: VectorColumn | None = None,
-        split: DocumentSplit | None = None,
-    ) -> None:
-        super().__init__(setup)
-        self.writer = SegmentWriter(Path(folder), vector_dtype, split)
+        self.setup, self.writer = setup, writer
         self.text_column = text_column
         self.vector_column = vector_column  # your own vectors: read, not encoded
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        parts, rows, truncated = [], [], []
+        truncated = []
         for part, data, ids in zip(batch["part"], batch["rows"], batch["ids"]):
-            table = from_ipc(data)
-            ids = np.frombuffer(ids, dtype=np.int64)
             with truncation_report(self.encoder) as cut:
                 encode_parts(
                     self.encoder,
-                    [RowPart(int(part), table, ids)],
+                    [RowPart(int(part), from_ipc(data), np.frombuffer(ids, dtype=np.int64))],
                     self.writer,
                     self.text_column,
                     self.vector_column,
-                    self.batch_size,
+                    self.setup.batch_size,
                     depth=0,
                 )
-            parts.append(int(part))
-            rows.append(len(ids))
             truncated.append(cut.cut)
-        return {
-            "part": np.array(parts, np.int64),
-            "rows": np.array(rows, np.int64),
-            "truncated": np.array(truncated, np.int64),
-        }
-
-
-@dataclass(frozen=True)
-class EncodedParts:
-    """What a job's encoders reported: the parts they wrote, their rows, the texts they cut."""
-
-    parts: list[int]
-    rows: int
-    truncated: int
+        return {"truncated": np.array(truncated, np.int64)}
 
 
 def encode_units(
     units: list[ReadUnit],
     workers: Workers,
     setup: EncoderSetup,
-    folder: Path,
-    vector_dtype: str,
+    writer: SegmentWriter,
     text_column: str | None,
     part_rows: int,
     strict: bool,
     vector_column: VectorColumn | None = None,
-    split: DocumentSplit | None = None,
-) -> EncodedParts:
+) -> int:
     """Read, encode and write the parts of `units` on the cluster (with `vector_column`, the
-    rows' own vectors are checked and written instead)."""
+    rows' own vectors are checked and written instead); the texts cut at max_length."""
     ray = require_ray()
     workers = workers.at_most(sum(len(unit.wanted) for unit in units))
     dataset = ray.data.from_items([unit_row(unit) for unit in units]).map_batches(
         PartReader,
         batch_size=1,
         **workers.reader_args(),
-        fn_constructor_kwargs={
-            "text_column": text_column,
-            "part_rows": part_rows,
-            "strict": strict,
-        },
+        fn_constructor_args=(text_column, part_rows, strict),
     )
-    return _encode(
-        dataset,
-        workers,
-        setup,
-        folder,
-        vector_dtype,
-        text_column,
-        resumable=True,
-        vector_column=vector_column,
-        split=split,
-    )
+    return _encode(dataset, workers, setup, writer, text_column, True, vector_column)
 
 
 def encode_rows(
-    rows: list[dict],
-    workers: Workers,
-    setup: EncoderSetup,
-    folder: Path,
-    vector_dtype: str,
-    text_column: str,
-    split: DocumentSplit | None = None,
-) -> EncodedParts:
-    """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows."""
-    ray = require_ray()
-    dataset = ray.data.from_items(rows)
-    workers = workers.at_most(len(rows))
-    return _encode(
-        dataset, workers, setup, folder, vector_dtype, text_column, resumable=False, split=split
-    )
+    rows: list[dict], workers: Workers, setup: EncoderSetup, writer: SegmentWriter, text_column: str
+) -> int:
+    """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows;
+    the texts cut at max_length."""
+    dataset = require_ray().data.from_items(rows)
+    return _encode(dataset, workers.at_most(len(rows)), setup, writer, text_column, False)
 
 
 def _encode(
     dataset,
     workers: Workers,
     setup: EncoderSetup,
-    folder: Path,
-    vector_dtype: str,
+    writer: SegmentWriter,
     text_column: str | None,
     resumable: bool,
     vector_column: VectorColumn | None = None,
-    split: DocumentSplit | None = None,
-) -> EncodedParts:
+) -> int:
     dataset = dataset.map_batches(
         PartEncoder,
         batch_size=1,
         **workers.actor_args(),
-        fn_constructor_kwargs={
-            "setup": setup,
-            "folder": str(folder),
-            "vector_dtype": vector_dtype,
-            "text_column": text_column,
-            "vector_column": vector_column,
-            "split": split,
-        },
+        fn_constructor_args=(setup, writer, text_column, vector_column),
     )
-    parts, rows, truncated = [], 0, 0
+    truncated = 0
     with job_errors("encoding", resumable=resumable):
         for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
-            parts.extend(int(part) for part in batch["part"])
-            rows += int(batch["rows"].sum())
             truncated += int(batch["truncated"].sum())
-    return EncodedParts(sorted(parts), rows, truncated)
+    return truncated
 
 
 def actor_runtime(runtime: str, device: str) -> str:
