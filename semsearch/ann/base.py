@@ -112,7 +112,3 @@ class AnnBackend(ABC):
     @classmethod
     @abstractmethod
     def read(cls, path: Path, metric: str, expected_bytes: int | None = None) -> AnnBackend: ...
-
-    @abstractmethod
-    def memory_bytes(self) -> int:
-        """About how much memory the structure holds (vectors or codes, ids, centroids)."""

@@ -51,11 +51,3 @@ def to_gpu(index: faiss.Index, gpu: int) -> faiss.Index | None:
 def to_cpu(index: faiss.Index) -> faiss.Index:
     """The CPU copy of a GPU index (what is written to disk)."""
     return faiss.index_gpu_to_cpu(index)
-
-
-def is_gpu_index(index: faiss.Index) -> bool:
-    """Whether `index` (or the index inside its id map) lives on a GPU."""
-    index = faiss.downcast_index(index)
-    if isinstance(index, faiss.IndexIDMap | faiss.IndexIDMap2):
-        index = faiss.downcast_index(index.index)
-    return type(index).__name__.startswith("Gpu")

@@ -142,32 +142,26 @@ def rescored_recall(
     recomputed from `vectors`: an index's own scores may be estimates (PQ, fp16 codes), and
     rows that tie with the exact k-th neighbour (identical texts) are no loss. `kth_exact`
     holds each query's exact k-th score in the metric's own units (squared L2 for "l2")."""
-    rows = vectors[np.maximum(found, 0)]
-    if higher_is_better(metric):
-        scores = np.einsum("qkd,qd->qk", rows, queries)
-    elif metric == "manhattan":
-        scores = np.abs(rows - queries[:, None, :]).sum(axis=2)
-    else:
-        scores = ((rows - queries[:, None, :]) ** 2).sum(axis=2)
+    scores = pair_scores(queries, vectors[np.maximum(found, 0)], metric)
     return tie_aware_recall(
         scores, found, kth_exact, found.shape[1], higher_is_better(metric), tolerance
     )
+
+
+def pair_scores(queries: np.ndarray, rows: np.ndarray, metric: str) -> np.ndarray:
+    """[queries, k] exact scores of each query with its `rows` ([queries, k, d]), on FAISS's
+    scale (L2 scores are squared distances)."""
+    if higher_is_better(metric):
+        return np.einsum("qd,qkd->qk", queries, rows)
+    if metric == "manhattan":
+        return np.abs(rows - queries[:, None, :]).sum(axis=2)
+    return np.square(rows - queries[:, None, :]).sum(axis=2)
 
 
 def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:
     """Mean share of each query's exact top-k that the index returned in its top-k."""
     hits = [len(set(f[:k]) & set(e[:k]) - {-1}) for f, e in zip(found, exact)]
     return float(np.sum(hits) / (k * len(exact)))
-
-
-def target_recall(found: np.ndarray, targets: np.ndarray) -> float:
-    """Share of queries whose one right row (`targets`, [queries]) is among the rows found for
-    it (`found`, [queries, k]): recall@k when each query has a single relevant document, as a
-    synopsis has its own package's description."""
-    found, targets = np.asarray(found), np.asarray(targets)
-    if found.ndim != 2 or len(found) != len(targets):
-        raise ValueError(f"found {found.shape} and targets {targets.shape} do not pair up")
-    return float(np.mean((found == targets[:, None]).any(axis=1))) if len(found) else 0.0
 
 
 def tune_index(
@@ -366,12 +360,7 @@ class StoredScores:
         candidates = vectors[np.searchsorted(wanted, np.maximum(found, 0))] if len(wanted) else None
         if candidates is None:
             return np.full(found.shape, np.nan, dtype=np.float32)
-        if higher_is_better(self.metric):
-            scores = np.einsum("qd,qkd->qk", queries, candidates)
-        elif self.metric == "manhattan":
-            scores = np.abs(candidates - queries[:, None, :]).sum(axis=2)
-        else:  # FAISS' L2 scores are squared distances
-            scores = np.square(candidates - queries[:, None, :]).sum(axis=2)
+        scores = pair_scores(queries, candidates, self.metric)
         return np.where(found >= 0, scores, np.nan).astype(np.float32)
 
     def _vectors_at(self, positions: np.ndarray) -> np.ndarray:

@@ -164,18 +164,6 @@ class VectorIndex(AnnBackend):
     def exact_device(self) -> str:
         return self.device.exact_device
 
-    def memory_bytes(self) -> int:
-        """Codes (or vectors), ids and IVF centroids: what the structure holds in memory."""
-        try:
-            code = int(self._layout.sa_code_size())
-        except RuntimeError:  # structures without standalone codes (HNSW): full vectors
-            code = 4 * self.dimension
-        hnsw = _hnsw_of(self._layout)
-        links = 8 * hnsw.nb_neighbors(0) if hnsw is not None else 0
-        ivf = self._ivf()
-        centroids = 4 * self.dimension * ivf.nlist if ivf is not None else 0
-        return self.size * (code + 8 + links) + centroids
-
     @property
     def is_trained(self) -> bool:
         return bool(self.faiss.is_trained)
