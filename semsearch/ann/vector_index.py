@@ -232,13 +232,10 @@ class VectorIndex(AnnBackend):
         return self._falling_back(work)
 
     def _share_threads(self, queries: int) -> None:
-        """FAISS gives each of its threads whole queries (IVF `parallel_mode` 0), so a lone
-        query runs on one core; with fewer queries than threads its lists are shared out
-        instead (mode 1): one query on the 841k PyPI IVF4096 index, nprobe 95, two threads,
-        1.49 -> 0.81 ms. Only where OpenMP's threads sleep when idle (OMP_WAIT_POLICY=PASSIVE,
-        as `semsearch query` and `serve` set it): spinning after each query, they took a core
-        from the encoder's next one (OpenVINO, 3.5 -> 5.5 ms). Either mode returns the same
-        neighbours."""
+        """With fewer queries than FAISS threads, share each query's IVF lists among them
+        (`parallel_mode` 1; one PyPI query 1.49 -> 0.81 ms on two threads), where OpenMP's
+        threads sleep when idle (OMP_WAIT_POLICY=PASSIVE, as `query` and `serve` set it):
+        spinning, they took a core from the encoder. Either mode finds the same neighbours."""
         ivf = None if self.device.is_gpu else self._ivf()
         if ivf is not None:
             passive = os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"

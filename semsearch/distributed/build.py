@@ -336,6 +336,3 @@ def scan_apart(
 def check_ids_apart(scans: list[FileScan], id_column: str, *ids: pa.Array | None) -> None:
     """On a worker: `check_unique_ids` over the files' ids, which never reach the driver."""
     check_unique_ids([replace(scan, ids=values) for scan, values in zip(scans, ids)], id_column)
-
-
-__all__ = ["RaySource", "build_index_on_ray", "part_ranges"]

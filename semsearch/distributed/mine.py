@@ -347,12 +347,3 @@ class IndexBlockMiner:
             "score": np.concatenate(scores),
             "found": np.concatenate(found),
         }
-
-
-__all__ = [
-    "IndexBlockMiner",
-    "RayIndexPairSearch",
-    "mine_corpus_as_index",
-    "mine_corpus_on_ray",
-    "mine_index_on_ray",
-]
