@@ -1,16 +1,11 @@
 """Tuning an index's search parameter to a recall target, instead of guessing it.
 
-Recall@k is measured against exact search: a sample of the corpus' own vectors serves as
-queries (each query's own row is left out of both result lists, so that finding itself
-does not count), or the user's queries encoded by the index's model. The smallest nprobe
-(IVF) or efSearch (HNSW) whose recall meets the target is kept.
-
-Recall is tie-aware: a result counts when it scores as well as the exact k-th neighbour.
-Real corpora hold identical texts (95,268 of PyPI's 841,708 summaries), whose rows swap
-freely at rank k; comparing row ids called those misses and asked for twice the nprobe
-needed. Where the index keeps exact vectors (IVF-Flat, HNSW-Flat) its own scores are exact;
-where it keeps codes (SQ, PQ) its scores are estimates, so its answers are scored again
-from the stored vectors (`StoredScores`) before they are compared.
+Recall@k is measured against exact search, on the user's queries or a sample of the
+corpus' own vectors (each left out of its own results); the smallest nprobe (IVF) or
+efSearch (HNSW) that meets the target is kept. Recall is tie-aware: a result counts when it
+scores as well as the exact k-th neighbour, since identical texts (95,268 of PyPI's 841,708
+summaries) swap freely at rank k. A coded index's (SQ, PQ) scores are estimates, so its
+answers are scored again from the stored vectors (`StoredScores`) first.
 """
 
 from __future__ import annotations
@@ -178,13 +173,10 @@ def tune_index(
 ) -> TuningResult:
     """The smallest nprobe/efSearch whose recall@k on `queries` meets `target`.
 
-    `exact` holds each query's exact neighbours' ids (and `exact_scores` their scores, which
-    make recall tie-aware where the index keeps exact vectors, or where `rescore` gives the
-    exact scores of what a coded index found); with `query_ids` (the
-    queries' own ids in the index) those are dropped from both sides, so the queries act as
-    held-out ones. Each value is tried through per-call search parameters: the index is
-    never changed. `ceiling` bounds the values tried (nothing above it is wanted);
-    `stop_on_plateau` stops climbing once two doublings gained less than PLATEAU_GAIN.
+    `exact` holds each query's exact neighbours' ids; `exact_scores` make recall tie-aware
+    (with `rescore` for a coded index); `query_ids`, the queries' own rows, are left out of
+    both sides. The index is never changed (per-call parameters). `ceiling` bounds the values
+    tried; `stop_on_plateau` stops once two doublings gained less than PLATEAU_GAIN.
     """
     if not 0 < target <= 1:
         raise SemsearchError(f"target recall must be in (0, 1], not {target}")

@@ -1,15 +1,10 @@
 """Every FAISS detail in one place: create, train, add with ids, search, read and write.
 
-A `VectorIndex` wraps one FAISS index whose vectors carry the index's stable int64 ids
-(`add_with_ids`; Flat and HNSW sit inside an `IndexIDMap2`, IVF keeps ids itself). Search
-parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each call as
-`faiss.SearchParameters*`, so nothing is mutated at query time and one opened index serves
-any number of threads. The package's exact search is `semsearch.ann.exact`.
-
-The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
-`placed(device)` moves the index there for a while and back (`semsearch.ann.faiss_gpu`);
-what is written is always a CPU index. A GPU that runs out of memory hands the work
-back to the CPU, with a log line, instead of failing the job.
+Vectors carry the index's stable int64 ids (Flat and HNSW inside an `IndexIDMap2`, IVF
+keeps ids itself). Search parameters and filters travel with each call
+(`faiss.SearchParameters*`), so one opened index serves any number of threads. The heavy
+work can run on a GPU (`placed(device)`); what is written is always a CPU index, and a GPU
+out of memory hands the work back to the CPU instead of failing the job.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """`semsearch build --engine ray`: the local build's steps, with every one that grows with the
 corpus on a Ray cluster.
 
-The driver checks the files, then Ray runs the rest: scanning the files (one task each; the
-ids stay on the workers, checked for repeats across files by one task), encoding the parts
-(`semsearch.distributed.encode`; `--vector-column` reads the rows' own vectors instead), and
-indexing them (`semsearch.distributed.segments`): training on a worker, then one segment
-per worker, each filled, tuned, hashed and given its BM25 part where it runs. The driver
-holds counts, records and hashes, never the ids, vectors or index. The manifest is the local
-build's (`semsearch.ingest.build`), with a segment per worker instead of one.
+The driver checks the files; Ray tasks scan them (the ids stay on the workers, checked for
+repeats by one task), an actor pool encodes the parts (`semsearch.distributed.encode`), and
+the parts are indexed as a segment per worker (`semsearch.distributed.segments`). The
+driver holds counts, records and hashes, never the ids, vectors or index; the manifest is
+the local build's, with a segment per worker.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The encode stage on Ray: readers cut the files into parts, an actor pool encodes and writes them.
 
-Ray Data runs it as reader -> encoder -> writer. `PartReader` actors turn each
-`ReadUnit` into one row per part, the part's rows serialised as Arrow IPC, so a part never
-splits or merges with another on its way; `PartEncoder` actors (the model loaded once per
-actor: one per GPU, or N on CPUs) write each part with `parts.encode_parts` into the index's
-folder, which every node must see (a shared filesystem). A part is written whole or not at
-all, so a task Ray retries after a worker dies rewrites the same part, and a job run again
-skips the parts already there.
+`PartReader` actors turn each `ReadUnit` into one Ray Data row per part (its rows as Arrow
+IPC, so a part never splits or merges on its way); `PartEncoder` actors load the model once
+and write each part with `parts.encode_parts` into the index's folder, which every node
+sees. A part is written whole or not at all, so a retried task rewrites the same part and a
+job run again skips the parts already there.
 """
 
 from __future__ import annotations

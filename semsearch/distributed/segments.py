@@ -1,23 +1,12 @@
 """The index stage of `build --engine ray`: one segment per worker, nothing gathered on the driver.
 
-The encoders wrote every part into the first segment's folder. Then:
-
-    train     a Ray task draws the local build's training sample (same seed, same parts) from
-              the shared folder, trains the structure and writes it to `trained/`
-    split     the driver renames the parts of each worker's contiguous range into a segment
-              of its own (file renames only; `SPLIT_FILE` records them, so a build stopped
-              here puts them back and resumes)
-    index     a Ray task per segment fills a copy of the trained structure with its parts,
-              writes it, builds the segment's BM25 part and hashes its files; the first also
-              tunes the search parameter on its own rows
-
-The driver only ever holds the part count, each segment's record and its files' hashes.
-Every segment starts from the same trained structure (the manifest's `trained_file`, as
-for a segment that `add` makes), so an IVF search probes the same lists in each segment
-that one merged index would, and the merged results are the same; a flat index gives the
-same exact top-k. Why segments rather than one merged file: the searcher already searches
-and merges segments (`semsearch.search.snapshot`), each segment's files are hashed and
-verified as any other's, and no process ever holds the whole index.
+A Ray task trains the structure once on the local build's sample, into `trained/`; the
+driver renames each worker's contiguous range of parts into a segment of its own
+(`SPLIT_FILE` records it, so a stopped build puts them back and resumes); a task per segment
+then fills a copy of the trained structure, writes it and its BM25 part and hashes its
+files (the first also tunes). Why segments: they share the trained centroids, so their
+merged results are one index's; the searcher already merges segments, and no process ever
+holds the whole index.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """A corpus of many files (a folder or a glob, local or a URI): found, checked, and encoded
 part by part in this process.
 
-Each file is cut every `part_rows` rows, parts are numbered across the files in name order
-(`semsearch.ingest.file_parts`), and a row's id is its row number across all the files, so
-a part depends on nothing but the files: any process, on any node, in any order, can read
-and encode it, and a build that stops resumes from the parts already written. For one file
-this is exactly the local build's layout. `ManyFilesSource` encodes the parts in this
-process; `semsearch.distributed` runs the same reader and encode stage on a Ray cluster.
+Parts are numbered across the files in name order and a row's id is its row number across
+all of them (`semsearch.ingest.file_parts`), so any process, on any node, in any order, can
+encode a part, and a stopped build resumes from the parts written; for one file this is the
+local build's layout. `semsearch.distributed` runs the same reader on a Ray cluster.
 """
 
 from __future__ import annotations

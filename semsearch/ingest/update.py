@@ -80,16 +80,11 @@ def add_rows(
     show_progress: bool = False,
     runtime: str = "auto",
 ) -> ChangeResult:
-    """Upsert the rows of a corpus file into the index; see the module docstring. The new
-    segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
-    `show_progress` shows a bar of the texts encoded, moving with every batch.
-
-    Without an `encoder`, the index's model is loaded only once some row needs encoding,
-    on `device` and `runtime` (`query_loader.open_for_rows`: on a CPU, the
-    checked OpenVINO export, without torch): an add of unchanged rows loads no model.
-    The corpus is checked as `build` checks it; its text column is stored as the index's,
-    and its columns must hold the index's types (`semsearch.ingest.conform`; `convert_types`
-    reads other types where each value converts without loss)."""
+    """Upsert the rows of a corpus file into the index; see the module docstring. FAISS works
+    on `device`. Without an `encoder`, the index's model is loaded (`open_for_rows`) only once
+    some row needs encoding, so an add of unchanged rows loads none. The corpus is checked
+    as `build` checks it, and its columns must hold the index's types
+    (`semsearch.ingest.conform`; `convert_types` reads others that convert without loss)."""
     started = time.perf_counter()
     with folder.writer_lock("add"):
         manifest = folder.manifest()
