@@ -277,7 +277,7 @@ class RaySource(ManyFilesSource):
 
 def _tuning_job(spec: IndexSpec, encoder, options: BuildOptions) -> TuningJob | None:
     """What the first segment's worker tunes to, with `--tuning-queries` encoded here."""
-    if options.target_recall is None:
+    if not options.target_recall:
         return None
     queries = tuning_vectors(options, encoder, spec.metric)
     return TuningJob(options.target_recall, queries, options.strict)

@@ -115,7 +115,9 @@ def build_index(
     encoder = _encoder(options, source, encoder)
     # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
     # not after an hour of encoding.
-    spec = _choose(options, usable, encoder.dimension)
+    spec = choose_index(
+        options.index, usable, encoder.dimension, options.metric, options.memory_budget
+    )
     VectorIndex.create(spec, encoder.dimension)
     partial = partial_folder(Path(options.out_dir), options.index_name)
     source_sha256 = source.fingerprint()
@@ -127,7 +129,9 @@ def build_index(
         manifest = _write_index(
             IndexFolder(partial), options, source, encoder, spec, usable, device
         )
-        write_manifest(partial, replace(manifest, build_seconds=_since(started)))
+        write_manifest(
+            partial, replace(manifest, build_seconds=round(time.perf_counter() - started, 2))
+        )
         (partial / STATE_FILE).unlink()
         final = Path(options.out_dir) / options.index_name
         publish(partial, final, options.overwrite)
@@ -139,10 +143,6 @@ def build_index(
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
-
-
-def _since(started: float) -> float:
-    return round(time.perf_counter() - started, 2)
 
 
 def _source(options: BuildOptions, source: PartSource | None) -> tuple[BuildOptions, PartSource]:
@@ -233,7 +233,8 @@ def _write_index(
             "rows": total,
             "skipped": encoded.skipped,
             "truncated": encoded.truncated,
-            "runtime": encoder_runtime(encoder, options),
+            # None where no model encoded rows: a model named for your own vectors encodes none.
+            "runtime": None if options.vector_column is not None else encoder.runtime,
             **source.operation(),
         },
         semsearch_version=__version__,
@@ -290,7 +291,7 @@ def _index_here(
 
 def tuning_vectors(options: BuildOptions, encoder, metric: str) -> np.ndarray | None:
     """`--tuning-queries` encoded with the query prompt and prepared; None without them."""
-    if not options.tuning_queries or options.target_recall is None:
+    if not options.tuning_queries or not options.target_recall:
         return None
     texts = with_prompt(options.tuning_queries, query_prompt(encoder))
     return prepare_vectors(encoder.encode(texts), metric)
@@ -363,9 +364,13 @@ def _check_options(options: BuildOptions, name: str) -> None:
         raise SemsearchError(
             f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
         )
-    if options.target_recall is not None and not 0 < options.target_recall <= 1:
+    check_target(options.target_recall)
+
+
+def check_target(target: float | None) -> None:
+    if target is not None and not 0 <= target <= 1:
         raise SemsearchError(
-            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
         )
 
 
@@ -374,10 +379,6 @@ def _cannot_write(out_dir: Path, why: str) -> str:
         f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
         "with --out-dir"
     )
-
-
-def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
-    return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
 
 
 def segment_rows(segment: Segment) -> int:
@@ -412,12 +413,3 @@ def _read_state(folder: Path) -> dict | None:
         return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def encoder_runtime(encoder, options: BuildOptions) -> str | None:
-    """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation;
-    None where no model did: the corpus' own vectors, also when a model is named for them
-    (it is loaded for its fingerprint and text queries, and encodes no row)."""
-    if options.vector_column is not None:
-        return None
-    return encoder.runtime

@@ -18,7 +18,7 @@ from semsearch.ann.factory import choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
-from semsearch.ingest.build import index_segment
+from semsearch.ingest.build import check_target, index_segment
 from semsearch.ingest.build_options import DEFAULT_PART_ROWS
 from semsearch.ingest.merge import write_merged
 from semsearch.ingest.update import new_segment, written_segment
@@ -54,7 +54,7 @@ def reindex(
     over every live row, tuned to `target_recall`; the new generation's manifest. FAISS
     trains, adds and tunes on `device` (`auto`: a GPU when FAISS can use one). A missed
     target is a warning, or with `strict` an error that writes nothing."""
-    _check_target(target_recall)
+    check_target(target_recall)
     placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("reindex"):
@@ -192,7 +192,7 @@ def retune(
 ) -> TuningResult:
     """Tune the search parameter on the largest segment's stored vectors (or on `queries`,
     already encoded) and record it in a new generation; the searches run on `device`."""
-    _check_target(target)
+    check_target(target)
     placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("tune"):
@@ -310,11 +310,4 @@ def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
         raise SemsearchError(
             f"generation {manifest.generation} of index {manifest.name!r} lost its files to a "
             f"compaction (segment {missing[0]}): it cannot be restored"
-        )
-
-
-def _check_target(target: float | None) -> None:
-    if target is not None and not 0 <= target <= 1:
-        raise SemsearchError(
-            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
         )
