@@ -244,21 +244,21 @@ def _recall_measure(
     rescore: Rescore | None = None,
 ) -> Callable[[int], float]:
     extra = 0 if query_ids is None else 1
-    truth = _without_self(exact, query_ids, k)
+    truth = _without_self(exact, exact, query_ids, k)
     better_high = higher_is_better(index.metric)
     kth_exact = None
     if exact_scores is not None:
-        kth_exact = _scores_without_self(exact_scores, exact, query_ids, k)[:, k - 1]
+        kth_exact = _without_self(exact_scores, exact, query_ids, k)[:, k - 1]
 
     def measure(value: int) -> float:
         scores, found = index.search(queries, k + extra, {parameter: value})
         if rescore is not None:
             scores = rescore(queries, found)
         if kth_exact is None:
-            return recall_at_k(_without_self(found, query_ids, k), truth, k)
+            return recall_at_k(_without_self(found, found, query_ids, k), truth, k)
         return tie_aware_recall(
-            _scores_without_self(scores, found, query_ids, k),
-            _without_self(found, query_ids, k),
+            _without_self(scores, found, query_ids, k),
+            _without_self(found, found, query_ids, k),
             kth_exact,
             k,
             better_high,
@@ -267,23 +267,19 @@ def _recall_measure(
     return measure
 
 
-def _without_self(rows: np.ndarray, query_ids: np.ndarray | None, k: int) -> np.ndarray:
-    if query_ids is None:
-        return rows[:, :k]
-    kept = [[row for row in line if row != own][:k] for line, own in zip(rows, query_ids)]
-    return np.array([line + [-1] * (k - len(line)) for line in kept], dtype=np.int64)
-
-
-def _scores_without_self(
-    scores: np.ndarray, rows: np.ndarray, query_ids: np.ndarray | None, k: int
+def _without_self(
+    values: np.ndarray, rows: np.ndarray, query_ids: np.ndarray | None, k: int
 ) -> np.ndarray:
+    """Each line's first `k` `values` (ids or scores) whose row is not the query's own,
+    padded with -1 (ids) or NaN (scores)."""
     if query_ids is None:
-        return scores[:, :k]
+        return values[:, :k]
+    fill = np.nan if values.dtype.kind == "f" else -1
     kept = [
-        [score for score, row in zip(line, line_rows) if row != own][:k]
-        for line, line_rows, own in zip(scores, rows, query_ids)
+        [value for value, row in zip(line, line_rows) if row != own][:k]
+        for line, line_rows, own in zip(values, rows, query_ids)
     ]
-    return np.array([line + [np.nan] * (k - len(line)) for line in kept], dtype=np.float32)
+    return np.array([line + [fill] * (k - len(line)) for line in kept], dtype=values.dtype)
 
 
 def _below_smallest(parameter: str, k: int) -> int:
