@@ -228,15 +228,14 @@ def delete_rows(
     with folder.writer_lock("delete"):
         manifest = folder.manifest()
         check_opened_files(folder, manifest)  # never build a generation on changed files
+        if ids is not None and not ids:
+            raise SemsearchError("no ids to delete: give one id per line")
+        live = LiveRows.read(folder, manifest)
         if where is not None:
-            live = LiveRows.read(folder, manifest)
             parts = [files for segment in live.segments for files in segment.metadata_files()]
             rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
             not_found = 0
         else:
-            if not ids:
-                raise SemsearchError("no ids to delete: give one id per line")
-            live = LiveRows.read(folder, manifest)
             if manifest.chunks is not None:  # a document's id deletes all its chunks
                 rows, not_found = document_rows(live, ids)
             else:
