@@ -11,7 +11,6 @@ the local build's, with a segment per worker.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 from dataclasses import replace
 
@@ -23,10 +22,9 @@ from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, re
 from semsearch.distributed.encode import (
     EncoderSetup,
     actor_runtime,
-    encode_rows,
+    encode_held_parts,
     encode_units,
     job_errors,
-    part_row,
 )
 from semsearch.distributed.segments import (
     SegmentJob,
@@ -112,15 +110,15 @@ class RayChunkSource(FilePartSource):
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         workers = self.connection.workers()
-        setup = encoder_setup(encoder, workers, options)
-        counts, truncated, waiting = {"read": 0, "skipped": 0}, 0, []
-        for part in itertools.chain(stream_parts(self.corpus, writer, options, counts), [None]):
-            if part is not None:
-                waiting.append(part_row(part))
-            # The driver holds a few parts at a time.
-            if waiting and (part is None or len(waiting) >= PARTS_PER_JOB * workers.count):
-                truncated += encode_rows(waiting, workers, setup, writer, options.text_column)
-                waiting = []
+        counts = {"read": 0, "skipped": 0}
+        truncated = encode_held_parts(
+            stream_parts(self.corpus, writer, options, counts),
+            workers,
+            encoder_setup(encoder, workers, options),
+            writer,
+            options.text_column,
+            PARTS_PER_JOB * workers.count,  # the driver holds a few parts at a time
+        )
         return EncodedRows(counts["read"], counts["skipped"], truncated)
 
 

@@ -10,8 +10,9 @@ job run again skips the parts already there.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -158,13 +159,21 @@ def encode_units(
     return _encode(dataset, workers, setup, writer, text_column, True, vector_column)
 
 
-def encode_rows(
-    rows: list[dict], workers: Workers, setup: EncoderSetup, writer: SegmentWriter, text_column: str
+def encode_held_parts(
+    parts: Iterable[RowPart],
+    workers: Workers,
+    setup: EncoderSetup,
+    writer: SegmentWriter,
+    text_column: str,
+    at_once: int | None = None,
 ) -> int:
-    """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows;
-    the texts cut at max_length."""
-    dataset = require_ray().data.from_items(rows)
-    return _encode(dataset, workers.at_most(len(rows)), setup, writer, text_column, False)
+    """Encode and write parts the driver reads (a chunked build's, an add's), `at_once` at a
+    time (None: all), so the driver holds a few; the texts cut at max_length."""
+    truncated, parts = 0, iter(parts)
+    while rows := [part_row(part) for part in itertools.islice(parts, at_once)]:
+        dataset = require_ray().data.from_items(rows)
+        truncated += _encode(dataset, workers.at_most(len(rows)), setup, writer, text_column, False)
+    return truncated
 
 
 def _encode(

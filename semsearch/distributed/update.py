@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.distributed.cluster import RayConnection, RayOptions
-from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_rows, part_row
+from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_held_parts
 from semsearch.ingest.parts import sliced_parts
 from semsearch.ingest.update import ChangeResult, add_rows
 from semsearch.store.folders import IndexFolder
@@ -73,5 +73,4 @@ def _encode_on_ray(
     )
     fingerprint = manifest.model.fingerprint or ""
     setup = EncoderSetup(load, fingerprint, workers.device, batch_size, workers.threads)
-    parts = [part_row(part) for part in sliced_parts(rows, ids)]
-    encode_rows(parts, workers, setup, writer, manifest.text_column)
+    encode_held_parts(sliced_parts(rows, ids), workers, setup, writer, manifest.text_column)
