@@ -1,10 +1,8 @@
 """The one small interface every vector structure implements, whatever library and device.
 
-Backends: FAISS on the CPU, or placed on a GPU for its heavy work
-(`semsearch.ann.vector_index.VectorIndex`, GPU placement in `semsearch.ann.faiss_gpu`),
-and torch on any device (`semsearch.ann.torch_exact.TorchExactIndex`). The rest of the
-package trains, adds with ids, removes, searches with per-call parameters and filters,
-runs exact k-NN, saves and loads through these methods, and never asks which it holds.
+Backends: FAISS (`vector_index.VectorIndex`, on a CPU or placed on a GPU) and torch's exact
+search on any device (`torch_exact.TorchExactIndex`); the rest of the package never asks
+which it holds.
 """
 
 from __future__ import annotations
@@ -112,7 +110,3 @@ class AnnBackend(ABC):
     @classmethod
     @abstractmethod
     def read(cls, path: Path, metric: str, expected_bytes: int | None = None) -> AnnBackend: ...
-
-    @abstractmethod
-    def memory_bytes(self) -> int:
-        """About how much memory the structure holds (vectors or codes, ids, centroids)."""

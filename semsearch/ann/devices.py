@@ -59,8 +59,6 @@ def release_torch_cache() -> None:
     """Hand the memory torch's allocator keeps cached back to the device (a no-op without
     CUDA): GPU FAISS allocates with cudaMalloc and cannot use torch's cache, so after an
     encoder's work it would otherwise run out of memory on a GPU that is mostly idle."""
-    import sys
-
     if "torch" not in sys.modules:  # nothing was ever allocated through torch
         return
     import torch

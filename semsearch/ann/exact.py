@@ -1,14 +1,10 @@
 """The package's one exact k-nearest-neighbour search, the same code on a CPU and a GPU.
 
-Tuning's ground truth, mining, filtered search, `eval ir`, `rerank`, k-means and the
-benchmarks all call it. A base is placed on the device once (`ExactSearch`) and searched
-tile by tile over queries and base, the tiles sized from the device's free memory (a
-fixed budget on a CPU). A device that runs out of memory halves the tiles (one warning)
-and, if a single row still does not fit, the search goes on on the CPU: it never fails.
-
-Scores are on FAISS's scale: inner products for cosine and dot (higher is nearer),
-squared L2 or L1 distances (lower is nearer). Among equal scores the lower position wins,
-so results are repeatable whatever the tiling.
+A base is placed on the device once (`ExactSearch`) and searched in tiles sized from the
+device's free memory; out of memory, the tiles halve (one warning), and where one row does
+not fit the search goes on on the CPU: it never fails. Scores are on FAISS's scale (inner
+products, squared L2 or L1 distances); among equal scores the lower position wins, so
+results are the same whatever the tiling.
 """
 
 from __future__ import annotations

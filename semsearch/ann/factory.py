@@ -71,6 +71,8 @@ DEFAULT_OVERSAMPLE = 4
 # What a searcher holds per row of a `disk` index besides its mapped codes: the ids (8 bytes)
 # and two live masks (1 byte each) of `snapshot.IndexSnapshot`; metadata not counted.
 SEARCHER_BYTES_PER_ROW = 10
+# What a FAISS factory string starts with.
+FACTORY_PREFIXES = ("IVF", "HNSW", "Flat", "PQ", "OPQ", "PCA", "SQ", "IDMap", "LSH", "NSG", "RFlat")
 MANHATTAN_FACTORIES = re.compile(r"(PCA\d+,)?(Flat|IVF\d+,Flat|HNSW\d*(,Flat)?)")
 
 
@@ -227,7 +229,7 @@ def check_index_type(requested: str) -> None:
 
 
 def _check_factory_string(requested: str) -> None:
-    if requested.lower() in NAMED_TYPES or not _is_factory_string(requested):
+    if requested.lower() in NAMED_TYPES or not requested.startswith(FACTORY_PREFIXES):
         raise SemsearchError(
             f"unknown index type {requested!r}: use {', '.join(NAMED_TYPES)} or a FAISS factory "
             "string such as 'IVF1024,Flat' or 'HNSW32,Flat'"
@@ -263,25 +265,6 @@ def _pq_subquantizers(dimension: int) -> int:
         if dimension % bytes_per_code == 0 and dimension // bytes_per_code <= 64:
             return dimension // bytes_per_code
     return dimension
-
-
-def _is_factory_string(text: str) -> bool:
-    return any(
-        text.startswith(prefix)
-        for prefix in (
-            "IVF",
-            "HNSW",
-            "Flat",
-            "PQ",
-            "OPQ",
-            "PCA",
-            "SQ",
-            "IDMap",
-            "LSH",
-            "NSG",
-            "RFlat",
-        )
-    )
 
 
 def _default_params(factory: str) -> dict[str, int]:

@@ -1,10 +1,8 @@
 """FAISS on a GPU: moving an index there and back (the `gpu` extra's faiss-gpu-cu12).
 
 Why a module of its own: GPU FAISS is optional, so every GPU FAISS call goes through here,
-after `semsearch.ann.devices` has checked that this FAISS build has GPU support and a CUDA
-device is visible. Indexes only visit the GPU for the heavy work (k-means training,
-adding, tuning and mining searches) and are always written as CPU indexes, so an index
-built on a GPU opens on any machine.
+once `semsearch.ann.devices` has found GPU support. Indexes visit the GPU for the heavy work
+only and are written as CPU indexes, so an index built on a GPU opens on any machine.
 """
 
 from __future__ import annotations
@@ -51,11 +49,3 @@ def to_gpu(index: faiss.Index, gpu: int) -> faiss.Index | None:
 def to_cpu(index: faiss.Index) -> faiss.Index:
     """The CPU copy of a GPU index (what is written to disk)."""
     return faiss.index_gpu_to_cpu(index)
-
-
-def is_gpu_index(index: faiss.Index) -> bool:
-    """Whether `index` (or the index inside its id map) lives on a GPU."""
-    index = faiss.downcast_index(index)
-    if isinstance(index, faiss.IndexIDMap | faiss.IndexIDMap2):
-        index = faiss.downcast_index(index.index)
-    return type(index).__name__.startswith("Gpu")

@@ -101,9 +101,6 @@ class TorchExactIndex(AnnBackend):
             index.add(stored["vectors"], stored["ids"], prepared=True)
         return index
 
-    def memory_bytes(self) -> int:
-        return int(self.vectors.nbytes + self.ids.nbytes)
-
 
 def _padded(
     scores: np.ndarray, ids: np.ndarray, k: int, metric: str

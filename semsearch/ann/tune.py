@@ -1,16 +1,11 @@
 """Tuning an index's search parameter to a recall target, instead of guessing it.
 
-Recall@k is measured against exact search: a sample of the corpus' own vectors serves as
-queries (each query's own row is left out of both result lists, so that finding itself
-does not count), or the user's queries encoded by the index's model. The smallest nprobe
-(IVF) or efSearch (HNSW) whose recall meets the target is kept.
-
-Recall is tie-aware: a result counts when it scores as well as the exact k-th neighbour.
-Real corpora hold identical texts (95,268 of PyPI's 841,708 summaries), whose rows swap
-freely at rank k; comparing row ids called those misses and asked for twice the nprobe
-needed. Where the index keeps exact vectors (IVF-Flat, HNSW-Flat) its own scores are exact;
-where it keeps codes (SQ, PQ) its scores are estimates, so its answers are scored again
-from the stored vectors (`StoredScores`) before they are compared.
+Recall@k is measured against exact search, on the user's queries or a sample of the
+corpus' own vectors (each left out of its own results); the smallest nprobe (IVF) or
+efSearch (HNSW) that meets the target is kept. Recall is tie-aware: a result counts when it
+scores as well as the exact k-th neighbour, since identical texts (95,268 of PyPI's 841,708
+summaries) swap freely at rank k. A coded index's (SQ, PQ) scores are estimates, so its
+answers are scored again from the stored vectors (`StoredScores`) first.
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ SCORE_TOLERANCE = 1e-5  # float32 scores of the same pair from two indexes diffe
 # a rescoring index's recall is capped by how many candidates its codes rank (oversample),
 # and probing more lists past that point only costs time (at 20M rows, minutes a step).
 PLATEAU_GAIN = 0.002
+TUNING_K = 10  # the recall@k a build, reindex and tune measure
 Rescore = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -141,16 +137,20 @@ def rescored_recall(
     recomputed from `vectors`: an index's own scores may be estimates (PQ, fp16 codes), and
     rows that tie with the exact k-th neighbour (identical texts) are no loss. `kth_exact`
     holds each query's exact k-th score in the metric's own units (squared L2 for "l2")."""
-    rows = vectors[np.maximum(found, 0)]
-    if higher_is_better(metric):
-        scores = np.einsum("qkd,qd->qk", rows, queries)
-    elif metric == "manhattan":
-        scores = np.abs(rows - queries[:, None, :]).sum(axis=2)
-    else:
-        scores = ((rows - queries[:, None, :]) ** 2).sum(axis=2)
+    scores = pair_scores(queries, vectors[np.maximum(found, 0)], metric)
     return tie_aware_recall(
         scores, found, kth_exact, found.shape[1], higher_is_better(metric), tolerance
     )
+
+
+def pair_scores(queries: np.ndarray, rows: np.ndarray, metric: str) -> np.ndarray:
+    """[queries, k] exact scores of each query with its `rows` ([queries, k, d]), on FAISS's
+    scale (L2 scores are squared distances)."""
+    if higher_is_better(metric):
+        return np.einsum("qd,qkd->qk", queries, rows)
+    if metric == "manhattan":
+        return np.abs(rows - queries[:, None, :]).sum(axis=2)
+    return np.square(rows - queries[:, None, :]).sum(axis=2)
 
 
 def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:
@@ -159,22 +159,12 @@ def recall_at_k(found: np.ndarray, exact: np.ndarray, k: int) -> float:
     return float(np.sum(hits) / (k * len(exact)))
 
 
-def target_recall(found: np.ndarray, targets: np.ndarray) -> float:
-    """Share of queries whose one right row (`targets`, [queries]) is among the rows found for
-    it (`found`, [queries, k]): recall@k when each query has a single relevant document, as a
-    synopsis has its own package's description."""
-    found, targets = np.asarray(found), np.asarray(targets)
-    if found.ndim != 2 or len(found) != len(targets):
-        raise ValueError(f"found {found.shape} and targets {targets.shape} do not pair up")
-    return float(np.mean((found == targets[:, None]).any(axis=1))) if len(found) else 0.0
-
-
 def tune_index(
     index: VectorIndex,
     queries: np.ndarray,
     exact: np.ndarray,
     target: float,
-    k: int = 10,
+    k: int = TUNING_K,
     query_ids: np.ndarray | None = None,
     exact_scores: np.ndarray | None = None,
     rescore: Rescore | None = None,
@@ -183,13 +173,10 @@ def tune_index(
 ) -> TuningResult:
     """The smallest nprobe/efSearch whose recall@k on `queries` meets `target`.
 
-    `exact` holds each query's exact neighbours' ids (and `exact_scores` their scores, which
-    make recall tie-aware where the index keeps exact vectors, or where `rescore` gives the
-    exact scores of what a coded index found); with `query_ids` (the
-    queries' own ids in the index) those are dropped from both sides, so the queries act as
-    held-out ones. Each value is tried through per-call search parameters: the index is
-    never changed. `ceiling` bounds the values tried (nothing above it is wanted);
-    `stop_on_plateau` stops climbing once two doublings gained less than PLATEAU_GAIN.
+    `exact` holds each query's exact neighbours' ids; `exact_scores` make recall tie-aware
+    (with `rescore` for a coded index); `query_ids`, the queries' own rows, are left out of
+    both sides. The index is never changed (per-call parameters). `ceiling` bounds the values
+    tried; `stop_on_plateau` stops once two doublings gained less than PLATEAU_GAIN.
     """
     if not 0 < target <= 1:
         raise SemsearchError(f"target recall must be in (0, 1], not {target}")
@@ -257,21 +244,21 @@ def _recall_measure(
     rescore: Rescore | None = None,
 ) -> Callable[[int], float]:
     extra = 0 if query_ids is None else 1
-    truth = _without_self(exact, query_ids, k)
+    truth = _without_self(exact, exact, query_ids, k)
     better_high = higher_is_better(index.metric)
     kth_exact = None
     if exact_scores is not None:
-        kth_exact = _scores_without_self(exact_scores, exact, query_ids, k)[:, k - 1]
+        kth_exact = _without_self(exact_scores, exact, query_ids, k)[:, k - 1]
 
     def measure(value: int) -> float:
         scores, found = index.search(queries, k + extra, {parameter: value})
         if rescore is not None:
             scores = rescore(queries, found)
         if kth_exact is None:
-            return recall_at_k(_without_self(found, query_ids, k), truth, k)
+            return recall_at_k(_without_self(found, found, query_ids, k), truth, k)
         return tie_aware_recall(
-            _scores_without_self(scores, found, query_ids, k),
-            _without_self(found, query_ids, k),
+            _without_self(scores, found, query_ids, k),
+            _without_self(found, found, query_ids, k),
             kth_exact,
             k,
             better_high,
@@ -280,23 +267,19 @@ def _recall_measure(
     return measure
 
 
-def _without_self(rows: np.ndarray, query_ids: np.ndarray | None, k: int) -> np.ndarray:
-    if query_ids is None:
-        return rows[:, :k]
-    kept = [[row for row in line if row != own][:k] for line, own in zip(rows, query_ids)]
-    return np.array([line + [-1] * (k - len(line)) for line in kept], dtype=np.int64)
-
-
-def _scores_without_self(
-    scores: np.ndarray, rows: np.ndarray, query_ids: np.ndarray | None, k: int
+def _without_self(
+    values: np.ndarray, rows: np.ndarray, query_ids: np.ndarray | None, k: int
 ) -> np.ndarray:
+    """Each line's first `k` `values` (ids or scores) whose row is not the query's own,
+    padded with -1 (ids) or NaN (scores)."""
     if query_ids is None:
-        return scores[:, :k]
+        return values[:, :k]
+    fill = np.nan if values.dtype.kind == "f" else -1
     kept = [
-        [score for score, row in zip(line, line_rows) if row != own][:k]
-        for line, line_rows, own in zip(scores, rows, query_ids)
+        [value for value, row in zip(line, line_rows) if row != own][:k]
+        for line, line_rows, own in zip(values, rows, query_ids)
     ]
-    return np.array([line + [np.nan] * (k - len(line)) for line in kept], dtype=np.float32)
+    return np.array([line + [fill] * (k - len(line)) for line in kept], dtype=values.dtype)
 
 
 def _below_smallest(parameter: str, k: int) -> int:
@@ -365,12 +348,7 @@ class StoredScores:
         candidates = vectors[np.searchsorted(wanted, np.maximum(found, 0))] if len(wanted) else None
         if candidates is None:
             return np.full(found.shape, np.nan, dtype=np.float32)
-        if higher_is_better(self.metric):
-            scores = np.einsum("qd,qkd->qk", queries, candidates)
-        elif self.metric == "manhattan":
-            scores = np.abs(candidates - queries[:, None, :]).sum(axis=2)
-        else:  # FAISS' L2 scores are squared distances
-            scores = np.square(candidates - queries[:, None, :]).sum(axis=2)
+        scores = pair_scores(queries, candidates, self.metric)
         return np.where(found >= 0, scores, np.nan).astype(np.float32)
 
     def _vectors_at(self, positions: np.ndarray) -> np.ndarray:

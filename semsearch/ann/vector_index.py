@@ -1,15 +1,10 @@
 """Every FAISS detail in one place: create, train, add with ids, search, read and write.
 
-A `VectorIndex` wraps one FAISS index whose vectors carry the index's stable int64 ids
-(`add_with_ids`; Flat and HNSW sit inside an `IndexIDMap2`, IVF keeps ids itself). Search
-parameters (nprobe, efSearch) and filters (an `IDSelector`) travel with each call as
-`faiss.SearchParameters*`, so nothing is mutated at query time and one opened index serves
-any number of threads. The package's exact search is `semsearch.ann.exact`.
-
-The heavy work (k-means training, adding, tuning and mining searches) can run on a GPU:
-`placed(device)` moves the index there for a while and back (`semsearch.ann.faiss_gpu`);
-what is written is always a CPU index. A GPU that runs out of memory hands the work
-back to the CPU, with a log line, instead of failing the job.
+Vectors carry the index's stable int64 ids (Flat and HNSW inside an `IndexIDMap2`, IVF
+keeps ids itself). Search parameters and filters travel with each call
+(`faiss.SearchParameters*`), so one opened index serves any number of threads. The heavy
+work can run on a GPU (`placed(device)`); what is written is always a CPU index, and a GPU
+out of memory hands the work back to the CPU instead of failing the job.
 """
 
 from __future__ import annotations
@@ -164,18 +159,6 @@ class VectorIndex(AnnBackend):
     def exact_device(self) -> str:
         return self.device.exact_device
 
-    def memory_bytes(self) -> int:
-        """Codes (or vectors), ids and IVF centroids: what the structure holds in memory."""
-        try:
-            code = int(self._layout.sa_code_size())
-        except RuntimeError:  # structures without standalone codes (HNSW): full vectors
-            code = 4 * self.dimension
-        hnsw = _hnsw_of(self._layout)
-        links = 8 * hnsw.nb_neighbors(0) if hnsw is not None else 0
-        ivf = self._ivf()
-        centroids = 4 * self.dimension * ivf.nlist if ivf is not None else 0
-        return self.size * (code + 8 + links) + centroids
-
     @property
     def is_trained(self) -> bool:
         return bool(self.faiss.is_trained)
@@ -244,13 +227,10 @@ class VectorIndex(AnnBackend):
         return self._falling_back(work)
 
     def _share_threads(self, queries: int) -> None:
-        """FAISS gives each of its threads whole queries (IVF `parallel_mode` 0), so a lone
-        query runs on one core; with fewer queries than threads its lists are shared out
-        instead (mode 1): one query on the 841k PyPI IVF4096 index, nprobe 95, two threads,
-        1.49 -> 0.81 ms. Only where OpenMP's threads sleep when idle (OMP_WAIT_POLICY=PASSIVE,
-        as `semsearch query` and `serve` set it): spinning after each query, they took a core
-        from the encoder's next one (OpenVINO, 3.5 -> 5.5 ms). Either mode returns the same
-        neighbours."""
+        """With fewer queries than FAISS threads, share each query's IVF lists among them
+        (`parallel_mode` 1; one PyPI query 1.49 -> 0.81 ms on two threads), where OpenMP's
+        threads sleep when idle (OMP_WAIT_POLICY=PASSIVE, as `query` and `serve` set it):
+        spinning, they took a core from the encoder. Either mode finds the same neighbours."""
         ivf = None if self.device.is_gpu else self._ivf()
         if ivf is not None:
             passive = os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"

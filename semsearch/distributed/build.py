@@ -1,13 +1,11 @@
 """`semsearch build --engine ray`: the local build's steps, with every one that grows with the
 corpus on a Ray cluster.
 
-The driver checks the files, then Ray runs the rest: scanning the files (one task each; the
-ids stay on the workers, checked for repeats across files by one task), encoding the parts
-(`semsearch.distributed.encode`; `--vector-column` reads the rows' own vectors instead), and
-indexing them (`semsearch.distributed.segments`): training on a worker, then one segment
-per worker, each filled, tuned, hashed and given its BM25 part where it runs. The driver
-holds counts, records and hashes, never the ids, vectors or index. The manifest is the local
-build's (`semsearch.ingest.build`), with a segment per worker instead of one.
+The driver checks the files; Ray tasks scan them (the ids stay on the workers, checked for
+repeats by one task), an actor pool encodes the parts (`semsearch.distributed.encode`), and
+the parts are indexed as a segment per worker (`semsearch.distributed.segments`). The
+driver holds counts, records and hashes, never the ids, vectors or index; the manifest is
+the local build's, with a segment per worker.
 """
 
 from __future__ import annotations
@@ -20,15 +18,13 @@ import pyarrow as pa
 
 from semsearch.ann.factory import IndexSpec
 from semsearch.ann.tune import log_tuned
-from semsearch.ann.vector_index import prepare_vectors
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
 from semsearch.distributed.encode import (
     EncoderSetup,
     actor_runtime,
-    encode_rows,
+    encode_held_parts,
     encode_units,
     job_errors,
-    part_row,
 )
 from semsearch.distributed.segments import (
     SegmentJob,
@@ -39,10 +35,9 @@ from semsearch.distributed.segments import (
     rejoin_parts,
     split_parts,
     train_segment,
-    with_tuning,
 )
 from semsearch.errors import ResumableError
-from semsearch.ingest.build import IndexedParts, PartSource, build_index
+from semsearch.ingest.build import IndexedParts, PartSource, build_index, tuning_vectors
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
 from semsearch.ingest.corpus_files import (
     FileStream,
@@ -52,8 +47,8 @@ from semsearch.ingest.corpus_files import (
     scan_file,
 )
 from semsearch.ingest.file_parts import FileScan, part_count, plan_units
-from semsearch.ingest.file_source import FilePartSource, read_in_parts
-from semsearch.io.corpus import check_id_column, is_many_files, open_corpus, usable_rows
+from semsearch.ingest.file_source import FilePartSource, stream_parts
+from semsearch.io.corpus import check_id_column, is_many_files, open_corpus
 from semsearch.io.documents import is_document_folder
 from semsearch.io.filesystems import check_local_folder, location_sha256, location_text
 from semsearch.io.own_vectors import (
@@ -62,7 +57,6 @@ from semsearch.io.own_vectors import (
     dimension_of,
     with_vector_column,
 )
-from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import SourceSpec
 from semsearch.store.segment import Segment, SegmentWriter
@@ -116,34 +110,16 @@ class RayChunkSource(FilePartSource):
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         workers = self.connection.workers()
-        setup = encoder_setup(encoder, workers, options)
-        read = skipped = truncated = 0
-        waiting: list[dict] = []
-
-        def encode(parts: list[dict]) -> int:
-            done = encode_rows(
-                parts,
-                workers,
-                setup,
-                writer.folder,
-                writer.vector_dtype,
-                options.text_column,
-                split=writer.split,
-            )
-            return done.truncated
-
-        for part, chunk in enumerate(read_in_parts(self.corpus, options.part_rows)):
-            rows = usable_rows(chunk, options.text_column, read, options.strict)
-            read, skipped = read + chunk.num_rows, skipped + rows.skipped
-            if writer.has(part):  # written by the interrupted build this one resumes
-                continue
-            waiting.append(part_row(part, rows.batch, rows.source_rows))
-            if len(waiting) >= PARTS_PER_JOB * workers.count:  # the driver holds a few parts
-                truncated += encode(waiting)
-                waiting = []
-        if waiting:
-            truncated += encode(waiting)
-        return EncodedRows(read, skipped, truncated)
+        counts = {"read": 0, "skipped": 0}
+        truncated = encode_held_parts(
+            stream_parts(self.corpus, writer, options, counts),
+            workers,
+            encoder_setup(encoder, workers, options),
+            writer,
+            options.text_column,
+            PARTS_PER_JOB * workers.count,  # the driver holds a few parts at a time
+        )
+        return EncodedRows(counts["read"], counts["skipped"], truncated)
 
 
 class RaySource(ManyFilesSource):
@@ -194,23 +170,20 @@ class RaySource(ManyFilesSource):
         rejoin_parts(writer.folder.parent.parent)  # a build stopped in its index stage
         workers = self.connection.workers()
         units = plan_units(self.scans, options.part_rows, writer.has)
-        truncated = 0
+        truncated, own = 0, options.vector_column
         if units:
             todo = sum(len(unit.wanted) for unit in units)
             log.info("encoding %d parts on Ray (%s)", todo, workers.describe())
-            done = encode_units(
+            truncated = encode_units(
                 units,
                 workers,
                 encoder_setup(encoder, workers, options),
-                writer.folder,
-                writer.vector_dtype,
+                writer,
                 options.text_column,
                 options.part_rows,
                 options.strict,
-                self._vector_column(options),
-                split=writer.split,
+                VectorColumn(own, self.dimension, options.metric) if own else None,
             )
-            truncated = done.truncated
             if truncated:
                 log.warning(
                     "%d texts were longer than the model's max_length and were cut", truncated
@@ -223,11 +196,6 @@ class RaySource(ManyFilesSource):
                 "run the same command again to encode the rest",
             )
         return self.encoded_rows(truncated)
-
-    def _vector_column(self, options: BuildOptions) -> VectorColumn | None:
-        if options.vector_column is None:
-            return None
-        return VectorColumn(options.vector_column, self.dimension, options.metric)
 
     def index_parts(
         self,
@@ -285,7 +253,10 @@ class RaySource(ManyFilesSource):
         files = {name: entry for done in indexed for name, entry in done.files.items()}
         log.info("indexed %d rows as %d segments on Ray", rows, len(indexed))
         return IndexedParts(
-            with_tuning(spec, result), tuple(done.record for done in indexed), result, files
+            spec if result is None else replace(spec, search_params=result.search_params()),
+            tuple(done.record for done in indexed),
+            result,
+            files,
         )
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
@@ -304,12 +275,9 @@ class RaySource(ManyFilesSource):
 
 def _tuning_job(spec: IndexSpec, encoder, options: BuildOptions) -> TuningJob | None:
     """What the first segment's worker tunes to, with `--tuning-queries` encoded here."""
-    if options.target_recall is None:
+    if not options.target_recall:
         return None
-    queries = None
-    if options.tuning_queries:
-        texts = with_prompt(options.tuning_queries, query_prompt(encoder))
-        queries = prepare_vectors(encoder.encode(texts), spec.metric)
+    queries = tuning_vectors(options, encoder, spec.metric)
     return TuningJob(options.target_recall, queries, options.strict)
 
 
@@ -364,6 +332,3 @@ def scan_apart(
 def check_ids_apart(scans: list[FileScan], id_column: str, *ids: pa.Array | None) -> None:
     """On a worker: `check_unique_ids` over the files' ids, which never reach the driver."""
     check_unique_ids([replace(scan, ids=values) for scan, values in zip(scans, ids)], id_column)
-
-
-__all__ = ["RaySource", "build_index_on_ray", "part_ranges"]

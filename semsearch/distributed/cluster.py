@@ -151,28 +151,22 @@ def ray_session(options: RayOptions) -> Iterator[ModuleType]:
             ray.shutdown()
 
 
-class RayConnection:
+class RayConnection(contextlib.ExitStack):
     """Ray, joined on first use (after every check that needs no cluster) and left when the
     `with` block ends; `workers()` sizes the encoder pool for `device`."""
 
     def __init__(self, options: RayOptions, device: str = "auto") -> None:
+        super().__init__()
         self.options = options
         self.device = device
-        self._stack = contextlib.ExitStack()
         self._connected = False
         self._workers: dict[str, Workers] = {}
-
-    def __enter__(self) -> RayConnection:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stack.close()
 
     def workers(self, device: str | None = None) -> Workers:
         """The encoder pool for `device` (default: the connection's)."""
         device = device or self.device
         if not self._connected:
-            self._stack.enter_context(ray_session(self.options))
+            self.enter_context(ray_session(self.options))
             self._connected = True
         if device not in self._workers:
             self._workers[device] = plan_workers(self.options, device)

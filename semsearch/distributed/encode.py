@@ -1,21 +1,19 @@
 """The encode stage on Ray: readers cut the files into parts, an actor pool encodes and writes them.
 
-Ray Data runs it as reader -> encoder -> writer. `PartReader` actors turn each
-`ReadUnit` into one row per part, the part's rows serialised as Arrow IPC, so a part never
-splits or merges with another on its way; `PartEncoder` actors (the model loaded once per
-actor: one per GPU, or N on CPUs) run `parts.encode_rows` and write the part into the index's
-folder, which every node must see (a shared filesystem). A part is written whole or not at
-all, so a task Ray retries after a worker dies rewrites the same part, and a job run again
-skips the parts already there.
+`PartReader` actors turn each `ReadUnit` into one Ray Data row per part (its rows as Arrow
+IPC, so a part never splits or merges on its way); `PartEncoder` actors load the model once
+and write each part with `parts.encode_parts` into the index's folder, which every node
+sees. A part is written whole or not at all, so a retried task rewrites the same part and a
+job run again skips the parts already there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -23,11 +21,9 @@ import pyarrow as pa
 from semsearch.distributed.cluster import Workers, require_ray
 from semsearch.errors import ResumableError, SemsearchError, one_line
 from semsearch.ingest.file_parts import ReadUnit, read_unit
-from semsearch.ingest.parts import encode_rows as encode_prepared
-from semsearch.ingest.parts import prepare_part
+from semsearch.ingest.parts import RowPart, encode_parts
 from semsearch.io.own_vectors import VectorColumn
 from semsearch.models.truncation import truncation_report
-from semsearch.store.documents import DocumentSplit
 from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
@@ -46,9 +42,10 @@ def from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-def part_row(part: int, rows: pa.Table | pa.RecordBatch, ids: np.ndarray) -> dict:
+def part_row(part: RowPart) -> dict:
     """The Ray Data row that carries one part to an encoder."""
-    return {"part": part, "rows": to_ipc(rows), "ids": np.asarray(ids, np.int64).tobytes()}
+    ids = np.asarray(part.ids, np.int64).tobytes()
+    return {"part": part.part, "rows": to_ipc(part.batch), "ids": ids}
 
 
 def unit_row(unit: ReadUnit) -> dict:
@@ -77,7 +74,7 @@ class PartReader:
                 tuple(int(p) for p in units["wanted"][position]),
             )
             for part in read_unit(unit, self.text_column, self.part_rows, self.strict):
-                row = part_row(part.part, part.batch, part.ids)
+                row = part_row(part)
                 yield {
                     name: np.array([value], dtype=object if name != "part" else np.int64)
                     for name, value in row.items()
@@ -96,10 +93,18 @@ class EncoderSetup:
     threads: int = 1  # torch threads of a CPU actor
 
 
-class _EncoderActor:
-    """Loads the model once per actor; refuses a node whose model differs from the driver's."""
+class PartEncoder:
+    """Ray Data actor: encodes each part it is given and writes it with `writer` (into the
+    index's folder); the model is loaded once per actor, and refused where it differs from
+    the driver's."""
 
-    def __init__(self, setup: EncoderSetup) -> None:
+    def __init__(
+        self,
+        setup: EncoderSetup,
+        writer: SegmentWriter,
+        text_column: str | None,
+        vector_column: VectorColumn | None = None,
+    ) -> None:
         if setup.device == "cpu":
             import torch
 
@@ -110,142 +115,87 @@ class _EncoderActor:
                 f"the model on a worker ({self.encoder.spec.fingerprint[:12]}) is not the driver's "
                 f"({setup.fingerprint[:12]}): install the same model on every node"
             )
-        self.batch_size = setup.batch_size
-
-
-class PartEncoder(_EncoderActor):
-    """Ray Data actor: encodes each part it is given and writes it into `folder`."""
-
-    def __init__(
-        self,
-        setup: EncoderSetup,
-        folder: str,
-        vector_dtype: str,
-        text_column: str | None,
-        vector_column: VectorColumn | None = None,
-        split: DocumentSplit | None = None,
-    ) -> None:
-        super().__init__(setup)
-        self.writer = SegmentWriter(Path(folder), vector_dtype, split)
+        self.setup, self.writer = setup, writer
         self.text_column = text_column
         self.vector_column = vector_column  # your own vectors: read, not encoded
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        parts, rows, truncated = [], [], []
+        truncated = []
         for part, data, ids in zip(batch["part"], batch["rows"], batch["ids"]):
-            table = from_ipc(data)
-            ids = np.frombuffer(ids, dtype=np.int64)
             with truncation_report(self.encoder) as cut:
-                prepared = prepare_part(int(part), table, ids, self.text_column, self.vector_column)
-                encoded = encode_prepared(self.encoder, prepared, self.batch_size)
-            self.writer.write(int(part), encoded.ids, encoded.vectors, encoded.metadata)
-            parts.append(int(part))
-            rows.append(len(encoded))
+                encode_parts(
+                    self.encoder,
+                    [RowPart(int(part), from_ipc(data), np.frombuffer(ids, dtype=np.int64))],
+                    self.writer,
+                    self.text_column,
+                    self.vector_column,
+                    self.setup.batch_size,
+                    depth=0,
+                )
             truncated.append(cut.cut)
-        return {
-            "part": np.array(parts, np.int64),
-            "rows": np.array(rows, np.int64),
-            "truncated": np.array(truncated, np.int64),
-        }
-
-
-@dataclass(frozen=True)
-class EncodedParts:
-    """What a job's encoders reported: the parts they wrote, their rows, the texts they cut."""
-
-    parts: list[int]
-    rows: int
-    truncated: int
+        return {"truncated": np.array(truncated, np.int64)}
 
 
 def encode_units(
     units: list[ReadUnit],
     workers: Workers,
     setup: EncoderSetup,
-    folder: Path,
-    vector_dtype: str,
+    writer: SegmentWriter,
     text_column: str | None,
     part_rows: int,
     strict: bool,
     vector_column: VectorColumn | None = None,
-    split: DocumentSplit | None = None,
-) -> EncodedParts:
+) -> int:
     """Read, encode and write the parts of `units` on the cluster (with `vector_column`, the
-    rows' own vectors are checked and written instead)."""
+    rows' own vectors are checked and written instead); the texts cut at max_length."""
     ray = require_ray()
     workers = workers.at_most(sum(len(unit.wanted) for unit in units))
     dataset = ray.data.from_items([unit_row(unit) for unit in units]).map_batches(
         PartReader,
         batch_size=1,
         **workers.reader_args(),
-        fn_constructor_kwargs={
-            "text_column": text_column,
-            "part_rows": part_rows,
-            "strict": strict,
-        },
+        fn_constructor_args=(text_column, part_rows, strict),
     )
-    return _encode(
-        dataset,
-        workers,
-        setup,
-        folder,
-        vector_dtype,
-        text_column,
-        resumable=True,
-        vector_column=vector_column,
-        split=split,
-    )
+    return _encode(dataset, workers, setup, writer, text_column, True, vector_column)
 
 
-def encode_rows(
-    rows: list[dict],
+def encode_held_parts(
+    parts: Iterable[RowPart],
     workers: Workers,
     setup: EncoderSetup,
-    folder: Path,
-    vector_dtype: str,
+    writer: SegmentWriter,
     text_column: str,
-    split: DocumentSplit | None = None,
-) -> EncodedParts:
-    """Encode and write parts the driver already holds (`part_row`s), e.g. an add's new rows."""
-    ray = require_ray()
-    dataset = ray.data.from_items(rows)
-    workers = workers.at_most(len(rows))
-    return _encode(
-        dataset, workers, setup, folder, vector_dtype, text_column, resumable=False, split=split
-    )
+    at_once: int | None = None,
+) -> int:
+    """Encode and write parts the driver reads (a chunked build's, an add's), `at_once` at a
+    time (None: all), so the driver holds a few; the texts cut at max_length."""
+    truncated, parts = 0, iter(parts)
+    while rows := [part_row(part) for part in itertools.islice(parts, at_once)]:
+        dataset = require_ray().data.from_items(rows)
+        truncated += _encode(dataset, workers.at_most(len(rows)), setup, writer, text_column, False)
+    return truncated
 
 
 def _encode(
     dataset,
     workers: Workers,
     setup: EncoderSetup,
-    folder: Path,
-    vector_dtype: str,
+    writer: SegmentWriter,
     text_column: str | None,
     resumable: bool,
     vector_column: VectorColumn | None = None,
-    split: DocumentSplit | None = None,
-) -> EncodedParts:
+) -> int:
     dataset = dataset.map_batches(
         PartEncoder,
         batch_size=1,
         **workers.actor_args(),
-        fn_constructor_kwargs={
-            "setup": setup,
-            "folder": str(folder),
-            "vector_dtype": vector_dtype,
-            "text_column": text_column,
-            "vector_column": vector_column,
-            "split": split,
-        },
+        fn_constructor_args=(setup, writer, text_column, vector_column),
     )
-    parts, rows, truncated = [], 0, 0
+    truncated = 0
     with job_errors("encoding", resumable=resumable):
         for batch in dataset.iter_batches(batch_format="numpy", batch_size=None):
-            parts.extend(int(part) for part in batch["part"])
-            rows += int(batch["rows"].sum())
             truncated += int(batch["truncated"].sum())
-    return EncodedParts(sorted(parts), rows, truncated)
+    return truncated
 
 
 def actor_runtime(runtime: str, device: str) -> str:

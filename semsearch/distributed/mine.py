@@ -1,21 +1,13 @@
 """`semsearch mine --engine ray`: the local miner, with its encoding and search on a Ray cluster.
 
-An actor pool mines blocks of query rows against the whole collection
-(`semsearch.mining.blocks`): each actor opens the index folder itself (a filesystem every
-node mounts at the same path, as a Ray build needs), reads its stored vectors memory-mapped
-and fills the local miner's structure (`plan_structure`, decided on the driver); a structure
-trained for mining is trained once, by one Ray task, on the local miner's sample. The
-driver merges the blocks' best pairs in the local miner's accumulator, so the pairs (ids,
-scores, order) are the local ones, and it never holds an [n, d] array: only the texts and
-ids (for the output), the searched rows, the block plan and pairs.
-
-    --index   the index is mined where it is.
-    corpus    the Ray build (`build_index_on_ray`) encodes the corpus on the workers into a
-              temporary index (flat, so the structure is the local corpus miner's) in
-              `--work-dir`, which is mined as an index and removed, also when anything fails.
-
-With `--top` each block keeps its best `top` pairs only, so "pairs found" then adds up each
-block's count (a pair found from both sides in two blocks counts twice).
+An actor pool mines blocks of query rows (`semsearch.mining.blocks`): each actor opens the
+index folder itself (a filesystem every node mounts at the same path) and fills the local
+miner's structure from the stored vectors, memory-mapped; a structure to train is trained
+once, by one task. The driver merges the blocks' best pairs in the local miner's
+accumulator, so the pairs are the local ones, and never holds an [n, d] array. A corpus is
+first built by the Ray build into a temporary flat index in `--work-dir`, removed after.
+With `--top`, "pairs found" adds up each block's count (a pair found from both sides counts
+twice).
 """
 
 from __future__ import annotations
@@ -347,12 +339,3 @@ class IndexBlockMiner:
             "score": np.concatenate(scores),
             "found": np.concatenate(found),
         }
-
-
-__all__ = [
-    "IndexBlockMiner",
-    "RayIndexPairSearch",
-    "mine_corpus_as_index",
-    "mine_corpus_on_ray",
-    "mine_index_on_ray",
-]

@@ -1,23 +1,12 @@
 """The index stage of `build --engine ray`: one segment per worker, nothing gathered on the driver.
 
-The encoders wrote every part into the first segment's folder. Then:
-
-    train     a Ray task draws the local build's training sample (same seed, same parts) from
-              the shared folder, trains the structure and writes it to `trained/`
-    split     the driver renames the parts of each worker's contiguous range into a segment
-              of its own (file renames only; `SPLIT_FILE` records them, so a build stopped
-              here puts them back and resumes)
-    index     a Ray task per segment fills a copy of the trained structure with its parts,
-              writes it, builds the segment's BM25 part and hashes its files; the first also
-              tunes the search parameter on its own rows
-
-The driver only ever holds the part count, each segment's record and its files' hashes.
-Every segment starts from the same trained structure (the manifest's `trained_file`, as
-for a segment that `add` makes), so an IVF search probes the same lists in each segment
-that one merged index would, and the merged results are the same; a flat index gives the
-same exact top-k. Why segments rather than one merged file: the searcher already searches
-and merges segments (`semsearch.search.snapshot`), each segment's files are hashed and
-verified as any other's, and no process ever holds the whole index.
+A Ray task trains the structure once on the local build's sample, into `trained/`; the
+driver renames each worker's contiguous range of parts into a segment of its own
+(`SPLIT_FILE` records it, so a stopped build puts them back and resumes); a task per segment
+then fills a copy of the trained structure, writes it and its BM25 part and hashes its
+files (the first also tunes). Why segments: they share the trained centroids, so their
+merged results are one index's; the searcher already merges segments, and no process ever
+holds the whole index.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
@@ -37,24 +26,22 @@ from semsearch.ann.factory import IndexSpec
 from semsearch.ann.tune import TuningResult
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.checksums import describe_files
+from semsearch.ingest.build import index_segment
 from semsearch.store.file_names import (
     part_arrow_name,
     part_documents_names,
     part_file_names,
     segment_file_names,
 )
-from semsearch.store.filling import add_parts, trained_index
+from semsearch.store.filling import trained_index
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import segment_name
-from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import LexicalSpec, SegmentRecord
-from semsearch.store.rescoring import tune_segment
-from semsearch.store.segment import Segment, index_file_name
+from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)
 
 SPLIT_FILE = "ray_split.json"  # in the partial folder while parts sit in their workers' segments
-TUNING_K = 10
 
 
 @dataclass(frozen=True)
@@ -108,41 +95,18 @@ def index_segment_on_worker(job: SegmentJob, tuning: TuningJob | None = None) ->
     its parts, then its BM25 part; nothing but the record, hashes and tuning goes back."""
     faiss.omp_set_num_threads(job.threads)
     index_folder = IndexFolder(Path(job.folder))
-    path = index_folder.segment_dir(job.name)
-    segment = Segment(path, SegmentRecord(job.name, 0, job.parts, "", 0))
-    rows = sum(len(ids) for ids in segment.part_ids)
-    segment = Segment(path, SegmentRecord(job.name, rows, job.parts, "", 0))
+    record = SegmentRecord(job.name, 0, job.parts, "", 0, documents=job.documents)
+    segment = Segment(index_folder.segment_dir(job.name), record)
     if job.spec.trained_file is not None:
         index = VectorIndex.read(index_folder.trained_path(job.spec.trained_file), job.spec.metric)
     else:
         index = VectorIndex.create(job.spec, job.dimension)
-    add_parts(index, segment.iter_parts, rows)
-    result = None
-    if (
-        tuning is not None
-        and index.tunable_parameter()
-        and (rows >= 2 or tuning.queries is not None)
-    ):
-        # `build`'s tuning on one segment: the centroids are shared, so a list holds the same
-        # share of each segment's rows and the nprobe that reaches the target on one reaches
-        # it on all.
-        result = tune_segment(
-            index, job.spec, segment, tuning.target, TUNING_K, tuning.queries, tuning.strict
-        )
-    index_file = index_file_name(1)
-    index_bytes = index.write(path / index_file)
-    del index
-    lexical_dir = None
-    if job.lexical is not None:
-        lexical_dir = index_segment_texts(path, job.text_column, rows, job.parts, job.lexical, 1)
-    record = SegmentRecord(
-        job.name,
-        rows,
-        job.parts,
-        index_file,
-        index_bytes,
-        lexical_dir=lexical_dir,
-        documents=job.documents,
+    # `build`'s tuning on one segment: the centroids are shared, so a list holds the same
+    # share of each segment's rows and the nprobe that reaches the target on one reaches
+    # it on all.
+    tuned = (tuning.target, tuning.queries, tuning.strict) if tuning else ()
+    record, _, result = index_segment(
+        index, job.spec, segment, 1, job.lexical, job.text_column, CPU, *tuned
     )
     return IndexedSegment(
         record, describe_files(Path(job.folder), segment_file_names(record), {}), result
@@ -218,8 +182,3 @@ def _write_json(path: Path, data: object) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)
-
-
-def with_tuning(spec: IndexSpec, tuning: TuningResult | None) -> IndexSpec:
-    """The spec with the tuned search parameter."""
-    return spec if tuning is None else replace(spec, search_params=tuning.search_params())

@@ -14,8 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.distributed.cluster import RayConnection, RayOptions
-from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_rows, part_row
-from semsearch.ingest.update import PART_ROWS, ChangeResult, add_rows
+from semsearch.distributed.encode import EncoderSetup, actor_runtime, encode_held_parts
+from semsearch.ingest.parts import sliced_parts
+from semsearch.ingest.update import ChangeResult, add_rows
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import Manifest
 from semsearch.store.segment import SegmentWriter
@@ -37,8 +38,7 @@ def add_rows_on_ray(
     `runtime`; `corpus_path` is a local path or a URI (read here, on the driver)."""
     manifest = folder.manifest()
     with RayConnection(ray_options or RayOptions(), device) as connection:
-        # the rows reach the writer with the corpus's text column renamed to the index's
-        writer = RayPartsWriter(connection, manifest, manifest.text_column, batch_size, runtime)
+        write_parts = functools.partial(_encode_on_ray, connection, manifest, batch_size, runtime)
         return add_rows(
             folder,
             corpus_path,
@@ -46,42 +46,31 @@ def add_rows_on_ray(
             text_column,
             id_column,
             batch_size,
-            writer,
+            write_parts,
             convert_types=convert_types,
         )
 
 
-class RayPartsWriter:
-    """A `PartsWriter`: cuts the rows into parts here and has the actor pool encode and write them."""
+def _encode_on_ray(
+    connection: RayConnection,
+    manifest: Manifest,
+    batch_size: int | None,
+    runtime: str,
+    writer: SegmentWriter,
+    rows: pa.Table,
+    ids: np.ndarray,
+) -> None:
+    """A `PartsWriter`: cuts the rows into parts here and has the actor pool encode and write
+    them (the rows reach it with the corpus's text column renamed to the index's)."""
+    from semsearch.models.bi_encoder import BiEncoder
 
-    def __init__(
-        self,
-        connection: RayConnection,
-        manifest: Manifest,
-        text_column: str,
-        batch_size: int | None,
-        runtime: str = "auto",
-    ) -> None:
-        self.connection = connection
-        self.runtime = runtime
-        self.manifest = manifest
-        self.text_column = text_column
-        self.batch_size = batch_size
-
-    def __call__(self, writer: SegmentWriter, rows: pa.Table, ids: np.ndarray) -> None:
-        from semsearch.models.bi_encoder import BiEncoder
-
-        workers = self.connection.workers()
-        load = functools.partial(
-            BiEncoder.for_index,
-            self.manifest.model,
-            device=workers.device,
-            runtime=actor_runtime(self.runtime, workers.device),
-        )
-        fingerprint = self.manifest.model.fingerprint or ""
-        setup = EncoderSetup(load, fingerprint, workers.device, self.batch_size, workers.threads)
-        parts = [
-            part_row(part, rows.slice(start, PART_ROWS), ids[start : start + PART_ROWS])
-            for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
-        ]
-        encode_rows(parts, workers, setup, writer.folder, writer.vector_dtype, self.text_column)
+    workers = connection.workers()
+    load = functools.partial(
+        BiEncoder.for_index,
+        manifest.model,
+        device=workers.device,
+        runtime=actor_runtime(runtime, workers.device),
+    )
+    fingerprint = manifest.model.fingerprint or ""
+    setup = EncoderSetup(load, fingerprint, workers.device, batch_size, workers.threads)
+    encode_held_parts(sliced_parts(rows, ids), workers, setup, writer, manifest.text_column)

@@ -22,10 +22,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from semsearch import __version__
-from semsearch.ann.devices import device_words, faiss_device
+from semsearch.ann.devices import CPU, FaissDevice, device_words, faiss_device
 from semsearch.ann.factory import IndexSpec, check_index_type, choose_index
-from semsearch.ann.tune import TuningResult, log_tuned
+from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import ResumableError, SemsearchError
 from semsearch.ingest.build_options import BuildOptions, EncodedRows
@@ -41,13 +43,18 @@ from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import IndexFolder, check_name, partial_folder, publish
 from semsearch.store.generation import now, segment_name
 from semsearch.store.lexical import index_segment_texts
-from semsearch.store.manifest import Manifest, SegmentRecord, SourceSpec, write_manifest
+from semsearch.store.manifest import (
+    LexicalSpec,
+    Manifest,
+    SegmentRecord,
+    SourceSpec,
+    write_manifest,
+)
 from semsearch.store.rescoring import tune_segment
 from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
 
 log = logging.getLogger(__name__)
 
-TUNING_K = 10
 STATE_FILE = "build_state.json"
 # Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
 # SIGTERM handler that exits) or running out of memory (retry with a smaller --batch-size).
@@ -82,7 +89,7 @@ class PartSource(Protocol):
         """What the manifest's `operation` records about how the build ran."""
 
     # Optional: `index_parts(spec, encoder, segment, folder, options, device) -> IndexedParts`
-    # indexes the parts itself (default: `index_segment`, in this process), and
+    # indexes the parts itself (default: `_index_here`, in this process), and
     # `reads_vector_column = True` says its encode stage takes `--vector-column`.
 
 
@@ -108,7 +115,9 @@ def build_index(
     encoder = _encoder(options, source, encoder)
     # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
     # not after an hour of encoding.
-    spec = _choose(options, usable, encoder.dimension)
+    spec = choose_index(
+        options.index, usable, encoder.dimension, options.metric, options.memory_budget
+    )
     VectorIndex.create(spec, encoder.dimension)
     partial = partial_folder(Path(options.out_dir), options.index_name)
     source_sha256 = source.fingerprint()
@@ -120,7 +129,9 @@ def build_index(
         manifest = _write_index(
             IndexFolder(partial), options, source, encoder, spec, usable, device
         )
-        write_manifest(partial, replace(manifest, build_seconds=_since(started)))
+        write_manifest(
+            partial, replace(manifest, build_seconds=round(time.perf_counter() - started, 2))
+        )
         (partial / STATE_FILE).unlink()
         final = Path(options.out_dir) / options.index_name
         publish(partial, final, options.overwrite)
@@ -132,10 +143,6 @@ def build_index(
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
-
-
-def _since(started: float) -> float:
-    return round(time.perf_counter() - started, 2)
 
 
 def _source(options: BuildOptions, source: PartSource | None) -> tuple[BuildOptions, PartSource]:
@@ -209,7 +216,7 @@ def _write_index(
     if hasattr(source, "index_parts"):
         indexed = source.index_parts(spec, encoder, segment, folder, options, device)
     else:
-        indexed = index_segment(spec, encoder, segment, folder, options, device)
+        indexed = _index_here(spec, encoder, segment, folder, options, device)
     return Manifest(
         name=options.index_name,
         generation=1,
@@ -226,7 +233,8 @@ def _write_index(
             "rows": total,
             "skipped": encoded.skipped,
             "truncated": encoded.truncated,
-            "runtime": encoder_runtime(encoder, options),
+            # None where no model encoded rows: a model named for your own vectors encodes none.
+            "runtime": None if options.vector_column is not None else encoder.runtime,
             **source.operation(),
         },
         semsearch_version=__version__,
@@ -249,7 +257,7 @@ class IndexedParts:
     files: dict[str, dict] | None = None
 
 
-def index_segment(
+def _index_here(
     spec: IndexSpec,
     encoder,
     segment: Segment,
@@ -258,32 +266,74 @@ def index_segment(
     device,
 ) -> IndexedParts:
     """Train, fill and tune the segment's FAISS index in this process, then its BM25 part."""
-    total, parts = segment_rows(segment), segment.record.parts
+    total = segment_rows(segment)
     index, spec = trained_index(
         spec, encoder.dimension, segment.iter_parts, total, folder, 1, device
     )
+    queries = tuning_vectors(options, encoder, spec.metric) if index.tunable_parameter() else None
+    record, spec, tuning = index_segment(
+        index,
+        spec,
+        segment,
+        1,
+        options.lexical,
+        options.text_column,
+        device,
+        options.target_recall,
+        queries,
+        options.strict,  # --strict: a missed target fails
+        options.show_progress,
+    )
+    if tuning is not None:
+        log_tuned(tuning)
+    return IndexedParts(spec, (record,), tuning)
+
+
+def tuning_vectors(options: BuildOptions, encoder, metric: str) -> np.ndarray | None:
+    """`--tuning-queries` encoded with the query prompt and prepared; None without them."""
+    if not options.tuning_queries or not options.target_recall:
+        return None
+    texts = with_prompt(options.tuning_queries, query_prompt(encoder))
+    return prepare_vectors(encoder.encode(texts), metric)
+
+
+def index_segment(
+    index: VectorIndex,
+    spec: IndexSpec,
+    segment: Segment,
+    generation: int,
+    lexical: LexicalSpec | None,
+    text_column: str | None,
+    device: FaissDevice = CPU,
+    target: float | None = None,
+    queries: np.ndarray | None = None,
+    strict: bool = False,
+    show_progress: bool = False,
+) -> tuple[SegmentRecord, IndexSpec, TuningResult | None]:
+    """Fill a segment's (trained) FAISS index from its parts on `device`, tune it to `target`
+    recall (on `queries`, or a sample of its rows), write it, then its BM25 part if it has
+    none: what build, add, reindex, compact and a Ray worker share. The segment's record,
+    the spec with the tuned parameter, and the tuning."""
+    rows = segment_rows(segment)
+    tuning = None
     with index.placed(device):
-        add_parts(index, segment.iter_parts, total, options.show_progress)
-        tuning = None
-        if options.target_recall is not None and index.tunable_parameter():
-            tuning = _tune(index, spec, segment, encoder, options)
+        add_parts(index, segment.iter_parts, rows, show_progress)
+        if target and index.tunable_parameter() and queries is None and rows < 2:
+            # A sampled row is left out of its own results: nothing is left to measure.
+            log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
+        elif target and index.tunable_parameter():
+            tuning = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
     if tuning is not None:
         spec = replace(spec, search_params=tuning.search_params())
-    index_file = index_file_name(1)
-    index_bytes = index.write(segment.folder / index_file)
-    lexical_dir = None
-    if options.lexical is not None:
+    index_file = index_file_name(generation)
+    size = index.write(segment.folder / index_file)
+    record = replace(segment.record, rows=rows, index_file=index_file, index_file_bytes=size)
+    if lexical is not None and record.lexical_dir is None:
         lexical_dir = index_segment_texts(
-            segment.folder, options.text_column, total, parts, options.lexical, 1
+            segment.folder, text_column, rows, record.parts, lexical, generation
         )
-    record = replace(
-        segment.record,
-        rows=total,
-        index_file=index_file,
-        index_file_bytes=index_bytes,
-        lexical_dir=lexical_dir,
-    )
-    return IndexedParts(spec, (record,), tuning)
+        record = replace(record, lexical_dir=lexical_dir)
+    return record, spec, tuning
 
 
 def _check_options(options: BuildOptions, name: str) -> None:
@@ -314,9 +364,13 @@ def _check_options(options: BuildOptions, name: str) -> None:
         raise SemsearchError(
             f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
         )
-    if options.target_recall is not None and not 0 < options.target_recall <= 1:
+    check_target(options.target_recall)
+
+
+def check_target(target: float | None) -> None:
+    if target is not None and not 0 <= target <= 1:
         raise SemsearchError(
-            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {options.target_recall}"
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
         )
 
 
@@ -325,31 +379,6 @@ def _cannot_write(out_dir: Path, why: str) -> str:
         f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
         "with --out-dir"
     )
-
-
-def _choose(options: BuildOptions, rows: int, dimension: int) -> IndexSpec:
-    return choose_index(options.index, rows, dimension, options.metric, options.memory_budget)
-
-
-def _tune(
-    index: VectorIndex, spec: IndexSpec, segment: Segment, encoder, options: BuildOptions
-) -> TuningResult | None:
-    """Measure recall against exact search over the stored vectors; keep the smallest good value.
-
-    None for a single row without tuning queries: a sampled row is left out of its own
-    results, so nothing is left to measure recall on (and a search over one row is exact).
-    """
-    if not options.tuning_queries and segment_rows(segment) < 2:
-        log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
-        return None
-    queries = None
-    if options.tuning_queries:
-        queries = with_prompt(options.tuning_queries, query_prompt(encoder))
-        queries = prepare_vectors(encoder.encode(queries), index.metric)
-    target, strict = options.target_recall, options.strict  # --strict: a missed target fails
-    result = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
-    log_tuned(result)
-    return result
 
 
 def segment_rows(segment: Segment) -> int:
@@ -384,12 +413,3 @@ def _read_state(folder: Path) -> dict | None:
         return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def encoder_runtime(encoder, options: BuildOptions) -> str | None:
-    """What encoded the rows (`torch`, `openvino-bf16`, ...), for the manifest's operation;
-    None where no model did: the corpus' own vectors, also when a model is named for them
-    (it is loaded for its fingerprint and text queries, and encodes no row)."""
-    if options.vector_column is not None:
-        return None
-    return encoder.runtime

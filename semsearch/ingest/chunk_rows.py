@@ -278,14 +278,9 @@ def open_rows_for(manifest: Manifest, location) -> object:
     text_column = manifest.text_column
     if text_column not in corpus.schema.names:
         return corpus  # the column checks that follow say what is missing
-    model = resolve_model(manifest.model.name)
-    tokenizer_file, window = model_window(model)
-    chunker = Chunker(
-        tokenizer_file,
-        window,
-        tokens=chunks.tokens,
-        overlap=chunks.overlap,
-        markdown=corpus.format == DOCUMENTS_FORMAT,
+    markdown = corpus.format == DOCUMENTS_FORMAT
+    chunker = chunker_for(
+        resolve_model(manifest.model.name), chunks.tokens, chunks.overlap, markdown
     )
     check_no_reserved(corpus.schema, Path(str(corpus.path)).name)
     document_column = (

@@ -5,26 +5,13 @@ rest; a chunk of at most `window - 2` tokens is read whole. Chunks end at the la
 semantic boundary that fits (paragraph, then sentence, then word) and give their character
 offsets, so a hit can show the passage that matched.
 
-The splitter is semantic-text-splitter (Rust, counting with the model's own `tokenizers`
-tokenizer), chosen over semchunk by measurement on 212 Debian manual pages (manpages 6.03,
-sections 2, 5 and 7, and bash(1), rendered by groff: 3.46 MB), 254 tokens and 32 of overlap,
-each page split whole on one core of this project's busy 2-core machine (the script is in
-the commit message that added this module):
-
-| | chunks/s | MB/s | over the window | offsets wrong | end at . ! ? : ; | before a blank line | tokens/chunk |
-|---|---|---|---|---|---|---|---|
-| semantic-text-splitter 0.33 | 344 | 0.33 | 0 | 0 | 83 % | 87 % | 203 |
-| semchunk 4.1 | 738 | 0.50 | 0 | 0 | 43 % | 36 % | 158 |
-
-Both fit every chunk ([CLS] and [SEP] counted) and give exact offsets (`text[start:end]`
-is the chunk). semchunk splits twice as fast, but its overlap cuts mid-sentence (without
-overlap both end 83 % of chunks at a sentence) and its chunks hold a fifth fewer tokens, so
-43 % more chunks (5108 against 3581) go through the encoder, which costs far more than the
-splitting. semantic-text-splitter also has a Markdown mode (headings stay with their
-section). Its overlap is whole units (sentences, words) of at most `overlap` tokens, and
-none across a paragraph break. A huge file reaches it in pieces of about a MiB, cut at
-paragraph breaks by the documents reader (`semsearch.io.documents`), each cut on its own:
-a 30 MiB text is cut into 151,048 chunks at 0.42 MiB/s with a tracemalloc peak of 50 MiB.
+The splitter is semantic-text-splitter (Rust, counting with the model's own tokenizer),
+chosen over semchunk by measurement on 212 Debian manual pages (the table is in the commit
+that added this module): semchunk splits twice as fast, but its overlap cuts mid-sentence
+(83 % against 43 % of chunks end at a sentence) and its chunks hold a fifth fewer tokens,
+so 43 % more chunks go through the encoder, which costs far more than the splitting. It
+also has a Markdown mode (headings stay with their section). A huge file reaches it in
+pieces of about a MiB (`semsearch.io.documents`), each cut on its own.
 
 The cheap pre-check: a WordPiece token covers at least one character of the normalised
 text, and BERT's normaliser (lower case, accents stripped by NFD) maps each character below

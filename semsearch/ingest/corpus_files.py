@@ -1,12 +1,10 @@
 """A corpus of many files (a folder or a glob, local or a URI): found, checked, and encoded
 part by part in this process.
 
-Each file is cut every `part_rows` rows, parts are numbered across the files in name order
-(`semsearch.ingest.file_parts`), and a row's id is its row number across all the files, so
-a part depends on nothing but the files: any process, on any node, in any order, can read
-and encode it, and a build that stops resumes from the parts already written. For one file
-this is exactly the local build's layout. `ManyFilesSource` encodes the parts in this
-process; `semsearch.distributed` runs the same reader and encode stage on a Ray cluster.
+Parts are numbered across the files in name order and a row's id is its row number across
+all of them (`semsearch.ingest.file_parts`), so any process, on any node, in any order, can
+encode a part, and a stopped build resumes from the parts written; for one file this is the
+local build's layout. `semsearch.distributed` runs the same reader on a Ray cluster.
 """
 
 from __future__ import annotations
@@ -20,13 +18,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from tqdm.auto import tqdm
 
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build_options import BuildOptions, EncodedRows, counted_rows
 from semsearch.ingest.file_parts import FileScan, part_count, plan_units, read_unit
-from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part, write_parts
-from semsearch.ingest.parts import PartRows as PreparedRows
+from semsearch.ingest.parts import encode_parts
 from semsearch.io.corpus import (
     Corpus,
     RowFilter,
@@ -198,28 +194,23 @@ class ManyFilesSource:
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         units = plan_units(self.scans, options.part_rows, writer.has)
-        resumed = sum(len(unit.wanted) for unit in units) < part_count(
-            self.scans, options.part_rows
+        todo = sum(len(unit.wanted) for unit in units)
+        resumed = todo < part_count(self.scans, options.part_rows)
+        parts = (
+            part
+            for unit in units
+            for part in read_unit(unit, options.text_column, options.part_rows, options.strict)
         )
-        total = None if resumed else sum(scan.usable for scan in self.scans)
-
-        def parts() -> Iterator[PreparedRows]:  # runs in the read stage's thread
-            for unit in units:
-                for part in read_unit(unit, options.text_column, options.part_rows, options.strict):
-                    yield prepare_part(part.part, part.batch, part.ids, options.text_column)
-
-        with (
-            truncation_report(encoder) as truncated,
-            tqdm(
-                total=total,
-                desc="encoding",
-                unit="text",
-                disable=not options.show_progress,
-                smoothing=RATE_SMOOTHING,
-            ) as bar,
-        ):
-            write_parts(
-                encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
+        with truncation_report(encoder) as truncated:
+            encode_parts(
+                encoder,
+                parts,
+                writer,
+                options.text_column,
+                batch_size=options.batch_size,
+                show_progress=options.show_progress,
+                total=None if resumed else sum(scan.usable for scan in self.scans),
+                depth=options.pipeline_depth,
             )
         return self.encoded_rows(truncated.cut)
 

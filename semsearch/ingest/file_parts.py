@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
+from semsearch.ingest.parts import RowPart
 from semsearch.io.corpus import Corpus, open_corpus, rechunk, usable_rows
 from semsearch.io.corpus_readers import corpus_format
 from semsearch.io.filesystems import as_location, parquet_file
@@ -77,18 +78,9 @@ def part_count(scans: list[FileScan], part_rows: int) -> int:
     return sum(-(-scan.rows // part_rows) for scan in scans)
 
 
-@dataclass(frozen=True)
-class PartRows:
-    """A part's usable rows and their ids, ready for `parts.prepare_part`."""
-
-    part: int
-    batch: pa.RecordBatch
-    ids: np.ndarray
-
-
 def read_unit(
     unit: ReadUnit, text_column: str | None, part_rows: int, strict: bool = False
-) -> Iterator[PartRows]:
+) -> Iterator[RowPart]:
     """The wanted parts of `unit`, in order, with their usable rows (every row when there is
     no text column: a build of your own vectors alone)."""
     corpus = open_corpus(unit.path)
@@ -99,10 +91,10 @@ def read_unit(
             break
         part = unit.first_part + offset
         if part in unit.wanted and text_column is None:  # your own vectors alone: all usable
-            yield PartRows(part, chunk, unit.first_id + first_row + np.arange(chunk.num_rows))
+            yield RowPart(part, chunk, unit.first_id + first_row + np.arange(chunk.num_rows))
         elif part in unit.wanted:
             rows = usable_rows(chunk, text_column, unit.first_id + first_row, strict)
-            yield PartRows(part, rows.batch, rows.source_rows)
+            yield RowPart(part, rows.batch, rows.source_rows)
 
 
 def _rows_from(corpus: Corpus, start: int, batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:

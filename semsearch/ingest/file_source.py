@@ -3,7 +3,7 @@
 
 The stream is re-cut into parts of exactly `part_rows` rows (`read_in_parts`), so part N
 holds the same rows in every run and an interrupted build resumes by part; reading,
-tokenising, encoding and writing are overlapped (`semsearch.ingest.parts.write_parts`).
+tokenising, encoding and writing are overlapped (`semsearch.ingest.parts.encode_parts`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
 
 from semsearch.ingest.build_options import BuildOptions, EncodedRows, counted_rows
 from semsearch.ingest.chunk_rows import plan_chunks
 from semsearch.ingest.corpus_files import FileStream, ManyFilesSource, open_stream
-from semsearch.ingest.parts import RATE_SMOOTHING, PartRows, prepare_part, write_parts
+from semsearch.ingest.parts import RowPart, encode_parts
 from semsearch.io.corpus import (
     Corpus,
     RowFilter,
@@ -81,11 +80,25 @@ class FilePartSource:
         return self._sha256
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
+        """Encode the parts not written yet; a resumed build's bar starts at the rows its parts
+        hold already, so its rate and ETA count only the texts this run encodes."""
+        counts = {"read": 0, "skipped": 0}
+        own = options.vector_column
+        vector_column = VectorColumn(own, self.dimension, options.metric) if own else None
         with truncation_report(encoder) as truncated:
-            rows_read, skipped = encode_stream(
-                self.corpus, encoder, writer, options, self._usable, self.dimension
+            encode_parts(
+                encoder,
+                stream_parts(self.corpus, writer, options, counts),
+                writer,
+                options.text_column,
+                vector_column,
+                options.batch_size,
+                options.show_progress,
+                self._usable,
+                writer.rows_written(),
+                options.pipeline_depth,
             )
-        return counted_rows(rows_read, skipped, truncated.cut, options.text_column)
+        return counted_rows(counts["read"], counts["skipped"], truncated.cut, options.text_column)
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
         path = self.corpus.path
@@ -114,49 +127,20 @@ def many_files_source(options: BuildOptions) -> FilePartSource | ManyFilesSource
     return streamed if streamed.chunks is not None else ManyFilesSource(options)
 
 
-def encode_stream(
-    corpus: Corpus,
-    encoder,
-    writer: SegmentWriter,
-    options: BuildOptions,
-    usable: int | None,
-    dimension: int | None = None,
-) -> tuple[int, int]:
-    """Encode and write every part not written yet, reading, tokenising, encoding and writing
-    overlapped (`write_parts`); (rows read, rows skipped). The bar counts texts encoded and
-    moves with every batch; a resumed build's starts at the rows its parts hold already, so
-    its rate and ETA count only the texts this run encodes."""
-    counts = {"read": 0, "skipped": 0}
-    own = options.vector_column
-    bar = tqdm(
-        total=usable,
-        initial=writer.rows_written(),
-        desc="encoding" if own is None else "reading vectors",
-        unit="text" if own is None else "row",
-        disable=not options.show_progress,
-        smoothing=RATE_SMOOTHING,
-    )
-    vector_column = VectorColumn(own, dimension, options.metric) if own is not None else None
-
-    def parts() -> Iterator[PartRows]:  # runs in the read stage's thread
-        for part, chunk in enumerate(read_in_parts(corpus, options.part_rows)):
-            if options.text_column is None:  # your own vectors alone: every row is usable
-                rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
-            else:
-                rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
-            counts["read"] += chunk.num_rows
-            counts["skipped"] += rows.skipped
-            if writer.has(part):  # written by the interrupted build this one resumes
-                continue  # its rows are the bar's `initial`
-            yield prepare_part(
-                part, rows.batch, rows.source_rows, options.text_column, vector_column
-            )
-
-    with bar:
-        write_parts(
-            encoder, parts(), writer, options.batch_size, bar.update, options.pipeline_depth
-        )
-    return counts["read"], counts["skipped"]
+def stream_parts(
+    corpus: Corpus, writer: SegmentWriter, options: BuildOptions, counts: dict[str, int]
+) -> Iterator[RowPart]:
+    """The parts `writer` does not hold yet, each of its usable rows; `counts` gathers the rows
+    read and skipped over every part, written or not."""
+    for part, chunk in enumerate(read_in_parts(corpus, options.part_rows)):
+        if options.text_column is None:  # your own vectors alone: every row is usable
+            rows = UsableRows(chunk, counts["read"] + np.arange(chunk.num_rows), 0)
+        else:
+            rows = usable_rows(chunk, options.text_column, counts["read"], options.strict)
+        counts["read"] += chunk.num_rows
+        counts["skipped"] += rows.skipped
+        if not writer.has(part):  # else written by the interrupted build this one resumes
+            yield RowPart(part, rows.batch, rows.source_rows)
 
 
 def read_in_parts(corpus: Corpus, rows_per_chunk: int) -> Iterator[pa.RecordBatch]:

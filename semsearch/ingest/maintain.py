@@ -8,7 +8,6 @@ texts to build the lexical (BM25) parts (`set_lexical`).
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from dataclasses import asdict, replace
 
@@ -16,31 +15,30 @@ import numpy as np
 
 from semsearch.ann.devices import FaissDevice, faiss_device
 from semsearch.ann.factory import choose_index
-from semsearch.ann.tune import TuningResult, log_tuned
+from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
+from semsearch.ingest.build import check_target, index_segment
+from semsearch.ingest.build_options import DEFAULT_PART_ROWS
 from semsearch.ingest.merge import write_merged
+from semsearch.ingest.update import new_segment, written_segment
 from semsearch.options import DEFAULT_TUNING_QUERIES
 from semsearch.store.file_checks import check_opened_files
-from semsearch.store.filling import add_parts, trained_index
+from semsearch.store.filling import trained_index
 from semsearch.store.folders import IndexFolder, remove_leftovers
-from semsearch.store.generation import next_generation, next_segment_number, now, segment_name
+from semsearch.store.generation import next_generation, now
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
     LexicalSpec,
     Manifest,
-    SegmentRecord,
     generation_file,
     write_manifest,
 )
 from semsearch.store.rescoring import tune_segment
-from semsearch.store.segment import Segment, SegmentWriter, document_split, index_file_name
+from semsearch.store.segment import Segment
 from semsearch.store.verify import check_restorable
 
 log = logging.getLogger(__name__)
-
-PART_ROWS = 16_384
-TUNING_K = 10
 
 
 def reindex(
@@ -56,7 +54,7 @@ def reindex(
     over every live row, tuned to `target_recall`; the new generation's manifest. FAISS
     trains, adds and tunes on `device` (`auto`: a GPU when FAISS can use one). A missed
     target is a warning, or with `strict` an error that writes nothing."""
-    _check_target(target_recall)
+    check_target(target_recall)
     placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("reindex"):
@@ -194,7 +192,7 @@ def retune(
 ) -> TuningResult:
     """Tune the search parameter on the largest segment's stored vectors (or on `queries`,
     already encoded) and record it in a new generation; the searches run on `device`."""
-    _check_target(target)
+    check_target(target)
     placement = faiss_device(device)
     started = time.perf_counter()
     with folder.writer_lock("tune"):
@@ -247,27 +245,21 @@ def _rebuild(
     index, spec = trained_index(
         spec, manifest.model.dimension, segment.iter_parts, total, folder, generation, device
     )
-    tuning = None
-    with index.placed(device):
-        add_parts(index, segment.iter_parts, total, show_progress)
-        if target_recall and index.tunable_parameter():
-            tuning = tune_segment(index, spec, segment, target_recall, TUNING_K, strict=strict)
+    # A merged segment gets its BM25 part here; a kept one keeps its own.
+    record, spec, tuning = index_segment(
+        index,
+        spec,
+        segment,
+        generation,
+        manifest.lexical,
+        manifest.text_column,
+        device,
+        target_recall,
+        strict=strict,
+        show_progress=show_progress,
+    )
     if tuning is not None:
-        spec = replace(spec, search_params=tuning.search_params())
         log_tuned(tuning)
-    index_file = index_file_name(generation)
-    size = index.write(segment.folder / index_file)
-    record = replace(segment.record, index_file=index_file, index_file_bytes=size)
-    if manifest.lexical is not None and record.lexical_dir is None:  # a merged segment
-        lexical_dir = index_segment_texts(
-            segment.folder,
-            manifest.text_column,
-            record.rows,
-            record.parts,
-            manifest.lexical,
-            generation,
-        )
-        record = replace(record, lexical_dir=lexical_dir)
     return next_generation(
         manifest,
         [record],
@@ -284,19 +276,13 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     if len(manifest.segments) == 1 and manifest.segments[0].deleted == 0:
         record = manifest.segments[0]
         return Segment(folder.segment_dir(record.name), record)
-    existing = [path.name for path in folder.segments_dir.iterdir()]
-    name = segment_name(next_segment_number(manifest, existing))
-    temporary = folder.segments_dir / f".tmp-{name}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    split = document_split(manifest.chunks, manifest.text_column)
-    writer = SegmentWriter(temporary, manifest.vector_dtype, split)
+    writer = new_segment(folder, manifest)
     segments = [Segment(folder.segment_dir(record.name), record) for record in manifest.segments]
     # Part by part in id order (a merged segment keeps ids ascending): `semsearch.ingest.merge`.
-    rows = write_merged(segments, writer, manifest.model.dimension, PART_ROWS)
-    parts = writer.part_count()
-    temporary.rename(folder.segment_dir(name))
-    record = SegmentRecord(name, rows, parts, "", 0, documents=split is not None)
-    return Segment(folder.segment_dir(name), record)
+    write_merged(segments, writer, manifest.model.dimension, DEFAULT_PART_ROWS)
+    segment = written_segment(writer)
+    writer.folder.rename(folder.segment_dir(segment.name))
+    return Segment(folder.segment_dir(segment.name), segment.record)
 
 
 def _readable_next_ids(folder: IndexFolder) -> list[int]:
@@ -324,11 +310,4 @@ def _check_files(folder: IndexFolder, manifest: Manifest) -> None:
         raise SemsearchError(
             f"generation {manifest.generation} of index {manifest.name!r} lost its files to a "
             f"compaction (segment {missing[0]}): it cannot be restored"
-        )
-
-
-def _check_target(target: float | None) -> None:
-    if target is not None and not 0 <= target <= 1:
-        raise SemsearchError(
-            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
         )

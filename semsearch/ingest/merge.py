@@ -24,7 +24,7 @@ class LiveCursor:
 
     def __init__(self, segment: Segment) -> None:
         self.segment = segment
-        self.deleted = np.asarray(segment.deleted_ids(), dtype=np.int64)  # sorted, unique
+        self.deleted = np.asarray(segment.deleted_ids(), dtype=np.int64)
         self._next_part, self._start = 0, 0  # the next part to read, its first position
         self.ids, self.positions = np.empty(0, np.int64), np.empty(0, np.int64)
         self._table: tuple[int, pa.Table] | None = None  # the metadata part last read
@@ -34,7 +34,7 @@ class LiveCursor:
         """Read parts until at least `rows` live rows are waiting, or the segment ends."""
         while len(self.ids) < rows and self._next_part < self.segment.record.parts:
             ids = np.asarray(self.segment.part_ids[self._next_part], dtype=np.int64)
-            live = ~_member(ids, self.deleted)
+            live = ~np.isin(ids, self.deleted)
             self.ids = np.concatenate([self.ids, ids[live]])
             self.positions = np.concatenate([self.positions, self._start + np.flatnonzero(live)])
             self._start += len(ids)
@@ -107,11 +107,3 @@ def write_merged(
         writer.write(part, ids, vectors, table.take(pa.array(back)))
         rows += len(ids)
     return rows
-
-
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """For each value, whether it is in `sorted_set` (ascending)."""
-    if not len(sorted_set):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[at] == values

@@ -1,20 +1,23 @@
-"""The encode stage: a batch of corpus rows in, a part (ids, vectors, metadata) out.
+"""The one encode-parts path: parts of rows in, each part's vectors and metadata written.
 
-`encode_rows` depends on nothing but its arguments, so the same stage can run in a build,
-in an `add`, on a GPU worker or on a cluster node, in any order. `write_parts` runs its
-steps (prepare, tokenise, encode, write) as overlapped stages over many parts.
+A build (one stream or many files), an add and a Ray actor all call `encode_parts`: each
+part is prepared (sorted by id, texts hashed), tokenised, encoded (or its own vectors read)
+and written, the stages overlapped (`semsearch.ingest.pipeline`). A part depends on nothing
+but its rows and ids, so it can be encoded anywhere, in any order.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
+from tqdm.auto import tqdm
 
 from semsearch.errors import SemsearchError
+from semsearch.ingest.build_options import DEFAULT_PART_ROWS
 from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
 from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
@@ -29,16 +32,20 @@ RATE_SMOOTHING = 0.05
 
 
 @dataclass(frozen=True)
-class EncodedPart:
-    """Rows ready to be written as a part: their ids, vectors and metadata, in id order."""
+class RowPart:
+    """A part as read: its usable rows and their ids (row numbers in the input)."""
 
+    part: int
+    batch: pa.Table | pa.RecordBatch
     ids: np.ndarray
-    vectors: np.ndarray
-    metadata: pa.Table
-    part: int = 0  # its number in the segment
 
-    def __len__(self) -> int:
-        return len(self.ids)
+
+def sliced_parts(
+    rows: pa.Table, ids: np.ndarray, part_rows: int = DEFAULT_PART_ROWS
+) -> Iterator[RowPart]:
+    """`rows` cut every `part_rows` rows into parts numbered from 0: an add's new segment."""
+    for part, start in enumerate(range(0, rows.num_rows, part_rows)):
+        yield RowPart(part, rows.slice(start, part_rows), ids[start : start + part_rows])
 
 
 def part_metadata(
@@ -112,15 +119,14 @@ def tokenise_part(encoder: Encoder, rows: PartRows) -> PartRows:
 def encode_rows(
     encoder,
     rows: PartRows,
-    batch_size: int | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> EncodedPart:
+    batch_size: int | None,
+    progress: Callable[[int], None],
+) -> PartRows:
     """The encode stage: vectors for a prepared part (its own, when it brought them), each
     text after the encoder's document prompt; `progress` hears of each encoded batch."""
     if rows.vectors is not None:
         vectors = rows.vectors
-        if progress is not None:
-            progress(len(vectors))
+        progress(len(vectors))
     elif not rows.texts:
         vectors = np.empty((0, encoder.dimension), np.float32)
     elif isinstance(rows.texts, TokenizedTexts):  # a BiEncoder: it reports every batch
@@ -128,34 +134,48 @@ def encode_rows(
     else:  # any other encoder of texts: progress moves once per part
         prompted = with_prompt(rows.texts, document_prompt(encoder))
         vectors = encoder.encode(prompted, batch_size=batch_size)
-        if progress is not None:
-            progress(len(rows.texts))
-    return EncodedPart(rows.ids, vectors, rows.metadata, rows.part)
+        progress(len(rows.texts))
+    return replace(rows, vectors=vectors)
 
 
-def write_parts(
+def encode_parts(
     encoder,
-    parts: Iterable[PartRows],
+    parts: Iterable[RowPart],
     writer: SegmentWriter,
+    text_column: str | None,
+    vector_column: VectorColumn | None = None,
     batch_size: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    show_progress: bool = False,
+    total: int | None = None,
+    initial: int = 0,
     depth: int = DEFAULT_DEPTH,
 ) -> None:
-    """Encode and write `parts`, with reading, tokenising, encoding and writing overlapped
-    (`semsearch.ingest.pipeline`); `progress` hears of every encoded batch."""
+    """Prepare, encode and write `parts` (with `vector_column`, the rows' own vectors instead),
+    the stages overlapped; the bar starts at `initial` (a resumed build's rows) and moves with
+    every encoded batch."""
+    own = vector_column is not None
+    bar = tqdm(
+        total=total,
+        initial=initial,
+        desc="reading vectors" if own else "encoding",
+        unit="row" if own else "text",
+        disable=not show_progress,
+        smoothing=RATE_SMOOTHING,
+    )
     pipeline = Pipeline(depth)
 
     def advance(rows: int) -> None:
         pipeline.check()  # another stage failed: stop within a batch
-        if progress is not None:
-            progress(rows)
+        bar.update(rows)
 
-    def write(encoded: EncodedPart) -> None:
+    def write(encoded: PartRows) -> None:
         writer.write(encoded.part, encoded.ids, encoded.vectors, encoded.metadata)
 
-    pipeline.run(
-        parts,
-        functools.partial(tokenise_part, encoder),
-        lambda rows: encode_rows(encoder, rows, batch_size, advance),
-        write,
-    )
+    prepared = (prepare_part(p.part, p.batch, p.ids, text_column, vector_column) for p in parts)
+    with bar:
+        pipeline.run(
+            prepared,
+            functools.partial(tokenise_part, encoder),
+            lambda rows: encode_rows(encoder, rows, batch_size, advance),
+            write,
+        )

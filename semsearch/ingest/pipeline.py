@@ -1,13 +1,11 @@
 """The build's stages overlapped: read -> tokenise -> encode -> write, joined by bounded queues.
 
-Why: done one after the other, the device idles while the next part is read, hashed and
-tokenised and the last one is written. Here reading and tokenising run in threads ahead of
-the encoder and writing in a thread behind it, so part N+1 is read and part N-1 written
-while part N encodes. The encoder stays in the caller's thread, where Ctrl-C lands. Each
-queue holds at most `depth` items, so at most `3 x depth + 4` items are alive at once
-(`max_in_flight`). The first exception in any stage stops the others (the writer first
-writes what was encoded already, so a resumed build keeps it) and is raised once, in the
-caller; `depth=0` runs the same stages one after the other, in the caller's thread.
+Why: one after the other, the device idles while the next part is read and tokenised and
+the last one written. Reading and tokenising run in threads ahead of the encoder, writing
+in one behind it; the encoder stays in the caller's thread, where Ctrl-C lands. At most
+`3 x depth + 4` items are alive at once. The first exception in any stage stops the
+others (the writer first writes what was encoded, so a resume keeps it) and is raised once
+in the caller; `depth=0` runs the stages one after the other.
 """
 
 from __future__ import annotations
@@ -26,11 +24,6 @@ _DONE = object()
 
 class Stopped(Exception):
     """Raised inside a stage when another stage failed or the caller stopped: unwind quietly."""
-
-
-def max_in_flight(depth: int) -> int:
-    """Items alive at once: one held by each of the 4 stages, `depth` in each of the 3 queues."""
-    return 3 * depth + 4 if depth > 0 else 1
 
 
 class Pipeline:

@@ -8,7 +8,6 @@ not with the index. Unchanged rows (same id, same text hash) are skipped without
 
 from __future__ import annotations
 
-import functools
 import logging
 import shutil
 import time
@@ -17,15 +16,14 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
 
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
+from semsearch.ingest.build import index_segment
 from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
 from semsearch.ingest.conform import Target, conform, rename_text_column
-from semsearch.ingest.parts import RATE_SMOOTHING, prepare_part
-from semsearch.ingest.parts import write_parts as encode_and_write
+from semsearch.ingest.parts import encode_parts, sliced_parts
 from semsearch.ingest.rows import LiveRows, matched_rows
 from semsearch.io.corpus import check_corpus, check_ids, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
@@ -35,25 +33,21 @@ from semsearch.models.query_loader import open_for_rows
 from semsearch.search.searcher import check_same_model
 from semsearch.search.where import WhereEvaluator
 from semsearch.store.file_checks import check_file, check_opened_files
-from semsearch.store.filling import add_parts
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation, next_segment_number, segment_name
-from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.store.segment import (
     ID_COLUMN,
     Segment,
     SegmentWriter,
     document_split,
-    index_file_name,
     write_deleted,
 )
 
 log = logging.getLogger(__name__)
 
-PART_ROWS = 16_384
-# Encodes rows (sorted by id) with their ids into parts of PART_ROWS rows written by the
-# writer; `add_rows` does it in this process unless given one (`semsearch.distributed`).
+# Encodes rows (sorted by id) with their ids into the parts written by the writer;
+# `add_rows` does it in this process unless given one (`semsearch.distributed`).
 PartsWriter = Callable[[SegmentWriter, pa.Table, np.ndarray], None]
 
 
@@ -86,16 +80,11 @@ def add_rows(
     show_progress: bool = False,
     runtime: str = "auto",
 ) -> ChangeResult:
-    """Upsert the rows of a corpus file into the index; see the module docstring. The new
-    segment's FAISS index is filled on `device` (`auto`: a GPU when FAISS can use one);
-    `show_progress` shows a bar of the texts encoded, moving with every batch.
-
-    Without an `encoder`, the index's model is loaded only once some row needs encoding,
-    on `device` and `runtime` (`query_loader.open_for_rows`: on a CPU, the
-    checked OpenVINO export, without torch): an add of unchanged rows loads no model.
-    The corpus is checked as `build` checks it; its text column is stored as the index's,
-    and its columns must hold the index's types (`semsearch.ingest.conform`; `convert_types`
-    reads other types where each value converts without loss)."""
+    """Upsert the rows of a corpus file into the index; see the module docstring. FAISS works
+    on `device`. Without an `encoder`, the index's model is loaded (`open_for_rows`) only once
+    some row needs encoding, so an add of unchanged rows loads none. The corpus is checked
+    as `build` checks it, and its columns must hold the index's types
+    (`semsearch.ingest.conform`; `convert_types` reads others that convert without loss)."""
     started = time.perf_counter()
     with folder.writer_lock("add"):
         manifest = folder.manifest()
@@ -119,9 +108,21 @@ def add_rows(
             encoder = None  # the rows bring their vectors
         else:
             encoder = _rows_encoder(manifest, encoder, device, runtime, show_progress, ~unchanged)
-        if write_parts is None:
-            settings = (manifest.text_column, batch_size, show_progress, vector_column)
-            write_parts = functools.partial(_encode_parts, encoder, *settings)
+        if write_parts is None:  # encoded here, the stages overlapped
+
+            def write_parts(writer: SegmentWriter, rows: pa.Table, ids: np.ndarray) -> None:
+                parts = sliced_parts(rows, ids)
+                encode_parts(
+                    encoder,
+                    parts,
+                    writer,
+                    manifest.text_column,
+                    vector_column,
+                    batch_size,
+                    show_progress,
+                    total=rows.num_rows,
+                )
+
         segments, counts = _added_segments(
             folder, live, table, existing, unchanged, stale, write_parts, placement
         )
@@ -227,15 +228,14 @@ def delete_rows(
     with folder.writer_lock("delete"):
         manifest = folder.manifest()
         check_opened_files(folder, manifest)  # never build a generation on changed files
+        if ids is not None and not ids:
+            raise SemsearchError("no ids to delete: give one id per line")
+        live = LiveRows.read(folder, manifest)
         if where is not None:
-            live = LiveRows.read(folder, manifest)
             parts = [files for segment in live.segments for files in segment.metadata_files()]
             rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
             not_found = 0
         else:
-            if not ids:
-                raise SemsearchError("no ids to delete: give one id per line")
-            live = LiveRows.read(folder, manifest)
             if manifest.chunks is not None:  # a document's id deletes all its chunks
                 rows, not_found = document_rows(live, ids)
             else:
@@ -296,70 +296,41 @@ def _write_segment(
     device: FaissDevice,
 ) -> SegmentRecord:
     """Encode `rows` into a new segment with its own index; renamed into place when complete."""
-    existing = (
-        [path.name for path in folder.segments_dir.iterdir()]
-        if folder.segments_dir.is_dir()
-        else []
-    )
-    name = segment_name(next_segment_number(manifest, existing))
-    temporary = folder.segments_dir / f".tmp-{name}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    split = document_split(manifest.chunks, manifest.text_column)
-    writer = SegmentWriter(temporary, manifest.vector_dtype, split)
+    writer = new_segment(folder, manifest)
     order = np.argsort(ids, kind="stable")
     write_parts(writer, rows.take(pa.array(order)), ids[order])
-    parts = writer.part_count()
-    record = SegmentRecord(name, rows.num_rows, parts, "", 0, documents=split is not None)
-    segment = Segment(temporary, record)
-    index = _empty_index(folder, manifest)
-    with index.placed(device):
-        add_parts(index, segment.iter_parts, rows.num_rows)
-    index_file = index_file_name(manifest.generation + 1)
-    size = index.write(temporary / index_file)
-    lexical_dir = None
-    if manifest.lexical is not None:  # the new rows' BM25 part, like their FAISS index
-        lexical_dir = index_segment_texts(
-            temporary,
-            manifest.text_column,
-            rows.num_rows,
-            parts,
-            manifest.lexical,
-            manifest.generation + 1,
-        )
-    temporary.rename(folder.segment_dir(name))
-    return replace(record, index_file=index_file, index_file_bytes=size, lexical_dir=lexical_dir)
-
-
-def _encode_parts(
-    encoder,
-    text_column: str | None,
-    batch_size: int | None,
-    show_progress: bool,
-    vector_column: VectorColumn | None,
-    writer: SegmentWriter,
-    rows: pa.Table,
-    ids: np.ndarray,
-) -> None:
-    """Encode `rows` here, part by part, the stages overlapped (the default `PartsWriter`);
-    with `vector_column`, the rows' own vectors are written instead."""
-    parts = (
-        prepare_part(
-            part,
-            rows.slice(start, PART_ROWS),
-            ids[start : start + PART_ROWS],
-            text_column,
-            vector_column,
-        )
-        for part, start in enumerate(range(0, rows.num_rows, PART_ROWS))
+    record, _, _ = index_segment(
+        _empty_index(folder, manifest),
+        manifest.index,
+        written_segment(writer),
+        manifest.generation + 1,
+        manifest.lexical,  # the new rows' BM25 part, like their FAISS index
+        manifest.text_column,
+        device,
     )
-    with tqdm(
-        total=rows.num_rows,
-        desc="encoding",
-        unit="text",
-        disable=not show_progress,
-        smoothing=RATE_SMOOTHING,
-    ) as bar:
-        encode_and_write(encoder, parts, writer, batch_size, bar.update)
+    writer.folder.rename(folder.segment_dir(record.name))
+    return record
+
+
+def new_segment(folder: IndexFolder, manifest: Manifest) -> SegmentWriter:
+    """A writer into the next segment's temporary folder (`.tmp-NAME`), which its maker
+    renames into place once the segment is complete."""
+    segments = folder.segments_dir
+    existing = [path.name for path in segments.iterdir()] if segments.is_dir() else []
+    temporary = segments / f".tmp-{segment_name(next_segment_number(manifest, existing))}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    split = document_split(manifest.chunks, manifest.text_column)
+    return SegmentWriter(temporary, manifest.vector_dtype, split)
+
+
+def written_segment(writer: SegmentWriter) -> Segment:
+    """The segment `new_segment`'s writer wrote, still in its temporary folder."""
+    name = writer.folder.name.removeprefix(".tmp-")
+    documents = writer.split is not None
+    record = SegmentRecord(
+        name, writer.rows_written(), writer.part_count(), "", 0, documents=documents
+    )
+    return Segment(writer.folder, record)
 
 
 def own_vector_column(manifest: Manifest, corpus, write_parts) -> VectorColumn | None:

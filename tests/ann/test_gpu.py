@@ -77,7 +77,7 @@ def test_a_cpu_index_stays_where_it_is_when_placed_on_the_cpu() -> None:
     index = _ivf(_vectors(10))
     with index.placed(CPU) as placed:
         assert placed is index and index.device == CPU
-    assert not gpu.is_gpu_index(index.faiss)
+    assert not _on_gpu(index.faiss)
 
 
 def test_torch_s_cached_memory_is_released_before_faiss_allocates_on_the_gpu(monkeypatch) -> None:
@@ -186,12 +186,12 @@ def test_train_add_tune_on_the_gpu_matches_the_cpu_and_writes_a_cpu_index(tmp_pa
             result = tune_against_exact(
                 index, vectors[:200], lambda: [(ids, vectors)], 0.95, 10, ids[:200]
             )
-        assert index.device == CPU and not gpu.is_gpu_index(index.faiss)
+        assert index.device == CPU and not _on_gpu(index.faiss)
         size = index.write(tmp_path / f"{device}.faiss")
         assert size > 0
         indexes[str(device)] = (VectorIndex.read(tmp_path / f"{device}.faiss", "cosine"), result)
     cpu_tuning, (gpu_index, gpu_tuning) = indexes["cpu"][1], indexes["cuda:0"]
-    assert not gpu.is_gpu_index(gpu_index.faiss) and gpu_index.size == len(vectors)
+    assert not _on_gpu(gpu_index.faiss) and gpu_index.size == len(vectors)
     assert gpu_tuning.met and abs(gpu_tuning.value - cpu_tuning.value) <= cpu_tuning.value
     _, exact = exact_knn(vectors[:300], [(ids, vectors)], 10, "cosine")
     _, found = gpu_index.search(vectors[:300], 10, {"nprobe": 64})  # every list: exact
@@ -261,3 +261,11 @@ def test_the_torch_path_on_a_gpu_puts_rows_where_faiss_would() -> None:
     assert np.mean(np.array(_lists(by_torch)) == np.array(_lists(by_faiss))) >= 0.99  # fp ties
     _, exact_cpu = exact_knn(vectors[:100], [(ids, vectors)], 10, "cosine")
     assert np.mean(exact_gpu == exact_cpu) >= 0.99
+
+
+def _on_gpu(index) -> bool:
+    """Whether `index` (or the index inside its id map) lives on a GPU."""
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexIDMap | faiss.IndexIDMap2):
+        index = faiss.downcast_index(index.index)
+    return type(index).__name__.startswith("Gpu")

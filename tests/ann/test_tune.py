@@ -17,7 +17,6 @@ from semsearch.ann.tune import (
     recall_at_k,
     rescored_recall,
     shortfall,
-    target_recall,
     tie_aware_recall,
     tune_against_exact,
     tune_index,
@@ -49,15 +48,6 @@ def _ivf(vectors: np.ndarray) -> VectorIndex:
 def _exact(queries: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact scores and ids (= row numbers) of each query's k nearest `vectors`."""
     return exact_knn(queries, [(np.arange(len(vectors)), vectors)], k, "cosine")
-
-
-def test_target_recall_counts_queries_whose_one_right_row_was_found() -> None:
-    found = np.array([[3, 0, 7], [1, 2, 4], [-1, -1, -1], [5, 9, 2]])
-    assert target_recall(found, np.array([0, 4, 2, 8])) == 0.5  # rank 2, rank 3, none, absent
-    assert target_recall(found[:, :1], np.array([3, 1, 0, 5])) == 0.75  # recall@1
-    assert target_recall(np.empty((0, 3), int), np.empty(0, int)) == 0.0
-    with pytest.raises(ValueError, match="pair up"):
-        target_recall(found, np.array([0, 1]))
 
 
 def test_a_tie_swapped_at_rank_k_is_a_hit_for_tie_aware_recall() -> None:

@@ -357,7 +357,7 @@ def test_the_pipelined_build_equals_the_sequential_one(tmp_path, tiny_encoder, d
 def test_a_failing_stage_is_raised_once_and_leaves_nothing_written(
     tmp_path, tiny_encoder, monkeypatch, stage
 ) -> None:
-    import semsearch.ingest.file_source as source_module
+    import semsearch.ingest.parts as parts_module
     from semsearch.store.segment import SegmentWriter
 
     calls = []
@@ -372,7 +372,7 @@ def test_a_failing_stage_is_raised_once_and_leaves_nothing_written(
         return wrapper
 
     if stage == "read":
-        monkeypatch.setattr(source_module, "prepare_part", failing(source_module.prepare_part))
+        monkeypatch.setattr(parts_module, "prepare_part", failing(parts_module.prepare_part))
     elif stage == "encode":
         monkeypatch.setattr(tiny_encoder, "encode", failing(tiny_encoder.encode))
     else:
@@ -385,10 +385,10 @@ def test_a_failing_stage_is_raised_once_and_leaves_nothing_written(
 
 
 def test_build_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:
-    import semsearch.ingest.file_source as source_module
+    import semsearch.ingest.parts as parts_module
 
     Bar = recording_bar()
-    monkeypatch.setattr(source_module, "tqdm", Bar)
+    monkeypatch.setattr(parts_module, "tqdm", Bar)
     build_index(_options(_hundred_rows(tmp_path), tmp_path, batch_size=16), encoder=tiny_encoder)
     assert sum(Bar.updates) == 100 and len(Bar.updates) >= 100 // 16  # one part, many moves
     assert max(Bar.updates) <= 16
@@ -401,7 +401,7 @@ def test_a_resumed_build_s_rate_counts_only_the_texts_it_encodes(
 ) -> None:
     """The bar of a resumed build counted the parts it found as encoded, at once: a rate of
     thousands of texts/s and an ETA to match."""
-    import semsearch.ingest.file_source as source_module
+    import semsearch.ingest.parts as parts_module
 
     original, calls = tiny_encoder.encode, []
 
@@ -417,7 +417,7 @@ def test_a_resumed_build_s_rate_counts_only_the_texts_it_encodes(
         build_index(options, encoder=tiny_encoder)  # two parts of 4 rows written
     monkeypatch.setattr(tiny_encoder, "encode", original)
     Bar = recording_bar()
-    monkeypatch.setattr(source_module, "tqdm", Bar)
+    monkeypatch.setattr(parts_module, "tqdm", Bar)
     build_index(options, encoder=tiny_encoder)
     assert Bar.opened[0]["total"] == 12 and Bar.opened[0]["initial"] == 8
     assert sum(Bar.updates) == 4  # tqdm's rate is (n - initial) / elapsed

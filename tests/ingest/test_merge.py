@@ -9,7 +9,7 @@ import pytest
 from living_support import build, generated_table, write
 
 from semsearch.index import Index
-from semsearch.ingest.maintain import PART_ROWS
+from semsearch.ingest.build_options import DEFAULT_PART_ROWS as PART_ROWS
 from semsearch.ingest.merge import merged_parts, write_merged
 from semsearch.store.manifest import SegmentRecord
 from semsearch.store.segment import ID_COLUMN, Segment, SegmentWriter

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from semsearch.ingest.pipeline import Pipeline, Stopped, max_in_flight
+from semsearch.ingest.pipeline import Pipeline, Stopped
 
 
 def _stage_threads() -> list[threading.Thread]:
@@ -41,7 +41,8 @@ def test_the_items_alive_at_once_stay_within_the_bound(depth) -> None:
 
     Pipeline(depth).run(items(), lambda x: x, lambda x: x, slow_write)
     assert written == 40
-    assert depth < most <= max_in_flight(depth)  # it did run ahead, and no further
+    # it did run ahead, and no further: one item in each of 4 stages, `depth` in each of 3 queues
+    assert depth < most <= 3 * depth + 4
 
 
 @pytest.mark.parametrize("stage", ["read", "tokenise", "encode", "write"])

@@ -277,6 +277,7 @@ def test_add_refuses_a_csv_exactly_as_build_does(tmp_path, tiny_encoder, name) -
 
 
 def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch) -> None:
+    import semsearch.ingest.parts as parts_module
     import semsearch.ingest.update as update_module
     from semsearch.store.folders import IndexFolder
 
@@ -284,7 +285,7 @@ def test_add_progress_moves_with_every_batch(tmp_path, tiny_encoder, monkeypatch
     folder = build(
         write(generated_table(20), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder
     )
-    monkeypatch.setattr(update_module, "tqdm", Bar)
+    monkeypatch.setattr(parts_module, "tqdm", Bar)
     update_module.add_rows(
         IndexFolder(folder.path),
         write(generated_table(100, start=20), tmp_path / "b.parquet"),
