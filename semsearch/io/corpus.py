@@ -25,7 +25,7 @@ from semsearch.io.corpus_readers import (
     read_schema,
     unreadable,
 )
-from semsearch.io.filesystems import GLOB_CHARACTERS, RemoteFile, as_location, is_uri
+from semsearch.io.filesystems import RemoteFile, as_location, is_glob, is_uri
 
 SOURCE_ROW_COLUMN = "_source_row"
 # Columns semsearch adds to the rows it stores (`_source_row` here, the other two in
@@ -73,7 +73,7 @@ def is_many_files(corpus: str | Path) -> bool:
     if is_uri(corpus):
         return True
     path = Path(corpus).expanduser()
-    return path.is_dir() or (not path.is_file() and any(c in str(corpus) for c in GLOB_CHARACTERS))
+    return path.is_dir() or (not path.is_file() and is_glob(corpus))
 
 
 @dataclass
@@ -265,13 +265,6 @@ def check_corpus(
             check_id_column(corpus, id_column)
         return ColumnScan(corpus.num_rows or 0, corpus.num_rows or 0, [])
     return scan_columns(corpus, text_column, id_column, strict)
-
-
-def count_usable_rows(
-    corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
-) -> int:
-    """The rows of `corpus` with a text, after `scan_columns` has checked it whole."""
-    return scan_columns(corpus, text_column, id_column, strict).usable
 
 
 def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.Array]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -41,6 +42,10 @@ def is_uri(location: object) -> bool:
     return isinstance(location, RemoteFile) or (
         isinstance(location, str) and bool(URI_PATTERN.match(location))
     )
+
+
+def is_glob(text: object) -> bool:
+    return any(character in str(text) for character in GLOB_CHARACTERS)
 
 
 def as_location(location: str | Path | RemoteFile) -> Path | RemoteFile:
@@ -215,9 +220,7 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
     location = RemoteFile(uri)
     split = urlsplit(uri)
     components = unquote(split.path).split("/")
-    first_glob = next(
-        (n for n, part in enumerate(components) if any(c in part for c in GLOB_CHARACTERS)), None
-    )
+    first_glob = next((n for n, part in enumerate(components) if is_glob(part)), None)
     if first_glob is None:
         info = location.info()
         if info.type == pafs.FileType.File:
@@ -242,7 +245,7 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
     files = [
         file
         for relative, file in _listing(base, recursive)
-        if _glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)
+        if glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)
     ]
     if not files:
         raise SemsearchError(
@@ -271,14 +274,14 @@ def _listing(folder: RemoteFile, recursive: bool) -> list[tuple[tuple[str, ...],
     return found
 
 
-def _glob_match(parts: list[str], pattern: list[str]) -> bool:
+def glob_match(parts: Sequence[str], pattern: Sequence[str]) -> bool:
     """Glob matching by path component: `*`, `?` and `[…]` within one, `**` across any number."""
     if not pattern:
         return not parts
     head, rest = pattern[0], pattern[1:]
     if head == "**":
-        return any(_glob_match(parts[start:], rest) for start in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _glob_match(parts[1:], rest)
+        return any(glob_match(parts[start:], rest) for start in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and glob_match(parts[1:], rest)
 
 
 def parquet_file(location: Path | RemoteFile) -> pq.ParquetFile:

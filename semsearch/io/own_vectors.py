@@ -49,7 +49,7 @@ class VectorColumn:
     def vectors(self, rows: pa.Table) -> np.ndarray:
         """The rows' vectors, checked (`column_vectors`) and stored as the metric wants."""
         found = column_vectors(rows.column(self.name), self.name, self.dimension)
-        return stored_vectors(found, self.metric)
+        return prepare_vectors(found, self.metric)
 
 
 def with_vector_column(options: BuildOptions, other_source: bool = False) -> BuildOptions:
@@ -178,11 +178,6 @@ def column_vectors(
             "(or values too large for float32): fix or drop that row"
         )
     return vectors
-
-
-def stored_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Vectors as stored: unit length for cosine, as an encoder that normalises makes them."""
-    return prepare_vectors(vectors, metric)
 
 
 def vector_hashes(vectors: np.ndarray, text_hashes: np.ndarray | None) -> np.ndarray:

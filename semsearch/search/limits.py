@@ -38,9 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from semsearch.errors import SemsearchError
+
+if TYPE_CHECKING:
+    from semsearch.search.open_segments import OpenSegment
 
 MAX_K = 10_000
 MAX_EF_SEARCH = 8192
@@ -48,13 +51,6 @@ MAX_OVERSAMPLE = 256
 MAX_QUERIES_PER_CALL = 100_000
 MAX_RESULTS_PER_CALL = 2_000_000
 MAX_QUERY_CHARS = 20_000
-
-
-class _Segment(Protocol):
-    """What the bounds need of a searched segment (`open_segments.OpenSegment`)."""
-
-    @property
-    def index(self): ...  # an `AnnBackend`: its size, parameter_ceiling, search_parameters
 
 
 @dataclass(frozen=True)
@@ -109,7 +105,11 @@ def queries_per_call(k: int) -> int:
 
 
 def bound_search(
-    k: int, params: dict[str, int], live_rows: int, segments: Sequence[_Segment], queries: int = 1
+    k: int,
+    params: dict[str, int],
+    live_rows: int,
+    segments: Sequence[OpenSegment],
+    queries: int = 1,
 ) -> Bounded:
     """`k` and `params` (nprobe, efSearch) bounded by what an index of `live_rows` rows in
     `segments` can use; see the module docstring for which are clamped and which refused."""
@@ -149,13 +149,13 @@ _UNUSED_REASON = (
 )
 
 
-def _unused(params: dict[str, int], segments: Sequence[_Segment]) -> list[str]:
+def _unused(params: dict[str, int], segments: Sequence[OpenSegment]) -> list[str]:
     """The parameters given (1 or more: below 1 is refused) that no segment's index takes."""
     taken = set().union(*(segment.index.search_parameters() for segment in segments))
     return [name for name, value in params.items() if value >= 1 and segments and name not in taken]
 
 
-def _ef_ceiling(k: int, segments: Sequence[_Segment]) -> tuple[int, str]:
+def _ef_ceiling(k: int, segments: Sequence[OpenSegment]) -> tuple[int, str]:
     largest = max((segment.index.size for segment in segments), default=0)
     if k >= min(largest, MAX_EF_SEARCH):
         return k, "k: HNSW needs no longer candidate list"
@@ -167,6 +167,6 @@ def _ef_ceiling(k: int, segments: Sequence[_Segment]) -> tuple[int, str]:
     return MAX_EF_SEARCH, "the longest candidate list one search may use"
 
 
-def _nprobe_ceiling(segments: Sequence[_Segment]) -> tuple[int | None, str]:
+def _nprobe_ceiling(segments: Sequence[OpenSegment]) -> tuple[int | None, str]:
     lists = [ceiling for s in segments if (ceiling := s.index.parameter_ceiling()) is not None]
     return (max(lists) if lists else None), "the index's number of IVF lists: it visits them all"

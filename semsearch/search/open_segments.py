@@ -114,10 +114,9 @@ class SegmentCache:
 
     def keep_only(self, manifest: Manifest) -> None:
         wanted = {
-            (manifest.index_id, record.name, record.index_file) for record in manifest.segments
-        }
-        wanted |= {
-            (manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments
+            (manifest.index_id, record.name, file)
+            for record in manifest.segments
+            for file in (record.index_file, record.lexical_dir)
         }
         with self._lock:
             for key in [key for key in self._opened if key not in wanted]:

@@ -17,6 +17,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
 from functools import cached_property
 
 import numpy as np
@@ -178,12 +179,11 @@ class IndexSnapshot:
         scores, rows = self._approximate(queries, k, params, allowed)
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
-            exact_scores, exact_rows = self.exact_search(
-                np.ascontiguousarray(queries[short]),
-                k,
-                allowed if allowed is not None else self.live,
-            )
-            scores[short], rows[short] = exact_scores, exact_rows
+            from semsearch.ann.exact import exact_knn  # torch only where it runs
+
+            parts = self._allowed_parts(allowed if allowed is not None else self.live)
+            queries = np.ascontiguousarray(queries[short])
+            scores[short], rows[short] = exact_knn(queries, parts, k, self.manifest.index.metric)
         return scores, rows
 
     def check_lexical(self) -> LexicalSpec:
@@ -212,15 +212,6 @@ class IndexSnapshot:
         ]
         return lexical_search(segments, spec, queries, k, allowed)
 
-    def exact_search(
-        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The exact top-k over the `allowed` rows (default: every live row), from stored vectors."""
-        from semsearch.ann.exact import exact_knn  # torch only where it runs
-
-        allowed = self.live if allowed is None else allowed
-        return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
-
     def _kept_index(self, where: str, allowed: np.ndarray) -> VectorIndex:
         """An exact index over the rows a selective filter keeps (ids: global rows), built once:
         gathering their vectors from the memory-mapped parts costs more than searching them."""
@@ -228,33 +219,15 @@ class IndexSnapshot:
             cached = self._kept_cache.get(where)
         if cached is not None:
             return cached
-        rows = np.flatnonzero(allowed)
         spec = IndexSpec("flat", "Flat", self.manifest.index.metric)
         kept = VectorIndex.create(spec, self.manifest.model.dimension)
-        kept.add(self.vectors(rows), rows)
+        for rows, vectors in self._allowed_parts(allowed):
+            kept.add(vectors, rows)
         with self._cache_lock:
             if len(self._kept_cache) >= WHERE_CACHE_SIZE // 16:
                 self._kept_cache.pop(next(iter(self._kept_cache)))
             self._kept_cache[where] = kept
         return kept
-
-    def vectors(self, rows: np.ndarray) -> np.ndarray:
-        """float32 stored vectors of global `rows` (ascending)."""
-        parts = []
-        for open_segment in self.segments:
-            inside = rows[
-                (rows >= open_segment.offset)
-                & (rows < open_segment.offset + len(open_segment.live))
-            ]
-            if len(inside):
-                segment = self._checked_vectors(open_segment)
-                parts.append(segment.vectors_at(inside - open_segment.offset))
-        dimension = self.manifest.model.dimension
-        return np.concatenate(parts) if parts else np.empty((0, dimension), np.float32)
-
-    @property
-    def _higher_is_better(self) -> bool:
-        return higher_is_better(self.manifest.index.metric)
 
     def _approximate(
         self, queries: np.ndarray, k: int, params: dict[str, int], allowed: np.ndarray | None
@@ -279,9 +252,11 @@ class IndexSnapshot:
             all_rows.append(rows)
         if not all_scores:
             return _empty(len(queries), k)
-        return _merge(np.hstack(all_scores), np.hstack(all_rows), k, self._higher_is_better)
+        higher = higher_is_better(self.manifest.index.metric)
+        return _merge(np.hstack(all_scores), np.hstack(all_rows), k, higher)
 
-    def _allowed_parts(self, allowed: np.ndarray):
+    def _allowed_parts(self, allowed: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(global rows, float32 vectors) of the `allowed` rows, 65,536 at a time."""
         for open_segment in self.segments:
             start = open_segment.offset
             segment_allowed = allowed[start : start + len(open_segment.live)]

@@ -88,9 +88,8 @@ class WhereEvaluator:
 
     def _explain(self, expression: str, exc: Exception) -> str:
         message = str(exc).splitlines()[0]
-        columns = ", ".join(
-            name for name in self._column_names() if not name.startswith("_semsearch_")
-        )
+        names = self._connection.table("metadata").columns
+        columns = ", ".join(name for name in names if not name.startswith("_semsearch_"))
         missing = re.search(r'Referenced column "([^"]+)" not found', message)
         if missing:
             return (
@@ -98,11 +97,6 @@ class WhereEvaluator:
                 f"have; its columns are: {columns}"
             )
         return f"--where {expression!r} cannot be evaluated ({message}): check the expression"
-
-    def _column_names(self) -> list[str]:
-        if isinstance(self.metadata, pa.Table):
-            return self.metadata.column_names
-        return self._connection.table("metadata").columns
 
 
 def joined_parts(parts: Sequence[Path | tuple[Path, Path]]) -> str:

@@ -23,6 +23,7 @@ from semsearch.errors import DamagedIndexError
 from semsearch.store.file_names import SEGMENTS_DIR, part_arrow_name, part_file_names
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import Manifest, SegmentRecord, generation_file
+from semsearch.store.segment import stored_schema
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +106,8 @@ def _check_names(
 def check_file(folder: IndexFolder, manifest: Manifest, name: str) -> None:
     """Refuse one file of the generation (a trained structure a writer starts from) whose size
     or hash is not the recorded one."""
-    if manifest.files is None:
-        return
-    problem = size_problem(name, file_stat(folder.path / name), manifest.files.get(name))
-    problem = problem or content_problem(folder.path / name, name, manifest.files[name])
-    if problem:
-        raise _changed(folder, problem)
+    if manifest.files is not None:
+        _check_names(folder, manifest, [name], {name}, None)
 
 
 def _check_segment_columns(
@@ -139,7 +136,8 @@ def _check_segment_columns(
         )
         if key in checked:
             continue
-        problem = column_problem(manifest, _stored_columns(folder.path / name), record.name)
+        columns = stored_schema(folder.path / name).names
+        problem = column_problem(manifest, columns, record.name)
         if problem:
             raise DamagedIndexError(
                 f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
@@ -147,18 +145,6 @@ def _check_segment_columns(
                 "--overwrite"
             )
         checked.add(key)
-
-
-def _stored_columns(path: Path) -> list[str]:
-    """The column names of a metadata part: an Arrow IPC file or a Parquet file."""
-    if path.suffix == ".arrow":
-        import pyarrow as pa
-
-        with pa.memory_map(str(path)) as source:
-            return pa.ipc.open_file(source).schema.names
-    import pyarrow.parquet as pq
-
-    return pq.read_schema(path).names
 
 
 def column_problem(manifest: Manifest, columns: list[str], segment: str) -> str | None:

@@ -157,28 +157,16 @@ class Manifest:
                 "model": EncoderSpec(**_known(EncoderSpec, data["model"])),
                 "index": IndexSpec(**_known(IndexSpec, data["index"])),
                 "source": SourceSpec(**_known(SourceSpec, data["source"])),
-                "lexical": (
-                    None
-                    if data.get("lexical") is None
-                    else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
-                ),
-                "chunks": (
-                    None
-                    if data.get("chunks") is None
-                    else ChunkSpec(**_known(ChunkSpec, data["chunks"]))
-                ),
+                "lexical": _optional(LexicalSpec, data.get("lexical")),
+                "chunks": _optional(ChunkSpec, data.get("chunks")),
                 "segments": tuple(
                     SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
                     for item in data["segments"]
                 ),
             }
         )
-        manifest.validate()
+        validate_manifest(manifest)
         return manifest
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first field whose type, range or value cannot be right."""
-        validate_manifest(self)
 
     def file_names(self, opened_only: bool = False) -> list[str]:
         """Every file of this generation, as paths under the index folder.
@@ -229,7 +217,7 @@ def write_manifest(folder: Path, manifest: Manifest) -> None:
     generation's record unreferenced; the next writer removes it (`store.remove_leftovers`).
     """
     try:
-        manifest.validate()
+        validate_manifest(manifest)
     except ValueError as exc:
         raise SemsearchError(f"refusing to write a manifest with a bad {exc}") from None
     manifest = _with_identity(folder, manifest)
@@ -357,6 +345,10 @@ def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
+
+
+def _optional(cls: type, data: dict | None):
+    return None if data is None else cls(**_known(cls, data))
 
 
 def _known(cls: type, data: dict) -> dict:

@@ -38,6 +38,7 @@ from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
 from semsearch.store.file_names import part_file_names
 from semsearch.store.filling import sample_vectors
+from semsearch.store.part_ids import gather
 from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ class SegmentVectors:
         self.segment = segment
         self.dimension = dimension
         self.check = check
-        self._bounds = np.cumsum([0, *(len(ids) for ids in segment.part_ids)])
         self._maps: dict[int, tuple[tuple, np.ndarray]] = {}
         self._lock = threading.Lock()
 
@@ -67,12 +67,7 @@ class SegmentVectors:
                 "rebuild the index with --overwrite"
             )
         output = np.empty((len(ids), self.dimension), np.float32)
-        cuts = np.searchsorted(positions, self._bounds)
-        for part in range(self.segment.record.parts):
-            low, high = cuts[part], cuts[part + 1]
-            if low < high:
-                output[low:high] = self._part(part)[positions[low:high] - self._bounds[part]]
-        return output
+        return gather(self.segment.part_starts, positions, self._part, output)
 
     def _part(self, part: int) -> np.ndarray:
         """The part's vectors, memory-mapped once per file state, checked first."""
@@ -192,26 +187,6 @@ OVERSAMPLE_CANDIDATES = (2, 4, 8, 16, 32)
 VECTOR_READ_COST = 32
 
 
-def tune_search(
-    index: VectorIndex,
-    spec: IndexSpec,
-    segment: Segment,
-    queries: np.ndarray,
-    target: float,
-    k: int,
-    query_ids: np.ndarray | None,
-) -> TuningResult:
-    """Tune `index` (of `spec`, over `segment`) to `target` recall@k: nprobe alone, or for a
-    rescoring index nprobe and oversample together (`tune_rescoring`)."""
-    if not is_rescoring(spec):
-        return tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
-    rows = sum(len(ids) for ids in segment.part_ids)
-    if segment.record.rows != rows:  # a build's segment, before its record is written
-        segment = Segment(segment.folder, replace(segment.record, rows=rows))
-    rescoring = rescoring_index(index, spec, segment)
-    return tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
-
-
 def tune_segment(
     index: VectorIndex,
     spec: IndexSpec,
@@ -222,15 +197,23 @@ def tune_segment(
     strict: bool = False,
     sample: int = DEFAULT_TUNING_QUERIES,
 ) -> TuningResult:
-    """`tune_search` on `queries` (prepared vectors), or else on up to `sample` of the
-    segment's own rows, each left out of its own results; a missed target warns, or with
-    `strict` is refused (`enforce_target`). What build, reindex and tune share."""
+    """Tune `index` (of `spec`, over `segment`) to `target` recall@k: nprobe alone, or for a
+    rescoring index nprobe and oversample together (`tune_rescoring`). On `queries` (prepared
+    vectors), or else on up to `sample` of the segment's own rows, each left out of its own
+    results; a missed target warns, or with `strict` is refused (`enforce_target`). What
+    build, reindex and tune share."""
     query_ids = None
+    rows = int(segment.part_starts[-1])
     if queries is None:
-        rows = sum(len(ids) for ids in segment.part_ids)
         query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
         queries = prepare_vectors(vectors, index.metric)
-    result = tune_search(index, spec, segment, queries, target, k, query_ids)
+    if not is_rescoring(spec):
+        result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+    else:
+        if segment.record.rows != rows:  # a build's segment, before its record is written
+            segment = Segment(segment.folder, replace(segment.record, rows=rows))
+        rescoring = rescoring_index(index, spec, segment)
+        result = tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
     enforce_target(result, index, strict)
     return result
 

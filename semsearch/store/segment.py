@@ -32,7 +32,7 @@ from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
 from semsearch.store.file_names import part_arrow_name, part_documents_names, part_file_names
 from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, SegmentRecord
-from semsearch.store.part_ids import PartIds
+from semsearch.store.part_ids import PartIds, gather
 
 if TYPE_CHECKING:
     from semsearch.ann.vector_index import VectorIndex
@@ -118,7 +118,7 @@ class Segment:
         """This segment as another generation's `record` has it (only deletions differ),
         sharing the ids already read: a segment's rows never change once written."""
         other = Segment(self.folder, record)
-        for name in ("part_ids", "ids", "id_lookup"):
+        for name in ("part_ids", "part_starts", "id_lookup"):
             if name in self.__dict__:
                 other.__dict__[name] = self.__dict__[name]
         return other
@@ -128,20 +128,14 @@ class Segment:
         return [self._load(_ids_path(self.folder, part)) for part in range(self.record.parts)]
 
     @cached_property
-    def ids(self) -> np.ndarray:
-        """Every stored id, ascending (deleted ones included)."""
-        ids = np.concatenate(self.part_ids) if self.part_ids else np.empty(0, np.int64)
-        if len(ids) != self.record.rows:
-            raise DamagedIndexError(
-                f"segment {self.folder} holds {len(ids)} rows, the manifest says {self.record.rows}: "
-                "roll back or rebuild the index with --overwrite"
-            )
-        return ids
+    def part_starts(self) -> np.ndarray:
+        """The position of each part's first row in the segment, and the segment's rows last."""
+        return np.cumsum([0, *(len(ids) for ids in self.part_ids)])
 
     @cached_property
     def id_lookup(self) -> PartIds:
-        """The ids searched in place (no copy of them all, unlike `ids`), checked against the
-        manifest's row count."""
+        """The ids searched in place (no copy of them all), checked against the manifest's row
+        count."""
         lookup = PartIds(self.part_ids)
         if len(lookup) != self.record.rows:
             raise DamagedIndexError(
@@ -186,13 +180,7 @@ class Segment:
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
         """float32 vectors of the rows at `positions` (ascending) in the segment."""
         output = np.empty((len(positions), self._dimension()), dtype=np.float32)
-        bounds = np.cumsum([0, *(len(ids) for ids in self.part_ids)])
-        cuts = np.searchsorted(positions, bounds)
-        for part in range(self.record.parts):
-            low, high = cuts[part], cuts[part + 1]
-            if low < high:
-                output[low:high] = self.part_vectors(part)[positions[low:high] - bounds[part]]
-        return output
+        return gather(self.part_starts, positions, self.part_vectors, output)
 
     def positions_of(self, ids: np.ndarray) -> np.ndarray:
         """Positions of `ids` in the segment, -1 for ids it does not hold."""
@@ -244,17 +232,12 @@ class Segment:
         """The metadata's columns and types (every part has the same), from the Arrow copy
         where there is one: a query then never imports pyarrow.parquet (a few hundredths of
         a second of a cold query)."""
-        if self.record.metadata_arrow:
-            schema = _arrow_schema(self.arrow_path(0))
-            if not self.record.documents:
-                return schema
-            return joined_schema(schema, _arrow_schema(self.documents_arrow_path(0)))
-        import pyarrow.parquet as pq
-
-        schema = pq.read_schema(_metadata_path(self.folder, 0))
+        arrow = self.record.metadata_arrow
+        schema = stored_schema(self.arrow_path(0) if arrow else _metadata_path(self.folder, 0))
         if not self.record.documents:
             return schema
-        return joined_schema(schema, pq.read_schema(self.documents_paths()[0]))
+        documents = self.documents_arrow_path(0) if arrow else self.documents_paths()[0]
+        return joined_schema(schema, stored_schema(documents))
 
     def deleted_ids(self) -> np.ndarray:
         if self.record.deleted_file is None:
@@ -308,9 +291,15 @@ class Segment:
             raise _unreadable(path, exc) from exc
 
 
-def _arrow_schema(path: Path) -> pa.Schema:
-    with pa.memory_map(str(path)) as source:
-        return pa.ipc.open_file(source).schema
+def stored_schema(path: Path) -> pa.Schema:
+    """A metadata file's columns: an Arrow IPC copy's (pyarrow.parquet then stays unimported)
+    or a Parquet file's footer."""
+    if path.suffix == ".arrow":
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).schema
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path)
 
 
 def _unreadable(path: Path, exc: Exception) -> DamagedIndexError:

@@ -172,7 +172,7 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
     for record in manifest.segments:
         segment = Segment(folder.segment_dir(record.name), record)
         try:
-            segment.ids  # noqa: B018 - checks the stored rows against the manifest
+            segment.id_lookup  # noqa: B018 - checks the stored rows against the manifest
             columns = segment.schema().names if record.parts else []
             if record.parts and (column := column_problem(manifest, columns, record.name)):
                 problems.append(column)
@@ -183,7 +183,7 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
 
                 LexicalPart.read(segment.folder / record.lexical_dir, record.rows)
             for part, ids in enumerate(segment.part_ids):
-                path = segment.folder / f"part-{part:05d}.parquet"
+                path = segment.metadata_paths()[part]
                 if pq.ParquetFile(path).metadata.num_rows != len(ids):
                     problems.append(
                         f"{path.relative_to(folder.path)} holds another number of rows than its ids"
