@@ -78,11 +78,8 @@ def is_many_files(corpus: str | Path) -> bool:
 
 @dataclass
 class RowFilter:
-    """Keeps rows with a non-empty text, checks ids are unique, and counts what it skipped.
-
-    Every kept row gets `_source_row`, its position in the source file, so a result can
-    always be traced back to the line it came from.
-    """
+    """Keeps rows with a non-empty text, checks ids are unique, counts what it skipped; each
+    kept row gets `_source_row`, its position in the source file, to trace a result back."""
 
     text_column: str | None
     id_column: str | None = None
@@ -192,10 +189,8 @@ class UsableRows:
 def usable_rows(
     batch: pa.RecordBatch, text_column: str, first_row: int, strict: bool = False
 ) -> UsableRows:
-    """Keep the rows of `batch` (source rows `first_row`…) whose text is not null or blank.
-
-    A pure function of its arguments, so batches can be filtered anywhere, in any order.
-    """
+    """Keep the rows of `batch` (source rows `first_row`…) whose text is not null or blank; a
+    pure function, so batches can be filtered anywhere, in any order."""
     texts = _as_text(batch.column(text_column))
     usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
     kept = usable.to_numpy(zero_copy_only=False) if batch.num_rows else np.zeros(0, bool)
@@ -231,13 +226,8 @@ def scan_columns(
     corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
 ) -> ColumnScan:
     """Read the text (and id) column of the whole corpus once, count the rows with a text and
-    check the ids.
-
-    Run before encoding, so a file that stops being readable half-way (a stray byte that is
-    not UTF-8, a JSON line of another shape), an empty or repeated id, or a blank text under
-    `strict` fails in seconds, not after an hour of encoding, and the index type is chosen
-    for the rows that will really be indexed.
-    """
+    check the ids: run before encoding, so a file unreadable half-way, a bad id or a blank
+    text under `strict` fails in seconds, not after an hour of encoding."""
     columns = [text_column] if id_column in (None, text_column) else [text_column, id_column]
     usable = first_row = 0
     ids: list[pa.Array] = []
@@ -324,13 +314,9 @@ def rechunk(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordB
 
 
 def text_hashes(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A 64-bit hash of each text, so a later `add` can tell a changed text from an unchanged one.
-
-    The hash is the first 8 bytes of BLAKE2b over the text's UTF-8 bytes (little-endian,
-    signed): indexes store it, so it never changes. Those bytes are hashed straight from the
-    Arrow buffers, with no Python string per row (hashlib has no batch call, so one C call
-    per text remains); a build runs it in its read stage, beside the encoder.
-    """
+    """A 64-bit hash of each text, so a later `add` can tell a changed text from an unchanged one:
+    the first 8 bytes of BLAKE2b over its UTF-8 bytes (indexes store it: it never changes),
+    hashed straight from the Arrow buffers, with no Python string per row."""
     texts = _as_text(texts)
     chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
     digests = b"".join(_blake2b_digests(chunk) for chunk in chunks)

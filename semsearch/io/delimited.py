@@ -1,11 +1,9 @@
 """Delimited text (CSV, TSV) read to its end, or refused where a quote is never closed.
 
-Why: pyarrow's CSV reader takes a quote that is opened and never closed as a value running
-to the end of the file, so one stray quote silently turns the rest of the file into the
-text of a single row. The reader is therefore given the file followed by a marker line (the
-marker in every column): read back as a row of its own, the file ended outside any quote
-and the row is dropped; swallowed into a value, a quote was left open and the file is
-refused, by `build` and `add` alike (`open_delimited` opens every delimited corpus so).
+Why: pyarrow's CSV reader takes a quote never closed as a value running to the end of the
+file. So the file is read followed by a marker line: read back as a row of its own, the
+file ended outside any quote and the row is dropped; swallowed into a value, the file is
+refused, by `build` and `add` alike.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """A folder of documents (.txt, .md, .html, .pdf) read as a corpus: one row per document.
 
-`semsearch build docs/` on a folder (or a glob such as `docs/**/*.md`) whose files are
-documents rather than tables reads them here: found recursively in a stable sorted order
-(hidden names left out, symlinks followed, a symlink loop reported once and skipped), each
-turned into one row of `id` (its path in the folder), `text`, `title`, `path`, `modified`,
-`bytes` and `piece_start`. A text over 8 MiB is streamed as consecutive rows of about 1 MiB
-of text each, cut at a paragraph or line break, so no stage holds the whole file in one
-string; `piece_start` is the character offset of each piece (0 for a whole document).
-
-Text and Markdown are kept as their UTF-8 source (the chunker is Markdown-aware), HTML
-becomes its main text and a PDF its pages' text (`semsearch.io.document_text`, which says
-why trafilatura reads HTML). A file that is binary (a NUL byte in its first KiB), not UTF-8,
-unreadable or empty, or a PDF without the `pdf` extra, is skipped with one INFO line and
-counted, and one WARNING line sums them up at the end; with `strict=True` the first one
-stops the read instead. A symlink loop or a file that vanishes is one WARNING line each.
+The files of a folder (or a glob such as `docs/**/*.md`) are found recursively in a stable
+sorted order (hidden names left out, symlinks followed, a loop reported once), each one row
+of `id` (its path in the folder), `text`, `title`, `path`, `modified`, `bytes` and
+`piece_start`. A text over 8 MiB is streamed as rows of about 1 MiB each, cut at a
+paragraph or line break, `piece_start` their character offset. A file that is binary, not
+UTF-8, unreadable or empty, or a PDF without the `pdf` extra, is skipped with one INFO line
+and counted in one closing WARNING; with `strict=True` it stops the read instead.
 """
 
 from __future__ import annotations
@@ -72,11 +65,8 @@ LISTING_REASONS = (
 
 @dataclass
 class DocumentFolder:
-    """A folder (or glob) of documents; looks like `semsearch.io.corpus.Corpus` to a build.
-
-    `files` are the documents found, as (id, path) in reading order; `skipped` counts the
-    files left out by reason, filled while listing and reading.
-    """
+    """A folder (or glob) of documents, read as a build reads a `Corpus`: `files` as (id, path)
+    in reading order, `skipped` the files left out, by reason."""
 
     path: Path
     files: list[tuple[str, Path]]

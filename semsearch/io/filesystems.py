@@ -1,15 +1,11 @@
 """Corpus files named by a URI: `s3://bucket/prefix/*.parquet`, `gs://…`, `hdfs://…`, `file:///…`.
 
-`build`, `add` and `mine` (either engine) read a corpus from a local path or from any
-filesystem that `pyarrow.fs.FileSystem.from_uri` opens (file, s3, gs, hdfs, abfs), or, for
-another scheme, that fsspec opens where its package is installed (`memory://`, `sftp://`
-with paramiko …). A `RemoteFile` stands where a `Path` stands for a local file: it has a
-name and suffixes and opens as a stream or as a Parquet file. Its URI, credentials and
-options (`?region=…&endpoint_override=…`) included, travels to Ray workers as text, and
-each process opens the filesystem once per scheme, host and options; messages and
-manifests show the URI without its `user:password@` and its query. The index folder is
-always a local path (on a cluster, a shared filesystem every node mounts): a URI given for
-it is refused in one line.
+A corpus may be on any filesystem `pyarrow.fs.FileSystem.from_uri` opens (file, s3, gs,
+hdfs, abfs) or, for another scheme, one fsspec opens where its package is installed. A
+`RemoteFile` stands where a `Path` stands for a local file; its URI (credentials and
+`?options` included) travels to Ray workers as text, and messages and manifests show it
+without them. Each process opens a filesystem once per scheme, host and options. The index
+folder is always a local path: a URI given for it is refused.
 """
 
 from __future__ import annotations
@@ -83,10 +79,6 @@ class RemoteFile:
     """A file (or a folder) on a filesystem named by a URI; see the module docstring."""
 
     uri: str
-
-    @property
-    def scheme(self) -> str:
-        return urlsplit(self.uri).scheme.lower()
 
     @property
     def _path(self) -> PurePosixPath:
@@ -285,11 +277,8 @@ def glob_match(parts: Sequence[str], pattern: Sequence[str]) -> bool:
 
 
 def parquet_file(location: Path | RemoteFile) -> pq.ParquetFile:
-    """A Parquet file to read, local or on its filesystem.
-
-    Without pre-buffering: pyarrow's pre-buffer cache keeps every row group's column chunks
-    it has read until the file is closed, so reading a 15 GB vector column batch by batch
-    held 15 GB (a 20M-row build); unbuffered, a reader holds one row group at a time."""
+    """A Parquet file to read, local or on its filesystem, without pre-buffering: its cache kept
+    every row group read until the file closed (15 GB for a 20M-row vector column)."""
     if isinstance(location, RemoteFile):
         filesystem, path = location.filesystem()
         return pq.ParquetFile(path, filesystem=filesystem, pre_buffer=False)

@@ -1,12 +1,10 @@
 """Your own vectors: embeddings read from a corpus column instead of made by a model.
 
-A build or add given `vector_column` takes each row's vector from that column (a list or a
-fixed-size list of numbers) in the encode stage (`semsearch.ingest.parts`), so everything
-after it (parts, segments, training, tuning, writing, resuming) is the same as for encoded
-texts. The manifest records the column (`source.vector_column`) and the model that made the
-vectors when one was named (`model.name`), or none (`model.name == ""`): such an index is
-queried by vector (`Searcher.search_vectors`, `query --vectors FILE.npy`, `"vector"` in
-POST /search). Every check here refuses bad input in one line, before anything is written.
+A build or add given `vector_column` takes each row's vector from that column in the encode
+stage (`semsearch.ingest.parts`), so everything after it is the same as for encoded texts.
+The manifest records the column and the model that made the vectors, or none
+(`model.name == ""`): such an index is queried by vector only. Every check here refuses bad
+input in one line, before anything is written.
 """
 
 from __future__ import annotations

@@ -1,37 +1,20 @@
 """Upper bounds on what one search call may cost, and what happens beyond each.
 
-Why: every per-call parameter used to reach FAISS as given, and some cost what they ask
-for whatever the index holds: `efSearch` 10**9 on a 20-row HNSW index took 32 s and 8 GB.
-Each parameter is now bounded by what the index can use, and either clamped (the answer
-cannot change, or only as documented: the result says so in a note) or refused in one
-line (`SemsearchError`; a server answers 4xx), by this rule: clamp where the bound is what
-the index could use anyway, refuse where obeying a smaller value would drop part of the
-request or where no value is meant (below 1).
+Why: every per-call parameter used to reach FAISS as given: `efSearch` 10**9 on a 20-row
+HNSW index took 32 s and 8 GB. A value is clamped (with a note in the result) where the
+bound is what the index could use anyway, and refused in one line (`SemsearchError`, a 4xx
+from a server) where obeying would drop part of the request or no value is meant (below 1):
 
-- `k`: clamped to the live rows and to `MAX_K`, with a note either way (the same note whatever
-  the index's size: a script asking for 20,000 rows learns that it got fewer, and why).
-- `efSearch` (HNSW): clamped to max(k, min(rows of the largest segment, MAX_EF_SEARCH)):
-  the candidate list cannot hold more rows than a segment has, and FAISS allocates and
-  walks a list of the size asked for.
-- `nprobe` (IVF): clamped to the number of lists (FAISS visits at most every list).
-- `oversample` (a `disk` index: candidates re-scored per result): clamped to
-  `MAX_OVERSAMPLE`; each candidate is a stored vector read from disk.
-- A parameter no segment of the index takes (`nprobe` on a flat or HNSW index, `efSearch`
-  on an IVF one): dropped with a note. The answer is the one without it, and a client that
-  sends one `nprobe` to every index it queries gets answers, not errors.
-- Below 1: refused (by `VectorIndex`, as before): there is no value to clamp to.
-- Queries per call: refused beyond `MAX_QUERIES_PER_CALL`, or beyond `MAX_RESULTS_PER_CALL`
-  result slots (queries x k): dropping queries would be a wrong answer; a caller with more
-  splits them (`queries_per_call` says how many fit).
-- Text length: each query is cut to `MAX_QUERY_CHARS` characters before tokenising, with a
-  note. The encoder reads at most its `max_length` tokens (512 at most here) and a WordPiece
-  token spans at most 100 characters, so a cut can change a vector only for a text whose
-  first tokens span more than that (long runs of spaces); a text of megabytes no longer
-  costs its whole tokenisation (BM25 sees the first `MAX_QUERY_CHARS` characters too).
-- Text that is not Unicode (a lone surrogate, from bytes that are not UTF-8): refused.
-
-`bound_texts` and `bound_search` are what `Searcher` applies; a server calls them (or
-reads `SearchResults.notes`) to pass the same notes on.
+- `k`: clamped to the live rows and to `MAX_K`, with a note either way.
+- `efSearch` (HNSW): clamped to max(k, min(rows of the largest segment, MAX_EF_SEARCH));
+  `nprobe` (IVF) to the number of lists; `oversample` (`disk`) to `MAX_OVERSAMPLE`.
+- A parameter no segment takes (`nprobe` on HNSW): dropped with a note, so a client that
+  sends one `nprobe` to every index gets answers, not errors.
+- More than `MAX_QUERIES_PER_CALL` queries or `MAX_RESULTS_PER_CALL` result slots: refused
+  (`queries_per_call` says how many fit).
+- Each query is cut to `MAX_QUERY_CHARS` characters, with a note: the encoder reads at most
+  512 tokens of at most 100 characters each, so a megabyte text no longer costs its whole
+  tokenisation. Text that is not Unicode (a lone surrogate) is refused.
 """
 
 from __future__ import annotations

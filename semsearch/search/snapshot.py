@@ -1,14 +1,11 @@
 """One generation of an index, opened for search: its segments, metadata and live rows.
 
-Rows are numbered globally, segment after segment, in the order the manifest lists them;
-a search returns those row numbers, which index `metadata`. Each segment is searched with
-per-call parameters and an id filter (deleted rows and `--where`), and the segments'
-results are merged. A filter that keeps few rows is answered by exact search over the
-rows it keeps: an approximate structure would reach too few of them.
-
-Opening checks the generation's files against its record (`file_checks.check_opened_files`) and
-sees one whole generation even while `build --overwrite` replaces the folder
-(`open_snapshot`).
+Rows are numbered globally, segment after segment; a search returns those row numbers.
+Each segment is searched with per-call parameters and an id filter (deleted rows and
+`--where`) and the results merged; a filter that keeps few rows is answered exactly over
+them, as an approximate structure would reach too few. Opening checks the files
+(`file_checks.check_opened_files`) and sees one whole generation even while
+`build --overwrite` replaces the folder (`open_snapshot`).
 """
 
 from __future__ import annotations
@@ -118,21 +115,6 @@ class IndexSnapshot:
             )
 
     @property
-    def metadata_columns(self) -> list[str]:
-        """Every metadata column (internal ones included), without reading any row."""
-        return self.hit_metadata.column_names
-
-    @property
-    def metadata(self) -> pa.Table:
-        """Every stored row's metadata as one table, read from disk at each call (a searcher
-        keeps none of it in memory): for tests and scripts, not for a search path."""
-        return self.hit_metadata.table()
-
-    @property
-    def generation(self) -> int:
-        return self.manifest.generation
-
-    @property
     def live_rows(self) -> int:
         return self.manifest.rows
 
@@ -160,10 +142,8 @@ class IndexSnapshot:
         params: dict[str, int] | None = None,
         where: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded.
-
-        `queries` come from `prepare_vectors`; L2 scores are squared distances.
-        """
+        """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded;
+        `queries` from `prepare_vectors`, L2 scores squared."""
         params = {**self.manifest.index.search_params, **(params or {})}
         allowed = self.where_mask(where) if where is not None else None
         matches = int(allowed.sum()) if allowed is not None else self.live_rows
@@ -179,11 +159,8 @@ class IndexSnapshot:
         scores, rows = self._approximate(queries, k, params, allowed)
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
-            from semsearch.ann.exact import exact_knn  # torch only where it runs
-
-            parts = self._allowed_parts(allowed if allowed is not None else self.live)
             queries = np.ascontiguousarray(queries[short])
-            scores[short], rows[short] = exact_knn(queries, parts, k, self.manifest.index.metric)
+            scores[short], rows[short] = self.exact_search(queries, k, allowed)
         return scores, rows
 
     def check_lexical(self) -> LexicalSpec:
@@ -211,6 +188,15 @@ class IndexSnapshot:
             for position, open_segment in enumerate(self.segments)
         ]
         return lexical_search(segments, spec, queries, k, allowed)
+
+    def exact_search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top-k over the `allowed` rows (default: every live row), from stored vectors."""
+        from semsearch.ann.exact import exact_knn  # torch only where it runs
+
+        allowed = self.live if allowed is None else allowed
+        return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
 
     def _kept_index(self, where: str, allowed: np.ndarray) -> VectorIndex:
         """An exact index over the rows a selective filter keeps (ids: global rows), built once:
@@ -283,11 +269,9 @@ def open_snapshot(
 ) -> IndexSnapshot:
     """Generation `at` (default: the current one) opened for search, whole.
 
-    `build --overwrite` swaps the folder for a new one (`store.publish`); an open that read
-    the old manifest and then the new files would see sizes that disagree and call a healthy
-    index damaged. So the folder's identity is taken before and after opening: when it
-    changed (or a failure came with a change), the open starts again; only a failure on an
-    unchanged folder is the index's own.
+    An open that read the old manifest and the new files of a `build --overwrite` would call
+    a healthy index damaged, so the folder's identity is taken before and after: when it
+    changed, the open starts again; only a failure on an unchanged folder is the index's own.
     """
     cache = cache or SegmentCache()
     started = time.monotonic()

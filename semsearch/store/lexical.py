@@ -1,18 +1,13 @@
 """The lexical (BM25) part of an index: one bm25s index per segment, scored with index-wide IDF.
 
-Why per segment: a segment's files are written once, so its lexical part is built with it
-(from the same rows, in the same order) and never rewritten; a delete changes nothing here,
-because deleted rows are filtered by the segment's live mask as the FAISS side filters them.
+Per segment, because a segment's files are written once: its part is built with it and
+never rewritten; deleted rows are filtered by the live mask, as on the FAISS side.
 
-Why index-wide IDF: bm25s stores eager scores, idf(term) x tf-part(term, doc), computed from
-one segment's statistics. A segment of ten added rows would see every term as common and
-score its rows far below the big segment's. So each query term's contribution in a segment
-is multiplied by idf over all segments / idf over that segment, both from the document
-frequencies the stored matrices hold; only the length normalisation (average length) stays
-per segment. Deleted rows count in the statistics until `compact`, as in Lucene.
-
-    segments/s000000/lexical-g000001/   data/indices/indptr.csc.index.npy, vocab.index.json,
-                                        params.index.json (bm25s' own format: bm25s.BM25.load)
+Index-wide IDF, because bm25s stores eager scores from one segment's statistics: a segment
+of ten added rows would see every term as common. So each query term's contribution in a
+segment is multiplied by its IDF over all segments / its IDF over that segment. Deleted
+rows count in the statistics until `compact`, as in Lucene. The files are bm25s' own, in
+`segments/s000000/lexical-g000001/` (`file_names.LEXICAL_FILES`).
 """
 
 from __future__ import annotations

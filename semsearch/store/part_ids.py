@@ -1,10 +1,8 @@
 """A segment's ids, looked up in its memory-mapped part files without concatenating them.
 
-Why: a searcher maps each FAISS result id back to its row in the segment. Holding every id
-in one array costs 8 bytes of anonymous memory a row, which alone is most of
-the 100 bytes a row a searching process may keep at 20 million rows; the part files hold
-the same ids in ascending order, so a binary search over each part's first id and then
-within the part answers the same question from the page cache.
+Why: holding every id in one array costs 8 bytes of anonymous memory a row, most of the
+100 bytes a row a searching process may keep at 20 million rows; the part files hold the
+same ids in ascending order, so a binary search answers from the page cache.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """A segment: an append-only set of rows (vectors, ids, metadata) and its own FAISS index.
 
-A segment folder holds parts written once and never changed:
+A segment folder holds parts written once and never changed (named by `file_names`):
 
     part-00000.npy          vectors [rows, dimension], float32 or float16
     part-00000.ids.npy      their int64 ids, ascending across the whole segment
-    part-00000.parquet      their metadata: the corpus' columns plus _id and _text_hash
-    part-00000.arrow        the same metadata as uncompressed Arrow IPC, memory-mapped
+    part-00000.parquet      their metadata; `.arrow`: the same as uncompressed Arrow IPC
     part-00000.documents.*  a chunked part's document columns, once per document
-                            (`semsearch.store.documents`; the part's Parquet and Arrow then
-                            hold the chunk rows)
     index-g000001.faiss     the FAISS index over the segment (a reindex writes a new one)
     deleted-g000004.npy     ids deleted from the segment as of a generation (sorted)
 
-A part is complete once its vectors file exists (it is written last, through a temporary
-name), so an interrupted build or add resumes from the last complete part.
+A part is complete once its vectors file exists (written last, through a temporary name),
+so an interrupted build or add resumes from the last complete part.
 """
 
 from __future__ import annotations
