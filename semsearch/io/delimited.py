@@ -53,7 +53,7 @@ class MarkedStream(io.RawIOBase):
         self.stream = stream
         self.tail = ("\n" + delimiter.join([END_MARK] * columns) + "\n").encode()
 
-    def readable(self) -> bool:
+    def readable(self) -> bool:  # pyarrow's PythonFile asks before reading
         return True
 
     def read(self, size: int = -1) -> bytes:
@@ -63,11 +63,6 @@ class MarkedStream(io.RawIOBase):
         size = len(self.tail) if size is None or size < 0 else size
         data, self.tail = self.tail[:size], self.tail[size:]
         return data
-
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         self.stream.close()

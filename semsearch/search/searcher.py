@@ -276,7 +276,17 @@ class Searcher:
         k, search_params = bounded.k, bounded.params
 
         def rank(depth: int) -> tuple[np.ndarray, np.ndarray]:
-            return self._rank(snapshot, queries, vectors, depth, where, mode, fusion, search_params)
+            """Each query's `depth` best rows in `mode`: (scores, row numbers), best first."""
+            if mode == "lexical":
+                return snapshot.lexical_search(queries, depth, where)
+            if mode == "dense":
+                return self._dense(snapshot, vectors, depth, where, search_params)
+            hybrid = fusion or Fusion()
+            wide = min(max(depth, hybrid.depth), max(snapshot.live_rows, 1))
+            lexical = snapshot.lexical_search(queries, wide, where)
+            dense = self._dense(snapshot, vectors, wide, where, search_params)
+            higher = higher_is_better(snapshot.manifest.index.metric)
+            return fuse(dense, lexical, depth, hybrid, higher)
 
         chunks = snapshot.manifest.chunks
         if chunks is not None and group == "documents":
@@ -293,29 +303,6 @@ class Searcher:
             for query, row_scores, row_numbers in zip(queries, scores, rows)
         ]
         return SearchResults(hits, list(bounded.notes), k, search_params)
-
-    def _rank(
-        self,
-        snapshot: IndexSnapshot,
-        queries: list[str],
-        vectors: np.ndarray | None,
-        k: int,
-        where: str | None,
-        mode: SearchMode,
-        fusion: Fusion | None,
-        search_params: dict[str, int],
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Each query's `k` best rows in `mode`: (scores, row numbers), best first."""
-        if mode == "lexical":
-            return snapshot.lexical_search(queries, k, where)
-        if mode == "dense":
-            return self._dense(snapshot, vectors, k, where, search_params)
-        fusion = fusion or Fusion()
-        depth = min(max(k, fusion.depth), max(snapshot.live_rows, 1))
-        lexical = snapshot.lexical_search(queries, depth, where)
-        dense = self._dense(snapshot, vectors, depth, where, search_params)
-        metric = snapshot.manifest.index.metric
-        return fuse(dense, lexical, k, fusion, higher_is_better(metric))
 
     @staticmethod
     def _dense(

@@ -95,8 +95,8 @@ class IndexFolder:
 
     @contextlib.contextmanager
     def writer_lock(self, operation: str) -> Iterator[None]:
-        """Hold the index's writer lock; a second writer gets a clear error, never waits. An `flock`:
-        the kernel releases it when its holder dies, and the next writer cleans up after it."""
+        """Hold the index's writer lock; a second writer gets a clear error, never waits. An
+        `flock`: the kernel releases it when its holder dies, and the next writer cleans up."""
         path = self.path / LOCK_FILE
         handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole block
         try:

@@ -29,10 +29,6 @@ from semsearch.store.manifest import LexicalSpec
 log = logging.getLogger(__name__)
 
 
-def lexical_dir_name(generation: int) -> str:
-    return f"lexical-g{generation:06d}"
-
-
 def tokenize(texts: Sequence[str], spec: LexicalSpec) -> list[list[str]]:
     """Lower-cased words of two or more characters, stop words dropped, stemmed: the terms a
     text is indexed and queried by."""
@@ -65,7 +61,7 @@ def write_lexical(
     """Index the texts `parts` yields (a segment's rows, part by part, in position order)
     into `folder`/lexical-g<N>/ through a temporary folder renamed into place, one part in
     memory at a time (`lexical_build`); the folder's name."""
-    name = lexical_dir_name(generation)
+    name = f"lexical-g{generation:06d}"
     temporary = folder / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
     write_bm25_parts(temporary, parts, spec)

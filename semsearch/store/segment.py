@@ -52,10 +52,6 @@ def index_file_name(generation: int) -> str:
     return f"index-g{generation:06d}.faiss"
 
 
-def deleted_file_name(generation: int) -> str:
-    return f"deleted-g{generation:06d}.npy"
-
-
 class SegmentWriter:
     """Writes the parts of one segment into `folder`."""
 
@@ -307,7 +303,7 @@ def _unreadable(path: Path, exc: Exception) -> DamagedIndexError:
 
 def write_deleted(folder: Path, generation: int, ids: np.ndarray) -> str:
     """Write the segment's deleted ids as of `generation`; the file's name."""
-    name = deleted_file_name(generation)
+    name = f"deleted-g{generation:06d}.npy"
     _save_npy(folder / name, np.unique(np.asarray(ids, dtype=np.int64)))
     return name
 

@@ -1,13 +1,10 @@
 """Checking an index's files in full against the sizes and hashes its manifest records.
 
 `verify_index` (`semsearch verify`) checks every file's size and hash, the FAISS files'
-metric and row counts, and the manifest against its generation's record; a damaged index
-is told which earlier generation verifies, to roll back to. The lighter check every open
-makes is `semsearch.store.file_checks`.
-
-Indexes written before checksums were recorded are checked by size where the manifest
-records one (FAISS files) and by row counts; `record_checksums` (`semsearch verify NAME
---record`) hashes their files as they are now and records the result in a new generation.
+metric and row counts, and the manifest against its generation's record, and names the
+newest earlier generation that verifies, to roll back to (every open makes the lighter
+`file_checks`). An index written before checksums is checked by sizes and row counts;
+`record_checksums` (`semsearch verify NAME --record`) records them in a new generation.
 """
 
 from __future__ import annotations
