@@ -150,8 +150,13 @@ class RowFilter:
 
 
 def _is_text(data_type: pa.DataType) -> bool:
+    """A string column, dictionary-encoded (a pandas category) or not."""
     if pa.types.is_dictionary(data_type):
         data_type = data_type.value_type
+    return _is_string(data_type)
+
+
+def _is_string(data_type: pa.DataType) -> bool:
     return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
 
 
@@ -166,11 +171,7 @@ def _as_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
 def _check_id_type(id_type: pa.DataType, id_column: str) -> None:
     """Ids are integers or strings: floats have NaN (never equal to itself), lists and
     structs cannot be compared, so neither can be told apart reliably."""
-    if not (
-        pa.types.is_integer(id_type)
-        or pa.types.is_string(id_type)
-        or pa.types.is_large_string(id_type)
-    ):
+    if not (pa.types.is_integer(id_type) or _is_string(id_type)):
         raise SemsearchError(
             f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
             "choose another --id-column"
@@ -263,7 +264,7 @@ def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.
     first_row = 0
     for ids in batches:
         empty = pc.is_null(ids)
-        if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        if _is_string(ids.type):
             blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(ids), ""), False)
             empty = pc.or_(empty, blank)  # "" is how a CSV writes a missing id
         if pc.any(empty).as_py():

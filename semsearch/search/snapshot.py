@@ -69,23 +69,18 @@ class IndexSnapshot:
         cache = cache or SegmentCache()
         self._identity = folder.identity()  # `open_snapshot` checks it is the files' folder
         check_opened_files(folder, manifest, cache.checked)
-        self.segments: list[OpenSegment] = []
         opened = [
             cache.open(folder, manifest, position) for position in range(len(manifest.segments))
         ]
         # One live mask for the generation; each segment's is a view of it (1 byte a row).
-        self.live = (
-            np.concatenate([segment.live_mask() for segment, _ in opened])
-            if opened
-            else np.zeros(0, dtype=bool)
+        self.live = np.concatenate(
+            [np.zeros(0, bool), *(segment.live_mask() for segment, _ in opened)]
         )
-        offset = 0
-        for segment, index in opened:
-            rows = segment.record.rows
-            self.segments.append(
-                OpenSegment(segment, index, self.live[offset : offset + rows], offset)
-            )
-            offset += rows
+        starts = np.cumsum([0, *(segment.record.rows for segment, _ in opened)]).tolist()
+        self.segments = [
+            OpenSegment(segment, index, self.live[start : start + segment.record.rows], start)
+            for (segment, index), start in zip(opened, starts)
+        ]
         self._cache = cache
         self._where = WhereEvaluator(
             [files for segment, _ in opened for files in segment.metadata_files()], len(self.live)
