@@ -23,9 +23,9 @@ from semsearch.io.corpus import (
     RowFilter,
     UsableRows,
     check_id_column,
-    count_usable_rows,
     open_corpus,
     rechunk,
+    scan_columns,
     usable_rows,
 )
 from semsearch.io.documents import DOCUMENT_ID, DOCUMENT_TEXT, is_document_folder, open_documents
@@ -67,9 +67,9 @@ class FilePartSource:
                     check_id_column(self.corpus, options.id_column)
                 self._usable = rows
                 return rows
-        self._usable = count_usable_rows(
+        self._usable = scan_columns(
             self.corpus, options.text_column, options.id_column, options.strict
-        )
+        ).usable
         return self._usable
 
     def fingerprint(self) -> str:

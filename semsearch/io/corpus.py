@@ -25,7 +25,7 @@ from semsearch.io.corpus_readers import (
     read_schema,
     unreadable,
 )
-from semsearch.io.filesystems import GLOB_CHARACTERS, RemoteFile, as_location, is_uri
+from semsearch.io.filesystems import RemoteFile, as_location, is_glob, is_uri
 
 SOURCE_ROW_COLUMN = "_source_row"
 # Columns semsearch adds to the rows it stores (`_source_row` here, the other two in
@@ -73,16 +73,13 @@ def is_many_files(corpus: str | Path) -> bool:
     if is_uri(corpus):
         return True
     path = Path(corpus).expanduser()
-    return path.is_dir() or (not path.is_file() and any(c in str(corpus) for c in GLOB_CHARACTERS))
+    return path.is_dir() or (not path.is_file() and is_glob(corpus))
 
 
 @dataclass
 class RowFilter:
-    """Keeps rows with a non-empty text, checks ids are unique, and counts what it skipped.
-
-    Every kept row gets `_source_row`, its position in the source file, so a result can
-    always be traced back to the line it came from.
-    """
+    """Keeps rows with a non-empty text, checks ids are unique, counts what it skipped; each
+    kept row gets `_source_row`, its position in the source file, to trace a result back."""
 
     text_column: str | None
     id_column: str | None = None
@@ -153,8 +150,13 @@ class RowFilter:
 
 
 def _is_text(data_type: pa.DataType) -> bool:
+    """A string column, dictionary-encoded (a pandas category) or not."""
     if pa.types.is_dictionary(data_type):
         data_type = data_type.value_type
+    return _is_string(data_type)
+
+
+def _is_string(data_type: pa.DataType) -> bool:
     return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
 
 
@@ -169,11 +171,7 @@ def _as_text(texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
 def _check_id_type(id_type: pa.DataType, id_column: str) -> None:
     """Ids are integers or strings: floats have NaN (never equal to itself), lists and
     structs cannot be compared, so neither can be told apart reliably."""
-    if not (
-        pa.types.is_integer(id_type)
-        or pa.types.is_string(id_type)
-        or pa.types.is_large_string(id_type)
-    ):
+    if not (pa.types.is_integer(id_type) or _is_string(id_type)):
         raise SemsearchError(
             f"id column {id_column!r} holds {id_type}; ids must be integers or strings: "
             "choose another --id-column"
@@ -192,10 +190,8 @@ class UsableRows:
 def usable_rows(
     batch: pa.RecordBatch, text_column: str, first_row: int, strict: bool = False
 ) -> UsableRows:
-    """Keep the rows of `batch` (source rows `first_row`…) whose text is not null or blank.
-
-    A pure function of its arguments, so batches can be filtered anywhere, in any order.
-    """
+    """Keep the rows of `batch` (source rows `first_row`…) whose text is not null or blank; a
+    pure function, so batches can be filtered anywhere, in any order."""
     texts = _as_text(batch.column(text_column))
     usable = pc.fill_null(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), False)
     kept = usable.to_numpy(zero_copy_only=False) if batch.num_rows else np.zeros(0, bool)
@@ -231,13 +227,8 @@ def scan_columns(
     corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
 ) -> ColumnScan:
     """Read the text (and id) column of the whole corpus once, count the rows with a text and
-    check the ids.
-
-    Run before encoding, so a file that stops being readable half-way (a stray byte that is
-    not UTF-8, a JSON line of another shape), an empty or repeated id, or a blank text under
-    `strict` fails in seconds, not after an hour of encoding, and the index type is chosen
-    for the rows that will really be indexed.
-    """
+    check the ids: run before encoding, so a file unreadable half-way, a bad id or a blank
+    text under `strict` fails in seconds, not after an hour of encoding."""
     columns = [text_column] if id_column in (None, text_column) else [text_column, id_column]
     usable = first_row = 0
     ids: list[pa.Array] = []
@@ -267,20 +258,13 @@ def check_corpus(
     return scan_columns(corpus, text_column, id_column, strict)
 
 
-def count_usable_rows(
-    corpus: Corpus, text_column: str, id_column: str | None = None, strict: bool = False
-) -> int:
-    """The rows of `corpus` with a text, after `scan_columns` has checked it whole."""
-    return scan_columns(corpus, text_column, id_column, strict).usable
-
-
 def check_ids(path: Path, id_column: str, batches: Iterator[pa.Array] | list[pa.Array]) -> None:
     """Refuse an empty id, or one that repeats, among `batches` of `path`'s id column."""
     seen: list[pa.Array] = []
     first_row = 0
     for ids in batches:
         empty = pc.is_null(ids)
-        if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        if _is_string(ids.type):
             blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(ids), ""), False)
             empty = pc.or_(empty, blank)  # "" is how a CSV writes a missing id
         if pc.any(empty).as_py():
@@ -331,13 +315,9 @@ def rechunk(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordB
 
 
 def text_hashes(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A 64-bit hash of each text, so a later `add` can tell a changed text from an unchanged one.
-
-    The hash is the first 8 bytes of BLAKE2b over the text's UTF-8 bytes (little-endian,
-    signed): indexes store it, so it never changes. Those bytes are hashed straight from the
-    Arrow buffers, with no Python string per row (hashlib has no batch call, so one C call
-    per text remains); a build runs it in its read stage, beside the encoder.
-    """
+    """A 64-bit hash of each text, so a later `add` can tell a changed text from an unchanged one:
+    the first 8 bytes of BLAKE2b over its UTF-8 bytes (indexes store it: it never changes),
+    hashed straight from the Arrow buffers, with no Python string per row."""
     texts = _as_text(texts)
     chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
     digests = b"".join(_blake2b_digests(chunk) for chunk in chunks)

@@ -132,9 +132,7 @@ def read_batches(
             if file_format == "jsonl":
                 batch.validate(full=True)  # pyarrow's JSON reader takes bytes that are not UTF-8
             if columns is not None and file_format == "jsonl":
-                batch = pa.RecordBatch.from_arrays(
-                    [batch.column(name) for name in columns], columns
-                )
+                batch = batch.select(columns)
             for start in range(0, batch.num_rows, rows):
                 yield batch.slice(start, rows)
 

@@ -1,11 +1,9 @@
 """Delimited text (CSV, TSV) read to its end, or refused where a quote is never closed.
 
-Why: pyarrow's CSV reader takes a quote that is opened and never closed as a value running
-to the end of the file, so one stray quote silently turns the rest of the file into the
-text of a single row. The reader is therefore given the file followed by a marker line (the
-marker in every column): read back as a row of its own, the file ended outside any quote
-and the row is dropped; swallowed into a value, a quote was left open and the file is
-refused, by `build` and `add` alike (`open_delimited` opens every delimited corpus so).
+Why: pyarrow's CSV reader takes a quote never closed as a value running to the end of the
+file. So the file is read followed by a marker line: read back as a row of its own, the
+file ended outside any quote and the row is dropped; swallowed into a value, the file is
+refused, by `build` and `add` alike.
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ class MarkedStream(io.RawIOBase):
         self.stream = stream
         self.tail = ("\n" + delimiter.join([END_MARK] * columns) + "\n").encode()
 
-    def readable(self) -> bool:
+    def readable(self) -> bool:  # pyarrow's PythonFile asks before reading
         return True
 
     def read(self, size: int = -1) -> bytes:
@@ -65,11 +63,6 @@ class MarkedStream(io.RawIOBase):
         size = len(self.tail) if size is None or size < 0 else size
         data, self.tail = self.tail[:size], self.tail[size:]
         return data
-
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         self.stream.close()

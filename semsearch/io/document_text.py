@@ -1,15 +1,11 @@
 """Text out of one document file: UTF-8 text and Markdown as they are, HTML's main text,
 a PDF's text, and a huge text streamed as pieces; a file that gives none is SkippedFile.
 
-HTML is reduced to its main text by trafilatura, as Markdown. Tried against selectolax on
-real pages (Debian's and the Rust books' HTML), trafilatura left out the navigation,
-sidebars, keyboard help and footers and kept inline code inside its sentence; selectolax's
-text of the body kept all of those and split a sentence at each inline element. selectolax
-is much faster: under 1 ms a page against trafilatura's 5-40 ms on those pages, and 70 ms a
-page over all 246 pages of /usr/share/doc (33 KB of text each on average); a cost of the
-same order as encoding that text on a CPU, paid once per build.
-PDFs are read by pypdf (the `pdf` extra), page by page: on Debian's manuals it gave the
-running text in reading order, at about 10 ms a page.
+HTML is reduced to its main text by trafilatura, as Markdown: on real pages it left out
+navigation, sidebars and footers and kept inline code in its sentence, where selectolax
+kept all of those and split sentences, though at under 1 ms a page against 5-40 ms (a
+cost of the order of encoding that text on a CPU, paid once per build). PDFs are read by
+pypdf (the `pdf` extra), page by page, at about 10 ms a page.
 """
 
 from __future__ import annotations
@@ -41,12 +37,8 @@ class SkippedFile(Exception):
 
 def text_pieces(path: Path, size: int) -> tuple[str | None, Iterator[tuple[int, str]]]:
     """The title a document's format declares (an HTML page's; None for others) and its text
-    as (character offset, text) pieces: one piece, or about 1 MiB each for a text over 8 MiB.
-
-    Raises SkippedFile for a file that gives no text, before any piece of it is read; a
-    huge text file is streamed, other documents are read whole (their text comes whole out
-    of trafilatura or pypdf) and then cut.
-    """
+    as (character offset, text) pieces, about 1 MiB each for a text over 8 MiB; SkippedFile,
+    before any piece is read, for a file that gives no text. Only huge text files stream."""
     suffix = path.suffix.lower()
     if suffix in TEXT_SUFFIXES and size > HUGE_BYTES:
         return None, _file_pieces(path)

@@ -1,25 +1,17 @@
 """A folder of documents (.txt, .md, .html, .pdf) read as a corpus: one row per document.
 
-`semsearch build docs/` on a folder (or a glob such as `docs/**/*.md`) whose files are
-documents rather than tables reads them here: found recursively in a stable sorted order
-(hidden names left out, symlinks followed, a symlink loop reported once and skipped), each
-turned into one row of `id` (its path in the folder), `text`, `title`, `path`, `modified`,
-`bytes` and `piece_start`. A text over 8 MiB is streamed as consecutive rows of about 1 MiB
-of text each, cut at a paragraph or line break, so no stage holds the whole file in one
-string; `piece_start` is the character offset of each piece (0 for a whole document).
-
-Text and Markdown are kept as their UTF-8 source (the chunker is Markdown-aware), HTML
-becomes its main text and a PDF its pages' text (`semsearch.io.document_text`, which says
-why trafilatura reads HTML). A file that is binary (a NUL byte in its first KiB), not UTF-8,
-unreadable or empty, or a PDF without the `pdf` extra, is skipped with one INFO line and
-counted, and one WARNING line sums them up at the end; with `strict=True` the first one
-stops the read instead. A symlink loop or a file that vanishes is one WARNING line each.
+The files of a folder (or a glob such as `docs/**/*.md`) are found recursively in a stable
+sorted order (hidden names left out, symlinks followed, a loop reported once), each one row
+of `id` (its path in the folder), `text`, `title`, `path`, `modified`, `bytes` and
+`piece_start`. A text over 8 MiB is streamed as rows of about 1 MiB each, cut at a
+paragraph or line break, `piece_start` their character offset. A file that is binary, not
+UTF-8, unreadable or empty, or a PDF without the `pdf` extra, is skipped with one INFO line
+and counted in one closing WARNING; with `strict=True` it stops the read instead.
 """
 
 from __future__ import annotations
 
 import errno
-import fnmatch
 import itertools
 import logging
 import os
@@ -42,7 +34,7 @@ from semsearch.io.document_text import (
     markdown_title,
     text_pieces,
 )
-from semsearch.io.filesystems import GLOB_CHARACTERS, is_uri
+from semsearch.io.filesystems import glob_match, is_glob, is_uri
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +65,8 @@ LISTING_REASONS = (
 
 @dataclass
 class DocumentFolder:
-    """A folder (or glob) of documents; looks like `semsearch.io.corpus.Corpus` to a build.
-
-    `files` are the documents found, as (id, path) in reading order; `skipped` counts the
-    files left out by reason, filled while listing and reading.
-    """
+    """A folder (or glob) of documents, read as a build reads a `Corpus`: `files` as (id, path)
+    in reading order, `skipped` the files left out, by reason."""
 
     path: Path
     files: list[tuple[str, Path]]
@@ -170,7 +159,7 @@ def open_documents(corpus: str | Path, strict: bool = False) -> DocumentFolder:
         raise SemsearchError(
             f"{path} is a file, not a folder of documents: pass its folder, or a glob"
         )
-    if not path.is_dir() and not _is_glob(corpus):
+    if not path.is_dir() and not is_glob(corpus):
         raise SemsearchError(f"corpus {path} does not exist: check the path")
     root, found, skips = _list(path, report=True)
     files = [(relative, file) for relative, file in found if _is_document(relative)]
@@ -199,17 +188,13 @@ def is_document_folder(corpus: str | Path) -> bool:
     if is_uri(corpus):
         return False
     path = Path(corpus).expanduser()
-    if not path.is_dir() and (path.exists() or not _is_glob(corpus)):
+    if not path.is_dir() and (path.exists() or not is_glob(corpus)):
         return False
     _, found, _ = _list(path, report=False)
     names = [relative.lower().removesuffix(".gz") for relative, _ in found]
     return any(name.endswith(DOCUMENT_SUFFIXES) for name in names) and not any(
         name.endswith(tuple(FORMATS)) for name in names
     )
-
-
-def _is_glob(corpus: str | Path) -> bool:
-    return any(character in str(corpus) for character in GLOB_CHARACTERS)
 
 
 def _is_document(relative: str) -> bool:
@@ -222,13 +207,15 @@ def _list(path: Path, report: bool) -> tuple[Path, list[tuple[str, Path]], Count
     pattern: tuple[str, ...] = ()
     if not path.is_dir():  # a glob: walk the folder it starts in, keep the paths it matches
         parts = path.parts
-        plain = next(i for i, part in enumerate(parts) if _is_glob(part))
+        plain = next(i for i, part in enumerate(parts) if is_glob(part))
         path, pattern = Path(*parts[:plain]) if plain else Path("."), parts[plain:]
     depth = None if "**" in pattern or not pattern else len(pattern) - 1
     skips: Counter = Counter()
 
     def problem(relative: PurePosixPath, reason: str, detail: str, folder: bool = False) -> None:
-        wanted = _is_document(relative.name) and (not pattern or _matches(relative.parts, pattern))
+        wanted = _is_document(relative.name) and (
+            not pattern or glob_match(relative.parts, pattern)
+        )
         if not (folder or wanted):
             return  # not a document, or not one the glob names
         skips[reason] += 1
@@ -243,7 +230,7 @@ def _list(path: Path, report: bool) -> tuple[Path, list[tuple[str, Path]], Count
     found = [
         (relative.as_posix(), file)
         for relative, file in _walk(path, PurePosixPath(), depth, problem, top, frozenset(top))
-        if not pattern or _matches(relative.parts, pattern)
+        if not pattern or glob_match(relative.parts, pattern)
     ]
     return path, found, skips
 
@@ -285,19 +272,6 @@ def _walk(
             else:
                 seen.add(key)
                 yield from _walk(entry.path, inside, depth, problem, seen, ancestors | {key})
-
-
-def _matches(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
-    """Glob matching of path parts: `*`, `?` and `[...]` within a part, `**` for any parts."""
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_matches(parts[start:], pattern[1:]) for start in range(len(parts) + 1))
-    return (
-        bool(parts)
-        and fnmatch.fnmatchcase(parts[0], pattern[0])
-        and _matches(parts[1:], pattern[1:])
-    )
 
 
 def _rows_of(relative: str, path: Path) -> Iterator[dict]:

@@ -1,15 +1,11 @@
 """Corpus files named by a URI: `s3://bucket/prefix/*.parquet`, `gs://…`, `hdfs://…`, `file:///…`.
 
-`build`, `add` and `mine` (either engine) read a corpus from a local path or from any
-filesystem that `pyarrow.fs.FileSystem.from_uri` opens (file, s3, gs, hdfs, abfs), or, for
-another scheme, that fsspec opens where its package is installed (`memory://`, `sftp://`
-with paramiko …). A `RemoteFile` stands where a `Path` stands for a local file: it has a
-name and suffixes and opens as a stream or as a Parquet file. Its URI, credentials and
-options (`?region=…&endpoint_override=…`) included, travels to Ray workers as text, and
-each process opens the filesystem once per scheme, host and options; messages and
-manifests show the URI without its `user:password@` and its query. The index folder is
-always a local path (on a cluster, a shared filesystem every node mounts): a URI given for
-it is refused in one line.
+A corpus may be on any filesystem `pyarrow.fs.FileSystem.from_uri` opens (file, s3, gs,
+hdfs, abfs) or, for another scheme, one fsspec opens where its package is installed. A
+`RemoteFile` stands where a `Path` stands for a local file; its URI (credentials and
+`?options` included) travels to Ray workers as text, and messages and manifests show it
+without them. Each process opens a filesystem once per scheme, host and options. The index
+folder is always a local path: a URI given for it is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -41,6 +38,10 @@ def is_uri(location: object) -> bool:
     return isinstance(location, RemoteFile) or (
         isinstance(location, str) and bool(URI_PATTERN.match(location))
     )
+
+
+def is_glob(text: object) -> bool:
+    return any(character in str(text) for character in GLOB_CHARACTERS)
 
 
 def as_location(location: str | Path | RemoteFile) -> Path | RemoteFile:
@@ -78,10 +79,6 @@ class RemoteFile:
     """A file (or a folder) on a filesystem named by a URI; see the module docstring."""
 
     uri: str
-
-    @property
-    def scheme(self) -> str:
-        return urlsplit(self.uri).scheme.lower()
 
     @property
     def _path(self) -> PurePosixPath:
@@ -215,9 +212,7 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
     location = RemoteFile(uri)
     split = urlsplit(uri)
     components = unquote(split.path).split("/")
-    first_glob = next(
-        (n for n, part in enumerate(components) if any(c in part for c in GLOB_CHARACTERS)), None
-    )
+    first_glob = next((n for n, part in enumerate(components) if is_glob(part)), None)
     if first_glob is None:
         info = location.info()
         if info.type == pafs.FileType.File:
@@ -242,7 +237,7 @@ def resolve_uri_files(uri: str, supported) -> list[RemoteFile]:
     files = [
         file
         for relative, file in _listing(base, recursive)
-        if _glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)
+        if glob_match(list(relative), pattern) and not any(p.startswith(".") for p in relative)
     ]
     if not files:
         raise SemsearchError(
@@ -271,22 +266,19 @@ def _listing(folder: RemoteFile, recursive: bool) -> list[tuple[tuple[str, ...],
     return found
 
 
-def _glob_match(parts: list[str], pattern: list[str]) -> bool:
+def glob_match(parts: Sequence[str], pattern: Sequence[str]) -> bool:
     """Glob matching by path component: `*`, `?` and `[…]` within one, `**` across any number."""
     if not pattern:
         return not parts
     head, rest = pattern[0], pattern[1:]
     if head == "**":
-        return any(_glob_match(parts[start:], rest) for start in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _glob_match(parts[1:], rest)
+        return any(glob_match(parts[start:], rest) for start in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and glob_match(parts[1:], rest)
 
 
 def parquet_file(location: Path | RemoteFile) -> pq.ParquetFile:
-    """A Parquet file to read, local or on its filesystem.
-
-    Without pre-buffering: pyarrow's pre-buffer cache keeps every row group's column chunks
-    it has read until the file is closed, so reading a 15 GB vector column batch by batch
-    held 15 GB (a 20M-row build); unbuffered, a reader holds one row group at a time."""
+    """A Parquet file to read, local or on its filesystem, without pre-buffering: its cache kept
+    every row group read until the file closed (15 GB for a 20M-row vector column)."""
     if isinstance(location, RemoteFile):
         filesystem, path = location.filesystem()
         return pq.ParquetFile(path, filesystem=filesystem, pre_buffer=False)

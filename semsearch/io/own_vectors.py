@@ -1,12 +1,10 @@
 """Your own vectors: embeddings read from a corpus column instead of made by a model.
 
-A build or add given `vector_column` takes each row's vector from that column (a list or a
-fixed-size list of numbers) in the encode stage (`semsearch.ingest.parts`), so everything
-after it (parts, segments, training, tuning, writing, resuming) is the same as for encoded
-texts. The manifest records the column (`source.vector_column`) and the model that made the
-vectors when one was named (`model.name`), or none (`model.name == ""`): such an index is
-queried by vector (`Searcher.search_vectors`, `query --vectors FILE.npy`, `"vector"` in
-POST /search). Every check here refuses bad input in one line, before anything is written.
+A build or add given `vector_column` takes each row's vector from that column in the encode
+stage (`semsearch.ingest.parts`), so everything after it is the same as for encoded texts.
+The manifest records the column and the model that made the vectors, or none
+(`model.name == ""`): such an index is queried by vector only. Every check here refuses bad
+input in one line, before anything is written.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ class VectorColumn:
     def vectors(self, rows: pa.Table) -> np.ndarray:
         """The rows' vectors, checked (`column_vectors`) and stored as the metric wants."""
         found = column_vectors(rows.column(self.name), self.name, self.dimension)
-        return stored_vectors(found, self.metric)
+        return prepare_vectors(found, self.metric)
 
 
 def with_vector_column(options: BuildOptions, other_source: bool = False) -> BuildOptions:
@@ -178,11 +176,6 @@ def column_vectors(
             "(or values too large for float32): fix or drop that row"
         )
     return vectors
-
-
-def stored_vectors(vectors: np.ndarray, metric: str) -> np.ndarray:
-    """Vectors as stored: unit length for cosine, as an encoder that normalises makes them."""
-    return prepare_vectors(vectors, metric)
 
 
 def vector_hashes(vectors: np.ndarray, text_hashes: np.ndarray | None) -> np.ndarray:

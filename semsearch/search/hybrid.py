@@ -1,21 +1,15 @@
 """Hybrid search: one ranking made of a dense (vector) ranking and a lexical (BM25) one.
 
-Reciprocal rank fusion (`rrf`) scores a row sum(1 / (rrf_k + rank)) over the lists that hold
-it: it needs no scores, so BM25's unbounded ones and cosine's [-1, 1] never have to agree.
-The convex combination (`convex`) normalises each list's scores to [0, 1] (min-max over the
-list) and adds alpha x dense + (1 - alpha) x lexical; a row missing from a list gets 0 there.
-Its alpha depends on the data: `semsearch.evaluation.hybrid.tune_alpha` picks it on a dev
-split of labelled queries.
+`rrf` (reciprocal rank fusion) scores a row sum(1 / (rrf_k + rank)) over the lists: it needs
+no scores, so BM25's unbounded ones and cosine's never have to agree. `convex` scales each
+list's scores to [0, 1] and adds alpha x dense + (1 - alpha) x lexical (a missing row gets
+0); its alpha depends on the data (`semsearch.evaluation.hybrid.tune_alpha`).
 
-The default, `adaptive`, is the convex combination with a lexical weight set per query by
-how confident BM25 is: (1 - alpha) x spread, where spread = (s1 - s10) / s1 of BM25's first
-and tenth scores. When a query's words are common, BM25's top scores are nearly equal
-(spread near 0) and the vectors decide; when a few texts stand out, BM25 gets up to
-1 - alpha. Why: one fixed weight cannot suit both kinds of data. On the DBPedia subset the
-vectors win (nDCG@10 dense 0.511, lexical 0.368) and RRF cost 0.033; on Debian synopses
-BM25 wins (dense 0.709, lexical 0.749). Measured on both (benchmarks/hybrid_quality.py),
-adaptive scores 0.514 and 0.754: never below dense by more than noise, where RRF scored
-0.478 and 0.758 and convex 0.5 scored 0.469 and 0.789.
+The default, `adaptive`, is convex with the lexical weight set per query by BM25's
+confidence: (1 - alpha) x (s1 - s10) / s1 of its first and tenth scores. Why: no fixed
+weight suits both kinds of data. On DBPedia the vectors win (nDCG@10 0.511 against 0.368),
+on Debian synopses BM25 does (0.709 against 0.749); adaptive scored 0.514 and 0.754, where
+RRF scored 0.478 and 0.758, convex 0.5 scored 0.469 and 0.789 (benchmarks/hybrid_quality.py).
 """
 
 from __future__ import annotations

@@ -1,46 +1,32 @@
 """Upper bounds on what one search call may cost, and what happens beyond each.
 
-Why: every per-call parameter used to reach FAISS as given, and some cost what they ask
-for whatever the index holds: `efSearch` 10**9 on a 20-row HNSW index took 32 s and 8 GB.
-Each parameter is now bounded by what the index can use, and either clamped (the answer
-cannot change, or only as documented: the result says so in a note) or refused in one
-line (`SemsearchError`; a server answers 4xx), by this rule: clamp where the bound is what
-the index could use anyway, refuse where obeying a smaller value would drop part of the
-request or where no value is meant (below 1).
+Why: every per-call parameter used to reach FAISS as given: `efSearch` 10**9 on a 20-row
+HNSW index took 32 s and 8 GB. A value is clamped (with a note in the result) where the
+bound is what the index could use anyway, and refused in one line (`SemsearchError`, a 4xx
+from a server) where obeying would drop part of the request or no value is meant (below 1):
 
-- `k`: clamped to the live rows and to `MAX_K`, with a note either way (the same note whatever
-  the index's size: a script asking for 20,000 rows learns that it got fewer, and why).
-- `efSearch` (HNSW): clamped to max(k, min(rows of the largest segment, MAX_EF_SEARCH)):
-  the candidate list cannot hold more rows than a segment has, and FAISS allocates and
-  walks a list of the size asked for.
-- `nprobe` (IVF): clamped to the number of lists (FAISS visits at most every list).
-- `oversample` (a `disk` index: candidates re-scored per result): clamped to
-  `MAX_OVERSAMPLE`; each candidate is a stored vector read from disk.
-- A parameter no segment of the index takes (`nprobe` on a flat or HNSW index, `efSearch`
-  on an IVF one): dropped with a note. The answer is the one without it, and a client that
-  sends one `nprobe` to every index it queries gets answers, not errors.
-- Below 1: refused (by `VectorIndex`, as before): there is no value to clamp to.
-- Queries per call: refused beyond `MAX_QUERIES_PER_CALL`, or beyond `MAX_RESULTS_PER_CALL`
-  result slots (queries x k): dropping queries would be a wrong answer; a caller with more
-  splits them (`queries_per_call` says how many fit).
-- Text length: each query is cut to `MAX_QUERY_CHARS` characters before tokenising, with a
-  note. The encoder reads at most its `max_length` tokens (512 at most here) and a WordPiece
-  token spans at most 100 characters, so a cut can change a vector only for a text whose
-  first tokens span more than that (long runs of spaces); a text of megabytes no longer
-  costs its whole tokenisation (BM25 sees the first `MAX_QUERY_CHARS` characters too).
-- Text that is not Unicode (a lone surrogate, from bytes that are not UTF-8): refused.
-
-`bound_texts` and `bound_search` are what `Searcher` applies; a server calls them (or
-reads `SearchResults.notes`) to pass the same notes on.
+- `k`: clamped to the live rows and to `MAX_K`, with a note either way.
+- `efSearch` (HNSW): clamped to max(k, min(rows of the largest segment, MAX_EF_SEARCH));
+  `nprobe` (IVF) to the number of lists; `oversample` (`disk`) to `MAX_OVERSAMPLE`.
+- A parameter no segment takes (`nprobe` on HNSW): dropped with a note, so a client that
+  sends one `nprobe` to every index gets answers, not errors.
+- More than `MAX_QUERIES_PER_CALL` queries or `MAX_RESULTS_PER_CALL` result slots: refused
+  (`queries_per_call` says how many fit).
+- Each query is cut to `MAX_QUERY_CHARS` characters, with a note: the encoder reads at most
+  512 tokens of at most 100 characters each, so a megabyte text no longer costs its whole
+  tokenisation. Text that is not Unicode (a lone surrogate) is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from semsearch.errors import SemsearchError
+
+if TYPE_CHECKING:
+    from semsearch.search.open_segments import OpenSegment
 
 MAX_K = 10_000
 MAX_EF_SEARCH = 8192
@@ -48,13 +34,6 @@ MAX_OVERSAMPLE = 256
 MAX_QUERIES_PER_CALL = 100_000
 MAX_RESULTS_PER_CALL = 2_000_000
 MAX_QUERY_CHARS = 20_000
-
-
-class _Segment(Protocol):
-    """What the bounds need of a searched segment (`open_segments.OpenSegment`)."""
-
-    @property
-    def index(self): ...  # an `AnnBackend`: its size, parameter_ceiling, search_parameters
 
 
 @dataclass(frozen=True)
@@ -109,7 +88,11 @@ def queries_per_call(k: int) -> int:
 
 
 def bound_search(
-    k: int, params: dict[str, int], live_rows: int, segments: Sequence[_Segment], queries: int = 1
+    k: int,
+    params: dict[str, int],
+    live_rows: int,
+    segments: Sequence[OpenSegment],
+    queries: int = 1,
 ) -> Bounded:
     """`k` and `params` (nprobe, efSearch) bounded by what an index of `live_rows` rows in
     `segments` can use; see the module docstring for which are clamped and which refused."""
@@ -149,13 +132,13 @@ _UNUSED_REASON = (
 )
 
 
-def _unused(params: dict[str, int], segments: Sequence[_Segment]) -> list[str]:
+def _unused(params: dict[str, int], segments: Sequence[OpenSegment]) -> list[str]:
     """The parameters given (1 or more: below 1 is refused) that no segment's index takes."""
     taken = set().union(*(segment.index.search_parameters() for segment in segments))
     return [name for name, value in params.items() if value >= 1 and segments and name not in taken]
 
 
-def _ef_ceiling(k: int, segments: Sequence[_Segment]) -> tuple[int, str]:
+def _ef_ceiling(k: int, segments: Sequence[OpenSegment]) -> tuple[int, str]:
     largest = max((segment.index.size for segment in segments), default=0)
     if k >= min(largest, MAX_EF_SEARCH):
         return k, "k: HNSW needs no longer candidate list"
@@ -167,6 +150,6 @@ def _ef_ceiling(k: int, segments: Sequence[_Segment]) -> tuple[int, str]:
     return MAX_EF_SEARCH, "the longest candidate list one search may use"
 
 
-def _nprobe_ceiling(segments: Sequence[_Segment]) -> tuple[int | None, str]:
+def _nprobe_ceiling(segments: Sequence[OpenSegment]) -> tuple[int | None, str]:
     lists = [ceiling for s in segments if (ceiling := s.index.parameter_ceiling()) is not None]
     return (max(lists) if lists else None), "the index's number of IVF lists: it visits them all"

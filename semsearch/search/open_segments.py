@@ -19,7 +19,7 @@ from semsearch.store.file_names import LEXICAL_FILES, SEGMENTS_DIR
 from semsearch.store.folders import IndexFolder
 from semsearch.store.lexical import LexicalPart
 from semsearch.store.manifest import Manifest
-from semsearch.store.rescoring import PartCheck, is_rescoring, rescoring_index
+from semsearch.store.rescoring import is_rescoring, rescoring_index
 from semsearch.store.segment import Segment
 
 
@@ -79,8 +79,11 @@ class SegmentCache:
                     segment.read_index(manifest.index.metric, mapped=rescoring),
                     self._checked_parts(folder, manifest, segment),
                 )
-                index = rescoring_index(
-                    index, manifest.index, segment, self._part_check(folder, manifest, record)
+                index = rescoring_index(  # each vector file hashed before a rescored read
+                    index,
+                    manifest.index,
+                    segment,
+                    lambda part: check_vector_files(folder, manifest, record, self.checked, [part]),
                 )
                 self._opened[key] = (segment, index)
             cached_segment, index = self._opened[key]
@@ -94,10 +97,6 @@ class SegmentCache:
         """The segment's (ids, vectors), its vector files hashed before the first is read."""
         check_vector_files(folder, manifest, segment.record, self.checked)
         yield from segment.iter_parts()
-
-    def _part_check(self, folder: IndexFolder, manifest: Manifest, record) -> PartCheck:
-        """Hashes one stored vector file of the segment before a rescoring search reads it."""
-        return lambda part: check_vector_files(folder, manifest, record, self.checked, [part])
 
     def lexical(self, folder: IndexFolder, manifest: Manifest, position: int) -> LexicalPart:
         """A segment's lexical part, read (and its files checked) on first use: a dense query
@@ -114,10 +113,9 @@ class SegmentCache:
 
     def keep_only(self, manifest: Manifest) -> None:
         wanted = {
-            (manifest.index_id, record.name, record.index_file) for record in manifest.segments
-        }
-        wanted |= {
-            (manifest.index_id, record.name, record.lexical_dir) for record in manifest.segments
+            (manifest.index_id, record.name, file)
+            for record in manifest.segments
+            for file in (record.index_file, record.lexical_dir)
         }
         with self._lock:
             for key in [key for key in self._opened if key not in wanted]:

@@ -79,12 +79,8 @@ class Hit:
 
 
 class Searcher:
-    """An opened index generation and the model that built it, ready for any number of queries.
-
-    One searcher serves many threads: search parameters and filters travel with each call.
-    It answers from the generation it opened until `refresh()` moves it to the current one
-    (a searcher opened `at` a generation stays there).
-    """
+    """An opened index generation and the model that built it, ready for any number of queries
+    from many threads; it answers from the generation it opened until `refresh()`."""
 
     def __init__(
         self,
@@ -98,15 +94,11 @@ class Searcher:
         vectors_only: bool = False,
         query_prompt: str | None = None,
     ) -> None:
-        """Open `folder` (at generation `at`, default the current one); `compile` compiles the
-        CPU encoder for lower warm-query latency (`BiEncoder.compile_for_queries`: the first
-        query then takes 15-30 s longer). `model_check=False` skips the check that the
-        encoder's weights are those that built the index (needed for an index whose manifest
-        records no fingerprint). `lexical_only` loads no model (seconds saved by a one-off BM25
-        query): only `mode="lexical"` then searches. `vectors_only` loads no model either:
-        only `search_vectors` then searches (as for an index of your own vectors that names
-        no model). Queries get the query prompt the index records (`query_prompt`, not None,
-        replaces it for this searcher; "" for none)."""
+        """Open `folder` at generation `at` (default: the current one). `compile`: the CPU
+        encoder compiled for warm-query latency (the first query takes 15-30 s longer).
+        `model_check=False` skips comparing the encoder's weights with the index's.
+        `lexical_only` and `vectors_only` load no model: only `mode="lexical"`, or only
+        `search_vectors`, then search. `query_prompt` replaces the index's ("" for none)."""
         self.folder = folder
         self._query_prompt = query_prompt
         self.pinned_generation = at
@@ -160,23 +152,21 @@ class Searcher:
 
     @property
     def metadata(self) -> pa.Table:
-        """Every row's metadata, read whole from disk at each call (not kept in memory)."""
-        return self.snapshot.metadata
+        """Every row's metadata, read whole from disk at each call (for tests and scripts)."""
+        return self.snapshot.hit_metadata.table()
 
     @property
     def metadata_columns(self) -> list[str]:
         """The metadata's column names, internal ones included; reads no row."""
-        return self.snapshot.metadata_columns
+        return self.snapshot.hit_metadata.column_names
 
     @property
     def generation(self) -> int:
-        return self.snapshot.generation
+        return self.snapshot.manifest.generation
 
     def refresh(self) -> bool:
-        """Move to the index's current generation if it changed; True when it did.
-
-        Searches running meanwhile finish on the generation they started with.
-        """
+        """Move to the index's current generation if it changed (searches running meanwhile
+        finish on theirs); True when it did."""
         if self.pinned_generation is not None:
             return False
         current = self.folder.manifest()
@@ -211,13 +201,11 @@ class Searcher:
         group: Group = "documents",
         **search_params: int | None,
     ) -> SearchResults:
-        """The `k` best live rows for each query (those satisfying the SQL predicate `where`,
-        if given) in `mode` (dense, lexical or hybrid, fused as `fusion` says, default RRF);
-        `search_params` override nprobe/efSearch for this call only. Every value is bounded
-        by what the index can use (`semsearch.search.limits`): the result's `notes` say
-        what was clamped or cut; what cannot be bounded is refused. On a chunked index the
-        hits are the `k` best documents, each by its best chunk (`group="chunks"`: the `k`
-        best chunks)."""
+        """The `k` best live rows for each query (satisfying the SQL predicate `where`) in
+        `mode`, hybrid fused as `fusion` says; `search_params` override nprobe/efSearch for
+        this call. Values are bounded as `semsearch.search.limits` says (the result's `notes`
+        say what changed). A chunked index gives the `k` best documents, each by its best
+        chunk (`group="chunks"`: the `k` best chunks)."""
         check_mode(mode)
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
@@ -230,10 +218,8 @@ class Searcher:
 
                 raise SemsearchError(no_model_message(self.manifest.name))
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
-        if mode != "lexical":
-            vectors = self.encoder.encode(with_prompt(queries, self.query_prompt))
-        else:
-            vectors = None
+        prompted = with_prompt(queries, self.query_prompt)
+        vectors = None if mode == "lexical" else self.encoder.encode(prompted)
         results = self._search(queries, vectors, k, where, mode, fusion, search_params, group)
         results.notes[:0] = text_notes
         return results
@@ -250,15 +236,11 @@ class Searcher:
         group: Group = "documents",
         **search_params: int | None,
     ) -> SearchResults:
-        """The `k` best live rows for each query vector (one a row; one 1-D vector is one
-        query), as `search` finds them for texts: for an index of your own vectors, and for
-        queries already embedded by this index's model (a server encodes the queries of many
-        requests in one batch, then searches each request's own way). The vectors are
-        checked (size, finite values) and normalised as the index's metric wants.
-        `queries` label the hits (default `vector N`, N the row) and are what lexical and
-        hybrid modes search for; `vectors` may be None in `lexical` mode. `k` and the
-        search parameters are bounded here (`search_limits.bound_search`); the texts are the
-        caller's to bound (`search_limits.bound_texts`, which `search` applies)."""
+        """`search` for query vectors (one a row, or one 1-D vector): an index of your own
+        vectors, or queries a server already encoded in one batch for many requests.
+        `queries` label the hits (default `vector N`) and are what lexical and hybrid modes
+        search for (`vectors` may then be None); bounding them is the caller's
+        (`limits.bound_texts`)."""
         check_mode(mode)
         if vectors is not None:
             # Where it runs: own_vectors reads corpora, and its imports (pyarrow.compute, the
@@ -287,7 +269,6 @@ class Searcher:
         search_params: dict[str, int | None],
         group: Group = "documents",
     ) -> SearchResults:
-        check_mode(mode)
         check_choice("group", group, GROUPS)
         snapshot = self.snapshot  # one generation for the whole call
         given = {name: int(value) for name, value in search_params.items() if value is not None}
@@ -295,7 +276,17 @@ class Searcher:
         k, search_params = bounded.k, bounded.params
 
         def rank(depth: int) -> tuple[np.ndarray, np.ndarray]:
-            return self._rank(snapshot, queries, vectors, depth, where, mode, fusion, search_params)
+            """Each query's `depth` best rows in `mode`: (scores, row numbers), best first."""
+            if mode == "lexical":
+                return snapshot.lexical_search(queries, depth, where)
+            if mode == "dense":
+                return self._dense(snapshot, vectors, depth, where, search_params)
+            hybrid = fusion or Fusion()
+            wide = min(max(depth, hybrid.depth), max(snapshot.live_rows, 1))
+            lexical = snapshot.lexical_search(queries, wide, where)
+            dense = self._dense(snapshot, vectors, wide, where, search_params)
+            higher = higher_is_better(snapshot.manifest.index.metric)
+            return fuse(dense, lexical, depth, hybrid, higher)
 
         chunks = snapshot.manifest.chunks
         if chunks is not None and group == "documents":
@@ -312,29 +303,6 @@ class Searcher:
             for query, row_scores, row_numbers in zip(queries, scores, rows)
         ]
         return SearchResults(hits, list(bounded.notes), k, search_params)
-
-    def _rank(
-        self,
-        snapshot: IndexSnapshot,
-        queries: list[str],
-        vectors: np.ndarray | None,
-        k: int,
-        where: str | None,
-        mode: SearchMode,
-        fusion: Fusion | None,
-        search_params: dict[str, int],
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Each query's `k` best rows in `mode`: (scores, row numbers), best first."""
-        if mode == "lexical":
-            return snapshot.lexical_search(queries, k, where)
-        if mode == "dense":
-            return self._dense(snapshot, vectors, k, where, search_params)
-        fusion = fusion or Fusion()
-        depth = min(max(k, fusion.depth), max(snapshot.live_rows, 1))
-        lexical = snapshot.lexical_search(queries, depth, where)
-        dense = self._dense(snapshot, vectors, depth, where, search_params)
-        metric = snapshot.manifest.index.metric
-        return fuse(dense, lexical, k, fusion, higher_is_better(metric))
 
     @staticmethod
     def _dense(
@@ -375,11 +343,8 @@ class Searcher:
 
 
 def check_same_model(manifest: Manifest, encoder: Encoder, check_fingerprint: bool = True) -> None:
-    """Refuse an encoder whose vectors would not be comparable with the index's.
-
-    The weights are compared where the manifest records their fingerprint and
-    `check_fingerprint` is set; the vector size always.
-    """
+    """Refuse an encoder whose vectors would not be comparable with the index's: its weights
+    (where recorded and `check_fingerprint`) and always its vector size."""
     built_with = manifest.model.fingerprint
     if check_fingerprint and built_with and encoder.fingerprint != built_with:
         raise SemsearchError(

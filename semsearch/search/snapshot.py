@@ -1,14 +1,11 @@
 """One generation of an index, opened for search: its segments, metadata and live rows.
 
-Rows are numbered globally, segment after segment, in the order the manifest lists them;
-a search returns those row numbers, which index `metadata`. Each segment is searched with
-per-call parameters and an id filter (deleted rows and `--where`), and the segments'
-results are merged. A filter that keeps few rows is answered by exact search over the
-rows it keeps: an approximate structure would reach too few of them.
-
-Opening checks the generation's files against its record (`file_checks.check_opened_files`) and
-sees one whole generation even while `build --overwrite` replaces the folder
-(`open_snapshot`).
+Rows are numbered globally, segment after segment; a search returns those row numbers.
+Each segment is searched with per-call parameters and an id filter (deleted rows and
+`--where`) and the results merged; a filter that keeps few rows is answered exactly over
+them, as an approximate structure would reach too few. Opening checks the files
+(`file_checks.check_opened_files`) and sees one whole generation even while
+`build --overwrite` replaces the folder (`open_snapshot`).
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
 from functools import cached_property
 
 import numpy as np
@@ -71,23 +69,18 @@ class IndexSnapshot:
         cache = cache or SegmentCache()
         self._identity = folder.identity()  # `open_snapshot` checks it is the files' folder
         check_opened_files(folder, manifest, cache.checked)
-        self.segments: list[OpenSegment] = []
         opened = [
             cache.open(folder, manifest, position) for position in range(len(manifest.segments))
         ]
         # One live mask for the generation; each segment's is a view of it (1 byte a row).
-        self.live = (
-            np.concatenate([segment.live_mask() for segment, _ in opened])
-            if opened
-            else np.zeros(0, dtype=bool)
+        self.live = np.concatenate(
+            [np.zeros(0, bool), *(segment.live_mask() for segment, _ in opened)]
         )
-        offset = 0
-        for segment, index in opened:
-            rows = segment.record.rows
-            self.segments.append(
-                OpenSegment(segment, index, self.live[offset : offset + rows], offset)
-            )
-            offset += rows
+        starts = np.cumsum([0, *(segment.record.rows for segment, _ in opened)]).tolist()
+        self.segments = [
+            OpenSegment(segment, index, self.live[start : start + segment.record.rows], start)
+            for (segment, index), start in zip(opened, starts)
+        ]
         self._cache = cache
         self._where = WhereEvaluator(
             [files for segment, _ in opened for files in segment.metadata_files()], len(self.live)
@@ -117,21 +110,6 @@ class IndexSnapshot:
             )
 
     @property
-    def metadata_columns(self) -> list[str]:
-        """Every metadata column (internal ones included), without reading any row."""
-        return self.hit_metadata.column_names
-
-    @property
-    def metadata(self) -> pa.Table:
-        """Every stored row's metadata as one table, read from disk at each call (a searcher
-        keeps none of it in memory): for tests and scripts, not for a search path."""
-        return self.hit_metadata.table()
-
-    @property
-    def generation(self) -> int:
-        return self.manifest.generation
-
-    @property
     def live_rows(self) -> int:
         return self.manifest.rows
 
@@ -159,10 +137,8 @@ class IndexSnapshot:
         params: dict[str, int] | None = None,
         where: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded.
-
-        `queries` come from `prepare_vectors`; L2 scores are squared distances.
-        """
+        """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded;
+        `queries` from `prepare_vectors`, L2 scores squared."""
         params = {**self.manifest.index.search_params, **(params or {})}
         allowed = self.where_mask(where) if where is not None else None
         matches = int(allowed.sum()) if allowed is not None else self.live_rows
@@ -178,12 +154,8 @@ class IndexSnapshot:
         scores, rows = self._approximate(queries, k, params, allowed)
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
-            exact_scores, exact_rows = self.exact_search(
-                np.ascontiguousarray(queries[short]),
-                k,
-                allowed if allowed is not None else self.live,
-            )
-            scores[short], rows[short] = exact_scores, exact_rows
+            queries = np.ascontiguousarray(queries[short])
+            scores[short], rows[short] = self.exact_search(queries, k, allowed)
         return scores, rows
 
     def check_lexical(self) -> LexicalSpec:
@@ -228,33 +200,15 @@ class IndexSnapshot:
             cached = self._kept_cache.get(where)
         if cached is not None:
             return cached
-        rows = np.flatnonzero(allowed)
         spec = IndexSpec("flat", "Flat", self.manifest.index.metric)
         kept = VectorIndex.create(spec, self.manifest.model.dimension)
-        kept.add(self.vectors(rows), rows)
+        for rows, vectors in self._allowed_parts(allowed):
+            kept.add(vectors, rows)
         with self._cache_lock:
             if len(self._kept_cache) >= WHERE_CACHE_SIZE // 16:
                 self._kept_cache.pop(next(iter(self._kept_cache)))
             self._kept_cache[where] = kept
         return kept
-
-    def vectors(self, rows: np.ndarray) -> np.ndarray:
-        """float32 stored vectors of global `rows` (ascending)."""
-        parts = []
-        for open_segment in self.segments:
-            inside = rows[
-                (rows >= open_segment.offset)
-                & (rows < open_segment.offset + len(open_segment.live))
-            ]
-            if len(inside):
-                segment = self._checked_vectors(open_segment)
-                parts.append(segment.vectors_at(inside - open_segment.offset))
-        dimension = self.manifest.model.dimension
-        return np.concatenate(parts) if parts else np.empty((0, dimension), np.float32)
-
-    @property
-    def _higher_is_better(self) -> bool:
-        return higher_is_better(self.manifest.index.metric)
 
     def _approximate(
         self, queries: np.ndarray, k: int, params: dict[str, int], allowed: np.ndarray | None
@@ -279,9 +233,11 @@ class IndexSnapshot:
             all_rows.append(rows)
         if not all_scores:
             return _empty(len(queries), k)
-        return _merge(np.hstack(all_scores), np.hstack(all_rows), k, self._higher_is_better)
+        higher = higher_is_better(self.manifest.index.metric)
+        return _merge(np.hstack(all_scores), np.hstack(all_rows), k, higher)
 
-    def _allowed_parts(self, allowed: np.ndarray):
+    def _allowed_parts(self, allowed: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(global rows, float32 vectors) of the `allowed` rows, 65,536 at a time."""
         for open_segment in self.segments:
             start = open_segment.offset
             segment_allowed = allowed[start : start + len(open_segment.live)]
@@ -308,11 +264,9 @@ def open_snapshot(
 ) -> IndexSnapshot:
     """Generation `at` (default: the current one) opened for search, whole.
 
-    `build --overwrite` swaps the folder for a new one (`store.publish`); an open that read
-    the old manifest and then the new files would see sizes that disagree and call a healthy
-    index damaged. So the folder's identity is taken before and after opening: when it
-    changed (or a failure came with a change), the open starts again; only a failure on an
-    unchanged folder is the index's own.
+    An open that read the old manifest and the new files of a `build --overwrite` would call
+    a healthy index damaged, so the folder's identity is taken before and after: when it
+    changed, the open starts again; only a failure on an unchanged folder is the index's own.
     """
     cache = cache or SegmentCache()
     started = time.monotonic()

@@ -1,10 +1,9 @@
 """`--where`: a SQL predicate over an index's metadata, evaluated by DuckDB into a row mask.
 
 DuckDB reads the metadata's Parquet part files on disk (only the columns the predicate
-names, part after part, in the order given: a searcher never holds the whole table), or
-an Arrow table a writer already has; parses real SQL (`license = 'MIT' AND year >= 2020`,
-`name LIKE 'py%'`, `IN`, `IS NULL`, functions) and names the column it cannot find. File
-access is switched off but for those parts, so a predicate can read nothing else.
+names, part after part: a searcher never holds the whole table), parses real SQL
+(`license = 'MIT' AND year >= 2020`, `LIKE`, `IN`, `IS NULL`, functions) and names the
+column it cannot find. File access is switched off but for those parts.
 """
 
 from __future__ import annotations
@@ -24,17 +23,17 @@ MAX_EXPRESSION_LENGTH = 2_000
 
 
 class WhereEvaluator:
-    """Evaluates predicates over one metadata table, or over Parquet files read as one table
-    (their columns united by name); safe to share between threads."""
+    """Evaluates predicates over Parquet files read as one table (their columns united by
+    name); safe to share between threads."""
 
     def __init__(
-        self, metadata: pa.Table | Sequence[Path | tuple[Path, Path]], rows: int | None = None
+        self, metadata: Sequence[Path | tuple[Path, Path]], rows: int | None = None
     ) -> None:
-        """`metadata`: a table, or each part's Parquet file, paired with its documents table
-        where a chunked part keeps its documents' columns apart (`semsearch.store.documents`).
+        """`metadata`: each part's Parquet file, paired with its documents table where a
+        chunked part keeps its documents' columns apart (`semsearch.store.documents`).
         `rows`: how many rows the files hold, checked against each result."""
         self.metadata = metadata
-        self.rows = metadata.num_rows if isinstance(metadata, pa.Table) else rows
+        self.rows = rows
         self._lock = threading.Lock()
         self._connection = None
 
@@ -70,9 +69,7 @@ class WhereEvaluator:
 
         if self._connection is None:
             connection = duckdb.connect(":memory:")
-            if isinstance(self.metadata, pa.Table):
-                connection.register("metadata", self.metadata)
-            elif all(isinstance(part, Path | str) for part in self.metadata):
+            if all(isinstance(part, Path | str) for part in self.metadata):
                 files = [str(path) for path in self.metadata]
                 connection.read_parquet(files, union_by_name=True).create_view("metadata")
                 connection.execute("SET allowed_paths = ?", [files])
@@ -88,9 +85,8 @@ class WhereEvaluator:
 
     def _explain(self, expression: str, exc: Exception) -> str:
         message = str(exc).splitlines()[0]
-        columns = ", ".join(
-            name for name in self._column_names() if not name.startswith("_semsearch_")
-        )
+        names = self._connection.table("metadata").columns
+        columns = ", ".join(name for name in names if not name.startswith("_semsearch_"))
         missing = re.search(r'Referenced column "([^"]+)" not found', message)
         if missing:
             return (
@@ -98,11 +94,6 @@ class WhereEvaluator:
                 f"have; its columns are: {columns}"
             )
         return f"--where {expression!r} cannot be evaluated ({message}): check the expression"
-
-    def _column_names(self) -> list[str]:
-        if isinstance(self.metadata, pa.Table):
-            return self.metadata.column_names
-        return self._connection.table("metadata").columns
 
 
 def joined_parts(parts: Sequence[Path | tuple[Path, Path]]) -> str:
@@ -145,11 +136,9 @@ def _name(column: str) -> str:
 
 
 def syntax_error(expression: str, connection) -> str:
-    """The line for an `expression` DuckDB cannot parse, pointing into the expression as the
-    user typed it. `mask` wraps it (`coalesce((...), false) AS keep`), and DuckDB's message
-    about the wrapped text names characters the user never typed: a missing operand reads
-    'syntax error at or near ")"'. So the expression is parsed again alone, on lines of its
-    own, and the position DuckDB gives is mapped back into it."""
+    """The line for an `expression` DuckDB cannot parse, pointing into it as typed: DuckDB's
+    message about the wrapped text (`coalesce((...), false)`) names characters the user never
+    typed, so the expression is parsed again alone and the position mapped back."""
     try:
         statements = connection.extract_statements(f"SELECT\n{expression}\n")
     except Exception as exc:  # noqa: BLE001 (duckdb.ParserException, or anything it raises)

@@ -1,20 +1,11 @@
 """A chunked part's document columns, stored once per document: split on write, joined on read.
 
-Why: every chunk of a document used to repeat the document's columns (title, path, a table
-corpus' own columns), so a document of 60 chunks stored its metadata 60 times in the Parquet
-part and 60 times in its uncompressed Arrow copy. A chunked part is now two tables:
-
-    part-00000.parquet / .arrow                the chunk rows: id, text hash, chunk id, the
-                                               document column, chunk number, start, end,
-                                               the chunk's text and DOCUMENT_ROW_COLUMN
-    part-00000.documents.parquet / .arrow      one row per document: the document column
-                                               and every other column of the corpus
-
-`DOCUMENT_ROW_COLUMN` is the chunk's document's row in its part's documents table. A
-document whose chunks run into the next part is stored once in each (one row per part
-boundary at most). Every reader of a segment gets the two joined back into the rows a
-chunked index always had (`join`), so a search, `--where`, `add`, `compact` and the Ray
-build see the same columns as before.
+Why: every chunk repeated its document's columns, so a document of 60 chunks stored its
+metadata 60 times in the Parquet part and 60 times in its Arrow copy. A chunked part is now
+two tables: the chunk rows (`part-00000.parquet` / `.arrow`: ids, chunk columns, the text,
+the document column and `DOCUMENT_ROW_COLUMN`, the row of the chunk's document) and one
+row per document (`part-00000.documents.parquet` / `.arrow`). A document whose chunks run
+into the next part is stored once in each. Every reader gets the rows joined back (`join`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Checking the files a reader or writer opens against the sizes and hashes the manifest records.
 
-Every search snapshot runs `check_opened_files`: the size of every file of the generation,
-and the hash of the files an open reads whole anyway (ids, metadata, FAISS files,
-deletions). Hashing those costs little next to reading them (XXH3 runs at about 14 GB/s
-from the page cache), needs no state on disk, and catches a same-size edit of exactly the
-files whose content decides the answers. A "verified" stamp keyed by (size, mtime_ns) was
-rejected: a reader would have to write into the index folder, and an edit within one tick
-of the coarse file clock keeps the stamp valid. Vectors are memory-mapped and read
-piecemeal, so an open checks only their size; whatever reads them as vectors (a filtered
-exact search, an exact stand-in) hashes them first, once per reader (`check_vector_files`);
-`semsearch.store.verify` hashes them all.
+Every search snapshot checks the size of every file of its generation and hashes the files
+an open reads whole anyway (ids, metadata, FAISS files, deletions): XXH3 runs at about
+14 GB/s from the page cache, and it catches a same-size edit of the files that decide the
+answers, with no state written into the index folder. Vectors are memory-mapped and read
+piecemeal, so an open checks their size only; whatever reads them as vectors hashes them
+first, once per reader (`check_vector_files`). `semsearch.store.verify` hashes everything.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from semsearch.errors import DamagedIndexError
 from semsearch.store.file_names import SEGMENTS_DIR, part_arrow_name, part_file_names
 from semsearch.store.folders import IndexFolder
 from semsearch.store.manifest import Manifest, SegmentRecord, generation_file
+from semsearch.store.segment import stored_schema
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +30,10 @@ def check_opened_files(
     checked: set[tuple] | None = None,
     vectors: bool = False,
 ) -> None:
-    """Refuse a generation whose files differ from its record in size, or (for the files an
-    open reads whole) in content; see the module docstring. `checked` remembers the files
-    already hashed by this reader (by name and stat), so reopening a generation is cheap.
-    `vectors`: hash the stored vectors too, for a writer that reads them all (reindex,
-    compact): it would otherwise copy a changed file into a new generation that records it
-    as good."""
+    """Refuse a generation whose files differ from its record in size, or (those an open
+    reads whole) in content. `checked`: the files this reader already hashed, by name and
+    stat. `vectors`: hash the stored vectors too, for a writer that copies them all into a
+    new generation (reindex, compact)."""
     if manifest.files is None:
         log.warning(
             "index %r records no checksums: its files are checked by size only; "
@@ -62,13 +57,8 @@ def check_vector_files(
     parts: list[int] | None = None,
 ) -> None:
     """Refuse a segment whose stored vector files (or those of `parts`) differ from the
-    record in size or hash.
-
-    Why: an open checks vectors by size only (they are memory-mapped and read piecemeal), so
-    whatever reads them as vectors (an exact search over a filter's rows, an exact stand-in
-    for a small IVF segment) calls this first; a same-size edit would otherwise be served.
-    `checked` as in `check_opened_files`: each file is hashed once per reader and stat.
-    """
+    record in size or hash: what reads them as vectors calls this first, as an open checks
+    only their size. `checked` as in `check_opened_files`."""
     if manifest.files is None:
         return
     names = _vector_files(record)
@@ -105,23 +95,16 @@ def _check_names(
 def check_file(folder: IndexFolder, manifest: Manifest, name: str) -> None:
     """Refuse one file of the generation (a trained structure a writer starts from) whose size
     or hash is not the recorded one."""
-    if manifest.files is None:
-        return
-    problem = size_problem(name, file_stat(folder.path / name), manifest.files.get(name))
-    problem = problem or content_problem(folder.path / name, name, manifest.files[name])
-    if problem:
-        raise _changed(folder, problem)
+    if manifest.files is not None:
+        _check_names(folder, manifest, [name], {name}, None)
 
 
 def _check_segment_columns(
     folder: IndexFolder, manifest: Manifest, checked: set[tuple] | None
 ) -> None:
     """Refuse a generation whose manifest names a text or id column that a segment's stored
-    metadata lacks: a hand-edited manifest with a recomputed checksum passes every other
-    check, and would end each search in a KeyError, or let `add` write segments whose
-    column differs from the older ones'. Reads one schema per segment, once per reader
-    (`checked`): the Arrow copy's where there is one (the copy a query reads its cells from;
-    pyarrow.parquet then stays unimported), else the Parquet footer."""
+    metadata lacks (a hand-edited manifest with a recomputed checksum would pass every other
+    check, then fail each search). One schema per segment, once per reader (`checked`)."""
     checked = set() if checked is None else checked
     for record in manifest.segments:
         if not record.parts:
@@ -139,7 +122,8 @@ def _check_segment_columns(
         )
         if key in checked:
             continue
-        problem = column_problem(manifest, _stored_columns(folder.path / name), record.name)
+        columns = stored_schema(folder.path / name).names
+        problem = column_problem(manifest, columns, record.name)
         if problem:
             raise DamagedIndexError(
                 f"index {folder.name!r}: {problem}; the manifest was edited: roll back with "
@@ -147,18 +131,6 @@ def _check_segment_columns(
                 "--overwrite"
             )
         checked.add(key)
-
-
-def _stored_columns(path: Path) -> list[str]:
-    """The column names of a metadata part: an Arrow IPC file or a Parquet file."""
-    if path.suffix == ".arrow":
-        import pyarrow as pa
-
-        with pa.memory_map(str(path)) as source:
-            return pa.ipc.open_file(source).schema.names
-    import pyarrow.parquet as pq
-
-    return pq.read_schema(path).names
 
 
 def column_problem(manifest: Manifest, columns: list[str], segment: str) -> str | None:

@@ -1,8 +1,7 @@
 """The names of an index folder's files: the segments' folder, each part's files, a segment's
 lexical (BM25) files, and every file of one segment.
 
-Why a module of its own: the manifest lists these names, and the writers (segments, the
-Ray workers), readers (search, rescoring) and checks (verify) make the same paths from them.
+The manifest lists these names, and writers, readers and checks make the same paths from them.
 """
 
 from __future__ import annotations

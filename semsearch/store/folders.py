@@ -7,11 +7,10 @@
       trained/*.faiss        trained, empty structures that new segments start from
       .lock                  held by the one process changing the index
 
-A build writes into `.<name>.partial/` beside the final folder and renames it at the end,
-so a folder named `<name>` is always complete. Later changes write new files and a new
-generation; a writer killed at any point leaves files no generation names, which the
-next writer removes. An overwrite swaps whole folders (`publish`): a reader notices that
-the folder it opened was replaced by its identity (`IndexFolder.identity`) and opens again.
+A build writes into `.<name>.partial/` and renames it at the end, so a folder named
+`<name>` is always complete. A writer killed at any point leaves files no generation
+names, which the next writer removes. An overwrite swaps whole folders (`publish`); a
+reader notices by the folder's identity (`IndexFolder.identity`) and opens again.
 """
 
 from __future__ import annotations
@@ -96,11 +95,8 @@ class IndexFolder:
 
     @contextlib.contextmanager
     def writer_lock(self, operation: str) -> Iterator[None]:
-        """Hold the index's writer lock; a second writer gets a clear error, never waits.
-
-        The lock is an `flock`, so the kernel releases it when its holder dies (kill -9
-        included) and the next writer can clean up after it.
-        """
+        """Hold the index's writer lock; a second writer gets a clear error, never waits. An
+        `flock`: the kernel releases it when its holder dies, and the next writer cleans up."""
         path = self.path / LOCK_FILE
         handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole block
         try:
@@ -124,10 +120,8 @@ class IndexFolder:
 
 
 def remove_leftovers(folder: IndexFolder) -> None:
-    """Delete what an interrupted writer left: files that no recorded generation names.
-
-    Nothing is deleted while a record cannot be read: its files would look unreferenced.
-    """
+    """Delete what an interrupted writer left: files that no recorded generation names (none
+    while a record cannot be read: its files would look unreferenced)."""
     try:
         current = folder.manifest().generation
         recorded = [folder.manifest(number) for number in folder.generations() if number <= current]
@@ -172,11 +166,8 @@ def remove_leftovers(folder: IndexFolder) -> None:
 
 @dataclass(frozen=True)
 class IndexEntry:
-    """A folder of an index directory as `semsearch list` shows it.
-
-    `status` is ok, broken (its manifest cannot be read: `reason` says why) or interrupted
-    (a build's partial folder: `reason` says how to resume or remove it).
-    """
+    """A folder of an index directory as `semsearch list` shows it: `status` ok, broken or
+    interrupted (a build's partial folder), `reason` why and what to do."""
 
     name: str
     path: Path
@@ -208,10 +199,7 @@ def scan_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexEntry]:
                 IndexEntry(path.name, path, "ok", manifest, created_at=created_at(path, manifest))
             )
     order = {"ok": 0, "broken": 1, "interrupted": 2}
-    ok = sorted(
-        (e for e in entries if e.status == "ok"), key=lambda e: _time(e.created_at), reverse=True
-    )
-    return ok + sorted((e for e in entries if e.status != "ok"), key=lambda e: order[e.status])
+    return sorted(entries, key=lambda e: (order[e.status], -_time(e.created_at)))
 
 
 def list_indexes(index_dir: Path = DEFAULT_INDEX_DIR) -> list[IndexFolder]:
@@ -245,11 +233,8 @@ def shorten_path(path: Path | str, limit: int = 80) -> str:
 
 
 def find_index(name: str | None, index_dir: Path = DEFAULT_INDEX_DIR) -> IndexFolder:
-    """The index called `name`, or with no name the most recently created one.
-
-    A lookup that lands between the two renames of an overwrite (`publish`) waits for the
-    new folder instead of saying there is no such index.
-    """
+    """The index called `name`, or with no name the most recently created one; a lookup between
+    the two renames of an overwrite (`publish`) waits for the new folder."""
     _check_index_dir(index_dir)
     deadline = time.monotonic() + REPLACE_WAIT_SECONDS
     while True:

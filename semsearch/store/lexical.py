@@ -1,18 +1,13 @@
 """The lexical (BM25) part of an index: one bm25s index per segment, scored with index-wide IDF.
 
-Why per segment: a segment's files are written once, so its lexical part is built with it
-(from the same rows, in the same order) and never rewritten; a delete changes nothing here,
-because deleted rows are filtered by the segment's live mask as the FAISS side filters them.
+Per segment, because a segment's files are written once: its part is built with it and
+never rewritten; deleted rows are filtered by the live mask, as on the FAISS side.
 
-Why index-wide IDF: bm25s stores eager scores, idf(term) x tf-part(term, doc), computed from
-one segment's statistics. A segment of ten added rows would see every term as common and
-score its rows far below the big segment's. So each query term's contribution in a segment
-is multiplied by idf over all segments / idf over that segment, both from the document
-frequencies the stored matrices hold; only the length normalisation (average length) stays
-per segment. Deleted rows count in the statistics until `compact`, as in Lucene.
-
-    segments/s000000/lexical-g000001/   data/indices/indptr.csc.index.npy, vocab.index.json,
-                                        params.index.json (bm25s' own format: bm25s.BM25.load)
+Index-wide IDF, because bm25s stores eager scores from one segment's statistics: a segment
+of ten added rows would see every term as common. So each query term's contribution in a
+segment is multiplied by its IDF over all segments / its IDF over that segment. Deleted
+rows count in the statistics until `compact`, as in Lucene. The files are bm25s' own, in
+`segments/s000000/lexical-g000001/` (`file_names.LEXICAL_FILES`).
 """
 
 from __future__ import annotations
@@ -32,10 +27,6 @@ from semsearch.store.lexical_terms import bm25s_module, term_idf, tokenizer_for
 from semsearch.store.manifest import LexicalSpec
 
 log = logging.getLogger(__name__)
-
-
-def lexical_dir_name(generation: int) -> str:
-    return f"lexical-g{generation:06d}"
 
 
 def tokenize(texts: Sequence[str], spec: LexicalSpec) -> list[list[str]]:
@@ -70,7 +61,7 @@ def write_lexical(
     """Index the texts `parts` yields (a segment's rows, part by part, in position order)
     into `folder`/lexical-g<N>/ through a temporary folder renamed into place, one part in
     memory at a time (`lexical_build`); the folder's name."""
-    name = lexical_dir_name(generation)
+    name = f"lexical-g{generation:06d}"
     temporary = folder / f".tmp-{name}"
     shutil.rmtree(temporary, ignore_errors=True)
     write_bm25_parts(temporary, parts, spec)

@@ -1,19 +1,11 @@
 """Writing a segment's BM25 part part by part, in bounded memory, in bm25s' own files.
 
-Why not `bm25s.BM25.index`: it takes every text's token list at once (a Python list of
-lists: about 100 bytes a token) and sorts every (term, document) pair in memory. Here
-the texts come one part at a time and two passes write the same files:
-
-1. tokenise each part (one tokenizer, so terms are numbered by first appearance over the
-   whole segment, as bm25s numbers them), keep each document's length (4 bytes a row) and
-   each term's document frequency, and spill the part's (term, count) pairs to a
-   temporary file (8 bytes a pair);
-2. with the IDF and average length known, score each part's pairs exactly as bm25s does
-   and scatter them into the memory-mapped output columns (`data`, `indices`: 8 bytes a
-   pair, on disk), each term's documents in document order.
-
-Memory: one part's texts and pairs, the vocabulary and its document frequencies, and the
-document lengths; the matrices themselves stay on disk.
+Why not `bm25s.BM25.index`: it takes every text's token list at once (about 100 bytes a
+token) and sorts every (term, document) pair in memory. Here two passes write the same
+files: the first tokenises each part (one tokenizer, so terms are numbered as bm25s numbers
+them), keeps document lengths and term frequencies and spills the part's (term, count)
+pairs to disk; the second scores them exactly as bm25s does and scatters them into the
+memory-mapped output columns. Memory: one part, the vocabulary and the document lengths.
 """
 
 from __future__ import annotations
@@ -25,15 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from semsearch.store.file_names import LEXICAL_FILES
 from semsearch.store.lexical_terms import bm25s_module, term_idf, tokenizer_for
 from semsearch.store.manifest import LexicalSpec
 
-DATA_FILE, INDICES_FILE, INDPTR_FILE = (
-    "data.csc.index.npy",
-    "indices.csc.index.npy",
-    "indptr.csc.index.npy",
-)
-VOCAB_FILE, PARAMS_FILE = "vocab.index.json", "params.index.json"
+DATA_FILE, INDICES_FILE, INDPTR_FILE, VOCAB_FILE, PARAMS_FILE = LEXICAL_FILES
 
 
 def write_bm25_parts(folder: Path, parts: Iterable[Sequence[str]], spec: LexicalSpec) -> None:

@@ -34,11 +34,8 @@ CHECKSUM_KEY = "checksum"
 
 @dataclass(frozen=True)
 class LexicalSpec:
-    """How the lexical (BM25) part scores and which terms it makes of a text.
-
-    k1 and b are baked into the stored scores (bm25s scores eagerly), so changing them means
-    rebuilding the part (`semsearch reindex NAME --lexical`).
-    """
+    """How the lexical (BM25) part scores and which terms it makes of a text. k1 and b are baked
+    into the stored scores: changing them means `semsearch reindex NAME --lexical`."""
 
     method: str = "lucene"  # or robertson, atire: the BM25 variants bm25s offers
     k1: float = 1.5
@@ -49,13 +46,9 @@ class LexicalSpec:
 
 @dataclass(frozen=True)
 class ChunkSpec:
-    """How an index's texts were cut into overlapping chunks, one row (and vector) each.
-
-    Each row holds one chunk of a document: `document_column` names the column of the
-    document's id, `CHUNK_ID_COLUMN` ("<document id>#<n>") is the row's own id, and the
-    chunk's number and character offsets in the document's text are columns beside it. A
-    search groups the rows by document (one hit per document, by its best chunk).
-    """
+    """How an index's texts were cut into overlapping chunks, one row (and vector) each: a row's
+    own id is `CHUNK_ID_COLUMN` ("<document id>#<n>"), `document_column` its document's, and
+    the chunk's number and character offsets are columns beside them."""
 
     tokens: int  # a chunk's length in the model's tokens, at most (special tokens apart)
     overlap: int  # tokens shared by consecutive chunks
@@ -72,11 +65,8 @@ CHUNK_COLUMNS = (CHUNK_ID_COLUMN, CHUNK_NUMBER_COLUMN, CHUNK_START_COLUMN, CHUNK
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where the first build's rows came from, and which columns hold texts, ids and vectors.
-
-    `vector_column`: the vectors came from this column, not from a model (`own_vectors`);
-    `text_column` is then None where the rows have no text.
-    """
+    """Where the first build's rows came from, and which columns hold texts, ids and vectors
+    (`vector_column`: your own vectors; `text_column` is then None where rows have no text)."""
 
     path: str
     format: str
@@ -100,12 +90,8 @@ class SegmentRecord:
     deleted: int = 0
     deleted_file: str | None = None  # sorted int64 ids, under the segment's folder
     lexical_dir: str | None = None  # the segment's BM25 folder (see semsearch.store.lexical)
-    # Each part's metadata also as Arrow IPC (`part_arrow_name`), memory-mapped by searches;
-    # False for segments written before (their hits' rows are decoded from the Parquet).
-    metadata_arrow: bool = True
-    # Chunked parts keep each document's columns once, in a documents table beside the
-    # chunk rows (`semsearch.store.documents`); False for segments written before.
-    documents: bool = False
+    metadata_arrow: bool = True  # each part's metadata also as Arrow IPC (False: older)
+    documents: bool = False  # chunked parts keep documents apart (`store.documents`)
 
     @property
     def live_rows(self) -> int:
@@ -130,19 +116,14 @@ class Manifest:
     created_at: str
     build_seconds: float
     tuning: dict | None = None  # how the search parameter was chosen, when it was tuned
-    # Made by the first build and kept by every generation: which build this folder holds
-    # (an overwrite makes a new one), and when it was made (the listing's order).
+    # Which build this folder holds and when it was made: set by the first build, kept.
     index_id: str = ""
     index_created_at: str = ""
-    # {path under the folder: {"bytes": size, "xxh3": hash}} for every file of the
-    # generation; None in indexes written before checksums were recorded.
+    # {path under the folder: {"bytes": size, "xxh3": hash}}; None in older indexes.
     files: dict[str, dict] | None = None
     format_version: int = FORMAT_VERSION
-    # The lexical (BM25) part's settings; None: the index has none (every segment then has
-    # no lexical_dir, and every segment has one otherwise).
-    lexical: LexicalSpec | None = None
-    # How texts were cut into chunks; None: one row per text, as built before chunking.
-    chunks: ChunkSpec | None = None
+    lexical: LexicalSpec | None = None  # None: no BM25 part (no segment has a lexical_dir)
+    chunks: ChunkSpec | None = None  # None: one row per text
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -157,37 +138,21 @@ class Manifest:
                 "model": EncoderSpec(**_known(EncoderSpec, data["model"])),
                 "index": IndexSpec(**_known(IndexSpec, data["index"])),
                 "source": SourceSpec(**_known(SourceSpec, data["source"])),
-                "lexical": (
-                    None
-                    if data.get("lexical") is None
-                    else LexicalSpec(**_known(LexicalSpec, data["lexical"]))
-                ),
-                "chunks": (
-                    None
-                    if data.get("chunks") is None
-                    else ChunkSpec(**_known(ChunkSpec, data["chunks"]))
-                ),
+                "lexical": _optional(LexicalSpec, data.get("lexical")),
+                "chunks": _optional(ChunkSpec, data.get("chunks")),
                 "segments": tuple(
                     SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
                     for item in data["segments"]
                 ),
             }
         )
-        manifest.validate()
+        validate_manifest(manifest)
         return manifest
 
-    def validate(self) -> None:
-        """Raise ValueError naming the first field whose type, range or value cannot be right."""
-        validate_manifest(self)
-
     def file_names(self, opened_only: bool = False) -> list[str]:
-        """Every file of this generation, as paths under the index folder.
-
-        `opened_only`: only those opening it for search reads whole or serves from (ids,
-        metadata and its Arrow copy, FAISS files, deletions); vectors are memory-mapped and read piecemeal, trained
-        structures only by writers, lexical parts by the first lexical search (which checks
-        them then).
-        """
+        """Every file of this generation, as paths under the index folder; `opened_only`:
+        those an open for search reads whole (not the vectors, trained structures or lexical
+        parts, read piecemeal, by writers, or by the first lexical search)."""
         names = []
         for segment in self.segments:
             names += segment_file_names(segment, opened_only)
@@ -221,15 +186,11 @@ def generation_file(folder: Path, generation: int) -> Path:
 
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:
-    """Record a generation, then make it current: each file appears whole or not at all.
-
-    The record gets the size and hash of each file the generation holds (only new files are
-    read: the others keep their entries from the generation this one was made from) and a
-    hash of its own content. A writer killed between the two renames leaves the
-    generation's record unreferenced; the next writer removes it (`store.remove_leftovers`).
-    """
+    """Record a generation, then make it current: each file appears whole or not at all. The
+    record gets the size and hash of each new file (the others keep their entries) and of its
+    own content; a writer killed between the renames leaves a record the next one removes."""
     try:
-        manifest.validate()
+        validate_manifest(manifest)
     except ValueError as exc:
         raise SemsearchError(f"refusing to write a manifest with a bad {exc}") from None
     manifest = _with_identity(folder, manifest)
@@ -357,6 +318,10 @@ def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
+
+
+def _optional(cls: type, data: dict | None):
+    return None if data is None else cls(**_known(cls, data))
 
 
 def _known(cls: type, data: dict) -> dict:

@@ -9,6 +9,7 @@ semsearch.io.corpus.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -16,15 +17,8 @@ from semsearch.checksums import HASH_NAME
 from semsearch.options import METRIC_NAMES
 
 if TYPE_CHECKING:
-    from semsearch.ann.factory import IndexSpec
     from semsearch.models.spec import EncoderSpec
-    from semsearch.store.manifest import (
-        ChunkSpec,
-        LexicalSpec,
-        Manifest,
-        SegmentRecord,
-        SourceSpec,
-    )
+    from semsearch.store.manifest import Manifest
 
 SEARCH_PARAMETERS = ("nprobe", "efSearch", "oversample")  # oversample: a `disk` index
 VECTOR_DTYPES = ("float32", "float16")
@@ -36,17 +30,38 @@ SEGMENT_NAME = re.compile(r"s\d{6}")
 FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
 
+# (field, test, what it should be): checked in order, the first that fails is named.
+Check = tuple[str, Callable[[object], bool], str]
+
 
 def validate_manifest(manifest: Manifest) -> None:
     """Raise ValueError naming the first field of a manifest whose type, range or value
-    cannot be right: its own fields (`validate_header`), then each part's."""
-    validate_header(manifest)
+    cannot be right: its own fields, then each part's."""
+    check_fields(manifest, "", HEADER_CHECKS)
     validate_model(manifest.model, may_be_unnamed=manifest.source.vector_column is not None)
-    validate_index(manifest.index)
-    validate_source(manifest.source)
+    check_fields(manifest.index, "index.", INDEX_CHECKS)
+    for name, value in manifest.index.search_params.items():
+        require(
+            name in SEARCH_PARAMETERS,
+            f"index.search_params.{name}",
+            value,
+            f"parameters are {', '.join(SEARCH_PARAMETERS)}",
+        )
+        require(positive(value), f"index.search_params.{name}", value, "an integer >= 1")
+    source = manifest.source
+    check_fields(source, "source.", SOURCE_CHECKS)
+    require(
+        text(source.text_column) or (source.text_column is None and source.vector_column),
+        "source.text_column",
+        source.text_column,
+        "a non-empty string (null only with a vector column)",
+    )
     require(isinstance(manifest.segments, tuple), "segments", manifest.segments, "a list")
     for segment in manifest.segments:
-        validate_segment(segment)
+        check_fields(segment, "segments.", SEGMENT_CHECKS)
+        require(
+            segment.deleted <= segment.rows, "segments.deleted", segment.deleted, "at most its rows"
+        )
     require(
         manifest.rows == sum(segment.live_rows for segment in manifest.segments),
         "rows",
@@ -54,9 +69,17 @@ def validate_manifest(manifest: Manifest) -> None:
         "the live rows of the segments",
     )
     if manifest.lexical is not None:
-        validate_lexical(manifest.lexical)
+        check_fields(manifest.lexical, "lexical.", LEXICAL_CHECKS)
+        require(manifest.lexical.b <= 1, "lexical.b", manifest.lexical.b, "at most 1")
     if manifest.chunks is not None:
-        validate_chunks(manifest.chunks)
+        chunks = manifest.chunks
+        check_fields(chunks, "chunks.", CHUNK_CHECKS)
+        require(
+            count(chunks.overlap) and chunks.overlap < chunks.tokens,
+            "chunks.overlap",
+            chunks.overlap,
+            "an integer >= 0, below chunks.tokens",
+        )
     for segment in manifest.segments:
         require(
             (segment.lexical_dir is not None) == (manifest.lexical is not None),
@@ -68,224 +91,11 @@ def validate_manifest(manifest: Manifest) -> None:
         validate_files(manifest.files)
 
 
-def validate_header(manifest: Manifest) -> None:
-    """The manifest's own fields: name, counts, times, the operation that made it."""
-    require(text(manifest.name), "name", manifest.name, "a non-empty string")
-    require(
-        count(manifest.generation) and manifest.generation >= 1,
-        "generation",
-        manifest.generation,
-        "an integer >= 1",
-    )
-    require(count(manifest.next_id), "next_id", manifest.next_id, "an integer >= 0")
-    require(count(manifest.rows), "rows", manifest.rows, "an integer >= 0")
-    require(
-        manifest.vector_dtype in VECTOR_DTYPES,
-        "vector_dtype",
-        manifest.vector_dtype,
-        f"one of {', '.join(VECTOR_DTYPES)}",
-    )
-    require(
-        isinstance(manifest.operation, dict) and text(manifest.operation.get("kind")),
-        "operation",
-        manifest.operation,
-        "an object with a kind",
-    )
-    require(
-        isinstance(manifest.semsearch_version, str),
-        "semsearch_version",
-        manifest.semsearch_version,
-        "a string",
-    )
-    require(timestamp(manifest.created_at), "created_at", manifest.created_at, "an ISO time")
-    require(
-        isinstance(manifest.build_seconds, int | float)
-        and not isinstance(manifest.build_seconds, bool)
-        and manifest.build_seconds >= 0,
-        "build_seconds",
-        manifest.build_seconds,
-        "seconds >= 0",
-    )
-    require(
-        manifest.tuning is None or isinstance(manifest.tuning, dict),
-        "tuning",
-        manifest.tuning,
-        "an object or null",
-    )
-    require(isinstance(manifest.index_id, str), "index_id", manifest.index_id, "a string")
-    require(
-        manifest.index_created_at == "" or timestamp(manifest.index_created_at),
-        "index_created_at",
-        manifest.index_created_at,
-        "an ISO time",
-    )
-
-
 def validate_model(model: EncoderSpec, may_be_unnamed: bool = False) -> None:
     """`may_be_unnamed`: vectors from a column may name no model (an empty name)."""
     named = text(model.name) or (may_be_unnamed and model.name == "")
     require(named, "model.name", model.name, "a non-empty string")
-    require(isinstance(model.fingerprint, str), "model.fingerprint", model.fingerprint, "a string")
-    require(
-        model.pooling in POOLING_MODES,
-        "model.pooling",
-        model.pooling,
-        f"one of {', '.join(POOLING_MODES)}",
-    )
-    require(isinstance(model.normalize, bool), "model.normalize", model.normalize, "true or false")
-    for name in ("max_length", "dimension"):
-        value = getattr(model, name)
-        require(count(value) and value >= 1, f"model.{name}", value, "an integer >= 1")
-    require(
-        model.quantization is None or model.quantization in QUANTIZATION_MODES,
-        "model.quantization",
-        model.quantization,
-        "null or int8",
-    )
-    for name in ("query_prompt", "document_prompt"):
-        value = getattr(model, name)
-        require(isinstance(value, str), f"model.{name}", value, "a string (empty for none)")
-
-
-def validate_index(index: IndexSpec) -> None:
-    require(text(index.requested), "index.requested", index.requested, "a non-empty string")
-    require(text(index.factory), "index.factory", index.factory, "a FAISS factory string")
-    require(
-        index.metric in METRIC_NAMES,
-        "index.metric",
-        index.metric,
-        f"one of {', '.join(METRIC_NAMES)}",
-    )
-    require(
-        isinstance(index.search_params, dict),
-        "index.search_params",
-        index.search_params,
-        f"an object of {', '.join(SEARCH_PARAMETERS)}",
-    )
-    for name, value in index.search_params.items():
-        require(
-            name in SEARCH_PARAMETERS,
-            f"index.search_params.{name}",
-            value,
-            f"parameters are {', '.join(SEARCH_PARAMETERS)}",
-        )
-        require(
-            count(value) and value >= 1, f"index.search_params.{name}", value, "an integer >= 1"
-        )
-    if index.trained_file is not None:
-        require(
-            file_name(index.trained_file), "index.trained_file", index.trained_file, "a file name"
-        )
-
-
-def validate_source(source: SourceSpec) -> None:
-    require(isinstance(source.path, str), "source.path", source.path, "a string")
-    require(
-        source.format in SOURCE_FORMATS,
-        "source.format",
-        source.format,
-        f"one of {', '.join(SOURCE_FORMATS)}",
-    )
-    require(isinstance(source.sha256, str), "source.sha256", source.sha256, "a string")
-    for name in ("rows_read", "rows_skipped"):
-        require(
-            count(getattr(source, name)), f"source.{name}", getattr(source, name), "an integer >= 0"
-        )
-    require(
-        text(source.text_column) or (source.text_column is None and source.vector_column),
-        "source.text_column",
-        source.text_column,
-        "a non-empty string (null only with a vector column)",
-    )
-    require(
-        source.vector_column is None or text(source.vector_column),
-        "source.vector_column",
-        source.vector_column,
-        "null or a non-empty string",
-    )
-    require(
-        source.id_column is None or text(source.id_column),
-        "source.id_column",
-        source.id_column,
-        "null or a non-empty string",
-    )
-
-
-def validate_segment(segment: SegmentRecord) -> None:
-    require(
-        isinstance(segment.name, str) and bool(SEGMENT_NAME.fullmatch(segment.name)),
-        "segments.name",
-        segment.name,
-        "s and six digits",
-    )
-    for name in ("rows", "parts", "index_file_bytes", "deleted"):
-        value = getattr(segment, name)
-        require(count(value), f"segments.{name}", value, "an integer >= 0")
-    require(
-        segment.deleted <= segment.rows, "segments.deleted", segment.deleted, "at most its rows"
-    )
-    require(file_name(segment.index_file), "segments.index_file", segment.index_file, "a file name")
-    if segment.deleted_file is not None:
-        require(
-            file_name(segment.deleted_file),
-            "segments.deleted_file",
-            segment.deleted_file,
-            "a file name",
-        )
-    if segment.lexical_dir is not None:
-        require(
-            file_name(segment.lexical_dir),
-            "segments.lexical_dir",
-            segment.lexical_dir,
-            "a folder name",
-        )
-
-
-def validate_chunks(chunks: ChunkSpec) -> None:
-    require(
-        count(chunks.tokens) and chunks.tokens >= 1,
-        "chunks.tokens",
-        chunks.tokens,
-        "an integer >= 1",
-    )
-    require(
-        count(chunks.overlap) and chunks.overlap < chunks.tokens,
-        "chunks.overlap",
-        chunks.overlap,
-        "an integer >= 0, below chunks.tokens",
-    )
-    require(
-        text(chunks.document_column),
-        "chunks.document_column",
-        chunks.document_column,
-        "a column name",
-    )
-    require(isinstance(chunks.splitter, str), "chunks.splitter", chunks.splitter, "a string")
-
-
-def validate_lexical(lexical: LexicalSpec) -> None:
-    require(
-        lexical.method in BM25_METHODS,
-        "lexical.method",
-        lexical.method,
-        f"one of {', '.join(BM25_METHODS)}",
-    )
-    for name in ("k1", "b"):
-        value = getattr(lexical, name)
-        require(
-            isinstance(value, int | float) and not isinstance(value, bool) and value >= 0,
-            f"lexical.{name}",
-            value,
-            "a number >= 0",
-        )
-    require(lexical.b <= 1, "lexical.b", lexical.b, "at most 1")
-    for name in ("stemmer", "stopwords"):
-        require(
-            isinstance(getattr(lexical, name), str),
-            f"lexical.{name}",
-            getattr(lexical, name),
-            "a string (empty for none)",
-        )
+    check_fields(model, "model.", MODEL_CHECKS)
 
 
 def validate_files(files: object) -> None:
@@ -302,6 +112,12 @@ def validate_files(files: object) -> None:
         )
 
 
+def check_fields(record: object, prefix: str, checks: Sequence[Check]) -> None:
+    for name, test, expected in checks:
+        value = getattr(record, name)
+        require(test(value), f"{prefix}{name}", value, expected)
+
+
 def require(condition: bool, name: str, value: object = None, expected: str = "") -> None:
     if not condition:
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
@@ -311,6 +127,19 @@ def require(condition: bool, name: str, value: object = None, expected: str = ""
 def count(value: object) -> bool:
     """An integer >= 0 (JSON true/false are not numbers here)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def positive(value: object) -> bool:
+    return count(value) and value >= 1  # type: ignore[operator]
+
+
+def number(value: object) -> bool:
+    """A number >= 0 (JSON true/false are not numbers here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def string(value: object) -> bool:
+    return isinstance(value, str)
 
 
 def text(value: object) -> bool:
@@ -330,3 +159,87 @@ def timestamp(value: object) -> bool:
 
 def file_name(value: object) -> bool:
     return isinstance(value, str) and bool(FILE_NAME.fullmatch(value)) and value not in (".", "..")
+
+
+def optional(test: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda value: value is None or test(value)
+
+
+def one_of(name: str, values: tuple[str, ...]) -> Check:
+    return name, lambda value: value in values, f"one of {', '.join(values)}"
+
+
+HEADER_CHECKS: tuple[Check, ...] = (
+    ("name", text, "a non-empty string"),
+    ("generation", positive, "an integer >= 1"),
+    ("next_id", count, "an integer >= 0"),
+    ("rows", count, "an integer >= 0"),
+    one_of("vector_dtype", VECTOR_DTYPES),
+    (
+        "operation",
+        lambda value: isinstance(value, dict) and text(value.get("kind")),
+        "an object with a kind",
+    ),
+    ("semsearch_version", string, "a string"),
+    ("created_at", timestamp, "an ISO time"),
+    ("build_seconds", number, "seconds >= 0"),
+    ("tuning", optional(lambda value: isinstance(value, dict)), "an object or null"),
+    ("index_id", string, "a string"),
+    ("index_created_at", lambda value: value == "" or timestamp(value), "an ISO time"),
+)
+MODEL_CHECKS: tuple[Check, ...] = (
+    ("fingerprint", string, "a string"),
+    one_of("pooling", POOLING_MODES),
+    ("normalize", lambda value: isinstance(value, bool), "true or false"),
+    ("max_length", positive, "an integer >= 1"),
+    ("dimension", positive, "an integer >= 1"),
+    ("quantization", optional(lambda value: value in QUANTIZATION_MODES), "null or int8"),
+    ("query_prompt", string, "a string (empty for none)"),
+    ("document_prompt", string, "a string (empty for none)"),
+)
+INDEX_CHECKS: tuple[Check, ...] = (
+    ("requested", text, "a non-empty string"),
+    ("factory", text, "a FAISS factory string"),
+    one_of("metric", METRIC_NAMES),
+    (
+        "search_params",
+        lambda value: isinstance(value, dict),
+        f"an object of {', '.join(SEARCH_PARAMETERS)}",
+    ),
+    ("trained_file", optional(file_name), "a file name"),
+)
+SOURCE_CHECKS: tuple[Check, ...] = (
+    ("path", string, "a string"),
+    one_of("format", SOURCE_FORMATS),
+    ("sha256", string, "a string"),
+    ("rows_read", count, "an integer >= 0"),
+    ("rows_skipped", count, "an integer >= 0"),
+    ("vector_column", optional(text), "null or a non-empty string"),
+    ("id_column", optional(text), "null or a non-empty string"),
+)
+SEGMENT_CHECKS: tuple[Check, ...] = (
+    (
+        "name",
+        lambda value: isinstance(value, str) and bool(SEGMENT_NAME.fullmatch(value)),
+        "s and six digits",
+    ),
+    ("rows", count, "an integer >= 0"),
+    ("parts", count, "an integer >= 0"),
+    ("index_file_bytes", count, "an integer >= 0"),
+    ("deleted", count, "an integer >= 0"),
+    ("index_file", file_name, "a file name"),
+    ("deleted_file", optional(file_name), "a file name"),
+    ("lexical_dir", optional(file_name), "a folder name"),
+)
+CHUNK_CHECKS: tuple[Check, ...] = (
+    ("tokens", positive, "an integer >= 1"),
+    ("document_column", text, "a column name"),
+    ("splitter", string, "a string"),
+)
+LEXICAL_CHECKS: tuple[Check, ...] = (
+    one_of("method", BM25_METHODS),
+    ("k1", number, "a number >= 0"),
+    ("b", number, "a number >= 0"),
+    ("stemmer", string, "a string (empty for none)"),
+    ("stopwords", string, "a string (empty for none)"),
+)

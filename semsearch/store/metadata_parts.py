@@ -1,20 +1,12 @@
 """The metadata of a generation's rows, read from the part files of the rows asked for.
 
-Why: a searcher used to decode every segment's metadata into one table when it opened,
-about a gigabyte of anonymous memory a million rows of PyPI-like metadata: at 20 million
-rows it would not fit the machine. A search needs the cells of about ten hits, so rows are
-located by global row number (segment, part, row in part) and read from that part only.
-
-Each part's metadata is also stored as uncompressed Arrow IPC (`part-NNNNN.arrow`, written
-beside the Parquet by `SegmentWriter`): memory-mapped, a hit's cells are read in place
-(page cache, not anonymous memory), 0.3 ms per 10 hits; decoding the Parquet row group
-instead cost 130 ms per 10 hits on 16,384-row parts with text columns. Segments written
-before the Arrow copy existed are read from their Parquet, a few decoded parts kept.
-Both kinds of file are hashed when the generation is opened (`file_checks.check_opened_files`),
-and the Arrow copies are mapped then (about 0.1 ms and 9 KB a part): `build --overwrite`
-deletes the folder a searcher opened, and a mapping keeps serving the files it was opened
-on where a path would lead to the new index's. A Parquet part read later is read only while
-the folder is still the one opened (`unchanged`).
+Why: decoding every segment's metadata into one table on open took about a gigabyte a
+million rows; a search needs the cells of about ten hits. Each part's uncompressed Arrow
+copy (`part-NNNNN.arrow`) is memory-mapped when the generation opens and a hit's cells are
+read in place: 0.3 ms per 10 hits, where decoding a Parquet row group cost 130 ms. The
+mapping keeps serving the files it was opened on after `build --overwrite` replaces the
+folder. Segments written before the Arrow copy are read from their Parquet, a few decoded
+parts kept, and only while the folder is still the one opened (`unchanged`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """A segment's ids, looked up in its memory-mapped part files without concatenating them.
 
-Why: a searcher maps each FAISS result id back to its row in the segment. Holding every id
-in one array (`Segment.ids`) costs 8 bytes of anonymous memory a row, which alone is most of
-the 100 bytes a row a searching process may keep at 20 million rows; the part files hold
-the same ids in ascending order, so a binary search over each part's first id and then
-within the part answers the same question from the page cache.
+Why: holding every id in one array costs 8 bytes of anonymous memory a row, most of the
+100 bytes a row a searching process may keep at 20 million rows; the part files hold the
+same ids in ascending order, so a binary search answers from the page cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -50,9 +48,20 @@ class PartIds:
         """The ids at ascending `positions` in the segment."""
         positions = np.asarray(positions, dtype=np.int64)
         output = np.empty(len(positions), dtype=np.int64)
-        cuts = np.searchsorted(positions, self._starts)
-        for part, stored in enumerate(self._parts):
-            low, high = cuts[part], cuts[part + 1]
-            if low < high:
-                output[low:high] = stored[positions[low:high] - self._starts[part]]
-        return output
+        return gather(self._starts, positions, self._parts.__getitem__, output)
+
+
+def gather(
+    starts: np.ndarray,
+    positions: np.ndarray,
+    part: Callable[[int], np.ndarray],
+    output: np.ndarray,
+) -> np.ndarray:
+    """`output` filled with the rows at ascending `positions` of parts that start at `starts`
+    (the total last), each part read (`part(number)`) only where a position falls in it."""
+    cuts = np.searchsorted(positions, starts)
+    for number in range(len(starts) - 1):
+        low, high = cuts[number], cuts[number + 1]
+        if low < high:
+            output[low:high] = part(number)[positions[low:high] - starts[number]]
+    return output

@@ -1,22 +1,15 @@
 """The `disk` index type: compact codes find candidates, the stored vectors rank them exactly.
 
-Why: an in-RAM index costs ~800 bytes a 384-d row (IVF-SQfp16 plus ids), so 20 million rows
-do not fit a 24 GiB machine. As DiskANN and Qdrant do, a `disk` segment keeps only IVF-PQ
-codes (48 bytes a 384-d row), and its FAISS file is opened with `faiss.IO_FLAG_MMAP`: the
-inverted lists (codes and ids) are file pages the kernel may drop and read again, not memory
-the process owns. A search asks the codes for k x `oversample` candidates over `nprobe`
-lists, reads only those rows' stored vectors (the memory-mapped part files) and ranks them by
-their exact scores (`semsearch.ann.exact.ExactSearch`): the scores returned are exact, and
-recall depends only on whether the true top-k are among the candidates. Deleted rows and
-filters reach FAISS as the usual id selector, so every candidate is an allowed row.
+Why: an in-RAM index costs ~800 bytes a 384-d row, so 20 million rows do not fit a 24 GiB
+machine. As DiskANN and Qdrant do, a `disk` segment keeps only IVF-PQ codes (48 bytes a
+row) in a FAISS file opened with `IO_FLAG_MMAP` (file pages, not process memory). A search
+asks the codes for k x `oversample` candidates, reads only their stored vectors and ranks
+them by exact score: recall depends only on whether the true top-k are among the
+candidates. `oversample` in a manifest's search parameters marks such an index; it is
+tuned with nprobe (`tune_rescoring`).
 
-A manifest whose search parameters hold `oversample` marks a rescoring index: the value is
-tuned with nprobe (`tune_rescoring`) and a query may override both.
-
-Integrity: an open hashes no stored vectors (30 GB at 20M rows would delay the first query
-by minutes); a part file is hashed the first time a search reads a candidate from it, and
-remembered by name and stat in the reader's `checked` set (as for the exact stand-in), so a
-changed file is refused before any of its rows is scored.
+An open hashes no stored vectors (30 GB at 20M rows); a part file is hashed the first time
+a search reads a candidate from it, once per reader and file state.
 """
 
 from __future__ import annotations
@@ -38,6 +31,7 @@ from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
 from semsearch.store.file_names import part_file_names
 from semsearch.store.filling import sample_vectors
+from semsearch.store.part_ids import gather
 from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)
@@ -54,7 +48,6 @@ class SegmentVectors:
         self.segment = segment
         self.dimension = dimension
         self.check = check
-        self._bounds = np.cumsum([0, *(len(ids) for ids in segment.part_ids)])
         self._maps: dict[int, tuple[tuple, np.ndarray]] = {}
         self._lock = threading.Lock()
 
@@ -67,12 +60,7 @@ class SegmentVectors:
                 "rebuild the index with --overwrite"
             )
         output = np.empty((len(ids), self.dimension), np.float32)
-        cuts = np.searchsorted(positions, self._bounds)
-        for part in range(self.segment.record.parts):
-            low, high = cuts[part], cuts[part + 1]
-            if low < high:
-                output[low:high] = self._part(part)[positions[low:high] - self._bounds[part]]
-        return output
+        return gather(self.segment.part_starts, positions, self._part, output)
 
     def _part(self, part: int) -> np.ndarray:
         """The part's vectors, memory-mapped once per file state, checked first."""
@@ -111,11 +99,6 @@ class RescoringIndex(VectorIndex):
 
     def search_parameters(self) -> frozenset[str]:
         return self.source.search_parameters() | {OVERSAMPLE}
-
-    def memory_bytes(self) -> int:
-        """What the process holds itself: the codes and ids stay in mapped file pages."""
-        ivf = self._ivf()
-        return 4 * self.dimension * (ivf.nlist + 256) if ivf is not None else 0
 
     def search(
         self,
@@ -192,26 +175,6 @@ OVERSAMPLE_CANDIDATES = (2, 4, 8, 16, 32)
 VECTOR_READ_COST = 32
 
 
-def tune_search(
-    index: VectorIndex,
-    spec: IndexSpec,
-    segment: Segment,
-    queries: np.ndarray,
-    target: float,
-    k: int,
-    query_ids: np.ndarray | None,
-) -> TuningResult:
-    """Tune `index` (of `spec`, over `segment`) to `target` recall@k: nprobe alone, or for a
-    rescoring index nprobe and oversample together (`tune_rescoring`)."""
-    if not is_rescoring(spec):
-        return tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
-    rows = sum(len(ids) for ids in segment.part_ids)
-    if segment.record.rows != rows:  # a build's segment, before its record is written
-        segment = Segment(segment.folder, replace(segment.record, rows=rows))
-    rescoring = rescoring_index(index, spec, segment)
-    return tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
-
-
 def tune_segment(
     index: VectorIndex,
     spec: IndexSpec,
@@ -222,15 +185,21 @@ def tune_segment(
     strict: bool = False,
     sample: int = DEFAULT_TUNING_QUERIES,
 ) -> TuningResult:
-    """`tune_search` on `queries` (prepared vectors), or else on up to `sample` of the
-    segment's own rows, each left out of its own results; a missed target warns, or with
-    `strict` is refused (`enforce_target`). What build, reindex and tune share."""
+    """Tune `index` (over `segment`) to `target` recall@k: nprobe, and for a rescoring index
+    oversample with it (`tune_rescoring`), on `queries` or else on up to `sample` of the
+    segment's own rows; a missed target warns, or with `strict` is refused."""
     query_ids = None
+    rows = int(segment.part_starts[-1])
     if queries is None:
-        rows = sum(len(ids) for ids in segment.part_ids)
         query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
         queries = prepare_vectors(vectors, index.metric)
-    result = tune_search(index, spec, segment, queries, target, k, query_ids)
+    if not is_rescoring(spec):
+        result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+    else:
+        if segment.record.rows != rows:  # a build's segment, before its record is written
+            segment = Segment(segment.folder, replace(segment.record, rows=rows))
+        rescoring = rescoring_index(index, spec, segment)
+        result = tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
     enforce_target(result, index, strict)
     return result
 

@@ -1,19 +1,16 @@
 """A segment: an append-only set of rows (vectors, ids, metadata) and its own FAISS index.
 
-A segment folder holds parts written once and never changed:
+A segment folder holds parts written once and never changed (named by `file_names`):
 
     part-00000.npy          vectors [rows, dimension], float32 or float16
     part-00000.ids.npy      their int64 ids, ascending across the whole segment
-    part-00000.parquet      their metadata: the corpus' columns plus _id and _text_hash
-    part-00000.arrow        the same metadata as uncompressed Arrow IPC, memory-mapped
+    part-00000.parquet      their metadata; `.arrow`: the same as uncompressed Arrow IPC
     part-00000.documents.*  a chunked part's document columns, once per document
-                            (`semsearch.store.documents`; the part's Parquet and Arrow then
-                            hold the chunk rows)
     index-g000001.faiss     the FAISS index over the segment (a reindex writes a new one)
     deleted-g000004.npy     ids deleted from the segment as of a generation (sorted)
 
-A part is complete once its vectors file exists (it is written last, through a temporary
-name), so an interrupted build or add resumes from the last complete part.
+A part is complete once its vectors file exists (written last, through a temporary name),
+so an interrupted build or add resumes from the last complete part.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
 from semsearch.store.file_names import part_arrow_name, part_documents_names, part_file_names
 from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, SegmentRecord
-from semsearch.store.part_ids import PartIds
+from semsearch.store.part_ids import PartIds, gather
 
 if TYPE_CHECKING:
     from semsearch.ann.vector_index import VectorIndex
@@ -53,10 +50,6 @@ def document_split(chunking: ChunkSpec | None, text_column: str) -> DocumentSpli
 
 def index_file_name(generation: int) -> str:
     return f"index-g{generation:06d}.faiss"
-
-
-def deleted_file_name(generation: int) -> str:
-    return f"deleted-g{generation:06d}.npy"
 
 
 class SegmentWriter:
@@ -118,7 +111,7 @@ class Segment:
         """This segment as another generation's `record` has it (only deletions differ),
         sharing the ids already read: a segment's rows never change once written."""
         other = Segment(self.folder, record)
-        for name in ("part_ids", "ids", "id_lookup"):
+        for name in ("part_ids", "part_starts", "id_lookup"):
             if name in self.__dict__:
                 other.__dict__[name] = self.__dict__[name]
         return other
@@ -128,20 +121,14 @@ class Segment:
         return [self._load(_ids_path(self.folder, part)) for part in range(self.record.parts)]
 
     @cached_property
-    def ids(self) -> np.ndarray:
-        """Every stored id, ascending (deleted ones included)."""
-        ids = np.concatenate(self.part_ids) if self.part_ids else np.empty(0, np.int64)
-        if len(ids) != self.record.rows:
-            raise DamagedIndexError(
-                f"segment {self.folder} holds {len(ids)} rows, the manifest says {self.record.rows}: "
-                "roll back or rebuild the index with --overwrite"
-            )
-        return ids
+    def part_starts(self) -> np.ndarray:
+        """The position of each part's first row in the segment, and the segment's rows last."""
+        return np.cumsum([0, *(len(ids) for ids in self.part_ids)])
 
     @cached_property
     def id_lookup(self) -> PartIds:
-        """The ids searched in place (no copy of them all, unlike `ids`), checked against the
-        manifest's row count."""
+        """The ids searched in place (no copy of them all), checked against the manifest's row
+        count."""
         lookup = PartIds(self.part_ids)
         if len(lookup) != self.record.rows:
             raise DamagedIndexError(
@@ -186,13 +173,7 @@ class Segment:
     def vectors_at(self, positions: np.ndarray) -> np.ndarray:
         """float32 vectors of the rows at `positions` (ascending) in the segment."""
         output = np.empty((len(positions), self._dimension()), dtype=np.float32)
-        bounds = np.cumsum([0, *(len(ids) for ids in self.part_ids)])
-        cuts = np.searchsorted(positions, bounds)
-        for part in range(self.record.parts):
-            low, high = cuts[part], cuts[part + 1]
-            if low < high:
-                output[low:high] = self.part_vectors(part)[positions[low:high] - bounds[part]]
-        return output
+        return gather(self.part_starts, positions, self.part_vectors, output)
 
     def positions_of(self, ids: np.ndarray) -> np.ndarray:
         """Positions of `ids` in the segment, -1 for ids it does not hold."""
@@ -244,17 +225,12 @@ class Segment:
         """The metadata's columns and types (every part has the same), from the Arrow copy
         where there is one: a query then never imports pyarrow.parquet (a few hundredths of
         a second of a cold query)."""
-        if self.record.metadata_arrow:
-            schema = _arrow_schema(self.arrow_path(0))
-            if not self.record.documents:
-                return schema
-            return joined_schema(schema, _arrow_schema(self.documents_arrow_path(0)))
-        import pyarrow.parquet as pq
-
-        schema = pq.read_schema(_metadata_path(self.folder, 0))
+        arrow = self.record.metadata_arrow
+        schema = stored_schema(self.arrow_path(0) if arrow else _metadata_path(self.folder, 0))
         if not self.record.documents:
             return schema
-        return joined_schema(schema, pq.read_schema(self.documents_paths()[0]))
+        documents = self.documents_arrow_path(0) if arrow else self.documents_paths()[0]
+        return joined_schema(schema, stored_schema(documents))
 
     def deleted_ids(self) -> np.ndarray:
         if self.record.deleted_file is None:
@@ -308,9 +284,15 @@ class Segment:
             raise _unreadable(path, exc) from exc
 
 
-def _arrow_schema(path: Path) -> pa.Schema:
-    with pa.memory_map(str(path)) as source:
-        return pa.ipc.open_file(source).schema
+def stored_schema(path: Path) -> pa.Schema:
+    """A metadata file's columns: an Arrow IPC copy's (pyarrow.parquet then stays unimported)
+    or a Parquet file's footer."""
+    if path.suffix == ".arrow":
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).schema
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path)
 
 
 def _unreadable(path: Path, exc: Exception) -> DamagedIndexError:
@@ -321,7 +303,7 @@ def _unreadable(path: Path, exc: Exception) -> DamagedIndexError:
 
 def write_deleted(folder: Path, generation: int, ids: np.ndarray) -> str:
     """Write the segment's deleted ids as of `generation`; the file's name."""
-    name = deleted_file_name(generation)
+    name = f"deleted-g{generation:06d}.npy"
     _save_npy(folder / name, np.unique(np.asarray(ids, dtype=np.int64)))
     return name
 

@@ -1,13 +1,10 @@
 """Checking an index's files in full against the sizes and hashes its manifest records.
 
 `verify_index` (`semsearch verify`) checks every file's size and hash, the FAISS files'
-metric and row counts, and the manifest against its generation's record; a damaged index
-is told which earlier generation verifies, to roll back to. The lighter check every open
-makes is `semsearch.store.file_checks`.
-
-Indexes written before checksums were recorded are checked by size where the manifest
-records one (FAISS files) and by row counts; `record_checksums` (`semsearch verify NAME
---record`) hashes their files as they are now and records the result in a new generation.
+metric and row counts, and the manifest against its generation's record, and names the
+newest earlier generation that verifies, to roll back to (every open makes the lighter
+`file_checks`). An index written before checksums is checked by sizes and row counts;
+`record_checksums` (`semsearch verify NAME --record`) records them in a new generation.
 """
 
 from __future__ import annotations
@@ -172,7 +169,7 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
     for record in manifest.segments:
         segment = Segment(folder.segment_dir(record.name), record)
         try:
-            segment.ids  # noqa: B018 - checks the stored rows against the manifest
+            segment.id_lookup  # noqa: B018 - checks the stored rows against the manifest
             columns = segment.schema().names if record.parts else []
             if record.parts and (column := column_problem(manifest, columns, record.name)):
                 problems.append(column)
@@ -183,7 +180,7 @@ def _structure_problems(folder: IndexFolder, manifest: Manifest) -> list[str]:
 
                 LexicalPart.read(segment.folder / record.lexical_dir, record.rows)
             for part, ids in enumerate(segment.part_ids):
-                path = segment.folder / f"part-{part:05d}.parquet"
+                path = segment.metadata_paths()[part]
                 if pq.ParquetFile(path).metadata.num_rows != len(ids):
                     problems.append(
                         f"{path.relative_to(folder.path)} holds another number of rows than its ids"

@@ -23,7 +23,7 @@ def _segments(folder: IndexFolder) -> list[tuple[np.ndarray, np.ndarray]]:
     for record in folder.manifest().segments:
         segment = Segment(folder.segment_dir(record.name), record)
         found.append(
-            (np.asarray(segment.ids), np.concatenate([v for _, v in segment.iter_parts()]))
+            (np.concatenate(segment.part_ids), np.concatenate([v for _, v in segment.iter_parts()]))
         )
     return found
 

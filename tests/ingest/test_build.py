@@ -65,7 +65,7 @@ def test_folder_holds_a_segment_and_the_first_generation(
     assert set(metadata.column_names) >= {"doc_id", "text", "topic", ID_COLUMN, TEXT_HASH_COLUMN}
     # At a first build, ids are the source rows, and position i of the metadata is id i.
     assert metadata.column(ID_COLUMN).to_pylist() == list(range(len(sentences)))
-    assert segment.ids.tolist() == list(range(len(sentences)))
+    assert np.concatenate(segment.part_ids).tolist() == list(range(len(sentences)))
     texts = metadata.column("text").to_pylist()
     assert texts == sentences
     vectors = tiny_encoder.encode(texts)
@@ -87,7 +87,7 @@ def test_ids_skip_the_source_rows_that_were_not_indexed(tmp_path, tiny_encoder) 
     assert (manifest.rows, manifest.source.rows_read, manifest.source.rows_skipped) == (2, 4, 2)
     assert manifest.next_id == 4  # ids are never given out twice, skipped rows included
     segment = _only_segment(folder)
-    assert segment.ids.tolist() == [0, 3]
+    assert np.concatenate(segment.part_ids).tolist() == [0, 3]
     assert segment.metadata().column("doc_id").to_pylist() == ["a", "d"]
 
 
@@ -197,7 +197,11 @@ def test_interrupted_build_resumes_from_its_parts(
     assert folder.manifest().segments[0].parts == 3
     reference = build_index(_options(corpus_file, tmp_path / "ref"), encoder=tiny_encoder)
     ours, theirs = _only_segment(folder), _only_segment(reference)
-    assert ours.ids.tolist() == theirs.ids.tolist() == list(range(12))
+    assert (
+        np.concatenate(ours.part_ids).tolist()
+        == np.concatenate(theirs.part_ids).tolist()
+        == list(range(12))
+    )
     np.testing.assert_allclose(
         ours.vectors_at(np.arange(12)), theirs.vectors_at(np.arange(12)), atol=1e-6
     )
@@ -346,7 +350,11 @@ def test_the_pipelined_build_equals_the_sequential_one(tmp_path, tiny_encoder, d
         built[name] = _only_segment(build_index(options, encoder=tiny_encoder))
     ours, theirs = built["pipelined"], built["sequential"]
     assert ours.record.parts == theirs.record.parts == 7
-    assert ours.ids.tolist() == theirs.ids.tolist() == list(range(100))
+    assert (
+        np.concatenate(ours.part_ids).tolist()
+        == np.concatenate(theirs.part_ids).tolist()
+        == list(range(100))
+    )
     np.testing.assert_allclose(
         ours.vectors_at(np.arange(100)), theirs.vectors_at(np.arange(100)), atol=1e-6
     )

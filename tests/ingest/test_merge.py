@@ -66,7 +66,7 @@ def test_merged_parts_hold_every_live_row_once_in_id_order(grown, tmp_path, part
     parts = writer.part_count()
     assert parts == -(-written // part_rows)
     merged = Segment(writer.folder, SegmentRecord("m", written, parts, "", 0))
-    ids = merged.ids
+    ids = np.concatenate(merged.part_ids)
     assert ids.tolist() == sorted(expected)
     table = merged.metadata()
     for position, row_id in enumerate(ids.tolist()):

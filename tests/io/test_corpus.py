@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.io.corpus import SOURCE_ROW_COLUMN, RowFilter, count_usable_rows, open_corpus
+from semsearch.io.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus, scan_columns
 
 ROWS = [("a", "first text"), ("b", "second, with a comma"), ("c", 'third "quoted"')]
 
@@ -164,7 +164,7 @@ def test_a_byte_that_is_not_utf8_deep_in_a_jsonl_file_says_so(tmp_path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"text": "fine"}\n' * 3 + '{"text": "café"}\n'.encode("latin-1"))
     with pytest.raises(SemsearchError, match="iconv"):
-        count_usable_rows(open_corpus(path), "text")
+        scan_columns(open_corpus(path), "text")
 
 
 def test_a_jsonl_line_that_is_not_an_object_is_named_by_its_line_number(tmp_path) -> None:
@@ -182,7 +182,7 @@ def test_a_jsonl_line_that_is_not_an_object_is_named_by_its_line_number(tmp_path
     with gzip.open(deep, "wt") as file:
         file.write("".join(f'{{"text": "row {i}"}}\n' for i in range(60_000)) + '"row"\n')
     with pytest.raises(SemsearchError, match="line 60001 holds a JSON string, not an object"):
-        count_usable_rows(open_corpus(deep), "text")
+        scan_columns(open_corpus(deep), "text")
 
 
 def test_a_header_only_csv_has_text_columns_and_no_rows(tmp_path) -> None:
@@ -191,7 +191,7 @@ def test_a_header_only_csv_has_text_columns_and_no_rows(tmp_path) -> None:
     corpus = open_corpus(path)
     assert corpus.schema.field("text").type == pa.string()
     RowFilter("text", "id").check_columns(corpus)
-    assert count_usable_rows(corpus, "text", "id") == 0
+    assert scan_columns(corpus, "text", "id").usable == 0
 
 
 def test_a_dictionary_encoded_text_column_is_text(tmp_path) -> None:
@@ -200,19 +200,19 @@ def test_a_dictionary_encoded_text_column_is_text(tmp_path) -> None:
     pq.write_table(pa.table({"text": texts}), path)
     corpus = open_corpus(path)
     RowFilter("text").check_columns(corpus)
-    assert count_usable_rows(corpus, "text") == 3
+    assert scan_columns(corpus, "text").usable == 3
 
 
 def test_counting_usable_rows_reads_the_whole_file_and_checks_ids(tmp_path) -> None:
     path = tmp_path / "c.csv"
     path.write_text("id,text\n1,a\n2,\n3,c\n")
     corpus = open_corpus(path)
-    assert count_usable_rows(corpus, "text", "id") == 2
+    assert scan_columns(corpus, "text", "id").usable == 2
     with pytest.raises(SemsearchError, match="row 1 has a null or empty 'text'"):
-        count_usable_rows(corpus, "text", "id", strict=True)
+        scan_columns(corpus, "text", "id", strict=True)
     path.write_text("id,text\n1,a\n,b\n")  # a CSV writes a missing id as nothing
     with pytest.raises(SemsearchError, match="id column 'id' is empty in row 1"):
-        count_usable_rows(open_corpus(path), "text", "id")
+        scan_columns(open_corpus(path), "text", "id")
 
 
 def test_text_and_id_must_be_named_and_different_columns(tmp_path) -> None:

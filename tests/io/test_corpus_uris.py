@@ -41,7 +41,9 @@ def _write(path, first: int, rows: int) -> None:
 def _stored(folder: IndexFolder) -> tuple[list[int], np.ndarray]:
     (record,) = folder.manifest().segments
     segment = Segment(folder.segment_dir(record.name), record)
-    return segment.ids.tolist(), np.concatenate([vectors for _, vectors in segment.iter_parts()])
+    return np.concatenate(segment.part_ids).tolist(), np.concatenate(
+        [vectors for _, vectors in segment.iter_parts()]
+    )
 
 
 def _options(corpus, out_dir, name=None) -> BuildOptions:

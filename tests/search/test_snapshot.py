@@ -17,7 +17,9 @@ QUERIES = ["guitar cat", "rocket planet number 40", "cake recipe", "json parser"
 
 def _brute_force(searcher: Searcher, where_rows: np.ndarray, k: int) -> list[list]:
     """The exact top-k ids among `where_rows`, straight from numpy."""
-    vectors = searcher.snapshot.vectors(where_rows)
+    segments = [open_segment.segment for open_segment in searcher.snapshot.segments]
+    stored = np.concatenate([vectors for s in segments for _, vectors in s.iter_parts()])
+    vectors = stored[where_rows].astype(np.float32)
     queries = searcher.encoder.encode(QUERIES)
     scores = queries @ vectors.T
     ids = searcher.metadata.column("doc").to_pylist()

@@ -32,12 +32,13 @@ def test_filters_over_the_parts_equal_filters_over_the_whole_table(tmp_path) -> 
     add_rows(folder, tmp_path / "added.parquet")
     snapshot = open_snapshot(folder)
     assert sum(record.parts for record in snapshot.manifest.segments) == 14 + 1
-    whole = WhereEvaluator(snapshot.metadata)
+    pq.write_table(snapshot.hit_metadata.table(), tmp_path / "whole.parquet")
+    whole = WhereEvaluator([tmp_path / "whole.parquet"])
     for expression in EXPRESSIONS:
         mask = snapshot.where_mask(expression)
         assert mask.tolist() == whole.mask(expression).tolist(), expression
         assert 0 < mask.sum() < len(mask), expression
-    keys = snapshot.metadata.column("key").to_pylist()
+    keys = snapshot.hit_metadata.table().column("key").to_pylist()
     assert [keys[row] for row in np.flatnonzero(snapshot.where_mask("colour = 'red'"))] == [
         "k100",
         "k103",
@@ -75,10 +76,11 @@ def test_cached_masks_are_bounded_in_bytes(tmp_path, monkeypatch) -> None:
         ("year = 1; SELECT 2", "holds more than one statement: give one condition"),
     ],
 )
-def test_a_syntax_error_points_into_the_expression_as_typed(expression, message) -> None:
+def test_a_syntax_error_points_into_the_expression_as_typed(expression, message, tmp_path) -> None:
     """The expression runs wrapped (`coalesce((...), false) AS keep`): DuckDB's own message
     named a ")" or "AS" the user never typed."""
-    where = WhereEvaluator(pa.table({"year": [2020, 2021], "name": ["a", "b"]}))
+    pq.write_table(pa.table({"year": [2020, 2021], "name": ["a", "b"]}), tmp_path / "m.parquet")
+    where = WhereEvaluator([tmp_path / "m.parquet"])
     with pytest.raises(SemsearchError) as refused:
         where.mask(expression)
     line = str(refused.value)

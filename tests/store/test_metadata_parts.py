@@ -163,8 +163,8 @@ def test_a_tampered_metadata_part_is_refused(tmp_path, suffix) -> None:
 
 def test_a_whole_table_is_read_only_when_asked_for(tmp_path) -> None:
     snapshot = open_snapshot(build(tmp_path))
-    assert snapshot.metadata_columns[:2] == ["key", "year"]
-    table = snapshot.metadata
+    assert snapshot.hit_metadata.column_names[:2] == ["key", "year"]
+    table = snapshot.hit_metadata.table()
     assert table.num_rows == 40 and table.column("key").to_pylist()[7] == "k7"
     assert snapshot.hit_metadata.table(["name"]).column_names == ["name"]
 
