@@ -22,16 +22,12 @@ import xxhash
 from semsearch.errors import SemsearchError
 
 HASH_NAME = "xxh3"
-BLOCK_BYTES = 1 << 20
 
 
 def file_digest(path: Path) -> str:
     """The XXH3-128 of a file's bytes, as 32 hex digits."""
-    digest = xxhash.xxh3_128()
     with open(path, "rb") as handle:
-        while block := handle.read(BLOCK_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, xxhash.xxh3_128).hexdigest()
 
 
 def content_digest(data: dict) -> str:
@@ -120,4 +116,4 @@ def stream_sha256(stream: BinaryIO) -> str:
 def file_sha256(path: str | Path) -> str:
     """The sha256 of a local file: what a manifest records of its source, and of weights."""
     with open(path, "rb") as handle:
-        return stream_sha256(handle)
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -10,9 +10,9 @@ ranks with the index itself instead of an exact search.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -29,7 +29,7 @@ from semsearch.options import (
 )
 
 if TYPE_CHECKING:
-    from semsearch.evaluate import EvaluationResult
+    from semsearch.evaluate import EvaluationResult, ModelOptions
 
 eval_app = App(help="Measure a model (or an index's model) on labelled data.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -83,20 +83,11 @@ def sts(
 ) -> None:
     """Spearman and Pearson correlation of four similarities with graded pairs (both sides
     after the query prompt: the e5/bge convention for symmetric tasks)."""
-    from semsearch.evaluate import ModelOptions, evaluate_sts
+    from semsearch.evaluate import evaluate_sts
 
     columns = parse_assignments(column, "--column")
-    chosen = ModelOptions(
-        model=model,
-        index=index,
-        index_dir=index_dir,
-        device=device,
-        quantization=quantize,
-        batch_size=batch_size,
-        show_progress=show_progress(json_output),
-        query_prompt=query_prompt,
-    )
-    _report(evaluate_sts(data, chosen, columns, score_max), Output(out, json_output))
+    chosen = _model_options(locals(), show_progress=show_progress(json_output))
+    _report(evaluate_sts(data, chosen, columns, score_max), out, json_output)
 
 
 @eval_app.command("pairs")
@@ -123,19 +114,11 @@ def pairs(
 ) -> None:
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision
     (both sides after the query prompt: the e5/bge convention for symmetric tasks)."""
-    from semsearch.evaluate import ModelOptions, evaluate_pairs
+    from semsearch.evaluate import evaluate_pairs
 
     columns = parse_assignments(column, "--column")
-    chosen = ModelOptions(
-        model=model,
-        index=index,
-        index_dir=index_dir,
-        device=device,
-        batch_size=batch_size,
-        show_progress=show_progress(json_output),
-        query_prompt=query_prompt,
-    )
-    _report(evaluate_pairs(dev, chosen, test, columns), Output(out, json_output))
+    chosen = _model_options(locals(), show_progress=show_progress(json_output))
+    _report(evaluate_pairs(dev, chosen, test, columns), out, json_output)
 
 
 BeirFolder = Annotated[
@@ -196,28 +179,19 @@ def ir(
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder, for dense,
     lexical (BM25) and hybrid retrieval side by side (queries after the query prompt, the
     corpus after the document prompt)."""
-    from semsearch.evaluate import ModelOptions, evaluate_ir
+    from semsearch.evaluate import evaluate_ir
     from semsearch.search.hybrid import Fusion
 
-    chosen = ModelOptions(
-        model=model,
-        index=index,
-        index_dir=index_dir,
-        device=device,
-        quantization=quantize,
-        batch_size=batch_size,
-        query_prompt=query_prompt,
-        document_prompt=document_prompt,
-    )
+    chosen = _model_options(locals())
     fused = Fusion(fusion, alpha=alpha)
     result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top, fused, tune_alpha)
     if "before_rerank" in result.facts and not json_output:
         console.print(f"before re-ranking: ndcg@10 {result.facts['before_rerank']['ndcg@10']:.4f}")
     if "modes" in result.facts and not json_output:
         _report_modes(result)
-        _write_json(Output(out), result.to_dict())
+        _write_json(out, result.to_dict())
         return
-    _report(result, Output(out, json_output))
+    _report(result, out, json_output)
 
 
 def _report_modes(result: EvaluationResult) -> None:
@@ -266,9 +240,9 @@ def heatmap(
     out: Out = None,
 ) -> None:
     """A PNG of the cosine similarity of every pair of sentences, and the matrix as a table."""
-    from semsearch.evaluate import ModelOptions, evaluate_heatmap
+    from semsearch.evaluate import evaluate_heatmap
 
-    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device)
+    chosen = _model_options(locals())
     result = evaluate_heatmap(sentences, png, chosen, title)
     console.print(f"[bold]heatmap[/bold]: cosine similarity, {result.model}")
     table = Table()
@@ -282,21 +256,22 @@ def heatmap(
         )  # text, not markup
     console.print(table)
     console.print(f"heat-map written to {png}")
-    _write_json(Output(out), result.to_dict())
+    _write_json(out, result.to_dict())
 
 
-@dataclass(frozen=True)
-class Output:
-    """Where a command's figures go: a table (or one JSON line with `json`), and a file."""
+def _model_options(given: dict[str, Any], **more: Any) -> ModelOptions:
+    """The model a subcommand's options (`given`) name, and how to run it."""
+    from semsearch.evaluate import ModelOptions
 
-    path: Path | None
-    json: bool = False
+    named = [field for field in fields(ModelOptions) if field.name in given]
+    chosen = {field.name: given[field.name] for field in named}
+    return ModelOptions(quantization=given.get("quantize"), **chosen, **more)
 
 
-def _report(result: EvaluationResult, output: Output) -> None:
+def _report(result: EvaluationResult, out: Path | None, json_output: bool) -> None:
     """One JSON line, or a header and a table of the metrics; and the JSON file if asked."""
     payload = result.to_dict()
-    if output.json:
+    if json_output:
         typer.echo(json.dumps(payload, default=float))
     else:
         facts = result.facts
@@ -305,7 +280,7 @@ def _report(result: EvaluationResult, output: Output) -> None:
             f"[bold]{result.task}[/bold]: {result.model} on {data} ({result.seconds:.1f} s)"
         )
         console.print(metrics_table(result.metrics))
-    _write_json(output, payload)
+    _write_json(out, payload, quiet=json_output)
 
 
 def metrics_table(metrics: dict[str, float]) -> Table:
@@ -347,10 +322,10 @@ def _cell(value: float | None) -> str:
     return f"{value:.0f}" if float(value).is_integer() and abs(value) > 1 else f"{value:.4f}"
 
 
-def _write_json(output: Output, payload: dict) -> None:
-    if output.path is None:
+def _write_json(out: Path | None, payload: dict, quiet: bool = False) -> None:
+    if out is None:
         return
-    output.path.parent.mkdir(parents=True, exist_ok=True)
-    output.path.write_text(json.dumps(payload, indent=2, default=float) + "\n", encoding="utf-8")
-    if not output.json:
-        console.print(f"figures written to {output.path}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2, default=float) + "\n", encoding="utf-8")
+    if not quiet:
+        console.print(f"figures written to {out}")

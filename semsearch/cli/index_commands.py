@@ -303,9 +303,11 @@ def info(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show an index's manifest, its generations and its size on disk."""
+    from semsearch.index import Index  # the library: not for --help
+
     folder = find_index(name, index_dir)
     manifest = folder.manifest().to_dict()
-    generations = [_generation_line(folder.manifest(number)) for number in folder.generations()]
+    generations = Index(folder).history()
     size = folder.size_bytes()
     if json_output:
         print_json_lines(
@@ -331,16 +333,6 @@ def info(
             f" {mark} {line['generation']:>4}  {line['created_at']}  {line['rows']:>9} rows  "
             f"{line['operation']}"
         )
-
-
-def _generation_line(manifest) -> dict:
-    operation = {key: value for key, value in manifest.operation.items() if key != "tried"}
-    return {
-        "generation": manifest.generation,
-        "created_at": manifest.created_at,
-        "rows": manifest.rows,
-        "operation": operation,
-    }
 
 
 @app.command("list")

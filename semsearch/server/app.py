@@ -1,15 +1,9 @@
 """The HTTP API and search page: `create_app(ServerConfig(...))` gives a FastAPI app.
 
-The model and indexes load once, in a thread the app's lifespan starts: the server listens
-at once, `/health` (no key, no data) and `/ready` answer 503 "starting" until every index
-is open, then 200 (server/warmup.py: queries are answered in fp32 while
-bf16 kernels compile between batches).
-Queries are encoded by the registry's micro-batchers (a worker thread) and searched in
-the thread pool, so the event loop never waits on the model or on FAISS. Every error is a
+The model and indexes load in a thread the lifespan starts, so the server listens at once
+(`/health` and `/ready` answer 503 "starting" until every index is open). Every error is a
 JSON body `{"error": ...}`: 4xx for what the client can fix, 503 for an index whose files
-are damaged (the index is then unhealthy in /ready, with the reason), 500 with a request id
-(logged with its traceback) for the rest. The routes are in `routes/`, one router per
-resource; what they share (the registry, the API key, errors) in `access.py`.
+are damaged (then unhealthy in /ready), 500 with a request id (logged) for the rest.
 """
 
 from __future__ import annotations
@@ -94,32 +88,28 @@ def create_app(config: ServerConfig) -> FastAPI:
 def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetrics) -> None:
     app.add_middleware(RequestGuard, max_body_bytes=config.limits.max_body_bytes, metrics=metrics)
 
-    @app.exception_handler(ClientError)
-    async def clienterror_response(request: Request, exc: ClientError) -> JSONResponse:
-        response = error_response(exc.status, str(exc))
-        response.headers.update(exc.headers or {})
-        return response
+    # Each error the routes let through, as the JSON error body with its status.
+    answers = {
+        ClientError: lambda exc: (exc.status, str(exc)),
+        SemsearchError: lambda exc: (400, api_words(str(exc))),
+        DamagedIndexError: lambda exc: (503, str(exc)),  # the index's owner must act
+        LookupError: lambda exc: (404, str(exc.args[0] if exc.args else exc)),
+        HTTPException: lambda exc: (exc.status_code, str(exc.detail)),
+        RequestValidationError: lambda exc: (422, _first_problem(exc)),
+    }
+    for kind, answer in answers.items():
 
-    @app.exception_handler(SemsearchError)
-    async def usererror_response(request: Request, exc: SemsearchError) -> JSONResponse:
-        return error_response(400, api_words(str(exc)))
+        async def handler(request: Request, exc: Exception, answer=answer) -> JSONResponse:
+            response = error_response(*answer(exc))
+            if isinstance(exc, ClientError):
+                response.headers.update(exc.headers or {})
+            return response
 
-    @app.exception_handler(DamagedIndexError)
-    async def damaged_index(request: Request, exc: DamagedIndexError) -> JSONResponse:
-        return error_response(503, str(exc))  # the index's owner must act, not the client
+        app.add_exception_handler(kind, handler)
 
-    @app.exception_handler(LookupError)
-    async def not_found(request: Request, exc: LookupError) -> JSONResponse:
-        return error_response(404, str(exc.args[0] if exc.args else exc))
 
-    @app.exception_handler(HTTPException)
-    async def httperror_response(request: Request, exc: HTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-        return error_response(
-            422, f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", "invalid")
-        )
+def _first_problem(exc: RequestValidationError) -> str:
+    """A request's first invalid field and why, in one line."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    return f"{where}: {first.get('msg', 'invalid')}" if where else first.get("msg", "invalid")

@@ -1,17 +1,12 @@
 """Dynamic micro-batching: queries that arrive together are encoded in one model call.
 
-Why: a transformer encodes 32 short queries in little more time than one, so a server that
-encodes each request on its own spends its CPU on per-call overhead as load grows. Requests
-put their texts on a queue; a worker thread takes what has arrived, waits at most
-`max_wait_ms` after the first text for more (up to `max_batch` texts; only while other
-requests are in flight: a lone client never waits), encodes them (in groups of `group`
-texts, shortest first, when given) and hands each request its rows after running the
-request's own `then` on them in the same thread: the server searches and renders there, so
-a request changes threads once and the event loop only awaits a future. With `workers` > 1,
-as many threads each gather and encode their own batches (on a CPU, one single-threaded
-encoder per core outruns one encoder spread over every core). `on_idle` is work a worker
-does in small steps while its queue is empty (the server compiles bf16 kernels so): a
-query that arrives meanwhile waits for the step at hand only.
+Why: a transformer encodes 32 short queries in little more time than one. A worker thread
+takes what has arrived, waits at most `max_wait_ms` for more (only while other requests are
+in flight: a lone client never waits), encodes it (in groups of `group` texts, shortest
+first) and runs each request's `then` on its rows in the same thread, so a request changes
+threads once. With `workers` > 1 each thread batches on its own (on a CPU, one
+single-threaded encoder per core is faster); `on_idle` is work done in small steps while
+the queue is empty (compiling bf16 kernels).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The indexes a server answers from: opened once, kept on their current generation.
 
-Each index gets a `Searcher`; indexes built by the same model share one encoder and one
-micro-batcher. A background thread looks at every index's manifest a few times a second
-and moves its searcher to a new generation (written by the API, or by `semsearch add` in
-another process), so answers follow changes within a second without a restart; searches
-in flight finish on the generation they started with. An index whose folder disappears or
-stops opening, or whose files a search finds damaged, is marked unhealthy with the reason,
-and the others keep serving.
+Indexes built by the same model share one encoder and one micro-batcher. A background
+thread moves each searcher to a new generation (written by the API, or by `semsearch add`
+in another process) within a second; searches in flight finish on theirs. An index that
+stops opening, or whose files a search finds damaged, is marked unhealthy with the reason.
 """
 
 from __future__ import annotations
@@ -34,13 +31,9 @@ log = logging.getLogger(__name__)
 
 
 def release_free_memory() -> None:
-    """Hand freed heap memory back to the OS (Arrow's pool, and glibc's `malloc_trim`).
-
-    Why: glibc keeps what a thread freed in that thread's arena for reuse; an `add` encodes
-    its rows in a request thread and a new generation replaces the old one's arrays, so
-    without a trim a server that is changed every few seconds grows by the peak of each
-    change (measured: +220 MB after the first 1,000-row add on the 841k index).
-    """
+    """Hand freed heap memory back to the OS (Arrow's pool, and glibc's `malloc_trim`):
+    without it a server changed every few seconds grows by the peak of each change, kept in
+    its threads' arenas (+220 MB after the first 1,000-row add on the 841k index)."""
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()  # Arrow's own allocator keeps freed pages too
@@ -254,22 +247,20 @@ class IndexRegistry:
         encoder = ExportedQueryEncoder.open(spec, threads=1, precision=wanted)
         if encoder is None:
             return None
-        workers = self._workers()
         self.warmups.append(NothingToWarm(f"{wanted} ({encoder.runtime})", wanted))
-
-        def encode(texts: list[str]):
-            return encoder.encode(texts, batch_size=len(texts))
-
-        batcher = MicroBatcher(
-            encode,
-            self.config.max_batch,
-            self.config.max_wait_ms,
-            self.on_batch,
-            workers=workers,
+        batcher = self._batcher(
+            lambda texts: encoder.encode(texts, batch_size=len(texts)),
+            workers=self._workers(),
             group=CPU_SUB_BATCH,
             on_start=lambda: encoder.encode(["a warm-up query"]),
         )
         return encoder, batcher
+
+    def _batcher(self, encode, **options) -> MicroBatcher:
+        """A micro-batcher of `encode` with the server's batch settings (`options`: the
+        batcher's workers, group and hooks)."""
+        config = self.config
+        return MicroBatcher(encode, config.max_batch, config.max_wait_ms, self.on_batch, **options)
 
     @staticmethod
     def _checked(spec, precision: str) -> bool:
@@ -316,14 +307,7 @@ class IndexRegistry:
                 ["a warm-up query"], batch_size=1, precision="fp32" if on_cpu else "auto"
             )
 
-        batcher = MicroBatcher(
-            encode,
-            self.config.max_batch,
-            self.config.max_wait_ms,
-            self.on_batch,
-            workers=workers,
-            group=group,
-            on_start=first_query,
-            on_idle=warmup.step,
+        batcher = self._batcher(
+            encode, workers=workers, group=group, on_start=first_query, on_idle=warmup.step
         )
         return encoder, batcher

@@ -1,12 +1,9 @@
 """Start-up without a dead minute: the server answers at once, and warms in the background.
 
-Why: choosing bf16 (a probe that encodes both ways) and compiling its kernels for every
-query shape took 54-63 s on a 2-core CPU, during which `serve` had printed its URL and
-refused every connection. Now the app listens at once (`/health` answers, `/ready` says
-"starting"), the indexes open in a thread, and queries are answered in fp32 as soon as the
-model is loaded; each encoder worker then chooses and compiles bf16 between batches, one
-shape at a time, and switches to it when its kernels are ready (the vectors are within
-cosine 0.9999 of fp32's, so no answer changes in a way a user could see).
+Why: choosing bf16 and compiling its kernels took 54-63 s on a 2-core CPU, during which
+`serve` refused every connection. Now the indexes open in a thread, queries are answered
+in fp32 once the model is loaded, and each encoder worker compiles bf16 between batches
+and switches to it when ready (within cosine 0.9999 of fp32's vectors).
 """
 
 from __future__ import annotations

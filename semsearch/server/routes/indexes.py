@@ -28,21 +28,8 @@ def list_served(indexes: Registry) -> list[dict]:
 @router.get("/{name}", dependencies=READER)
 def describe(indexes: Registry, name: str) -> dict:
     served = indexes.get(name)
-    folder = served.folder
-    generations = [
-        {
-            "generation": m.generation,
-            "created_at": m.created_at,
-            "rows": m.rows,
-            "operation": {k: v for k, v in m.operation.items() if k != "tried"},
-        }
-        for m in (folder.manifest(number) for number in folder.generations())
-    ]
-    return {
-        **summary(served),
-        "manifest": folder.manifest().to_dict(),
-        "generations": generations,
-    }
+    index = Index(served.folder)
+    return {**summary(served), "manifest": index.manifest.to_dict(), "generations": index.history()}
 
 
 @router.post("/{name}/documents", dependencies=WRITER)

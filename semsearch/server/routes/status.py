@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from semsearch.server.access import READER, ClientError, Registry, authorised
-from semsearch.server.registry import IndexRegistry, ServedIndex
+from semsearch.server.registry import IndexRegistry
 from semsearch.server.warmup import Startup
 
 router = APIRouter()
@@ -58,8 +58,12 @@ async def ready(request: Request) -> JSONResponse:
         pass  # without the key: the status only
     else:
         body["indexes"] = {
-            name: {"healthy": s.healthy, "problem": s.problem, "generation": generation(s)}
-            for name, s in indexes.indexes.items()
+            name: {
+                "healthy": served.healthy,
+                "problem": served.problem,
+                "generation": None if served.searcher is None else served.searcher.generation,
+            }
+            for name, served in indexes.indexes.items()
         }
     return JSONResponse(body, status_code=200 if ok else 503)
 
@@ -73,7 +77,3 @@ def prometheus(indexes: Registry, request: Request) -> Response:
             metrics.generation.labels(name).set(served.searcher.generation)
             metrics.rows.labels(name).set(served.searcher.manifest.rows)
     return Response(metrics.render(), media_type=metrics.content_type)
-
-
-def generation(served: ServedIndex) -> int | None:
-    return served.searcher.generation if served.searcher is not None else None
