@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -110,18 +111,14 @@ def pairs(
     # Written after each size, so that an interrupted run keeps what it measured.
     write = None if out_dir is None else (lambda so_far: write_result(so_far, out_dir))
     progress = show_progress(json_output)
-    result = run_pairs_bench(sets, cross, bi, options, _say, write, show_progress=progress)
+    say = functools.partial(typer.echo, err=True)  # the bench's progress, on stderr
+    result = run_pairs_bench(sets, cross, bi, options, say, write, show_progress=progress)
     if json_output:
         print_json_lines([result.to_dict()])
     else:
         _print_result(result)
     if out_dir is not None:
         typer.echo("wrote {} and {}".format(*result_paths(out_dir)), err=json_output)
-
-
-def _say(line: str) -> None:
-    """A line of the bench's progress, on stderr."""
-    typer.echo(line, err=True)
 
 
 def _load_models(cross_encoder: str | None, model: str, device: str) -> tuple:

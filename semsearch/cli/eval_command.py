@@ -1,10 +1,7 @@
 """`semsearch eval sts|pairs|ir|heatmap`: measure a model folder, or the model of an index.
 
-The work is done by `semsearch.evaluate`, one function per subcommand; each command
-here parses its options, calls it, prints a table (one JSON line with `--json`) and, with
-`--out`, writes the figures to a JSON file. `--index NAME` measures the model recorded in
-that index's manifest (checked against its fingerprint); `eval ir --search-index` also
-ranks with the index itself instead of an exact search.
+Each subcommand calls its function in `semsearch.evaluate` and prints a table (one JSON
+line with `--json`); `--out` also writes the figures to a JSON file.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import orjson
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from semsearch.server.metrics import ServerMetrics
@@ -63,17 +64,17 @@ class RequestGuard:
             await send(message)
 
         try:
-            receive = await self._limited(scope, receive)
-            if receive is None:
-                await _send_error(
-                    send_with_id, 413, f"the request body is over {self.max_body_bytes} bytes"
-                )
+            limited = await self._limited(scope, receive)
+            if limited is None:
+                message = f"the request body is over {self.max_body_bytes} bytes"
+                await JSONResponse({"error": message}, 413)(scope, receive, send_with_id)
             else:
-                await self.app(scope, receive, send_with_id)
+                await self.app(scope, limited, send_with_id)
         except Exception:
             log.exception("request %s failed", request_id)
             if not responded:
-                await _send_error(send_with_id, 500, f"internal error (request id {request_id})")
+                message = f"internal error (request id {request_id})"
+                await JSONResponse({"error": message}, 500)(scope, receive, send_with_id)
         finally:
             route = scope.get("route")
             self.metrics.observe(
@@ -105,18 +106,3 @@ class RequestGuard:
             return next(replay, None) or await receive()
 
         return replayed
-
-
-async def _send_error(send: Send, status: int, message: str) -> None:
-    body = json_bytes({"error": message})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
