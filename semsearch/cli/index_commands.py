@@ -367,18 +367,10 @@ def list_command(
         console.print(f"no indexes in {index_dir}/")
     else:
         for row in rows:
-            if row["status"] != "ok":
-                console.print(
-                    f"{row['name']:<24} {row['status']}: {row['reason']}",
-                    markup=False,
-                    highlight=False,
-                    soft_wrap=True,
-                )
-                continue
-            console.print(
+            line = (
                 f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
-                f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
+                f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}"
+                if row["status"] == "ok"
+                else f"{row['name']:<24} {row['status']}: {row['reason']}"
             )
+            console.print(line, markup=False, highlight=False, soft_wrap=True)

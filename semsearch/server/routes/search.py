@@ -83,9 +83,11 @@ async def search_post(indexes: Registry, body: SearchRequest, request: Request) 
 
 
 async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits) -> Response:
-    if request.vector is not None or request.vectors is not None:
-        return await _search_by_vector(indexes, request, limits)
-    queries = _queries(request, limits)
+    """Texts (`q`, `queries`) encoded by the index's micro-batcher, or vectors (`vector`,
+    `vectors`) searched as they are (dense only), with no encoder involved."""
+    by_vector = request.vector is not None or request.vectors is not None
+    given = _vectors(request, limits) if by_vector else None
+    queries = None if by_vector else _queries(request, limits)
     served = healthy(indexes, request.index)
     searcher = served.searcher  # one generation for the whole request
     fusion = Fusion(
@@ -111,7 +113,10 @@ async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits
         return _answer(served, searcher, request.mode, queries, results)
 
     with damage_reported(indexes, served, searcher.generation):
-        if request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
+        if given is not None:
+            vectors = query_vectors(given, searcher.manifest.model.dimension)
+            body = await run_in_threadpool(answer, vectors)
+        elif request.mode == "lexical":  # BM25 needs no vectors: no encoder, no batch
             body = await run_in_threadpool(answer, None)
         elif served.batcher is None:  # your own vectors and no model: nothing encodes texts
             raise SemsearchError(no_model_message(served.name, '"vector": [...]'))
@@ -121,10 +126,7 @@ async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits
     return Response(body, media_type="application/json")
 
 
-async def _search_by_vector(
-    indexes: IndexRegistry, request: SearchRequest, limits: Limits
-) -> Response:
-    """`vector` or `vectors`: searched as they are (dense only), no encoder involved."""
+def _vectors(request: SearchRequest, limits: Limits) -> list[list[float]]:
     if request.q is not None or request.queries is not None:
         raise ClientError(422, "give either texts (q, queries) or vectors (vector, vectors)")
     if (request.vector is None) == (request.vectors is None):
@@ -138,25 +140,7 @@ async def _search_by_vector(
         )
     if request.k > limits.max_k:
         raise ClientError(422, f"k is {request.k}; the limit is {limits.max_k}")
-    served = healthy(indexes, request.index)
-    searcher = served.searcher  # one generation for the whole request
-    vectors = query_vectors(given, searcher.manifest.model.dimension)
-
-    def answer() -> bytes:
-        results = searcher.search_vectors(
-            vectors,
-            request.k,
-            request.where,
-            group=request.group,
-            nprobe=request.nprobe,
-            efSearch=request.ef_search,
-            oversample=request.oversample,
-        )
-        return _answer(served, searcher, "dense", None, results)
-
-    with damage_reported(indexes, served, searcher.generation):
-        body = await run_in_threadpool(answer)
-    return Response(body, media_type="application/json")
+    return given
 
 
 def _queries(request: SearchRequest, limits: Limits) -> list[str]:
