@@ -7,9 +7,8 @@ line with `--json`); `--out` also writes the figures to a JSON file.
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -26,7 +25,7 @@ from semsearch.options import (
 )
 
 if TYPE_CHECKING:
-    from semsearch.evaluate import EvaluationResult, ModelOptions
+    from semsearch.evaluate import EvaluationResult
 
 eval_app = App(help="Measure a model (or an index's model) on labelled data.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -80,10 +79,19 @@ def sts(
 ) -> None:
     """Spearman and Pearson correlation of four similarities with graded pairs (both sides
     after the query prompt: the e5/bge convention for symmetric tasks)."""
-    from semsearch.evaluate import evaluate_sts
+    from semsearch.evaluate import ModelOptions, evaluate_sts
 
     columns = parse_assignments(column, "--column")
-    chosen = _model_options(locals(), show_progress=show_progress(json_output))
+    chosen = ModelOptions(
+        model=model,
+        index=index,
+        index_dir=index_dir,
+        device=device,
+        quantization=quantize,
+        batch_size=batch_size,
+        show_progress=show_progress(json_output),
+        query_prompt=query_prompt,
+    )
     _report(evaluate_sts(data, chosen, columns, score_max), out, json_output)
 
 
@@ -111,10 +119,18 @@ def pairs(
 ) -> None:
     """Duplicate / not: accuracy, F1, precision, recall at dev thresholds; average precision
     (both sides after the query prompt: the e5/bge convention for symmetric tasks)."""
-    from semsearch.evaluate import evaluate_pairs
+    from semsearch.evaluate import ModelOptions, evaluate_pairs
 
     columns = parse_assignments(column, "--column")
-    chosen = _model_options(locals(), show_progress=show_progress(json_output))
+    chosen = ModelOptions(
+        model=model,
+        index=index,
+        index_dir=index_dir,
+        device=device,
+        batch_size=batch_size,
+        show_progress=show_progress(json_output),
+        query_prompt=query_prompt,
+    )
     _report(evaluate_pairs(dev, chosen, test, columns), out, json_output)
 
 
@@ -176,10 +192,19 @@ def ir(
     """nDCG@10, MRR@10, recall@1/10/100 and MAP@100 on a BEIR-format folder, for dense,
     lexical (BM25) and hybrid retrieval side by side (queries after the query prompt, the
     corpus after the document prompt)."""
-    from semsearch.evaluate import evaluate_ir
+    from semsearch.evaluate import ModelOptions, evaluate_ir
     from semsearch.search.hybrid import Fusion
 
-    chosen = _model_options(locals())
+    chosen = ModelOptions(
+        model=model,
+        index=index,
+        index_dir=index_dir,
+        device=device,
+        quantization=quantize,
+        batch_size=batch_size,
+        query_prompt=query_prompt,
+        document_prompt=document_prompt,
+    )
     fused = Fusion(fusion, alpha=alpha)
     result = evaluate_ir(folder, chosen, split, search_index, rerank, rerank_top, fused, tune_alpha)
     if "before_rerank" in result.facts and not json_output:
@@ -237,9 +262,9 @@ def heatmap(
     out: Out = None,
 ) -> None:
     """A PNG of the cosine similarity of every pair of sentences, and the matrix as a table."""
-    from semsearch.evaluate import evaluate_heatmap
+    from semsearch.evaluate import ModelOptions, evaluate_heatmap
 
-    chosen = _model_options(locals())
+    chosen = ModelOptions(model=model, index=index, index_dir=index_dir, device=device)
     result = evaluate_heatmap(sentences, png, chosen, title)
     console.print(f"[bold]heatmap[/bold]: cosine similarity, {result.model}")
     table = Table()
@@ -254,15 +279,6 @@ def heatmap(
     console.print(table)
     console.print(f"heat-map written to {png}")
     _write_json(out, result.to_dict())
-
-
-def _model_options(given: dict[str, Any], **more: Any) -> ModelOptions:
-    """The model a subcommand's options (`given`) name, and how to run it."""
-    from semsearch.evaluate import ModelOptions
-
-    named = [field for field in fields(ModelOptions) if field.name in given]
-    chosen = {field.name: given[field.name] for field in named}
-    return ModelOptions(quantization=given.get("quantize"), **chosen, **more)
 
 
 def _report(result: EvaluationResult, out: Path | None, json_output: bool) -> None:
