@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from build_pypi import sample_queries
+from index_family import sample_queries
 from common import args_dict, base_parser, environment, read_corpus, record, set_threads
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
