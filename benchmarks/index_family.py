@@ -275,8 +275,8 @@ def tradeoff(context) -> dict:
         print(f"{label}: built in {seconds:.1f} s, {size / 2**20:.0f} MiB", flush=True)
         parameter = {"IVF": "nprobe", "HNS": "efSearch"}.get(STRUCTURES[label][:3])
         values = {"nprobe": NPROBES, "efSearch": EF_SEARCHES}.get(parameter, (None,))
-        if parameter == "nprobe" and p["nprobes"]:
-            values = tuple(int(value) for value in str(p["nprobes"]).split(","))
+        if parameter == "nprobe" and p["nprobes"]:  # `nprobes=1,4,16` reads as a tuple
+            values = tuple(p["nprobes"]) if isinstance(p["nprobes"], tuple) else (p["nprobes"],)
         points = []
         for value in values:
             if parameter == "nprobe" and value > index.parameter_ceiling():

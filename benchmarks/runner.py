@@ -16,7 +16,7 @@ read as Python literals, else as text).
 from __future__ import annotations
 
 import argparse
-import ast
+import shlex
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -87,26 +87,13 @@ def function(measure: str) -> Callable[..., Iterable[dict] | dict]:
     return getattr(__import__(f"{family}_family"), name)
 
 
-def parse_settings(settings: list[str]) -> dict[str, Any]:
-    """`key=value` pairs, each value a Python literal where it reads as one, else text."""
-    parsed = {}
-    for setting in settings:
-        key, separator, text = setting.partition("=")
-        if not separator:
-            raise SystemExit(f"--set {setting!r}: write key=value")
-        try:
-            parsed[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            parsed[key] = text
-    return parsed
-
-
 def run(descriptor: Benchmark, args: argparse.Namespace) -> None:
     """Measure one descriptor and append each result it returns as a JSON line."""
-    settings = parse_settings(args.set)
-    if unknown := set(settings) - set(descriptor.params):
+    settings, defaults = suite.parse_settings(args.set), descriptor.defaults
+    if unknown := set(settings) - set(defaults):
         raise SystemExit(f"{descriptor.name} has no parameter {sorted(unknown)[0]!r}")
-    params = {**descriptor.params, **(descriptor.smoke_params if args.smoke else {}), **settings}
+    smoke = suite.parse_settings(shlex.split(descriptor.smoke_params)) if args.smoke else {}
+    params = {**defaults, **smoke, **settings}
     threads = params["threads"]
     set_threads(threads if isinstance(threads, int) else None)  # a list: one process each
     context = Context(params, Cache(args.cache_dir, args.data_dir), args.data_dir, args.out_dir)

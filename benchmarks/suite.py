@@ -13,13 +13,14 @@ its command line. The GPU scripts' CPU smoke runs are `make bench-gpu-smoke` (gp
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,8 @@ class Benchmark:
     goals: tuple[Goal, ...] = ()
     figures: tuple[Figure, ...] = ()
     measure: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-    smoke_params: dict[str, Any] = field(default_factory=dict)
+    params: str = ""
+    smoke_params: str = ""
     smoke: str | None = None
     no_smoke: str = ""
     smoke_limit_s: int = 120
@@ -73,8 +74,26 @@ class Benchmark:
         return f"run {self.name} --smoke --cache-dir {{scratch}}" if self.measure else self.smoke
 
     @property
+    def defaults(self) -> dict[str, Any]:
+        return parse_settings(shlex.split(self.params))
+
+    @property
     def command(self) -> str:
         return f"python {self.path}" + (f" run {self.name}" if self.measure else "")
+
+
+def parse_settings(settings: list[str]) -> dict[str, Any]:
+    """`key=value` pairs, each value a Python literal where it reads as one, else text."""
+    parsed = {}
+    for setting in settings:
+        key, separator, text = setting.partition("=")
+        if not separator:
+            raise SystemExit(f"{setting!r}: write key=value")
+        try:
+            parsed[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            parsed[key] = text
+    return parsed
 
 
 def _where(where: dict[str, object]) -> dict[tuple[str, ...], object]:
@@ -106,8 +125,9 @@ BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-sm
 BY_TRAIN_SMOKE = "trains for tens of minutes to hours; `train.py` is smoked by `train_stsb`"
 SMOKE_INDEX = "pypi-first1500-ivf"  # what build_pypi's smoke run builds, for later smoke runs
 READS_SMOKE_INDEX = f"--index {SMOKE_INDEX} --index-dir {{scratch}}/indexes"
-ENCODE = dict(pypi_rows=20_000, debian_rows=5_000, batch_size=32, model=None, threads=None)
-INDEX = dict(seed=0, threads=None)
+# A descriptor's parameters, written as `runner.py run --set` reads them (later ones win).
+ENCODE = "pypi_rows=20000 debian_rows=5000 batch_size=32 model=None threads=None"
+INDEX = "seed=0 threads=None"
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
@@ -123,24 +143,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("PyPI min cosine to st fp32", "min_cos >= 0.995", **PYPI),
         ),
         measure="encode.in_process",
-        params=dict(
-            ENCODE,
-            device="cpu",
-            precision="auto",  # semsearch's in the compared rows (auto: bf16 on CUDA)
-            anchor_bf16=False,  # also sentence-transformers with bf16 weights
-            variant=[],  # semsearch-only rows, e.g. "b=default,pack" (encode_family.Variant)
-            repeats=2,
-            variant_repeats=1,
-            full_warmup=False,  # warm up on the whole corpus, not its first 2,000 texts
-            corpora=["pypi_summaries", "debian_long"],
-            peak_tflops=989.4,  # the GPU's dense bf16 peak (H100/H200 SXM data sheets)
-            name=None,  # a label kept in the lines
-            st_references=None,  # st at its defaults and its fastest (None: on with CUDA)
-            st_defaults=True,  # with st_references, its defaults too (the slowest row)
-            st_fastest_batch=512,
-            random_base_model=False,  # a random BERT-base-shaped model instead of `model`
-        ),
-        smoke_params=dict(pypi_rows=100, debian_rows=20, repeats=1, threads=1),
+        params=f"{ENCODE} device=cpu precision=auto anchor_bf16=False variant=[] repeats=2 "
+        "variant_repeats=1 full_warmup=False corpora=['pypi_summaries','debian_long'] "
+        "peak_tflops=989.4 name=None st_references=None st_defaults=True "
+        "st_fastest_batch=512 random_base_model=False",
+        smoke_params="pypi_rows=100 debian_rows=20 repeats=1 threads=1",
     ),
     Benchmark(
         "gpu_build",
@@ -199,20 +206,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("build peak RSS MiB (sampled)", "build.peak_rss_sampled_mib", **FULL),
         ),
         measure="index.build",
-        params=dict(
-            INDEX,
-            limit=None,  # the first N rows only
-            index="auto",
-            quantize=None,  # int8: build and query with int8
-            runtime=None,  # what encodes the build (default: the library's)
-            skip_build=False,  # re-measure the cached index
-            compile=False,  # query through Searcher(compile=True)
-            query_runtime="auto",  # as `semsearch query --runtime`
-            query_source="debian",  # or "pypi" (indexed texts)
-            queries=1000,
-            recall_queries=200,
-        ),
-        smoke_params=dict(limit=1500, index="ivf", queries=30, recall_queries=20),
+        params=f"{INDEX} limit=None index=auto quantize=None runtime=None skip_build=False "
+        "compile=False query_runtime=auto query_source=debian queries=1000 recall_queries=200",
+        smoke_params="limit=1500 index=ivf queries=30 recall_queries=20",
     ),
     Benchmark(
         "index_tradeoff",
@@ -223,17 +219,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("exact search, queries/s", "exact_qps"),
         ),
         measure="index.tradeoff",
-        params=dict(
-            INDEX,
-            index="pypi",  # a cached index's name (built when missing)
-            types="flat,ivf1024,ivf4096,hnsw16,hnsw32,ivfpq48,ivfpq96",  # index_family
-            queries=1000,  # held out of the database
-            min_seconds=2.0,  # each search setting timed at least this long
-            target=0.95,
-            nprobes=None,  # e.g. "1,4,16" for the IVF types (default: 1-512, powers of 2)
-            ef_construction=None,  # HNSW's (default: FAISS's 40; semsearch's builds use 80)
-        ),
-        smoke_params=dict(index=SMOKE_INDEX, types="flat,hnsw16", queries=50, min_seconds=0.2),
+        params=f"{INDEX} index=pypi types=flat,ivf1024,ivf4096,hnsw16,hnsw32,ivfpq48,ivfpq96 "
+        "queries=1000 min_seconds=2.0 target=0.95 nprobes=None ef_construction=None",
+        smoke_params=f"index={SMOKE_INDEX} types=flat,hnsw16 queries=50 min_seconds=0.2",
         note="Each structure's fastest setting at the target is its `best` in the line's "
         "`results` (lines from before 2026-11-27 hold only the points).",
     ),
@@ -246,8 +234,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap <= 0.01"),
         ),
         measure="index.living",
-        params=dict(INDEX, base_rows=20_000, add_rows=10_000, queries=200, delete_rows=1_000),
-        smoke_params=dict(base_rows=400, add_rows=100, queries=10, delete_rows=20),
+        params=f"{INDEX} base_rows=20000 add_rows=10000 queries=200 delete_rows=1000",
+        smoke_params="base_rows=400 add_rows=100 queries=10 delete_rows=20",
     ),
     Benchmark(
         "startup",
@@ -295,15 +283,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for what, key in (("recall", "recall"), ("query p50 ms", "p50_query_ms"))
         ),
         measure="index.living_scale",
-        params=dict(
-            INDEX,
-            index="pypi",  # a cached index's name (built when missing)
-            queries=100,
-            add_rows=1000,
-            reindex="ivfpq",  # "" skips it
-            in_domain=False,  # queries: indexed rows the filter leaves out, not Debian's
-        ),
-        smoke_params=dict(index=SMOKE_INDEX, queries=10, add_rows=100, reindex=""),
+        params=f"{INDEX} index=pypi queries=100 add_rows=1000 reindex=ivfpq in_domain=False",
+        smoke_params=f"index={SMOKE_INDEX} queries=10 add_rows=100 reindex=''",
     ),
     Benchmark(
         "hybrid_quality",
@@ -477,17 +458,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("STS-B test, int8", "value", run="default-int8", metric="spearman_cosine"),
         ),
         measure="encode.per_process",
-        params=dict(
-            ENCODE,
-            pypi_rows=3000,
-            debian_rows=600,
-            threads=[1, 2],  # one process per candidate and thread count
-            rounds=2,
-            candidates=None,  # only these (comma-separated; the reference always runs)
-            peer_path="/tmp/stov",  # optimum-intel and its transformers
-            onnx_peer_path="/tmp/stonnx",  # optimum-onnx, onnxruntime and their transformers
-        ),
-        smoke_params=dict(pypi_rows=24, debian_rows=8, threads=[1], rounds=1),
+        params=f"{ENCODE} pypi_rows=3000 debian_rows=600 threads=[1,2] rounds=2 candidates=None "
+        "peer_path=/tmp/stov onnx_peer_path=/tmp/stonnx",
+        smoke_params="pypi_rows=24 debian_rows=8 threads=[1] rounds=1",
     ),
     Benchmark(
         "mine_stsb_ap",

@@ -64,14 +64,13 @@ def test_every_descriptor_names_a_measure_and_its_smoke_changes_only_its_paramet
     assert {d.name for d in descriptors} >= {"encode_throughput", "build_pypi", "index_tradeoff"}
     for descriptor in descriptors:
         assert callable(runner.function(descriptor.measure)), descriptor.name
-        assert set(descriptor.smoke_params) <= set(descriptor.params), descriptor.name
-        assert "threads" in descriptor.params, descriptor.name  # the runner sets them
+        smoke = suite.parse_settings(descriptor.smoke_params.split())
+        assert set(smoke) <= set(descriptor.defaults), descriptor.name
+        assert "threads" in descriptor.defaults, descriptor.name  # the runner sets them
 
 
 def test_settings_read_as_literals_else_as_text() -> None:
-    import runner
-
-    settings = runner.parse_settings(["rows=3", "types=flat,hnsw16", 'variant=["b=32"]', "x=None"])
+    settings = suite.parse_settings(["rows=3", "types=flat,hnsw16", 'variant=["b=32"]', "x=None"])
     assert settings == {"rows": 3, "types": "flat,hnsw16", "variant": ["b=32"], "x": None}
 
 
