@@ -251,7 +251,7 @@ def encode_corpora(args: argparse.Namespace) -> dict[str, list[str]]:
 
 
 def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
-    """`--index-dir` and `--index`: the built index a script reads (build_pypi.py makes one)."""
+    """`--index-dir` and `--index`: the built index a script reads (the runner builds one)."""
     parser.add_argument(
         "--index-dir",
         type=Path,

@@ -5,7 +5,7 @@ bundled model package nor the shared data, and a call may carry 64 MiB. The defa
 (91 MB in fp32) travels as fp16 safetensors (45 MB) with its tokenizer and configs, plus
 column extracts of the two corpora: every PyPI summary (841,708 rows, the `summary` column
 alone, zstd level 19: about 15.4 MiB, for gpu_build.py and mine_pypi.py; the first N rows
-serve encode_throughput.py), the first 20,000 Debian long descriptions (1.2 MiB) and STS-B
+serve encode_throughput), the first 20,000 Debian long descriptions (1.2 MiB) and STS-B
 (0.3 MiB, the sentences of gpu_pairs.py). On the machine, `--widen` restores an fp32 folder
 that both encoders then load, so their comparison stays exact (on the carried weights).
 The scripts read the extracts with `--data-dir .gpu/data`.
