@@ -50,7 +50,6 @@ from common import (
     PeakRss,
     corpus_texts,
     cosine_stats,
-    environment,
     load_sentence_transformer,
     random_base_model,
     reference_model_path,
@@ -209,7 +208,6 @@ def in_process(context) -> Iterator[dict]:
         atexit.register(shutil.rmtree, scratch, ignore_errors=True)
         p["model"] = random_base_model(p["model"], scratch / "model")
         model_label = "random BERT-base shape (12 layers, 768 hidden, 12 heads, 3072 inner)"
-    print(environment(), flush=True)
     ours = BiEncoder.load(str(p["model"]), device=p["device"])
     anchor = load_sentence_transformer(p["model"], device=p["device"])
     for name, texts in corpora(context).items():
@@ -365,8 +363,7 @@ def per_process(context) -> list[dict]:
     lines = summarise(runs, texts)
     for line in lines:
         print(*(line.get(key) for key in ("corpus", "threads", "candidate", "texts_per_s")))
-    env = environment()
-    return [{**line, "environment": env} for line in lines]
+    return lines
 
 
 def worker(options: str) -> None:

@@ -29,7 +29,6 @@ import psutil  # noqa: E402
 from common import (  # noqa: E402
     PeakRss,
     corpus_texts,
-    environment,
     percentiles_ms,
     sample_rows,
 )
@@ -170,7 +169,6 @@ def build(context) -> dict:
     recall = ivf_recall(searcher, queries[: p["recall_queries"]])
     print(f"latency: {latency}\nopen {open_seconds:.1f} s; IVF recall vs exact: {recall}")
     return {
-        "environment": environment(),
         "build": built,
         "manifest": searcher.manifest.to_dict(),
         "open_seconds": round(open_seconds, 2),
@@ -298,7 +296,6 @@ def tradeoff(context) -> dict:
         "k": K,
         "exact_qps": flat["points"][0]["qps"],
         "results": results,
-        "environment": environment(),
     }
 
 

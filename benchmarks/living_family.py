@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import PeakRss, environment, read_corpus, sample_rows
+from common import PeakRss, read_corpus, sample_rows
 
 from semsearch.ann.metrics import higher_is_better
 from semsearch.ann.tune import recall_at_k, tie_aware_recall
@@ -47,7 +47,6 @@ def at_scale(context) -> dict:
     debian = debian.take(pa.array(sample_rows(debian.num_rows, p["queries"] + p["add_rows"])))
     queries = debian.slice(0, p["queries"]).column("short_description").to_pylist()
     report = {
-        "environment": environment(),
         "rows": start.rows,
         "factory": start.index.factory,
         "search_params": start.index.search_params,
@@ -184,7 +183,7 @@ def add_equals_build(context) -> dict:
         paths[label] = work / f"{label}.parquet"
         pq.write_table(part, paths[label])
     encoder = BiEncoder.load("default", device="cpu")
-    report = {"environment": environment(), "types": {}}
+    report = {"types": {}}
     timings = {}
     for label in ("base", "all"):
         started = time.perf_counter()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import suite
-from common import DEFAULT_DATA_DIR, DEFAULT_OUT_DIR, corpus_head, record, set_threads
+from common import DEFAULT_OUT_DIR, add_data_options, corpus_head, environment, record, set_threads
 from suite import Benchmark
 
 
@@ -102,7 +102,7 @@ def run(descriptor: Benchmark, args: argparse.Namespace) -> None:
     # a list at once; a generator's lines each as it comes (a run cut short keeps them)
     for batch in [results] if isinstance(results, list) else ([line] for line in results):
         used = {key: str(v) if isinstance(v, Path) else v for key, v in params.items()}
-        lines = [{"args": used, **line} for line in batch]
+        lines = [{"args": used, **line, "environment": environment()} for line in batch]
         record(args, descriptor.name, lines, params.get("device", "cpu"))
 
 
@@ -114,10 +114,8 @@ def main() -> None:
     runs.add_argument("names", nargs="+")
     runs.add_argument("--smoke", action="store_true", help="at the descriptor's smoke sizes")
     runs.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE")
-    runs.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    runs.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR, help="work folder")
+    add_data_options(runs)
     runs.add_argument("--cache-dir", type=Path, default=DEFAULT_OUT_DIR, help="indexes, vectors")
-    runs.add_argument("--results-dir", type=Path, default=None, help="default: see common.py")
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)
     worker.add_argument("measure")
     worker.add_argument("options")
