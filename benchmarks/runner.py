@@ -123,7 +123,7 @@ def main() -> None:
     if args.command == "list":
         for d in (b for b in suite.BENCHMARKS if b.measure):
             print(f"{d.name}: {d.measure} {d.params}\n    smoke: {d.smoke_params}")
-    elif args.command == "worker":  # a measure's own child process (encode.per_process)
+    elif args.command == "worker":  # a measure's own child process (runtimes.per_process)
         function(args.measure)(args.options)
     else:
         args.out_dir.mkdir(parents=True, exist_ok=True)

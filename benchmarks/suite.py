@@ -460,7 +460,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),
             _figure("STS-B test, int8", "value", run="default-int8", metric="spearman_cosine"),
         ),
-        measure="encode.per_process",
+        measure="runtimes.per_process",
         params=f"{ENCODE} pypi_rows=3000 debian_rows=600 threads=[1,2] rounds=2 candidates=None "
         "peer_path=/tmp/stov onnx_peer_path=/tmp/stonnx",
         smoke_params="pypi_rows=24 debian_rows=8 threads=[1] rounds=1",
