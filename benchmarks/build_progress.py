@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO_ROOT, add_results_option, args_dict, base_parser, corpus_head, record
+from common import REPO_ROOT, args_dict, base_parser, corpus_head, record
 
 BAR = re.compile(r"encoding:.*?\|\s*(\d+)/(\d+) \[[^<]*<([^,]*),")
 WINDOW_S = 1.0
@@ -117,7 +117,6 @@ def main() -> None:
     parser.add_argument(
         "--log", type=Path, default=None, help="write the timestamped stderr lines to this file"
     )
-    add_results_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="build_progress-") as scratch:
         corpus = corpus_head(args.data_dir, "pypi", args.rows, Path(scratch), ["name", "summary"])

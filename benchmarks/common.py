@@ -28,6 +28,7 @@ import psutil
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 DEFAULT_OUT_DIR = REPO_ROOT / "benchmarks" / "out"
+DEFAULT_RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 # all-mpnet-base-v2's shape, for timing with `random_base_model`.
 BASE_SHAPE = {
     "num_hidden_layers": 12,
@@ -194,8 +195,14 @@ def _default_sigint() -> None:
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
-    """A parser with the two options every script has: where the data is, where results go."""
+    """A parser with the options every script has: where the data is, its work folder, and
+    where its JSON lines go (see `results_file`)."""
     parser = argparse.ArgumentParser(description=description)
+    add_data_options(parser)
+    return parser
+
+
+def add_data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -206,9 +213,16 @@ def base_parser(description: str) -> argparse.ArgumentParser:
         "--out-dir",
         type=Path,
         default=DEFAULT_OUT_DIR,
-        help=f"where the JSON results go (default {DEFAULT_OUT_DIR})",
+        help=f"the work folder: indexes, models, logs (default {DEFAULT_OUT_DIR})",
     )
-    return parser
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help=f"folder of the <name>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} with the "
+        "default --out-dir, else OUT_DIR/results, so smoke runs into a scratch folder never "
+        "touch the recorded figures)",
+    )
 
 
 def add_options(parser: argparse.ArgumentParser, hidden: bool = False, **options: object) -> None:
@@ -228,30 +242,8 @@ def add_options(parser: argparse.ArgumentParser, hidden: bool = False, **options
             parser.add_argument(flag, type=kind, default=default, help=help_text)
 
 
-def add_encode_options(
-    parser: argparse.ArgumentParser, pypi_rows: int, debian_rows: int, batch_size: int = 32
-) -> None:
-    """The encode family's options: the model, how many texts of each corpus, the batch."""
-    add_options(
-        parser,
-        model=(Path, "model folder for every encoder (default: the bundled model)"),
-        pypi_rows=pypi_rows,
-        debian_rows=debian_rows,
-        batch_size=(batch_size, "every compared encoder's rows per batch"),
-    )
-
-
-def encode_corpora(args: argparse.Namespace) -> dict[str, list[str]]:
-    """The encode family's texts: the first `--pypi-rows` PyPI summaries and `--debian-rows`
-    Debian long descriptions (non-blank)."""
-    return {
-        "pypi_summaries": corpus_texts(args.data_dir, "pypi", args.pypi_rows),
-        "debian_long": corpus_texts(args.data_dir, "debian", args.debian_rows),
-    }
-
-
 def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
-    """`--index-dir` and `--index`: the built index a script reads (build_pypi.py makes one)."""
+    """`--index-dir` and `--index`: the built index a script reads (the runner builds one)."""
     parser.add_argument(
         "--index-dir",
         type=Path,
@@ -355,23 +347,8 @@ def _total_ram_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-DEFAULT_RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
-
-
-def add_results_option(parser: argparse.ArgumentParser) -> None:
-    """`--results-dir`: where the JSON lines of recorded figures go."""
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=None,
-        help=f"folder of the <script>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} "
-        "with the default --out-dir, else OUT_DIR/results, so smoke runs into a "
-        "scratch folder never touch the recorded figures)",
-    )
-
-
 def results_file(args: argparse.Namespace, script: str) -> Path:
-    """The JSON-lines file of `script`'s figures for these options (see `add_results_option`)."""
+    """The JSON-lines file of `script`'s figures for these options (see `add_data_options`)."""
     folder = getattr(args, "results_dir", None)
     if folder is None:
         folder = (

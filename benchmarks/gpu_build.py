@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow.parquet as pq
 from common import (
     add_options,
-    add_results_option,
     base_parser,
     corpus_head,
     last_json_line,
@@ -203,7 +202,6 @@ def main() -> None:
         skip_peer=(False, "time semsearch alone"),
     )
     add_options(parser, hidden=True, peer=Path, factory=str)
-    add_results_option(parser)
     args = parser.parse_args()
     args.model = args.model or reference_model_path()
     if args.peer is not None:  # the peer's own process: its figures as the last line

@@ -5,7 +5,7 @@ bundled model package nor the shared data, and a call may carry 64 MiB. The defa
 (91 MB in fp32) travels as fp16 safetensors (45 MB) with its tokenizer and configs, plus
 column extracts of the two corpora: every PyPI summary (841,708 rows, the `summary` column
 alone, zstd level 19: about 15.4 MiB, for gpu_build.py and mine_pypi.py; the first N rows
-serve encode_throughput.py), the first 20,000 Debian long descriptions (1.2 MiB) and STS-B
+serve encode_throughput), the first 20,000 Debian long descriptions (1.2 MiB) and STS-B
 (0.3 MiB, the sentences of gpu_pairs.py). On the machine, `--widen` restores an fp32 folder
 that both encoders then load, so their comparison stays exact (on the carried weights).
 The scripts read the extracts with `--data-dir .gpu/data`.
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import REPO_ROOT, base_parser
+from common import REPO_ROOT, add_options, base_parser
 
 if TYPE_CHECKING:
     import numpy as np
@@ -216,25 +216,9 @@ def bundle(data_dir: Path, dropped_bits: int) -> None:
     for folder in ("debian", "stsb"):
         shutil.copytree(CARRY / "data" / folder, BUNDLE / "data" / folder)
     with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--python-version",
-                "3.12",
-                "--platform",
-                "manylinux_2_28_x86_64",
-                "-d",
-                scratch,
-                FAISS_WHEEL,
-            ],
-            check=True,
-        )
+        platform = "--python-version 3.12 --platform manylinux_2_28_x86_64"
+        download = f"-m pip download -q --no-deps --only-binary=:all: {platform} -d"
+        subprocess.run([sys.executable, *download.split(), scratch, FAISS_WHEEL], check=True)
         wheel = next(Path(scratch).glob("*.whl"))
         site = Path(scratch) / "site"
         shutil.unpack_archive(wheel, site, format="zip")
@@ -357,45 +341,20 @@ def nearest_others(vectors: np.ndarray, k: int) -> np.ndarray:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--pypi-rows", type=int, default=0, help="PyPI summaries (0: all 841,708)")
-    parser.add_argument(
-        "--debian-rows",
-        type=int,
-        default=20_000,
-        help="non-empty Debian long descriptions (20,000: about 1.2 MiB)",
-    )
-    parser.add_argument(
-        "--widen",
-        type=Path,
-        default=None,
-        help="on the GPU machine: write the fp32 model folder here instead",
-    )
-    parser.add_argument(
-        "--bundle", action="store_true", help="here: pack .gpu/bundle, all a GPU suite call carries"
-    )
-    parser.add_argument(
-        "--dropped-bits",
-        type=int,
-        default=DROPPED_BITS,
-        choices=range(0, 11),
-        metavar="0-10",
-        help=f"fp16 mantissa bits rounded off the model's matrices (default {DROPPED_BITS})",
-    )
-    parser.add_argument(
-        "--check-rounding",
-        action="store_true",
-        help="here: how far the rounded weights' vectors are from the fp32 model's (a JSON line)",
-    )
-    parser.add_argument(
-        "--texts", type=int, default=2_000, help="--check-rounding's texts of each corpus"
-    )
-    parser.add_argument(
-        "--unpack",
-        type=Path,
-        default=None,
-        help="there: restore .gpu/bundle, FAISS into this site folder",
+    add_options(
+        parser,
+        pypi_rows=(0, "PyPI summaries (0: all 841,708)"),
+        debian_rows=(20_000, "non-empty Debian long descriptions (20,000: about 1.2 MiB)"),
+        widen=(Path, "on the GPU machine: write the fp32 model folder here instead"),
+        bundle=(False, "here: pack .gpu/bundle, all a GPU suite call carries"),
+        dropped_bits=(DROPPED_BITS, "fp16 mantissa bits rounded off the model's matrices"),
+        check_rounding=(False, "here: how far the rounded weights' vectors are from fp32's"),
+        texts=(2_000, "--check-rounding's texts of each corpus"),
+        unpack=(Path, "there: restore .gpu/bundle, FAISS into this site folder"),
     )
     args = parser.parse_args()
+    if not 0 <= args.dropped_bits <= 10:
+        parser.error("--dropped-bits: 0 to 10 of fp16's mantissa bits")
     if args.check_rounding:
         check_rounding(args)
     elif args.bundle:

@@ -30,7 +30,6 @@ import tempfile
 from pathlib import Path
 
 from common import (
-    add_results_option,
     base_parser,
     command_line,
     device_label,
@@ -150,7 +149,6 @@ def main() -> None:
     parser.add_argument(
         "--min-seconds", type=float, default=30.0, help="cross-encoder scoring time at least"
     )
-    add_results_option(parser)
     args = parser.parse_args()
     reference = Path(args.model or reference_model_path())
     if not (args.data_dir / "stsb").is_dir() and not (args.data_dir / "pypi").is_dir():

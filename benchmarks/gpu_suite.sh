@@ -43,14 +43,14 @@ if [ "$SMOKE" = 1 ]; then
     MODEL=$($PY -c 'from semsearch.models.model_folder import resolve_model; print(resolve_model("default").path)')
     PYPI_ROWS=400 DEBIAN_ROWS=60 BUILD_ROWS=2000 MINE_ROWS=500 PAIRS_N=60 CHECK_TEXTS=64
     BUILD_EXTRA=(--index-type ivf --queries 100) PAIRS_EXTRA=(--min-seconds 1 --min-pairs 50)
-    ENCODE_EXTRA=(--batch-size 64 --st-references)
+    ENCODE_EXTRA=(batch_size=64 st_references=True)
 else
     DEVICE=cuda
     DATA=.gpu/data
     MODEL=/tmp/model
     export PYTHONPATH=".:$SITE"
     PYPI_ROWS=100000 DEBIAN_ROWS=20000 BUILD_ROWS=0 MINE_ROWS=0 PAIRS_N=10000 CHECK_TEXTS=5000
-    BUILD_EXTRA=() PAIRS_EXTRA=(--min-seconds 10) ENCODE_EXTRA=(--batch-size 256)
+    BUILD_EXTRA=() PAIRS_EXTRA=(--min-seconds 10) ENCODE_EXTRA=(batch_size=256)
 fi
 # The gpu-marked tests load this folder where they would load the default model package,
 # which does not travel (its weights are carried as fp16 and widened, so their hash differs).
@@ -115,10 +115,10 @@ checks() {
 }
 
 encode() {
-    step encode 70 110 $PY benchmarks/encode_throughput.py --device "$DEVICE" --model "$MODEL" \
-        --data-dir "$DATA" --pypi-rows "$PYPI_ROWS" --debian-rows "$DEBIAN_ROWS" \
-        "${ENCODE_EXTRA[@]}" --no-st-defaults --variant b=default,pack --repeats 1 \
-        --name encode_throughput --out-dir "$WORK/encode"
+    step encode 70 110 $PY benchmarks/runner.py run encode_throughput --data-dir "$DATA" \
+        --out-dir "$WORK/encode" --set device="$DEVICE" model="$MODEL" pypi_rows="$PYPI_ROWS" \
+        debian_rows="$DEBIAN_ROWS" "${ENCODE_EXTRA[@]}" st_defaults=False \
+        'variant=["b=default,pack"]' repeats=1 name=encode_throughput
 }
 
 build() {

@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from build_pypi import sample_queries
 from common import args_dict, base_parser, environment, read_corpus, record, set_threads
+from index_family import sample_queries
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.hybrid import (

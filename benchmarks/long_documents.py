@@ -45,7 +45,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from common import (
-    add_results_option,
     add_threads_option,
     args_dict,
     base_parser,
@@ -106,7 +105,6 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     add_threads_option(parser)
-    add_results_option(parser)
     args = parser.parse_args()
     set_threads(args.threads)
     args.out_dir.mkdir(parents=True, exist_ok=True)

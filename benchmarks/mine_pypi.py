@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 from common import (
     PeakRss,
     add_index_options,
-    add_results_option,
     args_dict,
     base_parser,
     corpus_head,
@@ -76,7 +75,6 @@ def main() -> None:
         help="auto, cpu, cuda or cuda:N: where the model encodes and FAISS searches",
     )
     parser.add_argument("--model", default="default", help="bi-encoder for --limit (a folder)")
-    add_results_option(parser)
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)  # the pairs are written there
     options = MiningOptions(

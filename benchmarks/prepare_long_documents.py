@@ -128,16 +128,12 @@ def main() -> None:
 def default_tokenizer():  # -> tuple[tokenizers.Tokenizer, int]
     """The default model's tokenizer (no truncation, no special tokens) and how many of a
     text's tokens its first window holds (`max_seq_length` less [CLS] and [SEP])."""
-    import tokenizers
+    from long_documents import load_tokenizer
 
     from semsearch.models.model_folder import resolve_model
 
-    folder = resolve_model("default").path
-    tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    config = json.loads((folder / "sentence_bert_config.json").read_text())
-    return tokenizer, int(config["max_seq_length"]) - 2
+    config = resolve_model("default").path / "sentence_bert_config.json"
+    return load_tokenizer("default"), int(json.loads(config.read_text())["max_seq_length"]) - 2
 
 
 def window_end(tokenizer, text: str, window: int) -> int:
@@ -321,14 +317,8 @@ def write_data(
     import pyarrow.parquet as pq
 
     out.mkdir(parents=True, exist_ok=True)
-    table = pa.table(
-        {
-            "id": [d.id for d in documents],
-            "title": [d.title for d in documents],
-            "text": [d.text for d in documents],
-        }
-    )
-    pq.write_table(table, out / "documents.parquet")
+    columns = {key: [getattr(d, key) for d in documents] for key in ("id", "title", "text")}
+    pq.write_table(pa.table(columns), out / "documents.parquet")
     folder = out / "documents"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()

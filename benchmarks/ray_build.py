@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import add_results_option, base_parser, environment, read_corpus, record
+from common import base_parser, environment, read_corpus, record
 
 from semsearch.distributed import RayOptions, build_index_on_ray
 from semsearch.ingest.build import build_index
@@ -78,7 +78,6 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="Ray encoder actors")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (both engines)")
     parser.add_argument("--engines", default="local,ray", help="which builds, in order")
-    add_results_option(parser)
     args = parser.parse_args()
     corpus, rows = corpus_file(args)
     env = environment()

@@ -1,17 +1,19 @@
-"""The benchmarks as one suite: what each measures, its goals as data, and its smoke run.
+"""The benchmarks as one registry: what each measures, its goals and figures as data, its smoke run.
 
     python benchmarks/suite.py list                 # every benchmark, what it measures, its goals
     python benchmarks/suite.py table [--write]      # goals and latest figures from results/*.jsonl
-    python benchmarks/suite.py smoke [NAME ...]     # each script at tiny sizes, pass or fail
+    python benchmarks/suite.py smoke [NAME ...]     # each one at tiny sizes, pass or fail
 
-The scripts stay runnable on their own; this file only describes them (as FAISS's
-`bench_fw` describes what to run) and runs them. The GPU scripts' CPU smoke runs are
-`make bench-gpu-smoke` (gpu_suite.sh); here they are listed with their goals only.
+As FAISS's `bench_fw` describes what to run: a benchmark of the encode or index family is a
+descriptor (its `measure` and `params`) that `runner.py` runs; the others are scripts with a
+harness of their own (a server under load, a kill, Ray, cold starts, a GPU), each smoked with
+its command line. The GPU scripts' CPU smoke runs are `make bench-gpu-smoke` (gpu_suite.sh).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shlex
 import shutil
@@ -20,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from results_table import (
     FIGURES_BEGIN,
@@ -33,60 +36,98 @@ from results_table import (
 )
 
 HERE = Path(__file__).resolve().parent
-# Scripts in benchmarks/ that measure nothing: this runner, the GPU suite's packing and
-# collecting (gpu_suite.sh runs them), and the long-document data's preparation.
+# Scripts that measure nothing: this registry, the GPU suite's packing and collecting
+# (gpu_suite.sh runs them) and the long-document data's preparation.
 TOOLS = ("suite", "gpu_carry", "gpu_collect", "prepare_long_documents")
 
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One script: what it measures, its goals, and the options of its smoke run (a command
-    line, split as a shell splits it; None: it needs a GPU or prebuilt data and is smoked
-    elsewhere or not at all, as `no_smoke` says).
-    `{scratch}` in the options is the smoke run's folder (shared, so a build can feed
-    later steps); each script also gets `--out-dir {scratch}/<name>`. `name` is also the
-    results file's (`results/<name>.jsonl`); `script` is the file when it differs. RESULTS.md
-    shows the latest value of each goal's figure and of `figures`; `gpu_only` marks a script
-    whose figures need a GPU, and `note` says what the registry's lines do not."""
+    """One benchmark. `name` is its results file's (`results/<name>.jsonl`). A descriptor has
+    a `measure` (`family.function` of `<family>_family.py`), its `params` and the ones its
+    smoke run changes (`smoke_params`); a script has `smoke`, its smoke run's options (split as
+    a shell splits them; `{scratch}` is the smoke folder, shared so a build feeds later runs;
+    `--out-dir {scratch}/<name>` follows), or `no_smoke`, why it has none. `script` is the
+    file when it differs from the name. RESULTS.md shows the latest value of each goal's
+    figure and of `figures`; `gpu_only` marks figures that need a GPU, `note` adds a line."""
 
     name: str
     measures: str
     goals: tuple[Goal, ...] = ()
+    figures: tuple[Figure, ...] = ()
+    measure: str = ""
+    params: str = ""
+    smoke_params: str = ""
     smoke: str | None = None
     no_smoke: str = ""
     smoke_limit_s: int = 120
     script: str = ""
-    figures: tuple[Figure, ...] = ()
     gpu_only: bool = False
     note: str = ""
 
     @property
     def path(self) -> str:
-        return f"benchmarks/{self.script or self.name}.py"
+        return f"benchmarks/{'runner' if self.measure else self.script or self.name}.py"
+
+    @property
+    def smoke_options(self) -> str | None:
+        return f"run {self.name} --smoke --cache-dir {{scratch}}" if self.measure else self.smoke
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return parse_settings(shlex.split(self.params))
+
+    @property
+    def command(self) -> str:
+        return f"python {self.path}" + (f" run {self.name}" if self.measure else "")
+
+
+def parse_settings(settings: list[str]) -> dict[str, Any]:
+    """`key=value` pairs, each value a Python literal where it reads as one, else text."""
+    parsed = {}
+    for setting in settings:
+        key, separator, text = setting.partition("=")
+        if not separator:
+            raise SystemExit(f"{setting!r}: write key=value")
+        try:
+            parsed[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            parsed[key] = text
+    return parsed
+
+
+def _where(where: dict[str, object]) -> dict[tuple[str, ...], object]:
+    return {tuple(name.split("__")): value for name, value in where.items()}
 
 
 def _goal(what: str, test: str, **where: object) -> Goal:
     """A goal from "dotted.key >= threshold" (`where` keys use `__` for dots)."""
     key, comparison, threshold = test.rsplit(" ", 2)
-    paths = {tuple(name.split("__")): value for name, value in where.items()}
-    return Goal(what, tuple(key.split(".")), comparison, float(threshold), paths)
-
-
-def _figure(what: str, key: str | tuple[str, ...], results: str = "", **where: object) -> Figure:
-    """A figure to show as the latest (`key` dotted, or a tuple where a key holds a dot)."""
-    paths = {tuple(name.split("__")): value for name, value in where.items()}
-    return Figure(what, tuple(key.split(".")) if isinstance(key, str) else key, paths, results)
+    return Goal(what, tuple(key.split(".")), comparison, float(threshold), _where(where))
 
 
 def _gpu_goal(what: str, test: str, **where: object) -> Goal:
     return _goal(what, test, device="NVIDIA H*", **where)
 
 
-PYPI, DEBIAN = {"corpus": "pypi_summaries"}, {"corpus": "debian_long"}
+def _figure(what: str, key: str | tuple[str, ...], **where: object) -> Figure:
+    """A figure to show as the latest (`key` dotted, or a tuple where a key holds a dot)."""
+    return Figure(what, tuple(key.split(".")) if isinstance(key, str) else key, _where(where))
+
+
+PYPI, DEBIAN, MAN, FULL = (
+    {"corpus": "pypi_summaries"},
+    {"corpus": "debian_long"},
+    {"data": "manpages"},
+    {"args__limit": None},
+)
 BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-smoke`"
 BY_TRAIN_SMOKE = "trains for tens of minutes to hours; `train.py` is smoked by `train_stsb`"
-# The index build_pypi's smoke run builds, for the smoke runs that read one.
-SMOKE_INDEX = "--index pypi-first1500-ivf --index-dir {scratch}/indexes"
+SMOKE_INDEX = "pypi-first1500-ivf"  # what build_pypi's smoke run builds, for later smoke runs
+READS_SMOKE_INDEX = f"--index {SMOKE_INDEX} --index-dir {{scratch}}/indexes"
+# A descriptor's parameters, written as `runner.py run --set` reads them (later ones win).
+ENCODE = "pypi_rows=20000 debian_rows=5000 batch_size=32 model=None threads=None"
+INDEX = "seed=0 threads=None"
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
@@ -101,7 +142,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _gpu_goal("PyPI mean cosine to st fp32", "mean_cos >= 0.999", **PYPI),
             _gpu_goal("PyPI min cosine to st fp32", "min_cos >= 0.995", **PYPI),
         ),
-        smoke="--pypi-rows 100 --debian-rows 20 --repeats 1 --threads 1",
+        measure="encode.in_process",
+        params=f"{ENCODE} device=cpu precision=auto anchor_bf16=False variant=[] repeats=2 "
+        "variant_repeats=1 full_warmup=False corpora=['pypi_summaries','debian_long'] "
+        "peak_tflops=989.4 name=None st_references=None st_defaults=True "
+        "st_fastest_batch=512 random_base_model=False",
+        smoke_params="pypi_rows=100 debian_rows=20 repeats=1 threads=1",
     ),
     Benchmark(
         "gpu_build",
@@ -119,15 +165,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "mine_pypi",
         "paraphrase mining over all PyPI summaries: time, peak memory, recall of the mined pairs",
         (_gpu_goal("mine seconds (841,708 rows)", "seconds <= 60", rows=841_708),),
+        (_figure("encode texts/s (841,708 rows)", "encode_texts_per_s", rows=841_708),),
         no_smoke=BY_GPU_SMOKE,
-        figures=(_figure("encode texts/s (841,708 rows)", "encode_texts_per_s", rows=841_708),),
         gpu_only=True,
     ),
     Benchmark(
         "gpu_pairs",
         "`semsearch bench pairs` with BERT-base-sized models: cross-encoder "
         "pairs/s against bi-encoder encode and mining",
-        no_smoke=BY_GPU_SMOKE,
         figures=tuple(
             _figure(what, key, shape="base")
             for what, key in (
@@ -137,6 +182,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 ("bi-encoder x faster", "speedup"),
             )
         ),
+        no_smoke=BY_GPU_SMOKE,
         gpu_only=True,
     ),
     Benchmark(
@@ -150,31 +196,32 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "build_index over PyPI summaries: build time, peak RSS, size; warm "
         "search latency p50/p90/p99; IVF recall@10 against exact",
         (
-            _goal(
-                "warm query p50 ms, all rows (issue 5)", "latency.p50_ms <= 10", args__limit=None
-            ),
-            _goal(
-                "warm query p50 ms, all rows (issue 29)", "latency.p50_ms <= 5", args__limit=None
-            ),
+            _goal("warm query p50 ms, all rows (issue 5)", "latency.p50_ms <= 10", **FULL),
+            _goal("warm query p50 ms, all rows (issue 29)", "latency.p50_ms <= 5", **FULL),
         ),
-        smoke="--limit 1500 --index ivf --index-dir {scratch}/indexes --queries 30 "
-        "--recall-queries 20",
-        figures=(
-            _figure("warm query p99 ms, all rows", "latency.p99_ms", args__limit=None),
-            _figure("build s, all rows", "build.seconds", args__limit=None),
-            _figure("encode texts/s in the build", "build.encode_texts_per_s", args__limit=None),
-            _figure("build peak RSS MiB (sampled)", "build.peak_rss_sampled_mib", args__limit=None),
+        (
+            _figure("warm query p99 ms, all rows", "latency.p99_ms", **FULL),
+            _figure("build s, all rows", "build.seconds", **FULL),
+            _figure("encode texts/s in the build", "build.encode_texts_per_s", **FULL),
+            _figure("build peak RSS MiB (sampled)", "build.peak_rss_sampled_mib", **FULL),
         ),
+        measure="index.build",
+        params=f"{INDEX} limit=None index=auto quantize=None runtime=None skip_build=False "
+        "compile=False query_runtime=auto query_source=debian queries=1000 recall_queries=200",
+        smoke_params="limit=1500 index=ivf queries=30 recall_queries=20",
     ),
     Benchmark(
         "index_tradeoff",
         "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
         "size, tie-aware recall@10, QPS",
-        smoke=f"{SMOKE_INDEX} --types flat,hnsw16 --queries 50 --min-seconds 0.2",
         figures=(
             _figure("vectors", "database_rows"),
             _figure("exact search, queries/s", "exact_qps"),
         ),
+        measure="index.tradeoff",
+        params=f"{INDEX} index=pypi types=flat,ivf1024,ivf4096,hnsw16,hnsw32,ivfpq48,ivfpq96 "
+        "queries=1000 min_seconds=2.0 target=0.95 nprobes=None ef_construction=None",
+        smoke_params=f"index={SMOKE_INDEX} types=flat,hnsw16 queries=50 min_seconds=0.2",
         note="Each structure's fastest setting at the target is its `best` in the line's "
         "`results` (lines from before 2026-11-27 hold only the points).",
     ),
@@ -186,8 +233,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("IVF recall gap, added vs fresh", "types.ivf.recall_gap <= 0.01"),
             _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap <= 0.01"),
         ),
-        smoke="--base-rows 400 --add-rows 100 --queries 10 --delete-rows 20 "
-        "--work-dir {scratch}/living",
+        measure="living.add_equals_build",
+        params=f"{INDEX} base_rows=20000 add_rows=10000 queries=200 delete_rows=1000",
+        smoke_params="base_rows=400 add_rows=100 queries=10 delete_rows=20",
     ),
     Benchmark(
         "startup",
@@ -214,18 +262,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("errors at concurrency 32", "levels.32.semsearch.errors == 0"),
             _goal("errors in the soak", "soak.errors == 0"),
         ),
-        smoke=f"{SMOKE_INDEX} --concurrency 2 --requests 40 --max-seconds 10 --no-peer",
-        figures=(
+        (
             _figure("queries/s at concurrency 32", "levels.32.semsearch.qps"),
             _figure("soak p99 ms", "soak.p99_ms"),
             _figure("soak RSS growth", "soak.rss_growth"),
         ),
+        smoke=f"{READS_SMOKE_INDEX} --concurrency 2 --requests 40 --max-seconds 10 --no-peer",
     ),
     Benchmark(
         "living_scale",
         "the living index at scale on a built index: filters, add, reindex",
-        smoke="--name pypi-first1500-ivf --index-dir {scratch}/indexes --queries 10 --add-rows 100 "
-        "--reindex ''",
         figures=tuple(
             _figure(
                 f"{factory} {what} at a 0.5 % filter",
@@ -236,24 +282,25 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for factory in ("IVF4096,Flat", "HNSW32,Flat")
             for what, key in (("recall", "recall"), ("query p50 ms", "p50_query_ms"))
         ),
+        measure="living.at_scale",
+        params=f"{INDEX} index=pypi queries=100 add_rows=1000 reindex=ivfpq in_domain=False",
+        smoke_params=f"index={SMOKE_INDEX} queries=10 add_rows=100 reindex=''",
     ),
     Benchmark(
         "hybrid_quality",
         "dense, BM25 and hybrid nDCG@10 / recall@100; each mode's latency",
         (_goal("hybrid RRF p50 x dense p50", "latency.modes.hybrid rrf.vs_dense_p50 <= 1.5"),),
-        smoke="--tasks debian --debian-rows 120 "
-        "--latency-index {scratch}/indexes/pypi-first1500-ivf --latency-queries 20",
-        figures=(
-            *(
-                _figure(
-                    f"{task} nDCG@10, {mode}",
-                    ("quality", str(n), "modes", mode, "ndcg@10"),
-                    **{f"quality__{n}__task": name},
-                )
-                for n, task, name in ((0, "DBPedia", "dbpedia-mini"), (1, "Debian", "debian-5000"))
-                for mode in ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60")
-            ),
+        tuple(
+            _figure(
+                f"{task} nDCG@10, {mode}",
+                ("quality", str(n), "modes", mode, "ndcg@10"),
+                **{f"quality__{n}__task": name},
+            )
+            for n, task, name in ((0, "DBPedia", "dbpedia-mini"), (1, "Debian", "debian-5000"))
+            for mode in ("dense", "lexical", "hybrid adaptive 0.5", "hybrid rrf k=60")
         ),
+        smoke="--tasks debian --debian-rows 120 "
+        f"--latency-index {{scratch}}/indexes/{SMOKE_INDEX} --latency-queries 20",
     ),
     Benchmark(
         "long_documents",
@@ -265,38 +312,30 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal(
                 "past-window recall@10, best chunk",
                 "variants.best_chunk.past_window.recall_at_10 >= 0.90",
-                data="manpages",
+                **MAN,
             ),
             _goal(
                 "first-window recall@10, best chunk - truncation",
                 "first_window_gap.recall_at_10 >= 0",
-                data="manpages",
+                **MAN,
             ),
             _goal(
                 "first-window nDCG@10, best chunk - truncation",
                 "first_window_gap.ndcg_at_10 >= 0",
-                data="manpages",
+                **MAN,
             ),
-            _goal(
-                "encoder tokens/s, chunked / unchunked",
-                "tokens_per_s_ratio >= 0.9",
-                data="manpages",
-            ),
+            _goal("encoder tokens/s, chunked / unchunked", "tokens_per_s_ratio >= 0.9", **MAN),
         ),
-        smoke="--synthetic 30 --threads 1",
-        figures=tuple(
-            _figure(
-                f"{name} {kind} recall@10",
-                f"variants.{variant}.{kind}.recall_at_10",
-                data="manpages",
-            )
+        tuple(
+            _figure(f"{name} {kind} recall@10", f"variants.{variant}.{kind}.recall_at_10", **MAN)
             for variant, name in (("truncation", "truncation"), ("mean_chunks", "mean of chunks"))
             for kind in ("first_window", "past_window")
         )
         + tuple(
-            _figure(f"{variant} build s", f"variants.{variant}.build_s", data="manpages")
+            _figure(f"{variant} build s", f"variants.{variant}.build_s", **MAN)
             for variant in ("truncation", "best_chunk")
         ),
+        smoke="--synthetic 30 --threads 1",
         note="The data: `benchmarks/prepare_long_documents.py`.",
     ),
     Benchmark(
@@ -317,9 +356,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 model="*stsb-cosent-mpnet",
             ),
         ),
-        no_smoke=BY_TRAIN_SMOKE,
-        script="train",
-        figures=tuple(
+        tuple(
             _figure(f"{name} {what}", "value", model=model, metric=metric)
             for model, name in (("default", "default model"), ("all-mpnet-base-v2", "mpnet"))
             for metric, what in (
@@ -327,6 +364,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 ("ndcg@10 dense", "DBPedia nDCG@10"),
             )
         ),
+        no_smoke=BY_TRAIN_SMOKE,
+        script="train",
     ),
     Benchmark(
         "train_stsb",
@@ -341,9 +380,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 metric="spearman_cosine",
             ),
         ),
-        smoke="stsb-cosent --max-steps 2 --evals sts",
-        script="train",
-        figures=tuple(
+        tuple(
             _figure(
                 f"{row} STS-B test",
                 "value",
@@ -353,6 +390,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             )
             for row in ("cosine", "cosent", "mnr")
         ),
+        smoke="stsb-cosent --max-steps 2 --evals sts",
+        script="train",
     ),
     Benchmark(
         "build_progress",
@@ -365,36 +404,39 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 rows=50_000,
             ),
         ),
-        "--rows 300",
+        smoke="--rows 300",
     ),
     Benchmark(
         "bounded_memory",
         "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
         "what each holds beyond its FAISS index",
-        smoke="--rows 3000 --work-dir {scratch}/bounded",
-        smoke_limit_s=180,
         figures=tuple(
             _figure(f"{step} peak RSS MiB, 1M rows", f"{step}.peak_rss_mib", rows=1_000_000)
             for step in ("build", "add", "compact", "reindex")
         ),
+        measure="memory.bounded_memory",
+        params="rows=[200000,1000000] dimension=384 index_type=ivfsq threads=None "
+        "target_recall=0.0",  # 0 skips tuning (its exact search is timed elsewhere)
+        smoke_params="rows=[3000]",
+        smoke_limit_s=180,
     ),
     Benchmark(
         "crash_add",
         "kill -9 during `semsearch add`: the index always opens",
-        smoke="--kills 1 --base-rows 200 --add-rows 200 --work-dir {scratch}/crash",
-        smoke_limit_s=180,
         figures=(
             _figure("kills mid-add", "killed_mid_run"),
             _figure("the index opened after every kill", "all_opened"),
             _figure("its rows were right after every kill", "all_rows_ok"),
         ),
+        smoke="--kills 1 --base-rows 200 --add-rows 200 --work-dir {scratch}/crash",
+        smoke_limit_s=180,
     ),
     Benchmark(
         "cpu_runtimes",
         "texts/s of semsearch's CPU runtimes (torch, OpenVINO fp32/bf16) against "
         "sentence-transformers' torch and OpenVINO backends; cosine and recall@10 to fp32; "
         "STS-B of the int8 model (`train.py default-int8`)",
-        goals=tuple(
+        tuple(
             _goal(
                 f"faithful (OpenVINO bf16) x fastest peer, {name}, {threads} thread(s)",
                 "ratio_to_peer >= 1.5",
@@ -405,8 +447,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for corpus, name in (("pypi_summaries", "PyPI"), ("debian_long", "Debian"))
             for threads in (1, 2)
         ),
-        smoke="--pypi-rows 24 --debian-rows 8 --threads 1 --rounds 1",
-        figures=(
+        (
             *(
                 _figure(
                     f"int8 (OpenVINO) recall@10 to fp32, {name}, 1 thread",
@@ -419,21 +460,24 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),
             _figure("STS-B test, int8", "value", run="default-int8", metric="spearman_cosine"),
         ),
+        measure="runtimes.per_process",
+        params=f"{ENCODE} pypi_rows=3000 debian_rows=600 threads=[1,2] rounds=2 candidates=None "
+        "peer_path=/tmp/stov onnx_peer_path=/tmp/stonnx",
+        smoke_params="pypi_rows=24 debian_rows=8 threads=[1] rounds=1",
     ),
     Benchmark(
         "mine_stsb_ap",
         "paraphrase mining on STS-B's sentences: average precision against the gold pairs",
-        smoke="--pairs 300 --top-k 10",
         figures=(
             _figure("average precision", "quality.average_precision"),
             _figure("best F1", "quality.best_f1"),
             _figure("mining s", "seconds"),
         ),
+        smoke="--pairs 300 --top-k 10",
     ),
     Benchmark(
         "baselines",
         "the baselines grid (poolings, objectives, data): STS-B, SICK, pair classification",
-        no_smoke="trains a model per row (hours)",
         figures=(
             *(
                 _figure(f"{row} STS-B test", "stsb_test_spearman", row=row)
@@ -441,25 +485,24 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),
             _figure("frozen-minilm-mean texts/s", "encode_texts_per_s", row="frozen-minilm-mean"),
         ),
+        no_smoke="trains a model per row (hours)",
     ),
     Benchmark(
         "multi_dataset_train",
         "mpnet trained on STS-B plus Debian pairs: STS-B test and DBPedia nDCG@10 "
         "(`train.py multi-mpnet`)",
-        no_smoke=BY_TRAIN_SMOKE,
-        script="train",
         figures=(
             _figure("STS-B test", "value", metric="spearman_cosine"),
             _figure("DBPedia nDCG@10, dense", "value", metric="ndcg@10 dense"),
             _figure("STS-B test (the 2026-11-23 line's shape)", "stsb_test_spearman"),
         ),
+        no_smoke=BY_TRAIN_SMOKE,
+        script="train",
     ),
     Benchmark(
         "retrieval_cross_encoder",
         "a cross-encoder trained for retrieval: DBPedia and Debian nDCG@10 after re-ranking "
         "(`train.py cross-retrieval`)",
-        no_smoke=BY_TRAIN_SMOKE,
-        script="train",
         figures=tuple(
             _figure(f"{name} nDCG@10, {mode}", "value", task=task, metric=f"ndcg@10 {mode}")
             for task, name in (("dbpedia", "DBPedia"), ("debian", "Debian"))
@@ -472,11 +515,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 task="dbpedia",
             ),
         ),
+        no_smoke=BY_TRAIN_SMOKE,
+        script="train",
     ),
     Benchmark(
         "ray_build",
         "`build --engine ray` against the local build: wall time and texts/s",
-        no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
         figures=(
             _figure("local texts/s, 100,000 rows", "texts_per_s", engine="local", rows=100_000),
             *(
@@ -490,25 +534,32 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 for n in (1, 2)
             ),
         ),
+        no_smoke="needs Ray (the `ray` extra, `make test-ray`), not in the default environment",
     ),
     Benchmark(
         "beyond_ram",
         "a `disk` index of N synthetic rows (real PyPI vectors plus noise): the searcher's "
         "RssAnon and RssFile a row, recall@10, p50/p99, filters at 50/5/0.5 %, build time and peak",
-        (
-            _goal(
-                "RssAnon bytes a row, 20M rows", "rss_anon_bytes_per_row <= 100", rows=20_000_000
-            ),
-            _goal("recall@10, 20M rows", "search.recall_at_10 >= 0.95", rows=20_000_000),
-            _goal("p50 ms, 20M rows", "search.p50_ms <= 20", rows=20_000_000),
-            _goal("p99 ms, 20M rows", "search.p99_ms <= 100", rows=20_000_000),
-            _goal(
-                "recall@10 at a 1-in-200 filter, 20M rows",
-                "search.filter_1_in_200.recall_at_10 >= 0.95",
-                rows=20_000_000,
-            ),
+        tuple(
+            _goal(what, test, rows=20_000_000)
+            for what, test in (
+                ("RssAnon bytes a row, 20M rows", "rss_anon_bytes_per_row <= 100"),
+                ("recall@10, 20M rows", "search.recall_at_10 >= 0.95"),
+                ("p50 ms, 20M rows", "search.p50_ms <= 20"),
+                ("p99 ms, 20M rows", "search.p99_ms <= 100"),
+                (
+                    "recall@10 at a 1-in-200 filter, 20M rows",
+                    "search.filter_1_in_200.recall_at_10 >= 0.95",
+                ),
+            )
         ),
-        smoke="--rows 20000 --base-rows 300 --queries 50 --work-dir {scratch}/beyond_ram",
+        measure="memory.beyond_ram",
+        # target_recall 0.96: tuning measures on corpus rows; the held-out queries came out
+        # ~0.005 lower at 200k. work_dir None: OUT_DIR/beyond_ram.
+        params="rows=20000000 queries=1000 k=10 noise=0.35 base_npy=None base_rows=30000 "
+        "index_type=disk target_recall=0.96 memory_max=None work_dir=None keep=False "
+        "reuse_corpus=False reuse_index=False threads=None",
+        smoke_params="rows=20000 base_rows=300 queries=50",
         smoke_limit_s=180,
     ),
 )
@@ -526,7 +577,9 @@ def list_benchmarks() -> str:
     for benchmark in BENCHMARKS:
         lines.append(f"{benchmark.name}: {benchmark.measures}")
         lines += [f"    goal: {goal.what} {goal.text}" for goal in benchmark.goals]
-        smoke = benchmark.smoke if benchmark.smoke is not None else benchmark.no_smoke
+        if benchmark.measure:
+            lines.append(f"    runs: {benchmark.measure} {benchmark.params}")
+        smoke = benchmark.smoke_options or benchmark.no_smoke
         lines.append(f"    smoke: {smoke or '(no options)'}")
     return "\n".join(lines)
 
@@ -547,33 +600,32 @@ def latest_figures(results_dir: Path) -> str:
         rows = answers([(benchmark.name, wanted) for wanted in shown.values()], results_dir)
         about = f"Measures {benchmark.measures}." + (f" {benchmark.note}" if benchmark.note else "")
         about += f" **GPU only**: {benchmark.no_smoke}." if benchmark.gpu_only else ""
-        missing = f"No JSON line yet: `python {benchmark.path}` records one."
+        if benchmark.measure:
+            about += f" Run by `{benchmark.command}` (older lines name the script it replaced)."
+        missing = f"No JSON line yet: `{benchmark.command}` records one."
         sections.append(figures_section(benchmark.name, about, rows, missing))
     return "\n\n".join(sections)
 
 
 def smoke_command(benchmark: Benchmark, scratch: Path) -> list[str]:
-    options = [
-        part.replace("{scratch}", str(scratch)) for part in shlex.split(benchmark.smoke or "")
-    ]
+    options = shlex.split(benchmark.smoke_options or "")
+    options = [part.replace("{scratch}", str(scratch)) for part in options]
     return [sys.executable, benchmark.path, *options, "--out-dir", str(scratch / benchmark.name)]
 
 
 def run_smoke(names: list[str], scratch: Path) -> int:
-    """Each smoke run in a fresh process under its time limit; one line per script. Returns
-    the number that failed."""
-    chosen = [find(name) for name in names] if names else [b for b in BENCHMARKS if b.smoke]
+    """Each smoke run in a fresh process under its time limit; one line per benchmark.
+    Returns the number that failed."""
+    chosen = [find(name) for name in names] or [b for b in BENCHMARKS if b.smoke_options]
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     failed, began = 0, time.perf_counter()
     for benchmark in chosen:
-        command = smoke_command(benchmark, scratch)
-        log = scratch / f"{benchmark.name}.log"
-        started = time.perf_counter()
+        log, started = scratch / f"{benchmark.name}.log", time.perf_counter()
         with open(log, "w", encoding="utf-8") as handle:
             try:
                 code = subprocess.run(
-                    command,
+                    smoke_command(benchmark, scratch),
                     stdout=handle,
                     stderr=subprocess.STDOUT,
                     timeout=benchmark.smoke_limit_s,
@@ -605,7 +657,7 @@ def main() -> None:
         default=None,
         help="rewrite the generated regions of this file (RESULTS.md)",
     )
-    smoke = commands.add_parser("smoke", help="each registered script at tiny sizes")
+    smoke = commands.add_parser("smoke", help="each registered benchmark at tiny sizes")
     smoke.add_argument("names", nargs="*", help="only these (default: all with a smoke run)")
     smoke.add_argument("--scratch", type=Path, default=Path("/tmp/bench_smoke"))
     args = parser.parse_args()

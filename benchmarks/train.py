@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import REPO_ROOT, add_results_option, base_parser, record, run_for_minutes
+from common import REPO_ROOT, base_parser, record, run_for_minutes
 from common import semsearch_cli as cli
 
 STSB = "stsb:{data}/stsb/stsb_{split}.tsv.gz"
@@ -309,7 +309,6 @@ def main() -> None:
         default=1,
         help="torch threads (default 1: two threads on a busy 2-core machine spin-wait)",
     )
-    add_results_option(parser)
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # the semsearch commands' torch threads
     if args.list or not args.runs:

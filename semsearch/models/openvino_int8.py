@@ -79,7 +79,7 @@ QUANTIZED_FORMAT = 1
 # The bar int8 vectors must reach against torch fp32 on CHECK_TEXTS. Measured on the default
 # model (2026-11-26): on CHECK_TEXTS mean 0.9976, min 0.9934 (built-in calibration); on 600
 # PyPI summaries / 120 Debian descriptions mean 0.9939 / 0.9937, lowest 0.961 / 0.966
-# (benchmarks/cpu_runtimes.py); calibrated on 300 PyPI summaries instead, mean 0.9972 /
+# (the cpu_runtimes benchmark); calibrated on 300 PyPI summaries instead, mean 0.9972 /
 # 0.9973, lowest 0.969 / 0.992. A broken model (wrong scales, a swapped entry) lands far below.
 MIN_MEAN_COSINE = 0.99
 MIN_COSINE = 0.95

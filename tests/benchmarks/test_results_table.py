@@ -177,8 +177,8 @@ def test_the_registry_names_real_scripts_and_valid_goals() -> None:
     names = [benchmark.name for benchmark in suite.BENCHMARKS]
     assert len(names) == len(set(names))
     for benchmark in suite.BENCHMARKS:
-        assert benchmark.smoke is not None or benchmark.no_smoke, benchmark.name
-        if benchmark.smoke is not None:
+        assert benchmark.smoke_options is not None or benchmark.no_smoke, benchmark.name
+        if benchmark.smoke_options is not None:
             assert (BENCHMARKS.parent / benchmark.path).is_file(), benchmark.name
         for goal in benchmark.goals:
             assert goal.comparison in results_table.COMPARISONS
@@ -186,11 +186,19 @@ def test_the_registry_names_real_scripts_and_valid_goals() -> None:
 
 
 def test_a_smoke_command_runs_the_script_into_the_scratch_folder(tmp_path: Path) -> None:
-    command = suite.smoke_command(suite.find("index_tradeoff"), tmp_path)
-    assert command[1] == "benchmarks/index_tradeoff.py"
+    command = suite.smoke_command(suite.find("serve_load"), tmp_path)
+    assert command[1] == "benchmarks/serve_load.py"
     assert f"{tmp_path}/indexes" in command
-    assert command[-2:] == ["--out-dir", str(tmp_path / "index_tradeoff")]
+    assert command[-2:] == ["--out-dir", str(tmp_path / "serve_load")]
     assert not any("{scratch}" in part for part in command)
+    command = suite.smoke_command(suite.find("index_tradeoff"), tmp_path)
+    assert command[1:5] == ["benchmarks/runner.py", "run", "index_tradeoff", "--smoke"]
+    assert command[-4:] == [
+        "--cache-dir",
+        str(tmp_path),
+        "--out-dir",
+        str(tmp_path / "index_tradeoff"),
+    ]
 
 
 def _expected(line_files: Path, benchmark: str, goal: Goal) -> float | None:
