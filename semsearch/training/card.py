@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +24,23 @@ HYPER_PARAMETERS = (
 CARD_METRICS = ("pearson_cosine", "spearman_cosine", "cosine_ap", "ndcg@10")
 
 
-@dataclass(frozen=True)
-class Card:
-    """What differs between the cards of two kinds of model; the rest is shared."""
-
-    intro: str
-    objective_rows: list[str]  # table rows that describe the objective
-    parameters: tuple[str, ...]  # config fields listed as hyper-parameters
-    figures: list[str]
-    files: list[str]
-
-
-def write_card(folder: Path, card: Card, config: TrainingConfig, result: dict[str, Any]) -> Path:
-    """Write `folder/README.md`: intro, data, objective and hyper-parameters, figures, files."""
+def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
+    """Write `folder/README.md` from the config and the run's result (`training.json`):
+    intro, data, objective and hyper-parameters, figures, files."""
     options = config.to_dict()  # flat: the groups' fields by their own names
+    if result.get("kind") == "cross-encoder":
+        intro, objective_rows, files = _cross_encoder_parts(config, result)
+        parameters = tuple(
+            name for name in HYPER_PARAMETERS if name not in ("pooling", "normalize")
+        )
+        figures = _figure_lines(result, "untrained head: ", shown_metrics=None)
+    else:
+        intro, objective_rows, files = _bi_encoder_parts(folder, config, result)
+        parameters, figures = HYPER_PARAMETERS, _figure_lines(result, "before training ")
     lines = [
         f"# {folder.name}",
         "",
-        card.intro,
+        intro,
         "",
         "## Data",
         "",
@@ -52,27 +50,28 @@ def write_card(folder: Path, card: Card, config: TrainingConfig, result: dict[st
         "",
         "| option | value |",
         "|---|---|",
-        *card.objective_rows,
-        *[f"| {name} | {options[name]} |" for name in card.parameters],
+        *objective_rows,
+        *[f"| {name} | {options[name]} |" for name in parameters],
         f"| steps | {result['steps']} (warm-up {result['warmup_steps']}) |",
         f"| device | {result['device']} |",
         f"| training time | {result['seconds']:.0f} s |",
         "",
         "## Figures",
         "",
-        *card.figures,
+        *figures,
         "",
         "## Files",
         "",
-        *card.files,
+        *files,
     ]
     path = folder / "README.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
-def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
-    """Write `folder/README.md` from the config and the run's result (`training.json`)."""
+def _bi_encoder_parts(
+    folder: Path, config: TrainingConfig, result: dict[str, Any]
+) -> tuple[str, list[str], list[str]]:
     loads = (
         "not in sentence-transformers, which has no attention pooling."
         if result.get("pooling") == "attention"
@@ -89,18 +88,38 @@ def write_model_card(folder: Path, config: TrainingConfig, result: dict[str, Any
             "- `head/`: the trained classifier head (`head.safetensors`, `config.json`), "
             "not needed for search; `semsearch.training.load_head(folder)` rebuilds it"
         )
-    card = Card(
-        intro=f"A bi-encoder fine-tuned from `{config.model}` with semsearch's "
-        f"`{config.objective}` objective. The folder loads in semsearch (`--model`) and {loads}",
-        objective_rows=[
-            f"| objective | `{config.objective}` |",
-            f"| objective options | `{result.get('objective_options') or {}}` |",
-        ],
-        parameters=HYPER_PARAMETERS,
-        figures=_figure_lines(result),
-        files=files,
+    intro = (
+        f"A bi-encoder fine-tuned from `{config.model}` with semsearch's "
+        f"`{config.objective}` objective. The folder loads in semsearch (`--model`) and {loads}"
     )
-    return write_card(folder, card, config, result)
+    objective_rows = [
+        f"| objective | `{config.objective}` |",
+        f"| objective options | `{result.get('objective_options') or {}}` |",
+    ]
+    return intro, objective_rows, files
+
+
+def _cross_encoder_parts(
+    config: TrainingConfig, result: dict[str, Any]
+) -> tuple[str, list[str], list[str]]:
+    intro = (
+        f"A **self-trained** cross-encoder: a new {result['num_labels']}-output "
+        f"classification head on the transformer of `{config.model}`, trained by semsearch with "
+        f"the `{config.objective}` objective (no pretrained cross-encoder was used). It reads a "
+        f"pair as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and "
+        "scores it; use it to re-rank (`semsearch query --rerank`), not to build an index."
+    )
+    objective_rows = [
+        f"| objective | `{config.objective}` (target column "
+        f"`{result['objective_options']['target']}`) |"
+    ]
+    files = [
+        "- a Hugging Face sequence classifier (`config.json`, `model.safetensors`, tokenizer "
+        "files): `AutoModelForSequenceClassification` and sentence-transformers' "
+        "`CrossEncoder` load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
+        "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
+    ]
+    return intro, objective_rows, files
 
 
 def _data_lines(result: dict[str, Any]) -> list[str]:
@@ -138,7 +157,10 @@ def _plan_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _figure_lines(result: dict[str, Any]) -> list[str]:
+def _figure_lines(
+    result: dict[str, Any], before_words: str, shown_metrics: tuple[str, ...] | None = CARD_METRICS
+) -> list[str]:
+    """The dev and test figures; `shown_metrics` None shows every test metric."""
     lines = []
     dev = result.get("dev")
     if dev:
@@ -148,7 +170,7 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
         else:
             lines.append(
                 f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
-                + (f" (before training {before:.4f})" if before is not None else "")
+                + (f" ({before_words}{before:.4f})" if before is not None else "")
             )
     else:
         lines.append("- no dev data: the model saved is the last step's")
@@ -157,7 +179,9 @@ def _figure_lines(result: dict[str, Any]) -> list[str]:
         shown = ", ".join(
             f"{name} {value:.4f}"
             for name, value in test["metrics"].items()
-            if name == test["primary"] or name.split("/")[-1] in CARD_METRICS
+            if shown_metrics is None
+            or name == test["primary"]
+            or name.split("/")[-1] in shown_metrics
         )
         lines.append(f"- test (the model in this folder): {shown}")
     return lines

@@ -19,7 +19,6 @@ Objectives (`TrainingConfig.objective`):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,6 @@ from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import model_kind, resolve_model
 from semsearch.options import CROSS_OBJECTIVES
 from semsearch.training import checkpoint as ckpt
-from semsearch.training.card import HYPER_PARAMETERS, Card, starting_point_line, write_card
 from semsearch.training.config import TrainingConfig
 from semsearch.training.data import (
     TrainingData,
@@ -45,6 +43,7 @@ from semsearch.training.data import (
     split_source,
 )
 from semsearch.training.report import TrainingResult
+from semsearch.training.schedule import BatchSource
 from semsearch.training.trainer import Trainer, options_for
 
 TEXT_COLUMNS = ("sentence1", "sentence2")
@@ -139,7 +138,7 @@ class CrossEncoderTrainer(Trainer):
         data, self.target = prepare_pair_data(self.config)
         return data
 
-    def _build_objective(self) -> bool:
+    def _build_objective(self) -> None:
         config = self.config
         self.objective_options = {
             **options_for(config.objective, config.objective_options, self.data),
@@ -148,8 +147,7 @@ class CrossEncoderTrainer(Trainer):
         model = starting_model(config, self.objective_options.get("num_labels", 1), self.data)
         self.device = model.device
         self.loss = PairObjective(model, self.target)
-        self.text_columns = [self.data.columns[name] for name in TEXT_COLUMNS]
-        return False
+        self.sources = [BatchSource([self.data.columns[name] for name in TEXT_COLUMNS])]
 
     def _evaluation_data(self, role: str):
         source = getattr(self.config.data, role)
@@ -179,9 +177,6 @@ class CrossEncoderTrainer(Trainer):
 
     def _load_kept_model(self) -> CrossEncoder:
         return CrossEncoder.load(str(self.output_dir), device=str(self.device))
-
-    def _write_card(self, record: dict[str, Any]) -> None:
-        write_cross_encoder_card(self.output_dir, self.config, record)
 
     def _model_facts(self) -> dict[str, Any]:
         model = self.loss.encoder
@@ -221,50 +216,6 @@ def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) 
             f"{num_labels}: start from a bi-encoder to get a new head"
         )
     return model
-
-
-def write_cross_encoder_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
-    """`folder/README.md`: what the cross-encoder is, how it was trained, its figures."""
-    card = Card(
-        intro=f"A **self-trained** cross-encoder: a new {result['num_labels']}-output "
-        f"classification head on the transformer of `{config.model}`, trained by semsearch with "
-        f"the `{config.objective}` objective (no pretrained cross-encoder was used). It reads a "
-        f"pair as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and "
-        "scores it; use it to re-rank (`semsearch query --rerank`), not to build an index.",
-        objective_rows=[
-            f"| objective | `{config.objective}` (target column "
-            f"`{result['objective_options']['target']}`) |"
-        ],
-        parameters=tuple(name for name in HYPER_PARAMETERS if name not in ("pooling", "normalize")),
-        figures=_figure_lines(result),
-        files=[
-            "- a Hugging Face sequence classifier (`config.json`, `model.safetensors`, tokenizer "
-            "files): `AutoModelForSequenceClassification` and sentence-transformers' "
-            "`CrossEncoder` load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
-            "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
-        ],
-    )
-    return write_card(folder, card, config, result)
-
-
-def _figure_lines(result: dict[str, Any]) -> list[str]:
-    lines = []
-    dev, test = result.get("dev"), result.get("test")
-    if dev:
-        before = dev.get("before")
-        if dev.get("kept_starting_point"):
-            lines.append(starting_point_line(dev))
-        else:
-            lines.append(
-                f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
-                + (f" (untrained head: {before:.4f})" if before is not None else "")
-            )
-    else:
-        lines.append("- no dev data: the model saved is the last step's")
-    if test:
-        shown = ", ".join(f"{name} {value:.4f}" for name, value in test["metrics"].items())
-        lines.append(f"- test (the model in this folder): {shown}")
-    return lines
 
 
 def _check_options(config: TrainingConfig) -> None:
