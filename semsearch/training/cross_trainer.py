@@ -38,8 +38,8 @@ from semsearch.training import checkpoint as ckpt
 from semsearch.training.config import TrainingConfig
 from semsearch.training.data import (
     TrainingData,
+    number_column,
     prepare_training_data,
-    read_eval_data,
     split_source,
 )
 from semsearch.training.report import TrainingResult
@@ -111,7 +111,7 @@ class CrossEncoderEvaluator(Evaluator):
             )
         self.pairs = list(zip(data.columns["sentence1"], data.columns["sentence2"]))
         self.target = target
-        self.gold = _gold(data, target, label_names)
+        self.gold = number_column(data, target, label_names)
         if target != "score":
             self.primary_metric = "accuracy" if classes else "ap"  # type: ignore[misc]
 
@@ -133,6 +133,9 @@ class CrossEncoderEvaluator(Evaluator):
 class CrossEncoderTrainer(Trainer):
     """One cross-encoder run: `Trainer`'s loop, with the setup, measure and saving above."""
 
+    # In the saved config, it keeps a bi-encoder run from resuming this checkpoint.
+    checkpoint_marks = {"kind": "cross-encoder"}
+
     def _prepare_data(self) -> TrainingData:
         _check_options(self.config)
         data, self.target = prepare_pair_data(self.config)
@@ -149,23 +152,12 @@ class CrossEncoderTrainer(Trainer):
         self.loss = PairObjective(model, self.target)
         self.sources = [BatchSource([self.data.columns[name] for name in TEXT_COLUMNS])]
 
-    def _evaluation_data(self, role: str):
-        source = getattr(self.config.data, role)
-        if source is None:
-            return None, None
-        data = read_eval_data(source, self.config.data)
+    def _evaluator(self, data: TrainingData, role: str) -> Evaluator:
         classes = self.config.objective == "softmax"
-        evaluator = CrossEncoderEvaluator(data, self.target, role, classes, self.data.label_names)
-        return data, evaluator
+        return CrossEncoderEvaluator(data, self.target, role, classes, self.data.label_names)
 
     def _save_model(self) -> None:
         self.loss.encoder.save(self.output_dir)
-
-    def _checkpoint(self) -> None:
-        # `kind` in the saved config keeps a bi-encoder run from resuming this checkpoint.
-        self.state.seconds = self._clock()
-        config = {**self.config.to_dict(), "kind": "cross-encoder"}
-        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, config)
 
     def _check_resumable(self, saved_config: dict[str, Any]) -> None:
         if saved_config.get("kind") != "cross-encoder":
@@ -244,18 +236,3 @@ def _has_score(source: str, columns: Mapping[str, str]) -> bool:
     if "score" in columns or reader is not None:  # the shared readers all give `score`
         return True
     return "score" in open_corpus(path).columns
-
-
-def _gold(data: TrainingData, target: str, label_names: list[str] | None) -> np.ndarray:
-    values = data.columns[target]
-    if label_names and values and isinstance(values[0], str):
-        index = {name: number for number, name in enumerate(label_names)}
-        if any(value not in index for value in values):
-            raise SemsearchError(f"{data.source}: a label is not one of {', '.join(label_names)}")
-        values = [index[value] for value in values]
-    try:
-        return np.asarray([float(value) for value in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise SemsearchError(
-            f"{data.source}: column {target!r} holds a value that is not a number"
-        ) from None

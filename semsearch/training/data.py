@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
@@ -138,6 +139,24 @@ def scale_scores(data: TrainingData, score_max: float | None) -> None:
         raise SemsearchError(f"--score-max must be positive, not {score_max}")
     values = _floats(data.columns["score"], "score", data.source)
     data.columns["score"] = [value / score_max for value in values]
+
+
+def number_column(
+    data: TrainingData, column: str, label_names: list[str] | None = None
+) -> np.ndarray:
+    """`column` as float64 numbers (class names in `label_names` become their ids)."""
+    values = data.columns[column]
+    if label_names and values and isinstance(values[0], str):
+        index = {name: number for number, name in enumerate(label_names)}
+        if any(value not in index for value in values):
+            raise SemsearchError(f"{data.source}: a label is not one of {', '.join(label_names)}")
+        values = [index[value] for value in values]
+    try:
+        return np.asarray([float(value) for value in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SemsearchError(
+            f"{data.source}: column {column!r} holds a value that is not a number"
+        ) from None
 
 
 def _drop_empty_texts(data: TrainingData, text_columns: tuple[str, ...]) -> None:

@@ -16,7 +16,7 @@ from semsearch.evaluation import (
     RetrievalData,
     STSEvaluator,
 )
-from semsearch.training.data import TrainingData
+from semsearch.training.data import TrainingData, number_column
 
 NEEDS = {
     "sts": ("sentence1", "sentence2", "score"),
@@ -50,7 +50,9 @@ def make_evaluator(data: TrainingData, task: str = "auto", name: str = "dev") ->
     task = choose_task(data, task)
     columns = data.columns
     if task == "sts":
-        return STSEvaluator(columns["sentence1"], columns["sentence2"], _floats(data), name=name)
+        return STSEvaluator(
+            columns["sentence1"], columns["sentence2"], number_column(data, "score"), name=name
+        )
     if task == "pairs":
         labels = [int(float(value)) for value in columns["label"]]
         if not set(labels) <= {0, 1}:
@@ -71,12 +73,3 @@ def retrieval_data(anchors: list[str], positives: list[str]) -> RetrievalData:
     qrels = {f"q{number}": {document_id[positive]: 1} for number, positive in enumerate(positives)}
     corpus = {document_id[text]: text for text in documents}
     return RetrievalData(corpus=corpus, queries=queries, qrels=qrels)
-
-
-def _floats(data: TrainingData) -> list[float]:
-    try:
-        return [float(value) for value in data.columns["score"]]
-    except (TypeError, ValueError):
-        raise SemsearchError(
-            f"{data.source}: column 'score' holds a value that is not a number"
-        ) from None

@@ -18,13 +18,14 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tqdm.auto import tqdm
 
 from semsearch import __version__
 from semsearch.errors import SemsearchError
+from semsearch.evaluation.base import Evaluator
 from semsearch.losses import build_loss
 from semsearch.models import BiEncoder
 from semsearch.models.torch_device import autocast_for
@@ -50,6 +51,8 @@ REPLOT_SECONDS = 60.0  # redraw training.png after a dev check at most this ofte
 
 class Trainer:
     """One run. Construction prepares everything (or restores a checkpoint); `run` trains."""
+
+    checkpoint_marks: ClassVar[dict[str, str]] = {}  # saved beside the config
 
     def __init__(self, config: TrainingConfig, overwrite: bool = False) -> None:
         self.config = config
@@ -234,7 +237,8 @@ class Trainer:
 
     def _checkpoint(self) -> None:
         self.state.seconds = self._clock()
-        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, self.config.to_dict())
+        config = {**self.config.to_dict(), **self.checkpoint_marks}
+        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, config)
 
     def _save_model(self) -> None:
         self.loss.encoder.save(self.output_dir)
@@ -337,7 +341,10 @@ class Trainer:
         if source is None:
             return None, None
         data = read_eval_data(source, self.config.data)
-        return data, make_evaluator(data, self.config.data.dev_task, role)
+        return data, self._evaluator(data, role)
+
+    def _evaluator(self, data: TrainingData, role: str) -> Evaluator:
+        return make_evaluator(data, self.config.data.dev_task, role)
 
     def _check_resumable(self, saved_config: dict[str, Any]) -> None:
         changed = self.config.resume_differences(saved_config)
