@@ -44,9 +44,7 @@ from semsearch.rerank import Reranker, rerank_verdicts
 from semsearch.search.hybrid import Fusion
 from semsearch.search.searcher import Searcher
 from semsearch.store.folders import DEFAULT_INDEX_DIR, find_index
-from semsearch.training.data import TrainingData, read_eval_data
-from semsearch.training.data_options import DataOptions
-from semsearch.training.dev import choose_task
+from semsearch.training.data import DataOptions, TrainingData, choose_task, read_eval_data
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from semsearch.training.adapter import AdapterConfig, AdapterResult, VectorAdapter, train_adapter
 from semsearch.training.config import OptimizationOptions, RunOptions, TrainingConfig
-from semsearch.training.data import TrainingData, prepare_training_data, read_source
-from semsearch.training.data_options import DataOptions
-from semsearch.training.dev import make_evaluator
+from semsearch.training.data import (
+    DataOptions,
+    TrainingData,
+    make_evaluator,
+    prepare_training_data,
+    read_source,
+)
 from semsearch.training.formation import form_examples
 from semsearch.training.heads import load_head
 from semsearch.training.multi import train

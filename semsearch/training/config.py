@@ -18,7 +18,7 @@ from semsearch.errors import SemsearchError
 from semsearch.losses import loss_class
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import PRECISIONS, Precision, check_choice
-from semsearch.training.data_options import DataOptions
+from semsearch.training.data import DataOptions
 from semsearch.training.plan import TrainingPlan
 
 RANGE_ERROR = "eval_every must be >= 0, warmup_fraction within [0, 1] and learning_rate > 0"

@@ -1,4 +1,5 @@
-"""Training one bi-encoder on several datasets at once, each with its own objective.
+"""Training one bi-encoder on several datasets at once, each with its own objective; and
+`train`, the one entry point, which runs a config on one dataset or on such a plan.
 
 Why: fine-tuning on STS-B alone raises STS-B and lowers retrieval (the model forgets what
 made it a good search encoder); mixing in retrieval pairs with an in-batch-negatives
@@ -28,8 +29,12 @@ from semsearch.losses import SiameseLoss, build_loss
 from semsearch.models import BiEncoder
 from semsearch.training import checkpoint as ckpt
 from semsearch.training.config import TrainingConfig
-from semsearch.training.data import TrainingData, prepare_training_data, read_eval_data
-from semsearch.training.dev import make_evaluator
+from semsearch.training.data import (
+    TrainingData,
+    make_evaluator,
+    prepare_training_data,
+    read_eval_data,
+)
 from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan
 from semsearch.training.report import TrainingResult
 from semsearch.training.schedule import BatchSource

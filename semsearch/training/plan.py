@@ -38,7 +38,7 @@ from typing import Any, Literal, get_args
 from semsearch.errors import SemsearchError, one_line
 from semsearch.losses import loss_class
 from semsearch.options import DEV_TASKS, FORMATIONS, OBJECTIVES, check_choice
-from semsearch.training.data_options import DataOptions
+from semsearch.training.data import DataOptions
 
 Mixing = Literal["round-robin", "proportional"]
 MIXINGS: tuple[str, ...] = get_args(Mixing)

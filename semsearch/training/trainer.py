@@ -30,12 +30,21 @@ from semsearch.losses import build_loss
 from semsearch.models import BiEncoder
 from semsearch.models.torch_device import autocast_for
 from semsearch.training import checkpoint as ckpt
-from semsearch.training.card import write_model_card
 from semsearch.training.config import TrainingConfig
-from semsearch.training.data import TrainingData, prepare_training_data, read_eval_data
-from semsearch.training.dev import make_evaluator
+from semsearch.training.data import (
+    TrainingData,
+    make_evaluator,
+    prepare_training_data,
+    read_eval_data,
+)
 from semsearch.training.heads import save_head
-from semsearch.training.report import PLOT_FILE, TrainingLog, TrainingResult, plot_training
+from semsearch.training.report import (
+    PLOT_FILE,
+    TrainingLog,
+    TrainingResult,
+    plot_training,
+    write_model_card,
+)
 from semsearch.training.schedule import (
     BatchSource,
     make_trainables,
