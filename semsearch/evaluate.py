@@ -1,11 +1,5 @@
 """The `semsearch eval` tasks as functions: read the data, load the model, measure, time it.
 
-Each of `evaluate_sts`, `evaluate_pairs` and `evaluate_ir` returns an `EvaluationResult`
-(the figures and the facts a report needs); `evaluate_heatmap` returns a `HeatmapResult`.
-`ModelOptions` says what is measured: a model folder or hub name, or with `index` the model
-recorded in that index's manifest (and, for `evaluate_ir(search_index=True)`, the index
-itself ranks instead of an exact search).
-
     from semsearch.evaluate import ModelOptions, evaluate_sts
     result = evaluate_sts("stsb:sts-test.csv.gz", ModelOptions(model="models/stsb"))
     result.metrics["spearman_cosine"]

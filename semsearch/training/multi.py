@@ -8,7 +8,7 @@ says which datasets, objectives and dev sets; `MultiDatasetTrainer` is `Trainer`
 
 - one loss per dataset, all around the same encoder (`MultiObjective`), each batch drawn
   from one dataset and fed to that dataset's loss (times its weight);
-- the batch order of `semsearch.training.mixing` (round-robin or proportional);
+- the batch order of `semsearch.training.schedule` (round-robin or proportional);
 - dev (and test) as a `CombinedEvaluator`: the best checkpoint is the one with the best
   weighted mean of the dev sets' primary metrics.
 

@@ -3,7 +3,7 @@
 
 A plan is a small YAML or JSON file (`semsearch train --plan plan.yaml -o OUTPUT`):
 
-    mixing: round-robin          # or proportional (see semsearch.training.mixing)
+    mixing: round-robin          # or proportional (see semsearch.training.schedule)
     datasets:
       - name: stsb
         source: stsb:stsb_train.tsv.gz
