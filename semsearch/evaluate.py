@@ -1,11 +1,5 @@
 """The `semsearch eval` tasks as functions: read the data, load the model, measure, time it.
 
-Each of `evaluate_sts`, `evaluate_pairs` and `evaluate_ir` returns an `EvaluationResult`
-(the figures and the facts a report needs); `evaluate_heatmap` returns a `HeatmapResult`.
-`ModelOptions` says what is measured: a model folder or hub name, or with `index` the model
-recorded in that index's manifest (and, for `evaluate_ir(search_index=True)`, the index
-itself ranks instead of an exact search).
-
     from semsearch.evaluate import ModelOptions, evaluate_sts
     result = evaluate_sts("stsb:sts-test.csv.gz", ModelOptions(model="models/stsb"))
     result.metrics["spearman_cosine"]
@@ -31,15 +25,7 @@ from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import Evaluator
 from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.heatmap import similarity_heatmap
-from semsearch.evaluation.hybrid import (
-    SideRankings,
-    exact_modes,
-    index_modes,
-    index_rankings,
-    mode_metrics,
-    mode_names,
-    tuned_convex,
-)
+from semsearch.evaluation.hybrid import exact_modes, index_modes, index_rankings, tuned_convex
 from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
 from semsearch.evaluation.sts import STSEvaluator
@@ -52,9 +38,7 @@ from semsearch.rerank import Reranker, rerank_verdicts
 from semsearch.search.hybrid import Fusion
 from semsearch.search.searcher import Searcher
 from semsearch.store.folders import DEFAULT_INDEX_DIR, find_index
-from semsearch.training.data import TrainingData, read_eval_data
-from semsearch.training.data_options import DataOptions
-from semsearch.training.dev import choose_task
+from semsearch.training.data import DataOptions, TrainingData, choose_task, read_eval_data
 
 log = logging.getLogger(__name__)
 
@@ -235,36 +219,45 @@ def evaluate_ir(
     if rerank is not None:
         reranker = Reranker(CrossEncoder.load(rerank, device=model.device), top=rerank_top)
     loaded = load_model(model)
-    if search_index and loaded.searcher is None:
+    searcher = loaded.searcher
+    if search_index and searcher is None:
         raise SemsearchError("--search-index needs --index NAME: the index to rank with")
     facts: dict[str, Any] = {"data": str(folder), "split": split, "documents": len(data.corpus)}
-    if reranker is not None:
-        return _reranked(data, loaded, model, facts, reranker, str(rerank), search_index, fusion)
     started = time.monotonic()
-    searcher = loaded.searcher
+    fusion, depth = fusion or Fusion(), max(DEPTH, reranker.top) if reranker else DEPTH
+    sides = None
+    if not (search_index and searcher is not None):
+        sides = exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
+    elif searcher.manifest.lexical is not None:
+        sides = index_modes(searcher, data)
+    if sides is not None:
+        rankings = sides.rankings(fusion, depth)
+    else:  # an index without a lexical part
+        assert searcher is not None
+        if reranker is None:
+            log.warning(
+                "index %r has no lexical part: dense figures only ('semsearch reindex %s "
+                "--lexical' adds one)",
+                searcher.folder.name,
+                searcher.folder.name,
+            )
+        rankings = {"dense": index_rankings(searcher, data.queries, data.qrels)}
+    modes = {mode: ir_metrics(ranking, data.qrels) for mode, ranking in rankings.items()}
+    if reranker is not None:
+        facts["ranking"] = "the index" if search_index else "exact search"
+        return _reranked(data, loaded, facts, reranker, str(rerank), rankings, modes, started)
     facts["ranking"] = "exact search"
     if search_index and searcher is not None:
         facts["ranking"] = f"the index ({searcher.manifest.index.factory})"
-    sides = _side_rankings(data, loaded, model, search_index, DEPTH)
-    if sides is None:  # an index without a lexical part
-        assert searcher is not None  # only an index can lack one
-        name = searcher.folder.name
-        log.warning(
-            "index %r has no lexical part: dense figures only ('semsearch reindex %s "
-            "--lexical' adds one)",
-            name,
-            name,
-        )
-        metrics = ir_metrics(index_rankings(searcher, data.queries, data.qrels), data.qrels)
-        facts["modes"] = {"dense": metrics}
-        return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
-    facts["fusion"] = asdict(fusion or Fusion())
-    facts["modes"] = mode_metrics(sides, data.qrels, fusion or Fusion())
-    if tune:
+    if sides is not None:
+        facts["fusion"] = asdict(fusion)
+    facts["modes"] = modes
+    if sides is not None and tune:
         tuned, facts["tuned_alpha"] = tuned_convex(sides, data.qrels, fusion)
-        facts["modes"].update(tuned)
-    metrics = facts["modes"]["dense"]
-    return EvaluationResult("ir", loaded.described, facts, metrics, time.monotonic() - started)
+        modes.update(tuned)
+    return EvaluationResult(
+        "ir", loaded.described, facts, modes["dense"], time.monotonic() - started
+    )
 
 
 def evaluate_heatmap(
@@ -315,12 +308,12 @@ def labelled_pairs(data: TrainingData) -> LabelledPairs:
 def _reranked(
     data: RetrievalData,
     loaded: LoadedModel,
-    model: ModelOptions,
     facts: dict[str, Any],
     reranker: Reranker,
     rerank: str,
-    search_index: bool,
-    fusion: Fusion | None,
+    rankings: dict[str, dict[str, list[str]]],
+    retrieved: dict[str, dict[str, float]],
+    started: float,
 ) -> EvaluationResult:
     """Each retrieval mode before and after the cross-encoder re-orders its rankings' heads.
 
@@ -328,16 +321,13 @@ def _reranked(
     `facts["modes"]` has every mode and `MODE + rerank`, and `facts["rerank_verdicts"]`
     says in words, per mode, whether re-ranking raised or lowered nDCG@10.
     """
-    started = time.monotonic()
-    rankings = _first_stages(data, loaded, model, reranker.top, search_index, fusion or Fusion())
     reranked = reranker.rerank_many(rankings, data.queries, data.corpus)
     modes: dict[str, dict[str, float]] = {}
-    for mode, ranking in rankings.items():
-        modes[mode] = ir_metrics(ranking, data.qrels)
+    for mode in rankings:
+        modes[mode] = retrieved[mode]
         modes[f"{mode} + rerank"] = ir_metrics(reranked[mode], data.qrels)
     facts = {
         **facts,
-        "ranking": "the index" if search_index else "exact search",
         "rerank": rerank,
         "rerank_top": reranker.top,
         "before_rerank": modes["dense"],
@@ -351,40 +341,6 @@ def _reranked(
         modes["dense + rerank"],
         time.monotonic() - started,
     )
-
-
-def _first_stages(
-    data: RetrievalData,
-    loaded: LoadedModel,
-    model: ModelOptions,
-    top: int,
-    search_index: bool,
-    fusion: Fusion,
-) -> dict[str, dict[str, list[str]]]:
-    """Document-id rankings per mode, at least `top` deep: dense, lexical and hybrid (only
-    dense from an index without a lexical part)."""
-    depth = max(DEPTH, top)
-    sides = _side_rankings(data, loaded, model, search_index, depth)
-    if sides is None:  # an index without a lexical part
-        return {"dense": index_rankings(loaded.searcher, data.queries, data.qrels)}
-    hybrid = next(name for name in mode_names(fusion) if name.startswith("hybrid"))
-    return {
-        "dense": sides.ids(sides.dense),
-        "lexical": sides.ids(sides.lexical),
-        hybrid: sides.ids(sides.hybrid(fusion, depth)),
-    }
-
-
-def _side_rankings(
-    data: RetrievalData, loaded: LoadedModel, model: ModelOptions, search_index: bool, depth: int
-) -> SideRankings | None:
-    """Dense and lexical rankings, by the index (None where it has no lexical part) or by
-    exact search and BM25."""
-    if search_index and loaded.searcher is not None:
-        if loaded.searcher.manifest.lexical is None:
-            return None
-        return index_modes(loaded.searcher, data)
-    return exact_modes(loaded.encoder, data, batch_size=model.batch_size, depth=depth)
 
 
 def _measure(

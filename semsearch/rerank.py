@@ -7,8 +7,8 @@ pass per pair, far too slow for a whole collection) and the best `k` by its scor
     reranker = Reranker(CrossEncoder.load("models/cross-stsb"), top=100)
     results = reranker.search(Searcher.open("docs"), ["how do I zip a folder"], k=10)
 
-`rerank_rankings` does the same to document-id rankings, for `ir_metrics`; `rerank_many`
-to several rankings of the same queries (dense, lexical, hybrid), scoring each pair once;
+`rerank_many` does the same to several document-id rankings of the same queries (dense,
+lexical, hybrid), for `ir_metrics`, scoring each pair once;
 `rerank_verdicts` says in words whether re-ranking raised or lowered each one's figure.
 """
 
@@ -20,12 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from semsearch.errors import SemsearchError
-from semsearch.evaluation.base import TextEncoder
-from semsearch.evaluation.beir import RetrievalData
-from semsearch.evaluation.ir import exact_search
-from semsearch.evaluation.similarity import normalize_rows
 from semsearch.models.cross_encoder import CrossEncoder
-from semsearch.models.prompts import encode_documents, encode_queries
 from semsearch.options import DEFAULT_RERANK_TOP
 from semsearch.search.searcher import Hit, Searcher
 
@@ -86,25 +81,16 @@ class Reranker:
             )
         return reranked
 
-    def rerank_rankings(
-        self,
-        rankings: Mapping[str, Sequence[str]],
-        queries: Mapping[str, str],
-        documents: Mapping[str, str],
-    ) -> dict[str, list[str]]:
-        """Document-id rankings with each one's first `top` ids re-ordered by the
-        cross-encoder (query text from `queries`, document text from `documents`); ids past
-        `top` keep their places after them."""
-        return self.rerank_many({"": rankings}, queries, documents)[""]
-
     def rerank_many(
         self,
         rankings: Mapping[str, Mapping[str, Sequence[str]]],
         queries: Mapping[str, str],
         documents: Mapping[str, str],
     ) -> dict[str, dict[str, list[str]]]:
-        """Several rankings of the same queries (e.g. dense, lexical, hybrid), each re-ranked
-        as `rerank_rankings` does; a (query, document) pair they share is scored once."""
+        """Several document-id rankings of the same queries (e.g. dense, lexical, hybrid),
+        each one's first `top` ids re-ordered by the cross-encoder (query text from `queries`,
+        document text from `documents`) and the rest kept in place after them; a (query,
+        document) pair they share is scored once."""
         heads: dict[str, dict[str, None]] = {}
         for ranking in rankings.values():
             for query, ids in ranking.items():
@@ -135,22 +121,6 @@ class Reranker:
             else np.empty(0, dtype=np.float32)
         )
         return np.split(flat, np.cumsum([len(texts) for texts in candidates])[:-1])
-
-
-def exact_rankings(
-    encoder: TextEncoder, data: RetrievalData, depth: int, batch_size: int = 64
-) -> dict[str, list[str]]:
-    """Each judged query's `depth` nearest documents by exact cosine search, best first:
-    the candidates `InformationRetrievalEvaluator` ranks, at a depth of one's choosing."""
-    judged = [query for query in data.qrels if query in data.queries]
-    document_ids = list(data.corpus)
-    corpus = list(data.corpus.values())
-    documents = normalize_rows(encode_documents(encoder, corpus, batch_size=batch_size))
-    queries = normalize_rows(
-        encode_queries(encoder, [data.queries[q] for q in judged], batch_size=batch_size)
-    )
-    top = exact_search(queries, documents, depth)
-    return {query: [document_ids[i] for i in row] for query, row in zip(judged, top)}
 
 
 def _reordered(ids: list[str], score_of: Mapping[str, float], top: int) -> list[str]:

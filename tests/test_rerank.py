@@ -7,10 +7,8 @@ import pytest
 from tiny_cross import make_tiny_cross_encoder
 
 from semsearch.errors import SemsearchError
-from semsearch.evaluation import InformationRetrievalEvaluator, RetrievalData, ir_metrics
-from semsearch.evaluation.ir import DEPTH
 from semsearch.models.cross_encoder import CrossEncoder
-from semsearch.rerank import Reranker, exact_rankings
+from semsearch.rerank import Reranker
 from semsearch.search.searcher import Hit
 
 
@@ -67,7 +65,7 @@ def test_search_asks_the_index_for_top_candidates(cross, sentences) -> None:
 def test_rankings_keep_the_ids_past_top_in_place(cross) -> None:
     documents = {f"d{i}": f"document number {i} about topic {i % 3}" for i in range(10)}
     rankings = {"q1": [f"d{i}" for i in range(10)]}
-    reranked = Reranker(cross, top=5).rerank_rankings(rankings, {"q1": "topic 1"}, documents)
+    reranked = Reranker(cross, top=5).rerank_many({"": rankings}, {"q1": "topic 1"}, documents)[""]
     assert sorted(reranked["q1"][:5]) == [f"d{i}" for i in range(5)]
     assert reranked["q1"][5:] == [f"d{i}" for i in range(5, 10)]
     scores = cross.predict([("topic 1", documents[d]) for d in reranked["q1"][:5]])
@@ -91,16 +89,7 @@ def test_several_rankings_are_re_ranked_with_each_pair_scored_once(cross, monkey
     assert len(scored) == len(set(scored)) == 2 * 8  # heads d0-d3 and d7-d4: 8 per query
     monkeypatch.setattr(cross, "predict", original)
     for name, ranking in rankings.items():
-        assert both[name] == reranker.rerank_rankings(ranking, queries, documents)
-
-
-def test_exact_rankings_are_the_evaluators_candidates(tiny_encoder, sentences) -> None:
-    corpus = {f"d{i}": text for i, text in enumerate(sentences)}
-    queries = {f"q{i}": sentences[i] for i in range(0, 12, 2)}
-    qrels = {f"q{i}": {f"d{i + 1}": 1} for i in range(0, 12, 2)}
-    data = RetrievalData(corpus=corpus, queries=queries, qrels=qrels)
-    rankings = exact_rankings(tiny_encoder, data, DEPTH)
-    assert ir_metrics(rankings, qrels) == InformationRetrievalEvaluator(data)(tiny_encoder)
+        assert both[name] == reranker.rerank_many({name: ranking}, queries, documents)[name]
 
 
 def test_bad_reranker_options_are_one_line_errors(cross, tiny_model_dir) -> None:

@@ -1,9 +1,4 @@
-"""Benchmarks a user can run with `semsearch bench`, each a library function first.
-
-sentences.py  the n sentences to run on: shared data (STS-B, PyPI) or a user's file
-pairs.py      the most similar pairs among n sentences, cross-encoder vs bi-encoder
-report.py     its table (terminal and Markdown) and JSON
-"""
+"""Benchmarks a user can run with `semsearch bench`, each a library function first."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
 """Evaluation: one evaluator per task, all called as `evaluator(encoder) -> {metric: value}`.
 
-- `sts`: Spearman / Pearson of four similarity functions against graded pairs.
-- `pairs`: binary pair classification at dev-chosen thresholds, and average precision.
-- `ir`: nDCG, MRR, recall and MAP of exact search on a BEIR-format folder.
-- `combined`: several evaluators as one, the weighted mean of their primaries (training
-  on several datasets keeps the checkpoint that is best on it).
-- `heatmap`: a PNG of the similarities among a few sentences.
-- `datasets` and `beir`: readers for the shared STS-B, SICK and BEIR files.
-- `tasks`: the `semsearch eval` subcommands as functions (`evaluate_sts`, `evaluate_pairs`,
-  `evaluate_ir`, `evaluate_heatmap`): data read, model (or index) loaded, figures timed.
-  Import it as `semsearch.evaluate`: it reaches into training, models and indexes,
-  which this package's evaluators do not need.
+The `semsearch eval` subcommands as functions are in `semsearch.evaluate`, which reaches
+into training, models and indexes, which these evaluators do not need.
 """
 
 from __future__ import annotations

@@ -17,13 +17,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from semsearch.ann.exact import ExactSearch
 from semsearch.errors import SemsearchError
 from semsearch.evaluation.base import TextEncoder
 from semsearch.evaluation.beir import RetrievalData
-from semsearch.evaluation.ir import DEPTH, ir_metrics
-from semsearch.evaluation.similarity import normalize_rows
-from semsearch.models.prompts import encode_documents, encode_queries
+from semsearch.evaluation.ir import DEPTH, dense_search, ir_metrics
 from semsearch.search.hybrid import Fusion, Ranking, fuse
 from semsearch.store.lexical import LexicalPart, LexicalSegment, build_bm25, lexical_search
 from semsearch.store.manifest import LexicalSpec
@@ -45,6 +42,15 @@ class SideRankings:
     def hybrid(self, fusion: Fusion, depth: int = DEPTH) -> Ranking:
         return fuse(self.dense, self.lexical, depth, fusion, self.dense_higher_is_better)
 
+    def rankings(self, fusion: Fusion, depth: int = DEPTH) -> dict[str, dict[str, list[str]]]:
+        """Document-id rankings by mode, named as reports name them: `dense`, `lexical`,
+        `hybrid adaptive 0.5`."""
+        return {
+            "dense": self.ids(self.dense),
+            "lexical": self.ids(self.lexical),
+            f"hybrid {_describe(fusion)}": self.ids(self.hybrid(fusion, depth)),
+        }
+
     def ids(self, ranking: Ranking, lines: Sequence[int] | None = None) -> dict[str, list[str]]:
         """Document-id rankings of the queries at `lines` (default: all), for `ir_metrics`."""
         lines = range(len(self.queries)) if lines is None else lines
@@ -62,12 +68,8 @@ def exact_modes(
     depth: int = DEPTH,
 ) -> SideRankings:
     """Exact cosine search and BM25 (`spec`, default settings) over a BEIR folder's corpus."""
-    judged = [query for query in data.qrels if query in data.queries]
+    judged, scores, rows = dense_search(encoder, data, depth, batch_size)
     texts = [data.queries[query] for query in judged]
-    corpus = list(data.corpus.values())
-    documents = normalize_rows(encode_documents(encoder, corpus, batch_size=batch_size))
-    vectors = normalize_rows(encode_queries(encoder, texts, batch_size=batch_size))
-    scores, rows = ExactSearch(documents, "dot").search(vectors, depth)
     spec = spec or LexicalSpec()
     part = LexicalPart.of(build_bm25(list(data.corpus.values()), spec))
     allowed = np.ones(part.documents, dtype=bool)
@@ -112,17 +114,7 @@ def mode_metrics(
     sides: SideRankings, qrels: Mapping[str, Mapping[str, int]], fusion: Fusion
 ) -> dict[str, dict[str, float]]:
     """IR metrics of dense, lexical and hybrid (as `fusion` says) over the same queries."""
-    dense, lexical, hybrid = mode_names(fusion)
-    return {
-        dense: ir_metrics(sides.ids(sides.dense), qrels),
-        lexical: ir_metrics(sides.ids(sides.lexical), qrels),
-        hybrid: ir_metrics(sides.ids(sides.hybrid(fusion)), qrels),
-    }
-
-
-def mode_names(fusion: Fusion) -> tuple[str, str, str]:
-    """How reports name the three modes: `dense`, `lexical`, `hybrid adaptive 0.5`."""
-    return "dense", "lexical", f"hybrid {_describe(fusion)}"
+    return {mode: ir_metrics(ids, qrels) for mode, ids in sides.rankings(fusion).items()}
 
 
 def tune_alpha(

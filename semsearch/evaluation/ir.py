@@ -8,7 +8,6 @@ number of relevant documents. Queries without a relevant document are left out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 
@@ -28,28 +27,31 @@ class InformationRetrievalEvaluator(Evaluator):
 
     primary_metric = f"ndcg@{NDCG_AT}"
 
-    def __init__(
-        self,
-        data: RetrievalData,
-        similarity: Literal["cosine", "dot"] = "cosine",
-        name: str = "ir",
-        batch_size: int = 64,
-    ) -> None:
+    def __init__(self, data: RetrievalData, name: str = "ir", batch_size: int = 64) -> None:
         super().__init__(name, batch_size)
         self.data = data
-        self.similarity = similarity
 
     def evaluate(self, encoder: TextEncoder) -> dict[str, float]:
-        judged = [query for query in self.data.qrels if query in self.data.queries]
+        judged, _, top = dense_search(encoder, self.data, DEPTH, self.batch_size)
         document_ids = list(self.data.corpus)
-        corpus, size = list(self.data.corpus.values()), self.batch_size
-        documents = encode_documents(encoder, corpus, batch_size=size)
-        queries = encode_queries(encoder, [self.data.queries[q] for q in judged], batch_size=size)
-        if self.similarity == "cosine":
-            documents, queries = normalize_rows(documents), normalize_rows(queries)
-        top = exact_search(queries, documents, DEPTH)
         rankings = {query: [document_ids[i] for i in row] for query, row in zip(judged, top)}
         return ir_metrics(rankings, self.data.qrels)
+
+
+def dense_search(
+    encoder: TextEncoder, data: RetrievalData, depth: int, batch_size: int
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The judged queries, and the scores and corpus rows of each one's `depth` nearest
+    documents by exact cosine search."""
+    judged = [query for query in data.qrels if query in data.queries]
+    corpus = list(data.corpus.values())
+    documents = normalize_rows(encode_documents(encoder, corpus, batch_size=batch_size))
+    texts = [data.queries[query] for query in judged]
+    queries = normalize_rows(encode_queries(encoder, texts, batch_size=batch_size))
+    scores, rows = ExactSearch(np.asarray(documents, np.float32), "dot").search(
+        np.asarray(queries, np.float32), depth
+    )
+    return judged, scores, rows
 
 
 def exact_search(queries: np.ndarray, documents: np.ndarray, k: int) -> np.ndarray:

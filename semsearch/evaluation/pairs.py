@@ -55,22 +55,13 @@ class PairClassificationEvaluator(Evaluator):
         test_scores = (
             dev_scores if self.test is self.dev else self._similarities(encoder, self.test)
         )
-        dev_labels = np.asarray(self.dev.labels, dtype=np.int64)
-        test_labels = np.asarray(self.test.labels, dtype=np.int64)
         metrics = {}
         for similarity, scores in test_scores.items():
-            accuracy_at = best_threshold(dev_scores[similarity], dev_labels, "accuracy")
-            f1_at = best_threshold(dev_scores[similarity], dev_labels, "f1")
-            counts = confusion(scores, test_labels, f1_at)
-            metrics[f"{similarity}_accuracy"] = accuracy(
-                confusion(scores, test_labels, accuracy_at)
+            metrics.update(
+                threshold_metrics(
+                    similarity, dev_scores[similarity], self.dev.labels, scores, self.test.labels
+                )
             )
-            metrics[f"{similarity}_accuracy_threshold"] = accuracy_at
-            metrics[f"{similarity}_f1"] = f1(counts)
-            metrics[f"{similarity}_precision"] = precision(counts)
-            metrics[f"{similarity}_recall"] = recall(counts)
-            metrics[f"{similarity}_f1_threshold"] = f1_at
-            metrics[f"{similarity}_ap"] = average_precision(scores, test_labels)
         return metrics
 
     def _similarities(self, encoder: TextEncoder, pairs: LabelledPairs) -> dict[str, np.ndarray]:
@@ -78,6 +69,31 @@ class PairClassificationEvaluator(Evaluator):
             encoder, pairs.sentence1, pairs.sentence2, self.batch_size, self.show_progress
         )
         return paired_similarities(first, second)
+
+
+def threshold_metrics(
+    prefix: str,
+    dev_scores: np.ndarray,
+    dev_labels: Sequence[int],
+    test_scores: np.ndarray,
+    test_labels: Sequence[int],
+) -> dict[str, float]:
+    """`<prefix>_accuracy` at the threshold of the best dev accuracy, `_f1` / `_precision` /
+    `_recall` at that of the best dev F1, both thresholds, and `_ap` on test."""
+    dev_labels = np.asarray(dev_labels, dtype=np.int64)
+    test_labels = np.asarray(test_labels, dtype=np.int64)
+    accuracy_at = best_threshold(dev_scores, dev_labels, "accuracy")
+    f1_at = best_threshold(dev_scores, dev_labels, "f1")
+    counts = confusion(test_scores, test_labels, f1_at)
+    return {
+        f"{prefix}_accuracy": accuracy(confusion(test_scores, test_labels, accuracy_at)),
+        f"{prefix}_accuracy_threshold": accuracy_at,
+        f"{prefix}_f1": f1(counts),
+        f"{prefix}_precision": precision(counts),
+        f"{prefix}_recall": recall(counts),
+        f"{prefix}_f1_threshold": f1_at,
+        f"{prefix}_ap": average_precision(test_scores, test_labels),
+    }
 
 
 # True positives, false positives, false negatives, true negatives.

@@ -37,19 +37,25 @@ class BCEPairLoss(SiameseLoss):
     ) -> None:
         super().__init__(encoder)
         self.parts = check_parts(parts)
-        hidden = hidden or encoder.dimension
-        self.head = nn.Sequential(
-            nn.Linear(len(self.parts) * encoder.dimension, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, 1),
-        ).to(encoder.device)
+        self.head = self._make_head(encoder.dimension, hidden or encoder.dimension)
+        self.head.to(encoder.device)
         weight = None if pos_weight is None else torch.tensor([float(pos_weight)])
         self.register_buffer("pos_weight", weight, persistent=False)
+
+    def _make_head(self, dimension: int, hidden: int) -> nn.Module:
+        return nn.Sequential(
+            nn.Linear(len(self.parts) * dimension, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+        )
+
+    def logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The match logit of each pair: [batch]."""
+        return self.head(pair_features(u, v, self.parts)).squeeze(-1).float()
 
     def compute(self, embeddings: list[torch.Tensor], labels: torch.Tensor | None) -> torch.Tensor:
         """Binary cross-entropy of the head's logit against the 0/1 label."""
         u, v = embeddings
         labels = self.labels_like(labels, u)
-        logits = self.head(pair_features(u, v, self.parts)).squeeze(-1).float()
         weight = None if self.pos_weight is None else self.pos_weight.to(u.device)
-        return nn.functional.binary_cross_entropy_with_logits(logits, labels, pos_weight=weight)
+        return nn.functional.binary_cross_entropy_with_logits(
+            self.logits(u, v), labels, pos_weight=weight
+        )

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from semsearch.losses.base import SiameseLoss
+from semsearch.losses.bce import BCEPairLoss
 from semsearch.models import BiEncoder
 
 
@@ -22,7 +23,7 @@ def manhattan_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.exp(-(u - v).abs().sum(dim=1))
 
 
-class ManhattanSigmoidLoss(SiameseLoss):
+class ManhattanSigmoidLoss(BCEPairLoss):
     """One sigmoid unit over |u - v|: is this pair a match?
 
     Inputs: columns `sentence1`, `sentence2`; labels `label`, 1 for a match and 0 otherwise.
@@ -33,27 +34,11 @@ class ManhattanSigmoidLoss(SiameseLoss):
         pos_weight: weight of positive pairs in the cross-entropy (None: 1).
     """
 
-    label_column: ClassVar[str | None] = "label"
-
     def __init__(self, encoder: BiEncoder, pos_weight: float | None = None) -> None:
-        super().__init__(encoder)
-        self.parts = ("abs_diff",)
-        self.head = nn.Linear(encoder.dimension, 1).to(encoder.device)
-        weight = None if pos_weight is None else torch.tensor([float(pos_weight)])
-        self.register_buffer("pos_weight", weight, persistent=False)
+        super().__init__(encoder, pos_weight=pos_weight, parts=("abs_diff",))
 
-    def logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """The match logit of each pair: [batch]."""
-        return self.head((u - v).abs()).squeeze(-1).float()
-
-    def compute(self, embeddings: list[torch.Tensor], labels: torch.Tensor | None) -> torch.Tensor:
-        """Binary cross-entropy of the unit's logit against the 0/1 label."""
-        u, v = embeddings
-        labels = self.labels_like(labels, u)
-        weight = None if self.pos_weight is None else self.pos_weight.to(u.device)
-        return nn.functional.binary_cross_entropy_with_logits(
-            self.logits(u, v), labels, pos_weight=weight
-        )
+    def _make_head(self, dimension: int, hidden: int) -> nn.Module:
+        return nn.Linear(dimension, 1)
 
 
 class MaLSTMLoss(SiameseLoss):

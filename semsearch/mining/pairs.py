@@ -70,33 +70,32 @@ class PairAccumulator:
         scores = np.concatenate(self._scores) if self._scores else np.empty(0, np.float32)
         self._keys, self._scores = [], []
         # A pair found from both of its sides appears twice: keep its best score once.
-        order = np.lexsort((-scores, keys))
-        keys, scores = keys[order], scores[order]
-        first = np.ones(len(keys), dtype=bool)
-        first[1:] = keys[1:] != keys[:-1]
-        keys, scores = keys[first], scores[first]
+        keys, scores = _best_per_group(keys, scores, keys)
         if self.documents is not None:
-            keys, scores = self._best_per_document_pair(keys, scores)
+            # Each pair of documents once, by its best pair of passages.
+            documents = self.documents
+            a, b = documents[keys // self.row_count], documents[keys % self.row_count]
+            pair = np.minimum(a, b) * (int(documents.max()) + 1) + np.maximum(a, b)
+            keys, scores = _best_per_group(keys, scores, pair)
         distinct = len(keys)
         order = np.lexsort((keys, -scores))[:top]
         return keys[order], scores[order], distinct
-
-    def _best_per_document_pair(
-        self, keys: np.ndarray, scores: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        documents = self.documents
-        a, b = documents[keys // self.row_count], documents[keys % self.row_count]
-        pair = np.minimum(a, b) * (int(documents.max()) + 1) + np.maximum(a, b)
-        order = np.lexsort((-scores, pair))
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = pair[order][1:] != pair[order][:-1]
-        return keys[order][first], scores[order][first]
 
     def finish(self, top: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(rows_a, rows_b, scores) best first, at most `top` of them, and how many distinct pairs."""
         keys, scores, distinct = self.reduce(top)
         distinct = self.found_in_blocks if self.found_in_blocks is not None else distinct
         return keys // self.row_count, keys % self.row_count, scores, distinct
+
+
+def _best_per_group(
+    keys: np.ndarray, scores: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best-scoring (key, score) of each group, in the order of the groups."""
+    order = np.lexsort((-scores, groups))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = groups[order][1:] != groups[order][:-1]
+    return keys[order][first], scores[order][first]
 
 
 @dataclass(frozen=True)

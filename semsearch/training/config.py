@@ -18,7 +18,7 @@ from semsearch.errors import SemsearchError
 from semsearch.losses import loss_class
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import PRECISIONS, Precision, check_choice
-from semsearch.training.data_options import DataOptions
+from semsearch.training.data import DataOptions
 from semsearch.training.plan import TrainingPlan
 
 RANGE_ERROR = "eval_every must be >= 0, warmup_fraction within [0, 1] and learning_rate > 0"
@@ -167,25 +167,21 @@ class TrainingConfig:
         """The options that differ from a checkpoint's and would change what is learnt."""
         # Both through JSON, so that a tuple and the list it was saved as compare equal.
         current, saved = (json.loads(json.dumps(values)) for values in (self.to_dict(), saved))
-        keys = sorted(set(current) | set(saved))
         changed = []
-        for key in keys:
+        for key in sorted(set(current) | set(saved)):
+            before, after = saved.get(key), current.get(key)
             if key in FREE_ON_RESUME:
                 continue
             if key == "plan":  # its test sets, like `data.test`, may change
-                before, after = (
-                    dict(values or {}, test=None) for values in (saved.get(key), current.get(key))
-                )
-                if before != after:
-                    changed.append(key)
-            elif key == "data":
-                before, after = saved.get(key) or {}, current[key] or {}
+                before, after = (dict(values or {}, test=None) for values in (before, after))
+            if key == "data":
+                before, after = before or {}, after or {}
                 changed += [
                     f"data.{name}"
                     for name in sorted(set(before) | set(after))
                     if name not in FREE_ON_RESUME and before.get(name) != after.get(name)
                 ]
-            elif current.get(key) != saved.get(key):
+            elif before != after:
                 changed.append(key)
         return changed
 

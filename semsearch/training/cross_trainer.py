@@ -19,7 +19,6 @@ Objectives (`TrainingConfig.objective`):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,15 +35,15 @@ from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import model_kind, resolve_model
 from semsearch.options import CROSS_OBJECTIVES
 from semsearch.training import checkpoint as ckpt
-from semsearch.training.card import HYPER_PARAMETERS, Card, starting_point_line, write_card
 from semsearch.training.config import TrainingConfig
 from semsearch.training.data import (
     TrainingData,
+    number_column,
     prepare_training_data,
-    read_eval_data,
     split_source,
 )
 from semsearch.training.report import TrainingResult
+from semsearch.training.schedule import BatchSource
 from semsearch.training.trainer import Trainer, options_for
 
 TEXT_COLUMNS = ("sentence1", "sentence2")
@@ -112,7 +111,7 @@ class CrossEncoderEvaluator(Evaluator):
             )
         self.pairs = list(zip(data.columns["sentence1"], data.columns["sentence2"]))
         self.target = target
-        self.gold = _gold(data, target, label_names)
+        self.gold = number_column(data, target, label_names)
         if target != "score":
             self.primary_metric = "accuracy" if classes else "ap"  # type: ignore[misc]
 
@@ -134,12 +133,15 @@ class CrossEncoderEvaluator(Evaluator):
 class CrossEncoderTrainer(Trainer):
     """One cross-encoder run: `Trainer`'s loop, with the setup, measure and saving above."""
 
+    # In the saved config, it keeps a bi-encoder run from resuming this checkpoint.
+    checkpoint_marks = {"kind": "cross-encoder"}
+
     def _prepare_data(self) -> TrainingData:
         _check_options(self.config)
         data, self.target = prepare_pair_data(self.config)
         return data
 
-    def _build_objective(self) -> bool:
+    def _build_objective(self) -> None:
         config = self.config
         self.objective_options = {
             **options_for(config.objective, config.objective_options, self.data),
@@ -148,26 +150,14 @@ class CrossEncoderTrainer(Trainer):
         model = starting_model(config, self.objective_options.get("num_labels", 1), self.data)
         self.device = model.device
         self.loss = PairObjective(model, self.target)
-        self.text_columns = [self.data.columns[name] for name in TEXT_COLUMNS]
-        return False
+        self.sources = [BatchSource([self.data.columns[name] for name in TEXT_COLUMNS])]
 
-    def _evaluation_data(self, role: str):
-        source = getattr(self.config.data, role)
-        if source is None:
-            return None, None
-        data = read_eval_data(source, self.config.data)
+    def _evaluator(self, data: TrainingData, role: str) -> Evaluator:
         classes = self.config.objective == "softmax"
-        evaluator = CrossEncoderEvaluator(data, self.target, role, classes, self.data.label_names)
-        return data, evaluator
+        return CrossEncoderEvaluator(data, self.target, role, classes, self.data.label_names)
 
     def _save_model(self) -> None:
         self.loss.encoder.save(self.output_dir)
-
-    def _checkpoint(self) -> None:
-        # `kind` in the saved config keeps a bi-encoder run from resuming this checkpoint.
-        self.state.seconds = self._clock()
-        config = {**self.config.to_dict(), "kind": "cross-encoder"}
-        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, config)
 
     def _check_resumable(self, saved_config: dict[str, Any]) -> None:
         if saved_config.get("kind") != "cross-encoder":
@@ -179,9 +169,6 @@ class CrossEncoderTrainer(Trainer):
 
     def _load_kept_model(self) -> CrossEncoder:
         return CrossEncoder.load(str(self.output_dir), device=str(self.device))
-
-    def _write_card(self, record: dict[str, Any]) -> None:
-        write_cross_encoder_card(self.output_dir, self.config, record)
 
     def _model_facts(self) -> dict[str, Any]:
         model = self.loss.encoder
@@ -223,50 +210,6 @@ def starting_model(config: TrainingConfig, num_labels: int, data: TrainingData) 
     return model
 
 
-def write_cross_encoder_card(folder: Path, config: TrainingConfig, result: dict[str, Any]) -> Path:
-    """`folder/README.md`: what the cross-encoder is, how it was trained, its figures."""
-    card = Card(
-        intro=f"A **self-trained** cross-encoder: a new {result['num_labels']}-output "
-        f"classification head on the transformer of `{config.model}`, trained by semsearch with "
-        f"the `{config.objective}` objective (no pretrained cross-encoder was used). It reads a "
-        f"pair as `[CLS] a [SEP] b [SEP]`, truncated at {result['max_length']} tokens, and "
-        "scores it; use it to re-rank (`semsearch query --rerank`), not to build an index.",
-        objective_rows=[
-            f"| objective | `{config.objective}` (target column "
-            f"`{result['objective_options']['target']}`) |"
-        ],
-        parameters=tuple(name for name in HYPER_PARAMETERS if name not in ("pooling", "normalize")),
-        figures=_figure_lines(result),
-        files=[
-            "- a Hugging Face sequence classifier (`config.json`, `model.safetensors`, tokenizer "
-            "files): `AutoModelForSequenceClassification` and sentence-transformers' "
-            "`CrossEncoder` load it; `cross_encoder.json` marks it as a cross-encoder for semsearch",
-            "- `train_log.jsonl`, `training.png`, `training.json`: the run's log, plot and figures",
-        ],
-    )
-    return write_card(folder, card, config, result)
-
-
-def _figure_lines(result: dict[str, Any]) -> list[str]:
-    lines = []
-    dev, test = result.get("dev"), result.get("test")
-    if dev:
-        before = dev.get("before")
-        if dev.get("kept_starting_point"):
-            lines.append(starting_point_line(dev))
-        else:
-            lines.append(
-                f"- dev {dev['primary']}: best {dev['best']:.4f} at step {dev['best_step']}"
-                + (f" (untrained head: {before:.4f})" if before is not None else "")
-            )
-    else:
-        lines.append("- no dev data: the model saved is the last step's")
-    if test:
-        shown = ", ".join(f"{name} {value:.4f}" for name, value in test["metrics"].items())
-        lines.append(f"- test (the model in this folder): {shown}")
-    return lines
-
-
 def _check_options(config: TrainingConfig) -> None:
     if config.objective not in CROSS_OBJECTIVES:
         raise SemsearchError(
@@ -293,18 +236,3 @@ def _has_score(source: str, columns: Mapping[str, str]) -> bool:
     if "score" in columns or reader is not None:  # the shared readers all give `score`
         return True
     return "score" in open_corpus(path).columns
-
-
-def _gold(data: TrainingData, target: str, label_names: list[str] | None) -> np.ndarray:
-    values = data.columns[target]
-    if label_names and values and isinstance(values[0], str):
-        index = {name: number for number, name in enumerate(label_names)}
-        if any(value not in index for value in values):
-            raise SemsearchError(f"{data.source}: a label is not one of {', '.join(label_names)}")
-        values = [index[value] for value in values]
-    try:
-        return np.asarray([float(value) for value in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise SemsearchError(
-            f"{data.source}: column {target!r} holds a value that is not a number"
-        ) from None

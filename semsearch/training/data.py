@@ -8,6 +8,10 @@ optionally gzipped) or `READER:PATH`, where a reader knows a shared file's layou
 
 `columns` maps an objective's column onto a file's column ({"sentence1": "question"});
 the file's own columns stay available, so one column may feed two roles.
+
+Dev (and test) data is measured as the task its columns fit: `sts` (`sentence1`, `sentence2`,
+`score`: Spearman of the cosine), `pairs` (a 0/1 `label`: average precision of the cosine) or
+`ir` (`anchor`, `positive`: nDCG@10 of finding each anchor's positive among all of them).
 """
 
 from __future__ import annotations
@@ -16,14 +20,55 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from semsearch.errors import SemsearchError
+from semsearch.evaluation import (
+    Evaluator,
+    InformationRetrievalEvaluator,
+    LabelledPairs,
+    PairClassificationEvaluator,
+    RetrievalData,
+    STSEvaluator,
+)
 from semsearch.evaluation.datasets import SICK_LABELS, Columns, read_sick, read_stsb
 from semsearch.io.corpus import open_corpus
 from semsearch.losses import loss_class, require_columns
-from semsearch.training.data_options import DataOptions
+from semsearch.options import DEV_TASKS, FORMATIONS, DevTask, Formation, check_choice
 from semsearch.training.formation import form_examples
+
+
+@dataclass
+class DataOptions:
+    """Where training pairs come from and how they become the objective's columns.
+
+    Args:
+        train: the training data, `PATH` (Parquet/CSV/TSV/JSONL) or `READER:PATH` with a
+            reader for the shared files (`stsb:`, `sick:`); see `semsearch.training.data`.
+        dev: data measured during training to keep the best checkpoint (None: keep the last).
+        test: data measured once with the best model at the end, for the model card.
+        columns: objective column -> file column, e.g. {"sentence1": "question"}.
+        form: derive the objective's columns from scored pairs or positive pairs
+            (`positives`, `triplets`, `binary`); `none` uses the columns as they are.
+        positive_at: with `form`, a pair whose `score` is at least this is a positive.
+        score_max: divide the `score` column by this (5 for 0-5 gold scores in a plain file).
+        dev_task: how to measure `dev`: `sts`, `pairs`, `ir`, or `auto` (from its columns).
+    """
+
+    train: str
+    dev: str | None = None
+    test: str | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    form: Formation = "none"
+    positive_at: float = 0.8
+    score_max: float | None = None
+    dev_task: DevTask = "auto"
+
+    def __post_init__(self) -> None:
+        check_choice("form", self.form, FORMATIONS)
+        check_choice("dev task", self.dev_task, DEV_TASKS)
+
 
 READERS: dict[str, Callable[[Path], Columns]] = {"stsb": read_stsb, "sick": read_sick}
 MAPPING_HINT = "map one with --column NAME=FILE_COLUMN"
@@ -140,6 +185,24 @@ def scale_scores(data: TrainingData, score_max: float | None) -> None:
     data.columns["score"] = [value / score_max for value in values]
 
 
+def number_column(
+    data: TrainingData, column: str, label_names: list[str] | None = None
+) -> np.ndarray:
+    """`column` as float64 numbers (class names in `label_names` become their ids)."""
+    values = data.columns[column]
+    if label_names and values and isinstance(values[0], str):
+        index = {name: number for number, name in enumerate(label_names)}
+        if any(value not in index for value in values):
+            raise SemsearchError(f"{data.source}: a label is not one of {', '.join(label_names)}")
+        values = [index[value] for value in values]
+    try:
+        return np.asarray([float(value) for value in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SemsearchError(
+            f"{data.source}: column {column!r} holds a value that is not a number"
+        ) from None
+
+
 def _drop_empty_texts(data: TrainingData, text_columns: tuple[str, ...]) -> None:
     keep = [
         row
@@ -202,3 +265,60 @@ def _is_text(value: object) -> bool:
 
 def _length(columns: Columns) -> int:
     return len(next(iter(columns.values()), []))
+
+
+NEEDS = {
+    "sts": ("sentence1", "sentence2", "score"),
+    "pairs": ("sentence1", "sentence2", "label"),
+    "ir": ("anchor", "positive"),
+}
+
+
+def choose_task(data: TrainingData, task: str = "auto") -> str:
+    """The task `data` can be measured with: the one asked for, or the first that fits."""
+    if task != "auto":
+        missing = [name for name in NEEDS[task] if name not in data.columns]
+        if missing:
+            raise SemsearchError(
+                f"{data.source} cannot be measured as {task}: it lacks {', '.join(missing)} "
+                f"(its columns are: {', '.join(data.names)})"
+            )
+        return task
+    for candidate, needed in NEEDS.items():
+        if all(name in data.columns for name in needed):
+            return candidate
+    wanted = "; ".join(f"{name}: {', '.join(needed)}" for name, needed in NEEDS.items())
+    raise SemsearchError(
+        f"{data.source} has none of the column sets an evaluation needs ({wanted}); "
+        f"its columns are: {', '.join(data.names)}"
+    )
+
+
+def make_evaluator(data: TrainingData, task: str = "auto", name: str = "dev") -> Evaluator:
+    """An evaluator over `data` for `task` (see the module's list)."""
+    task = choose_task(data, task)
+    columns = data.columns
+    if task == "sts":
+        return STSEvaluator(
+            columns["sentence1"], columns["sentence2"], number_column(data, "score"), name=name
+        )
+    if task == "pairs":
+        labels = [int(float(value)) for value in columns["label"]]
+        if not set(labels) <= {0, 1}:
+            raise SemsearchError(f"{data.source}: pair evaluation needs 0/1 labels in 'label'")
+        pairs = LabelledPairs(columns["sentence1"], columns["sentence2"], labels)
+        return PairClassificationEvaluator(pairs, name=name)
+    return InformationRetrievalEvaluator(
+        retrieval_data(columns["anchor"], columns["positive"]), name=name
+    )
+
+
+def retrieval_data(anchors: list[str], positives: list[str]) -> RetrievalData:
+    """Each anchor a query whose one relevant document is its positive; equal positives
+    are one document."""
+    documents = list(dict.fromkeys(positives))
+    document_id = {text: f"d{number}" for number, text in enumerate(documents)}
+    queries = {f"q{number}": anchor for number, anchor in enumerate(anchors)}
+    qrels = {f"q{number}": {document_id[positive]: 1} for number, positive in enumerate(positives)}
+    corpus = {document_id[text]: text for text in documents}
+    return RetrievalData(corpus=corpus, queries=queries, qrels=qrels)

@@ -1,4 +1,5 @@
-"""Training one bi-encoder on several datasets at once, each with its own objective.
+"""Training one bi-encoder on several datasets at once, each with its own objective; and
+`train`, the one entry point, which runs a config on one dataset or on such a plan.
 
 Why: fine-tuning on STS-B alone raises STS-B and lowers retrieval (the model forgets what
 made it a good search encoder); mixing in retrieval pairs with an in-batch-negatives
@@ -7,7 +8,7 @@ says which datasets, objectives and dev sets; `MultiDatasetTrainer` is `Trainer`
 
 - one loss per dataset, all around the same encoder (`MultiObjective`), each batch drawn
   from one dataset and fed to that dataset's loss (times its weight);
-- the batch order of `semsearch.training.mixing` (round-robin or proportional);
+- the batch order of `semsearch.training.schedule` (round-robin or proportional);
 - dev (and test) as a `CombinedEvaluator`: the best checkpoint is the one with the best
   weighted mean of the dev sets' primary metrics.
 
@@ -26,11 +27,29 @@ from semsearch.errors import SemsearchError
 from semsearch.evaluation.combined import CombinedEvaluator
 from semsearch.losses import SiameseLoss, build_loss
 from semsearch.models import BiEncoder
-from semsearch.training.data import TrainingData, prepare_training_data, read_eval_data
-from semsearch.training.dev import make_evaluator
-from semsearch.training.mixing import BatchSource, mixed_batches, mixed_steps
+from semsearch.training import checkpoint as ckpt
+from semsearch.training.config import TrainingConfig
+from semsearch.training.data import (
+    TrainingData,
+    make_evaluator,
+    prepare_training_data,
+    read_eval_data,
+)
 from semsearch.training.plan import DatasetSpec, EvaluationSpec, TrainingPlan
+from semsearch.training.report import TrainingResult
+from semsearch.training.schedule import BatchSource
 from semsearch.training.trainer import Trainer, data_summary, options_for
+
+
+def train(config: TrainingConfig, overwrite: bool = False) -> TrainingResult:
+    """Train as `config` says; with `overwrite`, a previous run in the folder is replaced.
+    A config with a `plan` trains on its several datasets."""
+    with ckpt.no_empty_folder_if_refused(config.output_dir):
+        if config.plan is not None:
+            trainer: Trainer = MultiDatasetTrainer(config, overwrite)
+        else:
+            trainer = Trainer(config, overwrite)
+    return trainer.run()
 
 
 class MultiObjective(nn.Module):
@@ -63,17 +82,8 @@ class MultiDatasetTrainer(Trainer):
         self.datasets = [_prepared(spec, seed) for spec in self.plan.datasets]
         return self.datasets[0]
 
-    def _build_objective(self) -> bool:
-        config = self.config
-        # torch: the weights change as it trains (an export would be stale at once).
-        encoder = BiEncoder.load(
-            config.model,
-            pooling=config.pooling,
-            normalize=config.normalize,  # type: ignore[arg-type]
-            device=config.run.device,
-            runtime="torch",
-        )
-        self.device = encoder.device
+    def _build_objective(self) -> None:
+        encoder = self._load_encoder()
         losses, self.objective_options = [], {}
         for spec, data in zip(self.plan.datasets, self.datasets):
             options = self.objective_options[spec.name] = options_for(
@@ -91,24 +101,9 @@ class MultiDatasetTrainer(Trainer):
             )
             for spec, data, loss in zip(self.plan.datasets, self.datasets, losses)
         ]
-        return False
 
-    def _count_steps(self) -> int:
-        options = self.config.optimization
-        return mixed_steps(
-            self.sources,
-            options.batch_size,
-            options.seed,
-            options.epochs,
-            self.plan.mixing,
-            options.max_steps,
-        )
-
-    def _epoch_batches(self, epoch: int) -> list[Any]:
-        options = self.config.optimization
-        return mixed_batches(
-            self.sources, options.batch_size, options.seed, epoch, self.plan.mixing
-        )
+    def _mixing(self) -> str:
+        return self.plan.mixing
 
     def _batch_loss(self, batch: tuple[int, list[int]]) -> torch.Tensor:
         number, rows = batch

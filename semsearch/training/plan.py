@@ -3,7 +3,7 @@
 
 A plan is a small YAML or JSON file (`semsearch train --plan plan.yaml -o OUTPUT`):
 
-    mixing: round-robin          # or proportional (see semsearch.training.mixing)
+    mixing: round-robin          # or proportional (see semsearch.training.schedule)
     datasets:
       - name: stsb
         source: stsb:stsb_train.tsv.gz
@@ -38,7 +38,7 @@ from typing import Any, Literal, get_args
 from semsearch.errors import SemsearchError, one_line
 from semsearch.losses import loss_class
 from semsearch.options import DEV_TASKS, FORMATIONS, OBJECTIVES, check_choice
-from semsearch.training.data_options import DataOptions
+from semsearch.training.data import DataOptions
 
 Mixing = Literal["round-robin", "proportional"]
 MIXINGS: tuple[str, ...] = get_args(Mixing)

@@ -2,11 +2,24 @@
 
 Batches are a pure function of (seed, epoch), so a resumed run sees exactly the batches
 an uninterrupted one would: it skips the ones its checkpoint says are done.
+
+When several datasets train one model, each batch comes from one dataset (an objective
+sees only its own kind of example), and the datasets take turns, as sentence-transformers'
+`RoundRobinBatchSampler` and `ProportionalBatchSampler` do:
+
+- `round-robin`: one batch of each dataset in turn; the epoch ends when the dataset with
+  the fewest batches runs out, so every dataset gets the same number of steps, and a large
+  one is seen only in part (a different part each epoch, as its batches are reshuffled).
+- `proportional`: every batch of every dataset once per epoch, in a shuffled order, so each
+  dataset gets steps in proportion to its size.
+
+One dataset is the round-robin of one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -20,6 +33,8 @@ from semsearch.training.config import OptimizationOptions
 
 # Parameters that SBERT (and BERT) exclude from weight decay.
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+# Keeps the datasets' shuffles apart when they share the run's seed.
+DATASET_SEED_STRIDE = 1_000_003
 
 
 def epoch_batches(
@@ -39,22 +54,57 @@ def epoch_batches(
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def total_steps(
-    columns: Sequence[Sequence[str]],
+@dataclass(frozen=True)
+class BatchSource:
+    """What the order needs of one dataset: its text columns, and whether a batch must
+    hold no repeated text (in-batch negatives)."""
+
+    columns: Sequence[Sequence[str]]
+    no_duplicates: bool = False
+
+
+def mixed_batches(
+    sources: Sequence[BatchSource], batch_size: int, seed: int, epoch: int, mixing: str
+) -> list[tuple[int, list[int]]]:
+    """(dataset number, row indices) of each batch of `epoch`, in training order."""
+    per_dataset = [
+        epoch_batches(
+            source.columns,
+            batch_size,
+            seed + DATASET_SEED_STRIDE * number,
+            epoch,
+            source.no_duplicates,
+        )
+        for number, source in enumerate(sources)
+    ]
+    if mixing == "round-robin":
+        turns = min(len(batches) for batches in per_dataset)
+        return [
+            (number, per_dataset[number][turn])
+            for turn in range(turns)
+            for number in range(len(sources))
+        ]
+    if mixing != "proportional":
+        raise ValueError(f"unknown mixing {mixing!r}")
+    order = np.repeat(np.arange(len(sources)), [len(batches) for batches in per_dataset])
+    np.random.default_rng((seed, epoch, len(sources))).shuffle(order)
+    turns = [iter(batches) for batches in per_dataset]
+    return [(number, next(turns[number])) for number in order.tolist()]
+
+
+def mixed_steps(
+    sources: Sequence[BatchSource],
     batch_size: int,
     seed: int,
     epochs: int,
-    no_duplicates: bool,
+    mixing: str,
     max_steps: int | None,
 ) -> int:
-    """Steps the schedule spans: `max_steps`, or every batch of every epoch."""
+    """Steps the schedule spans: `max_steps`, or every mixed batch of every epoch."""
     if max_steps is not None:
         return max_steps
-    if not no_duplicates:
-        return epochs * -(-len(columns[0]) // batch_size)
-    # Batches without duplicates vary a little per epoch: count each epoch's.
     return sum(
-        len(epoch_batches(columns, batch_size, seed, epoch, True)) for epoch in range(epochs)
+        len(mixed_batches(sources, batch_size, seed, epoch, mixing)) for epoch in range(epochs)
     )
 
 

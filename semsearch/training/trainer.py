@@ -18,24 +18,39 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from tqdm.auto import tqdm
 
 from semsearch import __version__
 from semsearch.errors import SemsearchError
+from semsearch.evaluation.base import Evaluator
 from semsearch.losses import build_loss
 from semsearch.models import BiEncoder
 from semsearch.models.torch_device import autocast_for
 from semsearch.training import checkpoint as ckpt
-from semsearch.training.card import write_model_card
 from semsearch.training.config import TrainingConfig
-from semsearch.training.data import TrainingData, prepare_training_data, read_eval_data
-from semsearch.training.dev import make_evaluator
+from semsearch.training.data import (
+    TrainingData,
+    make_evaluator,
+    prepare_training_data,
+    read_eval_data,
+)
 from semsearch.training.heads import save_head
-from semsearch.training.report import PLOT_FILE, TrainingLog, TrainingResult, plot_training
-from semsearch.training.schedule import epoch_batches, make_trainables, total_steps
+from semsearch.training.report import (
+    PLOT_FILE,
+    TrainingLog,
+    TrainingResult,
+    plot_training,
+    write_model_card,
+)
+from semsearch.training.schedule import (
+    BatchSource,
+    make_trainables,
+    mixed_batches,
+    mixed_steps,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +60,8 @@ REPLOT_SECONDS = 60.0  # redraw training.png after a dev check at most this ofte
 
 class Trainer:
     """One run. Construction prepares everything (or restores a checkpoint); `run` trains."""
+
+    checkpoint_marks: ClassVar[dict[str, str]] = {}  # saved beside the config
 
     def __init__(self, config: TrainingConfig, overwrite: bool = False) -> None:
         self.config = config
@@ -57,16 +74,15 @@ class Trainer:
         if saved is not None:
             self._check_resumable(saved[1])
         torch.manual_seed(config.optimization.seed)
-        no_duplicates = self._build_objective()
-        self._plan_and_resume(saved, no_duplicates)
+        self._build_objective()
+        self._plan_and_resume(saved)
 
     def _prepare_data(self) -> TrainingData:
         """The training data, read and checked for the objective."""
         config = self.config
         return prepare_training_data(config.objective, config.data, config.optimization.seed)
 
-    def _build_objective(self) -> bool:
-        """Model, loss and the columns they read; True when batches must hold no duplicates."""
+    def _load_encoder(self) -> BiEncoder:
         config = self.config
         # torch: the weights change as it trains (an export would be stale at once).
         encoder = BiEncoder.load(
@@ -77,18 +93,27 @@ class Trainer:
             runtime="torch",
         )
         self.device = encoder.device
-        self.objective_options = options_for(config.objective, config.objective_options, self.data)
-        self.loss = build_loss(config.objective, encoder, **self.objective_options)
-        self.text_columns = [
-            self.data.columns[name] for name in self.loss.input_columns(self.data.names)
-        ]
-        return config.objective == "mnr"
+        return encoder
 
-    def _plan_and_resume(self, saved, no_duplicates: bool) -> None:
+    def _build_objective(self) -> None:
+        """Model, loss, and the batch source of the columns they read."""
+        config, data = self.config, self.data
+        self.objective_options = options_for(config.objective, config.objective_options, data)
+        self.loss = build_loss(config.objective, self._load_encoder(), **self.objective_options)
+        columns = [data.columns[name] for name in self.loss.input_columns(data.names)]
+        self.sources = [BatchSource(columns, no_duplicates=config.objective == "mnr")]
+
+    def _plan_and_resume(self, saved) -> None:
         """Step counts, trainables, log and state; restored from `saved` when resuming."""
         options = self.config.optimization
-        self.no_duplicates = no_duplicates
-        self.steps = self._count_steps()
+        self.steps = mixed_steps(
+            self.sources,
+            options.batch_size,
+            options.seed,
+            options.epochs,
+            self._mixing(),
+            options.max_steps,
+        )
         self.warmup_steps = math.ceil(self.steps * options.warmup_fraction)
         self.trainables = make_trainables(
             self.loss, options, self.device, self.warmup_steps, self.steps
@@ -127,33 +152,19 @@ class Trainer:
             self._evaluate()
         return self._finish()
 
-    def _count_steps(self) -> int:
-        """The steps the schedule spans."""
-        options = self.config.optimization
-        return total_steps(
-            self.text_columns,
-            options.batch_size,
-            options.seed,
-            options.epochs,
-            self.no_duplicates,
-            options.max_steps,
-        )
+    def _mixing(self) -> str:
+        return "round-robin"  # one dataset: its own batches in order
 
-    def _epoch_batches(self, epoch: int) -> list[Any]:
-        """The batches of `epoch` in order, each what `_batch_loss` takes (here: row indices)."""
-        options = self.config.optimization
-        return epoch_batches(
-            self.text_columns, options.batch_size, options.seed, epoch, self.no_duplicates
-        )
-
-    def _batch_loss(self, rows: list[int]) -> torch.Tensor:
-        """The loss of one batch, differentiable."""
-        columns, labels = self.loss.make_batch(self.data.columns, rows)
+    def _batch_loss(self, batch: tuple[int, list[int]]) -> torch.Tensor:
+        """The loss of one batch (dataset number, row indices), differentiable."""
+        columns, labels = self.loss.make_batch(self.data.columns, batch[1])
         return self.loss(columns, labels)
 
     def _train_epoch(self) -> None:
-        state = self.state
-        batches = self._epoch_batches(state.epoch)
+        state, options = self.state, self.config.optimization
+        batches = mixed_batches(
+            self.sources, options.batch_size, options.seed, state.epoch, self._mixing()
+        )
         for batch in batches[state.batches_done :]:
             value = self._step(batch)
             state.step += 1
@@ -166,8 +177,8 @@ class Trainer:
             self._evaluate()
             self._checkpoint()
 
-    def _step(self, batch: Any) -> float:
-        """One optimisation step on `batch` (see `_epoch_batches`); returns its loss."""
+    def _step(self, batch: tuple[int, list[int]]) -> float:
+        """One optimisation step on `batch`; returns its loss."""
         trainables, options = self.trainables, self.config.optimization
         with autocast_for(self.device, options.precision):
             value = self._batch_loss(batch)
@@ -235,7 +246,8 @@ class Trainer:
 
     def _checkpoint(self) -> None:
         self.state.seconds = self._clock()
-        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, self.config.to_dict())
+        config = {**self.config.to_dict(), **self.checkpoint_marks}
+        ckpt.save_checkpoint(self.output_dir, self.trainables, self.state, config)
 
     def _save_model(self) -> None:
         self.loss.encoder.save(self.output_dir)
@@ -286,7 +298,7 @@ class Trainer:
         record = self._record(result)
         result_file = self.output_dir / ckpt.RESULT_FILE
         result_file.write_text(json.dumps(record, indent=2, default=float) + "\n", encoding="utf-8")
-        self._write_card(record)
+        write_model_card(self.output_dir, self.config, record)
         self._plot()
         ckpt.remove_checkpoint(self.output_dir)
         return result
@@ -294,9 +306,6 @@ class Trainer:
     def _load_kept_model(self) -> BiEncoder:
         """The model the run kept, read back from disk as a user will load it."""
         return BiEncoder.load(str(self.output_dir), device=str(self.device), runtime="torch")
-
-    def _write_card(self, record: dict[str, Any]) -> None:
-        write_model_card(self.output_dir, self.config, record)
 
     def _record(self, result: TrainingResult) -> dict[str, Any]:
         """`training.json`: the config, the data, the schedule, the figures, the model's facts."""
@@ -341,7 +350,10 @@ class Trainer:
         if source is None:
             return None, None
         data = read_eval_data(source, self.config.data)
-        return data, make_evaluator(data, self.config.data.dev_task, role)
+        return data, self._evaluator(data, role)
+
+    def _evaluator(self, data: TrainingData, role: str) -> Evaluator:
+        return make_evaluator(data, self.config.data.dev_task, role)
 
     def _check_resumable(self, saved_config: dict[str, Any]) -> None:
         changed = self.config.resume_differences(saved_config)

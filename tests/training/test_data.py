@@ -7,8 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from semsearch.errors import SemsearchError
-from semsearch.training.data import prepare_training_data, read_source, split_source
-from semsearch.training.data_options import DataOptions
+from semsearch.training.data import DataOptions, prepare_training_data, read_source, split_source
 
 
 def test_reader_prefixes_and_plain_paths(stsb_file, sick_file) -> None:

@@ -10,8 +10,7 @@ from semsearch.evaluation import (
     PairClassificationEvaluator,
     STSEvaluator,
 )
-from semsearch.training.data import TrainingData
-from semsearch.training.dev import choose_task, make_evaluator, retrieval_data
+from semsearch.training.data import TrainingData, choose_task, make_evaluator, retrieval_data
 
 
 def _data(**columns) -> TrainingData:

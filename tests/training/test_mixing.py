@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from semsearch.training.mixing import BatchSource, mixed_batches, mixed_steps
+from semsearch.training.schedule import BatchSource, mixed_batches, mixed_steps
 
 
 def _source(rows: int, duplicates: bool = False) -> BatchSource:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from semsearch.training.schedule import epoch_batches, make_optimizer, total_steps, warmup_linear
+from semsearch.training.schedule import (
+    BatchSource,
+    epoch_batches,
+    make_optimizer,
+    mixed_steps,
+    warmup_linear,
+)
 
 
 def test_batches_cover_every_row_once_and_depend_only_on_seed_and_epoch() -> None:
@@ -14,8 +20,9 @@ def test_batches_cover_every_row_once_and_depend_only_on_seed_and_epoch() -> Non
     assert [len(b) for b in batches] == [4, 4, 2] and sorted(sum(batches, [])) == list(range(10))
     assert batches == epoch_batches(columns, 4, seed=3, epoch=0, no_duplicates=False)
     assert batches != epoch_batches(columns, 4, seed=3, epoch=1, no_duplicates=False)
-    assert total_steps(columns, 4, 3, epochs=2, no_duplicates=False, max_steps=None) == 6
-    assert total_steps(columns, 4, 3, epochs=2, no_duplicates=False, max_steps=5) == 5
+    one = [BatchSource(columns)]
+    assert mixed_steps(one, 4, 3, epochs=2, mixing="round-robin", max_steps=None) == 6
+    assert mixed_steps(one, 4, 3, epochs=2, mixing="round-robin", max_steps=5) == 5
 
 
 def test_in_batch_negative_batches_hold_no_text_twice() -> None:
