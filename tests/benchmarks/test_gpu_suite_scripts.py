@@ -21,7 +21,8 @@ def test_mining_a_whole_file_writes_its_pairs_into_an_out_dir_that_did_not_exist
 ) -> None:
     """`--limit 0` reads the file itself, so nothing had made the out-dir before the pairs
     were written into it: the GPU run crashed after mining all 841,708 summaries. The script
-    runs in this process (a fresh interpreter spent 5-8 s importing what this one has)."""
+    runs in this process, on torch as the library's tests do (a fresh interpreter spent 5-8 s
+    importing what this one has and exporting the model to OpenVINO)."""
     data = tmp_path / "data" / "pypi"
     data.mkdir(parents=True)
     summaries = [
