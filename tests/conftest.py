@@ -152,32 +152,24 @@ def default_encoder() -> BiEncoder:
     return BiEncoder.load(reference_model(), device="cpu", runtime="torch")
 
 
-@pytest.fixture()
-def corpus_file(tmp_path: Path) -> Path:
-    """A small Parquet corpus with ids and an extra metadata column."""
+def write_corpus(path: Path) -> Path:
+    """Write the small Parquet corpus: ids, the sentences, and a topic per related pair."""
+    topics = ["music", "pets", "finance", "linux", "food", "python"]
     table = pa.table(
         {
             "doc_id": [f"d{i}" for i in range(len(SENTENCES))],
             "text": SENTENCES,
-            "topic": [
-                "music",
-                "music",
-                "pets",
-                "pets",
-                "finance",
-                "finance",
-                "linux",
-                "linux",
-                "food",
-                "food",
-                "python",
-                "python",
-            ],
+            "topic": [topics[i // 2] for i in range(len(SENTENCES))],
         }
     )
-    path = tmp_path / "corpus.parquet"
     pq.write_table(table, path)
     return path
+
+
+@pytest.fixture()
+def corpus_file(tmp_path: Path) -> Path:
+    """A small Parquet corpus with ids and an extra metadata column."""
+    return write_corpus(tmp_path / "corpus.parquet")
 
 
 @pytest.fixture()

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli.support import CliRunner
 from server.conftest import serve
-from typer.testing import CliRunner
 
 from semsearch.cli.app import app
 from semsearch.errors import SemsearchError

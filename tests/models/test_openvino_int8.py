@@ -5,6 +5,7 @@ in one line (there is no other int8 to fall back on)."""
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 
 import numpy as np
@@ -21,7 +22,7 @@ from semsearch.models.openvino_int8 import (
     calibration_sample,
     quantized_path,
 )
-from semsearch.models.openvino_runtime import cosine_agreement
+from semsearch.models.openvino_runtime import cosine_agreement, export_path
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
 pytest.importorskip("nncf", reason="nncf is not installed (the cpu-runtime extra)")
@@ -86,13 +87,26 @@ def test_the_cache_is_keyed_by_calibration_and_reused(tiny_model_dir, quantisati
     assert calibration_sample([" "]) == list(BUILTIN_CALIBRATION)
 
 
+def _entries(encoder: BiEncoder) -> tuple:
+    """The cache's fp32 export of `encoder` and its int8 IR on the built-in calibration."""
+    version = ov.get_version()
+    return export_path(encoder, version), quantized_path(encoder, version, calibration_sample(None))
+
+
 @pytest.mark.parametrize("damage", ["bin", "xml"])
 def test_a_tampered_entry_is_quantised_again(
     tiny_model_dir, tmp_path, monkeypatch, quantisations, caplog, damage
 ) -> None:
+    encoder = _load(tiny_model_dir)  # quantised once a session, in the session's cache
+    expected = encoder.encode(TEXTS)
+    originals = _entries(encoder)
     monkeypatch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path))
-    expected = _load(tiny_model_dir).encode(TEXTS)
-    path = quantized_path(_load(tiny_model_dir), ov.get_version(), calibration_sample(None))
+    for original, copy in zip(originals, _entries(encoder)):  # both in a cache of its own
+        copy.parent.mkdir(parents=True)
+        for file in original.parent.glob(original.stem + ".*"):
+            if file.is_file():  # not the compiled copies' folder (exported_query_encoder)
+                shutil.copy(file, copy.parent / file.name)
+    path = _entries(encoder)[1]
     target = path if damage == "xml" else path.with_suffix(".bin")
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0xFF

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from server.conftest import API_KEY, serve
+from conftest import write_corpus
+from server.conftest import API_KEY, ReadyClient, serve
 
 from semsearch.index import Index
 from semsearch.ingest.build import build_index
@@ -20,6 +23,53 @@ def _ids(body: dict, query: int = 0) -> list:
     return [hit["id"] for hit in body["results"][query]["hits"]]
 
 
+@pytest.fixture(scope="module")
+def served_index_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """The corpus of `corpus_file` indexed once for this module's tests that change nothing."""
+    folder = tmp_path_factory.mktemp("served")
+    corpus = write_corpus(folder / "corpus.parquet")
+    build_index(
+        BuildOptions(
+            corpus=corpus,
+            name="docs",
+            id_column="doc_id",
+            model=str(tiny_model_dir),
+            out_dir=folder / "indexes",
+            device="cpu",
+            show_progress=False,
+        )
+    )
+    return folder / "indexes"
+
+
+@pytest.fixture(scope="module")
+def client(
+    served_index_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReadyClient]:
+    """One server for the tests that change neither its index nor its counters (a server per
+    test spent 0.2 s each starting): on torch and in fp32 throughout, as a test's own server
+    is in its first second (bf16 may take over later); a test that writes, deletes or
+    counts takes `own_client`."""
+    from semsearch.models import bi_encoder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEMSEARCH_CACHE_DIR", str(tmp_path_factory.mktemp("own-cache")))
+        patch.setattr(
+            bi_encoder,
+            "resolve_runtime",
+            lambda runtime, device: "torch" if runtime == "auto" else runtime,
+        )
+        with serve(served_index_dir, precision="fp32") as test_client:
+            yield test_client
+
+
+@pytest.fixture()
+def own_client(index_dir: Path) -> Iterator[ReadyClient]:
+    """A server of the test's own, on its own index (`index_dir`)."""
+    with serve(index_dir) as test_client:
+        yield test_client
+
+
 def test_health_and_indexes(client) -> None:
     ready = client.get("/ready")
     assert ready.status_code == 200 and ready.json()["indexes"]["docs"]["generation"] == 1
@@ -31,8 +81,10 @@ def test_health_and_indexes(client) -> None:
     ] == [1]
 
 
-def test_search_answers_like_the_library(client, index_dir, tiny_model_dir, sentences) -> None:
-    searcher = Searcher(find_index("docs", index_dir), device="cpu")
+def test_search_answers_like_the_library(
+    client, served_index_dir, tiny_model_dir, sentences
+) -> None:
+    searcher = Searcher(find_index("docs", served_index_dir), device="cpu")
     expected = [[hit.to_dict() for hit in hits] for hits in searcher.search(sentences[:3], k=4)]
     got = client.post("/search", json={"queries": sentences[:3], "k": 4}).json()
     assert got["index"] == "docs" and got["generation"] == 1
@@ -168,31 +220,31 @@ def test_upsert_and_delete_through_the_api(writer) -> None:
     assert missing_text.status_code == 400 and "text" in missing_text.json()["error"]
 
 
-def test_changes_from_another_writer_are_served_within_a_second(client, index_dir) -> None:
+def test_changes_from_another_writer_are_served_within_a_second(own_client, index_dir) -> None:
     Index.open("docs", index_dir).delete(ids=["d0"])
     deadline = time.monotonic() + 1.0
-    while client.get("/ready").json()["indexes"]["docs"]["generation"] != 2:
+    while own_client.get("/ready").json()["indexes"]["docs"]["generation"] != 2:
         assert time.monotonic() < deadline, "the server did not move to generation 2 within 1 s"
         time.sleep(0.02)
-    assert "d0" not in _ids(client.get("/search", params={"q": "guitar", "k": 12}).json())
+    assert "d0" not in _ids(own_client.get("/search", params={"q": "guitar", "k": 12}).json())
 
 
-def test_a_vanished_index_is_unhealthy_not_fatal(client, index_dir) -> None:
+def test_a_vanished_index_is_unhealthy_not_fatal(own_client, index_dir) -> None:
     import shutil
 
     shutil.rmtree(index_dir / "docs")
     deadline = time.monotonic() + 2.0
-    while client.get("/ready").status_code != 503:
+    while own_client.get("/ready").status_code != 503:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    assert client.get("/search", params={"q": "x"}).status_code == 503
-    assert client.get("/metrics").status_code == 200
+    assert own_client.get("/search", params={"q": "x"}).status_code == 503
+    assert own_client.get("/metrics").status_code == 200
 
 
-def test_metrics_count_requests_and_batches(client) -> None:
-    client.get("/search", params={"q": "guitar"})
-    client.get("/search", params={"q": "x", "k": 0})
-    text = client.get("/metrics").text
+def test_metrics_count_requests_and_batches(own_client) -> None:
+    own_client.get("/search", params={"q": "guitar"})
+    own_client.get("/search", params={"q": "x", "k": 0})
+    text = own_client.get("/metrics").text
     assert 'semsearch_requests_total{route="/search",status="200"} 1.0' in text
     assert 'semsearch_errors_total{route="/search",status="422"} 1.0' in text
     assert "semsearch_encoder_batch_texts_count 1.0" in text
@@ -206,9 +258,9 @@ def test_the_page(client) -> None:
 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
 def test_lexical_and_hybrid_answer_like_the_library(
-    client, index_dir, sentences, mode, monkeypatch
+    client, served_index_dir, sentences, mode, monkeypatch
 ) -> None:
-    searcher = Searcher(find_index("docs", index_dir), device="cpu")
+    searcher = Searcher(find_index("docs", served_index_dir), device="cpu")
     expected = [[hit.id for hit in hits] for hits in searcher.search(sentences[:2], k=4, mode=mode)]
     if mode == "lexical":  # BM25 alone never waits for the encoder
         served = client.registry.get("docs")
@@ -359,9 +411,9 @@ def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypa
 
 
 def test_post_search_by_vector_answers_like_the_library(
-    client, index_dir, tiny_model_dir, sentences
+    client, served_index_dir, tiny_model_dir, sentences
 ) -> None:
-    searcher = Searcher(find_index("docs", index_dir), device="cpu")
+    searcher = Searcher(find_index("docs", served_index_dir), device="cpu")
     vectors = searcher.encoder.encode(sentences[2:4])
     expected = searcher.search_vectors(vectors, k=3)
     one = client.post("/search", json={"vector": vectors[0].tolist(), "k": 3})
