@@ -15,6 +15,7 @@ from models.odd_texts import ODD_TEXTS
 from semsearch.errors import SemsearchError
 from semsearch.models import openvino_int8
 from semsearch.models.bi_encoder import BiEncoder
+from semsearch.models.exported_query_encoder import export_path
 from semsearch.models.openvino_int8 import (
     BUILTIN_CALIBRATION,
     MIN_COSINE,
@@ -22,7 +23,7 @@ from semsearch.models.openvino_int8 import (
     calibration_sample,
     quantized_path,
 )
-from semsearch.models.openvino_runtime import cosine_agreement, export_path
+from semsearch.models.openvino_runtime import cosine_agreement
 
 ov = pytest.importorskip("openvino", reason="openvino is not installed (the cpu-runtime extra)")
 pytest.importorskip("nncf", reason="nncf is not installed (the cpu-runtime extra)")
@@ -90,7 +91,9 @@ def test_the_cache_is_keyed_by_calibration_and_reused(tiny_model_dir, quantisati
 def _entries(encoder: BiEncoder) -> tuple:
     """The cache's fp32 export of `encoder` and its int8 IR on the built-in calibration."""
     version = ov.get_version()
-    return export_path(encoder, version), quantized_path(encoder, version, calibration_sample(None))
+    return export_path(encoder.spec, version), quantized_path(
+        encoder, version, calibration_sample(None)
+    )
 
 
 @pytest.mark.parametrize("damage", ["bin", "xml"])
