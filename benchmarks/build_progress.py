@@ -1,14 +1,7 @@
 """Does a build's progress tell the truth? Its bar's rate, second by second, as a user sees it.
 
-Why: a bar whose rate swings (slow, then fast, inside every part) gives an ETA that swings
-with it, and a bar that sits at 0 while the model loads says nothing. This script runs
-`semsearch build` of the first N PyPI summaries in a child process, timestamps every
-progress line it writes on stderr, and reports when the first line came (what loads), when
-the bar first moved, the texts/s of every one-second window of encoding (the median, the
-10th percentile: the goal is at least half the median, and the 90th), and how far the ETA
-it showed in the middle 80 % of the encoding was from the time really left (median and
-90th percentile of |shown - left| / left). Figures are appended to
-benchmarks/results/build_progress.jsonl; on a shared machine run it under a lock:
+Runs `semsearch build` in a child and timestamps each progress line: when the bar first
+shows and moves, texts/s per one-second window, and how far its ETA was from the time left.
 
     flock /tmp/cpu.lock python benchmarks/build_progress.py --rows 50000
 """

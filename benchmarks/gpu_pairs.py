@@ -1,24 +1,10 @@
 """The SBERT paper's headline on a GPU: `semsearch bench pairs` with BERT-base-size models.
 
-Why: the paper's case for bi-encoders is 10,000 sentences' closest pair in about 65 hours
-of cross-encoding on a V100 against about 5 seconds for the bi-encoder. Issue 15 asks for
-that table measured on the lent GPU with a BERT-base-size cross-encoder and bi-encoder.
-Each `--shape` runs `python -m semsearch bench pairs` as a user types it, in a fresh process:
-
-- `base`: a randomly initialised model of all-mpnet-base-v2's shape (12 layers, 768 hidden),
-  built with `--model`'s tokenizer; the cross-encoder is bench pairs' default, an untrained
-  head on the same transformer, so every pair costs what a trained BERT-base cross-encoder
-  costs (random weights change the scores, not the work);
-- `model`: `--model` as it is (the bundled all-MiniLM-L6-v2 by default).
-
-The cross-encoder's pairs/s is measured on random pairs and extrapolated to all
-n(n-1)/2 pairs; the bi-encoder encodes the n sentences and mines their closest pairs,
-measured end to end. One JSON line per shape goes to `results/gpu_pairs.jsonl`, and the
-README's table is printed.
+`--shape base` times a random model of all-mpnet-base-v2's shape (random weights change the
+scores, not the work), `--shape model` the given model; the cross-encoder's pairs/s is
+extrapolated to all n(n-1)/2 pairs, the bi-encoder's encode-and-mine timed end to end.
 
     python3 benchmarks/gpu_pairs.py --device cuda --model /tmp/model --data-dir .gpu/data
-    flock /tmp/cpu.lock python benchmarks/gpu_pairs.py --device cpu --n 200 \\
-        --min-seconds 2 --shape model --out-dir /tmp/gpu_pairs_smoke   # a CPU smoke run
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Hybrid search measured: dense, lexical (BM25) and hybrid quality, and each mode's latency.
 
-Why: the issue asks whether fusing BM25 with the vectors improves what users get. Quality is
-nDCG@10 and recall@100 on the DBPedia subset (BEIR, graded) and on Debian short -> long
-descriptions (first 5,000 packages), by exact search on the default
-model and an in-memory BM25 (the same code a built index runs: `semsearch.evaluation.hybrid`).
-Convex fusion's alpha is tuned on a dev split: 2 folds, each ranked with the alpha of the
-other (BM25 settings and a per-query oracle were measured once: docs/results-history.md). Latency is
-the p50 of single-query `Searcher.search` calls, encoding included, in each mode on an index
-of the 841k PyPI summaries (its lexical part is added with `set_lexical` if missing), the
-modes interleaved query by query so that each sees the same machine.
+Quality: nDCG@10 and recall@100 on DBPedia and Debian short -> long descriptions (alpha tuned
+on 2 folds); latency: single-query `Searcher.search` p50 per mode, interleaved query by query.
 """
 
 from __future__ import annotations

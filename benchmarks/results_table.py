@@ -1,10 +1,7 @@
 """The generated regions of RESULTS.md, from the figure lines in `results/*.jsonl`.
 
-Each goal of the registry (`suite.py`) names a benchmark, a key path into its JSON lines,
-a comparison and a threshold. The latest line (the file is appended to, so the last one)
-that matches the goal's filter and holds the figure answers it; a goal no line answers
-shows as not measured, so a missing figure is visible instead of silently absent. A
-`Figure` is the same look-up without a threshold: the latest figures of each benchmark.
+A goal is answered by the latest line matching its filter; one no line answers shows as not
+measured, so a missing figure is visible.
 """
 
 from __future__ import annotations
