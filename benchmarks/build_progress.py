@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO_ROOT, args_dict, base_parser, corpus_head, record
+from common import REPO_ROOT, add_options, args_dict, base_parser, corpus_head, record
 
 BAR = re.compile(r"encoding:.*?\|\s*(\d+)/(\d+) \[[^<]*<([^,]*),")
 WINDOW_S = 1.0
@@ -95,20 +95,18 @@ def _seconds(eta: str) -> int:
 def main() -> None:
     parser = base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=50_000, help="PyPI summaries to build")
-    parser.add_argument(
-        "--source-dir",
-        type=Path,
-        default=REPO_ROOT,
-        help="the folder holding the semsearch package to run (default: this "
-        "repository), e.g. an export of another commit to compare",
+    source_help = (
+        "the folder holding the semsearch package to run (default: this "
+        "repository), e.g. an export of another commit to compare"
     )
-    parser.add_argument(
-        "--build-args",
-        default="--index-type flat --target-recall 0 --no-lexical",
-        help="more options for `semsearch build`",
-    )
-    parser.add_argument(
-        "--log", type=Path, default=None, help="write the timestamped stderr lines to this file"
+    add_options(
+        parser,
+        source_dir=(REPO_ROOT, source_help),
+        build_args=(
+            "--index-type flat --target-recall 0 --no-lexical",
+            "more options for `semsearch build`",
+        ),
+        log=(Path, "write the timestamped stderr lines to this file"),
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="build_progress-") as scratch:

@@ -303,12 +303,6 @@ def args_dict(args: argparse.Namespace) -> dict:
     return {key: str(v) if isinstance(v, Path) else v for key, v in vars(args).items()}
 
 
-def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

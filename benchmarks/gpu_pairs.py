@@ -16,15 +16,16 @@ import tempfile
 from pathlib import Path
 
 from common import (
+    add_options,
     base_parser,
     command_line,
     device_label,
-    markdown_table,
     random_base_model,
     record,
     reference_model_path,
     run_timed,
 )
+from results_table import markdown_table
 
 SHAPES = ("base", "model")
 SHAPE_LABELS = {"base": "random BERT-base shape (12 layers, 768 hidden)"}
@@ -107,13 +108,11 @@ def table(lines: list[dict]) -> str:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model",
-        type=Path,
-        default=None,
-        help="reference model folder: its tokenizer for the base shape, itself for "
-        "--shape model (default: the bundled model)",
+    model_help = (
+        "reference model folder: its tokenizer for the base shape, itself for "
+        "--shape model (default: the bundled model)"
     )
+    add_options(parser, model=(Path, model_help))
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     parser.add_argument("--n", type=int, default=10_000, help="sentences (the paper: 10,000)")
     parser.add_argument(
@@ -123,17 +122,11 @@ def main() -> None:
         default=None,
         help="base (random BERT-base shape) and/or model (--model as is); default: both",
     )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help=f"pairs and texts per forward pass (default: {BATCH})",
-    )
-    parser.add_argument(
-        "--min-pairs", type=int, default=20_000, help="cross-encoder pairs scored at least"
-    )
-    parser.add_argument(
-        "--min-seconds", type=float, default=30.0, help="cross-encoder scoring time at least"
+    add_options(
+        parser,
+        batch_size=(int, f"pairs and texts per forward pass (default: {BATCH})"),
+        min_pairs=(20_000, "cross-encoder pairs scored at least"),
+        min_seconds=(30.0, "cross-encoder scoring time at least"),
     )
     args = parser.parse_args()
     reference = Path(args.model or reference_model_path())

@@ -12,7 +12,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from common import args_dict, base_parser, environment, read_corpus, record, set_threads
+from common import (
+    add_options,
+    args_dict,
+    base_parser,
+    environment,
+    read_corpus,
+    record,
+    set_threads,
+)
 from index_family import sample_queries
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
@@ -147,21 +155,14 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--debian-rows", type=int, default=5_000)
-    parser.add_argument(
-        "--vectors-cache",
-        type=Path,
-        default=None,
-        help="keep the encoded vectors here between runs",
+    add_options(
+        parser,
+        debian_rows=5_000,
+        vectors_cache=(Path, "keep the encoded vectors here between runs"),
+        latency_index=(Path, "an index of the PyPI summaries to time each mode on"),
+        latency_queries=500,
+        skip_quality=False,
     )
-    parser.add_argument(
-        "--latency-index",
-        type=Path,
-        default=None,
-        help="an index of the PyPI summaries to time each mode on",
-    )
-    parser.add_argument("--latency-queries", type=int, default=500)
-    parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument(
         "--tasks",
         nargs="+",
@@ -169,7 +170,7 @@ def main() -> None:
         default=["dbpedia", "debian"],
         help="quality tasks (default both)",
     )
-    parser.add_argument("--threads", type=int, default=None)
+    add_options(parser, threads=int)
     args = parser.parse_args()
     set_threads(args.threads)
     figures = {"benchmark": "hybrid_quality", "args": args_dict(args), "environment": environment()}
