@@ -1,19 +1,8 @@
 """The recipes semsearch replaces, measured side by side (issue 17).
 
-Rows: averaged word vectors (the default model's input token embeddings, and word2vec
-trained here on the Debian and PyPI texts), the frozen default model (CLS, mean, mean of
-its input embeddings), siamese BiLSTMs over the better of the two vector sources
-(l1-sigmoid, malstm, contrastive on Euclidean distance), the transformer with the BCE pair head (pos_weight 2), the softmax objective on
-SICK entailment labels for each pooling x feature set (SBERT's Table 6), and the
-bi-encoder fine-tuned on STS-B as semsearch does it today. Every trained row has the same
-seed and budget (one epoch, batches of 16). Per row: STS-B test Spearman, SICK trial
-Spearman, accuracy / F1 on STS-B test binarised at score >= 4 (thresholds chosen on STS-B
-dev), training seconds, CPU encoding texts/s and model size.
-
-Each row appends one JSON line to `benchmarks/results/baselines.jsonl` as it finishes;
-rows already there are skipped, so the grid runs in chunks (`--rows a,b` or globs such
-as `--rows 'softmax-mean-*'`); RESULTS.md shows the latest figures (`baselines.png`, the
-grid as first measured, is drawn in docs/results-history.md).
+Each row (word vectors, frozen and fine-tuned transformers, BiLSTMs, SBERT's Table 6 softmax
+grid) trains with one seed and budget and appends its STS-B, SICK and pair-classification
+line to `results/baselines.jsonl`; rows already there are skipped, so the grid runs in chunks.
 
     python benchmarks/baselines.py --list
     python benchmarks/baselines.py --rows avg-minilm-input,frozen-minilm-mean

@@ -1,14 +1,7 @@
 """Does a build's progress tell the truth? Its bar's rate, second by second, as a user sees it.
 
-Why: a bar whose rate swings (slow, then fast, inside every part) gives an ETA that swings
-with it, and a bar that sits at 0 while the model loads says nothing. This script runs
-`semsearch build` of the first N PyPI summaries in a child process, timestamps every
-progress line it writes on stderr, and reports when the first line came (what loads), when
-the bar first moved, the texts/s of every one-second window of encoding (the median, the
-10th percentile: the goal is at least half the median, and the 90th), and how far the ETA
-it showed in the middle 80 % of the encoding was from the time really left (median and
-90th percentile of |shown - left| / left). Figures are appended to
-benchmarks/results/build_progress.jsonl; on a shared machine run it under a lock:
+Runs `semsearch build` in a child and timestamps each progress line: when the bar first
+shows and moves, texts/s per one-second window, and how far its ETA was from the time left.
 
     flock /tmp/cpu.lock python benchmarks/build_progress.py --rows 50000
 """
@@ -24,7 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO_ROOT, args_dict, base_parser, corpus_head, record
+from common import REPO_ROOT, add_options, args_dict, base_parser, corpus_head, record
 
 BAR = re.compile(r"encoding:.*?\|\s*(\d+)/(\d+) \[[^<]*<([^,]*),")
 WINDOW_S = 1.0
@@ -102,20 +95,18 @@ def _seconds(eta: str) -> int:
 def main() -> None:
     parser = base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=50_000, help="PyPI summaries to build")
-    parser.add_argument(
-        "--source-dir",
-        type=Path,
-        default=REPO_ROOT,
-        help="the folder holding the semsearch package to run (default: this "
-        "repository), e.g. an export of another commit to compare",
+    source_help = (
+        "the folder holding the semsearch package to run (default: this "
+        "repository), e.g. an export of another commit to compare"
     )
-    parser.add_argument(
-        "--build-args",
-        default="--index-type flat --target-recall 0 --no-lexical",
-        help="more options for `semsearch build`",
-    )
-    parser.add_argument(
-        "--log", type=Path, default=None, help="write the timestamped stderr lines to this file"
+    add_options(
+        parser,
+        source_dir=(REPO_ROOT, source_help),
+        build_args=(
+            "--index-type flat --target-recall 0 --no-lexical",
+            "more options for `semsearch build`",
+        ),
+        log=(Path, "write the timestamped stderr lines to this file"),
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="build_progress-") as scratch:

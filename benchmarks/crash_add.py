@@ -26,11 +26,14 @@ from semsearch.ingest.build_options import BuildOptions
 
 def main() -> None:
     parser = common.base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=10)
-    parser.add_argument("--base-rows", type=int, default=2_000)
-    parser.add_argument("--add-rows", type=int, default=2_000)
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/semsearch-crash"))
+    common.add_options(
+        parser,
+        kills=10,
+        base_rows=2_000,
+        add_rows=2_000,
+        model="default",
+        work_dir=Path("/tmp/semsearch-crash"),
+    )
     args = parser.parse_args()
     import shutil
 

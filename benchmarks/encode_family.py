@@ -1,19 +1,10 @@
-"""The encode family's measures: texts/s of encoders against sentence-transformers' on the same
-texts (the first PyPI summaries and Debian long descriptions), and how close their vectors are.
+"""The encode family: texts/s of encoders against sentence-transformers' on the same texts.
 
-`in_process` (`encode_throughput`): semsearch's `BiEncoder` and sentence-transformers in one
-process on one device (a GPU's too), in alternating rounds at the same batch size; figures are
-medians. Every row's vectors are compared with sentence-transformers' fp32 vectors (goal: mean
-cosine >= 0.999, min >= 0.995). `variant` adds semsearch-only rows (`b=512,t=32768,p=bf16`,
-`b=default,pack`, `b=32,int8`, ...). `st_references` (on by default on CUDA) adds
-sentence-transformers at its defaults (batch 32, fp32) and at its fastest documented setting
-(bf16, `st_fastest_batch`); each corpus gives one line with semsearch's best row, its ratios
-to both, cosines and share of the bf16 peak. `random_base_model` times a random
-BERT-base-shaped model that both encoders load. `runtimes_family.py` measures the same with
-a process per candidate, for the CPU runtimes.
+`in_process` (`encode_throughput`) runs semsearch's `BiEncoder` and sentence-transformers in
+alternating rounds in one process (medians), with every row's cosines to sentence-transformers'
+fp32 vectors; `runtimes_family.py` gives each CPU candidate a process of its own.
 
-    python benchmarks/runner.py run encode_throughput --set device=cuda model=/tmp/model \
-        pypi_rows=100000 debian_rows=20000 batch_size=256 'variant=["b=default,pack"]' repeats=3
+    python benchmarks/runner.py run encode_throughput --set device=cuda model=/tmp/model
 """
 
 from __future__ import annotations

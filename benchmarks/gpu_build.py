@@ -1,28 +1,10 @@
-"""End to end on a GPU: `semsearch build` of all 841,708 PyPI summaries against a hand-written
-sentence-transformers + FAISS script doing the same job, in one run.
+"""End to end on a GPU: `semsearch build` of all PyPI summaries against a hand-written
+sentence-transformers + FAISS script (`--peer`) doing the same job, in one run.
 
-Why: issue 15's goal is the whole build (encode, index training, adding, tuning, writing)
-in <= 30 s on one H100, >= 3x the peer, with recall@10 >= 0.95. Both sides run as fresh
-processes, timed from start to exit, so each pays its imports, model load and CUDA start:
-
-- semsearch: `python -m semsearch build CORPUS --device DEVICE ...` as a user types it
-  (`--no-lexical` unless `--lexical`: the peer builds no BM25 index);
-- the peer (`--peer` runs this file as it): sentence-transformers at its fastest documented
-  setting (bf16 weights, a large batch; fp32 on a CPU), FAISS `index_factory` with the
-  factory string semsearch's manifest records, trained on a random sample of 64 rows a list
-  (semsearch's own sample size, within the 30-256 a list that FAISS's guidelines give) and
-  filled on the GPU when FAISS has one, nprobe doubled until recall@10 on sampled queries
-  reaches the target, and `write_index` of the CPU copy. It prints each phase's seconds as
-  it ends, so a run cut short still says where the time went.
-
-Then, untimed, recall@10 of semsearch's written index (at its tuned nprobe) against exact
-search over its stored vectors for `--queries` rows drawn from the corpus (tie-aware: a row
-that scores as well as the exact 10th counts). Appends one JSON line to
-`results/gpu_build.jsonl`; `common.record` prints the registry's goals beside the figures.
+Both run as fresh processes timed to exit (imports, model load and CUDA start included);
+then, untimed, recall@10 of semsearch's index against exact search (issue 15's goals).
 
     python benchmarks/gpu_build.py --device cuda --data-dir .gpu/data --model /tmp/model
-    flock /tmp/cpu.lock python benchmarks/gpu_build.py --device cpu --rows 3000 \\
-        --index-type ivf --out-dir /tmp/gpu_build_smoke          # a CPU smoke run
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """Pack what a GPU benchmark run needs into `.gpu/`, within the GPU machine's 64 MiB transfer.
 
-Why: the lent GPU machine has torch, transformers and sentence-transformers but neither the
-bundled model package nor the shared data, and a call may carry 64 MiB. The default model
-(91 MB in fp32) travels as fp16 safetensors (45 MB) with its tokenizer and configs, plus
-column extracts of the two corpora: every PyPI summary (841,708 rows, the `summary` column
-alone, zstd level 19: about 15.4 MiB, for gpu_build.py and mine_pypi.py; the first N rows
-serve encode_throughput), the first 20,000 Debian long descriptions (1.2 MiB) and STS-B
-(0.3 MiB, the sentences of gpu_pairs.py). On the machine, `--widen` restores an fp32 folder
-that both encoders then load, so their comparison stays exact (on the carried weights).
-The scripts read the extracts with `--data-dir .gpu/data`.
-
-The carried weights are not quite the model's: the matrices (all but 0.14 % of the weights;
-biases and LayerNorm stay plain fp16) are rounded to fp16 with their 2 lowest mantissa bits
-zero (8 of 10 kept, still one more than bf16's 7), which saves 5.1 MiB of the bundle (fp16's
-low byte is mostly mantissa, which xz cannot squeeze; 1 bit would save 2.9 MiB, too few).
-Measured on a CPU (`--check-rounding`, benchmarks/results/gpu_carry.jsonl): the widened
-model's vectors of the first 2,000 PyPI summaries and 2,000 Debian descriptions are within
-cosine 0.9999975 on average (min 0.9999913) of the fp32 model's, and 99.8 % of each text's
-10 nearest among the 4,000 stay the same (plain fp16: 0.9999996, min 0.9999988, 99.9 %).
-So the GPU figures hold for the default model.
-
-`--bundle` (`make gpu-carry`) squeezes all of it, and faiss-cpu, into `.gpu/bundle` (54.1
-MiB, 58.8 with the repository's tracked files), which every call of the GPU suite
-(`gpu_suite.sh`) carries; it fails when that total passes 60 MiB (the call's 64 less a
-margin). `--unpack` restores it there. The plain folders stay for a call that runs one script.
+The machine lacks the bundled model and the shared data: the model travels as fp16 with its
+2 lowest mantissa bits zero (xz squeezes it; cosine >= 0.99999 to fp32, `--check-rounding`),
+with column extracts of the corpora; `--widen` restores an fp32 folder there.
 
     python benchmarks/gpu_carry.py --bundle             # here: .gpu/bundle for gpu_suite.sh
-    python benchmarks/gpu_carry.py                      # here: writes .gpu/ (git-ignored)
-    python benchmarks/gpu_carry.py --check-rounding     # here: the rounding's cosines
     python benchmarks/gpu_carry.py --widen /tmp/model   # there: .gpu/model -> fp32 /tmp/model
 """
 

@@ -1,11 +1,7 @@
 """Correctness of the CUDA encoding path, checked on a GPU (CI has none).
 
-Why: the unit tests run on CPU, but on CUDA `BiEncoder.encode` takes another path: pinned
-memory, non-blocking copies, vectors gathered on the GPU, and a bf16 copy of the weights
-that must follow training. Each check prints its figure and PASS or FAIL; the exit code is
-the number of failures. `--device cpu` runs the same checks with the CPU in the GPU's place
-(the GPU suite's CPU smoke): the figures then say nothing about CUDA, but the script's
-paths (its data, its model, its record) are exercised before a GPU is lent.
+Each check prints its figure and PASS or FAIL; the exit code counts the failures. `--device
+cpu` exercises the script's paths before a GPU is lent (its figures then say nothing of CUDA).
 
     python3 benchmarks/gpu_checks.py --model /tmp/model --data-dir .gpu/data
 """

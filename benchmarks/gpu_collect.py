@@ -1,12 +1,6 @@
 """Bring one GPU-suite call's output home: raw output kept, JSON lines appended.
 
-Why: a lent GPU machine's results come back as a folder (the `files_at` of the device call)
-holding `suite.log` and `results.tgz`; the figures belong in `benchmarks/results/` beside
-every other run and the raw output under `benchmarks/gpu_runs/<date>/<label>/`, so a later
-reader can check any figure against what the machine printed.
-
-    python benchmarks/gpu_collect.py /work/.device/<call>/files             # label: suite
-    python benchmarks/gpu_collect.py /work/.device/<call>/files --label build   # one step
+python benchmarks/gpu_collect.py /work/.device/<call>/files --label build
 """
 
 from __future__ import annotations

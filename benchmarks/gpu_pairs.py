@@ -1,24 +1,10 @@
 """The SBERT paper's headline on a GPU: `semsearch bench pairs` with BERT-base-size models.
 
-Why: the paper's case for bi-encoders is 10,000 sentences' closest pair in about 65 hours
-of cross-encoding on a V100 against about 5 seconds for the bi-encoder. Issue 15 asks for
-that table measured on the lent GPU with a BERT-base-size cross-encoder and bi-encoder.
-Each `--shape` runs `python -m semsearch bench pairs` as a user types it, in a fresh process:
-
-- `base`: a randomly initialised model of all-mpnet-base-v2's shape (12 layers, 768 hidden),
-  built with `--model`'s tokenizer; the cross-encoder is bench pairs' default, an untrained
-  head on the same transformer, so every pair costs what a trained BERT-base cross-encoder
-  costs (random weights change the scores, not the work);
-- `model`: `--model` as it is (the bundled all-MiniLM-L6-v2 by default).
-
-The cross-encoder's pairs/s is measured on random pairs and extrapolated to all
-n(n-1)/2 pairs; the bi-encoder encodes the n sentences and mines their closest pairs,
-measured end to end. One JSON line per shape goes to `results/gpu_pairs.jsonl`, and the
-README's table is printed.
+`--shape base` times a random model of all-mpnet-base-v2's shape (random weights change the
+scores, not the work), `--shape model` the given model; the cross-encoder's pairs/s is
+extrapolated to all n(n-1)/2 pairs, the bi-encoder's encode-and-mine timed end to end.
 
     python3 benchmarks/gpu_pairs.py --device cuda --model /tmp/model --data-dir .gpu/data
-    flock /tmp/cpu.lock python benchmarks/gpu_pairs.py --device cpu --n 200 \\
-        --min-seconds 2 --shape model --out-dir /tmp/gpu_pairs_smoke   # a CPU smoke run
 """
 
 from __future__ import annotations
@@ -30,15 +16,16 @@ import tempfile
 from pathlib import Path
 
 from common import (
+    add_options,
     base_parser,
     command_line,
     device_label,
-    markdown_table,
     random_base_model,
     record,
     reference_model_path,
     run_timed,
 )
+from results_table import markdown_table
 
 SHAPES = ("base", "model")
 SHAPE_LABELS = {"base": "random BERT-base shape (12 layers, 768 hidden)"}
@@ -121,13 +108,11 @@ def table(lines: list[dict]) -> str:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model",
-        type=Path,
-        default=None,
-        help="reference model folder: its tokenizer for the base shape, itself for "
-        "--shape model (default: the bundled model)",
+    model_help = (
+        "reference model folder: its tokenizer for the base shape, itself for "
+        "--shape model (default: the bundled model)"
     )
+    add_options(parser, model=(Path, model_help))
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     parser.add_argument("--n", type=int, default=10_000, help="sentences (the paper: 10,000)")
     parser.add_argument(
@@ -137,17 +122,11 @@ def main() -> None:
         default=None,
         help="base (random BERT-base shape) and/or model (--model as is); default: both",
     )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help=f"pairs and texts per forward pass (default: {BATCH})",
-    )
-    parser.add_argument(
-        "--min-pairs", type=int, default=20_000, help="cross-encoder pairs scored at least"
-    )
-    parser.add_argument(
-        "--min-seconds", type=float, default=30.0, help="cross-encoder scoring time at least"
+    add_options(
+        parser,
+        batch_size=(int, f"pairs and texts per forward pass (default: {BATCH})"),
+        min_pairs=(20_000, "cross-encoder pairs scored at least"),
+        min_seconds=(30.0, "cross-encoder scoring time at least"),
     )
     args = parser.parse_args()
     reference = Path(args.model or reference_model_path())

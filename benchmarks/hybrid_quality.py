@@ -1,14 +1,7 @@
 """Hybrid search measured: dense, lexical (BM25) and hybrid quality, and each mode's latency.
 
-Why: the issue asks whether fusing BM25 with the vectors improves what users get. Quality is
-nDCG@10 and recall@100 on the DBPedia subset (BEIR, graded) and on Debian short -> long
-descriptions (first 5,000 packages), by exact search on the default
-model and an in-memory BM25 (the same code a built index runs: `semsearch.evaluation.hybrid`).
-Convex fusion's alpha is tuned on a dev split: 2 folds, each ranked with the alpha of the
-other (BM25 settings and a per-query oracle were measured once: docs/results-history.md). Latency is
-the p50 of single-query `Searcher.search` calls, encoding included, in each mode on an index
-of the 841k PyPI summaries (its lexical part is added with `set_lexical` if missing), the
-modes interleaved query by query so that each sees the same machine.
+Quality: nDCG@10 and recall@100 on DBPedia and Debian short -> long descriptions (alpha tuned
+on 2 folds); latency: single-query `Searcher.search` p50 per mode, interleaved query by query.
 """
 
 from __future__ import annotations
@@ -19,7 +12,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from common import args_dict, base_parser, environment, read_corpus, record, set_threads
+from common import (
+    add_options,
+    args_dict,
+    base_parser,
+    environment,
+    read_corpus,
+    record,
+    set_threads,
+)
 from index_family import sample_queries
 
 from semsearch.evaluation.beir import RetrievalData, read_beir
@@ -154,21 +155,14 @@ def latency(index: Path, data_dir: Path, queries: int, k: int) -> dict:
 
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--debian-rows", type=int, default=5_000)
-    parser.add_argument(
-        "--vectors-cache",
-        type=Path,
-        default=None,
-        help="keep the encoded vectors here between runs",
+    add_options(
+        parser,
+        debian_rows=5_000,
+        vectors_cache=(Path, "keep the encoded vectors here between runs"),
+        latency_index=(Path, "an index of the PyPI summaries to time each mode on"),
+        latency_queries=500,
+        skip_quality=False,
     )
-    parser.add_argument(
-        "--latency-index",
-        type=Path,
-        default=None,
-        help="an index of the PyPI summaries to time each mode on",
-    )
-    parser.add_argument("--latency-queries", type=int, default=500)
-    parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument(
         "--tasks",
         nargs="+",
@@ -176,7 +170,7 @@ def main() -> None:
         default=["dbpedia", "debian"],
         help="quality tasks (default both)",
     )
-    parser.add_argument("--threads", type=int, default=None)
+    add_options(parser, threads=int)
     args = parser.parse_args()
     set_threads(args.threads)
     figures = {"benchmark": "hybrid_quality", "args": args_dict(args), "environment": environment()}

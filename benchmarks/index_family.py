@@ -1,13 +1,7 @@
-"""The index family's measures: build and query an index, and structures side by side.
+"""The index family: build and query an index, and structures side by side.
 
-Each takes the runner's `Context` (parameters, cache) and returns its JSON line(s):
-- `build`: `build_index` over the first `limit` PyPI summaries (all by default; the largest
-  real corpus, where `auto` leaves exact search for IVF): build time and its encoding share,
-  peak RSS, folder size; warm single-query `Searcher.search` latency (encode + search +
-  metadata); the IVF index's recall@10 against exact search over its own vectors.
-- `tradeoff`: flat, IVF, HNSW and IVF-PQ on one index's vectors (held-out queries, the truth
-  exact search over the rest): build time, size, tie-aware recall@10, one-query-per-call QPS
-  at each nprobe / efSearch, and each structure's fastest setting at `target` recall.
+`build` times `build_index`, warm query latency and IVF recall@10; `tradeoff` compares flat,
+IVF, HNSW and IVF-PQ on one index's vectors (recall@10, QPS, each one's fastest at `target`).
 """
 
 from __future__ import annotations

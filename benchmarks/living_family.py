@@ -1,15 +1,7 @@
-"""The living family's measures: an index that is added to, deleted from and filtered.
+"""The living family: an index that is added to, deleted from and filtered.
 
-Each takes the runner's `Context` (parameters, cache) and returns its JSON line:
-- `at_scale` (`living_scale`): on a built index (all PyPI summaries by default), filters
-  keeping about 50 %, 5 % and 0.5 % of the rows (`hash(name) % 1000 < t`, unrelated to the
-  texts): tie-aware recall@10 against exact search over the kept rows, the fewest hits, p50
-  of the search alone and of a whole `Searcher.search`; `add` of Debian rows; a reindex to
-  another structure without the model. The index is rolled back, so the run repeats.
-- `add_equals_build` (`living_index`): N summaries plus `add` of M against a fresh build of
-  N + M, for Q held-out summaries as queries: the same top-10 with a flat index, recall@10
-  within 0.01 of the fresh build with IVF and HNSW; the add's time against the build's;
-  deleting D ids; the filters on HNSW.
+`at_scale` (`living_scale`) filters, adds and reindexes a built index, then rolls it back;
+`add_equals_build` (`living_index`) checks that adding M rows to N matches a build of N + M.
 """
 
 from __future__ import annotations

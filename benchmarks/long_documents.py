@@ -1,35 +1,11 @@
 """Long documents: one vector from the first window, against chunks, on Linux manual pages.
 
+Variants: `truncation` (one vector a page), `best_chunk` (`semsearch build --chunking on`,
+ranked by the best chunk) and `mean_chunks` (the mean of chunk vectors); recall@10 and nDCG@10
+of first-window and past-window queries, build time, size and the encoder's tokens/s.
+
     python benchmarks/prepare_long_documents.py        # once: the data (see its docstring)
-    python benchmarks/long_documents.py --threads 2    # all 449 pages, 400 queries
     python benchmarks/long_documents.py --synthetic 40 --out-dir /tmp/ld   # seconds
-
-The data (`DATA_DIR/long_documents/`, made by `prepare_long_documents.py`): the Linux
-man-pages project's pages from the Debian 12 packages `manpages` and `manpages-dev` 6.03-2
-(GPL-2+, some pages BSD-2-clause or other free licences, per the packages'
-`/usr/share/doc/manpages/copyright`), rendered to plain text by `man`; the pages of at least
-1,000 tokens by the default model's tokenizer (449). Queries (200 `first_window`, 200
-`past_window`): a prose sentence of a page (DESCRIPTION, NOTES, BUGS...), unique to that
-page, turned into KEYWORDS (the page's own names removed, stop words dropped, at most 12
-words), so not verbatim but sharing the gold passage's words: known-item keyword queries.
-`first_window` sentences end within the first 254 tokens the model reads of the page,
-`past_window` ones start after them.
-
-Three ways to search the same pages with the same model, each by document:
-1. `truncation`: one vector a page from its first window (what a build does today);
-2. `best_chunk`: the page cut into token windows (`--chunk-tokens`, `--chunk-overlap`),
-   one vector a chunk, a page ranked by its best chunk (one hit a page: Milvus' grouping
-   search, Vespa's multi-vector ranking);
-3. `mean_chunks`: the mean of a page's chunk vectors, normalised, searched exactly.
-Recall@10 and nDCG@10 (`semsearch.evaluation.ir`), for each kind of query; each variant's
-build time and index size; the encoder's tokens/s on the chunks against the unchunked
-(truncated, padded) path. Goals (suite.py): past-window recall@10 >= 0.90 with chunking
-(best chunk); first-window chunking never below truncation; chunked tokens/s within 10 %.
-
-Variant 2 is built as users run it, `semsearch build --chunking on` then `semsearch query
---group documents` (`best_chunk_by_semsearch`); variant 3 and the tokens/s comparison encode
-fixed windows of the tokenizer's tokens (`chunk_windows`), as token ids. The line goes to
-`results/long_documents.jsonl`.
 """
 
 from __future__ import annotations

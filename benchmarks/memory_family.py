@@ -1,26 +1,10 @@
-"""The memory family's measures: what building, changing and searching an index holds in RAM.
+"""The memory family: what building, changing and searching an index holds in RAM.
 
-Both run `python -m semsearch` commands in child processes, whose memory is their own:
-- `bounded_memory`: peak memory of `build` (your own vectors), `add`, `compact` and `reindex`
-  at growing row counts (`rows`), sampled every 50 ms in /proc/PID/status: `peak_anon_mib`
-  is the largest anonymous resident memory (`RssAnon`: what the machine cannot reclaim),
-  `peak_rss_mib` the kernel's high-water mark (`VmHWM`, which also counts pages of mapped
-  files read). What each holds beyond the FAISS index it fills should not grow with the rows.
-  The corpus: random 384-d unit vectors with short texts of random words (so BM25 is built).
-- `beyond_ram`: a `disk` index of `rows` synthetic rows searched at under 100 bytes a row.
-  Each row is a real vector (the first `base_rows` PyPI summaries encoded by the default
-  model, cached, or `base_npy`) plus Gaussian noise of norm `noise`, renormalised (at 0.35 a
-  row keeps cosine ~0.94 with its base vector, ~0.89 with its siblings, about what real
-  near-duplicate summaries score), as float16 with `bucket` = row % 1000 (so `bucket < 500 /
-  50 / 5` keeps 50 / 5 / 0.5 %). Built with `--index-type disk --store-vectors fp16` and
-  searched in a fresh process, whose RssAnon and RssFile after the queries, less the same
-  process' over a 1,000-row index, give the bytes a row; recall@10 against exact search over
-  the stored vectors on held-out queries, single-query p50/p99 warm, and the same for the
-  filters. With `memory_max=4G` the search also runs under `systemd-run --scope -p
-  MemoryMax=4G` (or a cgroup-v1 group where systemd cannot).
+Both run `python -m semsearch` in child processes sampled in /proc/PID/status: `bounded_memory`
+steps at growing row counts; `beyond_ram` a `disk` index of noisy real vectors searched at
+under 100 bytes a row (RssAnon and RssFile less a 1,000-row index's).
 
     python benchmarks/runner.py run beyond_ram --set rows=20000000   # the goal: hours, ~45 GB
-    python benchmarks/runner.py run bounded_memory --set 'rows=[200000,1000000]'
 """
 
 from __future__ import annotations

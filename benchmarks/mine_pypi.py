@@ -1,18 +1,7 @@
 """Mining all 841,708 PyPI summaries for their most similar pairs: time, peak memory, results.
 
-Why: mining must stay within memory on the largest real corpus here, on a 2-core CPU.
-Encoding 841k texts takes about 40 minutes, so the script reuses an index already built
-over the file (its vectors are read back, never re-encoded) and mines with the index's own
-IVF structure. It reports where the time goes (reading the index, reading its vectors back,
-the neighbour search, assembling pairs), the peak resident memory sampled in a thread, the
-best pairs and the largest groups of identical summaries, and the recall of the mined pairs
-against an exact search for a sample of texts. With --limit N (or without an index) it
-encodes and mines the file's first N rows instead.
-
-On a GPU (issue 15's goal: <= 60 s over the 841k summaries), `--device cuda` encodes and
-searches there; `--limit 0` mines every row of the file (encoding included), and
-`--model` names the model folder where the bundled package is absent. Each run appends one
-JSON line (date, device, command, rows, seconds, ...) to `results/mine_pypi.jsonl`.
+It reuses a built index's vectors and IVF structure (encoding them takes ~40 min on 2 cores);
+`--limit N` encodes and mines the first N rows instead (0: all, as on a GPU).
 
     python benchmarks/mine_pypi.py --device cuda --limit 0 --data-dir .gpu/data --model /tmp/model
 """

@@ -1,11 +1,7 @@
 """Paraphrase-mining average precision on a collection built from STS-B.
 
-Why: mining is only useful if the pairs it ranks first are real paraphrases. The collection
-is every sentence of STS-B train+dev+test, deduplicated; the paraphrases to find are the
-pairs scored 4 or more. Every mined pair is ranked by score and average precision is taken
-over that ranking (precision at each gold pair found, summed, divided by the number of gold
-pairs), the measure sentence-transformers' ParaphraseMiningEvaluator reports. Pass --model
-to measure another bi-encoder (e.g. a fine-tuned one) on the very same collection.
+The collection is STS-B's sentences, deduplicated; its pairs scored 4 or more are the
+paraphrases, ranked as sentence-transformers' ParaphraseMiningEvaluator ranks them.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """What does `build --engine ray` cost or gain against the local build, on the same corpus?
 
-The first `--rows` PyPI summaries (column `summary`, id `name`; 0: all 841,708) are written
-to one Parquet file and built twice with the default model and the same options: by the
-local engine (one process, torch on every core) and by `--engine ray` (a Ray instance
-started for the job on this machine, `--workers` encoder actors: on a CPU one core each, on
-a GPU machine one GPU actor with CPU readers). Each build's wall time includes everything a
-user waits for (Ray's start, the model loads, encoding, index, BM25 part, manifest). Appends
-one JSON line per engine to `benchmarks/results/ray_build.jsonl`.
+Both builds' wall time includes all a user waits for (Ray's start, model loads, encoding).
 
     flock /tmp/cpu.lock python benchmarks/ray_build.py --rows 100000 --workers 2
-    python benchmarks/ray_build.py --rows 0 --workers 1 --device cuda   # a GPU machine
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The generated regions of RESULTS.md, from the figure lines in `results/*.jsonl`.
 
-Each goal of the registry (`suite.py`) names a benchmark, a key path into its JSON lines,
-a comparison and a threshold. The latest line (the file is appended to, so the last one)
-that matches the goal's filter and holds the figure answers it; a goal no line answers
-shows as not measured, so a missing figure is visible instead of silently absent. A
-`Figure` is the same look-up without a threshold: the latest figures of each benchmark.
+A goal is answered by the latest line matching its filter; one no line answers shows as not
+measured, so a missing figure is visible.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
@@ -102,17 +100,11 @@ def lookup(line: object, key: Iterable[str]) -> object | None:
 
 def read_lines(path: Path) -> list[dict]:
     """The JSON lines of one results file, in file order; blank or broken lines are skipped."""
-    if not path.is_file():
-        return []
     lines = []
-    for text in path.read_text(encoding="utf-8").splitlines():
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            lines.append(value)
-    return lines
+    for text in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
+        with contextlib.suppress(json.JSONDecodeError):
+            lines.append(json.loads(text))
+    return [line for line in lines if isinstance(line, dict)]
 
 
 def answer(benchmark: str, goal: Goal | Figure, lines: list[dict]) -> Answer:
@@ -143,23 +135,20 @@ def answers(goals: Iterable[tuple[str, Goal | Figure]], results_dir: Path) -> li
 
 def markdown(rows: list[Answer]) -> str:
     """The table: goal, latest figure, met or not, date, machine, command."""
-    lines = [
-        "| benchmark | goal | latest | status | date | machine | command |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    headers = ["benchmark", "goal", "latest", "status", "date", "machine", "command"]
+    cells = []
     for row in rows:
         line = row.line or {}
-        command = line.get("command")
-        cells = [
-            f"`{row.benchmark}`",
-            f"{row.goal.what} {row.goal.text}",
-            row.shown,
-            row.verdict,
-            _date(line),
-            _machine(line),
-            f"`{command}`" if command else "",
-        ]
-        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+        command = f"`{line['command']}`" if line.get("command") else ""
+        what = f"{row.goal.what} {row.goal.text}"
+        cells.append([f"`{row.benchmark}`", what, row.shown, row.verdict, _date(line)])
+        cells[-1] += [_machine(line), command]
+    return markdown_table(headers, [[_cell(str(cell)) for cell in row] for row in cells])
+
+
+def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -2,15 +2,10 @@
 
     python benchmarks/runner.py list                  # every descriptor and its parameters
     python benchmarks/runner.py run build_pypi --set limit=20000
-    python benchmarks/runner.py run index_tradeoff --set index=pypi-first20000 types=flat,hnsw16
     python benchmarks/runner.py run encode_throughput --smoke   # at its smoke sizes
 
-As FAISS's `bench_fw` does: a descriptor (a benchmark of the registry, `suite.py`, with a
-`measure`) says what to measure (its family's function and its parameters); the runner gives the measure a cache that builds each input once (corpus
-extracts, an index folder by name, vectors as .npy) under `--cache-dir`, and appends each
-result the measure returns as one JSON line to `results/<name>.jsonl`, stamped with the
-command, machine and commit (`common.record`). `--set key=value` changes a parameter (values
-read as Python literals, else as text).
+As FAISS's `bench_fw`: a descriptor (`suite.py`) names a measure and its parameters; the
+runner caches its inputs under `--cache-dir` and appends each result with `common.record`.
 """
 
 from __future__ import annotations

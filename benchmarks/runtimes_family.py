@@ -1,18 +1,8 @@
 """CPU encoding runtimes side by side (issue 29), each candidate in a process of its own.
 
-`per_process` (`cpu_runtimes`) measures what `encode_family.in_process` does, with each CPU
-candidate (semsearch on torch and on OpenVINO f32/bf16/int8; sentence-transformers' torch, OpenVINO and ONNX int8 backends) in
-its own process pinned to as many cores as it has threads, interleaved rounds; the faster
-of the two fast peers at each corpus and thread count is the one each ratio is taken to;
-vectors against sentence-transformers' fp32 torch vectors (faithful: mean cosine >= 0.9999,
-min >= 0.999) and each candidate's 10 nearest neighbours against theirs. The peers need
-optimum-intel and optimum-onnx, whose releases pin other transformers: each runs from its
-own folder first on its path (`peer_path`, `onnx_peer_path`; what was tested, 2026-11-26:
-`pip install --no-deps --target /tmp/stov optimum-intel==2.2.0 optimum==2.3.0
-openvino-tokenizers==2026.4.1.0 transformers==5.5.4 tokenizers==0.22.2 huggingface-hub==1.21.0`
-and `pip install --no-deps --target /tmp/stonnx optimum-onnx==0.1.0 optimum==2.1.0
-transformers==4.57.3 onnx onnxruntime tokenizers==0.22.1 "huggingface-hub<1.0" ml_dtypes
-protobuf coloredlogs humanfriendly flatbuffers`). A peer that cannot run says so in a line.
+`per_process` (`cpu_runtimes`) is `encode_family.in_process` with each candidate pinned to as
+many cores as threads. The peers' optimum releases pin other transformers, so each runs from
+its own folder first on its path (`peer_path`, `onnx_peer_path`: see benchmarks/README.md).
 
     flock /tmp/cpu.lock python benchmarks/runner.py run cpu_runtimes
 """

@@ -1,13 +1,7 @@
 """`semsearch serve` under concurrent load, side by side with txtai's API on the same vectors.
 
-For each concurrency, a bounded load (a fixed count of requests, capped by a duration) of
-STS-B sentences as queries, on 127.0.0.1 only: queries/s, p50/p95/p99 latency and errors,
-first against `semsearch serve`, then against txtai's API (`benchmarks/txtai_peer.py`).
-The client is `http_load.py` (raw keep-alive HTTP/1.1: it shares the 2 cores with the
-server, so it must cost little).
-`--soak-minutes` then runs semsearch alone at concurrency 8 while 1,000 rows are added
-through the API every 30 s: errors and the server's RSS growth (from after a minute of
-queries alone, and from start, with a sample before each add).
+Per concurrency: queries/s, p50/p95/p99 and errors of STS-B queries (client: `http_load.py`);
+`--soak-minutes` then adds rows every 30 s under load and tracks errors and RSS growth.
 
     python benchmarks/serve_load.py --index pypi --index-dir benchmarks/out/indexes
 """

@@ -1,12 +1,7 @@
 """How fast the command line answers from a cold start, and where a cold query's time goes.
 
-Each command runs in a fresh interpreter, `--runs` times; the table gives the median wall
-time and the median CPU time (user + system, which a busy machine inflates less). The cold
-query is measured four ways: on the checked OpenVINO export (the default once the cache
-holds it: no torch), with the cache empty (the first query after installing, which exports
-and checks), and with `--runtime torch` (the full torch encoder: the fallback). `serve` is
-timed from its start to /health 200 (loaded) and to `warm`. The peer is the script a user of
-sentence-transformers and FAISS would write for the same query on the same index files.
+Each command runs in a fresh interpreter `--runs` times (median wall and CPU time), beside
+the script a sentence-transformers + FAISS user would write for the same query.
 
     python benchmarks/startup.py --runs 5
 """

@@ -1,13 +1,8 @@
 """The benchmarks as one registry: what each measures, its goals and figures as data, its smoke run.
 
-    python benchmarks/suite.py list                 # every benchmark, what it measures, its goals
-    python benchmarks/suite.py table [--write]      # goals and latest figures from results/*.jsonl
-    python benchmarks/suite.py smoke [NAME ...]     # each one at tiny sizes, pass or fail
-
-As FAISS's `bench_fw` describes what to run: a benchmark of the encode or index family is a
-descriptor (its `measure` and `params`) that `runner.py` runs; the others are scripts with a
-harness of their own (a server under load, a kill, Ray, cold starts, a GPU), each smoked with
-its command line. The GPU scripts' CPU smoke runs are `make bench-gpu-smoke` (gpu_suite.sh).
+python benchmarks/suite.py list                 # every benchmark, what it measures, its goals
+python benchmarks/suite.py table [--write]      # goals and latest figures from results/*.jsonl
+python benchmarks/suite.py smoke [NAME ...]     # each one at tiny sizes, pass or fail
 """
 
 from __future__ import annotations

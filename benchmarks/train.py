@@ -1,16 +1,11 @@
-"""The training benchmarks as data: each run is a `semsearch train` command (or none: a model
-as it is) and the `semsearch eval` tasks its model is measured on; one JSON line per figure.
+"""The training benchmarks as data: each run a `semsearch train` command and its evaluations.
 
-Why one runner: fine-tuning on STS-B, the objectives table, all-mpnet-base-v2 and the
-multi-dataset plan differ only in their `train` options and evaluations. Each run writes its
-model to `OUT/models/<run>` and resumes from its checkpoint when run again (`--minutes`
-stops a chunk); a finished model is only evaluated. Each eval line holds `run`, `model`,
-`task`, `metric`, `value`, `seconds` and the `eval_command`, in `results/<benchmark>.jsonl`.
+Each run's model goes to `OUT/models/<run>` and resumes from its checkpoint (`--minutes`
+stops a chunk); each eval appends a line (`run`, `model`, `task`, `metric`, `value`).
 
     python benchmarks/train.py --list
     python benchmarks/train.py stsb-cosent                  # the 0.86 goal: ~30 min on 2 cores
     python benchmarks/train.py 'objective-*' --threads 1    # the objectives table, ~2-3 h
-    python benchmarks/train.py default all-mpnet-base-v2 stsb-cosent-mpnet
 """
 
 from __future__ import annotations
