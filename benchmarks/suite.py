@@ -229,7 +229,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _goal("HNSW recall gap, added vs fresh", "types.hnsw.recall_gap <= 0.01"),
         ),
         measure="living.add_equals_build",
-        params=f"{INDEX} base_rows=20000 add_rows=10000 queries=200 delete_rows=1000",
+        params=f"{INDEX} base_rows=20000 add_rows=10000 queries=1000 delete_rows=1000",
         smoke_params="base_rows=400 add_rows=100 queries=10 delete_rows=20",
     ),
     Benchmark(
