@@ -26,11 +26,17 @@ import numpy as np
 
 from semsearch import __version__
 from semsearch.ann.devices import CPU, FaissDevice, device_words, faiss_device
-from semsearch.ann.factory import IndexSpec, check_index_type, choose_index
+from semsearch.ann.factory import IndexSpec, choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.errors import ResumableError, SemsearchError
-from semsearch.ingest.build_options import BuildOptions, EncodedRows
+from semsearch.ingest.build_options import (
+    STORE_VECTORS,
+    BuildOptions,
+    EncodedRows,
+    cannot_write,
+    check_build_options,
+)
 from semsearch.ingest.file_source import FilePartSource, many_files_source
 from semsearch.io.corpus import is_many_files
 from semsearch.io.documents import is_document_folder
@@ -38,9 +44,8 @@ from semsearch.io.own_vectors import ColumnVectors, column_spec, with_vector_col
 from semsearch.models.encoder import Encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
-from semsearch.options import check_runtime
 from semsearch.store.filling import add_parts, trained_index
-from semsearch.store.folders import IndexFolder, check_name, partial_folder, publish
+from semsearch.store.folders import IndexFolder, partial_folder, publish
 from semsearch.store.generation import now, segment_name
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
@@ -61,7 +66,6 @@ STATE_FILE = "build_state.json"
 # A `ResumableError` (a cluster job that failed after its retries) too. Any other failure
 # removes the partial folder.
 RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError, ResumableError)
-STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
 
 
 class PartSource(Protocol):
@@ -102,7 +106,7 @@ def build_index(
     file, folder or glob of `options`, in this process).
     """
     started = time.perf_counter()
-    _check_options(options, options.index_name)
+    check_build_options(options, options.index_name)
     options, source = _source(options, source)
     usable = source.usable_rows()
     if usable == 0:
@@ -124,7 +128,7 @@ def build_index(
     try:
         _prepare_partial(partial, _build_state(options, encoder, source_sha256))
     except OSError as exc:
-        raise SemsearchError(_cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
+        raise SemsearchError(cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
     try:
         manifest = _write_index(
             IndexFolder(partial), options, source, encoder, spec, usable, device
@@ -334,51 +338,6 @@ def index_segment(
         )
         record = replace(record, lexical_dir=lexical_dir)
     return record, spec, tuning
-
-
-def _check_options(options: BuildOptions, name: str) -> None:
-    check_name(name)
-    final = Path(options.out_dir) / name
-    if Path(options.out_dir).exists() and not Path(options.out_dir).is_dir():
-        raise SemsearchError(
-            f"--out-dir {options.out_dir} is a file: give a folder for the indexes"
-        )
-    # A folder that cannot be made fails here, not once the model has loaded.
-    nearest = next(folder for folder in (final, *final.parents) if folder.exists())
-    if not nearest.is_dir():
-        raise SemsearchError(_cannot_write(options.out_dir, "Not a directory"))
-    if final.exists() and not options.overwrite:
-        raise SemsearchError(
-            f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it, "
-            f"or 'semsearch add CORPUS --index {name}' to add rows to it"
-        )
-    check_index_type(options.index)  # before the model loads: its seconds for nothing
-    check_runtime(options.runtime)
-    if options.batch_size is not None and options.batch_size < 1:
-        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
-    if options.pipeline_depth < 0:
-        raise SemsearchError(f"pipeline_depth must be 0 or more, not {options.pipeline_depth}")
-    if options.part_rows < 1:
-        raise SemsearchError(f"part_rows must be at least 1, not {options.part_rows}")
-    if options.store_vectors not in STORE_VECTORS:
-        raise SemsearchError(
-            f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
-        )
-    check_target(options.target_recall)
-
-
-def check_target(target: float | None) -> None:
-    if target is not None and not 0 <= target <= 1:
-        raise SemsearchError(
-            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
-        )
-
-
-def _cannot_write(out_dir: Path, why: str) -> str:
-    return (
-        f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
-        "with --out-dir"
-    )
 
 
 def segment_rows(segment: Segment) -> int:

@@ -1,4 +1,4 @@
-"""What `semsearch build` is asked (`BuildOptions`) and what its encoding found (`EncodedRows`).
+"""What `semsearch build` is asked (`BuildOptions`, checked up front) and found (`EncodedRows`).
 
 Why a module of its own: the build (`build.py`) and the readers of many corpus files
 (`corpus_files.py`), which the build calls, both take these; neither imports the other's
@@ -11,13 +11,15 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from semsearch.ann.factory import check_index_type
+from semsearch.errors import SemsearchError
 from semsearch.ingest.pipeline import DEFAULT_DEPTH
 from semsearch.io.corpus import is_many_files
 from semsearch.io.corpus_readers import FORMATS
 from semsearch.io.filesystems import GLOB_CHARACTERS, as_location, is_uri
 from semsearch.models.model_folder import DEFAULT_MODEL
-from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_TARGET_RECALL
-from semsearch.store.folders import DEFAULT_INDEX_DIR
+from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_TARGET_RECALL, check_runtime
+from semsearch.store.folders import DEFAULT_INDEX_DIR, check_name
 from semsearch.store.manifest import LexicalSpec
 
 log = logging.getLogger(__name__)
@@ -123,3 +125,54 @@ def default_name(corpus: str | Path) -> str:
         return name or Path.cwd().name
     name = Path(*plain).name if plain else ""
     return name or Path.cwd().name
+
+
+STORE_VECTORS = {"fp32": "float32", "fp16": "float16"}
+
+
+def check_build_options(options: BuildOptions, name: str) -> None:
+    """Every build option checked before the model loads: a mistake costs no seconds."""
+    check_name(name)
+    final = Path(options.out_dir) / name
+    if Path(options.out_dir).exists() and not Path(options.out_dir).is_dir():
+        raise SemsearchError(
+            f"--out-dir {options.out_dir} is a file: give a folder for the indexes"
+        )
+    # A folder that cannot be made fails here, not once the model has loaded.
+    nearest = next(folder for folder in (final, *final.parents) if folder.exists())
+    if not nearest.is_dir():
+        raise SemsearchError(cannot_write(options.out_dir, "Not a directory"))
+    if final.exists() and not options.overwrite:
+        raise SemsearchError(
+            f"index {name!r} already exists in {options.out_dir}/: pass --overwrite to replace it, "
+            f"or 'semsearch add CORPUS --index {name}' to add rows to it"
+        )
+    check_index_type(options.index)  # before the model loads: its seconds for nothing
+    check_runtime(options.runtime)
+    if options.batch_size is not None and options.batch_size < 1:
+        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
+    if options.pipeline_depth < 0:
+        raise SemsearchError(f"pipeline_depth must be 0 or more, not {options.pipeline_depth}")
+    if options.part_rows < 1:
+        raise SemsearchError(f"part_rows must be at least 1, not {options.part_rows}")
+    if options.store_vectors not in STORE_VECTORS:
+        raise SemsearchError(
+            f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
+        )
+    check_target(options.target_recall)
+
+
+def check_target(target: float | None) -> None:
+    """--target-recall in (0, 1], or 0 to skip tuning."""
+    if target is not None and not 0 <= target <= 1:
+        raise SemsearchError(
+            f"--target-recall must be in (0, 1] (or 0 to skip tuning), not {target}"
+        )
+
+
+def cannot_write(out_dir: Path, why: str) -> str:
+    """The one-line error for an --out-dir the index cannot be written into."""
+    return (
+        f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
+        "with --out-dir"
+    )

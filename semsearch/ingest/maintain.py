@@ -18,8 +18,8 @@ from semsearch.ann.factory import choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
-from semsearch.ingest.build import check_target, index_segment
-from semsearch.ingest.build_options import DEFAULT_PART_ROWS
+from semsearch.ingest.build import index_segment
+from semsearch.ingest.build_options import DEFAULT_PART_ROWS, check_target
 from semsearch.ingest.merge import write_merged
 from semsearch.ingest.update import new_segment, written_segment
 from semsearch.options import DEFAULT_TUNING_QUERIES
