@@ -65,3 +65,32 @@ def test_short_texts_on_ray_build_file_by_file_as_before(
         assert (
             type(ray_source(chunked(docs, tiny_model_dir, tmp_path), connection)) is RayChunkSource
         )
+
+
+def test_an_add_on_ray_to_a_chunked_index_is_the_local_add(
+    tmp_path: Path, tiny_model_dir: Path, tiny_encoder
+) -> None:
+    """The actors write the added chunks through the local add's segment writer, so the new
+    segment keeps each document's columns once, as the local add's does."""
+    import shutil
+
+    from semsearch.distributed import RayOptions, add_rows_on_ray
+    from semsearch.ingest.update import add_rows
+    from semsearch.store.folders import IndexFolder
+
+    folder = tmp_path / "docs"
+    write_documents(folder)
+    local = build_index(chunked(folder, tiny_model_dir, tmp_path / "local"))
+    copy = IndexFolder(tmp_path / "ray" / local.path.name)
+    shutil.copytree(local.path, copy.path)
+    (folder / "oceans.md").write_text("# Oceans\n\nOnly one short paragraph now.\n")
+    (folder / "bells.md").write_text("# Bells\n\n" + "Bronze bells ring out. " * 40 + "\n")
+    added = add_rows(local, folder, tiny_encoder)
+    on_ray = add_rows_on_ray(
+        copy, folder, tiny_encoder, ray_options=RayOptions(workers=2), device="cpu", runtime="torch"
+    )
+    assert on_ray == added and added.added > 1
+    assert [record.documents for record in copy.manifest().segments] == [True, True]
+    support.assert_same_rows(local, copy)
+    columns = ["chunk_id", "id", "start", "end", "title", "bytes"]
+    assert support.metadata(copy, columns).equals(support.metadata(local, columns))
