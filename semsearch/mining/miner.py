@@ -3,7 +3,8 @@
 Each text's k nearest neighbours are found through FAISS (exact for small collections);
 every pair is kept once (i < j) with its score, sorted best first, and cut by a threshold
 and a count. Identical texts can be mined like any others, reported apart as groups (one
-row per distinct text, never every pair of a group), or left out.
+row per distinct text, never every pair of a group), or left out. A chunked index is mined
+as documents (`semsearch.mining.documents`), or with `passages=True` passage by passage.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from semsearch.mining.collection import (
     EncodedCollection,
     IndexedCollection,
 )
+from semsearch.mining.documents import DocumentCollection
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 from semsearch.mining.pairs import DuplicateGroups, MiningResult, MiningStats, PairAccumulator
 from semsearch.store.folders import DEFAULT_INDEX_DIR
@@ -45,7 +47,9 @@ class MiningOptions:
 
     `threshold` keeps pairs scoring at least that much; `top` keeps the best `top` pairs;
     `exact_duplicates` is `keep` (identical texts pair up like any others), `separate`
-    (they are reported as groups instead of pairs) or `drop` (they are left out).
+    (they are reported as groups instead of pairs) or `drop` (they are left out). On a
+    chunked index, documents are paired (identical texts: identical documents) unless
+    `passages` is set: then passages are, each pair of documents once by its best two.
     """
 
     top_k: int = 10
@@ -56,6 +60,7 @@ class MiningOptions:
     query_chunk: int = QUERY_CHUNK
     show_progress: bool = False
     device: str = "auto"  # where FAISS searches: auto (a GPU when FAISS has one), cpu, cuda[:N]
+    passages: bool = False  # a chunked index: pair its passages, not its documents
 
     def check(self, metric: str) -> None:
         """Refuse options that cannot work, naming the option, before any work is done."""
@@ -92,11 +97,14 @@ def mine_paraphrases(
     in this process; `semsearch.distributed.mine` on a Ray cluster).
     """
     options = options or MiningOptions()
-    search_pairs = search_pairs or _search_pairs
+    search_pairs = search_pairs or search_pairs_locally
     options.check(collection.metric)
+    collection = mined_unit(collection, options)
+    unit = _unit(collection)
     if len(collection) < 2:
         raise SemsearchError(
-            f"{collection.name} has {len(collection)} usable text(s): mining needs at least two"
+            f"{collection.name} has {len(collection)} usable "
+            f"{unit if len(collection) != 1 else unit[:-1]}: mining needs at least two"
         )
     timings = {
         "load_vectors": 0.0,
@@ -129,8 +137,38 @@ def mine_paraphrases(
         top_k=min(options.top_k, len(rows) - 1),
         structure=structure,
         timings={name: round(seconds, 3) for name, seconds in timings.items()},
+        unit=unit,
+        **_document_counts(collection),
     )
     return MiningResult(rows_a, rows_b, scores, collection, found, stats, duplicates)
+
+
+def mined_unit(collection: Collection, options: MiningOptions) -> Collection:
+    """What is paired: a chunked index's documents (its passages with `options.passages`),
+    or the collection's texts."""
+    chunked = collection.documents is not None
+    if options.passages and not chunked:
+        raise SemsearchError(
+            f"--passages pairs the passages of a chunked index; {collection.name} holds one "
+            "text a row: leave --passages out"
+        )
+    if chunked and not options.passages and isinstance(collection, IndexedCollection):
+        return DocumentCollection(collection)
+    return collection
+
+
+def _unit(collection: Collection) -> str:
+    if isinstance(collection, DocumentCollection):
+        return "documents"
+    return "passages" if collection.documents is not None else "texts"
+
+
+def _document_counts(collection: Collection) -> dict[str, int]:
+    if isinstance(collection, DocumentCollection):
+        return {"documents": len(collection), "passages": len(collection.passages)}
+    if collection.documents is not None:
+        return {"documents": int(collection.documents.max()) + 1, "passages": len(collection)}
+    return {}
 
 
 # (collection, options, the accumulator of the searched rows `pairs.rows`, timings) -> the
@@ -138,7 +176,7 @@ def mine_paraphrases(
 SearchPairs = Callable[[Collection, "MiningOptions", PairAccumulator, dict[str, float]], str]
 
 
-def _search_pairs(
+def search_pairs_locally(
     collection: Collection,
     options: MiningOptions,
     pairs: PairAccumulator,

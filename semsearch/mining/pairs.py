@@ -148,6 +148,11 @@ class MiningStats:
     top_k: int
     structure: str
     timings: dict[str, float] = field(default_factory=dict)
+    # What a row is: a text (a corpus file, an index of sentences), a document or a passage
+    # of a chunked index; for the latter two, the index's documents and passages.
+    unit: str = "texts"
+    documents: int | None = None
+    passages: int | None = None
 
 
 @dataclass
@@ -166,15 +171,14 @@ class MiningResult:
         return len(self.scores)
 
     def to_table(self, limit: int | None = None) -> pa.Table:
-        """`id_a, id_b, text_a, text_b, score` for the first `limit` pairs (all by default)."""
-        rows_a = pa.array(self.rows_a[:limit])
-        rows_b = pa.array(self.rows_b[:limit])
-        ids, texts = self.collection.ids, self.collection.texts
+        """`id_a, id_b, text_a, text_b, score` for the first `limit` pairs (all by default);
+        for documents, the texts are the passages that matched."""
+        rows_a, rows_b = self.rows_a[:limit], self.rows_b[:limit]
+        ids = self.collection.ids
         columns = [
-            ids.take(rows_a),
-            ids.take(rows_b),
-            texts.take(rows_a),
-            texts.take(rows_b),
+            ids.take(pa.array(rows_a)),
+            ids.take(pa.array(rows_b)),
+            *self.collection.pair_texts(rows_a, rows_b),
             pa.array(self.scores[:limit], pa.float32()),
         ]
         return pa.table(dict(zip(PAIR_COLUMNS, columns)))
