@@ -153,3 +153,32 @@ def test_the_command_counts_documents_and_refuses_passages_of_a_corpus_file(
     assert "of 14 passages of 7 documents" in passages.stdout
     refused = cli.invoke(app, ["mine", str(corpus_file), "--passages"])
     assert "--passages" in error_line(refused)
+
+
+def test_copies_of_a_document_are_grouped_as_documents(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    folder = write_documents(tmp_path / "docs")
+    (folder / "violins-copy.txt").write_text((folder / "violins.txt").read_text())
+    build(folder, tiny_model_dir, tmp_path / "indexes")
+    options = MiningOptions(top_k=10, exact_duplicates="separate")
+    result = mine_index("docs", tmp_path / "indexes", options)
+    assert result.duplicates is not None
+    groups = result.duplicates.table.to_pylist()
+    assert [(g["count"], sorted(g["ids"])) for g in groups] == [
+        (2, ["violins-copy.txt", "violins.txt"])
+    ]
+    assert result.stats.exact_duplicate_rows == 1  # one document repeats another
+    assert ("violins-copy.txt", "violins.txt") not in {tuple(sorted(p)) for p in pairs_of(result)}
+
+
+def test_documents_mined_with_the_ray_search_are_pooled_and_searched_on_the_driver(
+    indexes: Path,
+) -> None:
+    from semsearch.distributed.mine import RayIndexPairSearch
+
+    collection = IndexedCollection("docs", indexes)
+    options = MiningOptions(top_k=10, device="cpu")
+    result = mine_paraphrases(collection, options, RayIndexPairSearch(None))  # type: ignore[arg-type]
+    assert "on the driver" in result.stats.structure
+    assert pairs_of(result) == pairs_of(mine_paraphrases(collection, options))

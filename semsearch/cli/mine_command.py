@@ -308,15 +308,19 @@ def _print_tables(result: MiningResult, show: int) -> None:
     console.print(table)
     console.print(_summary(result))
     if result.duplicates is not None and len(result.duplicates):
-        groups = Table(title="[bold]largest groups of identical texts[/bold]", title_justify="left")
+        unit = result.stats.unit  # texts, documents or passages
+        groups = Table(
+            title=f"[bold]largest groups of identical {unit}[/bold]", title_justify="left"
+        )
         for column in ("count", "text", "ids"):
             groups.add_column(column, justify="right" if column == "count" else "left")
         for group in result.duplicates.table.slice(0, LARGEST_GROUPS).to_pylist():
             ids = ", ".join(str(value) for value in group["ids"][:5])
             groups.add_row(str(group["count"]), _short(group["text"]), _short(ids))
         console.print(groups)
+        where = "rows" if unit == "texts" else unit
         console.print(
-            f"{len(result.duplicates)} texts occur more than once, in {result.duplicates.rows} rows"
+            f"{len(result.duplicates)} {unit} occur more than once, in {result.duplicates.rows} {where}"
         )
 
 
