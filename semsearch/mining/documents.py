@@ -78,26 +78,26 @@ class DocumentCollection(Collection):
     def pair_texts(self, rows_a: np.ndarray, rows_b: np.ndarray) -> tuple[pa.Array, pa.Array]:
         """For each pair of documents, the two passages whose weighted similarity adds most
         to the pair's pooled score (boilerplate weighs little, so it is shown last)."""
-        needed = np.unique(
-            np.concatenate(
-                [self.passage_rows(d) for d in np.concatenate([rows_a, rows_b]).tolist()]
-                or [np.empty(0, np.int64)]
-            )
-        )
-        vectors = self.passages.vectors(needed) * self.weights[needed, None]
-        where = {row: position for position, row in enumerate(needed.tolist())}
-        best_a, best_b = [], []
-        for a, b in zip(rows_a.tolist(), rows_b.tolist()):
-            passages_a, passages_b = self.passage_rows(a), self.passage_rows(b)
-            left = vectors[[where[row] for row in passages_a.tolist()]]
-            right = vectors[[where[row] for row in passages_b.tolist()]]
-            # Rounded: of passages that tie (copies), the first pair is shown.
-            scores = np.round(left @ right.T, TIE_DECIMALS)
-            i, j = np.unravel_index(np.argmax(scores), scores.shape)
-            best_a.append(passages_a[i])
-            best_b.append(passages_b[j])
+        rows_a, rows_b = np.asarray(rows_a, np.int64), np.asarray(rows_b, np.int64)
+        counts = np.diff(self.passage_offsets)
+        best_a = self.passage_order[self.passage_offsets[rows_a]]  # a document's one passage
+        best_b = self.passage_order[self.passage_offsets[rows_b]]
+        several = np.flatnonzero((counts[rows_a] > 1) | (counts[rows_b] > 1))
+        if len(several):
+            documents = np.unique(np.concatenate([rows_a[several], rows_b[several]]))
+            needed = np.sort(np.concatenate([self.passage_rows(d) for d in documents.tolist()]))
+            vectors = self.passages.vectors(needed) * self.weights[needed, None]
+            for pair in several.tolist():
+                passages_a = self.passage_rows(int(rows_a[pair]))
+                passages_b = self.passage_rows(int(rows_b[pair]))
+                left = vectors[np.searchsorted(needed, passages_a)]
+                right = vectors[np.searchsorted(needed, passages_b)]
+                # Rounded: of passages that tie (copies), the first pair is shown.
+                scores = np.round(left @ right.T, TIE_DECIMALS)
+                i, j = np.unravel_index(np.argmax(scores), scores.shape)
+                best_a[pair], best_b[pair] = passages_a[i], passages_b[j]
         texts = self.passages.texts
-        return texts.take(pa.array(best_a, pa.int64())), texts.take(pa.array(best_b, pa.int64()))
+        return texts.take(pa.array(best_a)), texts.take(pa.array(best_b))
 
 
 def passage_weights(texts: np.ndarray, documents: np.ndarray) -> np.ndarray:
