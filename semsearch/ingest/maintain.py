@@ -17,6 +17,7 @@ from semsearch.ann.devices import FaissDevice, faiss_device
 from semsearch.ann.factory import choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import prepare_vectors
+from semsearch.disk import commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
 from semsearch.ingest.build_options import DEFAULT_PART_ROWS, check_target
@@ -281,7 +282,7 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     # Part by part in id order (a merged segment keeps ids ascending): `semsearch.ingest.merge`.
     write_merged(segments, writer, manifest.model.dimension, DEFAULT_PART_ROWS)
     segment = written_segment(writer)
-    writer.folder.rename(folder.segment_dir(segment.name))
+    commit(writer.folder, folder.segment_dir(segment.name))
     return Segment(folder.segment_dir(segment.name), segment.record)
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
+from semsearch.disk import check_free_space, commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
 from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
@@ -41,6 +42,7 @@ from semsearch.store.segment import (
     Segment,
     SegmentWriter,
     document_split,
+    segment_bytes,
     write_deleted,
 )
 
@@ -123,6 +125,10 @@ def add_rows(
                     total=rows.num_rows,
                 )
 
+        todo = int((~unchanged).sum())
+        index = manifest.index.factory
+        needed = segment_bytes(todo, manifest.model.dimension, manifest.vector_dtype, index)
+        check_free_space(folder.path, needed, f"adding {todo} rows")  # before any encoding
         segments, counts = _added_segments(
             folder, live, table, existing, unchanged, stale, write_parts, placement
         )
@@ -308,7 +314,7 @@ def _write_segment(
         manifest.text_column,
         device,
     )
-    writer.folder.rename(folder.segment_dir(record.name))
+    commit(writer.folder, folder.segment_dir(record.name))
     return record
 
 

@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from semsearch.disk import temporary_for
 from semsearch.errors import SemsearchError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -60,25 +61,31 @@ def save_checkpoint(
     final = output_dir / CHECKPOINT_DIR
     partial = output_dir / f".{CHECKPOINT_DIR}.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    save_model(trainables.model, str(partial / WEIGHTS_FILE))
-    torch.save(
-        {
-            "optimizer": trainables.optimizer.state_dict(),
-            "scheduler": trainables.scheduler.state_dict(),
-            "scaler": trainables.scaler.state_dict(),
-            "rng": _rng_state(),
-        },
-        partial / OPTIMISER_FILE,
-    )
-    state_record = {"state": asdict(state), "config": config}
-    (partial / STATE_FILE).write_text(json.dumps(state_record, indent=2) + "\n", encoding="utf-8")
     retired = output_dir / f".{CHECKPOINT_DIR}.old"
-    shutil.rmtree(retired, ignore_errors=True)
+    # The new checkpoint is written whole beside the old one, which stays until it is
+    # complete: a full disk leaves the previous checkpoint (and no partial one) behind.
+    with temporary_for(retired, partial):
+        partial.mkdir(parents=True)
+        save_model(trainables.model, str(partial / WEIGHTS_FILE))
+        torch.save(
+            {
+                "optimizer": trainables.optimizer.state_dict(),
+                "scheduler": trainables.scheduler.state_dict(),
+                "scaler": trainables.scaler.state_dict(),
+                "rng": _rng_state(),
+            },
+            partial / OPTIMISER_FILE,
+        )
+        state_record = {"state": asdict(state), "config": config}
+        (partial / STATE_FILE).write_text(
+            json.dumps(state_record, indent=2) + "\n", encoding="utf-8"
+        )
+        shutil.rmtree(retired, ignore_errors=True)
+    # `partial` is now `retired`: swap it with the old checkpoint.
     if final.exists():
-        final.rename(retired)
-    partial.rename(final)
-    shutil.rmtree(retired, ignore_errors=True)
+        final.rename(partial)
+    retired.rename(final)
+    shutil.rmtree(partial, ignore_errors=True)
 
 
 def read_checkpoint_state(output_dir: Path) -> tuple[TrainingState, dict[str, Any]] | None:
