@@ -105,6 +105,10 @@ def add_rows(
         if unchanged.all() and not len(stale):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+        todo = int((~unchanged).sum())
+        index = manifest.index.factory
+        needed = segment_bytes(todo, manifest.model.dimension, manifest.vector_dtype, index)
+        check_free_space(folder.path, needed, f"adding {todo} rows")  # before any encoding
         placement = faiss_device(device)
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
@@ -125,10 +129,6 @@ def add_rows(
                     total=rows.num_rows,
                 )
 
-        todo = int((~unchanged).sum())
-        index = manifest.index.factory
-        needed = segment_bytes(todo, manifest.model.dimension, manifest.vector_dtype, index)
-        check_free_space(folder.path, needed, f"adding {todo} rows")  # before any encoding
         segments, counts = _added_segments(
             folder, live, table, existing, unchanged, stale, write_parts, placement
         )
