@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from semsearch.disk import temporary_for
+from semsearch.disk import disk_problems, temporary_for
 from semsearch.errors import SemsearchError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -30,6 +30,8 @@ WEIGHTS_FILE = "weights.safetensors"
 OPTIMISER_FILE = "optimizer.pt"
 RESULT_FILE = "training.json"
 LOG_FILE = "train_log.jsonl"
+KEPT = "any previous checkpoint is kept"
+RESUME = "free some space and run the same command to resume from it"
 
 
 @dataclass
@@ -60,11 +62,15 @@ def save_checkpoint(
 ) -> None:
     final = output_dir / CHECKPOINT_DIR
     partial = output_dir / f".{CHECKPOINT_DIR}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
     retired = output_dir / f".{CHECKPOINT_DIR}.old"
-    # The new checkpoint is written whole beside the old one, which stays until it is
-    # complete: a full disk leaves the previous checkpoint (and no partial one) behind.
-    with temporary_for(retired, partial):
+    shutil.rmtree(partial, ignore_errors=True)
+    # The weights and AdamW's two moments of each: about what the files take.
+    needed = 3 * sum(p.numel() * p.element_size() for p in trainables.model.parameters())
+    # A failed save (a full disk) removes its partial folder; the previous checkpoint stays.
+    with (
+        disk_problems(output_dir, "saving a checkpoint", needed, KEPT, RESUME),
+        temporary_for(final, partial),
+    ):
         partial.mkdir(parents=True)
         save_model(trainables.model, str(partial / WEIGHTS_FILE))
         torch.save(
@@ -80,12 +86,10 @@ def save_checkpoint(
         (partial / STATE_FILE).write_text(
             json.dumps(state_record, indent=2) + "\n", encoding="utf-8"
         )
-        shutil.rmtree(retired, ignore_errors=True)
-    # `partial` is now `retired`: swap it with the old checkpoint.
-    if final.exists():
-        final.rename(partial)
-    retired.rename(final)
-    shutil.rmtree(partial, ignore_errors=True)
+        if final.exists():  # else `retired` may be the only checkpoint: kept until the swap
+            shutil.rmtree(retired, ignore_errors=True)
+            final.rename(retired)
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 def read_checkpoint_state(output_dir: Path) -> tuple[TrainingState, dict[str, Any]] | None:

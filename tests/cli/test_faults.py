@@ -114,6 +114,24 @@ def test_a_full_disk_stops_each_writer_in_one_line_and_leaves_the_index(
     _assert_unchanged(index, before)
 
 
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_disk_that_fills_while_writing_leaves_nothing_behind(
+    index, disk_full, monkeypatch, writer
+) -> None:
+    """The early free-space checks off: each writer meets the full disk at its first file
+    (a part, an index, a deletion list, the manifest) and removes what it wrote."""
+    from semsearch.ingest import maintain, update
+
+    for module in (maintain, update):
+        monkeypatch.setattr(module, "check_free_space", lambda *args: None)
+    before = _state(index)
+    disk_full(0)
+    line = _error(index(*WRITERS[writer](index.folder), *_at(index)))
+    assert "no space left in" in line and "needed more than the 0 B free" in line, line
+    assert "the index is unchanged" in line, line
+    _assert_unchanged(index, before)
+
+
 def test_an_add_that_fills_the_disk_half_way_removes_its_segment(index, disk_full) -> None:
     """The early check passes (vectors and index fit), the metadata does not: the add's
     temporary segment (`segments/.tmp-s*`, left behind before) is removed."""
