@@ -240,6 +240,23 @@ def test_a_read_only_folder_refuses_each_writer_in_one_line_and_still_serves_rea
     _assert_unchanged(read_only, before)
 
 
+def test_a_build_into_a_read_only_folder_is_refused_in_one_line(cli, tmp_path) -> None:
+    write(generated_table(40), tmp_path / "a.parquet")
+    out = tmp_path / "read-only"
+    out.mkdir()
+    if not _mount("--bind", str(out), str(out)):
+        pytest.skip("cannot make a bind mount here (needs root)")
+    try:
+        if not _mount("-o", "remount,bind,ro", str(out)):
+            pytest.skip("cannot remount read-only here")
+        build = ["build", str(tmp_path / "a.parquet"), "--model", cli.model, "--out-dir", str(out)]
+        line = _error(cli(*build))
+        assert f"cannot write the index into {out} (Read-only file system)" in line, line
+        assert list(out.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "--lazy", str(out)], check=False)
+
+
 def test_a_real_full_disk_stops_an_add_in_one_line(index, tmp_path) -> None:
     """A 1 MiB tmpfs filled to a few pages: numpy, pyarrow and FAISS fail in their own
     words, and each is told as a full disk."""
