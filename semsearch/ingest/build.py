@@ -29,7 +29,7 @@ from semsearch.ann.devices import CPU, FaissDevice, device_words, faiss_device
 from semsearch.ann.factory import IndexSpec, choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
-from semsearch.disk import check_free_space, free_bytes, is_no_space, no_space
+from semsearch.disk import check_free_space, free_bytes, is_no_space, no_space, temporary_for
 from semsearch.errors import NotWritableError, ResumableError, SemsearchError
 from semsearch.ingest.build_options import (
     STORE_VECTORS,
@@ -134,7 +134,7 @@ def build_index(
         _prepare_partial(partial, _build_state(options, encoder, source_sha256))
     except OSError as exc:
         if is_no_space(exc):
-            raise no_space(Path(options.out_dir), "build", free_before, needed) from exc
+            raise _out_of_space(partial, options, free_before, needed) from exc
         raise NotWritableError(cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
     try:
         manifest = _write_index(
@@ -152,15 +152,25 @@ def build_index(
         raise
     except BaseException as exc:
         if is_no_space(exc):  # the finished parts are kept: the same command resumes
-            parts, rows = keep_finished_parts(partial, STATE_FILE)
-            kept = f"its {parts} finished parts ({rows} rows) are kept in {partial}"
-            advice = "free some space and run the same command to resume from them"
-            raise no_space(
-                Path(options.out_dir), "build", free_before, needed, kept, advice
-            ) from exc
+            raise _out_of_space(partial, options, free_before, needed) from exc
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
+
+
+def _out_of_space(
+    partial: Path, options: BuildOptions, free_before: int, needed: int
+) -> SemsearchError:
+    """A build stopped by a full disk: its finished parts kept for the same command to
+    resume from, everything else it wrote removed; the one-line error that says so."""
+    parts, rows = keep_finished_parts(partial, STATE_FILE)
+    if parts:
+        kept = f"its {parts} finished parts ({rows} rows) are kept in {partial}"
+        advice = "free some space and run the same command to resume from them"
+    else:
+        shutil.rmtree(partial, ignore_errors=True)
+        kept, advice = "nothing was kept", "free some space and run it again"
+    return no_space(Path(options.out_dir), "build", free_before, needed, kept, advice)
 
 
 def _source(options: BuildOptions, source: PartSource | None) -> tuple[BuildOptions, PartSource]:
@@ -378,7 +388,8 @@ def _prepare_partial(partial: Path, state: dict) -> None:
     elif partial.exists():
         log.warning("resuming the interrupted build in %s", partial)
     partial.mkdir(parents=True, exist_ok=True)
-    (partial / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    with temporary_for(partial / STATE_FILE) as temporary:  # never half a state
+        temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
 
 def _read_state(folder: Path) -> dict | None:

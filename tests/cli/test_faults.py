@@ -193,6 +193,22 @@ def test_a_build_that_cannot_fit_is_refused_before_it_encodes(cli, tmp_path, dis
     assert not Path(cli.index_dir).exists() or not any(Path(cli.index_dir).iterdir())
 
 
+@pytest.mark.parametrize("limit", [0, 600])  # the build's state, or its first part's file
+def test_a_build_that_fills_the_disk_before_a_part_is_finished_leaves_nothing(
+    cli, tmp_path, disk_full, monkeypatch, limit
+) -> None:
+    from semsearch.ingest import build
+
+    monkeypatch.setattr(build, "check_free_space", lambda *args: None)
+    write(generated_table(40), tmp_path / "a.parquet")
+    disk_full(limit)
+    line = _error(
+        cli("build", str(tmp_path / "a.parquet"), "--model", cli.model, "--out-dir", cli.index_dir)
+    )
+    assert "no space left in" in line and "nothing was kept" in line, line
+    assert list(Path(cli.index_dir).iterdir()) == []
+
+
 def test_mine_out_on_a_full_disk_leaves_no_file(cli, corpus_file, tmp_path, disk_full) -> None:
     out = tmp_path / "out" / "pairs.parquet"
     out.parent.mkdir()
