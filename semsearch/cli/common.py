@@ -199,7 +199,9 @@ def user_errors(command: Command) -> Command:
                 typer.echo(f"error: {_too_long(exc)}", err=True)
                 raise typer.Exit(2) from None
             # A full disk or a read-only folder is the user's to fix, whichever writer met it.
-            if (problem := disk_problem(exc, repr(_command_name(command)))) is not None:
+            if (
+                problem := disk_problem(exc, repr(_command_name(command).replace("_", "-")))
+            ) is not None:
                 typer.echo(f"error: {_one_line(problem, limit=None)}", err=True)
                 raise typer.Exit(2) from None
             typer.echo(

@@ -68,21 +68,18 @@ def reindex(
             manifest.index.metric,
             memory_budget,
         )
-        try:
-            new = _rebuild(
-                folder,
-                manifest,
-                spec,
-                target_recall,
-                show_progress,
-                "reindex",
-                started,
-                placement,
-                strict,
-            )
-        except SemsearchError:
-            remove_leftovers(folder)  # a merged segment made for the new structure
-            raise
+        # A failure removes what it wrote (a merged segment): `IndexFolder.writer_lock`.
+        new = _rebuild(
+            folder,
+            manifest,
+            spec,
+            target_recall,
+            show_progress,
+            "reindex",
+            started,
+            placement,
+            strict,
+        )
         write_manifest(folder.path, new)
         return new
 

@@ -223,7 +223,7 @@ def test_word_vectors_on_a_full_disk_leaves_no_file(cli, tmp_path, disk_full) ->
     out = tmp_path / "out" / "words.txt"
     disk_full(0)
     line = _error(cli("word-vectors", str(out), "--from-model", cli.model))
-    assert f"no space left in {out.parent}" in line, line
+    assert f"no space left in {out.parent}: 'word-vectors' stopped" in line, line
     assert list(out.parent.iterdir()) == []
 
 
