@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from semsearch.disk import temporary_for
 from semsearch.mining.collection import Collection, ExactGroups
 from semsearch.mining.neighbours import Neighbours
 
@@ -134,7 +135,8 @@ class DuplicateGroups:
         return int(np.sum(self.table.column("count").to_numpy()))
 
     def write(self, path: Path) -> None:
-        pq.write_table(self.table, path)
+        with temporary_for(path) as temporary:
+            pq.write_table(self.table, temporary)
 
 
 @dataclass
@@ -191,4 +193,5 @@ class MiningResult:
         ]
 
     def write(self, path: Path) -> None:
-        pq.write_table(self.to_table(), path)
+        with temporary_for(path) as temporary:
+            pq.write_table(self.to_table(), temporary)
