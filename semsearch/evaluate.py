@@ -27,8 +27,8 @@ from semsearch.evaluation.beir import RetrievalData, read_beir
 from semsearch.evaluation.heatmap import similarity_heatmap
 from semsearch.evaluation.hybrid import exact_modes, index_modes, index_rankings, tuned_convex
 from semsearch.evaluation.ir import DEPTH, ir_metrics
-from semsearch.evaluation.self_check import check_self_checkable, self_check
 from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
+from semsearch.evaluation.self_check import check_self_checkable, self_check
 from semsearch.evaluation.sts import STSEvaluator
 from semsearch.io.inputs import read_lines
 from semsearch.models import BiEncoder
