@@ -410,7 +410,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             for kind in ("ivfsq", "hnsw")
             for goal in (
                 _goal(f"{kind} least recall@10 over shares", "min_recall >= 1", type=kind),
-                _goal(f"{kind} p50 x unfiltered, worst share", "max_p50_vs_unfiltered <= 2", type=kind),
+                _goal(
+                    f"{kind} p50 x unfiltered, worst share", "max_p50_vs_unfiltered <= 2", type=kind
+                ),
             )
         ),
         tuple(
