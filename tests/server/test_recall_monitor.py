@@ -225,3 +225,21 @@ def test_the_cpu_budget_holds_under_load(tmp_path: Path) -> None:
     assert share <= budget * 1.1, share
     # Requests keep their latency (a loose bound: this machine is shared).
     assert statistics.median(with_monitor) <= 1.5 * statistics.median(without) + 0.002
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        (["--recall-sample", "1.5"], "error: --recall-sample must be a share in [0, 1]"),
+        (["--recall-cpu", "0"], "error: --recall-cpu must be a share of one core in (0, 1]"),
+        (["--recall-target", "-0.2"], "error: --recall-target must be in [0, 1]"),
+    ],
+)
+def test_serve_refuses_a_share_outside_its_range_in_one_line(tmp_path, option, words) -> None:
+    from cli.support import CliRunner
+
+    from semsearch.cli.app import app
+
+    shown = CliRunner().invoke(app, ["serve", "--index-dir", str(tmp_path), *option])
+    assert shown.exit_code != 0
+    assert words in shown.output and "Traceback" not in shown.output
