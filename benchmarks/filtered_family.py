@@ -57,7 +57,20 @@ def _corpus(vectors: np.ndarray, path: Path, seed: int) -> Path:
 
 
 def _figures(searcher: Searcher, queries: np.ndarray, share: float | None) -> dict:
-    """p50/p95 ms and recall@10 of single-query searches with the filter keeping `share`."""
+    """p50/p95 ms and recall@10 of single-query searches with the filter keeping `share`,
+    on one FAISS thread as `semsearch serve` searches (OpenMP's threads for one query cost
+    more than they save, and on a busy machine its barriers wait whole time slices)."""
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        return _timed(searcher, queries, share)
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+
+def _timed(searcher: Searcher, queries: np.ndarray, share: float | None) -> dict:
     snapshot = searcher.snapshot
     where = None if share is None else f"bucket < {round(share * BUCKETS)}"
     started = time.perf_counter()
