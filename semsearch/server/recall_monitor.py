@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,9 @@ from semsearch.ann.metrics import higher_is_better, prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.options import DEFAULT_TARGET_RECALL
 from semsearch.search.snapshot import IndexSnapshot
+
+if TYPE_CHECKING:
+    from semsearch.server.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +147,7 @@ class IndexRecall:
 
     def __init__(self, window: int) -> None:
         self.recalls: deque[float] = deque(maxlen=window)
-        self.estimated = 0  # of the window's queries, measured on a sample of rows
+        self.estimated = 0  # queries measured on a sample of the rows, since start
         self.dropped = 0
         self.below = False  # the interval lies wholly under the target (enough queries)
         self.warned = False
@@ -160,7 +164,7 @@ class RecallMonitor:
     """Samples served queries and measures their recall in spare time; see the module
     docstring. `start()` once serving, `stop()` at shutdown (the lifespan's)."""
 
-    def __init__(self, settings: MonitorSettings, metrics=None) -> None:
+    def __init__(self, settings: MonitorSettings, metrics: ServerMetrics | None = None) -> None:
         settings.check()
         self.settings = settings
         self.metrics = metrics
