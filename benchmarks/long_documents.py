@@ -135,6 +135,7 @@ def run(args, data: LongDocuments) -> dict:
         "variants": figures,
         "tokens_per_s_ratio": round(ratio, 3),
         "first_window_gap": first_window_gap(figures),
+        "eval_self": eval_self(args),
         "args": args_dict(args),
     }
     return line
@@ -262,6 +263,17 @@ def encode_chunks(
     vectors, encode = timed_encode(encoder, chunk_texts, chunks.token_ids, batch_size)
     encode["seconds_with_chunking"] = round(time.perf_counter() - started, 2)
     return normalize_rows(vectors), chunks, encode
+
+
+def eval_self(args) -> dict:
+    """`semsearch eval self` on the chunked index: its label-free recall@10 and MRR@10 by
+    page, beside the labelled queries' figures."""
+    index_dir = args.out_dir / "indexes"
+    command = ["eval", "self", "long_documents_chunks", "--index-dir", str(index_dir), "--json"]
+    command = semsearch_cli(*command, "--device", args.device)
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result = json.loads(output.strip().splitlines()[-1])
+    return {**result["metrics"], "past_first_window": result["past_first_window"]}
 
 
 def best_chunk_by_semsearch(args, data: LongDocuments) -> dict[str, Variant]:

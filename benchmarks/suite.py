@@ -402,6 +402,43 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke="--rows 300",
     ),
     Benchmark(
+        "filtered_search",
+        "p50/p95 ms and recall@10 of a filtered search against the share of rows the filter "
+        "keeps (0.01 % to 50 %), on ivfsq and hnsw over the default model's PyPI vectors",
+        tuple(
+            goal
+            for kind in ("ivfsq", "hnsw")
+            for goal in (
+                _goal(
+                    f"{kind} least recall@10, 841k rows", "min_recall >= 1", type=kind, rows=841_708
+                ),
+                _goal(
+                    f"{kind} p50 x unfiltered, worst share, 841k rows",
+                    "max_p50_vs_unfiltered <= 2",
+                    type=kind,
+                    rows=841_708,
+                ),
+            )
+        ),
+        tuple(
+            figure
+            for kind in ("ivfsq", "hnsw")
+            for figure in (
+                _figure(f"{kind} rows", "rows", type=kind),
+                _figure(f"{kind} least recall@10", "min_recall", type=kind),
+                _figure(
+                    f"{kind} p50 x unfiltered, worst share", "max_p50_vs_unfiltered", type=kind
+                ),
+                _figure(f"{kind} unfiltered p50 ms", "unfiltered.p50_ms", type=kind),
+            )
+        ),
+        measure="filtered.selectivity",
+        params=f"{INDEX} rows=841708 queries=1000 types=ivfsq,hnsw "
+        "shares=[0.0001,0.001,0.01,0.1,0.5] vectors_dir=/work/cache/pypi_vectors seed=0",
+        smoke_params="rows=3000 queries=30",
+        smoke_limit_s=180,
+    ),
+    Benchmark(
         "bounded_memory",
         "peak RSS of build (own vectors), add, compact and reindex at growing row counts: "
         "what each holds beyond its FAISS index",

@@ -28,6 +28,7 @@ from semsearch.evaluation.heatmap import similarity_heatmap
 from semsearch.evaluation.hybrid import exact_modes, index_modes, index_rankings, tuned_convex
 from semsearch.evaluation.ir import DEPTH, ir_metrics
 from semsearch.evaluation.pairs import LabelledPairs, PairClassificationEvaluator
+from semsearch.evaluation.self_check import check_self_checkable, self_check
 from semsearch.evaluation.sts import STSEvaluator
 from semsearch.io.inputs import read_lines
 from semsearch.models import BiEncoder
@@ -258,6 +259,21 @@ def evaluate_ir(
     return EvaluationResult(
         "ir", loaded.described, facts, modes["dense"], time.monotonic() - started
     )
+
+
+def evaluate_self(model: ModelOptions, sample: int = 500, seed: int = 0) -> EvaluationResult:
+    """Recall@10 and MRR@10 by document of sentences sampled from the index `model.index`'s
+    own documents, each occurring in one document only: a check of the model and chunking
+    that needs no labelled query (`semsearch.evaluation.self_check`)."""
+    if model.index is None:
+        raise SemsearchError("eval self needs an index: semsearch eval self NAME")
+    folder = find_index(model.index, model.index_dir)
+    check_self_checkable(Searcher(folder, vectors_only=True))  # before the model loads
+    loaded = load_model(model)
+    started = time.monotonic()
+    metrics, facts = self_check(loaded.searcher, sample, seed)
+    facts = {"data": f"sentences of index {folder.name}'s own documents", **facts}
+    return EvaluationResult("self", loaded.described, facts, metrics, time.monotonic() - started)
 
 
 def evaluate_heatmap(

@@ -1,4 +1,4 @@
-"""`semsearch eval sts|pairs|ir|heatmap`: measure a model folder, or the model of an index.
+"""`semsearch eval sts|pairs|ir|self|heatmap`: measure a model folder, or the model of an index.
 
 Each subcommand calls its function in `semsearch.evaluate` and prints a table (one JSON
 line with `--json`); `--out` also writes the figures to a JSON file.
@@ -244,6 +244,35 @@ def _report_modes(result: EvaluationResult) -> None:
             f"convex alpha tuned on every query: {tuned['all_queries']:g} (on each fold's "
             f"dev half: {', '.join(f'{a:g}' for a in tuned['folds'])}); query with "
             f"--mode hybrid --fusion convex --alpha {tuned['all_queries']:g}"
+        )
+
+
+@eval_app.command("self")
+@user_errors
+def self_check(
+    name: Annotated[str, typer.Argument(help="A chunked index of documents (name or folder).")],
+    sample: Annotated[int, typer.Option(help="Sentences to ask, one per document.")] = 500,
+    seed: Annotated[int, typer.Option(help="Which documents and sentences are drawn.")] = 0,
+    index_dir: IndexDir = DEFAULT_INDEX_DIR,
+    device: Device = "auto",
+    out: Out = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Recall@10 and MRR@10 by document of sentences (8+ words) that occur in one indexed
+    document only, past the model's first window where it has any: whether the model and
+    the chunking fit the corpus, with no labelled query."""
+    from semsearch.evaluate import ModelOptions, evaluate_self
+
+    chosen = ModelOptions(index=name, index_dir=index_dir, device=device)
+    result = evaluate_self(chosen, sample, seed)
+    _report(result, out, json_output)
+    if not json_output:
+        facts = result.facts
+        console.print(
+            f"{result.metrics['queries']} sentences asked, {facts['past_first_window']} of them "
+            f"past the model's first window; {facts['documents_with_own_sentence']} of "
+            f"{facts['documents']} documents have a sentence of their own",
+            markup=False,
         )
 
 

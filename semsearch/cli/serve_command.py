@@ -48,6 +48,24 @@ QueryPrecision = Annotated[
         "measured at start-up), fp32 or bf16."
     ),
 ]
+RecallSample = Annotated[
+    float,
+    typer.Option(
+        help="Share of dense queries whose recall@10 is measured against exact search in "
+        "spare time, reported in /metrics and GET /indexes/NAME (0: off).",
+    ),
+]
+RecallCpu = Annotated[
+    float,
+    typer.Option(help="Most of one core the recall monitor may use (0.05: 5 %)."),
+]
+RecallTarget = Annotated[
+    float | None,
+    typer.Option(
+        help="Warn when the live recall@10 falls below this beyond its 95 % interval "
+        "(default: the target each index was tuned to)."
+    ),
+]
 
 
 @app.command()
@@ -62,13 +80,20 @@ def serve(
     max_wait_ms: MaxWaitMs = 3.0,
     device: Device = "auto",
     precision: QueryPrecision = "auto",
+    recall_sample: RecallSample = 0.01,
+    recall_cpu: RecallCpu = 0.05,
+    recall_target: RecallTarget = None,
 ) -> None:
     """Serve indexes over HTTP: a JSON API (docs at /docs), Prometheus /metrics and a search page at /.
 
     Queries arriving together are encoded in one batch; changes made through the API or by
     `semsearch add`/`delete` in another process are answered from within a second.
     """
+    from semsearch.server.recall_monitor import MonitorSettings
     from semsearch.server.registry import served_folders
+
+    recall = MonitorSettings(sample_rate=recall_sample, cpu_share=recall_cpu, target=recall_target)
+    recall.check()
 
     # Checked before uvicorn starts, so that a wrong name or an empty folder is one line,
     # not a failed application start-up with uvicorn's traceback.
@@ -87,6 +112,7 @@ def serve(
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         precision=precision,
+        recall=recall,
     )
     _run(config, host, port)
 

@@ -191,7 +191,7 @@ class IndexSnapshot:
         from semsearch.ann.exact import exact_knn  # torch only where it runs
 
         allowed = self.live if allowed is None else allowed
-        return exact_knn(queries, self._allowed_parts(allowed), k, self.manifest.index.metric)
+        return exact_knn(queries, self.allowed_parts(allowed), k, self.manifest.index.metric)
 
     def _kept_index(self, where: str, allowed: np.ndarray) -> VectorIndex:
         """An exact index over the rows a selective filter keeps (ids: global rows), built once:
@@ -202,7 +202,7 @@ class IndexSnapshot:
             return cached
         spec = IndexSpec("flat", "Flat", self.manifest.index.metric)
         kept = VectorIndex.create(spec, self.manifest.model.dimension)
-        for rows, vectors in self._allowed_parts(allowed):
+        for rows, vectors in self.allowed_parts(allowed):
             kept.add(vectors, rows)
         with self._cache_lock:
             if len(self._kept_cache) >= WHERE_CACHE_SIZE // 16:
@@ -236,15 +236,17 @@ class IndexSnapshot:
         higher = higher_is_better(self.manifest.index.metric)
         return _merge(np.hstack(all_scores), np.hstack(all_rows), k, higher)
 
-    def _allowed_parts(self, allowed: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(global rows, float32 vectors) of the `allowed` rows, 65,536 at a time."""
+    def allowed_parts(
+        self, allowed: np.ndarray, rows_per_part: int = 65_536
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(global rows, float32 vectors) of the `allowed` rows, `rows_per_part` at a time."""
         for open_segment in self.segments:
             start = open_segment.offset
             segment_allowed = allowed[start : start + len(open_segment.live)]
             positions = np.flatnonzero(segment_allowed)
             segment = self._checked_vectors(open_segment) if len(positions) else None
-            for chunk in range(0, len(positions), 65_536):
-                chosen = positions[chunk : chunk + 65_536]
+            for chunk in range(0, len(positions), rows_per_part):
+                chosen = positions[chunk : chunk + rows_per_part]
                 yield chosen + start, segment.vectors_at(chosen)
 
     def _checked_vectors(self, open_segment: OpenSegment) -> Segment:

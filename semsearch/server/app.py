@@ -23,6 +23,7 @@ from semsearch.errors import DamagedIndexError, NoSpaceError, NotWritableError, 
 from semsearch.server.access import ClientError, api_words, error_response
 from semsearch.server.guard import RequestGuard
 from semsearch.server.metrics import ServerMetrics
+from semsearch.server.recall_monitor import RecallMonitor
 from semsearch.server.registry import IndexRegistry
 from semsearch.server.routes import indexes, search, status
 from semsearch.server.schemas import ServerConfig
@@ -36,6 +37,7 @@ DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files, from the package
 def create_app(config: ServerConfig) -> FastAPI:
     """The API over the indexes `config` names (every index in its folder by default)."""
     metrics = ServerMetrics()
+    monitor = RecallMonitor(config.recall, metrics)
 
     def load(startup: Startup[IndexRegistry]) -> IndexRegistry:
         def on_phase(phase: str) -> None:
@@ -50,6 +52,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                 stop()
             raise
         registry.start_refreshing(config.refresh_every_s)
+        monitor.start()
         log.info(
             "ready in %.1f s: serving %s; warmed %s; queries encode in %s",
             startup.elapsed_s,
@@ -65,6 +68,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             yield
         finally:
+            monitor.stop()  # before the indexes close: a measurement in progress is dropped
             registry = await run_in_threadpool(app.state.startup.wait)
             if registry is not None:
                 registry.close()
@@ -78,7 +82,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         static_url=DOCS_ASSETS,
         description="Semantic search over FAISS indexes built by `semsearch build`.",
     )
-    app.state.config, app.state.metrics = config, metrics
+    app.state.config, app.state.metrics, app.state.recall_monitor = config, metrics, monitor
     _add_error_handling(app, config, metrics)
     for router in (status.router, search.router, indexes.router):
         app.include_router(router)

@@ -60,6 +60,42 @@ class ServerMetrics:
             registry=self.registry,
         )
 
+        self._recall_metrics()
+
+    def _recall_metrics(self) -> None:
+        """The live recall monitor's (server/recall_monitor.py): each index's rolling
+        recall@10, the sampled queries behind it, its 95 % interval and target."""
+        per_index = {
+            "recall_at_10": "Rolling recall@10 of sampled served queries against exact search",
+            "recall_sampled_queries": "Sampled queries behind semsearch_recall_at_10",
+            "recall_at_10_low": "Lower end of the recall's 95 % Wilson interval",
+            "recall_at_10_high": "Upper end of the recall's 95 % Wilson interval",
+            "recall_target": "The recall@10 below which the monitor warns",
+        }
+        self.recall = {
+            name: Gauge(f"semsearch_{name}", doc, ["index"], registry=self.registry)
+            for name, doc in per_index.items()
+        }
+        self.recall_samples = Counter(
+            "semsearch_recall_samples",
+            "Queries sampled for the recall monitor, by outcome (measured, dropped)",
+            ["index", "outcome"],
+            registry=self.registry,
+        )
+        self.recall_cpu = Counter(
+            "semsearch_recall_monitor_cpu_seconds",
+            "CPU time the recall monitor's thread spent",
+            registry=self.registry,
+        )
+
+    def observe_recall(
+        self, index: str, recall: float, queries: int, low: float, high: float, target: float
+    ) -> None:
+        values = (recall, queries, low, high, target)
+        for gauge, value in zip(self.recall.values(), values):
+            gauge.labels(index).set(value)
+        self.recall_samples.labels(index, "measured").inc()
+
     def observe(self, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, str(status)).inc()
         if status >= 400:

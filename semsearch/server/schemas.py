@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from semsearch.options import DEFAULT_FUSION, FusionMethod, Group, SearchMode
 from semsearch.search.limits import MAX_OVERSAMPLE
+from semsearch.server.recall_monitor import MonitorSettings
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 
 
@@ -47,6 +48,7 @@ class ServerConfig:
     max_wait_ms: float = 3.0
     precision: str = "auto"  # of query encoding on a CPU: see models/query_precision.py
     refresh_every_s: float = 0.25
+    recall: MonitorSettings = MonitorSettings()  # the live recall monitor's sampling and budget
 
 
 class SearchRequest(BaseModel):

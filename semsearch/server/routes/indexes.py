@@ -26,10 +26,18 @@ def list_served(indexes: Registry) -> list[dict]:
 
 
 @router.get("/{name}", dependencies=READER)
-def describe(indexes: Registry, name: str) -> dict:
+def describe(indexes: Registry, name: str, request: Request) -> dict:
+    """The index's summary, manifest and generations, and its live recall (`recall`: the
+    rolling recall@10 of sampled served queries; absent when the monitor is off)."""
     served = indexes.get(name)
     index = Index(served.folder)
-    return {**summary(served), "manifest": index.manifest.to_dict(), "generations": index.history()}
+    described = {
+        **summary(served),
+        "manifest": index.manifest.to_dict(),
+        "generations": index.history(),
+    }
+    recall = request.app.state.recall_monitor.report(name)
+    return described if recall is None else {**described, "recall": recall}
 
 
 @router.post("/{name}/documents", dependencies=WRITER)

@@ -26,6 +26,7 @@ from semsearch.server.access import (
     registry,
 )
 from semsearch.server.guard import json_bytes
+from semsearch.server.recall_monitor import RecallMonitor
 from semsearch.server.registry import IndexRegistry, ServedIndex
 from semsearch.server.schemas import Limits, SearchRequest
 
@@ -74,17 +75,24 @@ async def search_get(request: Request) -> Response:
         raise RequestValidationError(
             [{**e, "loc": ("query", *e["loc"])} for e in exc.errors()]
         ) from None
-    return await _search(indexes, search, request.app.state.config.limits)
+    state = request.app.state
+    with state.recall_monitor.serving():
+        return await _search(indexes, search, state.config.limits, state.recall_monitor)
 
 
 @router.post("/search", dependencies=READER)
 async def search_post(indexes: Registry, body: SearchRequest, request: Request) -> Response:
-    return await _search(indexes, body, request.app.state.config.limits)
+    state = request.app.state
+    with state.recall_monitor.serving():
+        return await _search(indexes, body, state.config.limits, state.recall_monitor)
 
 
-async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits) -> Response:
+async def _search(
+    indexes: IndexRegistry, request: SearchRequest, limits: Limits, monitor: RecallMonitor
+) -> Response:
     """Texts (`q`, `queries`) encoded by the index's micro-batcher, or vectors (`vector`,
-    `vectors`) searched as they are (dense only), with no encoder involved."""
+    `vectors`) searched as they are (dense only), with no encoder involved. The monitor is
+    offered the dense queries, with the generation that answered them."""
     by_vector = request.vector is not None or request.vectors is not None
     given = _vectors(request, limits) if by_vector else None
     queries = None if by_vector else _queries(request, limits)
@@ -98,6 +106,7 @@ async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits
 
     def answer(vectors: np.ndarray | None) -> bytes:
         """Search and render (on the encoder's worker thread, right after encoding)."""
+        snapshot = searcher.snapshot
         results = searcher.search_vectors(
             vectors,
             request.k,
@@ -110,6 +119,8 @@ async def _search(indexes: IndexRegistry, request: SearchRequest, limits: Limits
             efSearch=request.ef_search,
             oversample=request.oversample,
         )
+        if vectors is not None and searcher.snapshot is snapshot:  # the one that answered
+            monitor.offer(served.name, snapshot, vectors, request.where, results.params)
         return _answer(served, searcher, request.mode, queries, results)
 
     with damage_reported(indexes, served, searcher.generation):
