@@ -354,8 +354,14 @@ class RecallMonitor:
                 "index %s: recall@10 of served queries is %.3f (95 %% interval %.3f-%.3f, "
                 "%d queries), below its target %.2f: retune it (`semsearch tune %s`) or "
                 "search with a larger nprobe/efSearch",
-                index, mean, low, high, len(kept.recalls), target, index,
-            )  # fmt: skip
+                index,
+                mean,
+                low,
+                high,
+                len(kept.recalls),
+                target,
+                index,
+            )
         elif kept.warned and mean >= target:  # warned once until it is back at its target
             kept.warned = False
             log.info("index %s: recall@10 of served queries is back at %.3f", index, mean)
