@@ -31,6 +31,8 @@ from semsearch.server.warmup import Startup
 log = logging.getLogger(__name__)
 
 DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files, from the package
+# How long a stopping server waits for a start-up still loading the model and indexes.
+STARTUP_WAIT_S = 0.5
 
 
 def create_app(config: ServerConfig) -> FastAPI:
@@ -64,10 +66,11 @@ def create_app(config: ServerConfig) -> FastAPI:
         app.state.startup = Startup(load, log_failure=not hasattr(app.state, "on_failed_start"))
         try:
             yield
-        finally:
-            registry = await run_in_threadpool(app.state.startup.wait)
+        finally:  # uvicorn has answered the requests in flight (or given up on them)
+            # A server stopped while it loads does not wait for the load: its threads end with it.
+            registry = await run_in_threadpool(app.state.startup.wait, STARTUP_WAIT_S)
             if registry is not None:
-                registry.close()
+                await run_in_threadpool(registry.close)
 
     # /docs (Swagger UI) and /redoc with their scripts and styles served from the
     # fastapi-offline package, not a CDN: they work on a machine without the internet.
