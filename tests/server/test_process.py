@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from server.live import start_server
 
-
 KEY = {"Authorization": "Bearer test-key"}
 
 
