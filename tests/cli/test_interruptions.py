@@ -96,3 +96,45 @@ def test_every_command_hears_sigterm_as_ctrl_c_one_line_and_exit_143(capsys) -> 
     assert ended.value.exit_code == 143 and cleaned == [True]
     assert capsys.readouterr().err == "stopped by SIGTERM\n"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sigterm_to_an_add_leaves_the_index_at_its_generation(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """SIGTERM while `add` encodes: one line, exit 143, and the index as it was (verified)."""
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
+    from semsearch.store.folders import IndexFolder
+
+    first = tmp_path / "first.parquet"
+    pq.write_table(pa.table({"text": [f"text {i}" for i in range(50)]}), first)
+    out = tmp_path / "out"
+    options = BuildOptions(
+        corpus=first, name="texts", model=str(tiny_model_dir), out_dir=out, show_progress=False
+    )
+    build_index(options)
+    more = tmp_path / "more.parquet"
+    texts = [f"another text number {i} " + "word " * (i % 20) for i in range(TEXTS)]
+    pq.write_table(pa.table({"text": texts}), more)
+    add = _semsearch("add", str(more), "--index", "texts", "--index-dir", str(out))
+    add += ["--runtime", "torch", "--device", "cpu"]
+    stderr_path = tmp_path / "stderr"
+    encoding = out / "texts" / "segments" / ".tmp-s000001"
+    with stderr_path.open("w") as stderr:
+        process = subprocess.Popen(add, stdout=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + 120
+        while not encoding.exists() and process.poll() is None:
+            assert time.monotonic() < deadline, "the add wrote nothing in 120 s"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 143
+    assert _messages(stderr_path.read_text()) == ["stopped by SIGTERM"]
+    manifest = IndexFolder(out / "texts").manifest()
+    assert manifest.generation == 1 and manifest.rows == 50
+    verified = subprocess.run(
+        _semsearch("verify", "texts", "--index-dir", str(out)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert verified.returncode == 0, verified.stderr
