@@ -138,3 +138,24 @@ def test_sigterm_to_an_add_leaves_the_index_at_its_generation(
         timeout=120,
     )
     assert verified.returncode == 0, verified.stderr
+
+
+def test_a_stopping_server_gives_a_change_what_is_left_of_10_s_then_abandons_it(
+    monkeypatch, capsys
+) -> None:
+    from types import SimpleNamespace
+
+    from semsearch.cli import serve_command
+
+    waited, exits = [], []
+
+    class Busy:  # a registry whose add never finishes
+        def wait_for_writes(self, timeout_s: float) -> bool:
+            waited.append(timeout_s)
+            return False
+
+    monkeypatch.setattr(serve_command.os, "_exit", exits.append)
+    api = SimpleNamespace(state=SimpleNamespace(startup=SimpleNamespace(result=Busy())))
+    serve_command._finish_writes(api, time.monotonic() - 8)  # SIGTERM came 8 s ago
+    assert exits == [0] and 1 < waited[0] <= 1.5
+    assert "did not finish within 10 s and was abandoned" in capsys.readouterr().err
