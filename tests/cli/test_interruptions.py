@@ -27,6 +27,17 @@ def _semsearch(*args: str) -> list[str]:
     return [sys.executable, "-m", "semsearch", *args]
 
 
+def _verified(path: Path):
+    """The index's manifest, once `semsearch verify` would pass it (every file checked)."""
+    from semsearch.store.folders import IndexFolder
+    from semsearch.store.verify import verify_index
+
+    folder = IndexFolder(path)
+    report = verify_index(folder)
+    assert report.status == "ok", report.problems
+    return folder.manifest()
+
+
 def test_sigterm_to_a_build_keeps_what_it_encoded_in_one_line_and_exits_143(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -63,13 +74,7 @@ def test_sigterm_to_a_build_keeps_what_it_encoded_in_one_line_and_exits_143(
     assert resumed.returncode == 0, resumed.stderr
     assert f"{partial}: {kept.group(1)} rows are encoded already" in resumed.stderr
     assert not partial.exists()
-    verified = subprocess.run(
-        _semsearch("verify", "texts", "--index-dir", str(tmp_path / "out")),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert verified.returncode == 0, verified.stderr
+    assert _verified(tmp_path / "out" / "texts").rows == TEXTS
 
 
 def test_every_command_hears_sigterm_as_ctrl_c_one_line_and_exit_143(capsys) -> None:
@@ -104,7 +109,6 @@ def test_sigterm_to_an_add_leaves_the_index_at_its_generation(
     """SIGTERM while `add` encodes: one line, exit 143, and the index as it was (verified)."""
     from semsearch.ingest.build import build_index
     from semsearch.ingest.build_options import BuildOptions
-    from semsearch.store.folders import IndexFolder
 
     first = tmp_path / "first.parquet"
     pq.write_table(pa.table({"text": [f"text {i}" for i in range(50)]}), first)
@@ -129,15 +133,8 @@ def test_sigterm_to_an_add_leaves_the_index_at_its_generation(
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 143
     assert _messages(stderr_path.read_text()) == ["stopped by SIGTERM"]
-    manifest = IndexFolder(out / "texts").manifest()
+    manifest = _verified(out / "texts")
     assert manifest.generation == 1 and manifest.rows == 50
-    verified = subprocess.run(
-        _semsearch("verify", "texts", "--index-dir", str(out)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert verified.returncode == 0, verified.stderr
 
 
 def test_a_stopping_server_gives_a_change_what_is_left_of_10_s_then_abandons_it(
