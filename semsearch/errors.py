@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class SemsearchError(Exception):
     """A problem the user can fix: bad input, a missing file, a mismatched model.
@@ -38,6 +40,42 @@ class NoSpaceError(SemsearchError):
 class NotWritableError(SemsearchError):
     """A folder a step must write to is read-only, or this user may not write there;
     readers of the same folder keep working. Over HTTP it is a 403."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Work stopped by Ctrl-C (SIGINT) or SIGTERM (`docker stop`, Kubernetes), raised where
+    the work was, as Ctrl-C's KeyboardInterrupt is, so every handler of one handles both.
+
+    The message, when there is one, says what was kept (a build's encoded parts); the command
+    line prints it as its one line and exits with the shell's code for the signal.
+    """
+
+    def __init__(self, message: str = "", signal_number: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.message, self.signal_number = message, signal_number
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell reports for a process the signal ended: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signal_number
+
+    @property
+    def stopped(self) -> str:
+        """How the work stopped, in a word or three: `interrupted`, `stopped by SIGTERM`."""
+        if self.signal_number == signal.SIGINT:
+            return "interrupted"
+        return f"stopped by {signal.Signals(self.signal_number).name}"
+
+    def __str__(self) -> str:
+        return self.message or self.stopped
+
+    def __reduce__(self):  # pickled as built (Ray, multiprocessing), not from its message
+        return type(self), (self.message, self.signal_number)
+
+
+def as_interrupted(exc: KeyboardInterrupt) -> Interrupted:
+    """A KeyboardInterrupt as `Interrupted` (Ctrl-C's own is one without a message)."""
+    return exc if isinstance(exc, Interrupted) else Interrupted()
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:

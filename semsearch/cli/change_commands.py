@@ -76,8 +76,10 @@ def add(
     """Upsert CORPUS's rows into an index: new ids are added, changed rows re-encoded,
     unchanged rows skipped without encoding. Ids and columns keep the index's types: a
     value that would change meaning (the id '01' in an index of integer ids) is refused."""
+    from semsearch.ingest.build_options import check_batch_size
     from semsearch.ingest.update import add_rows
 
+    check_batch_size(batch_size)  # as build checks it: before Ray, the index or the model
     on_ray = ray_options(engine, address, workers, show_progress(json_output))
     index_folder(index, "--index")  # a name or a folder, never a URI
     folder = find_index(index, index_folder(index_dir))

@@ -6,8 +6,11 @@ import errno
 import functools
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, TypeVar
 
 import click
@@ -16,7 +19,7 @@ import typer.core
 from rich.console import Console, ConsoleDimensions
 
 from semsearch.disk import disk_problem
-from semsearch.errors import SemsearchError
+from semsearch.errors import Interrupted, SemsearchError, as_interrupted
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 
 # The order `semsearch --help` lists commands in: the order a user meets them.
@@ -170,15 +173,36 @@ def configure_logging(
 Command = TypeVar("Command", bound=Callable)
 
 
+def _raise_interrupted(signal_number: int, _frame) -> None:
+    raise Interrupted(signal_number=signal_number)
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`docker stop`, Kubernetes, `kill`) raises `Interrupted` where the work is, as
+    Ctrl-C raises KeyboardInterrupt: the same cleanup runs and a build keeps its parts, where
+    the default ends the process without a word. Only the main thread hears signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def user_errors(command: Command) -> Command:
     """Print any failure as one line on stderr, with no traceback: a user's mistake
     (`SemsearchError`) exits 2, anything unexpected exits 1 and says how to see the
-    traceback (--debug or SEMSEARCH_DEBUG=1, which re-raise instead)."""
+    traceback (--debug or SEMSEARCH_DEBUG=1, which re-raise instead). Ctrl-C and SIGTERM
+    print what the work kept (or that it was interrupted) and exit 130 and 143."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            with sigterm_as_interrupt():
+                return command(*args, **kwargs)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise  # typer's own exits and usage errors
         except SemsearchError as exc:
@@ -186,9 +210,10 @@ def user_errors(command: Command) -> Command:
                 raise
             typer.echo(f"error: {_one_line(exc, limit=None)}", err=True)
             raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            interrupted = as_interrupted(exc)
+            typer.echo(str(interrupted), err=True)
+            raise typer.Exit(interrupted.exit_code) from None
         except BrokenPipeError:  # `semsearch query ... | head`: the reader has all it wanted
             _silence_stdout()
             raise typer.Exit(141) from None  # what a shell reports for SIGPIPE

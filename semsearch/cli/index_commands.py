@@ -181,7 +181,7 @@ def build(
 ) -> None:
     """Embed a corpus and store a FAISS index beside its metadata in OUT_DIR/NAME/.
 
-    An interrupted build resumes from its last complete shard when run again. The query
+    An interrupted build resumes when run again, from the last 2,048 texts saved. The query
     and document prompts used are recorded, and every later query and add uses them.
     """
     options = BuildRequest(**locals()).build_options()  # first: locals() are the options alone

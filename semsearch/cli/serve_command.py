@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import sys
+import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, app, user_errors
 from semsearch.cli.options import Device, IndexDir
-from semsearch.errors import SemsearchError
+from semsearch.errors import Interrupted, SemsearchError
 from semsearch.options import QUERY_PRECISIONS
 
 if TYPE_CHECKING:
@@ -117,11 +120,29 @@ def serve(
     _run(config, host, port)
 
 
+# From SIGTERM to exit, at most: the requests in flight get GRACE_S to be answered, then
+# the background work stops and a change through the API gets what is left to finish.
+STOP_BOUND_S = 10.0
+GRACE_S = 7.0
+
+
 def _run(config: ServerConfig, host: str, port: int) -> None:
-    """Run the server until Ctrl-C; a start that failed ends the command with its one line."""
+    """Run the server until Ctrl-C or SIGTERM; a start that failed ends the command with its
+    one line. SIGTERM (`docker stop`, Kubernetes) drains: no new connections, the requests
+    in flight answered, queued queries encoded, background work stopped, exit 0 within
+    STOP_BOUND_S."""
     import uvicorn
 
     from semsearch.server.app import create_app
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server, remembering when it was asked to stop."""
+
+        stop_asked: float | None = None
+
+        def handle_exit(self, sig: int, frame) -> None:
+            self.stop_asked = self.stop_asked or time.monotonic()
+            super().handle_exit(sig, frame)
 
     # What start-up is loading and warming, and when it is ready, in a line each: an
     # operator otherwise sees a URL that answers 503 for a while without knowing why.
@@ -133,13 +154,40 @@ def _run(config: ServerConfig, host: str, port: int) -> None:
         err=True,
     )
     api = create_app(config)
-    server = uvicorn.Server(
-        uvicorn.Config(api, host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
+    server = DrainingServer(
+        uvicorn.Config(
+            api, host=host, port=port, log_level="warning", timeout_graceful_shutdown=GRACE_S
+        )
     )
     # The indexes load in the background: a start that fails stops the server, and the
     # command ends with that one line (a process that never becomes ready helps nobody).
     api.state.on_failed_start = lambda: setattr(server, "should_exit", True)
-    server.run()
+    try:
+        server.run()
+    except Interrupted as exc:  # uvicorn drained, then raised the signal again
+        if exc.signal_number != signal.SIGTERM:
+            raise  # Ctrl-C: "interrupted", 130, as every command
+        _finish_writes(api, server.stop_asked or time.monotonic())
+        typer.echo("semsearch: stopped by SIGTERM after answering the requests in flight", err=True)
+        return
     failure = getattr(getattr(api.state, "startup", None), "failure", None)
     if failure is not None:
         raise SemsearchError(f"the server could not start: {failure}")
+
+
+def _finish_writes(api, stop_asked: float) -> None:
+    """Give a change through the API that outlived the grace period what is left of
+    STOP_BOUND_S; past it, end the process: the change leaves the index as it was (its
+    generation is written last), and the next writer removes its files."""
+    startup = getattr(api.state, "startup", None)
+    registry = startup.result if startup is not None else None
+    left_s = STOP_BOUND_S - 0.5 - (time.monotonic() - stop_asked)
+    if registry is None or registry.wait_for_writes(left_s):
+        return
+    typer.echo(
+        f"semsearch: stopped by SIGTERM; a change in progress did not finish within "
+        f"{STOP_BOUND_S:.0f} s and was abandoned: its index stays at its last generation",
+        err=True,
+    )
+    sys.stderr.flush()
+    os._exit(0)  # the change's thread would otherwise hold the process open

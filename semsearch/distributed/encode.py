@@ -104,7 +104,10 @@ class PartEncoder:
         writer: SegmentWriter,
         text_column: str | None,
         vector_column: VectorColumn | None = None,
+        save_slices: bool = False,
     ) -> None:
+        """`save_slices`: a build's actor saves each part's vectors as they are encoded
+        (`semsearch.ingest.saved_slices`), so a job killed halfway redoes little."""
         if setup.device == "cpu":
             import torch
 
@@ -118,6 +121,7 @@ class PartEncoder:
         self.setup, self.writer = setup, writer
         self.text_column = text_column
         self.vector_column = vector_column  # your own vectors: read, not encoded
+        self.save_slices = save_slices
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         truncated = []
@@ -131,6 +135,7 @@ class PartEncoder:
                     self.vector_column,
                     self.setup.batch_size,
                     depth=0,
+                    save_slices=self.save_slices,
                 )
             truncated.append(cut.cut)
         return {"truncated": np.array(truncated, np.int64)}
@@ -189,7 +194,7 @@ def _encode(
         PartEncoder,
         batch_size=1,
         **workers.actor_args(),
-        fn_constructor_args=(setup, writer, text_column, vector_column),
+        fn_constructor_args=(setup, writer, text_column, vector_column, resumable),
     )
     truncated = 0
     with job_errors("encoding", resumable=resumable):

@@ -30,7 +30,13 @@ from semsearch.ann.factory import IndexSpec, choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
 from semsearch.disk import check_free_space, free_bytes, is_no_space, no_space, temporary_for
-from semsearch.errors import NotWritableError, ResumableError, SemsearchError
+from semsearch.errors import (
+    Interrupted,
+    NotWritableError,
+    ResumableError,
+    SemsearchError,
+    as_interrupted,
+)
 from semsearch.ingest.build_options import (
     STORE_VECTORS,
     BuildOptions,
@@ -40,6 +46,7 @@ from semsearch.ingest.build_options import (
     check_build_options,
 )
 from semsearch.ingest.file_source import FilePartSource, many_files_source
+from semsearch.ingest.saved_slices import remove_slices
 from semsearch.io.corpus import is_many_files
 from semsearch.io.documents import is_document_folder
 from semsearch.io.own_vectors import ColumnVectors, column_spec, with_vector_column
@@ -47,7 +54,13 @@ from semsearch.models.encoder import Encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.store.filling import add_parts, trained_index
-from semsearch.store.folders import IndexFolder, keep_finished_parts, partial_folder, publish
+from semsearch.store.folders import (
+    IndexFolder,
+    keep_finished_parts,
+    kept_rows,
+    partial_folder,
+    publish,
+)
 from semsearch.store.generation import now, segment_name
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
@@ -63,9 +76,10 @@ from semsearch.store.segment import Segment, SegmentWriter, document_split, inde
 log = logging.getLogger(__name__)
 
 STATE_FILE = "build_state.json"
-# Failures a second run can finish from the last complete part: an interrupt (Ctrl-C; a
-# SIGTERM handler that exits) or running out of memory (retry with a smaller --batch-size).
-# A `ResumableError` (a cluster job that failed after its retries) too. Any other failure
+# Failures a second run can finish from what was encoded (complete parts and the slices
+# saved of the others): an interrupt (Ctrl-C, or SIGTERM as the command line raises it; a
+# handler that exits) or running out of memory (retry with a smaller --batch-size). A
+# `ResumableError` (a cluster job that failed after its retries) too. Any other failure
 # removes the partial folder.
 RESUMABLE = (KeyboardInterrupt, SystemExit, MemoryError, ResumableError)
 
@@ -146,9 +160,12 @@ def build_index(
         (partial / STATE_FILE).unlink()
         final = Path(options.out_dir) / options.index_name
         publish(partial, final, options.overwrite)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: one line says what was kept
+        interrupted = as_interrupted(exc)
+        kept = _kept(partial, usable, options, source)
+        raise Interrupted(f"{interrupted.stopped}: {kept}", interrupted.signal_number) from None
     except RESUMABLE as exc:
-        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
-        log.warning("%s: run the same command again to resume from %s", stopped, partial)
+        log.warning("%s: %s", type(exc).__name__, _kept(partial, usable, options, source))
         raise
     except BaseException as exc:
         if is_no_space(exc):  # the finished parts are kept: the same command resumes
@@ -230,6 +247,7 @@ def _write_index(
         folder.segment_dir(segment_name(0)), STORE_VECTORS[options.store_vectors], split
     )
     encoded = source.encode_parts(encoder, writer, options)
+    remove_slices(writer.folder)  # every part is complete: no slice is needed any more
     record = SegmentRecord(
         segment_name(0), 0, writer.part_count(), "", 0, documents=split is not None
     )
@@ -382,11 +400,30 @@ def _build_state(options: BuildOptions, encoder, source_sha256: str) -> dict:
     }
 
 
+def _kept(partial: Path, usable: int, options: BuildOptions, source: PartSource) -> str:
+    """What an interrupted build kept, and how to go on: for its one line."""
+    what = (
+        "rows"
+        if options.vector_column
+        else "chunks"
+        if getattr(source, "chunks", None)
+        else "texts"
+    )
+    return (
+        f"{kept_rows(partial):,} of {usable:,} {what} are encoded and kept in {partial}: "
+        "run the same command again to resume from there"
+    )
+
+
 def _prepare_partial(partial: Path, state: dict) -> None:
     if partial.exists() and _read_state(partial) != state:
         shutil.rmtree(partial)  # a different build was interrupted here: start afresh
     elif partial.exists():
-        log.warning("resuming the interrupted build in %s", partial)
+        log.warning(
+            "resuming the interrupted build in %s: %s rows are encoded already",
+            partial,
+            f"{kept_rows(partial):,}",
+        )
     partial.mkdir(parents=True, exist_ok=True)
     with temporary_for(partial / STATE_FILE) as temporary:  # never half a state
         temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")

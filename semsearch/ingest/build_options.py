@@ -151,8 +151,7 @@ def check_build_options(options: BuildOptions, name: str) -> None:
         )
     check_index_type(options.index)  # before the model loads: its seconds for nothing
     check_runtime(options.runtime)
-    if options.batch_size is not None and options.batch_size < 1:
-        raise SemsearchError(f"--batch-size must be at least 1, not {options.batch_size}")
+    check_batch_size(options.batch_size)
     if options.pipeline_depth < 0:
         raise SemsearchError(f"pipeline_depth must be 0 or more, not {options.pipeline_depth}")
     if options.part_rows < 1:
@@ -162,6 +161,12 @@ def check_build_options(options: BuildOptions, name: str) -> None:
             f"--store-vectors {options.store_vectors!r} is not known: use {' or '.join(STORE_VECTORS)}"
         )
     check_target(options.target_recall)
+
+
+def check_batch_size(batch_size: int | None) -> None:
+    """--batch-size of 1 or more (None: the device's default); build and add share it."""
+    if batch_size is not None and batch_size < 1:
+        raise SemsearchError(f"--batch-size must be at least 1, not {batch_size}")
 
 
 def check_target(target: float | None) -> None:

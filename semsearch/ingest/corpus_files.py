@@ -211,6 +211,7 @@ class ManyFilesSource:
                 show_progress=options.show_progress,
                 total=None if resumed else sum(scan.usable for scan in self.scans),
                 depth=options.pipeline_depth,
+                save_slices=True,
             )
         return self.encoded_rows(truncated.cut)
 

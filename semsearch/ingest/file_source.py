@@ -32,6 +32,7 @@ from semsearch.io.documents import DOCUMENT_ID, DOCUMENT_TEXT, is_document_folde
 from semsearch.io.filesystems import is_uri, location_sha256, location_text
 from semsearch.io.own_vectors import VectorColumn, dimension_of
 from semsearch.models.truncation import truncation_report
+from semsearch.store.folders import encoded_rows
 from semsearch.store.manifest import SourceSpec
 from semsearch.store.segment import SegmentWriter
 
@@ -81,7 +82,8 @@ class FilePartSource:
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         """Encode the parts not written yet; a resumed build's bar starts at the rows its parts
-        hold already, so its rate and ETA count only the texts this run encodes."""
+        and saved slices hold already, so its rate and ETA count only the texts this run
+        encodes."""
         counts = {"read": 0, "skipped": 0}
         own = options.vector_column
         vector_column = VectorColumn(own, self.dimension, options.metric) if own else None
@@ -95,8 +97,9 @@ class FilePartSource:
                 options.batch_size,
                 options.show_progress,
                 self._usable,
-                writer.rows_written(),
+                encoded_rows(writer.folder),
                 options.pipeline_depth,
+                save_slices=True,
             )
         return counted_rows(counts["read"], counts["skipped"], truncated.cut, options.text_column)
 

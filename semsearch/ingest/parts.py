@@ -3,7 +3,8 @@
 A build (one stream or many files), an add and a Ray actor all call `encode_parts`: each
 part is prepared (sorted by id, texts hashed), tokenised, encoded (or its own vectors read)
 and written, the stages overlapped (`semsearch.ingest.pipeline`). A part depends on nothing
-but its rows and ids, so it can be encoded anywhere, in any order.
+but its rows and ids, so it can be encoded anywhere, in any order. A build saves each
+part's vectors every few thousand texts as they are encoded (`semsearch.ingest.saved_slices`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build_options import DEFAULT_PART_ROWS
 from semsearch.ingest.pipeline import DEFAULT_DEPTH, Pipeline
+from semsearch.ingest.saved_slices import SAVE_EVERY, SavedSlices, encode_in_slices
 from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
 from semsearch.models.encoder import Encoder, TokenizedTexts
@@ -121,20 +123,34 @@ def encode_rows(
     rows: PartRows,
     batch_size: int | None,
     progress: Callable[[int], None],
+    saved: SavedSlices | None = None,
 ) -> PartRows:
     """The encode stage: vectors for a prepared part (its own, when it brought them), each
-    text after the encoder's document prompt; `progress` hears of each encoded batch."""
+    text after the encoder's document prompt; `progress` hears of each encoded batch. With
+    `saved`, the part is encoded in slices, each saved as it finishes, and the slices an
+    interrupted run saved are not encoded again."""
     if rows.vectors is not None:
-        vectors = rows.vectors
-        progress(len(vectors))
-    elif not rows.texts:
-        vectors = np.empty((0, encoder.dimension), np.float32)
-    elif isinstance(rows.texts, TokenizedTexts):  # a BiEncoder: it reports every batch
-        vectors = encoder.encode(rows.texts, batch_size=batch_size, progress=progress)
-    else:  # any other encoder of texts: progress moves once per part
-        prompted = with_prompt(rows.texts, document_prompt(encoder))
-        vectors = encoder.encode(prompted, batch_size=batch_size)
-        progress(len(rows.texts))
+        progress(len(rows.vectors))
+        return rows
+    if not rows.texts:
+        return replace(rows, vectors=np.empty((0, encoder.dimension), np.float32))
+    if isinstance(rows.texts, TokenizedTexts):  # a BiEncoder: it reports every batch
+
+        def encode(texts):
+            return encoder.encode(texts, batch_size=batch_size, progress=progress)
+
+    else:  # any other encoder of texts: progress moves once per call
+        prompt = document_prompt(encoder)
+
+        def encode(texts):
+            vectors = encoder.encode(with_prompt(list(texts), prompt), batch_size=batch_size)
+            progress(len(texts))
+            return vectors
+
+    if saved is None:
+        return replace(rows, vectors=encode(rows.texts))
+    slice_rows = max(SAVE_EVERY, batch_size or 0)  # a batch is never cut to save
+    vectors = encode_in_slices(encode, rows.texts, encoder.dimension, saved, slice_rows)
     return replace(rows, vectors=vectors)
 
 
@@ -149,10 +165,12 @@ def encode_parts(
     total: int | None = None,
     initial: int = 0,
     depth: int = DEFAULT_DEPTH,
+    save_slices: bool = False,
 ) -> None:
     """Prepare, encode and write `parts` (with `vector_column`, the rows' own vectors instead),
     the stages overlapped; the bar starts at `initial` (a resumed build's rows) and moves with
-    every encoded batch."""
+    every encoded batch. `save_slices` (a build's) saves each part's vectors as they are
+    encoded, in the writer's folder, until the part is written."""
     own = vector_column is not None
     bar = tqdm(
         total=total,
@@ -168,14 +186,19 @@ def encode_parts(
         pipeline.check()  # another stage failed: stop within a batch
         bar.update(rows)
 
+    def saved(part: int) -> SavedSlices | None:
+        return SavedSlices.of_part(writer.folder, part) if save_slices and not own else None
+
     def write(encoded: PartRows) -> None:
         writer.write(encoded.part, encoded.ids, encoded.vectors, encoded.metadata)
+        if save_slices and not own:
+            SavedSlices.of_part(writer.folder, encoded.part).clear()  # the part holds them
 
     prepared = (prepare_part(p.part, p.batch, p.ids, text_column, vector_column) for p in parts)
     with bar:
         pipeline.run(
             prepared,
             functools.partial(tokenise_part, encoder),
-            lambda rows: encode_rows(encoder, rows, batch_size, advance),
+            lambda rows: encode_rows(encoder, rows, batch_size, advance, saved(rows.part)),
             write,
         )

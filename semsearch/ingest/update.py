@@ -22,6 +22,7 @@ from semsearch.ann.vector_index import VectorIndex
 from semsearch.disk import check_free_space, commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
+from semsearch.ingest.build_options import check_batch_size
 from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
 from semsearch.ingest.conform import Target, conform, rename_text_column
 from semsearch.ingest.parts import encode_parts, sliced_parts
@@ -88,6 +89,7 @@ def add_rows(
     as `build` checks it, and its columns must hold the index's types
     (`semsearch.ingest.conform`; `convert_types` reads others that convert without loss)."""
     started = time.perf_counter()
+    check_batch_size(batch_size)  # before the lock, the corpus and the model
     with folder.writer_lock("add"):
         manifest = folder.manifest()
         check_opened_files(folder, manifest)  # never build a generation on changed files

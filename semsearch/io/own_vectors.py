@@ -54,10 +54,15 @@ def with_vector_column(options: BuildOptions, other_source: bool = False) -> Bui
     """`options` for a build from your own vectors, checked: one corpus file, a column of
     lists of numbers, no text column (and no BM25 part) when the corpus has no `text` and
     none was named."""
-    if other_source or is_many_files(options.corpus):
+    if is_many_files(options.corpus):
         raise SemsearchError(
-            "--vector-column reads one corpus file, in this process: pass a single file "
-            "(not a folder, a glob or --engine ray)"
+            "--vector-column reads one corpus file (on --engine local or ray): pass a single "
+            "file, not a folder or a glob"
+        )
+    if other_source:
+        raise SemsearchError(
+            "--vector-column is read by semsearch's own corpus readers, and this build's "
+            "source of rows does not read it: build from a single corpus file"
         )
     corpus = open_corpus(options.corpus)
     check_vector_type(corpus.schema, options.vector_column, corpus.path.name)

@@ -32,6 +32,8 @@ from semsearch.server.warmup import Startup
 log = logging.getLogger(__name__)
 
 DOCS_ASSETS = "/docs-assets"  # Swagger UI's and ReDoc's files, from the package
+# How long a stopping server waits for a start-up still loading the model and indexes.
+STARTUP_WAIT_S = 0.5
 
 
 def create_app(config: ServerConfig) -> FastAPI:
@@ -67,11 +69,12 @@ def create_app(config: ServerConfig) -> FastAPI:
         app.state.startup = Startup(load, log_failure=not hasattr(app.state, "on_failed_start"))
         try:
             yield
-        finally:
+        finally:  # uvicorn has answered the requests in flight (or given up on them)
             monitor.stop()  # before the indexes close: a measurement in progress is dropped
-            registry = await run_in_threadpool(app.state.startup.wait)
+            # A server stopped while it loads does not wait for the load: its threads end with it.
+            registry = await run_in_threadpool(app.state.startup.wait, STARTUP_WAIT_S)
             if registry is not None:
-                registry.close()
+                await run_in_threadpool(registry.close)
 
     # /docs (Swagger UI) and /redoc with their scripts and styles served from the
     # fastapi-offline package, not a CDN: they work on a machine without the internet.

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,6 +100,8 @@ class IndexRegistry:
         self.indexes = {folder.name: self._open(folder) for folder in folders}
         self._stop = threading.Event()
         self._refresher: threading.Thread | None = None
+        self._writes = 0  # changes through the API in progress (`writing`)
+        self._writes_changed = threading.Condition()
 
     def get(self, name: str | None) -> ServedIndex:
         """The index `name` (or the only one served); a SemsearchError names the choices."""
@@ -123,11 +125,31 @@ class IndexRegistry:
         self._refresher.start()
 
     def close(self) -> None:
+        """Stop the background work: the refresher, then each batcher once it has answered
+        what is queued (a stopping server answers the requests it took)."""
         self._stop.set()
         if self._refresher is not None:
             self._refresher.join()
         for _, batcher in self._encoders.values():
             batcher.close()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around a change made through the API, so that a stopping server can wait for it."""
+        with self._writes_changed:
+            self._writes += 1
+        try:
+            yield
+        finally:
+            with self._writes_changed:
+                self._writes -= 1
+                self._writes_changed.notify_all()
+
+    def wait_for_writes(self, timeout_s: float) -> bool:
+        """Whether every change in progress finished within `timeout_s` (each either writes
+        its generation or leaves the index as it was: a generation is written last)."""
+        with self._writes_changed:
+            return self._writes_changed.wait_for(lambda: self._writes == 0, max(timeout_s, 0))
 
     def refresh(self, served: ServedIndex) -> None:
         """Move `served` to its current generation, or record why it cannot be opened."""

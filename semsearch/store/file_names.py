@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from semsearch.store.manifest import SegmentRecord
 
 SEGMENTS_DIR = "segments"
+# In a build's segment folder: the vectors of the parts being encoded, saved every few
+# thousand texts until the part is written (`semsearch.ingest.saved_slices`).
+SLICES_DIR = ".encoding"
+SLICE_FILES = "part-*/slice-[0-9]*.npz"
 
 # The files of a segment's lexical folder, as bm25s writes them (semsearch.store.lexical).
 LEXICAL_FILES = (

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from semsearch.disk import disk_problems, is_not_writable, not_writable, remove
 from semsearch.errors import SemsearchError
-from semsearch.store.file_names import SEGMENTS_DIR
+from semsearch.store.file_names import SEGMENTS_DIR, SLICE_FILES, SLICES_DIR
 from semsearch.store.manifest import (
     GENERATIONS_DIR,
     MANIFEST_FILE,
@@ -296,13 +296,32 @@ def _being_replaced(index_dir: Path, name: str | None) -> bool:
 
 def _interrupted(path: Path) -> IndexEntry:
     name = path.name[1 : -len(PARTIAL_SUFFIX)]
-    parts = len(list((path / SEGMENTS_DIR).glob("s*/part-[0-9][0-9][0-9][0-9][0-9].npy")))
-    encoded = f"{parts} part" if parts == 1 else f"{parts} parts"
     reason = (
-        f"a build stopped after encoding {encoded}: run the same 'semsearch build' "
-        f"command again to resume it, or remove it with: rm -rf {shlex.quote(str(path))}"
+        f"a build stopped with {kept_rows(path):,} rows encoded and kept: run the same "
+        "'semsearch build' command again to resume it, or remove it with: "
+        f"rm -rf {shlex.quote(str(path))}"
     )
     return IndexEntry(name, path, "interrupted", reason=reason)
+
+
+def kept_rows(partial: Path) -> int:
+    """Rows an interrupted build in `partial` encoded and kept (what a resumed build skips)."""
+    return sum(encoded_rows(folder) for folder in (partial / SEGMENTS_DIR).glob("s*"))
+
+
+def encoded_rows(segment_folder: Path) -> int:
+    """Rows of a segment being built that are encoded: those of its complete parts and of
+    the slices saved of the parts still being encoded."""
+    import numpy as np  # here: listing indexes needs it only for interrupted builds
+
+    total = 0
+    for path in segment_folder.glob("part-[0-9][0-9][0-9][0-9][0-9].npy"):  # complete parts
+        with contextlib.suppress(OSError, ValueError):
+            total += len(np.load(path.with_suffix(".ids.npy"), mmap_mode="r"))
+    for path in (segment_folder / SLICES_DIR).glob(SLICE_FILES):
+        with contextlib.suppress(OSError, ValueError, KeyError), np.load(path) as saved:
+            total += len(saved["positions"])
+    return total
 
 
 def _time(value: str) -> float:

@@ -105,6 +105,15 @@ def test_a_day_of_changes(living) -> None:
             ["add", "{folder}/more.parquet", "--index", "docs", "--text-column", "license"],
             "has both 'license' (--text-column) and 'text'",
         ),
+        # As build refuses them; before, add took them and added (0 as the default).
+        (
+            ["add", "{folder}/more.parquet", "--index", "docs", "--batch-size", "0"],
+            "--batch-size must be at least 1, not 0",
+        ),
+        (
+            ["add", "{folder}/more.parquet", "--index", "docs", "--batch-size", "-5"],
+            "--batch-size must be at least 1, not -5",
+        ),
         (["delete", "docs", "--ids", "/dev/zero"], "/dev/zero is larger than"),
         (["delete", "docs", "--where", "colour = 'red'"], "column 'colour'"),
         (["delete", "docs", "--where", "year >="], 'syntax error at or near ">=" (character 6)'),

@@ -325,7 +325,8 @@ def test_running_out_of_memory_keeps_the_partial_folder_to_resume_from(
     with pytest.raises(MemoryError):
         build_index(options, encoder=tiny_encoder)
     assert (tmp_path / "out" / ".docs.partial").is_dir()
-    assert "MemoryError: run the same command again to resume" in caplog.text
+    assert "MemoryError: 4 of 12 texts are encoded and kept" in caplog.text
+    assert "run the same command again to resume" in caplog.text
     monkeypatch.setattr(tiny_encoder, "encode", original)
     assert build_index(options, encoder=tiny_encoder).manifest().rows == 12
 

@@ -242,8 +242,14 @@ def test_a_bm25_part_needs_texts(tmp_path, vectors) -> None:
     assert folder.manifest().generation == 1
 
 
-def test_vectors_come_from_one_file_in_this_process(tmp_path, vectors) -> None:
+def test_vectors_come_from_one_file_on_either_engine(tmp_path, vectors) -> None:
+    """A folder is refused; the message no longer says --engine ray is, since a single
+    vector file builds there (tests/distributed/test_segments.py)."""
     (tmp_path / "many").mkdir()
     vector_corpus(tmp_path / "many" / "c.parquet", vectors)
-    with pytest.raises(SemsearchError, match=r"--vector-column reads one corpus file"):
+    with pytest.raises(SemsearchError) as refused:
         build(tmp_path / "many", tmp_path / "idx")
+    assert str(refused.value) == (
+        "--vector-column reads one corpus file (on --engine local or ray): pass a single "
+        "file, not a folder or a glob"
+    )

@@ -55,7 +55,7 @@ def upsert(indexes: Registry, name: str, body: DocumentsRequest, request: Reques
         table = pa.Table.from_pylist(body.rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ClientError(422, f"the rows do not form a table: {exc}") from None
-    with damage_reported(indexes, served, served.searcher.generation):
+    with indexes.writing(), damage_reported(indexes, served, served.searcher.generation):
         result = Index(served.folder).add(table, encoder=served.searcher.encoder)
     indexes.refresh(served)
     return {"index": name, **result.to_dict()}
@@ -66,7 +66,7 @@ def delete(indexes: Registry, name: str, body: DeleteRequest) -> dict:
     served = healthy(indexes, name)
     if (body.ids is None) == (body.where is None):
         raise ClientError(422, "give either ids or where, not both")
-    with damage_reported(indexes, served, served.searcher.generation):
+    with indexes.writing(), damage_reported(indexes, served, served.searcher.generation):
         result = Index(served.folder).delete(ids=body.ids, where=body.where)
     indexes.refresh(served)
     return {"index": name, **result.to_dict()}
