@@ -69,9 +69,13 @@ class ChangeResult:
     deleted: int = 0
     not_found: int = 0
     skipped_empty: int = 0
+    phases: dict | None = None  # where an add's time went (`semsearch.phases`), as recorded
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        record = asdict(self)
+        if record["phases"] is None:
+            del record["phases"]
+        return record
 
 
 def add_rows(
@@ -144,9 +148,14 @@ def add_rows(
         operation["runtime"] = None if encoder is None else encoder.runtime
         new_id = manifest.next_id + counts["added"]
         new = next_generation(manifest, segments, operation, 0.0, next_id=new_id)
-        write_manifest(folder.path, timed_record(folder.path, new, timer))
+        new = timed_record(folder.path, new, timer)
+        write_manifest(folder.path, new)
         log.info("add to %s: %s", manifest.name, timer.report().line())
-        return ChangeResult(new.generation, **counts, deleted=len(stale), skipped_empty=skipped)
+        timed = new.operation["phases"]
+        deleted = len(stale)
+        return ChangeResult(
+            new.generation, **counts, deleted=deleted, skipped_empty=skipped, phases=timed
+        )
 
 
 def _added_segments(

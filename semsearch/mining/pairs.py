@@ -139,7 +139,8 @@ class DuplicateGroups:
 
 @dataclass
 class MiningStats:
-    """What was searched and how, and where the time went (seconds)."""
+    """What was searched and how, and where the time went (`semsearch.phases`, as
+    `PhaseReport.to_dict` gives it)."""
 
     rows: int
     rows_skipped: int
@@ -147,7 +148,7 @@ class MiningStats:
     exact_duplicate_rows: int
     top_k: int
     structure: str
-    timings: dict[str, float] = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)
 
 
 @dataclass

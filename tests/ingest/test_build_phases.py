@@ -82,7 +82,7 @@ def test_an_add_reports_its_phases(tmp_path, tiny_model_dir) -> None:
         show_progress=False,
     )
     folder = build_index(options)
-    add_rows(folder, _corpus(tmp_path / "more.parquet", 900, start=500))
+    result = add_rows(folder, _corpus(tmp_path / "more.parquet", 900, start=500))
     manifest = folder.manifest()
     phases = manifest.operation["phases"]
     assert manifest.operation["kind"] == "add"
@@ -90,3 +90,4 @@ def test_an_add_reports_its_phases(tmp_path, tiny_model_dir) -> None:
         phases["phases"]
     )
     _accounted(phases)
+    assert result.to_dict()["phases"] == phases  # what `add --json` prints
