@@ -174,6 +174,17 @@ def timing(fresh: bool = False) -> Iterator[PhaseTimer]:
 
 
 @contextmanager
+def untimed() -> Iterator[None]:
+    """No timer open for the block: the searches a build's tuning runs are its `tune`
+    phase, not queries with phases of their own."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextmanager
 def phase(name: str) -> Iterator[None]:
     """Time the block as phase `name` on the open timer; nothing where none is open."""
     timer = _CURRENT.get()

@@ -344,7 +344,7 @@ def index_segment(
             # A sampled row is left out of its own results: nothing is left to measure.
             log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
         elif target and index.tunable_parameter():
-            with phase("tune"):
+            with phase("tune"), phases.untimed():
                 tuning = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
     if tuning is not None:
         spec = replace(spec, search_params=tuning.search_params())
