@@ -84,10 +84,10 @@ class PhaseTimer:
         covered = _union([(start, stop) for _, start, stop in spans])
         wall = end - self.started
         return PhaseReport(
-            wall_s=round(wall, 4),
-            phases={name: round(value, 4) for name, value in seconds.items()},
-            overlapped_s=round(max(sum(seconds.values()) - covered, 0.0), 4),
-            other_s=round(max(wall - covered, 0.0), 4),
+            wall_s=wall,
+            phases=seconds,
+            overlapped_s=max(sum(seconds.values()) - covered, 0.0),
+            other_s=max(wall - covered, 0.0),
             facts=facts,
         )
 
@@ -128,13 +128,14 @@ class PhaseReport:
     other_s: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        """As recorded in a manifest's operation and printed under `--json` (rounded to ms)."""
+    def to_dict(self, digits: int = 3) -> dict[str, Any]:
+        """As recorded in a manifest's operation and printed under `--json` (seconds rounded
+        to `digits`: ms for a command, finer for a query)."""
         record: dict[str, Any] = {
-            "wall_s": round(self.wall_s, 3),
-            "phases": {name: round(value, 3) for name, value in self.phases.items()},
-            "overlapped_s": round(self.overlapped_s, 3),
-            "other_s": round(self.other_s, 3),
+            "wall_s": round(self.wall_s, digits),
+            "phases": {name: round(value, digits) for name, value in self.phases.items()},
+            "overlapped_s": round(self.overlapped_s, digits),
+            "other_s": round(self.other_s, digits),
         }
         if self.facts:
             record["facts"] = dict(self.facts)

@@ -44,9 +44,11 @@ def explanation(
         params = {} if exact else facts.pop("params", dict(manifest.index.search_params))
         plan["search_params"] = params
     facts.pop("params", None)
+    if facts.get("depths_ranked") == 1:  # deeper only where grouping by document needed it
+        del facts["depths_ranked"]
     plan.update(facts)
     if report is not None:
-        stages = report.to_dict()
+        stages = report.to_dict(digits=6)
         stages.pop("facts", None)
         plan["time"] = stages
     return plan
@@ -74,10 +76,10 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
         )
     if "candidates" in plan:
         searched = plan.get("segments_searched")
-        where = f" from {searched} segment(s)" if searched else ""
+        taken = f"taken from {searched} segment(s)" if searched else "scored exactly"
         rescored = plan.get("rescored")
         again = f"; {rescored:,} rescored from their stored vectors" if rescored else ""
-        lines.append(f"candidates: {plan['candidates']:,} taken{where}{again}")
+        lines.append(f"candidates: {plan['candidates']:,} {taken}{again}")
     if "fusion" in plan:
         fusion = plan["fusion"]
         lines.append(
@@ -101,4 +103,4 @@ def _stages(time: dict[str, Any]) -> str:
 
 
 def _ms(seconds: float) -> str:
-    return f"{1000 * seconds:.1f} ms"
+    return f"{1000 * seconds:.2f} ms"
