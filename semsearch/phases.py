@@ -49,14 +49,14 @@ class PhaseTimer:
         now = self.clock()
         if stack:  # the enclosing phase stops counting while this one runs
             outer, since = stack[-1]
-            self._record(outer, since, now)
+            self.record(outer, since, now)
         stack.append([name, now])
         try:
             yield
         finally:
             end = self.clock()
             _, since = stack.pop()
-            self._record(name, since, end)
+            self.record(name, since, end)
             if stack:
                 stack[-1][1] = end
 
@@ -99,7 +99,9 @@ class PhaseTimer:
                 self._stacks.append(stack)
         return stack
 
-    def _record(self, name: str, start: float, stop: float) -> None:
+    def record(self, name: str, start: float, stop: float) -> None:
+        """A span of phase `name` measured by the caller on this timer's clock (a batch
+        encoded for many requests at once, of which this is one)."""
         if stop > start:
             with self._lock:
                 self._spans.append((name, start, stop))
@@ -158,15 +160,15 @@ def current() -> PhaseTimer | None:
 
 
 @contextmanager
-def timing(fresh: bool = False) -> Iterator[PhaseTimer]:
+def timing(fresh: bool = False, timer: PhaseTimer | None = None) -> Iterator[PhaseTimer]:
     """The timer of the command running here: the one open already (a caller that started
     the clock earlier), else a new one, open for the block. `fresh`: always a new one (a
-    query explained inside a timed command times only itself)."""
-    timer = None if fresh else _CURRENT.get()
-    if timer is not None:
-        yield timer
+    query explained inside a timed command times only itself); `timer`: this one (a
+    server's request, timed from its arrival, continued in another thread)."""
+    if timer is None and not fresh and (open_already := _CURRENT.get()) is not None:
+        yield open_already
         return
-    timer = PhaseTimer()
+    timer = timer or PhaseTimer()
     token = _CURRENT.set(timer)
     try:
         yield timer
