@@ -73,6 +73,8 @@ def own_vectors(context) -> dict:
     }
     if p["cpu_phases"]:  # again, the stages one after the other, on the process' CPU clock
         line["cpu_phases"] = _cpu_phases(options)
+        cpu = line["cpu_phases"]["phases"]
+        line["slowest_device_free_cpu_s"] = max(cpu.get(name, 0.0) for name in DEVICE_FREE)
     return line
 
 

@@ -220,6 +220,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("rows", "rows"),
             _figure("build s", "seconds"),
             _figure("slowest device-free phase s", "slowest_device_free_s"),
+            _figure("slowest device-free phase, CPU s", "slowest_device_free_cpu_s"),
         ),
         measure="phases.own_vectors",
         params="threads=None rows=None vectors_dir=None index=auto lexical=False cpu_phases=True",
