@@ -29,6 +29,17 @@ class DamagedIndexError(SemsearchError):
     its own problem, not the client's: it answers 503 and reports the index in /ready."""
 
 
+class NoSpaceError(SemsearchError):
+    """The disk a step writes to is full: the message names the folder, what the step
+    needed and what was free. Nothing the step wrote is left behind (a build keeps its
+    finished parts); over HTTP it is a 507."""
+
+
+class NotWritableError(SemsearchError):
+    """A folder a step must write to is read-only, or this user may not write there;
+    readers of the same folder keep working. Over HTTP it is a 403."""
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """The first non-blank line of an exception's message (at most `limit` characters), or
     its type's name when it has none: other libraries' errors quoted inside ours."""

@@ -16,6 +16,7 @@ import numpy as np
 from semsearch.ann.base import AnnBackend, IdFilter
 from semsearch.ann.exact import ExactSearch
 from semsearch.ann.metrics import prepare_vectors
+from semsearch.disk import temporary_for
 from semsearch.errors import SemsearchError
 
 
@@ -82,12 +83,10 @@ class TorchExactIndex(AnnBackend):
         return _padded(scores, self.ids[positions], k, self.metric)
 
     def write(self, path: Path) -> int:
-        temporary = path.with_name(f".{path.name}.tmp")
-        with open(temporary, "wb") as out:
+        with temporary_for(path) as temporary, open(temporary, "wb") as out:
             np.savez(out, vectors=self.vectors, ids=self.ids, metric=np.array(self.metric))
             out.flush()
             os.fsync(out.fileno())
-        temporary.replace(path)
         return path.stat().st_size
 
     @classmethod

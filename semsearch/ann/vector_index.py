@@ -24,6 +24,7 @@ from semsearch.ann.base import AnnBackend, IdFilter
 from semsearch.ann.devices import CPU, FaissDevice, faiss_reason, is_out_of_memory
 from semsearch.ann.factory import IndexSpec
 from semsearch.ann.metrics import METRICS, prepare_vectors
+from semsearch.disk import temporary_for
 from semsearch.errors import SemsearchError
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,9 @@ class VectorIndex(AnnBackend):
     def write(self, path: Path) -> int:
         """Write to `path` (through a temporary name) and return its size in bytes; a GPU
         index is written as its CPU copy, which opens anywhere."""
-        temporary = path.with_name(f".{path.name}.tmp")
         on_disk = gpu.to_cpu(self.faiss) if self.device.is_gpu else self.faiss
-        faiss.write_index(on_disk, str(temporary))
-        temporary.replace(path)
+        with temporary_for(path) as temporary:
+            faiss.write_index(on_disk, str(temporary))
         return path.stat().st_size
 
     def move_to(self, device: FaissDevice) -> bool:

@@ -15,6 +15,7 @@ import typer
 import typer.core
 from rich.console import Console, ConsoleDimensions
 
+from semsearch.disk import disk_problem
 from semsearch.errors import SemsearchError
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 
@@ -197,8 +198,14 @@ def user_errors(command: Command) -> Command:
             if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # any path option
                 typer.echo(f"error: {_too_long(exc)}", err=True)
                 raise typer.Exit(2) from None
+            # A full disk or a read-only folder is the user's to fix, whichever writer met it.
+            if (
+                problem := disk_problem(exc, repr(_command_name(command).replace("_", "-")))
+            ) is not None:
+                typer.echo(f"error: {_one_line(problem, limit=None)}", err=True)
+                raise typer.Exit(2) from None
             typer.echo(
-                f"error: {command.__name__.replace('_command', '')} failed unexpectedly with "
+                f"error: {_command_name(command)} failed unexpectedly with "
                 f"{type(exc).__name__}: {_one_line(exc)} (run with --debug or {DEBUG_ENV}=1 for "
                 "the full traceback)",
                 err=True,
@@ -206,6 +213,10 @@ def user_errors(command: Command) -> Command:
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _command_name(command: Callable) -> str:
+    return command.__name__.replace("_command", "")
 
 
 def _too_long(exc: OSError) -> str:

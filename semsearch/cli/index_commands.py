@@ -29,7 +29,8 @@ from semsearch.cli.options import (
     QueryPrompt,
     RuntimeOption,
 )
-from semsearch.cli.output import human_bytes, print_json_lines, print_mapping
+from semsearch.cli.output import print_json_lines, print_mapping
+from semsearch.disk import human_bytes
 from semsearch.io.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import (

@@ -61,6 +61,14 @@ ExactDuplicates = Annotated[
         "groups), drop."
     ),
 ]
+Passages = Annotated[
+    bool,
+    typer.Option(
+        "--passages",
+        help="On a chunked index, pair passages instead of documents: each pair of "
+        "documents once, by its two most similar passages, boilerplate included.",
+    ),
+]
 Out = Annotated[Path | None, typer.Option(help="Write the pairs to this Parquet file.")]
 DuplicatesOut = Annotated[
     Path | None,
@@ -92,6 +100,7 @@ def mine(
     threshold: Threshold = None,
     top: Top = None,
     exact_duplicates: ExactDuplicates = "keep",
+    passages: Passages = False,
     out: Out = None,
     duplicates_out: DuplicatesOut = None,
     nprobe: Nprobe = None,
@@ -110,7 +119,9 @@ def mine(
 
     Each text's --top-k nearest neighbours are searched; every pair is kept once, best first.
     Mining is symmetric: every text of a corpus file gets the model's query prompt (the
-    e5/bge convention); --index mines the vectors as the index stored them.
+    e5/bge convention); --index mines the vectors as the index stored them. On a chunked
+    index, documents are paired (their passage vectors pooled, a passage that many documents
+    share weighing little) and each pair shows the two passages that matched best.
     """
     request = MineRequest(**locals())  # first: locals() are the options alone
     options = request.mining_options()
@@ -154,6 +165,7 @@ class MineRequest:
     threshold: float | None
     top: int | None
     exact_duplicates: str
+    passages: bool
     out: Path | None
     duplicates_out: Path | None
     nprobe: int | None
@@ -181,6 +193,7 @@ class MineRequest:
             show_progress=show_progress(json_output=True),
             # On Ray, FAISS searches on the workers' CPUs.
             device=self.device if self.engine == "local" else "cpu",
+            passages=self.passages,
         )
 
     def check_source(self, on_ray: RayOptions | None) -> None:
@@ -193,6 +206,11 @@ class MineRequest:
             raise SemsearchError(
                 "--work-dir is for mining a corpus file with --engine ray: add that, or leave it "
                 "out"
+            )
+        if self.passages and self.index is None:
+            raise SemsearchError(
+                "--passages pairs the passages of a chunked index (--index NAME); a corpus "
+                "file is mined text by text: leave --passages out"
             )
         fixed = (self.text_column, self.id_column, self.model)
         if self.index is not None and (any(fixed) or self.query_prompt is not None):
@@ -280,7 +298,6 @@ def _print_json(result: MiningResult) -> None:
 
 
 def _print_tables(result: MiningResult, show: int) -> None:
-    stats = result.stats
     table = Table(
         title=f"[bold]most similar pairs in {escape(result.collection.name)}[/bold]",
         title_justify="left",
@@ -297,22 +314,39 @@ def _print_tables(result: MiningResult, show: int) -> None:
             _short(record["text_b"]),
         )
     console.print(table)
-    console.print(
-        f"{len(result)} pairs (of {result.pairs_found} found) among {stats.searched_rows} of "
-        f"{stats.rows} texts, {stats.top_k} neighbours each, {stats.structure}; "
-        f"{stats.exact_duplicate_rows} rows repeat an earlier text"
-    )
+    console.print(_summary(result))
     if result.duplicates is not None and len(result.duplicates):
-        groups = Table(title="[bold]largest groups of identical texts[/bold]", title_justify="left")
+        unit = result.stats.unit  # texts, documents or passages
+        groups = Table(
+            title=f"[bold]largest groups of identical {unit}[/bold]", title_justify="left"
+        )
         for column in ("count", "text", "ids"):
             groups.add_column(column, justify="right" if column == "count" else "left")
         for group in result.duplicates.table.slice(0, LARGEST_GROUPS).to_pylist():
             ids = ", ".join(str(value) for value in group["ids"][:5])
             groups.add_row(str(group["count"]), _short(group["text"]), _short(ids))
         console.print(groups)
+        where = "rows" if unit == "texts" else unit
         console.print(
-            f"{len(result.duplicates)} texts occur more than once, in {result.duplicates.rows} rows"
+            f"{len(result.duplicates)} {unit} occur more than once, in {result.duplicates.rows} {where}"
         )
+
+
+def _summary(result: MiningResult) -> str:
+    """What was paired, in the user's terms: texts, documents, or passages of documents."""
+    stats = result.stats
+    among = f"{stats.searched_rows:,} of {stats.rows:,} {stats.unit}"
+    copies = f"{stats.exact_duplicate_rows:,} rows repeat an earlier text"
+    if stats.unit == "documents":
+        among += f" ({stats.passages:,} passages)"
+        copies = f"{stats.exact_duplicate_rows:,} documents repeat an earlier one"
+    elif stats.unit == "passages":
+        among += f" of {stats.documents:,} documents"
+        copies = f"{stats.exact_duplicate_rows:,} passages repeat an earlier one"
+    return (
+        f"{len(result):,} pairs (of {result.pairs_found:,} found) among {among}, "
+        f"{stats.top_k} neighbours each, {stats.structure}; {copies}"
+    )
 
 
 def _short(text: str) -> str:

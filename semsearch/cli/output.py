@@ -72,14 +72,6 @@ def print_mapping(title: str, values: dict, console: Console) -> None:
     console.print(table)
 
 
-def human_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
-
-
 def _flatten(values: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
     for key, value in values.items():
         if isinstance(value, dict) and value:

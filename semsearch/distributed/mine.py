@@ -38,7 +38,13 @@ from semsearch.mining.collection import (
     SearchedVectors,
     StoredVectors,
 )
-from semsearch.mining.miner import MiningOptions, SearchPairs, mine_paraphrases
+from semsearch.mining.documents import DocumentCollection
+from semsearch.mining.miner import (
+    MiningOptions,
+    SearchPairs,
+    mine_paraphrases,
+    search_pairs_locally,
+)
 from semsearch.mining.neighbours import (
     StructurePlan,
     build_structure,
@@ -160,6 +166,7 @@ def _build_options(source: CorpusSource, folder: Path, show_progress: bool) -> B
         show_progress=show_progress,
         target_recall=None,
         lexical=None,
+        chunking="off",  # the local corpus miner encodes each text whole, never in chunks
     )
 
 
@@ -206,10 +213,15 @@ class RayIndexPairSearch:
 
     def __call__(
         self,
-        collection: IndexedCollection,
+        collection: IndexedCollection | DocumentCollection,
         options: MiningOptions,
         pairs: PairAccumulator,
     ) -> str:
+        if isinstance(collection, DocumentCollection):
+            # A chunked index's documents are pooled from its passages on the driver, and
+            # their vectors (one a document) searched there.
+            structure = search_pairs_locally(collection, options, pairs)
+            return f"{structure}, documents pooled and searched on the driver"
         ray = require_ray()
         workers = self.connection.workers("cpu")  # FAISS searches on CPUs
         with phase("index"):
@@ -264,6 +276,7 @@ def _block_job(pairs: PairAccumulator, options: MiningOptions) -> BlockJob:
         options.query_chunk,
         pairs.threshold,
         options.top,
+        pairs.documents,  # passages of one document never pair, on a worker as here
     )
 
 

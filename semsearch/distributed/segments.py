@@ -26,6 +26,7 @@ from semsearch.ann.factory import IndexSpec
 from semsearch.ann.tune import TuningResult
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.checksums import describe_files
+from semsearch.disk import temporary_for
 from semsearch.ingest.build import index_segment
 from semsearch.store.file_names import (
     part_arrow_name,
@@ -179,6 +180,5 @@ def _move_part(source: Path, number: int, target: Path, new_number: int) -> None
 
 
 def _write_json(path: Path, data: object) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    with temporary_for(path) as temporary:
+        temporary.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -28,11 +28,13 @@ from semsearch.ann.devices import CPU, FaissDevice, device_words, faiss_device
 from semsearch.ann.factory import IndexSpec, choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
-from semsearch.errors import ResumableError, SemsearchError
+from semsearch.disk import check_free_space, free_bytes, is_no_space, no_space, temporary_for
+from semsearch.errors import NotWritableError, ResumableError, SemsearchError
 from semsearch.ingest.build_options import (
     STORE_VECTORS,
     BuildOptions,
     EncodedRows,
+    bytes_needed,
     cannot_write,
     check_build_options,
 )
@@ -45,7 +47,7 @@ from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_m
 from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.phases import phase
 from semsearch.store.filling import add_parts, trained_index
-from semsearch.store.folders import IndexFolder, partial_folder, publish
+from semsearch.store.folders import IndexFolder, keep_finished_parts, partial_folder, publish
 from semsearch.store.generation import now, segment_name, timed_record
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
@@ -140,10 +142,15 @@ def _build_index(
     partial = partial_folder(Path(options.out_dir), options.index_name)
     with phase("fingerprint"):
         source_sha256 = source.fingerprint()
+    free_before = free_bytes(partial)
+    needed = bytes_needed(partial, options, spec, usable, encoder.dimension)
+    check_free_space(Path(options.out_dir), needed, "build")  # vectors and index, known now
     try:
         _prepare_partial(partial, _build_state(options, encoder, source_sha256))
     except OSError as exc:
-        raise SemsearchError(cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
+        if is_no_space(exc):
+            raise _out_of_space(partial, options, free_before, needed) from exc
+        raise NotWritableError(cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
     try:
         manifest = _write_index(
             IndexFolder(partial), options, source, encoder, spec, usable, device
@@ -156,10 +163,27 @@ def _build_index(
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
         log.warning("%s: run the same command again to resume from %s", stopped, partial)
         raise
-    except BaseException:
+    except BaseException as exc:
+        if is_no_space(exc):  # the finished parts are kept: the same command resumes
+            raise _out_of_space(partial, options, free_before, needed) from exc
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
+
+
+def _out_of_space(
+    partial: Path, options: BuildOptions, free_before: int, needed: int
+) -> SemsearchError:
+    """A build stopped by a full disk: its finished parts kept for the same command to
+    resume from, everything else it wrote removed; the one-line error that says so."""
+    parts, rows = keep_finished_parts(partial, STATE_FILE)
+    if parts:
+        kept = f"its {parts} finished parts ({rows} rows) are kept in {partial}"
+        advice = "free some space and run the same command to resume from them"
+    else:
+        shutil.rmtree(partial, ignore_errors=True)
+        kept, advice = "nothing was kept", "free some space and run it again"
+    return no_space(Path(options.out_dir), "build", free_before, needed, kept, advice)
 
 
 def _source(options: BuildOptions, source: PartSource | None) -> tuple[BuildOptions, PartSource]:
@@ -385,7 +409,8 @@ def _prepare_partial(partial: Path, state: dict) -> None:
     elif partial.exists():
         log.warning("resuming the interrupted build in %s", partial)
     partial.mkdir(parents=True, exist_ok=True)
-    (partial / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    with temporary_for(partial / STATE_FILE) as temporary:  # never half a state
+        temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
 
 def _read_state(folder: Path) -> dict | None:

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from semsearch.ann.factory import check_index_type
+from semsearch.ann.factory import IndexSpec, check_index_type
 from semsearch.errors import SemsearchError
 from semsearch.ingest.pipeline import DEFAULT_DEPTH
 from semsearch.io.corpus import is_many_files
@@ -19,8 +19,10 @@ from semsearch.io.corpus_readers import FORMATS
 from semsearch.io.filesystems import GLOB_CHARACTERS, as_location, is_uri
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.options import DEFAULT_CHUNK_OVERLAP, DEFAULT_TARGET_RECALL, check_runtime
+from semsearch.store.file_names import SEGMENTS_DIR
 from semsearch.store.folders import DEFAULT_INDEX_DIR, check_name
 from semsearch.store.manifest import LexicalSpec
+from semsearch.store.segment import segment_bytes
 
 log = logging.getLogger(__name__)
 
@@ -176,3 +178,14 @@ def cannot_write(out_dir: Path, why: str) -> str:
         f"cannot write the index into {out_dir} ({why}): choose a folder you can write to "
         "with --out-dir"
     )
+
+
+def bytes_needed(
+    partial: Path, options: BuildOptions, spec: IndexSpec, usable: int, dimension: int
+) -> int:
+    """What a build will write whose size is known before it starts: the vectors not yet in
+    its partial folder (a resumed build holds some) and the FAISS index; metadata not
+    counted. Checked against the free space before anything is encoded."""
+    written = sum(path.stat().st_size for path in partial.glob(f"{SEGMENTS_DIR}/*/part-*[0-9].npy"))
+    dtype = STORE_VECTORS[options.store_vectors]
+    return max(0, segment_bytes(usable, dimension, dtype, spec.factory) - written)

@@ -14,9 +14,10 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from semsearch.ann.devices import FaissDevice, faiss_device
-from semsearch.ann.factory import choose_index
+from semsearch.ann.factory import choose_index, estimate_bytes
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import prepare_vectors
+from semsearch.disk import check_free_space, commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
 from semsearch.ingest.build_options import DEFAULT_PART_ROWS, check_target
@@ -35,7 +36,7 @@ from semsearch.store.manifest import (
     write_manifest,
 )
 from semsearch.store.rescoring import tune_segment
-from semsearch.store.segment import Segment
+from semsearch.store.segment import Segment, segment_bytes
 from semsearch.store.verify import check_restorable
 
 log = logging.getLogger(__name__)
@@ -67,21 +68,18 @@ def reindex(
             manifest.index.metric,
             memory_budget,
         )
-        try:
-            new = _rebuild(
-                folder,
-                manifest,
-                spec,
-                target_recall,
-                show_progress,
-                "reindex",
-                started,
-                placement,
-                strict,
-            )
-        except SemsearchError:
-            remove_leftovers(folder)  # a merged segment made for the new structure
-            raise
+        # A failure removes what it wrote (a merged segment): `IndexFolder.writer_lock`.
+        new = _rebuild(
+            folder,
+            manifest,
+            spec,
+            target_recall,
+            show_progress,
+            "reindex",
+            started,
+            placement,
+            strict,
+        )
         write_manifest(folder.path, new)
         return new
 
@@ -238,6 +236,7 @@ def _rebuild(
 ) -> Manifest:
     """One segment over every live row with a new `spec` index: the next generation."""
     generation = manifest.generation + 1
+    check_free_space(folder.path, _rebuild_bytes(manifest, spec), kind)  # before any writing
     segment = _live_segment(folder, manifest)
     total = segment.record.rows
     if total == 0:
@@ -270,10 +269,23 @@ def _rebuild(
     )
 
 
+def _rebuild_bytes(manifest: Manifest, spec) -> int:
+    """About what `_rebuild` writes: the new FAISS index, and the live rows' vectors where
+    they are merged into a new segment."""
+    rows, dimension = manifest.rows, manifest.model.dimension
+    if _merges(manifest):
+        return segment_bytes(rows, dimension, manifest.vector_dtype, spec.factory)
+    return estimate_bytes(spec.factory, rows, dimension) or 0
+
+
+def _merges(manifest: Manifest) -> bool:
+    return len(manifest.segments) != 1 or manifest.segments[0].deleted > 0
+
+
 def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     """The one segment holding every live row: the existing one when there is a single segment
     without deletions, else a new segment copied from the live rows (vectors never re-encoded)."""
-    if len(manifest.segments) == 1 and manifest.segments[0].deleted == 0:
+    if not _merges(manifest):
         record = manifest.segments[0]
         return Segment(folder.segment_dir(record.name), record)
     writer = new_segment(folder, manifest)
@@ -281,7 +293,7 @@ def _live_segment(folder: IndexFolder, manifest: Manifest) -> Segment:
     # Part by part in id order (a merged segment keeps ids ascending): `semsearch.ingest.merge`.
     write_merged(segments, writer, manifest.model.dimension, DEFAULT_PART_ROWS)
     segment = written_segment(writer)
-    writer.folder.rename(folder.segment_dir(segment.name))
+    commit(writer.folder, folder.segment_dir(segment.name))
     return Segment(folder.segment_dir(segment.name), segment.record)
 
 

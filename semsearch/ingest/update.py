@@ -20,6 +20,7 @@ import pyarrow as pa
 from semsearch import phases
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
+from semsearch.disk import check_free_space, commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
 from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
@@ -48,6 +49,7 @@ from semsearch.store.segment import (
     Segment,
     SegmentWriter,
     document_split,
+    segment_bytes,
     write_deleted,
 )
 
@@ -117,6 +119,10 @@ def add_rows(
         if unchanged.all() and not len(stale):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+        todo = int((~unchanged).sum())
+        index = manifest.index.factory
+        needed = segment_bytes(todo, manifest.model.dimension, manifest.vector_dtype, index)
+        check_free_space(folder.path, needed, f"adding {todo} rows")  # before any encoding
         placement = faiss_device(device)
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
@@ -332,7 +338,7 @@ def _write_segment(
         manifest.text_column,
         device,
     )
-    writer.folder.rename(folder.segment_dir(record.name))
+    commit(writer.folder, folder.segment_dir(record.name))
     return record
 
 

@@ -2,7 +2,8 @@
 
 The data flow shows in the modules: `collection` (a corpus file encoded, or an index's own
 vectors) -> `neighbours` (each text's top-k through FAISS, in chunks) -> `pairs` (kept
-once, best first, cut) -> `miner`, which ties them together and is what users call.
+once, best first, cut) -> `miner`, which ties them together and is what users call. A
+chunked index is mined as `documents` (each one vector, pooled from its passages).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from semsearch.mining.collection import (
     EncodedCollection,
     IndexedCollection,
 )
+from semsearch.mining.documents import DocumentCollection
 from semsearch.mining.miner import (
     EXACT_DUPLICATE_MODES,
     ExactDuplicates,
@@ -28,6 +30,7 @@ __all__ = [
     "PAIR_COLUMNS",
     "Collection",
     "CorpusSource",
+    "DocumentCollection",
     "DuplicateGroups",
     "EncodedCollection",
     "ExactDuplicates",

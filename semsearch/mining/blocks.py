@@ -27,13 +27,14 @@ class BlockJob:
     query_chunk: int
     threshold: float | None
     top: int | None
+    documents: np.ndarray | None = None  # passages of a chunked index: each row's document
 
 
 def mine_block(
     structure: SearchStructure, vectors: np.ndarray | VectorSource, job: BlockJob, block: range
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(pair keys, scores, distinct pairs found) of the queries in `block`; see the module docstring."""
-    pairs = PairAccumulator(job.rows, job.row_count, job.threshold)
+    pairs = PairAccumulator(job.rows, job.row_count, job.threshold, job.documents)
     for neighbours in search_in_chunks(
         structure, vectors, job.top_k, job.query_chunk, queries=block
     ):

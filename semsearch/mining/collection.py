@@ -97,6 +97,10 @@ class Collection:
         """The FAISS index these vectors sit in (with its search parameters), if any."""
         return None
 
+    def pair_texts(self, rows_a: np.ndarray, rows_b: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        """The texts shown for pairs (rows_a[i], rows_b[i]): here, the rows' own texts."""
+        return self.texts.take(pa.array(rows_a)), self.texts.take(pa.array(rows_b))
+
 
 class EncodedCollection(Collection):
     """A corpus file's usable rows, encoded on demand; identical texts are encoded once."""

@@ -3,13 +3,15 @@
 Each text's k nearest neighbours are found through FAISS (exact for small collections);
 every pair is kept once (i < j) with its score, sorted best first, and cut by a threshold
 and a count. Identical texts can be mined like any others, reported apart as groups (one
-row per distinct text, never every pair of a group), or left out.
+row per distinct text, never every pair of a group), or left out. A chunked index is mined
+as documents (`semsearch.mining.documents`), or with `passages=True` passage by passage.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
@@ -26,6 +28,7 @@ from semsearch.mining.collection import (
     EncodedCollection,
     IndexedCollection,
 )
+from semsearch.mining.documents import DocumentCollection
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 from semsearch.mining.pairs import DuplicateGroups, MiningResult, MiningStats, PairAccumulator
 from semsearch.phases import phase, timed
@@ -46,7 +49,9 @@ class MiningOptions:
 
     `threshold` keeps pairs scoring at least that much; `top` keeps the best `top` pairs;
     `exact_duplicates` is `keep` (identical texts pair up like any others), `separate`
-    (they are reported as groups instead of pairs) or `drop` (they are left out).
+    (they are reported as groups instead of pairs) or `drop` (they are left out). On a
+    chunked index, documents are paired (identical texts: identical documents) unless
+    `passages` is set: then passages are, each pair of documents once by its best two.
     """
 
     top_k: int = 10
@@ -57,6 +62,7 @@ class MiningOptions:
     query_chunk: int = QUERY_CHUNK
     show_progress: bool = False
     device: str = "auto"  # where FAISS searches: auto (a GPU when FAISS has one), cpu, cuda[:N]
+    passages: bool = False  # a chunked index: pair its passages, not its documents
 
     def check(self, metric: str) -> None:
         """Refuse options that cannot work, naming the option, before any work is done."""
@@ -93,13 +99,18 @@ def mine_paraphrases(
     in this process; `semsearch.distributed.mine` on a Ray cluster).
     """
     options = options or MiningOptions()
-    search_pairs = search_pairs or _search_pairs
+    search_pairs = search_pairs or search_pairs_locally
     options.check(collection.metric)
-    if len(collection) < 2:
-        raise SemsearchError(
-            f"{collection.name} has {len(collection)} usable text(s): mining needs at least two"
-        )
     with phases.timing() as timer:
+        chunked = collection.documents is not None  # its passages pooled into documents
+        with phase("documents") if chunked else nullcontext():
+            collection = mined_unit(collection, options)
+        unit = _unit(collection)
+        if len(collection) < 2:
+            raise SemsearchError(
+                f"{collection.name} has {len(collection)} usable "
+                f"{unit if len(collection) != 1 else unit[:-1]}: mining needs at least two"
+            )
         with phase("duplicates"):  # the exact-duplicate groups, and the rows to search
             groups = collection.groups
             keep_copies = options.exact_duplicates == "keep"
@@ -122,8 +133,38 @@ def mine_paraphrases(
         top_k=min(options.top_k, len(rows) - 1),
         structure=structure,
         phases=report.to_dict(),
+        unit=unit,
+        **_document_counts(collection),
     )
     return MiningResult(rows_a, rows_b, scores, collection, found, stats, duplicates)
+
+
+def mined_unit(collection: Collection, options: MiningOptions) -> Collection:
+    """What is paired: a chunked index's documents (its passages with `options.passages`),
+    or the collection's texts."""
+    chunked = collection.documents is not None
+    if options.passages and not chunked:
+        raise SemsearchError(
+            f"--passages pairs the passages of a chunked index; {collection.name} holds one "
+            "text a row: leave --passages out"
+        )
+    if chunked and not options.passages and isinstance(collection, IndexedCollection):
+        return DocumentCollection(collection)
+    return collection
+
+
+def _unit(collection: Collection) -> str:
+    if isinstance(collection, DocumentCollection):
+        return "documents"
+    return "passages" if collection.documents is not None else "texts"
+
+
+def _document_counts(collection: Collection) -> dict[str, int]:
+    if isinstance(collection, DocumentCollection):
+        return {"documents": len(collection), "passages": len(collection.passages)}
+    if collection.documents is not None:
+        return {"documents": int(collection.documents.max()) + 1, "passages": len(collection)}
+    return {}
 
 
 # (collection, options, the accumulator of the searched rows `pairs.rows`) -> the structure
@@ -132,7 +173,9 @@ def mine_paraphrases(
 SearchPairs = Callable[[Collection, "MiningOptions", PairAccumulator], str]
 
 
-def _search_pairs(collection: Collection, options: MiningOptions, pairs: PairAccumulator) -> str:
+def search_pairs_locally(
+    collection: Collection, options: MiningOptions, pairs: PairAccumulator
+) -> str:
     """Feed every row's neighbours to `pairs`; the vectors (phases `encode` or `read
     vectors`), the structure (`index`), the search and the bookkeeping (`pairs`) timed apart."""
     vectors = collection.vectors(pairs.rows, options.show_progress)

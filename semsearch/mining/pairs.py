@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from semsearch.disk import temporary_for
 from semsearch.mining.collection import Collection, ExactGroups
 from semsearch.mining.neighbours import Neighbours
 
@@ -134,7 +135,8 @@ class DuplicateGroups:
         return int(np.sum(self.table.column("count").to_numpy()))
 
     def write(self, path: Path) -> None:
-        pq.write_table(self.table, path)
+        with temporary_for(path) as temporary:
+            pq.write_table(self.table, temporary)
 
 
 @dataclass
@@ -149,6 +151,11 @@ class MiningStats:
     top_k: int
     structure: str
     phases: dict = field(default_factory=dict)
+    # What a row is: a text (a corpus file, an index of sentences), a document or a passage
+    # of a chunked index; for the latter two, the index's documents and passages.
+    unit: str = "texts"
+    documents: int | None = None
+    passages: int | None = None
 
 
 @dataclass
@@ -167,15 +174,14 @@ class MiningResult:
         return len(self.scores)
 
     def to_table(self, limit: int | None = None) -> pa.Table:
-        """`id_a, id_b, text_a, text_b, score` for the first `limit` pairs (all by default)."""
-        rows_a = pa.array(self.rows_a[:limit])
-        rows_b = pa.array(self.rows_b[:limit])
-        ids, texts = self.collection.ids, self.collection.texts
+        """`id_a, id_b, text_a, text_b, score` for the first `limit` pairs (all by default);
+        for documents, the texts are the passages that matched."""
+        rows_a, rows_b = self.rows_a[:limit], self.rows_b[:limit]
+        ids = self.collection.ids
         columns = [
-            ids.take(rows_a),
-            ids.take(rows_b),
-            texts.take(rows_a),
-            texts.take(rows_b),
+            ids.take(pa.array(rows_a)),
+            ids.take(pa.array(rows_b)),
+            *self.collection.pair_texts(rows_a, rows_b),
             pa.array(self.scores[:limit], pa.float32()),
         ]
         return pa.table(dict(zip(PAIR_COLUMNS, columns)))
@@ -188,4 +194,5 @@ class MiningResult:
         ]
 
     def write(self, path: Path) -> None:
-        pq.write_table(self.to_table(), path)
+        with temporary_for(path) as temporary:
+            pq.write_table(self.to_table(), temporary)

@@ -9,12 +9,12 @@ that is missing, ragged or of another dimension than asked for is refused in one
 from __future__ import annotations
 
 import gzip
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from semsearch.disk import temporary_for
 from semsearch.errors import SemsearchError
 
 # Index 0 of every vocabulary: the zero vector that pads batches and stands for a text
@@ -90,13 +90,14 @@ def write_word_vectors(vectors: WordVectors, path: str | Path) -> Path:
     """Write word2vec text format (header, then `word v1 v2 ...`), via a temporary name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(temporary, "wt", encoding="utf-8") as handle:
+    with (
+        temporary_for(path, path.with_name(path.name + ".tmp")) as temporary,
+        opener(temporary, "wt", encoding="utf-8") as handle,
+    ):
         handle.write(f"{len(vectors.words)} {vectors.dimension}\n")
         for word, row in zip(vectors.words, vectors.vectors):
             handle.write(word + " " + " ".join(f"{value:.6g}" for value in row) + "\n")
-    os.replace(temporary, path)
     return path
 
 

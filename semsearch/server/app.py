@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from semsearch import __version__
-from semsearch.errors import DamagedIndexError, SemsearchError
+from semsearch.errors import DamagedIndexError, NoSpaceError, NotWritableError, SemsearchError
 from semsearch.server.access import ClientError, api_words, error_response
 from semsearch.server.guard import RequestGuard
 from semsearch.server.metrics import ServerMetrics
@@ -93,6 +93,8 @@ def _add_error_handling(app: FastAPI, config: ServerConfig, metrics: ServerMetri
         ClientError: lambda exc: (exc.status, str(exc)),
         SemsearchError: lambda exc: (400, api_words(str(exc))),
         DamagedIndexError: lambda exc: (503, str(exc)),  # the index's owner must act
+        NoSpaceError: lambda exc: (507, str(exc)),  # the server's disk is full: its owner's
+        NotWritableError: lambda exc: (403, str(exc)),  # served read-only: read, not changed
         LookupError: lambda exc: (404, str(exc.args[0] if exc.args else exc)),
         HTTPException: lambda exc: (exc.status_code, str(exc.detail)),
         RequestValidationError: lambda exc: (422, _first_problem(exc)),

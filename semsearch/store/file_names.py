@@ -38,6 +38,11 @@ def part_documents_names(part: int) -> tuple[str, str]:
     return f"part-{part:05d}.documents.parquet", f"part-{part:05d}.documents.arrow"
 
 
+def part_names(part: int) -> tuple[str, ...]:
+    """Every file a part may have (a chunked part's documents tables among them)."""
+    return (*part_file_names(part), part_arrow_name(part), *part_documents_names(part))
+
+
 def segment_file_names(segment: SegmentRecord, opened_only: bool = False) -> list[str]:
     """The files of one segment, as paths under the index folder (see `Manifest.file_names`)."""
     base = f"{SEGMENTS_DIR}/{segment.name}"

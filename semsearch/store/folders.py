@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from semsearch.disk import disk_problems, is_not_writable, not_writable, remove
 from semsearch.errors import SemsearchError
 from semsearch.store.file_names import SEGMENTS_DIR
 from semsearch.store.manifest import (
@@ -40,6 +41,7 @@ from semsearch.store.manifest import (
     generation_numbers,
     read_manifest,
 )
+from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,10 @@ LOCK_FILE = ".lock"
 PARTIAL_SUFFIX = ".partial"
 RETIRED_SUFFIX = ".old"
 MAX_NAME_LENGTH = 128
+# What a change that failed on a full disk or a read-only folder leaves, and what to do.
+UNCHANGED = "the index is unchanged (queries, serve and verify still read it)"
+COPY_TO_CHANGE = "copy it to a folder you can write to, to change it"
+FREE_SPACE = "free some space and run the same command again"
 # How long a lookup waits for an overwrite caught between its two renames (`publish`).
 REPLACE_WAIT_SECONDS = 5.0
 
@@ -98,7 +104,12 @@ class IndexFolder:
         """Hold the index's writer lock; a second writer gets a clear error, never waits. An
         `flock`: the kernel releases it when its holder dies, and the next writer cleans up."""
         path = self.path / LOCK_FILE
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole block
+        try:
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the block
+        except OSError as exc:
+            if not is_not_writable(exc):
+                raise
+            raise not_writable(self.path, repr(operation), exc, UNCHANGED, COPY_TO_CHANGE) from exc
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -112,9 +123,14 @@ class IndexFolder:
             handle.seek(0)
             handle.truncate()
             handle.write(f"pid {os.getpid()} ({operation})")
-            handle.flush()
-            remove_leftovers(self)
-            yield
+            with disk_problems(self.path, repr(operation), kept=UNCHANGED, advice=FREE_SPACE):
+                handle.flush()
+                remove_leftovers(self)
+                try:
+                    yield
+                except Exception:
+                    remove_leftovers(self)  # what the failed change wrote: never left behind
+                    raise
         finally:
             handle.close()
 
@@ -299,6 +315,24 @@ def _time(value: str) -> float:
 def partial_folder(index_dir: Path, name: str) -> Path:
     """Where a build of `name` writes until it is complete (and where an interrupted one waits)."""
     return index_dir / f".{name}{PARTIAL_SUFFIX}"
+
+
+def keep_finished_parts(partial: Path, state_file: str) -> tuple[int, int]:
+    """Remove from a build's partial folder all but its `state_file` and the first
+    segment's complete parts (the part being written, indexes, temporaries go): what a build
+    stopped by a full disk keeps to resume from. The parts and rows kept."""
+    segments = partial / SEGMENTS_DIR
+    for path in _children(partial):
+        if path.name not in (state_file, SEGMENTS_DIR):
+            remove(path)
+    first = sorted(path.name for path in _children(segments))[:1]
+    for path in _children(segments):
+        if path.name not in first:
+            remove(path)
+    if not first:
+        return 0, 0
+    writer = SegmentWriter(segments / first[0])
+    return writer.keep_finished_parts(), writer.rows_written()
 
 
 def check_name(name: str) -> None:

@@ -13,7 +13,6 @@ rows count in the statistics until `compact`, as in Lucene. The files are bm25s'
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from semsearch.disk import temporary_for
 from semsearch.errors import SemsearchError
 from semsearch.store.lexical_build import write_bm25_parts
 from semsearch.store.lexical_terms import bm25s_module, term_idf, tokenizer_for
@@ -62,12 +62,11 @@ def write_lexical(
     into `folder`/lexical-g<N>/ through a temporary folder renamed into place, one part in
     memory at a time (`lexical_build`); the folder's name."""
     name = f"lexical-g{generation:06d}"
-    temporary = folder / f".tmp-{name}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    write_bm25_parts(temporary, parts, spec)
     final = folder / name
     shutil.rmtree(final, ignore_errors=True)  # left by a writer that died after the rename
-    os.rename(temporary, final)
+    with temporary_for(final, folder / f".tmp-{name}") as temporary:
+        shutil.rmtree(temporary, ignore_errors=True)
+        write_bm25_parts(temporary, parts, spec)
     return name
 
 

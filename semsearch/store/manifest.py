@@ -11,7 +11,6 @@ so reading a manifest is cheap.
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import asdict, dataclass, fields, replace
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from semsearch.ann.factory import IndexSpec
 from semsearch.checksums import content_digest, describe_files
+from semsearch.disk import temporary_for
 from semsearch.errors import SemsearchError
 from semsearch.models.spec import EncoderSpec
 from semsearch.store.file_names import segment_file_names
@@ -315,9 +315,8 @@ def _with_identity(folder: Path, manifest: Manifest) -> Manifest:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    with temporary_for(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
 
 
 def _optional(cls: type, data: dict | None):

@@ -16,7 +16,6 @@ so an interrupted build or add resumes from the last complete part.
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -25,9 +24,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from semsearch.ann.factory import estimate_bytes
+from semsearch.disk import remove, temporary_for
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
-from semsearch.store.file_names import part_arrow_name, part_documents_names, part_file_names
+from semsearch.store.file_names import (
+    part_arrow_name,
+    part_documents_names,
+    part_file_names,
+    part_names,
+)
 from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, SegmentRecord
 from semsearch.store.part_ids import PartIds, gather
 
@@ -46,6 +52,13 @@ def document_split(chunking: ChunkSpec | None, text_column: str) -> DocumentSpli
     chunk_columns = {ID_COLUMN, TEXT_HASH_COLUMN, *CHUNK_COLUMNS, text_column}
     chunk_columns.add(chunking.document_column)  # on both sides: add and delete read it
     return DocumentSplit(chunking.document_column, frozenset(chunk_columns))
+
+
+def segment_bytes(rows: int, dimension: int, vector_dtype: str, factory: str) -> int:
+    """About what a segment of `rows` vectors takes on disk: its vectors and its FAISS index
+    (metadata not counted); what a writer checks against the free space before writing."""
+    vectors = rows * dimension * np.dtype(vector_dtype).itemsize
+    return vectors + (estimate_bytes(factory, rows, dimension) or 0)
 
 
 def index_file_name(generation: int) -> str:
@@ -71,15 +84,32 @@ class SegmentWriter:
         """Write one part; the vectors file goes last, so its presence means a complete part."""
         if not (len(ids) == len(vectors) == metadata.num_rows):
             raise ValueError("a part needs as many ids, vectors and metadata rows")
-        if self.split is not None:
-            metadata, documents = self.split.split(metadata)
-            documents_parquet, documents_arrow = part_documents_names(part)
-            _write_parquet(documents, self.folder / documents_parquet)
-            _write_arrow(documents, self.folder / documents_arrow)
-        _write_parquet(metadata, _metadata_path(self.folder, part))
-        _write_arrow(metadata, self.folder / part_arrow_name(part))
-        _save_npy(_ids_path(self.folder, part), np.asarray(ids, dtype=np.int64))
-        _save_npy(_vectors_path(self.folder, part), np.asarray(vectors, dtype=self.vector_dtype))
+        try:
+            if self.split is not None:
+                metadata, documents = self.split.split(metadata)
+                documents_parquet, documents_arrow = part_documents_names(part)
+                _write_parquet(documents, self.folder / documents_parquet)
+                _write_arrow(documents, self.folder / documents_arrow)
+            _write_parquet(metadata, _metadata_path(self.folder, part))
+            _write_arrow(metadata, self.folder / part_arrow_name(part))
+            _save_npy(_ids_path(self.folder, part), np.asarray(ids, dtype=np.int64))
+            vectors = np.asarray(vectors, dtype=self.vector_dtype)
+            _save_npy(_vectors_path(self.folder, part), vectors)
+        except BaseException:  # a full disk, an interrupt: no half part is left behind
+            for name in part_names(part):
+                (self.folder / name).unlink(missing_ok=True)
+            raise
+
+    def keep_finished_parts(self) -> int:
+        """Remove every file here but the complete parts' (a part being written, an index,
+        a BM25 part, temporaries): what a build stopped by a full disk keeps to resume from.
+        The number of parts kept."""
+        finished = self.part_count()
+        keep = {name for part in range(finished) for name in part_names(part)}
+        for path in list(self.folder.iterdir()) if self.folder.is_dir() else []:
+            if path.name not in keep:
+                remove(path)
+        return finished
 
     def part_count(self) -> int:
         count = 0
@@ -309,27 +339,28 @@ def write_deleted(folder: Path, generation: int, ids: np.ndarray) -> str:
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
-    temporary = path.with_name(f".{path.stem}.tmp.npy")
-    np.save(temporary, np.ascontiguousarray(array))
-    os.replace(temporary, path)
+    # np.save adds `.npy` to a name without it: the temporary keeps that suffix.
+    with temporary_for(path, path.with_name(f".{path.stem}.tmp.npy")) as temporary:
+        np.save(temporary, np.ascontiguousarray(array))
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    temporary = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, temporary, row_group_size=64 * 1024)
-    os.replace(temporary, path)
+    with temporary_for(path) as temporary:
+        pq.write_table(table, temporary, row_group_size=64 * 1024)
 
 
 def _write_arrow(table: pa.Table, path: Path) -> None:
     """The metadata as one uncompressed Arrow IPC batch: memory-mapped, a row's cells are read
     in place (`semsearch.store.metadata_parts`), where Parquet decodes a whole row group."""
-    temporary = path.with_name(f".{path.name}.tmp")
     table = table.combine_chunks()
-    with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with (
+        temporary_for(path) as temporary,
+        pa.OSFile(str(temporary), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema) as writer,
+    ):
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))
-    os.replace(temporary, path)
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
+from semsearch.disk import disk_problems, temporary_for
 from semsearch.errors import SemsearchError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -29,6 +30,8 @@ WEIGHTS_FILE = "weights.safetensors"
 OPTIMISER_FILE = "optimizer.pt"
 RESULT_FILE = "training.json"
 LOG_FILE = "train_log.jsonl"
+KEPT = "any previous checkpoint is kept"
+RESUME = "free some space and run the same command to resume from it"
 
 
 @dataclass
@@ -59,25 +62,33 @@ def save_checkpoint(
 ) -> None:
     final = output_dir / CHECKPOINT_DIR
     partial = output_dir / f".{CHECKPOINT_DIR}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    save_model(trainables.model, str(partial / WEIGHTS_FILE))
-    torch.save(
-        {
-            "optimizer": trainables.optimizer.state_dict(),
-            "scheduler": trainables.scheduler.state_dict(),
-            "scaler": trainables.scaler.state_dict(),
-            "rng": _rng_state(),
-        },
-        partial / OPTIMISER_FILE,
-    )
-    state_record = {"state": asdict(state), "config": config}
-    (partial / STATE_FILE).write_text(json.dumps(state_record, indent=2) + "\n", encoding="utf-8")
     retired = output_dir / f".{CHECKPOINT_DIR}.old"
-    shutil.rmtree(retired, ignore_errors=True)
-    if final.exists():
-        final.rename(retired)
-    partial.rename(final)
+    shutil.rmtree(partial, ignore_errors=True)
+    # The weights and AdamW's two moments of each: about what the files take.
+    needed = 3 * sum(p.numel() * p.element_size() for p in trainables.model.parameters())
+    # A failed save (a full disk) removes its partial folder; the previous checkpoint stays.
+    with (
+        disk_problems(output_dir, "saving a checkpoint", needed, KEPT, RESUME),
+        temporary_for(final, partial),
+    ):
+        partial.mkdir(parents=True)
+        save_model(trainables.model, str(partial / WEIGHTS_FILE))
+        torch.save(
+            {
+                "optimizer": trainables.optimizer.state_dict(),
+                "scheduler": trainables.scheduler.state_dict(),
+                "scaler": trainables.scaler.state_dict(),
+                "rng": _rng_state(),
+            },
+            partial / OPTIMISER_FILE,
+        )
+        state_record = {"state": asdict(state), "config": config}
+        (partial / STATE_FILE).write_text(
+            json.dumps(state_record, indent=2) + "\n", encoding="utf-8"
+        )
+        if final.exists():  # else `retired` may be the only checkpoint: kept until the swap
+            shutil.rmtree(retired, ignore_errors=True)
+            final.rename(retired)
     shutil.rmtree(retired, ignore_errors=True)
 
 
