@@ -216,6 +216,8 @@ def main() -> None:
         "model": str(args.model),
         "peer": peer,
         "semsearch_build_seconds": manifest.get("build_seconds"),
+        # where the build's time went, phase by phase (semsearch.phases), as its manifest says
+        "phases": manifest.get("operation", {}).get("phases"),
     }
     print({key: line[key] for key in ("rows", "seconds", "recall_at_10", "peer_seconds", "ratio")})
     record(args, "gpu_build", line, args.device)

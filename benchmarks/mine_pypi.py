@@ -114,7 +114,7 @@ def main() -> None:
         "pairs_found": result.pairs_found,
         "pairs_by_score": levels,
         "seconds": round(seconds, 1),
-        "timings": result.stats.timings,
+        "phases": result.stats.phases,
         "write_seconds": round(write_seconds, 1),
         "rss_before_mib": round(rss_before / 2**20),
         "peak_rss_sampled_mib": round(peak / 2**20),

@@ -121,7 +121,7 @@ def main() -> None:
         "gold_score": GOLD_SCORE,
         "pairs_mined": len(result),
         "seconds": round(seconds, 1),
-        "timings": result.stats.timings,
+        "phases": result.stats.phases,
         "quality": quality,
         "sentence_transformers": reference,
     }

@@ -206,6 +206,29 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke_params="limit=1500 index=ivf queries=30 recall_queries=20",
     ),
     Benchmark(
+        "own_vector_build",
+        "`build_index` of the PyPI summaries from their own vectors (a vector column: nothing "
+        "encoded): each phase's seconds (`semsearch.phases`), CPU time, peak RSS",
+        (
+            _goal(
+                "slowest device-free phase s, 841,708 rows, 2 cores",
+                "slowest_device_free_s <= 2",
+                rows=841_708,
+            ),
+        ),
+        (
+            _figure("rows", "rows"),
+            _figure("build s", "seconds"),
+            _figure("slowest device-free phase s", "slowest_device_free_s"),
+            _figure("slowest device-free phase, CPU s", "slowest_device_free_cpu_s"),
+        ),
+        measure="phases.own_vectors",
+        params="threads=None rows=None vectors_dir=None index=auto lexical=False cpu_phases=True",
+        smoke_params="rows=300",
+        note="`--set vectors_dir=/work/cache/pypi_vectors` reads the vectors a background "
+        "encode left (50,000-row parts); without it they are encoded once and cached.",
+    ),
+    Benchmark(
         "index_tradeoff",
         "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
         "size, tie-aware recall@10, QPS",

@@ -102,7 +102,7 @@ def test_worker_blocks_never_pair_two_passages_of_one_document(indexes: Path) ->
     """What each `mine --engine ray` worker does (`mine_block`), in this process."""
     collection = IndexedCollection("docs", indexes)
 
-    def search_in_blocks(collection, options, pairs, timings) -> str:
+    def search_in_blocks(collection, options, pairs) -> str:
         vectors = collection.vectors(pairs.rows)
         structure, about = search_structure(vectors, collection.metric)
         job = BlockJob(pairs.rows, pairs.row_count, options.top_k, 4, None, None, pairs.documents)

@@ -241,7 +241,7 @@ def _report(name: str, result: ChangeResult, json_output: bool) -> None:
     counts = ", ".join(
         f"{key.replace('_', ' ')} {value}"
         for key, value in result.to_dict().items()
-        if key != "generation" and value
+        if key not in ("generation", "phases") and value
     )
     where = f"generation {result.generation}" if result.generation else "no new generation"
     console.print(f"{name}: {counts or 'nothing to do'} ({where})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -23,6 +24,7 @@ from semsearch.cli.options import Device, EncodeBatch, IdColumn, IndexDir, JsonF
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.models.model_folder import DEFAULT_MODEL
+from semsearch.phases import phase, timing
 
 if TYPE_CHECKING:
     from semsearch.distributed.cluster import RayOptions
@@ -128,15 +130,19 @@ def mine(
     for path in (out, duplicates_out):
         _check_writable(path)
     request.check_source(on_ray)
-    if index is not None:
-        index_folder(index, "--index")  # a name or a folder, never a URI
-        result = _mine_index(index, index_folder(index_dir), options, on_ray)
-    else:
-        result = _mine_corpus(request.corpus_source(), options, on_ray, work_dir)
-    if out is not None:
-        result.write(out)
-    if duplicates_out is not None and result.duplicates is not None:
-        result.duplicates.write(duplicates_out)
+    with timing() as timer:  # the mining's phases, then the writing's
+        if index is not None:
+            index_folder(index, "--index")  # a name or a folder, never a URI
+            result = _mine_index(index, index_folder(index_dir), options, on_ray)
+        else:
+            result = _mine_corpus(request.corpus_source(), options, on_ray, work_dir)
+        with phase("write"):
+            if out is not None:
+                result.write(out)
+            if duplicates_out is not None and result.duplicates is not None:
+                result.duplicates.write(duplicates_out)
+        result.stats.phases = timer.report().to_dict()
+    logging.getLogger(__name__).info("mine: %s", timer.report().line())
     if json_output:
         _print_json(result)
     else:
@@ -282,11 +288,13 @@ def _check_writable(path: Path | None) -> None:
 
 
 def _print_json(result: MiningResult) -> None:
+    """The pairs, the groups of identical texts, then where the time went (`kind` says which)."""
     print_json_lines({"kind": "pair", **record} for record in result.records())
     if result.duplicates is not None:
         print_json_lines(
             {"kind": "duplicates", **group} for group in result.duplicates.table.to_pylist()
         )
+    print_json_lines([{"kind": "phases", **result.stats.phases}])
 
 
 def _print_tables(result: MiningResult, show: int) -> None:

@@ -16,6 +16,7 @@ from semsearch.cli.query_options import (
     Alpha,
     At,
     EfSearch,
+    Explain,
     FusionMethod,
     Group,
     IndexChoice,
@@ -61,6 +62,7 @@ def query(
     where: Where = None,
     show: Show = None,
     json_output: JsonLines = False,
+    explain: Explain = False,
     vectors: VectorsFile = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     mode: Mode = "dense",
@@ -96,6 +98,7 @@ def query(
     _check_show(searcher, show)
     reranker, score_name = _open_reranker(request, searcher)
     options = {**request.index_parameters(), "where": where, "mode": mode, "group": group}
+    options["explain"] = explain
     depth = k if reranker is None else max(reranker.top, k)
     per_call = queries_per_call(depth)  # a long --file goes in calls the library accepts
     for start in range(0, len(queries), per_call):
@@ -106,6 +109,7 @@ def query(
         notes = _print_notes([_renumbered(note, start) for note in _notes_on_k(found, k, depth)])
         results = found if reranker is None else reranker.rerank_hits(chunk, found, k)
         _print_results(request, chunk, results, score_name, folder.name, notes)
+        _print_explain(request, found)
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class QueryRequest:
     where: str | None
     show: list[str] | None
     json_output: bool
+    explain: bool
     vectors: Path | None
     index_dir: Path
     mode: str
@@ -203,6 +208,19 @@ def _print_results(
         say_no_results(query_text)
 
 
+def _print_explain(request: QueryRequest, found) -> None:
+    """With --explain, how the call ran and where its time went: a block for a person, or
+    one more JSON line after the hits."""
+    if not request.explain or found.explain is None:
+        return
+    if request.json_output:
+        print_json_lines([{"explain": found.explain}])
+        return
+    from semsearch.search.explain import explain_lines
+
+    console.print("\n".join(explain_lines(found.explain)), markup=False, highlight=False)
+
+
 def _query_vectors(request: QueryRequest, path: Path) -> None:
     """`query --vectors FILE.npy`: each row a query, searched without a model."""
     alone = request.text is None and request.file is None and request.rerank is None
@@ -226,6 +244,7 @@ def _query_vectors(request: QueryRequest, path: Path) -> None:
             vectors[start : start + per_call],
             k=request.k,
             where=request.where,
+            explain=request.explain,
             **request.index_parameters(),
         )
         if start == 0 and request.index is None:
@@ -233,6 +252,7 @@ def _query_vectors(request: QueryRequest, path: Path) -> None:
         notes = _print_notes([_renumbered(note, start) for note in found.notes])
         for offset, hits in enumerate(found):
             _print_vector_hits(request, start + offset, hits, score_name, folder.name, notes)
+        _print_explain(request, found)
 
 
 def _print_vector_hits(

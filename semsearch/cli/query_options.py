@@ -37,6 +37,7 @@ Show = Annotated[
 JsonLines = Annotated[
     bool, typer.Option("--json", help="JSON lines, one per result, with every column.")
 ]
+Explain = Annotated[bool, typer.Option("--explain", help="Also how it ran, stage by stage.")]
 VectorsFile = Annotated[
     Path | None,
     typer.Option(help="Query by vector: a .npy file, one query a row (no model; dense only)."),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from semsearch import phases
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.distributed.build import RaySource
 from semsearch.distributed.cluster import RayConnection, RayOptions, Workers, require_ray
@@ -44,7 +44,6 @@ from semsearch.mining.miner import (
     SearchPairs,
     mine_paraphrases,
     search_pairs_locally,
-    timed_reading,
 )
 from semsearch.mining.neighbours import (
     StructurePlan,
@@ -54,6 +53,7 @@ from semsearch.mining.neighbours import (
 )
 from semsearch.mining.pairs import MiningResult, PairAccumulator
 from semsearch.models.model_folder import resolve_model
+from semsearch.phases import phase
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder
 from semsearch.store.manifest import Manifest
 
@@ -100,25 +100,21 @@ def mine_corpus_as_index(
     options.check(source.metric)  # before anything is encoded
     folder = _work_folder(work_dir)
     try:
-        started = time.perf_counter()
-        try:
-            index = build(_build_options(source, folder, options.show_progress))
-        except ResumableError as exc:  # nothing is kept to resume from
-            raise SemsearchError(
-                f"{exc.failure}: run the mining again (on a cluster, with a --work-dir every "
-                "node mounts)"
-            ) from exc
-        built = time.perf_counter() - started
-        started = time.perf_counter()
-        collection = IndexedCollection(index.name, folder)
-        collection.name = file_name(source.path)  # the local corpus miner's name for it
-        collection.rows_skipped = collection.manifest.source.rows_skipped
-        read = time.perf_counter() - started
-        result = timed_reading(mine_paraphrases(collection, options, search_pairs), read)
+        with phases.timing():  # the build's phases, then the mining's, on one timer
+            try:
+                index = build(_build_options(source, folder, options.show_progress))
+            except ResumableError as exc:  # nothing is kept to resume from
+                raise SemsearchError(
+                    f"{exc.failure}: run the mining again (on a cluster, with a --work-dir "
+                    "every node mounts)"
+                ) from exc
+            with phase("read"):
+                collection = IndexedCollection(index.name, folder)
+                collection.name = file_name(source.path)  # the local corpus miner's name for it
+                collection.rows_skipped = collection.manifest.source.rows_skipped
+            return mine_paraphrases(collection, options, search_pairs)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    result.stats.timings = {"encode_into_index": round(built, 3), **result.stats.timings}
-    return result
 
 
 def _check_one_node(connection: RayConnection) -> None:
@@ -183,13 +179,10 @@ def mine_index_on_ray(
     """`mine_index` with the search on Ray: the workers read the index's stored vectors (never
     re-encoded) from the shared folder; the driver reads its texts and ids only."""
     check_local_folder(index_dir, "--index-dir")
-    with RayConnection(ray_options or RayOptions(), "cpu") as connection:
-        started = time.perf_counter()
-        collection = IndexedCollection(name, index_dir)
-        seconds = time.perf_counter() - started
-        return timed_reading(
-            mine_paraphrases(collection, options, RayIndexPairSearch(connection)), seconds
-        )
+    with RayConnection(ray_options or RayOptions(), "cpu") as connection, phases.timing():
+        with phase("read"):
+            collection = IndexedCollection(name, index_dir)
+        return mine_paraphrases(collection, options, RayIndexPairSearch(connection))
 
 
 @dataclass(frozen=True)
@@ -223,16 +216,26 @@ class RayIndexPairSearch:
         collection: IndexedCollection | DocumentCollection,
         options: MiningOptions,
         pairs: PairAccumulator,
-        timings: dict[str, float],
     ) -> str:
         if isinstance(collection, DocumentCollection):
             # A chunked index's documents are pooled from its passages on the driver, and
             # their vectors (one a document) searched there.
-            structure = search_pairs_locally(collection, options, pairs, timings)
+            structure = search_pairs_locally(collection, options, pairs)
             return f"{structure}, documents pooled and searched on the driver"
         ray = require_ray()
         workers = self.connection.workers("cpu")  # FAISS searches on CPUs
-        started = time.perf_counter()
+        with phase("index"):
+            return self._search(ray, workers, collection, options, pairs)
+
+    def _search(
+        self,
+        ray,
+        workers: Workers,
+        collection: IndexedCollection,
+        options: MiningOptions,
+        pairs: PairAccumulator,
+    ) -> str:
+        """The structure planned (and trained once, on Ray), then the blocks mined."""
         stored = collection.stored
         index = StoredIndex(str(collection.folder.path.resolve()), collection.manifest)
         plan = plan_structure(
@@ -247,12 +250,12 @@ class RayIndexPairSearch:
             task = ray.remote(train_for_mining).options(num_cpus=workers.num_cpus)
             with job_errors("training the mining structure", resumable=False):
                 trained = [ray.put(ray.get(task.remote(index, pairs.rows, plan, workers.threads)))]
-        timings["search_index_setup"] = time.perf_counter() - started
         job = _block_job(pairs, options)
         constructor = {"index": index, "plan": plan, "trained": trained}
-        return f"{plan.about}, on Ray " + _mine_blocks(
-            constructor, workers, job, pairs, options, timings
-        )
+        with phase("search"):  # the workers fill their structures and search; pairs merged
+            return f"{plan.about}, on Ray " + _mine_blocks(
+                constructor, workers, job, pairs, options
+            )
 
 
 def train_for_mining(
@@ -283,12 +286,10 @@ def _mine_blocks(
     job: BlockJob,
     pairs: PairAccumulator,
     options: MiningOptions,
-    timings: dict[str, float],
 ) -> str:
     """Every block of query rows mined by a pool of `IndexBlockMiner`s, their best pairs
     merged into `pairs`; the pool in a few words."""
     ray = require_ray()
-    started = time.perf_counter()
     blocks = plan_blocks(len(job.rows), options.query_chunk, workers.count)
     workers = workers.at_most(len(blocks))
     dataset = ray.data.from_items([{"start": b.start, "stop": b.stop} for b in blocks]).map_batches(
@@ -305,7 +306,6 @@ def _mine_blocks(
             found += int(batch["found"].sum())
     if options.top is not None:
         pairs.found_in_blocks = found
-    timings["neighbour_search"] = time.perf_counter() - started
     return f"({workers.describe()}, {len(blocks)} blocks)"
 
 

@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from semsearch import __version__
+from semsearch import __version__, phases
 from semsearch.ann.devices import CPU, FaissDevice, device_words, faiss_device
 from semsearch.ann.factory import IndexSpec, choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
@@ -53,6 +52,7 @@ from semsearch.io.own_vectors import ColumnVectors, column_spec, with_vector_col
 from semsearch.models.encoder import Encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
+from semsearch.phases import phase
 from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import (
     IndexFolder,
@@ -61,7 +61,7 @@ from semsearch.store.folders import (
     partial_folder,
     publish,
 )
-from semsearch.store.generation import now, segment_name
+from semsearch.store.generation import now, segment_name, timed_record
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
     LexicalSpec,
@@ -119,12 +119,25 @@ def build_index(
     """Build the index `options` describe and return its folder; see the module docstring.
 
     `source` says where the rows come from and where they are encoded (default: the corpus
-    file, folder or glob of `options`, in this process).
+    file, folder or glob of `options`, in this process). Where its time went, phase by
+    phase (`semsearch.phases`), is in the manifest's operation and, with -v, the log.
     """
-    started = time.perf_counter()
-    check_build_options(options, options.index_name)
-    options, source = _source(options, source)
-    usable = source.usable_rows()
+    with phases.timing() as timer:
+        folder = _build_index(options, encoder, source, timer)
+        log.info("build %s: %s", options.index_name, timer.report().line())
+    return folder
+
+
+def _build_index(
+    options: BuildOptions,
+    encoder: Encoder | None,
+    source: PartSource | None,
+    timer: phases.PhaseTimer,
+) -> IndexFolder:
+    with phase("scan"):  # the options and the input checked, the usable rows counted
+        check_build_options(options, options.index_name)
+        options, source = _source(options, source)
+        usable = source.usable_rows()
     if usable == 0:
         raise SemsearchError(
             f"{source.name} has no non-empty {options.text_column!r} texts: nothing to index"
@@ -132,7 +145,8 @@ def build_index(
     # Where FAISS trains, adds and tunes, checked before the model loads. A cluster's
     # `--device` is its workers' (the driver's FAISS then takes a GPU when it has one).
     device = faiss_device(getattr(source, "driver_device", options.device))
-    encoder = _encoder(options, source, encoder)
+    with phase("load model"):
+        encoder = _encoder(options, source, encoder)
     # Choose the index for the rows that will be indexed, and check FAISS can make it, now:
     # not after an hour of encoding.
     spec = choose_index(
@@ -140,7 +154,8 @@ def build_index(
     )
     VectorIndex.create(spec, encoder.dimension)
     partial = partial_folder(Path(options.out_dir), options.index_name)
-    source_sha256 = source.fingerprint()
+    with phase("fingerprint"):
+        source_sha256 = source.fingerprint()
     free_before = free_bytes(partial)
     needed = bytes_needed(partial, options, spec, usable, encoder.dimension)
     check_free_space(Path(options.out_dir), needed, "build")  # vectors and index, known now
@@ -154,9 +169,7 @@ def build_index(
         manifest = _write_index(
             IndexFolder(partial), options, source, encoder, spec, usable, device
         )
-        write_manifest(
-            partial, replace(manifest, build_seconds=round(time.perf_counter() - started, 2))
-        )
+        write_manifest(partial, timed_record(partial, manifest, timer))
         (partial / STATE_FILE).unlink()
         final = Path(options.out_dir) / options.index_name
         publish(partial, final, options.overwrite)
@@ -313,10 +326,14 @@ def _index_here(
 ) -> IndexedParts:
     """Train, fill and tune the segment's FAISS index in this process, then its BM25 part."""
     total = segment_rows(segment)
-    index, spec = trained_index(
-        spec, encoder.dimension, segment.iter_parts, total, folder, 1, device
-    )
-    queries = tuning_vectors(options, encoder, spec.metric) if index.tunable_parameter() else None
+    with phase("train"):  # a sample of the stored vectors read, the structure trained
+        index, spec = trained_index(
+            spec, encoder.dimension, segment.iter_parts, total, folder, 1, device
+        )
+    queries = None
+    if index.tunable_parameter() and options.tuning_queries:
+        with phase("tune"):  # the tuning queries encoded
+            queries = tuning_vectors(options, encoder, spec.metric)
     record, spec, tuning = index_segment(
         index,
         spec,
@@ -363,21 +380,25 @@ def index_segment(
     rows = segment_rows(segment)
     tuning = None
     with index.placed(device):
-        add_parts(index, segment.iter_parts, rows, show_progress)
+        with phase("add"):
+            add_parts(index, segment.iter_parts, rows, show_progress)
         if target and index.tunable_parameter() and queries is None and rows < 2:
             # A sampled row is left out of its own results: nothing is left to measure.
             log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
         elif target and index.tunable_parameter():
-            tuning = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
+            with phase("tune"), phases.untimed():
+                tuning = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
     if tuning is not None:
         spec = replace(spec, search_params=tuning.search_params())
     index_file = index_file_name(generation)
-    size = index.write(segment.folder / index_file)
+    with phase("write index"):
+        size = index.write(segment.folder / index_file)
     record = replace(segment.record, rows=rows, index_file=index_file, index_file_bytes=size)
     if lexical is not None and record.lexical_dir is None:
-        lexical_dir = index_segment_texts(
-            segment.folder, text_column, rows, record.parts, lexical, generation
-        )
+        with phase("lexical"):
+            lexical_dir = index_segment_texts(
+                segment.folder, text_column, rows, record.parts, lexical, generation
+            )
         record = replace(record, lexical_dir=lexical_dir)
     return record, spec, tuning
 

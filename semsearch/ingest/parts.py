@@ -25,6 +25,7 @@ from semsearch.io.corpus import text_hashes
 from semsearch.io.own_vectors import VectorColumn, vector_hashes
 from semsearch.models.encoder import Encoder, TokenizedTexts
 from semsearch.models.prompts import document_prompt, with_prompt
+from semsearch.phases import phase
 from semsearch.store.segment import ID_COLUMN, RESERVED_COLUMNS, TEXT_HASH_COLUMN, SegmentWriter
 
 # How much an encoding bar's rate (and ETA) follows its last refresh, a tenth of a second
@@ -194,10 +195,15 @@ def encode_parts(
         if save_slices and not own:
             SavedSlices.of_part(writer.folder, encoded.part).clear()  # the part holds them
 
-    prepared = (prepare_part(p.part, p.batch, p.ids, text_column, vector_column) for p in parts)
+    def prepared() -> Iterator[PartRows]:  # read in the pipeline's read stage
+        for rows in parts:
+            with phase("prepare"):  # sorted by id, texts (or own vectors) hashed
+                ready = prepare_part(rows.part, rows.batch, rows.ids, text_column, vector_column)
+            yield ready
+
     with bar:
         pipeline.run(
-            prepared,
+            prepared(),
             functools.partial(tokenise_part, encoder),
             lambda rows: encode_rows(encoder, rows, batch_size, advance, saved(rows.part)),
             write,

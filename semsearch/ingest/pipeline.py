@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from semsearch.phases import in_context, timed, timed_call
+
 # Queue slots between stages: one part ready ahead of the encoder is enough to hide
 # reading and tokenising, and keeps memory to a few parts.
 DEFAULT_DEPTH = 1
@@ -50,7 +52,11 @@ class Pipeline:
         encode: Callable[[Any], Any],
         write: Callable[[Any], None],
     ) -> None:
-        """Every item of `items` through the three stages, in order; returns when all are written."""
+        """Every item of `items` through the three stages, in order; returns when all are written.
+        Each stage is timed as its phase (`semsearch.phases`): read, tokenise, encode, write."""
+        items = timed(items, "read")
+        tokenise, encode = timed_call("tokenise", tokenise), timed_call("encode", encode)
+        write = timed_call("write", write)
         if self.depth == 0:
             for item in items:
                 write(encode(tokenise(item)))
@@ -103,7 +109,8 @@ class Pipeline:
             except BaseException as exc:  # raised in the caller's thread by `run`
                 self._fail(exc)
 
-        thread = threading.Thread(target=guarded, name=f"semsearch-{name}", daemon=True)
+        # In the caller's context: the stage times into the caller's phase timer.
+        thread = threading.Thread(target=in_context(guarded), name=f"semsearch-{name}", daemon=True)
         thread.start()
         return thread
 

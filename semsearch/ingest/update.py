@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from semsearch import phases
 from semsearch.ann.devices import FaissDevice, device_words, faiss_device
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.disk import check_free_space, commit
@@ -32,11 +33,17 @@ from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_has
 from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import check_document_prompt
 from semsearch.models.query_loader import open_for_rows
+from semsearch.phases import phase
 from semsearch.search.searcher import check_same_model
 from semsearch.search.where import WhereEvaluator
 from semsearch.store.file_checks import check_file, check_opened_files
 from semsearch.store.folders import IndexFolder
-from semsearch.store.generation import next_generation, next_segment_number, segment_name
+from semsearch.store.generation import (
+    next_generation,
+    next_segment_number,
+    segment_name,
+    timed_record,
+)
 from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.store.segment import (
     ID_COLUMN,
@@ -65,9 +72,13 @@ class ChangeResult:
     deleted: int = 0
     not_found: int = 0
     skipped_empty: int = 0
+    phases: dict | None = None  # where an add's time went (`semsearch.phases`), as recorded
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        record = asdict(self)
+        if record["phases"] is None:
+            del record["phases"]
+        return record
 
 
 def add_rows(
@@ -88,22 +99,25 @@ def add_rows(
     some row needs encoding, so an add of unchanged rows loads none. The corpus is checked
     as `build` checks it, and its columns must hold the index's types
     (`semsearch.ingest.conform`; `convert_types` reads others that convert without loss)."""
-    started = time.perf_counter()
     check_batch_size(batch_size)  # before the lock, the corpus and the model
-    with folder.writer_lock("add"):
-        manifest = folder.manifest()
-        check_opened_files(folder, manifest)  # never build a generation on changed files
-        text_column, id_column = _columns(manifest, text_column, id_column)
-        corpus = open_rows_for(manifest, corpus_path)
-        vector_column = own_vector_column(manifest, corpus, write_parts)
-        check_corpus(corpus, text_column, id_column)  # what build checks, the same way
-        table, skipped = _read_usable(corpus, text_column)
-        live = LiveRows.read(folder, manifest)
-        target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
-        table, hashes = _conformed(table, target, corpus, text_column, vector_column, convert_types)
-        existing, unchanged = matched_rows(live, table, hashes, target)
-        # A changed document's chunks beyond its new count go with it, in the same generation.
-        stale = stale_chunks(live, table) if manifest.chunks is not None else np.array([], np.int64)
+    with phases.timing() as timer, folder.writer_lock("add"):
+        with phase("read"):  # the index's files checked, the new rows read and checked
+            manifest = folder.manifest()
+            check_opened_files(folder, manifest)  # never build a generation on changed files
+            text_column, id_column = _columns(manifest, text_column, id_column)
+            corpus = open_rows_for(manifest, corpus_path)
+            vector_column = own_vector_column(manifest, corpus, write_parts)
+            check_corpus(corpus, text_column, id_column)  # what build checks, the same way
+            table, skipped = _read_usable(corpus, text_column)
+        with phase("match"):  # the new rows matched with the live ones by id and hash
+            live = LiveRows.read(folder, manifest)
+            target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
+            table, hashes = _conformed(
+                table, target, corpus, text_column, vector_column, convert_types
+            )
+            existing, unchanged = matched_rows(live, table, hashes, target)
+            # A changed document's chunks beyond its new count go with it, in one generation.
+            stale = stale_chunks(live, table) if manifest.chunks else np.array([], np.int64)
         if unchanged.all() and not len(stale):
             log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
             return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
@@ -115,7 +129,10 @@ def add_rows(
         if vector_column is not None:
             encoder = None  # the rows bring their vectors
         else:
-            encoder = _rows_encoder(manifest, encoder, device, runtime, show_progress, ~unchanged)
+            with phase("load model"):
+                encoder = _rows_encoder(
+                    manifest, encoder, device, runtime, show_progress, ~unchanged
+                )
         if write_parts is None:  # encoded here, the stages overlapped
 
             def write_parts(writer: SegmentWriter, rows: pa.Table, ids: np.ndarray) -> None:
@@ -137,11 +154,16 @@ def add_rows(
         operation = {"kind": "add", "source": str(corpus.path), **counts}
         operation["stale_chunks"] = len(stale)
         operation["runtime"] = None if encoder is None else encoder.runtime
-        spent = time.perf_counter() - started
         new_id = manifest.next_id + counts["added"]
-        new = next_generation(manifest, segments, operation, spent, next_id=new_id)
+        new = next_generation(manifest, segments, operation, 0.0, next_id=new_id)
+        new = timed_record(folder.path, new, timer)
         write_manifest(folder.path, new)
-        return ChangeResult(new.generation, **counts, deleted=len(stale), skipped_empty=skipped)
+        log.info("add to %s: %s", manifest.name, timer.report().line())
+        timed = new.operation["phases"]
+        deleted = len(stale)
+        return ChangeResult(
+            new.generation, **counts, deleted=deleted, skipped_empty=skipped, phases=timed
+        )
 
 
 def _added_segments(
@@ -167,10 +189,12 @@ def _added_segments(
         folder, manifest, table.filter(pa.array(todo)), ids[todo], write_parts, device
     )
     replaced = (existing >= 0) & ~unchanged
-    deletions = live.deleted_by_segment(np.concatenate([existing[replaced], stale]))
+    with phase("delete"):
+        deletions = live.deleted_by_segment(np.concatenate([existing[replaced], stale]))
+        kept = _with_deletions(folder, manifest, deletions)
     counts = {"added": int(fresh.sum()), "replaced": int(replaced.sum())}
     counts["unchanged"] = int(unchanged.sum())
-    return _with_deletions(folder, manifest, deletions) + [record], counts
+    return kept + [record], counts
 
 
 def _conformed(

@@ -172,7 +172,9 @@ def column_vectors(
         )
     if expected == 0:
         raise SemsearchError(f"vector column {column!r} holds empty vectors in row {first_row}")
-    vectors = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(values), expected)
+    # No copy where the values are float32 already: a zero-copy view of the Arrow buffer.
+    vectors = flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    vectors = vectors.reshape(len(values), expected)
     finite = np.isfinite(vectors).all(axis=1)
     if not finite.all():
         row = first_row + int(np.flatnonzero(~finite)[0])

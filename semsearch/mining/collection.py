@@ -22,6 +22,7 @@ from semsearch.errors import SemsearchError
 from semsearch.io.corpus import SOURCE_ROW_COLUMN, RowFilter, open_corpus
 from semsearch.models.model_folder import DEFAULT_MODEL
 from semsearch.models.prompts import encode_queries
+from semsearch.phases import phase
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.store.manifest import Manifest
 from semsearch.store.segment import ID_COLUMN, Segment
@@ -138,12 +139,15 @@ class EncodedCollection(Collection):
         return self._encoder
 
     def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
-        codes, back = np.unique(self.groups.codes[rows], return_inverse=True)
-        texts = self.texts.take(pa.array(self.groups.first_rows[codes])).to_pylist()
-        encoded = encode_queries(  # symmetric: both sides of a pair are "queries"
-            self.encoder, texts, batch_size=self.source.batch_size, show_progress=show_progress
-        )
-        return prepare_vectors(encoded, self.metric)[back]
+        with phase("load model"):
+            encoder = self.encoder
+        with phase("encode"):
+            codes, back = np.unique(self.groups.codes[rows], return_inverse=True)
+            texts = self.texts.take(pa.array(self.groups.first_rows[codes])).to_pylist()
+            encoded = encode_queries(  # symmetric: both sides of a pair are "queries"
+                encoder, texts, batch_size=self.source.batch_size, show_progress=show_progress
+            )
+            return prepare_vectors(encoded, self.metric)[back]
 
 
 class StoredVectors:
@@ -244,7 +248,8 @@ class IndexedCollection(Collection):
             self.documents = pc.dictionary_encode(self.ids).indices.to_numpy()
 
     def vectors(self, rows: np.ndarray, show_progress: bool = False) -> np.ndarray:
-        return self.stored.take(rows)
+        with phase("read vectors"):
+            return self.stored.take(rows)
 
     def trained_index(self) -> tuple[VectorIndex, dict[str, int], str] | None:
         return self.stored.trained_index()

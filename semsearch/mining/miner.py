@@ -10,14 +10,15 @@ as documents (`semsearch.mining.documents`), or with `passages=True` passage by 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
+from semsearch import phases
 from semsearch.ann.devices import CPU, faiss_device
 from semsearch.ann.faiss_gpu import GPU_MAX_K
 from semsearch.errors import SemsearchError
@@ -30,6 +31,7 @@ from semsearch.mining.collection import (
 from semsearch.mining.documents import DocumentCollection
 from semsearch.mining.neighbours import search_in_chunks, search_structure
 from semsearch.mining.pairs import DuplicateGroups, MiningResult, MiningStats, PairAccumulator
+from semsearch.phases import phase, timed
 from semsearch.store.folders import DEFAULT_INDEX_DIR
 
 if TYPE_CHECKING:  # torch only where a corpus file is encoded: an index's vectors need none
@@ -99,36 +101,30 @@ def mine_paraphrases(
     options = options or MiningOptions()
     search_pairs = search_pairs or search_pairs_locally
     options.check(collection.metric)
-    collection = mined_unit(collection, options)
-    unit = _unit(collection)
-    if len(collection) < 2:
-        raise SemsearchError(
-            f"{collection.name} has {len(collection)} usable "
-            f"{unit if len(collection) != 1 else unit[:-1]}: mining needs at least two"
-        )
-    timings = {
-        "load_vectors": 0.0,
-        "search_index_setup": 0.0,
-        "neighbour_search": 0.0,
-        "pair_assembly": 0.0,
-    }
-    started = time.perf_counter()
-    groups = collection.groups
-    keep_copies = options.exact_duplicates == "keep"
-    rows = np.arange(len(collection), dtype=np.int64) if keep_copies else groups.first_rows
-    timings["load_vectors"] = time.perf_counter() - started  # the groups; search_pairs adds
-
-    pairs = PairAccumulator(rows, len(collection), options.threshold, collection.documents)
-    structure = "none: fewer than two distinct texts"
-    if len(rows) >= 2:
-        structure = search_pairs(collection, options, pairs, timings)
-
-    started = time.perf_counter()
-    rows_a, rows_b, scores, found = pairs.finish(options.top)
-    duplicates = None
-    if options.exact_duplicates == "separate":
-        duplicates = DuplicateGroups.of(collection, groups)
-    timings["pair_assembly"] += time.perf_counter() - started
+    with phases.timing() as timer:
+        chunked = collection.documents is not None  # its passages pooled into documents
+        with phase("documents") if chunked else nullcontext():
+            collection = mined_unit(collection, options)
+        unit = _unit(collection)
+        if len(collection) < 2:
+            raise SemsearchError(
+                f"{collection.name} has {len(collection)} usable "
+                f"{unit if len(collection) != 1 else unit[:-1]}: mining needs at least two"
+            )
+        with phase("duplicates"):  # the exact-duplicate groups, and the rows to search
+            groups = collection.groups
+            keep_copies = options.exact_duplicates == "keep"
+            rows = np.arange(len(collection), dtype=np.int64) if keep_copies else groups.first_rows
+        pairs = PairAccumulator(rows, len(collection), options.threshold, collection.documents)
+        structure = "none: fewer than two distinct texts"
+        if len(rows) >= 2:
+            structure = search_pairs(collection, options, pairs)
+        with phase("pairs"):
+            rows_a, rows_b, scores, found = pairs.finish(options.top)
+            duplicates = None
+            if options.exact_duplicates == "separate":
+                duplicates = DuplicateGroups.of(collection, groups)
+        report = timer.report()
     stats = MiningStats(
         rows=len(collection),
         rows_skipped=collection.rows_skipped,
@@ -136,7 +132,7 @@ def mine_paraphrases(
         exact_duplicate_rows=groups.duplicate_rows,
         top_k=min(options.top_k, len(rows) - 1),
         structure=structure,
-        timings={name: round(seconds, 3) for name, seconds in timings.items()},
+        phases=report.to_dict(),
         unit=unit,
         **_document_counts(collection),
     )
@@ -171,39 +167,31 @@ def _document_counts(collection: Collection) -> dict[str, int]:
     return {}
 
 
-# (collection, options, the accumulator of the searched rows `pairs.rows`, timings) -> the
-# structure used. It reads the vectors where it searches: the local one here, in this process.
-SearchPairs = Callable[[Collection, "MiningOptions", PairAccumulator, dict[str, float]], str]
+# (collection, options, the accumulator of the searched rows `pairs.rows`) -> the structure
+# used. It reads the vectors where it searches: the local one here, in this process; it times
+# its steps as phases (`semsearch.phases`).
+SearchPairs = Callable[[Collection, "MiningOptions", PairAccumulator], str]
 
 
 def search_pairs_locally(
-    collection: Collection,
-    options: MiningOptions,
-    pairs: PairAccumulator,
-    timings: dict[str, float],
+    collection: Collection, options: MiningOptions, pairs: PairAccumulator
 ) -> str:
-    """Feed every row's neighbours to `pairs`; times the loading, index setup, search and
-    bookkeeping apart."""
-    started = time.perf_counter()
+    """Feed every row's neighbours to `pairs`; the vectors (phases `encode` or `read
+    vectors`), the structure (`index`), the search and the bookkeeping (`pairs`) timed apart."""
     vectors = collection.vectors(pairs.rows, options.show_progress)
-    timings["load_vectors"] += time.perf_counter() - started
-    started = time.perf_counter()
-    device = faiss_device(options.device)
-    if device.is_gpu and options.top_k + 1 > GPU_MAX_K:
-        device = CPU  # more neighbours than GPU FAISS selects (torch's top-k has no such limit)
-    index, structure = search_structure(
-        vectors, collection.metric, collection.trained_index(), options.nprobe, device
-    )
-    timings["search_index_setup"] = time.perf_counter() - started
-    started = time.perf_counter()
+    with phase("index"):
+        device = faiss_device(options.device)
+        if device.is_gpu and options.top_k + 1 > GPU_MAX_K:
+            device = CPU  # more neighbours than GPU FAISS selects (torch's top-k has no such limit)
+        index, structure = search_structure(
+            vectors, collection.metric, collection.trained_index(), options.nprobe, device
+        )
     chunks = search_in_chunks(
         index, vectors, options.top_k, options.query_chunk, options.show_progress
     )
-    for chunk in chunks:
-        chunk_started = time.perf_counter()
-        pairs.add(chunk)
-        timings["pair_assembly"] += time.perf_counter() - chunk_started
-    timings["neighbour_search"] = time.perf_counter() - started - timings["pair_assembly"]
+    for chunk in timed(chunks, "search"):
+        with phase("pairs"):
+            pairs.add(chunk)
     return structure
 
 
@@ -211,22 +199,17 @@ def mine_corpus(
     source: CorpusSource, options: MiningOptions | None = None, encoder: BiEncoder | None = None
 ) -> MiningResult:
     """Read, encode and mine a corpus file (`encoder` defaults to `source.model`)."""
-    started = time.perf_counter()
-    collection = EncodedCollection(source, encoder)
-    read_seconds = time.perf_counter() - started
-    return timed_reading(mine_paraphrases(collection, options), read_seconds)
+    with phases.timing():
+        with phase("read"):
+            collection = EncodedCollection(source, encoder)
+        return mine_paraphrases(collection, options)
 
 
 def mine_index(
     name: str | None, index_dir: Path = DEFAULT_INDEX_DIR, options: MiningOptions | None = None
 ) -> MiningResult:
     """Mine an index folder's rows with the vectors already in it (no model is loaded)."""
-    started = time.perf_counter()
-    collection = IndexedCollection(name, index_dir)
-    read_seconds = time.perf_counter() - started
-    return timed_reading(mine_paraphrases(collection, options), read_seconds)
-
-
-def timed_reading(result: MiningResult, seconds: float) -> MiningResult:
-    result.stats.timings = {"read_collection": round(seconds, 3), **result.stats.timings}
-    return result
+    with phases.timing():
+        with phase("read"):
+            collection = IndexedCollection(name, index_dir)
+        return mine_paraphrases(collection, options)

@@ -141,7 +141,8 @@ class DuplicateGroups:
 
 @dataclass
 class MiningStats:
-    """What was searched and how, and where the time went (seconds)."""
+    """What was searched and how, and where the time went (`semsearch.phases`, as
+    `PhaseReport.to_dict` gives it)."""
 
     rows: int
     rows_skipped: int
@@ -149,7 +150,7 @@ class MiningStats:
     exact_duplicate_rows: int
     top_k: int
     structure: str
-    timings: dict[str, float] = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)
     # What a row is: a text (a corpus file, an index of sentences), a document or a passage
     # of a chunked index; for the latter two, the index's documents and passages.
     unit: str = "texts"

@@ -7,18 +7,22 @@ part beside them, no encoding) or `hybrid` (both, fused: `semsearch.search.hybri
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from semsearch import phases
 from semsearch.ann.metrics import higher_is_better
 from semsearch.ann.vector_index import prepare_vectors
 from semsearch.errors import SemsearchError
 from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import with_prompt
 from semsearch.options import GROUPS, Group, SearchMode, check_choice
+from semsearch.phases import phase
+from semsearch.search.explain import explanation
 from semsearch.search.grouping import best_chunk_per_document
 from semsearch.search.hybrid import Fusion, check_mode, fuse
 from semsearch.search.limits import bound_search, bound_texts
@@ -36,7 +40,8 @@ DISTANCE_METRICS = ("l2", "manhattan")
 class SearchResults(list):
     """Each query's hits (a list of lists, as before), with what the call's bounds changed:
     `notes` (one line each: a value clamped, a query cut; see `semsearch.search.limits`) and
-    the `k` and `params` the search ran with. A server passes the notes on as they are."""
+    the `k` and `params` the search ran with. A server passes the notes on as they are.
+    `explain`: the plan and where the time went, where asked (`semsearch.search.explain`)."""
 
     def __init__(
         self, hits: list[list[Hit]], notes: list[str], k: int, params: dict[str, int]
@@ -45,6 +50,7 @@ class SearchResults(list):
         self.notes = notes
         self.k = k
         self.params = params
+        self.explain: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -199,13 +205,15 @@ class Searcher:
         mode: SearchMode = "dense",
         fusion: Fusion | None = None,
         group: Group = "documents",
+        explain: bool = False,
         **search_params: int | None,
     ) -> SearchResults:
         """The `k` best live rows for each query (satisfying the SQL predicate `where`) in
         `mode`, hybrid fused as `fusion` says; `search_params` override nprobe/efSearch for
         this call. Values are bounded as `semsearch.search.limits` says (the result's `notes`
         say what changed). A chunked index gives the `k` best documents, each by its best
-        chunk (`group="chunks"`: the `k` best chunks)."""
+        chunk (`group="chunks"`: the `k` best chunks). `explain`: the result's `explain`
+        says how the search ran and where its time went."""
         check_mode(mode)
         if k < 1:
             raise SemsearchError(f"-k must be at least 1, not {k}")
@@ -218,9 +226,14 @@ class Searcher:
 
                 raise SemsearchError(no_model_message(self.manifest.name))
             raise SemsearchError(f"this searcher loaded no model: --mode {mode} needs one")
-        prompted = with_prompt(queries, self.query_prompt)
-        vectors = None if mode == "lexical" else self.encoder.encode(prompted)
-        results = self._search(queries, vectors, k, where, mode, fusion, search_params, group)
+        with _timing(explain):
+            vectors = None
+            if mode != "lexical":
+                with phase("encode"):
+                    vectors = self.encoder.encode(with_prompt(queries, self.query_prompt))
+            results = self._search(
+                queries, vectors, k, where, mode, fusion, search_params, group, explain
+            )
         results.notes[:0] = text_notes
         return results
 
@@ -234,6 +247,7 @@ class Searcher:
         mode: SearchMode = "dense",
         fusion: Fusion | None = None,
         group: Group = "documents",
+        explain: bool = False,
         **search_params: int | None,
     ) -> SearchResults:
         """`search` for query vectors (one a row, or one 1-D vector): an index of your own
@@ -256,7 +270,10 @@ class Searcher:
             queries = [f"vector {row}" for row in range(len(vectors))]
         elif vectors is not None and len(queries) != len(vectors):
             raise SemsearchError(f"{len(queries)} query texts for {len(vectors)} vectors")
-        return self._search(queries, vectors, k, where, mode, fusion, search_params, group)
+        with _timing(explain):
+            return self._search(
+                queries, vectors, k, where, mode, fusion, search_params, group, explain
+            )
 
     def _search(
         self,
@@ -268,6 +285,7 @@ class Searcher:
         fusion: Fusion | None,
         search_params: dict[str, int | None],
         group: Group = "documents",
+        explain: bool = False,
     ) -> SearchResults:
         check_choice("group", group, GROUPS)
         snapshot = self.snapshot  # one generation for the whole call
@@ -277,32 +295,44 @@ class Searcher:
 
         def rank(depth: int) -> tuple[np.ndarray, np.ndarray]:
             """Each query's `depth` best rows in `mode`: (scores, row numbers), best first."""
+            phases.count("depths_ranked", 1)  # more than one: grouping by document went deeper
             if mode == "lexical":
-                return snapshot.lexical_search(queries, depth, where)
+                with phase("lexical"):
+                    return snapshot.lexical_search(queries, depth, where)
             if mode == "dense":
-                return self._dense(snapshot, vectors, depth, where, search_params)
+                with phase("vector search"):
+                    return self._dense(snapshot, vectors, depth, where, search_params)
             hybrid = fusion or Fusion()
             wide = min(max(depth, hybrid.depth), max(snapshot.live_rows, 1))
-            lexical = snapshot.lexical_search(queries, wide, where)
-            dense = self._dense(snapshot, vectors, wide, where, search_params)
+            phases.note(fusion={"method": hybrid.method, "candidates_per_side": wide})
+            with phase("lexical"):
+                lexical = snapshot.lexical_search(queries, wide, where)
+            with phase("vector search"):
+                dense = self._dense(snapshot, vectors, wide, where, search_params)
             higher = higher_is_better(snapshot.manifest.index.metric)
-            return fuse(dense, lexical, depth, hybrid, higher)
+            with phase("fusion"):
+                return fuse(dense, lexical, depth, hybrid, higher)
 
         chunks = snapshot.manifest.chunks
         if chunks is not None and group == "documents":
             column = [chunks.document_column]
 
             def documents(rows: np.ndarray) -> list:
-                return [row[column[0]] for row in snapshot.hit_metadata.rows(rows, column)]
+                with phase("metadata"):
+                    return [row[column[0]] for row in snapshot.hit_metadata.rows(rows, column)]
 
             scores, rows = best_chunk_per_document(rank, documents, k, snapshot.live_rows)
         else:
             scores, rows = rank(k)
-        hits = [
-            self._hits(snapshot, query, row_scores, row_numbers)
-            for query, row_scores, row_numbers in zip(queries, scores, rows)
-        ]
-        return SearchResults(hits, list(bounded.notes), k, search_params)
+        with phase("metadata"):
+            hits = [
+                self._hits(snapshot, query, row_scores, row_numbers)
+                for query, row_scores, row_numbers in zip(queries, scores, rows)
+            ]
+        results = SearchResults(hits, list(bounded.notes), k, search_params)
+        if explain:
+            results.explain = explanation(snapshot, mode, k, len(queries), phases.current())
+        return results
 
     @staticmethod
     def _dense(
@@ -340,6 +370,11 @@ class Searcher:
             row_id = text if id_column == manifest.text_column else record.pop(id_column)
             hits.append(Hit(query, rank, score, row_id, text, record))
         return hits
+
+
+def _timing(explain: bool):
+    """The phase timer of an explained search (the one open already, else a new one)."""
+    return phases.timing() if explain else nullcontext()
 
 
 def check_same_model(manifest: Manifest, encoder: Encoder, check_fingerprint: bool = True) -> None:

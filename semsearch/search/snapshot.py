@@ -24,6 +24,7 @@ from semsearch.ann.factory import OVERSAMPLE, IndexSpec
 from semsearch.ann.metrics import higher_is_better
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
+from semsearch.phases import count, note, phase
 from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
 from semsearch.search.open_segments import OpenSegment, SegmentCache
 from semsearch.search.where import WhereEvaluator
@@ -140,20 +141,31 @@ class IndexSnapshot:
         """Scores and global rows of the `k` nearest live rows (satisfying `where`), -1 padded;
         `queries` from `prepare_vectors`, L2 scores squared."""
         params = {**self.manifest.index.search_params, **(params or {})}
-        allowed = self.where_mask(where) if where is not None else None
-        matches = int(allowed.sum()) if allowed is not None else self.live_rows
+        allowed, matches = None, self.live_rows
+        if where is not None:
+            with phase("filter"):
+                allowed = self.where_mask(where)
+                matches = int(allowed.sum())
         wanted = min(k, matches)
         if wanted == 0:
+            _explain_filter(where, matches, self.live_rows, "none: no row matches")
             return _empty(len(queries), k)
         if allowed is not None and (
             matches <= EXACT_FILTER_ROWS or matches < EXACT_FILTER_SHARE * self.live_rows
         ):
+            _explain_filter(where, matches, self.live_rows, "exact over the rows it keeps")
+            count("candidates", matches * len(queries))
             return self._kept_index(where, allowed).search(queries, k)
         if allowed is not None:
-            params = _widened(params, FILTER_WIDENING * self.live_rows / matches, self.segments)
+            scale = FILTER_WIDENING * self.live_rows / matches
+            params = _widened(params, scale, self.segments)
+            strategy = f"approximate, parameters widened x{min(scale, MAX_PARAMETER_SCALE):.3g}"
+            _explain_filter(where, matches, self.live_rows, strategy)
+        note(params=params)
         scores, rows = self._approximate(queries, k, params, allowed)
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
+            count("queries_answered_exactly", int(short.sum()))
             queries = np.ascontiguousarray(queries[short])
             scores[short], rows[short] = self.exact_search(queries, k, allowed)
         return scores, rows
@@ -175,7 +187,13 @@ class IndexSnapshot:
         """BM25 scores and global rows of each query's `k` best live rows (satisfying `where`)
         that share a term with it, -1 padded; see `semsearch.store.lexical`."""
         spec = self.check_lexical()
-        allowed = self.where_mask(where) if where is not None else self.live
+        allowed = self.live
+        if where is not None:
+            with phase("filter"):
+                allowed = self.where_mask(where)
+            _explain_filter(
+                where, int(allowed.sum()), self.live_rows, "BM25 over the rows it keeps"
+            )
         segments = [
             LexicalSegment(
                 self._cache.lexical(self.folder, self.manifest, position), open_segment.offset
@@ -202,8 +220,9 @@ class IndexSnapshot:
             return cached
         spec = IndexSpec("flat", "Flat", self.manifest.index.metric)
         kept = VectorIndex.create(spec, self.manifest.model.dimension)
-        for rows, vectors in self.allowed_parts(allowed):
-            kept.add(vectors, rows)
+        with phase("filter"):  # the kept rows' vectors gathered, once per filter
+            for rows, vectors in self.allowed_parts(allowed):
+                kept.add(vectors, rows)
         with self._cache_lock:
             if len(self._kept_cache) >= WHERE_CACHE_SIZE // 16:
                 self._kept_cache.pop(next(iter(self._kept_cache)))
@@ -226,6 +245,8 @@ class IndexSnapshot:
                 continue
             id_filter = open_segment.id_filter(segment_allowed if allowed is not None else None)
             segment_k = min(k, open_segment.index.size)
+            count("segments_searched", 1)
+            count("candidates", segment_k * len(queries))
             scores, ids = open_segment.index.search(queries, segment_k, params, id_filter)
             positions = open_segment.segment.positions_of(ids.ravel()).reshape(ids.shape)
             rows = np.where((ids >= 0) & (positions >= 0), positions + open_segment.offset, -1)
@@ -315,6 +336,15 @@ def _merge(
 
 def _empty(queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full((queries, k), np.nan, np.float32), np.full((queries, k), -1, np.int64)
+
+
+def _explain_filter(where: str | None, matches: int, rows: int, strategy: str) -> None:
+    """What a query's filter kept and how it was searched, for `query --explain`."""
+    if where is not None:
+        share = round(matches / rows, 6) if rows else 0.0
+        note(
+            filter={"where": where, "matches": matches, "selectivity": share, "strategy": strategy}
+        )
 
 
 def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:

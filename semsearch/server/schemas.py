@@ -95,6 +95,11 @@ class SearchRequest(BaseModel):
     alpha: float | None = Field(
         None, ge=0, le=1, description="The dense side's weight (convex; adaptive's least)."
     )
+    explain: bool = Field(
+        False,
+        description="Also say how the search ran and where its time went (`explain` in the "
+        "answer: the plan, its parameters, the candidates, each stage's seconds).",
+    )
 
     @field_validator("q", "queries", "index", "where")
     @classmethod

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 
 from semsearch import __version__
+from semsearch.checksums import describe_files
+from semsearch.phases import PhaseReport, PhaseTimer
 from semsearch.store.manifest import Manifest, SegmentRecord
 
 
@@ -24,6 +27,21 @@ def next_generation(
         build_seconds=round(seconds, 2),
         **changes,
     )
+
+
+def timed_record(folder: Path, manifest: Manifest, timer: PhaseTimer) -> Manifest:
+    """`manifest` ready to write: each new file's size and hash (phase `hash`, here so that
+    it is timed too; `write_manifest` keeps them), then `with_time`."""
+    with timer.phase("hash"):
+        files = describe_files(folder, manifest.file_names(), manifest.files or {})
+    return with_time(replace(manifest, files=files), timer.report())
+
+
+def with_time(manifest: Manifest, report: PhaseReport) -> Manifest:
+    """`manifest` stamped with the time that made it: its wall seconds, and where they went
+    (the operation's `phases`: `semsearch.phases.PhaseReport.to_dict`)."""
+    operation = {**manifest.operation, "phases": report.to_dict()}
+    return replace(manifest, build_seconds=round(report.wall_s, 2), operation=operation)
 
 
 def now() -> str:

@@ -29,6 +29,7 @@ from semsearch.ann.tune import TuningResult, enforce_target, tune_against_exact,
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
+from semsearch.phases import count, phase
 from semsearch.store.file_names import part_file_names
 from semsearch.store.filling import sample_vectors
 from semsearch.store.part_ids import gather
@@ -117,7 +118,9 @@ class RescoringIndex(VectorIndex):
             return self.source.search(queries, k, params, allowed)
         candidates = max(k, min(self.size, k * oversample))
         _, ids = self.source.search(queries, candidates, params, allowed)
-        return self.rescored(queries, ids, k)
+        with phase("rescore"):  # the candidates' stored vectors read and scored exactly
+            count("rescored", int(np.sum(ids >= 0)))
+            return self.rescored(queries, ids, k)
 
     def rescored(
         self, queries: np.ndarray, ids: np.ndarray, k: int

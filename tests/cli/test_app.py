@@ -172,3 +172,20 @@ def test_query_commands_let_idle_openmp_threads_sleep(command, passive) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env
     )
     assert f"POLICY={'PASSIVE' if passive else ''}" in process.stderr.splitlines()[-1]
+
+
+def test_query_explain_prints_the_plan_and_each_stage_s_time(built, sentences) -> None:
+    args = ["query", sentences[2], "--index-dir", built.index_dir, "-k", "2", "--explain"]
+    table = built(*args, "--where", "topic = 'pets'")
+    assert table.exit_code == 0, table.output
+    block = table.stdout[table.stdout.index("plan: dense search, k 2, 1 query") :].splitlines()
+    assert block[1] == "parameters: none (exact search)"
+    assert block[2].startswith("filter: topic = 'pets' keeps 2 of 12 rows (16.7 %): exact")
+    assert block[-1].startswith("time: encode ") and " ms; total " in block[-1]
+    # Under --json, one more line after the hits: {"explain": {...}}, in every mode.
+    for mode in ("dense", "lexical", "hybrid"):
+        result = built(*args, "--json", "--mode", mode)
+        *hits, last = [json.loads(line) for line in result.stdout.splitlines()]
+        assert hits and all("rank" in hit for hit in hits)  # BM25 may find one
+        assert last["explain"]["mode"] == mode and last["explain"]["k"] == 2
+        assert ("encode" in last["explain"]["time"]["phases"]) == (mode != "lexical")

@@ -393,3 +393,16 @@ def test_a_bad_where_is_one_line_about_what_the_user_typed(own, tmp_path, base) 
         'error: --where "tag = \'t1\' AND": syntax error at or near "AND" (character 12): '
         "check the expression"
     )
+
+
+def test_query_vectors_explain_as_the_last_json_line(own, tmp_path, base) -> None:
+    np.save(tmp_path / "q.npy", base[[4]])
+    args = ["query", "--vectors", str(tmp_path / "q.npy"), "--index-dir", own.index_dir]
+    result = own(*args, "-k", "3", "--json", "--explain", "--where", "tag != 't1'")
+    assert result.exit_code == 0, result.output
+    *hits, last = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [hit["rank"] for hit in hits] == [1, 2, 3] and hits[0]["tag"] == "t4"
+    plan = last["explain"]
+    assert plan["queries"] == 1 and plan["index"]["structure"] == "Flat"
+    assert plan["filter"]["matches"] == 29 and plan["filter"]["strategy"].startswith("exact")
+    assert set(plan["time"]["phases"]) == {"filter", "vector search", "metadata"}

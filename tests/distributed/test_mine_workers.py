@@ -37,7 +37,7 @@ from semsearch.mining.neighbours import plan_structure
 def _search_on_workers(workers: int = 2):
     """A `SearchPairs` that does what `RayIndexPairSearch` does, its actors in this process."""
 
-    def search(collection, options, pairs, timings) -> str:
+    def search(collection, options, pairs) -> str:
         index = StoredIndex(str(collection.folder.path), collection.manifest)
         plan = plan_structure(
             len(pairs.rows),

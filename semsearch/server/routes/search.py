@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from contextlib import nullcontext
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -11,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
+from semsearch import phases
 from semsearch.errors import SemsearchError
 from semsearch.io.own_vectors import no_model_message, query_vectors
 from semsearch.models.prompts import with_prompt
@@ -104,21 +107,31 @@ async def _search(
     if request.mode != "dense":
         searcher.snapshot.check_lexical()  # refused before anything is encoded
 
+    # `explain`: the request timed from here; its texts' encoding is the span from their
+    # submission to the answer (a batch shared with other requests, its wait included).
+    timer = phases.PhaseTimer() if request.explain else None
+    submitted: list[float] = []
+
     def answer(vectors: np.ndarray | None) -> bytes:
         """Search and render (on the encoder's worker thread, right after encoding)."""
+        if timer is not None and submitted:
+            timer.record("encode", submitted[0], timer.clock())
+            timer.note(encode="in a batch with other requests' queries, its wait included")
         snapshot = searcher.snapshot
-        results = searcher.search_vectors(
-            vectors,
-            request.k,
-            request.where,
-            queries=queries,
-            mode=request.mode,
-            fusion=fusion,
-            group=request.group,
-            nprobe=request.nprobe,
-            efSearch=request.ef_search,
-            oversample=request.oversample,
-        )
+        with phases.timing(timer=timer) if timer is not None else nullcontext():
+            results = searcher.search_vectors(
+                vectors,
+                request.k,
+                request.where,
+                queries=queries,
+                mode=request.mode,
+                fusion=fusion,
+                group=request.group,
+                explain=request.explain,
+                nprobe=request.nprobe,
+                efSearch=request.ef_search,
+                oversample=request.oversample,
+            )
         if vectors is not None and searcher.snapshot is snapshot:  # the one that answered
             monitor.offer(served.name, snapshot, vectors, request.where, results.params)
         return _answer(served, searcher, request.mode, queries, results)
@@ -133,6 +146,7 @@ async def _search(
             raise SemsearchError(no_model_message(served.name, '"vector": [...]'))
         else:
             prompted = with_prompt(queries, searcher.query_prompt)  # the index's prompt
+            submitted.append(time.perf_counter())
             body = await asyncio.wrap_future(served.batcher.submit(prompted, then=answer))
     return Response(body, media_type="application/json")
 
@@ -195,7 +209,11 @@ def _answer(served: ServedIndex, searcher, mode: str, queries: list[str] | None,
     # What the library's bounds changed (a value clamped to what the index can use), one
     # line each, passed on as they are; absent when nothing was.
     notes = [api_words(note) for note in getattr(results, "notes", None) or ()]
-    return json_bytes({**answered, "notes": notes} if notes else answered)
+    if notes:
+        answered["notes"] = notes
+    if getattr(results, "explain", None) is not None:  # asked for: how it ran, stage by stage
+        answered["explain"] = results.explain
+    return json_bytes(answered)
 
 
 def _by_row(record: dict, row: int) -> dict:
