@@ -28,7 +28,14 @@ import pyarrow as pa
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
 from semsearch.store.file_names import part_arrow_name, part_documents_names, part_file_names
-from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, SegmentRecord
+from semsearch.store.manifest import (
+    CHUNK_COLUMNS,
+    CHUNK_ID_COLUMN,
+    CHUNK_NUMBER_COLUMN,
+    ChunkSpec,
+    Manifest,
+    SegmentRecord,
+)
 from semsearch.store.part_ids import PartIds, gather
 
 if TYPE_CHECKING:
@@ -37,6 +44,19 @@ if TYPE_CHECKING:
 ID_COLUMN = "_semsearch_id"
 TEXT_HASH_COLUMN = "_semsearch_text_hash"
 RESERVED_COLUMNS = (ID_COLUMN, TEXT_HASH_COLUMN, DOCUMENT_ROW_COLUMN)
+
+
+def internal_columns(manifest: Manifest) -> frozenset[str]:
+    """The stored columns semsearch keeps for itself, never shown as the user's (in errors,
+    filter lists, `info` or hits): row ids and text hashes, and on a chunked index each
+    chunk's own id and number, its document's row, and the document numbers that stand for
+    ids where the user gave no id column (as `_semsearch_id` does on another index)."""
+    names = {*RESERVED_COLUMNS}
+    if manifest.chunks is not None:
+        names |= {CHUNK_ID_COLUMN, CHUNK_NUMBER_COLUMN}
+        if manifest.id_column is None:
+            names.add(manifest.chunks.document_column)
+    return frozenset(names)
 
 
 def document_split(chunking: ChunkSpec | None, text_column: str) -> DocumentSplit | None:

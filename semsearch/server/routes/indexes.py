@@ -29,7 +29,7 @@ def list_served(indexes: Registry) -> list[dict]:
 def describe(indexes: Registry, name: str) -> dict:
     served = indexes.get(name)
     index = Index(served.folder)
-    return {**summary(served), "manifest": index.manifest.to_dict(), "generations": index.history()}
+    return {**summary(served), "manifest": index.manifest.view(), "generations": index.history()}
 
 
 @router.post("/{name}/documents", dependencies=WRITER)
@@ -67,7 +67,7 @@ def delete(indexes: Registry, name: str, body: DeleteRequest) -> dict:
 def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
     """Refuse a field the index has no column for: written, it would silently widen the
     index's schema (every other row null there) on what may only be a typo."""
-    known = {c for c in served.searcher.metadata_columns if not c.startswith("_semsearch")}
+    known = set(served.searcher.user_columns)
     manifest = served.searcher.manifest
     own = (manifest.text_column, manifest.id_column, manifest.source.vector_column)
     known |= {name for name in own if name}
@@ -91,10 +91,10 @@ def summary(served: ServedIndex) -> dict:
         "healthy": served.healthy,
         "problem": served.problem,
         "generation": manifest.generation,
-        "rows": manifest.rows,
+        **manifest.counts(),  # documents, and chunks beside them where chunked
         "index": manifest.index.factory,
         "metric": manifest.index.metric,
         "model": manifest.model.name,
         "modes": ["dense", "lexical", "hybrid"] if lexical else ["dense"],
-        "columns": [c for c in served.searcher.metadata_columns if not c.startswith("_semsearch")],
+        "columns": served.searcher.user_columns,
     }
