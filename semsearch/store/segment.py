@@ -28,14 +28,7 @@ import pyarrow as pa
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, DocumentSplit, join, joined_schema
 from semsearch.store.file_names import part_arrow_name, part_documents_names, part_file_names
-from semsearch.store.manifest import (
-    CHUNK_COLUMNS,
-    CHUNK_ID_COLUMN,
-    CHUNK_NUMBER_COLUMN,
-    ChunkSpec,
-    Manifest,
-    SegmentRecord,
-)
+from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, Manifest, SegmentRecord
 from semsearch.store.part_ids import PartIds, gather
 
 if TYPE_CHECKING:
@@ -47,13 +40,15 @@ RESERVED_COLUMNS = (ID_COLUMN, TEXT_HASH_COLUMN, DOCUMENT_ROW_COLUMN)
 
 
 def internal_columns(manifest: Manifest) -> frozenset[str]:
-    """The stored columns semsearch keeps for itself, never shown as the user's (in errors,
-    filter lists, `info` or hits): row ids and text hashes, and on a chunked index each
-    chunk's own id and number, its document's row, and the document numbers that stand for
-    ids where the user gave no id column (as `_semsearch_id` does on another index)."""
+    """The stored columns semsearch keeps for itself, never listed as the user's (in errors
+    and filter lists), so that an index lists the same columns chunked or not: row ids and
+    text hashes, and on a chunked index each chunk's own id, number and offsets (a hit
+    carries the offsets as its `start` and `end`), its document's row, and the document
+    numbers that stand for ids where the user gave no id column (as `_semsearch_id` does
+    on another index)."""
     names = {*RESERVED_COLUMNS}
     if manifest.chunks is not None:
-        names |= {CHUNK_ID_COLUMN, CHUNK_NUMBER_COLUMN}
+        names |= {*CHUNK_COLUMNS}
         if manifest.id_column is None:
             names.add(manifest.chunks.document_column)
     return frozenset(names)
