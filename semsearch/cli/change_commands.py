@@ -246,7 +246,7 @@ def _report(name: str, result: ChangeResult, json_output: bool) -> None:
 def _counted(counts: dict) -> str:
     """'added 2, replaced 1': the counts that are not 0 (the generation and chunks apart)."""
     return ", ".join(
-        f"{key.replace('_', ' ')} {value}"
+        f"{key.replace('_', ' ')} {value:,}"
         for key, value in counts.items()
         if key not in ("generation", "chunks") and value
     )

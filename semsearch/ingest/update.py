@@ -42,6 +42,7 @@ from semsearch.store.segment import (
     Segment,
     SegmentWriter,
     document_split,
+    internal_columns,
     write_deleted,
 )
 
@@ -229,7 +230,8 @@ def delete_rows(
         live = LiveRows.read(folder, manifest)
         if where is not None:
             parts = [files for segment in live.segments for files in segment.metadata_files()]
-            rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
+            evaluator = WhereEvaluator(parts, len(live.live), internal_columns(manifest))
+            rows = np.flatnonzero(evaluator.mask(where) & live.live)
             not_found = 0
         else:
             if manifest.chunks is not None:  # a document's id deletes all its chunks

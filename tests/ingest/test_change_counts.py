@@ -102,6 +102,7 @@ def lifetime(files: Path, model: Path, chunking: str) -> dict:
     seen["where error"] = run(
         "query", "x", "--index", "c", "--where", "colour = 'red'", *where, ok=False
     )
+    seen["delete where error"] = run("delete", "c", "--where", "colour = 'red'", *where, ok=False)
     seen["list"] = json_line("list", *where)
     seen["info"] = json_line("info", "c", *where)
     seen["info text"] = run("info", "c", *where)
@@ -131,6 +132,7 @@ def test_errors_name_the_users_id_column_and_rows_and_no_internal_column_shows(
     assert not on["add with id column"].startswith("exit"), on["add with id column"]
     assert on["where error"] == off["where error"]
     assert "its columns are: id, text, year" in on["where error"]
+    assert on["delete where error"] == off["delete where error"]
     assert on["build"]["source"]["id_column"] == off["build"]["source"]["id_column"] == "id"
     # The same documents come back, and the filter list is the same.
     assert sorted(hit["id"] for hit in on["hits"]) == sorted(hit["id"] for hit in off["hits"])
