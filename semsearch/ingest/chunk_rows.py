@@ -30,6 +30,7 @@ from semsearch.io.corpus import (
     check_id_column,
     is_many_files,
     open_corpus,
+    scan_columns,
 )
 from semsearch.io.documents import DOCUMENTS_FORMAT, is_document_folder, open_documents
 from semsearch.models.model_folder import DEFAULT_MODEL, ModelFolder, resolve_model, token_window
@@ -245,9 +246,13 @@ def check_documents(
     chunk rows. `id_column` is the user's."""
     if not isinstance(corpus, ChunkedCorpus):
         return check_corpus(corpus, text_column, id_column, strict)
-    # A folder's documents are its files: their ids, relative paths, are unique.
-    if id_column is not None and corpus.format != DOCUMENTS_FORMAT:
-        check_id_column(corpus.corpus, id_column)
+    # A folder's documents are its files: their ids, relative paths, are unique, and an
+    # empty one is skipped as it is read.
+    if corpus.format != DOCUMENTS_FORMAT:
+        if id_column is not None:
+            check_id_column(corpus.corpus, id_column)
+        if strict:  # a blank text is named by its row in the input, not by its chunk row
+            scan_columns(corpus.corpus, text_column, None, strict)
     return check_corpus(corpus, text_column, None, strict)
 
 

@@ -47,6 +47,9 @@ def write_files(tmp_path: Path) -> Path:
         ["doc1", "doc2", "doc8", "doc9"], ["lamps", "kites", "lakes", "bells"], [2020] * 4
     )
     pq.write_table(more, tmp_path / "more.parquet")
+    blank = corpus(ids, TOPICS, [2020] * 8).to_pydict()
+    blank["text"][3] = "   "
+    pq.write_table(pa.table(blank), tmp_path / "blank.parquet")
     (tmp_path / "ids.txt").write_text("doc0\ndoc9\nnowhere\n")
     return tmp_path
 
@@ -85,6 +88,7 @@ def lifetime(files: Path, model: Path, chunking: str) -> dict:
     if chunking == "on":
         build += ["--chunk-tokens", "24", "--chunk-overlap", "4"]
     seen["repeated"] = run(*build, str(files / "repeated.parquet"), "--name", "r", ok=False)
+    seen["strict"] = run(*build, str(files / "blank.parquet"), "--name", "s", "--strict", ok=False)
     seen["build text"] = run(
         *build, str(files / "corpus.parquet"), "--name", "c", stdout=True
     ).strip()
@@ -127,6 +131,7 @@ def test_errors_name_the_users_id_column_and_rows_and_no_internal_column_shows(
     on, off = on_and_off
     assert on["repeated"] == off["repeated"]
     assert "'doc2' appears more than once in 'id' (rows 2 and 5)" in on["repeated"]
+    assert on["strict"] == off["strict"] and "row 3 has a null or empty 'text'" in on["strict"]
     assert on["add repeated"] == off["add repeated"]
     assert "in 'id' (rows 2 and 5)" in on["add repeated"]
     assert not on["add with id column"].startswith("exit"), on["add with id column"]
