@@ -315,6 +315,8 @@ def info(
         return
     segments = manifest.pop("segments")
     files = manifest.pop("files")
+    if manifest["rows"] is None:  # a chunked index written before documents were recorded
+        manifest["rows"] = "documents not recorded (the next add, delete or compact counts them)"
     for key in ("query_prompt", "document_prompt"):  # repr: a prompt's spaces matter
         manifest["model"][key] = repr(manifest["model"][key]) if manifest["model"][key] else "none"
     manifest["checksums"] = (

@@ -214,6 +214,7 @@ def test_an_index_written_before_documents_were_recorded_says_so_until_it_change
     where = ["--index-dir", str(index_dir)]
     assert f"{chunks} chunks, documents not recorded" in run("list", *where)
     assert json_line("list", *where)["rows"] is None
+    assert "documents not recorded (the next add" in run("info", "c", *where)
     added = json_line(
         "add", str(files / "more.parquet"), "--index", "c", "--id-column", "id", *where
     )
