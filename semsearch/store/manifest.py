@@ -140,10 +140,13 @@ class Manifest:
     def view(self) -> dict:
         """The record as `info`, `build --json` and the server show it: its counts as the user
         counts them (`counts`: `rows` the documents, `chunks` beside them where chunked; the
-        chunk sizes, recorded as `chunks`, are shown as `chunking`)."""
+        chunk sizes, recorded as `chunks`, are shown as `chunking`, without the document
+        column: `source.id_column` names the user's)."""
         data = self.to_dict()
         del data["documents"]
         data["chunking"] = data.pop("chunks")
+        if data["chunking"] is not None:  # the user's id column, or the internal row numbers
+            del data["chunking"]["document_column"]
         shown = {}
         for key, value in data.items():
             shown[key] = value

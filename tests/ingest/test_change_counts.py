@@ -221,3 +221,18 @@ def test_an_index_written_before_documents_were_recorded_says_so_until_it_change
     assert (added["added"], added["replaced"]) == (2, 2)
     assert json_line("info", "c", *where)["rows"] == 10
     assert "10 documents in" in run("list", *where)
+
+
+def test_rows_numbered_for_want_of_ids_stay_internal(files: Path, tiny_model_dir: Path) -> None:
+    """Without --id-column a chunked corpus' documents are numbered by row, in a column of
+    the index's own (`document`), which, like `_semsearch_id` on another index, is the hits'
+    id and never a column the user is shown."""
+    where = ["--index-dir", str(files / "numbered")]
+    build = ["build", str(files / "corpus.parquet"), "--name", "n", "--model", str(tiny_model_dir)]
+    run(*build, "--chunking", "on", "--chunk-tokens", "24", *where)
+    shown = run("info", "n", *where) + run("info", "n", "--json", *where)
+    assert not re.search(r"\bdocument\b|document_column|chunk_id", shown), shown
+    error = run("query", "x", "--index", "n", "--where", "colour = 1", *where, ok=False)
+    assert error.rstrip().endswith("its columns are: text, id, year")
+    hits = run("query", "violins", "--index", "n", "--json", "-k", "8", *where, stdout=True)
+    assert sorted(json.loads(line)["id"] for line in hits.splitlines()) == list(range(8))
