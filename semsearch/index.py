@@ -56,13 +56,14 @@ class Index:
         return [self.folder.manifest(number) for number in self.folder.generations()]
 
     def history(self) -> list[dict]:
-        """Each generation in a line: when it was made, its rows, and the operation that made
-        it (without the values tuning tried)."""
+        """Each generation in a line: when it was made, its rows (documents, with `chunks`
+        beside them where chunked), and the operation that made it (without the values
+        tuning tried)."""
         return [
             {
                 "generation": manifest.generation,
                 "created_at": manifest.created_at,
-                "rows": manifest.rows,
+                **manifest.counts(),
                 "operation": {k: v for k, v in manifest.operation.items() if k != "tried"},
             }
             for manifest in self.generations()

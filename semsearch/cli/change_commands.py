@@ -28,7 +28,7 @@ from semsearch.cli.options import (
     JsonFlag,
     RuntimeOption,
 )
-from semsearch.cli.output import print_json_lines
+from semsearch.cli.output import document_count, print_json_lines
 from semsearch.io.inputs import read_lines
 from semsearch.store.folders import find_index
 
@@ -238,22 +238,29 @@ def _report(name: str, result: ChangeResult, json_output: bool) -> None:
     if json_output:
         print_json_lines([{"index": name, **result.to_dict()}])
         return
-    counts = ", ".join(
-        f"{key.replace('_', ' ')} {value}"
-        for key, value in result.to_dict().items()
-        if key not in ("generation", "phases") and value
-    )
+    counts = _counted(result.to_dict())
+    chunks = _counted(result.chunks or {})
+    counts += f"; chunks: {chunks}" if chunks else ""
     where = f"generation {result.generation}" if result.generation else "no new generation"
     console.print(f"{name}: {counts or 'nothing to do'} ({where})")
 
 
+def _counted(counts: dict) -> str:
+    """'added 2, replaced 1': the counts that are not 0 (the generation, chunks and phases apart)."""
+    return ", ".join(
+        f"{key.replace('_', ' ')} {value:,}"
+        for key, value in counts.items()
+        if key not in ("generation", "chunks", "phases") and value
+    )
+
+
 def _report_manifest(name: str, manifest, json_output: bool) -> None:
     if json_output:
-        print_json_lines([{"index": name, **manifest.to_dict()}])
+        print_json_lines([{"index": name, **manifest.view()}])
         return
     lexical = "BM25" if manifest.lexical is not None else "no lexical part"
     console.print(
-        f"{name}: generation {manifest.generation}, {manifest.rows} rows in "
+        f"{name}: generation {manifest.generation}, {document_count(manifest.counts())} in "
         f"{len(manifest.segments)} segment(s), {manifest.index.factory} {manifest.index.search_params}, "
         f"{lexical}"
     )

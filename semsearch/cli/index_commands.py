@@ -29,7 +29,7 @@ from semsearch.cli.options import (
     QueryPrompt,
     RuntimeOption,
 )
-from semsearch.cli.output import print_json_lines, print_mapping
+from semsearch.cli.output import document_count, print_json_lines, print_mapping
 from semsearch.disk import human_bytes
 from semsearch.io.inputs import read_lines
 from semsearch.models.model_folder import DEFAULT_MODEL
@@ -196,7 +196,7 @@ def build(
         folder = build_index(options)
     manifest = folder.manifest()
     if json_output:
-        print_json_lines([{"path": str(folder.path), **manifest.to_dict()}])
+        print_json_lines([{"path": str(folder.path), **manifest.view()}])
     else:
         _print_built(folder, manifest)
 
@@ -287,9 +287,8 @@ def _print_built(folder: IndexFolder, manifest: Manifest) -> None:
         how = f" (vectors read from column {manifest.source.vector_column!r}, none encoded)"
     else:
         how = f" (encoder on {runtime})" if runtime else ""
-    what = "vectors" if manifest.chunks is None else "chunks"
     console.print(
-        f"built {manifest.name}: {manifest.rows} {what}, {manifest.index.factory} "
+        f"built {manifest.name}: {document_count(manifest.counts())}, {manifest.index.factory} "
         f"({manifest.index.metric}), {human_bytes(folder.size_bytes())} in {folder.path} "
         f"in {manifest.build_seconds:.1f} s{how}",
         markup=False,  # a name or path may hold [brackets]
@@ -307,7 +306,7 @@ def info(
     from semsearch.index import Index  # the library: not for --help
 
     folder = find_index(name, index_dir)
-    manifest = folder.manifest().to_dict()
+    manifest = folder.manifest().view()
     generations = Index(folder).history()
     size = folder.size_bytes()
     if json_output:
@@ -317,21 +316,24 @@ def info(
         return
     segments = manifest.pop("segments")
     files = manifest.pop("files")
+    if manifest["rows"] is None:  # a chunked index written before documents were recorded
+        manifest["rows"] = "documents not recorded (the next add, delete or compact counts them)"
     for key in ("query_prompt", "document_prompt"):  # repr: a prompt's spaces matter
         manifest["model"][key] = repr(manifest["model"][key]) if manifest["model"][key] else "none"
     manifest["checksums"] = (
         f"{len(files)} files" if files is not None else "none ('semsearch verify --record')"
     )
     print_mapping(f"index {folder.name} ({folder.path}), {human_bytes(size)}", manifest, console)
+    stored = "chunks" if "chunks" in manifest else "rows"  # a segment's rows: chunks there
     for segment in segments:
         console.print(
-            f"  segment {segment['name']}: {segment['rows']} rows, {segment['deleted']} deleted"
+            f"  segment {segment['name']}: {segment['rows']} {stored}, {segment['deleted']} deleted"
         )
     console.print("generations (* current):")
     for line in generations:
         mark = "*" if line["generation"] == manifest["generation"] else " "
         console.print(
-            f" {mark} {line['generation']:>4}  {line['created_at']}  {line['rows']:>9} rows  "
+            f" {mark} {line['generation']:>4}  {line['created_at']}  {document_count(line):>9}  "
             f"{line['operation']}"
         )
 
@@ -351,7 +353,7 @@ def list_command(
             manifest = entry.manifest
             row.update(
                 {
-                    "rows": manifest.rows,
+                    **manifest.counts(),
                     "index": manifest.index.factory,
                     "model": manifest.model.name,
                     "created_at": entry.created_at,
@@ -369,7 +371,7 @@ def list_command(
     else:
         for row in rows:
             line = (
-                f"{row['name']:<24} {row['rows']:>9} rows  {row['index']:<16} "
+                f"{row['name']:<24} {document_count(row):>28}  {row['index']:<16} "
                 f"{human_bytes(row['bytes']):>10}  {row['created_at'][:19]}  {row['model']}"
                 if row["status"] == "ok"
                 else f"{row['name']:<24} {row['status']}: {row['reason']}"

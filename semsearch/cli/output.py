@@ -72,6 +72,17 @@ def print_mapping(title: str, values: dict, console: Console) -> None:
     console.print(table)
 
 
+def document_count(counts: dict) -> str:
+    """An index's live rows as the user counts them (`Manifest.counts`): '12 documents', or
+    on a chunked index '3,198 documents in 6,775 chunks' ('6,775 chunks, documents not
+    recorded' where an index written before they were recorded does not say)."""
+    rows, chunks = counts.get("rows"), counts.get("chunks")
+    if rows is None:
+        return f"{chunks:,} chunks, documents not recorded"
+    text = f"{rows:,} document" + ("" if rows == 1 else "s")
+    return text if chunks is None else f"{text} in {chunks:,} chunks"
+
+
 def _flatten(values: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
     for key, value in values.items():
         if isinstance(value, dict) and value:

@@ -283,11 +283,11 @@ def _vector_hit(hit, score_name: str) -> dict:
 
 
 def _check_show(searcher, show: list[str] | None) -> None:
-    missing = [column for column in show or [] if column not in searcher.metadata_columns]
+    missing = [column for column in show or [] if column not in searcher.user_columns]
     if missing:
         raise SemsearchError(
             f"no column {missing[0]!r} in the index's metadata; its columns are: "
-            f"{', '.join(searcher.metadata_columns)}"
+            f"{', '.join(searcher.user_columns)}"
         )
 
 

@@ -44,6 +44,7 @@ from semsearch.ingest.build_options import (
     cannot_write,
     check_build_options,
 )
+from semsearch.ingest.chunk_rows import stored_documents
 from semsearch.ingest.file_source import FilePartSource, many_files_source
 from semsearch.ingest.saved_slices import remove_slices
 from semsearch.io.corpus import is_many_files
@@ -271,6 +272,9 @@ def _write_index(
             f"{source.name} changed while it was being indexed ({usable} rows with a text, "
             f"then {total}): build again once it stays the same"
         )
+    chunks = getattr(source, "chunks", None)
+    # The input's rows that were indexed: a chunked index's documents, each some chunks.
+    documents = total if chunks is None else stored_documents(segment, chunks.document_column)
     # A source may index the parts itself (`--engine ray`: one segment per worker).
     if hasattr(source, "index_parts"):
         indexed = source.index_parts(spec, encoder, segment, folder, options, device)
@@ -280,6 +284,7 @@ def _write_index(
         name=options.index_name,
         generation=1,
         rows=total,
+        documents=documents,
         model=encoder.spec,
         index=indexed.spec,
         source=source.source_spec(encoded, options),
@@ -289,7 +294,8 @@ def _write_index(
         vector_dtype=STORE_VECTORS[options.store_vectors],
         operation={
             "kind": "build",
-            "rows": total,
+            "rows": documents,
+            **({"chunks": total} if chunks is not None else {}),
             "skipped": encoded.skipped,
             "truncated": encoded.truncated,
             # None where no model encoded rows: a model named for your own vectors encodes none.
@@ -301,7 +307,7 @@ def _write_index(
         build_seconds=0.0,
         tuning=indexed.tuning.to_dict() if indexed.tuning else None,
         lexical=options.lexical,
-        chunks=getattr(source, "chunks", None),
+        chunks=chunks,
     )
 
 

@@ -24,7 +24,14 @@ from semsearch.ingest.build_options import BuildOptions
 from semsearch.ingest.chunking import Chunker
 from semsearch.ingest.corpus_files import open_stream
 from semsearch.ingest.rows import LiveRows
-from semsearch.io.corpus import is_many_files, open_corpus
+from semsearch.io.corpus import (
+    ColumnScan,
+    check_corpus,
+    check_id_column,
+    is_many_files,
+    open_corpus,
+    scan_columns,
+)
 from semsearch.io.documents import DOCUMENTS_FORMAT, is_document_folder, open_documents
 from semsearch.models.model_folder import DEFAULT_MODEL, ModelFolder, resolve_model, token_window
 from semsearch.store.manifest import (
@@ -33,14 +40,14 @@ from semsearch.store.manifest import (
     CHUNK_ID_COLUMN,
     CHUNK_NUMBER_COLUMN,
     CHUNK_START_COLUMN,
+    DOCUMENT_NUMBER_COLUMN,
     ChunkSpec,
     Manifest,
 )
+from semsearch.store.segment import Segment
 
 log = logging.getLogger(__name__)
 
-# The column that numbers a corpus' rows when it has no id column: a chunk's document.
-DOCUMENT_NUMBER_COLUMN = "document"
 # A huge file comes as consecutive pieces of one document (`semsearch.io.documents`).
 PIECE_START_COLUMN = "piece_start"
 # Documents read at a time from the corpus: each may make dozens of chunks.
@@ -107,6 +114,9 @@ class ChunkedCorpus:
     # them): the second pass does not cut the texts again. Bounded by SPANS_KEPT chunks.
     _spans: dict[int, np.ndarray] = field(default_factory=dict)
     _spans_kept: int = 0
+    # The input's rows (documents; a huge file's pieces count once) the last pass read: what
+    # a build records as its rows read, not the chunk rows it made of them.
+    documents_read: int = 0
 
     @property
     def path(self):
@@ -153,9 +163,11 @@ class ChunkedCorpus:
         """Chunk rows in batches of at most `rows`; `columns` selects among them."""
         first_row = 0
         self._next_number = {}
+        self.documents_read = 0
         for batch in self.corpus.batches(min(rows, DOCUMENTS_PER_BATCH)):
             table = self._chunk(batch, first_row)
             first_row += batch.num_rows
+            self.documents_read += _documents_in(batch)
             if columns is not None:
                 table = table.select(columns)
             yield from table.to_batches(max_chunksize=rows)
@@ -164,7 +176,8 @@ class ChunkedCorpus:
         kept = self._spans.get(row)
         if kept is not None:
             return [tuple(span) for span in kept.tolist()]
-        spans = self.chunker.spans(text) if text else [(0, 0)]
+        # A blank text is one blank chunk row, skipped and counted as one blank document.
+        spans = (self.chunker.spans(text) if text and text.strip() else []) or [(0, 0)]
         if len(spans) > 1 and self._spans_kept + len(spans) <= SPANS_KEPT:  # a text cut
             self._spans[row] = np.array(spans, dtype=np.int64)
             self._spans_kept += len(spans)
@@ -217,6 +230,43 @@ class ChunkedCorpus:
         return table.append_column(CHUNK_END_COLUMN, pa.array(ends, pa.int64()))
 
 
+def _documents_in(batch: pa.RecordBatch) -> int:
+    """The documents a batch of the input starts: its rows, but a huge file's later pieces."""
+    if PIECE_START_COLUMN not in batch.schema.names:
+        return batch.num_rows
+    return int(pc.sum(pc.equal(batch.column(PIECE_START_COLUMN), 0)).as_py() or 0)
+
+
+def check_documents(
+    corpus, text_column: str | None, id_column: str | None, strict: bool = False
+) -> ColumnScan:
+    """What build and add check of a corpus before encoding it (`io.corpus.check_corpus`), in
+    the user's terms whatever the chunking: a chunked corpus' ids are checked on its
+    documents (the user's id column, rows numbered as in the input), its texts on its
+    chunk rows. `id_column` is the user's."""
+    if not isinstance(corpus, ChunkedCorpus):
+        return check_corpus(corpus, text_column, id_column, strict)
+    # A folder's documents are its files: their ids, relative paths, are unique, and an
+    # empty one is skipped as it is read.
+    if corpus.format != DOCUMENTS_FORMAT:
+        if id_column is not None:
+            check_id_column(corpus.corpus, id_column)
+        if strict:  # a blank text is named by its row in the input, not by its chunk row
+            scan_columns(corpus.corpus, text_column, None, strict)
+    return check_corpus(corpus, text_column, None, strict)
+
+
+def stored_documents(segment: Segment, column: str) -> int:
+    """How many documents a chunked segment's stored chunk rows belong to, read from their
+    document column alone (it is kept on the chunk rows: no text read, no join)."""
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(path, columns=[column]) for path in segment.metadata_paths()]
+    if not tables:
+        return 0
+    return int(pc.count_distinct(pa.concat_tables(tables).column(column)).as_py())
+
+
 def document_of(chunk_id: str) -> str:
     """The document id a chunk's id names (`<document id>#<n>`)."""
     return chunk_id.rpartition("#")[0]
@@ -267,7 +317,7 @@ def open_rows_for(manifest: Manifest, location) -> object:
         corpus = open_corpus(location)
     if chunks is None:
         return corpus
-    if chunks.document_column == DOCUMENT_NUMBER_COLUMN:
+    if manifest.id_column is None:
         # The rows' numbers in another file would name the index's documents of those
         # numbers: the add would replace them.
         raise SemsearchError(
@@ -283,10 +333,7 @@ def open_rows_for(manifest: Manifest, location) -> object:
         resolve_model(manifest.model.name), chunks.tokens, chunks.overlap, markdown
     )
     check_no_reserved(corpus.schema, Path(str(corpus.path)).name)
-    document_column = (
-        None if chunks.document_column == DOCUMENT_NUMBER_COLUMN else chunks.document_column
-    )
-    return ChunkedCorpus(corpus, chunker, text_column, document_column)
+    return ChunkedCorpus(corpus, chunker, text_column, manifest.id_column)
 
 
 def stale_chunks(live: LiveRows, rows: pa.Table) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.ingest.build_options import BuildOptions, EncodedRows, counted_rows
-from semsearch.ingest.chunk_rows import plan_chunks
+from semsearch.ingest.chunk_rows import check_documents, plan_chunks
 from semsearch.ingest.corpus_files import FileStream, ManyFilesSource, open_stream
 from semsearch.ingest.parts import RowPart, encode_parts
 from semsearch.io.corpus import (
@@ -25,7 +25,6 @@ from semsearch.io.corpus import (
     check_id_column,
     open_corpus,
     rechunk,
-    scan_columns,
     usable_rows,
 )
 from semsearch.io.documents import DOCUMENT_ID, DOCUMENT_TEXT, is_document_folder, open_documents
@@ -49,8 +48,10 @@ class FilePartSource:
             corpus = corpus or open_corpus(options.corpus)
             RowFilter(options.text_column, options.id_column).check_columns(corpus)
         self.name = corpus.path.name
-        # What the build then reads (chunk rows, or the rows themselves), and with which id.
+        # What the build then reads (chunk rows, or the rows themselves), and with which id
+        # (a chunk's own); the user's id column is what messages and the manifest name.
         self.corpus, self.options, self.chunks = plan_chunks(corpus, options)
+        self.id_column = options.id_column
         self._documents = corpus
         self._sha256: str | None = None
         self._usable: int | None = None
@@ -68,8 +69,8 @@ class FilePartSource:
                     check_id_column(self.corpus, options.id_column)
                 self._usable = rows
                 return rows
-        self._usable = scan_columns(
-            self.corpus, options.text_column, options.id_column, options.strict
+        self._usable = check_documents(
+            self.corpus, options.text_column, self.id_column, options.strict
         ).usable
         return self._usable
 
@@ -104,15 +105,18 @@ class FilePartSource:
         return counted_rows(counts["read"], counts["skipped"], truncated.cut, options.text_column)
 
     def source_spec(self, rows: EncodedRows, options: BuildOptions) -> SourceSpec:
+        """The input's rows read and skipped (a chunked corpus': its documents; a blank one
+        is one blank chunk row) and the user's id column."""
         path = self.corpus.path
+        read = self.corpus.documents_read if self.chunks is not None else rows.read
         return SourceSpec(
             path=location_text(path) if is_uri(location_text(path)) else str(path.resolve()),
             format=self.corpus.format,
             sha256=self.fingerprint(),
-            rows_read=rows.read,
+            rows_read=read,
             rows_skipped=rows.skipped,
             text_column=options.text_column,
-            id_column=options.id_column,
+            id_column=self.id_column,
             vector_column=options.vector_column,
         )
 

@@ -21,6 +21,7 @@ from semsearch.disk import check_free_space, commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
 from semsearch.ingest.build_options import DEFAULT_PART_ROWS, check_target
+from semsearch.ingest.chunk_rows import stored_documents
 from semsearch.ingest.merge import write_merged
 from semsearch.ingest.update import new_segment, written_segment
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -259,13 +260,18 @@ def _rebuild(
     )
     if tuning is not None:
         log_tuned(tuning)
+    documents = manifest.live_documents
+    if documents is None:  # a chunked index written before its documents were recorded
+        documents = stored_documents(segment, manifest.chunks.document_column)
+    counted = {"rows": documents, **({"chunks": total} if manifest.chunks else {})}
     return next_generation(
         manifest,
         [record],
-        {"kind": kind, "factory": spec.factory, "rows": total},
+        {"kind": kind, "factory": spec.factory, **counted},
         time.perf_counter() - started,
         index=spec,
         tuning=tuning.to_dict() if tuning else None,
+        documents=documents,
     )
 
 

@@ -25,14 +25,18 @@ class LiveRows:
 
     manifest: Manifest
     segments: list[Segment]
-    table: pa.Table  # _id, _text_hash, the user's id column if any, and _segment
+    # _id, _text_hash, the key column if any (the user's id, a chunk's own id), a chunked
+    # index's document column, and _segment
+    table: pa.Table
     live: np.ndarray
 
     @classmethod
     def read(cls, folder: IndexFolder, manifest: Manifest) -> LiveRows:
         columns = [ID_COLUMN, TEXT_HASH_COLUMN]
-        if manifest.id_column:
-            columns.append(manifest.id_column)
+        if manifest.key_column:
+            columns.append(manifest.key_column)
+        if manifest.chunks is not None and manifest.chunks.document_column not in columns:
+            columns.append(manifest.chunks.document_column)
         segments, tables, live = [], [], []
         for position, record in enumerate(manifest.segments):
             segment = Segment(folder.segment_dir(record.name), record)
@@ -52,14 +56,30 @@ class LiveRows:
         return cls(manifest, segments, table, np.concatenate(live))
 
     def key_column(self) -> pa.ChunkedArray:
-        """What identifies a row to the user: their id column, or else `_id`."""
-        return self.table.column(self.manifest.id_column or ID_COLUMN)
+        """What identifies a row: the user's id column (a chunk's own id on a chunked index),
+        or else `_id`."""
+        return self.table.column(self.manifest.key_column or ID_COLUMN)
+
+    def documents(self, rows: np.ndarray | None = None) -> pa.Array:
+        """The document id of each row (of `rows`, else of every live row): the user's id, or
+        on a chunked index its chunk's document's; an unchunked index's rows are documents."""
+        rows = np.flatnonzero(self.live) if rows is None else rows
+        chunks = self.manifest.chunks
+        column = self.key_column() if chunks is None else self.table.column(chunks.document_column)
+        return column.take(pa.array(rows, pa.int64())).combine_chunks()
+
+    def document_count(self, dropped: np.ndarray | None = None) -> int:
+        """How many documents have a live row (not counting the rows `dropped`)."""
+        live = self.live.copy()
+        if dropped is not None:
+            live[dropped] = False
+        return int(pc.count_distinct(self.documents(np.flatnonzero(live))).as_py())
 
     def find(self, keys: pa.Array) -> np.ndarray:
         """For each key, the live row holding it, or -1."""
         live_rows = np.flatnonzero(self.live)
         live_keys = self.key_column().take(pa.array(live_rows))
-        keys = _cast_keys(keys, live_keys.type, self.manifest.id_column or ID_COLUMN)
+        keys = _cast_keys(keys, live_keys.type, self.manifest.key_column or "row number")
         where = pc.index_in(keys, value_set=live_keys.combine_chunks()).to_numpy(
             zero_copy_only=False
         )

@@ -12,7 +12,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -24,11 +24,12 @@ from semsearch.disk import check_free_space, commit
 from semsearch.errors import SemsearchError
 from semsearch.ingest.build import index_segment
 from semsearch.ingest.build_options import check_batch_size
-from semsearch.ingest.chunk_rows import document_rows, open_rows_for, stale_chunks
+from semsearch.ingest.change_counts import ChangeResult, documents_changed
+from semsearch.ingest.chunk_rows import check_documents, document_rows, open_rows_for, stale_chunks
 from semsearch.ingest.conform import Target, conform, rename_text_column
 from semsearch.ingest.parts import encode_parts, sliced_parts
 from semsearch.ingest.rows import LiveRows, matched_rows
-from semsearch.io.corpus import check_corpus, check_ids, text_hashes, usable_rows
+from semsearch.io.corpus import check_ids, text_hashes, usable_rows
 from semsearch.io.own_vectors import VectorColumn, check_vector_type, vector_hashes
 from semsearch.models.encoder import Encoder
 from semsearch.models.prompts import check_document_prompt
@@ -50,6 +51,7 @@ from semsearch.store.segment import (
     Segment,
     SegmentWriter,
     document_split,
+    internal_columns,
     segment_bytes,
     write_deleted,
 )
@@ -59,26 +61,6 @@ log = logging.getLogger(__name__)
 # Encodes rows (sorted by id) with their ids into the parts written by the writer;
 # `add_rows` does it in this process unless given one (`semsearch.distributed`).
 PartsWriter = Callable[[SegmentWriter, pa.Table, np.ndarray], None]
-
-
-@dataclass(frozen=True)
-class ChangeResult:
-    """What a change did, and the generation it wrote (None when nothing changed)."""
-
-    generation: int | None
-    added: int = 0
-    replaced: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    not_found: int = 0
-    skipped_empty: int = 0
-    phases: dict | None = None  # where an add's time went (`semsearch.phases`), as recorded
-
-    def to_dict(self) -> dict:
-        record = asdict(self)
-        if record["phases"] is None:
-            del record["phases"]
-        return record
 
 
 def add_rows(
@@ -107,20 +89,28 @@ def add_rows(
             text_column, id_column = _columns(manifest, text_column, id_column)
             corpus = open_rows_for(manifest, corpus_path)
             vector_column = own_vector_column(manifest, corpus, write_parts)
-            check_corpus(corpus, text_column, id_column)  # what build checks, the same way
+            check_documents(corpus, text_column, id_column)  # what build checks, the same way
             table, skipped = _read_usable(corpus, text_column)
         with phase("match"):  # the new rows matched with the live ones by id and hash
             live = LiveRows.read(folder, manifest)
-            target = Target(manifest.name, live.schema(), manifest.text_column, id_column)
+            target = Target(manifest.name, live.schema(), manifest.text_column, manifest.key_column)
             table, hashes = _conformed(
                 table, target, corpus, text_column, vector_column, convert_types
             )
             existing, unchanged = matched_rows(live, table, hashes, target)
             # A changed document's chunks beyond its new count go with it, in one generation.
-            stale = stale_chunks(live, table) if manifest.chunks else np.array([], np.int64)
+            stale = (
+                stale_chunks(live, table) if manifest.chunks is not None else np.array([], np.int64)
+            )
+            documents = documents_changed(live, table, existing, unchanged, stale)
         if unchanged.all() and not len(stale):
-            log.warning("nothing to add: all %d rows are already in the index", table.num_rows)
-            return ChangeResult(None, unchanged=int(unchanged.sum()), skipped_empty=skipped)
+            log.warning("nothing to add: all %d rows are already in the index", documents.total)
+            return ChangeResult(
+                None,
+                unchanged=documents.counts["unchanged"],
+                skipped_empty=skipped,
+                chunks=documents.chunks(unchanged=int(unchanged.sum())),
+            )
         todo = int((~unchanged).sum())
         index = manifest.index.factory
         needed = segment_bytes(todo, manifest.model.dimension, manifest.vector_dtype, index)
@@ -151,18 +141,21 @@ def add_rows(
         segments, counts = _added_segments(
             folder, live, table, existing, unchanged, stale, write_parts, placement
         )
-        operation = {"kind": "add", "source": str(corpus.path), **counts}
-        operation["stale_chunks"] = len(stale)
+        chunks = documents.chunks(**counts, deleted=len(stale))
+        operation = {"kind": "add", "source": str(corpus.path), **documents.counts}
+        operation.update({"chunks": chunks} if chunks else {})
         operation["runtime"] = None if encoder is None else encoder.runtime
         new_id = manifest.next_id + counts["added"]
-        new = next_generation(manifest, segments, operation, 0.0, next_id=new_id)
+        new = next_generation(manifest, segments, operation, 0.0, next_id=new_id, **documents.after)
         new = timed_record(folder.path, new, timer)
         write_manifest(folder.path, new)
         log.info("add to %s: %s", manifest.name, timer.report().line())
-        timed = new.operation["phases"]
-        deleted = len(stale)
         return ChangeResult(
-            new.generation, **counts, deleted=deleted, skipped_empty=skipped, phases=timed
+            new.generation,
+            **documents.counts,
+            skipped_empty=skipped,
+            chunks=chunks,
+            phases=new.operation["phases"],
         )
 
 
@@ -265,7 +258,8 @@ def delete_rows(
         live = LiveRows.read(folder, manifest)
         if where is not None:
             parts = [files for segment in live.segments for files in segment.metadata_files()]
-            rows = np.flatnonzero(WhereEvaluator(parts, len(live.live)).mask(where) & live.live)
+            evaluator = WhereEvaluator(parts, len(live.live), internal_columns(manifest))
+            rows = np.flatnonzero(evaluator.mask(where) & live.live)
             not_found = 0
         else:
             if manifest.chunks is not None:  # a document's id deletes all its chunks
@@ -283,19 +277,27 @@ def delete_rows(
         if len(rows) == 0:
             return ChangeResult(None, not_found=not_found)
         segments = _with_deletions(folder, manifest, live.deleted_by_segment(rows))
+        deleted, after, chunks = len(rows), {}, None
+        if manifest.chunks is not None:  # in documents: those left without a live chunk
+            after = {"documents": live.document_count(dropped=rows)}
+            deleted, chunks = live.document_count() - after["documents"], {"deleted": len(rows)}
+        operation = {"kind": "delete", "deleted": deleted, **({"chunks": chunks} if chunks else {})}
         new = next_generation(
             manifest,
             segments,
-            {"kind": "delete", "deleted": len(rows), **({"where": where} if where else {})},
+            {**operation, **({"where": where} if where else {})},
             time.perf_counter() - started,
+            **after,
         )
         write_manifest(folder.path, new)
-        return ChangeResult(new.generation, deleted=len(rows), not_found=not_found)
+        return ChangeResult(new.generation, deleted=deleted, not_found=not_found, chunks=chunks)
 
 
 def _columns(
     manifest: Manifest, text_column: str | None, id_column: str | None
 ) -> tuple[str | None, str | None]:
+    """The text column and the user's id column of the rows to add: the index's (an id
+    column given must be the one the index was built with)."""
     if id_column is not None and id_column != manifest.id_column:
         built = repr(manifest.id_column) if manifest.id_column else "no id column"
         raise SemsearchError(

@@ -30,7 +30,7 @@ from semsearch.search.open_segments import SegmentCache
 from semsearch.search.snapshot import IndexSnapshot, open_snapshot
 from semsearch.store.folders import DEFAULT_INDEX_DIR, IndexFolder, find_index
 from semsearch.store.manifest import CHUNK_END_COLUMN, CHUNK_ID_COLUMN, CHUNK_START_COLUMN, Manifest
-from semsearch.store.segment import ID_COLUMN
+from semsearch.store.segment import ID_COLUMN, internal_columns
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,13 @@ class Searcher:
     def metadata_columns(self) -> list[str]:
         """The metadata's column names, internal ones included; reads no row."""
         return self.snapshot.hit_metadata.column_names
+
+    @property
+    def user_columns(self) -> list[str]:
+        """The metadata's columns the user knows (to filter on, to show): the internal ones
+        (`store.segment.internal_columns`) left out."""
+        internal = internal_columns(self.snapshot.manifest)
+        return [name for name in self.metadata_columns if name not in internal]
 
     @property
     def generation(self) -> int:

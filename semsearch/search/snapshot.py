@@ -31,9 +31,9 @@ from semsearch.search.where import WhereEvaluator
 from semsearch.store.file_checks import check_opened_files, check_vector_files
 from semsearch.store.folders import IndexFolder
 from semsearch.store.lexical import LexicalSegment, lexical_search
-from semsearch.store.manifest import LexicalSpec, Manifest
+from semsearch.store.manifest import CHUNK_NUMBER_COLUMN, LexicalSpec, Manifest
 from semsearch.store.metadata_parts import MetadataParts
-from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment
+from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment, internal_columns
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,9 @@ class IndexSnapshot:
         ]
         self._cache = cache
         self._where = WhereEvaluator(
-            [files for segment, _ in opened for files in segment.metadata_files()], len(self.live)
+            [files for segment, _ in opened for files in segment.metadata_files()],
+            len(self.live),
+            internal_columns(self.manifest),
         )
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
@@ -95,9 +97,11 @@ class IndexSnapshot:
     @cached_property
     def hit_metadata(self) -> MetadataParts:
         """The metadata a hit carries, by row number, read from the hits' parts only: every
-        column but the internal text hash, and but the internal id where the index has an id
-        column of its own."""
-        skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if self.manifest.id_column else {TEXT_HASH_COLUMN}
+        column but the internal text hash and chunk number, and but the internal id where the
+        index has an id column of its own (a chunk's own id, on a chunked index)."""
+        skipped = {TEXT_HASH_COLUMN, ID_COLUMN} if self.manifest.key_column else {TEXT_HASH_COLUMN}
+        if self.manifest.chunks is not None:  # a chunk's number is the index's own
+            skipped.add(CHUNK_NUMBER_COLUMN)
         segments = [open_segment.segment for open_segment in self.segments]
         return MetadataParts(segments, skipped, self.check_unreplaced)
 

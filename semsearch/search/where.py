@@ -27,13 +27,18 @@ class WhereEvaluator:
     name); safe to share between threads."""
 
     def __init__(
-        self, metadata: Sequence[Path | tuple[Path, Path]], rows: int | None = None
+        self,
+        metadata: Sequence[Path | tuple[Path, Path]],
+        rows: int | None = None,
+        hidden: frozenset[str] = frozenset(),
     ) -> None:
         """`metadata`: each part's Parquet file, paired with its documents table where a
         chunked part keeps its documents' columns apart (`semsearch.store.documents`).
-        `rows`: how many rows the files hold, checked against each result."""
+        `rows`: how many rows the files hold, checked against each result. `hidden`: the
+        index's internal columns, never named to the user (`store.segment.internal_columns`)."""
         self.metadata = metadata
         self.rows = rows
+        self.hidden = hidden
         self._lock = threading.Lock()
         self._connection = None
 
@@ -86,7 +91,12 @@ class WhereEvaluator:
     def _explain(self, expression: str, exc: Exception) -> str:
         message = str(exc).splitlines()[0]
         names = self._connection.table("metadata").columns
-        columns = ", ".join(name for name in names if not name.startswith("_semsearch_"))
+        columns = ", ".join(
+            name for name in names if not name.startswith("_semsearch_") and name not in self.hidden
+        )
+        text_column = self._text_compared_with_number(expression, message)
+        if text_column is not None:
+            return text_column
         missing = re.search(r'Referenced column "([^"]+)" not found', message)
         if missing:
             return (
@@ -94,6 +104,34 @@ class WhereEvaluator:
                 f"have; its columns are: {columns}"
             )
         return f"--where {expression!r} cannot be evaluated ({message}): check the expression"
+
+    def _text_compared_with_number(self, expression: str, message: str) -> str | None:
+        """The line for a text column compared with a number: a CSV column of years with one
+        'n/a' is read as text, and DuckDB then asks for "an explicit cast"."""
+        if not re.search(r"explicit (type )?cast|Could not convert string", message):
+            return None
+        relation = self._connection.table("metadata")
+        for name, kind in zip(relation.columns, relation.types):
+            if str(kind) != "VARCHAR" or name in self.hidden or name.startswith("_semsearch_"):
+                continue
+            mention = re.compile(rf'(?<![\w"]){re.escape(name)}(?![\w"])|{re.escape(_name(name))}')
+            if not mention.search(expression):
+                continue
+            quoted = name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else _name(name)
+            found = self._connection.execute(
+                f"SELECT {quoted} FROM metadata WHERE {quoted} IS NOT NULL "
+                f"AND TRY_CAST({quoted} AS DOUBLE) IS NULL LIMIT 1"
+            ).fetchall()
+            if not found:
+                continue
+            cast = mention.sub(f"TRY_CAST({quoted} AS DOUBLE)", expression)
+            return (
+                f"--where {expression!r}: column {name!r} holds text, not numbers (one of its "
+                f"values is {found[0][0]!r}, so the build stored the column as text), and text "
+                f"cannot be compared with a number: write {cast!r} (rows whose {name} is not a "
+                "number never match), or fix those values and rebuild"
+            )
+        return None
 
 
 def joined_parts(parts: Sequence[Path | tuple[Path, Path]]) -> str:

@@ -15,12 +15,16 @@ from semsearch.store.manifest import Manifest, SegmentRecord
 def next_generation(
     current: Manifest, segments: list[SegmentRecord], operation: dict, seconds: float, **changes
 ) -> Manifest:
-    """`current` with new segments, one generation on, stamped with what made it."""
+    """`current` with new segments, one generation on, stamped with what made it. Its live
+    documents are `changes["documents"]`, else the current ones (an unchunked index's: its rows)."""
+    rows = sum(segment.live_rows for segment in segments)
+    if current.chunks is None:
+        changes["documents"] = rows
     return replace(
         current,
         generation=current.generation + 1,
         segments=tuple(segments),
-        rows=sum(segment.live_rows for segment in segments),
+        rows=rows,
         operation=operation,
         semsearch_version=__version__,
         created_at=now(),

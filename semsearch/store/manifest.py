@@ -58,6 +58,8 @@ class ChunkSpec:
 
 CHUNK_ID_COLUMN = "chunk_id"
 CHUNK_NUMBER_COLUMN = "chunk_number"
+# The column that numbers a chunked corpus' documents when it has no id column (its rows).
+DOCUMENT_NUMBER_COLUMN = "document"
 CHUNK_START_COLUMN = "start"
 CHUNK_END_COLUMN = "end"
 CHUNK_COLUMNS = (CHUNK_ID_COLUMN, CHUNK_NUMBER_COLUMN, CHUNK_START_COLUMN, CHUNK_END_COLUMN)
@@ -66,7 +68,9 @@ CHUNK_COLUMNS = (CHUNK_ID_COLUMN, CHUNK_NUMBER_COLUMN, CHUNK_START_COLUMN, CHUNK
 @dataclass(frozen=True)
 class SourceSpec:
     """Where the first build's rows came from, and which columns hold texts, ids and vectors
-    (`vector_column`: your own vectors; `text_column` is then None where rows have no text)."""
+    (`vector_column`: your own vectors; `text_column` is then None where rows have no text).
+    `rows_read` and `rows_skipped` are the input's rows (a chunked index's documents), and
+    `id_column` is the user's (a chunked index's rows are keyed by `Manifest.key_column`)."""
 
     path: str
     format: str
@@ -104,7 +108,7 @@ class Manifest:
 
     name: str
     generation: int
-    rows: int  # live rows: stored minus deleted, over all segments
+    rows: int  # live rows (vectors; a chunked index's chunks): stored minus deleted
     model: EncoderSpec
     index: IndexSpec
     source: SourceSpec
@@ -124,22 +128,43 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     lexical: LexicalSpec | None = None  # None: no BM25 part (no segment has a lexical_dir)
     chunks: ChunkSpec | None = None  # None: one row per text
+    # Live documents (the input's rows) over all segments: `rows` unless chunked. None: a
+    # chunked index written before they were recorded (its next add or delete records them).
+    documents: int | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["segments"] = [asdict(segment) for segment in self.segments]
         return data
 
+    def view(self) -> dict:
+        """The record as `info`, `build --json` and the server show it: its counts as the user
+        counts them (`counts`: `rows` the documents, `chunks` beside them where chunked; the
+        chunk sizes, recorded as `chunks`, are shown as `chunking`, without the document
+        column: `source.id_column` names the user's)."""
+        data = self.to_dict()
+        del data["documents"]
+        data["chunking"] = data.pop("chunks")
+        if data["chunking"] is not None:  # the user's id column, or the internal row numbers
+            del data["chunking"]["document_column"]
+        shown = {}
+        for key, value in data.items():
+            shown[key] = value
+            if key == "rows":
+                shown.update(self.counts())
+        return shown
+
     @classmethod
     def from_dict(cls, data: dict) -> Manifest:
+        chunks = _optional(ChunkSpec, data.get("chunks"))
         manifest = cls(
             **{
                 **_known(cls, data),
                 "model": EncoderSpec(**_known(EncoderSpec, data["model"])),
                 "index": IndexSpec(**_known(IndexSpec, data["index"])),
-                "source": SourceSpec(**_known(SourceSpec, data["source"])),
+                "source": _user_source(SourceSpec(**_known(SourceSpec, data["source"])), chunks),
                 "lexical": _optional(LexicalSpec, data.get("lexical")),
-                "chunks": _optional(ChunkSpec, data.get("chunks")),
+                "chunks": chunks,
                 "segments": tuple(
                     SegmentRecord(**{"metadata_arrow": False, **_known(SegmentRecord, item)})
                     for item in data["segments"]
@@ -178,7 +203,27 @@ class Manifest:
 
     @property
     def id_column(self) -> str | None:
+        """The user's id column (a chunked index's documents' ids); None: rows are numbered."""
         return self.source.id_column
+
+    @property
+    def key_column(self) -> str | None:
+        """The column that identifies a stored row: a chunk's own id (`<document id>#<n>`) on
+        a chunked index, else the user's id column (None: the row id, `_semsearch_id`)."""
+        return CHUNK_ID_COLUMN if self.chunks is not None else self.source.id_column
+
+    @property
+    def live_documents(self) -> int | None:
+        """The live documents, as the user counts them (the input's rows); None where a
+        chunked index written before they were recorded does not say."""
+        return self.rows if self.chunks is None else self.documents
+
+    def counts(self) -> dict[str, int | None]:
+        """The live rows as every command shows them: `rows`, the documents (the input's
+        rows), and on a chunked index `chunks`, the rows of the index they make."""
+        if self.chunks is None:
+            return {"rows": self.rows}
+        return {"rows": self.documents, "chunks": self.rows}
 
 
 def generation_file(folder: Path, generation: int) -> Path:
@@ -317,6 +362,17 @@ def _with_identity(folder: Path, manifest: Manifest) -> Manifest:
 def _write_atomically(path: Path, text: str) -> None:
     with temporary_for(path) as temporary:
         temporary.write_text(text, encoding="utf-8")
+
+
+def _user_source(source: SourceSpec, chunks: ChunkSpec | None) -> SourceSpec:
+    """A chunked index written before recorded its chunks' own id column as the id column:
+    read it as the user's (its documents' ids; none where they were numbered by row)."""
+    if chunks is None or source.id_column != CHUNK_ID_COLUMN:
+        return source
+    document_column = chunks.document_column
+    return replace(
+        source, id_column=None if document_column == DOCUMENT_NUMBER_COLUMN else document_column
+    )
 
 
 def _optional(cls: type, data: dict | None):

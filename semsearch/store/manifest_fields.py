@@ -68,6 +68,13 @@ def validate_manifest(manifest: Manifest) -> None:
         manifest.rows,
         "the live rows of the segments",
     )
+    documents = manifest.documents
+    require(
+        documents is None or (count(documents) and documents <= manifest.rows),
+        "documents",
+        documents,
+        "null or an integer >= 0, at most rows",
+    )
     if manifest.lexical is not None:
         check_fields(manifest.lexical, "lexical.", LEXICAL_CHECKS)
         require(manifest.lexical.b <= 1, "lexical.b", manifest.lexical.b, "at most 1")

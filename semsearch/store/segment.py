@@ -34,7 +34,7 @@ from semsearch.store.file_names import (
     part_file_names,
     part_names,
 )
-from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, SegmentRecord
+from semsearch.store.manifest import CHUNK_COLUMNS, ChunkSpec, Manifest, SegmentRecord
 from semsearch.store.part_ids import PartIds, gather
 
 if TYPE_CHECKING:
@@ -43,6 +43,21 @@ if TYPE_CHECKING:
 ID_COLUMN = "_semsearch_id"
 TEXT_HASH_COLUMN = "_semsearch_text_hash"
 RESERVED_COLUMNS = (ID_COLUMN, TEXT_HASH_COLUMN, DOCUMENT_ROW_COLUMN)
+
+
+def internal_columns(manifest: Manifest) -> frozenset[str]:
+    """The stored columns semsearch keeps for itself, never listed as the user's (in errors
+    and filter lists), so that an index lists the same columns chunked or not: row ids and
+    text hashes, and on a chunked index each chunk's own id, number and offsets (a hit
+    carries the offsets as its `start` and `end`), its document's row, and the document
+    numbers that stand for ids where the user gave no id column (as `_semsearch_id` does
+    on another index)."""
+    names = {*RESERVED_COLUMNS}
+    if manifest.chunks is not None:
+        names |= {*CHUNK_COLUMNS}
+        if manifest.id_column is None:
+            names.add(manifest.chunks.document_column)
+    return frozenset(names)
 
 
 def document_split(chunking: ChunkSpec | None, text_column: str) -> DocumentSplit | None:

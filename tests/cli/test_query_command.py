@@ -46,7 +46,7 @@ def own(cli, tmp_path, base):
         "flat",
     )
     assert result.exit_code == 0, result.output
-    assert "built own: 30 vectors" in result.stdout
+    assert "built own: 30 documents" in result.stdout
     return cli
 
 

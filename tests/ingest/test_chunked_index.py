@@ -152,8 +152,11 @@ def test_add_replaces_a_changed_documents_chunks_and_skips_the_unchanged(
     after = live_rows(index)
     live = [row for row in after if row["id"] == "oceans.md"]
     assert len(live) == 1 and live[0]["text"].startswith("# Oceans")
-    assert result.deleted == old_chunks - 1  # the tail of the shorter document went with it
-    assert result.unchanged == sum(row["id"] != "oceans.md" for row in before)
+    # Counted in documents, and in chunks beside them: the shorter document's tail went with it.
+    assert (result.added, result.replaced, result.unchanged, result.deleted) == (0, 1, 5, 0)
+    assert result.chunks["deleted"] == old_chunks - 1
+    assert result.chunks["unchanged"] == sum(row["id"] != "oceans.md" for row in before)
+    assert index.manifest.documents == len(texts)
     assert index.add(folder).generation is None  # nothing changed: no new generation
 
 
@@ -164,7 +167,8 @@ def test_delete_by_document_id_removes_every_chunk(
     index = build(folder, tiny_model_dir, tmp_path / "indexes")
     chunks = sum(row["id"] == "gardens.md" for row in live_rows(index))
     result = delete_rows(index.folder, ["gardens.md", "nowhere.md"])
-    assert (result.deleted, result.not_found) == (chunks, 1)
+    assert (result.deleted, result.not_found, result.chunks) == (1, 1, {"deleted": chunks})
+    assert index.manifest.documents == len(texts) - 1
     assert "gardens.md" not in {hit.id for hit in index.search(["gardens"], k=10)[0]}
     index.compact()
     assert verify_index(index.folder).status == "ok"
@@ -247,7 +251,7 @@ def test_adding_an_unchanged_folder_loads_no_model(
         "print(result.generation, result.unchanged, 'torch' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.stdout.split() == ["None", str(index.manifest.rows), "False"], done.stderr
+    assert done.stdout.split() == ["None", str(index.manifest.documents), "False"], done.stderr
 
 
 def test_hits_carry_the_passage_on_the_command_line_and_over_http(
@@ -275,7 +279,8 @@ def test_hits_carry_the_passage_on_the_command_line_and_over_http(
             "/search", params={"q": "violins", "k": 8, "index": "docs", "group": "chunks"}
         )
         found = chunks.json()["results"][0]["hits"]
-        assert len({(hit["id"], hit["chunk_number"]) for hit in found}) == len(found) == 8
+        assert len({(hit["id"], hit["start"]) for hit in found}) == len(found) == 8
+        assert not {"chunk_id", "chunk_number"} & {key for hit in found for key in hit}
 
 
 def test_chunk_rows_hold_each_chunk_once_not_the_document_per_chunk(tmp_path: Path) -> None:
@@ -316,7 +321,8 @@ def test_a_folder_of_table_files_with_long_texts_is_chunked_as_one_stream(
     assert long_text[hit.start : hit.end] == hit.text
     pq.write_table(pa.table({"id": ["c"], "text": ["changed"]}), folder / "2.parquet")
     result = index.add(folder)
-    assert (result.replaced, result.unchanged) == (1, index.manifest.rows - 1)
+    assert (result.replaced, result.unchanged) == (1, 2)  # documents, the files' rows
+    assert (index.manifest.documents, index.manifest.source.rows_read) == (3, 3)
 
 
 def test_a_folder_of_short_table_files_builds_as_before(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -85,3 +87,36 @@ def test_a_syntax_error_points_into_the_expression_as_typed(expression, message,
         where.mask(expression)
     line = str(refused.value)
     assert line.startswith(f"--where {expression!r}") and message in line, line
+
+
+def test_a_number_column_read_as_text_says_which_column_and_how_to_filter_it(
+    tiny_model_dir, tmp_path
+) -> None:
+    """A CSV column of years with one 'n/a' is stored as text: the filter says so in one line,
+    with the value and a cast that works, not DuckDB's "an explicit cast is required"."""
+    from semsearch.ingest.build import build_index
+    from semsearch.ingest.build_options import BuildOptions
+
+    corpus = tmp_path / "years.csv"
+    corpus.write_text(
+        "id,text,year\n1,alpha text,2019\n2,beta text,2021\n3,gamma text,n/a\n4,delta,2022\n"
+    )
+    options = BuildOptions(
+        corpus=corpus, model=str(tiny_model_dir), out_dir=tmp_path / "i", show_progress=False
+    )
+    snapshot = open_snapshot(build_index(options))
+    for expression in ("year >= 2020", "year = 2020", "year BETWEEN 2019 AND 2021"):
+        with pytest.raises(SemsearchError) as failed:
+            snapshot.where_mask(expression)
+        message = str(failed.value)
+        assert "\n" not in message and "explicit cast" not in message
+        assert "column 'year' holds text" in message and "'n/a'" in message, message
+        fixed = re.search(r"write '([^']+)'", message)[1]
+        assert fixed == expression.replace("year", "TRY_CAST(year AS DOUBLE)", 1)
+        snapshot.where_mask(fixed)  # evaluates
+    assert snapshot.where_mask("TRY_CAST(year AS DOUBLE) >= 2020").tolist() == [
+        False,
+        True,
+        False,
+        True,
+    ]

@@ -64,6 +64,8 @@ def test_typing_a_query_shows_ranked_results(browser, real_index_dir, tmp_path) 
         page = browser.new_page(viewport={"width": 1100, "height": 620})
         page.goto(base)
         page.wait_for_selector("#index option[value='docs']", state="attached")
+        # The menu counts documents, the corpus' rows (a chunked index: its chunks beside).
+        assert page.locator("#index option[value='docs']").inner_text() == "docs (12 documents)"
         page.fill("#q", "The cat sleeps on the sofa.")
         page.fill("#k", "4")
         page.click("#go")

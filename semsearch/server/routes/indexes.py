@@ -33,7 +33,7 @@ def describe(indexes: Registry, name: str, request: Request) -> dict:
     index = Index(served.folder)
     described = {
         **summary(served),
-        "manifest": index.manifest.to_dict(),
+        "manifest": index.manifest.view(),
         "generations": index.history(),
     }
     recall = request.app.state.recall_monitor.report(name)
@@ -75,7 +75,7 @@ def delete(indexes: Registry, name: str, body: DeleteRequest) -> dict:
 def _check_columns(served: ServedIndex, rows: list[dict]) -> None:
     """Refuse a field the index has no column for: written, it would silently widen the
     index's schema (every other row null there) on what may only be a typo."""
-    known = {c for c in served.searcher.metadata_columns if not c.startswith("_semsearch")}
+    known = set(served.searcher.user_columns)
     manifest = served.searcher.manifest
     own = (manifest.text_column, manifest.id_column, manifest.source.vector_column)
     known |= {name for name in own if name}
@@ -99,10 +99,10 @@ def summary(served: ServedIndex) -> dict:
         "healthy": served.healthy,
         "problem": served.problem,
         "generation": manifest.generation,
-        "rows": manifest.rows,
+        **manifest.counts(),  # documents, and chunks beside them where chunked
         "index": manifest.index.factory,
         "metric": manifest.index.metric,
         "model": manifest.model.name,
         "modes": ["dense", "lexical", "hybrid"] if lexical else ["dense"],
-        "columns": [c for c in served.searcher.metadata_columns if not c.startswith("_semsearch")],
+        "columns": served.searcher.user_columns,
     }
