@@ -25,7 +25,7 @@ import numpy as np
 from semsearch.ann.base import IdFilter, RereadableParts
 from semsearch.ann.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, IndexSpec, is_rescoring
 from semsearch.ann.metrics import INNER_PRODUCT, prepare_vectors
-from semsearch.ann.tune import TuningResult, enforce_target, tune_against_exact, tune_index
+from semsearch.ann.tune import TUNING_K, TuningResult, enforce_target, tune_against_exact, tune_index
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -107,7 +107,8 @@ class RescoringIndex(VectorIndex):
         params: dict[str, int] | None = None,
         allowed: IdFilter | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Exact scores and ids of the best `k` of k x oversample candidates from the codes."""
+        """Exact scores and ids of the best `k` of max(k, TUNING_K) x oversample candidates
+        from the codes."""
         params = dict(params or {})
         oversample = params.pop(OVERSAMPLE, None)
         oversample = self.oversample if oversample is None else int(oversample)
@@ -115,7 +116,9 @@ class RescoringIndex(VectorIndex):
             raise SemsearchError(f"oversample must be at least 1, not {oversample}")
         if self.source.keeps_exact_vectors():  # an exact stand-in: nothing to rescore
             return self.source.search(queries, k, params, allowed)
-        candidates = max(k, min(self.size, k * oversample))
+        # As deep as tuning measured whatever k is asked: `-k 1` re-scoring 4 candidates
+        # where `-k 10` re-scores 40 would give a worse first hit for a smaller k.
+        candidates = max(k, min(self.size, max(k, TUNING_K) * oversample))
         _, ids = self.source.search(queries, candidates, params, allowed)
         return self.rescored(queries, ids, k)
 
