@@ -25,7 +25,13 @@ import numpy as np
 from semsearch.ann.base import IdFilter, RereadableParts
 from semsearch.ann.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, IndexSpec, is_rescoring
 from semsearch.ann.metrics import INNER_PRODUCT, prepare_vectors
-from semsearch.ann.tune import TUNING_K, TuningResult, enforce_target, tune_against_exact, tune_index
+from semsearch.ann.tune import (
+    TUNING_K,
+    TuningResult,
+    enforce_target,
+    tune_against_exact,
+    tune_index,
+)
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
@@ -194,7 +200,7 @@ def tune_segment(
     query_ids = None
     rows = int(segment.part_starts[-1])
     if queries is None:
-        query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
+        query_ids, vectors = tuning_sample(segment, index, sample)
         queries = prepare_vectors(vectors, index.metric)
     if not is_rescoring(spec):
         result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
@@ -205,6 +211,28 @@ def tune_segment(
         result = tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
     enforce_target(result, index, strict)
     return result
+
+
+def tuning_sample(
+    segment: Segment, index: VectorIndex, sample: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, vectors) to tune on: up to `sample` of the rows the segment keeps out of its
+    structure (`semsearch.store.held_out`); in an index built before those, a sample of its
+    rows, which a graph flatters (each is a node its search walks straight to)."""
+    held = np.asarray(segment.record.held_out, dtype=np.int64)
+    if len(held):
+        held = held[:sample]
+        positions = segment.positions_of(held)
+        order = np.argsort(positions)
+        return held[order], segment.vectors_at(positions[order])
+    if index.tunable_parameter() == "efSearch":
+        log.warning(
+            "this graph index keeps no rows out of its graph (built before semsearch did): "
+            "its own rows as queries over-claim recall; give --queries, or reindex it "
+            "('semsearch reindex NAME --index-type hnsw') to keep a tuning sample out"
+        )
+    rows = int(segment.part_starts[-1])
+    return sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
 
 
 def tune_rescoring(
