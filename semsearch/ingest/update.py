@@ -35,6 +35,7 @@ from semsearch.search.where import WhereEvaluator
 from semsearch.store.file_checks import check_file, check_opened_files
 from semsearch.store.folders import IndexFolder
 from semsearch.store.generation import next_generation, next_segment_number, segment_name
+from semsearch.store.held_out import warn_when_drifted
 from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.store.segment import (
     ID_COLUMN,
@@ -133,6 +134,7 @@ def add_rows(
         new_id = manifest.next_id + counts["added"]
         new = next_generation(manifest, segments, operation, spent, next_id=new_id)
         write_manifest(folder.path, new)
+        warn_when_drifted(manifest.name, manifest.segments, new.segments)
         return ChangeResult(new.generation, **counts, deleted=len(stale), skipped_empty=skipped)
 
 
@@ -258,6 +260,7 @@ def delete_rows(
             time.perf_counter() - started,
         )
         write_manifest(folder.path, new)
+        warn_when_drifted(manifest.name, manifest.segments, new.segments)
         return ChangeResult(new.generation, deleted=len(rows), not_found=not_found)
 
 

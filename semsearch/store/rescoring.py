@@ -97,6 +97,10 @@ class RescoringIndex(VectorIndex):
         self.vectors = vectors
         self.oversample = oversample
 
+    @property
+    def size(self) -> int:
+        return self.source.size  # with the rows a segment keeps out of its codes
+
     def with_oversample(self, oversample: int) -> RescoringIndex:
         return RescoringIndex(self.source, self.vectors, oversample)
 

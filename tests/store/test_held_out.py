@@ -118,3 +118,24 @@ def test_indexes_built_before_keep_opening_and_say_what_their_tuning_is_worth(
     with caplog.at_level(logging.WARNING):
         result = retune(graph, 0.9, sample=100)
     assert result.queries == 100 and "over-claim recall" in caplog.text
+
+
+def test_a_change_that_churns_past_the_tuned_rows_says_which_command_retunes(
+    tmp_path, clustered, caplog
+) -> None:
+    from semsearch.ingest.maintain import compact
+    from semsearch.ingest.update import add_rows, delete_rows
+
+    vectors = clustered[0]
+    corpus = vector_corpus(tmp_path / "c.parquet", vectors[:400])
+    folder = build(corpus, tmp_path / "idx", index="ivf", target_recall=0.9, lexical=None)
+    with caplog.at_level(logging.WARNING):
+        add_rows(folder, vector_corpus(tmp_path / "a.parquet", vectors[400:700], first_id=400))
+        assert "semsearch compact" not in caplog.text  # 300 of 400 rows changed
+        delete_rows(folder, ids=[f"k{row}" for row in range(100)])  # 400 of 400
+        assert caplog.text.count("'semsearch compact c'") == 1
+        delete_rows(folder, ids=["k100"])
+        assert caplog.text.count("'semsearch compact c'") == 1  # once, as it crosses
+    manifest = compact(folder)
+    assert len(manifest.segments) == 1 and len(manifest.segments[0].held_out) == 59
+    assert manifest.tuning["met"]
