@@ -165,7 +165,7 @@ def held_out(context):
             "target": p["target"],
             "search_params": manifest.index.search_params,
             "claimed_recall": tuning.get("recall"),
-            "tuned_on": len(manifest.segments[0].held_out) or tuning.get("queries"),
+            "tuned_on": len(getattr(manifest.segments[0], "held_out", ())) or tuning.get("queries"),
             "reindex_seconds": round(seconds, 1),
             **measured_recall(snapshot, queries_prepared),
         }

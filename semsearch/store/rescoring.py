@@ -3,7 +3,8 @@
 Why: an in-RAM index costs ~800 bytes a 384-d row, so 20 million rows do not fit a 24 GiB
 machine. As DiskANN and Qdrant do, a `disk` segment keeps only IVF-PQ codes (48 bytes a
 row) in a FAISS file opened with `IO_FLAG_MMAP` (file pages, not process memory). A search
-asks the codes for k x `oversample` candidates, reads only their stored vectors and ranks
+asks the codes for max(k, 10) x `oversample` candidates (as deep as tuning measured,
+whatever k), reads only their stored vectors and ranks
 them by exact score: recall depends only on whether the true top-k are among the
 candidates. `oversample` in a manifest's search parameters marks such an index; it is
 tuned with nprobe (`tune_rescoring`).
