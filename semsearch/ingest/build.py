@@ -47,13 +47,7 @@ from semsearch.models.prompts import query_prompt, with_prompt
 from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import IndexFolder, partial_folder, publish
 from semsearch.store.generation import now, segment_name
-from semsearch.store.held_out import (
-    HeldOutIndex,
-    draw_held_out,
-    exact_side,
-    held_out_count,
-    without,
-)
+from semsearch.store.held_out import draw_held_out, held_out_count, without
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
     LexicalSpec,
@@ -329,21 +323,17 @@ def index_segment(
     rows = segment_rows(segment)
     tuning = None
     tune = bool(target and index.tunable_parameter())
-    held, held_vectors = np.empty(0, np.int64), None
+    held = np.empty(0, np.int64)
     if tune and queries is None:  # tuned on rows kept out of the structure (`store.held_out`)
-        held, held_vectors = draw_held_out(segment.iter_parts, held_out_count(rows))
+        held, _ = draw_held_out(segment.iter_parts, held_out_count(rows))
     segment = Segment(segment.folder, replace(segment.record, rows=rows, held_out=tuple(held)))
     with index.placed(device):
         add_parts(index, without(segment.iter_parts, held), rows - len(held), show_progress)
-        searched = index
-        if len(held):
-            side = exact_side(held_vectors, held, spec.metric, index.dimension)
-            searched = HeldOutIndex(index, side)
         if tune and queries is None and rows < 2:
             # A sampled row is left out of its own results: nothing is left to measure.
             log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
         elif tune:
-            tuning = tune_segment(searched, spec, segment, target, TUNING_K, queries, strict)
+            tuning = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
     if tuning is not None:
         spec = replace(spec, search_params=tuning.search_params())
     index_file = index_file_name(generation)
