@@ -5,8 +5,8 @@ its linked neighbours, which are its nearest rows; a real query is no node. On 1
 summaries efSearch tuned on such rows claimed recall@10 0.951 and gave 0.884 on other
 summaries. Adding the sample after tuning does not help a later retune: a node added last
 still links to its neighbours. So build, reindex and compact keep a sample of a segment's
-rows out of its FAISS structure for good, tune on it (ann-benchmarks keeps queries apart
-the same way), record its ids in the segment's record (`SegmentRecord.held_out`), and every
+rows out of its FAISS structure for good, tune the structure alone on it (ann-benchmarks
+keeps queries apart the same way; `rescoring.tune_segment`), record its ids in the segment's record (`SegmentRecord.held_out`), and every
 search scans those rows exactly beside the structure (`HeldOutIndex`: ~1,000 rows, a few
 microseconds a query). A later `tune` without `--queries` tunes on the same rows.
 """
