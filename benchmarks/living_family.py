@@ -1,7 +1,9 @@
 """The living family: an index that is added to, deleted from and filtered.
 
 `at_scale` (`living_scale`) filters, adds and reindexes a built index, then rolls it back;
-`add_equals_build` (`living_index`) checks that adding M rows to N matches a build of N + M.
+`add_equals_build` (`living_index`) checks that adding M rows to N matches a build of N + M,
+queried with summaries none of which is indexed; `churn` (`recall_churn`) follows held-out
+recall through rounds of adds, deletes and upserts.
 """
 
 from __future__ import annotations
@@ -164,12 +166,11 @@ def add_equals_build(context) -> dict:
     table = read_corpus(context.data_dir, "pypi", columns=["name", "month", "summary"])
     table = table.filter(pc.invert(pc.is_null(table.column("summary"))))
     base_rows, add_rows = p["base_rows"], p["add_rows"]
-    chosen = np.random.default_rng(0).choice(
-        table.num_rows, base_rows + add_rows + p["queries"], replace=False
-    )
+    order = np.random.default_rng(0).permutation(table.num_rows)
+    chosen = order[: base_rows + add_rows]
     sample = table.take(pa.array(chosen)).rename_columns(["name", "month", "text"])
     base, added = sample.slice(0, base_rows), sample.slice(base_rows, add_rows)
-    queries = sample.slice(base_rows + add_rows).column("text").to_pylist()
+    queries = held_out_texts(table.column("summary"), order[len(chosen) :], sample, p["queries"])
     paths = {}
     for label, part in (("base", base), ("added", added), ("all", pa.concat_tables([base, added]))):
         paths[label] = work / f"{label}.parquet"
@@ -225,6 +226,20 @@ def add_equals_build(context) -> dict:
     return report
 
 
+def held_out_texts(texts: pa.ChunkedArray, rows: np.ndarray, indexed: pa.Table, count: int):
+    """`count` distinct texts of `rows`, none the same as an indexed text: queries the index
+    never saw, as ann-benchmarks keeps its queries apart (an indexed row as a query flatters
+    a graph, whose search walks straight to it)."""
+    seen, queries = set(indexed.column("text").to_pylist()), []
+    for text in texts.take(pa.array(rows)).to_pylist():
+        if text not in seen:
+            seen.add(text)
+            queries.append(text)
+            if len(queries) == count:
+                break
+    return queries
+
+
 def _copy(indexes: Path, source: str, name: str) -> Index:
     shutil.rmtree(indexes / name, ignore_errors=True)
     shutil.copytree(indexes / source, indexes / name)
@@ -254,3 +269,58 @@ def _delete(indexes: Path, corpus: Path, encoder, queries: list[str], count: int
         "deleted_in_top10": sum(len(set(line) & gone) for line in found),
         "deleted_in_top1000_of_20_queries": sum(hit.id in gone for hits in deep for hit in hits),
     }
+
+
+def churn(context):
+    """`recall_churn`: per index type, rounds of `share` churn on a tuned index of PyPI
+    summaries (a third each: new rows added, live rows deleted, live rows upserted with
+    another summary's vector), held-out recall@10 after each, no rebuild between them."""
+    from recall_family import build_flat, measured_recall, pypi_sample
+
+    from semsearch.ingest.update import add_rows, delete_rows
+    from semsearch.search.snapshot import open_snapshot
+
+    p = context.params
+    third = max(1, round(p["share"] * p["rows"] / 3))
+    base, queries, pool = pypi_sample(context, p, pool=2 * third * p["rounds"])
+    work = context.out_dir / "recall"
+    for index_type in p["types"].split(","):
+        folder = build_flat(context, base, f"churn-{index_type}")
+        manifest = Index.open(folder.name, folder.path.parent).reindex(index_type, p["target"])
+        prepared = prepare_vectors(queries, manifest.index.metric)
+        rng = np.random.default_rng(p["seed"])
+        live = base.column("name").to_pylist()
+        curve = [{"round": 0, **measured_recall(open_snapshot(folder), prepared)}]
+        for round_number in range(1, p["rounds"] + 1):
+            fresh = pool.slice((round_number - 1) * 2 * third, 2 * third)
+            picked = rng.choice(len(live), 2 * third, replace=False)
+            upserted, deleted = picked[:third], picked[third:]
+            names = fresh.column("name").to_pylist()
+            names[third:] = [live[i] for i in upserted]  # same id, another summary's vector
+            changes = pa.table({"name": names, "emb": fresh.column("emb")})
+            pq.write_table(changes, work / "changes.parquet")
+            started = time.perf_counter()
+            add_rows(folder, work / "changes.parquet")
+            delete_rows(folder, ids=[live[i] for i in deleted])
+            seconds = time.perf_counter() - started
+            gone = set(deleted.tolist())
+            live = [name for i, name in enumerate(live) if i not in gone] + names[:third]
+            snapshot = open_snapshot(folder)
+            point = {
+                "round": round_number,
+                "rows": snapshot.live_rows,
+                "segments": len(snapshot.segments),
+                "change_seconds": round(seconds, 2),
+                **measured_recall(snapshot, prepared),
+            }
+            print(index_type, json.dumps(point), flush=True)
+            curve.append(point)
+        yield {
+            "type": index_type,
+            "factory": manifest.index.factory,
+            "search_params": folder.manifest().index.search_params,
+            "claimed_recall": (manifest.tuning or {}).get("recall"),
+            "lowest_recall": min(point["held_out_recall"] for point in curve),
+            "curve": curve,
+        }
+        shutil.rmtree(folder.path, ignore_errors=True)

@@ -118,6 +118,7 @@ PYPI, DEBIAN, MAN, FULL = (
 )
 BY_GPU_SMOKE = "needs a GPU for its figures; its CPU smoke is `make bench-gpu-smoke`"
 BY_TRAIN_SMOKE = "trains for tens of minutes to hours; `train.py` is smoked by `train_stsb`"
+RECALL_TYPES = ("ivf", "ivfsq", "hnsw", "ivfpq", "disk")
 SMOKE_INDEX = "pypi-first1500-ivf"  # what build_pypi's smoke run builds, for later smoke runs
 READS_SMOKE_INDEX = f"--index {SMOKE_INDEX} --index-dir {{scratch}}/indexes"
 # A descriptor's parameters, written as `runner.py run --set` reads them (later ones win).
@@ -242,6 +243,56 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         smoke_params=f"index={SMOKE_INDEX} types=flat,hnsw16 queries=50 min_seconds=0.2",
         note="Each structure's fastest setting at the target is its `best` in the line's "
         "`results` (lines from before 2026-11-27 hold only the points).",
+    ),
+    Benchmark(
+        "held_out_recall",
+        "each index type's tuning: the recall@10 it claims beside recall@10 on 1,000 PyPI "
+        "summaries it never indexed (150,000 indexed), against exact search; -k 1 vs -k 10",
+        tuple(
+            _goal(
+                f"{kind} held-out recall@10 (target 0.95)",
+                "held_out_recall >= 0.94",
+                type=kind,
+                args__rows=150000,
+            )
+            for kind in RECALL_TYPES
+        ),
+        tuple(
+            _figure(f"{kind} {what}", key, type=kind)
+            for kind in RECALL_TYPES
+            for what, key in (
+                ("claimed recall@10", "claimed_recall"),
+                ("held-out recall@10", "held_out_recall"),
+            )
+        ),
+        measure="recall.held_out",
+        params=f"{INDEX} rows=150000 first=600000 stride=4 queries=1000 target=0.95 "
+        f"types={','.join(RECALL_TYPES)} vectors_dir=/work/cache/pypi_vectors",
+        smoke_params="rows=3000 first=12000 queries=100",
+        note="Vectors from `vectors_dir` (the default model's, `part-NNN.npy` of 50,000 rows) "
+        "where they cover the rows, else encoded; `--set vectors_dir=''` always encodes.",
+    ),
+    Benchmark(
+        "recall_churn",
+        "recall@10 on held-out PyPI summaries through 20 rounds of 5 % churn (adds, deletes, "
+        "upserts) without a rebuild, ivfsq and hnsw; each change's seconds",
+        tuple(
+            _goal(
+                f"{kind} lowest held-out recall@10 over the rounds (target 0.95)",
+                "lowest_recall >= 0.94",
+                type=kind,
+                args__rows=150000,
+            )
+            for kind in ("ivfsq", "hnsw")
+        ),
+        figures=tuple(
+            _figure(f"{kind} lowest held-out recall@10", "lowest_recall", type=kind)
+            for kind in ("ivfsq", "hnsw")
+        ),
+        measure="living.churn",
+        params=f"{INDEX} rows=150000 first=600000 stride=4 queries=1000 target=0.95 "
+        "types=ivfsq,hnsw rounds=20 share=0.05 vectors_dir=/work/cache/pypi_vectors",
+        smoke_params="rows=3000 first=12000 queries=100 rounds=4",
     ),
     Benchmark(
         "living_index",

@@ -1,7 +1,8 @@
 """Tuning an index's search parameter to a recall target, instead of guessing it.
 
 Recall@k is measured against exact search, on the user's queries or a sample of the
-corpus' own vectors (each left out of its own results); the smallest nprobe (IVF) or
+corpus' own rows (each left out of its own results; a segment keeps them out of its
+structure too: `semsearch.store.held_out`); the smallest nprobe (IVF) or
 efSearch (HNSW) that meets the target is kept. Recall is tie-aware: a result counts when it
 scores as well as the exact k-th neighbour, since identical texts (95,268 of PyPI's 841,708
 summaries) swap freely at rank k. A coded index's (SQ, PQ) scores are estimates, so its

@@ -25,11 +25,18 @@ def tune(
     ] = 0.95,
     queries: Annotated[
         Path | None,
-        typer.Option(help="Text file of queries (default: a sample of the index's own vectors)."),
+        typer.Option(
+            help="Text file of queries (default: the rows the index keeps out of its "
+            "structure for tuning)."
+        ),
     ] = None,
     k: Annotated[int, typer.Option("-k", help="The k of recall@k.")] = 10,
     sample: Annotated[
-        int, typer.Option(help="How many of the index's vectors to use as queries.")
+        int,
+        typer.Option(
+            help="How many of the rows kept out of the structure (in an index built before "
+            "those, of its rows) to use as queries."
+        ),
     ] = DEFAULT_TUNING_QUERIES,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,

@@ -63,6 +63,7 @@ from semsearch.store.folders import (
     publish,
 )
 from semsearch.store.generation import now, segment_name, timed_record
+from semsearch.store.held_out import draw_held_out, held_out_count, without
 from semsearch.store.lexical import index_segment_texts
 from semsearch.store.manifest import (
     LexicalSpec,
@@ -380,18 +381,24 @@ def index_segment(
     show_progress: bool = False,
 ) -> tuple[SegmentRecord, IndexSpec, TuningResult | None]:
     """Fill a segment's (trained) FAISS index from its parts on `device`, tune it to `target`
-    recall (on `queries`, or a sample of its rows), write it, then its BM25 part if it has
+    recall (on `queries`, or a sample of its rows kept out of the structure and searched
+    exactly beside it: `semsearch.store.held_out`), write it, then its BM25 part if it has
     none: what build, add, reindex, compact and a Ray worker share. The segment's record,
     the spec with the tuned parameter, and the tuning."""
     rows = segment_rows(segment)
     tuning = None
+    tune = bool(target and index.tunable_parameter())
+    held = np.empty(0, np.int64)
+    if tune and queries is None:  # tuned on rows kept out of the structure (`store.held_out`)
+        held, _ = draw_held_out(segment.iter_parts, held_out_count(rows))
+    segment = Segment(segment.folder, replace(segment.record, rows=rows, held_out=tuple(held)))
     with index.placed(device):
         with phase("add"):
-            add_parts(index, segment.iter_parts, rows, show_progress)
-        if target and index.tunable_parameter() and queries is None and rows < 2:
+            add_parts(index, without(segment.iter_parts, held), rows - len(held), show_progress)
+        if tune and queries is None and rows < 2:
             # A sampled row is left out of its own results: nothing is left to measure.
             log.warning("1 row: nothing to tune; keeping %s", index.tunable_parameter())
-        elif target and index.tunable_parameter():
+        elif tune:
             with phase("tune"), phases.untimed():
                 tuning = tune_segment(index, spec, segment, target, TUNING_K, queries, strict)
     if tuning is not None:

@@ -45,6 +45,7 @@ from semsearch.store.generation import (
     segment_name,
     timed_record,
 )
+from semsearch.store.held_out import warn_when_drifted
 from semsearch.store.manifest import TRAINED_DIR, Manifest, SegmentRecord, write_manifest
 from semsearch.store.segment import (
     ID_COLUMN,
@@ -150,6 +151,7 @@ def add_rows(
         new = timed_record(folder.path, new, timer)
         write_manifest(folder.path, new)
         log.info("add to %s: %s", manifest.name, timer.report().line())
+        warn_when_drifted(manifest.name, manifest.segments, new.segments)
         return ChangeResult(
             new.generation,
             **documents.counts,
@@ -290,6 +292,7 @@ def delete_rows(
             **after,
         )
         write_manifest(folder.path, new)
+        warn_when_drifted(manifest.name, manifest.segments, new.segments)
         return ChangeResult(new.generation, deleted=deleted, not_found=not_found, chunks=chunks)
 
 

@@ -96,6 +96,12 @@ class SegmentRecord:
     lexical_dir: str | None = None  # the segment's BM25 folder (see semsearch.store.lexical)
     metadata_arrow: bool = True  # each part's metadata also as Arrow IPC (False: older)
     documents: bool = False  # chunked parts keep documents apart (`store.documents`)
+    # Ids of the rows kept out of the FAISS structure, tuned on and searched exactly beside
+    # it (`semsearch.store.held_out`); empty in older indexes and in added segments.
+    held_out: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "held_out", tuple(int(row) for row in self.held_out))
 
     @property
     def live_rows(self) -> int:

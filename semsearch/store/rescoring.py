@@ -3,7 +3,8 @@
 Why: an in-RAM index costs ~800 bytes a 384-d row, so 20 million rows do not fit a 24 GiB
 machine. As DiskANN and Qdrant do, a `disk` segment keeps only IVF-PQ codes (48 bytes a
 row) in a FAISS file opened with `IO_FLAG_MMAP` (file pages, not process memory). A search
-asks the codes for k x `oversample` candidates, reads only their stored vectors and ranks
+asks the codes for max(k, 10) x `oversample` candidates (as deep as tuning measured,
+whatever k), reads only their stored vectors and ranks
 them by exact score: recall depends only on whether the true top-k are among the
 candidates. `oversample` in a manifest's search parameters marks such an index; it is
 tuned with nprobe (`tune_rescoring`).
@@ -25,13 +26,20 @@ import numpy as np
 from semsearch.ann.base import IdFilter, RereadableParts
 from semsearch.ann.factory import DEFAULT_OVERSAMPLE, OVERSAMPLE, IndexSpec, is_rescoring
 from semsearch.ann.metrics import INNER_PRODUCT, prepare_vectors
-from semsearch.ann.tune import TuningResult, enforce_target, tune_against_exact, tune_index
+from semsearch.ann.tune import (
+    TUNING_K,
+    TuningResult,
+    enforce_target,
+    tune_against_exact,
+    tune_index,
+)
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import DamagedIndexError, SemsearchError
 from semsearch.options import DEFAULT_TUNING_QUERIES
 from semsearch.phases import count, phase
 from semsearch.store.file_names import part_file_names
 from semsearch.store.filling import sample_vectors
+from semsearch.store.held_out import without
 from semsearch.store.part_ids import gather
 from semsearch.store.segment import Segment
 
@@ -92,6 +100,10 @@ class RescoringIndex(VectorIndex):
         self.vectors = vectors
         self.oversample = oversample
 
+    @property
+    def size(self) -> int:
+        return self.source.size  # with the rows a segment keeps out of its codes
+
     def with_oversample(self, oversample: int) -> RescoringIndex:
         return RescoringIndex(self.source, self.vectors, oversample)
 
@@ -108,7 +120,8 @@ class RescoringIndex(VectorIndex):
         params: dict[str, int] | None = None,
         allowed: IdFilter | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Exact scores and ids of the best `k` of k x oversample candidates from the codes."""
+        """Exact scores and ids of the best `k` of max(k, TUNING_K) x oversample candidates
+        from the codes."""
         params = dict(params or {})
         oversample = params.pop(OVERSAMPLE, None)
         oversample = self.oversample if oversample is None else int(oversample)
@@ -116,7 +129,9 @@ class RescoringIndex(VectorIndex):
             raise SemsearchError(f"oversample must be at least 1, not {oversample}")
         if self.source.keeps_exact_vectors():  # an exact stand-in: nothing to rescore
             return self.source.search(queries, k, params, allowed)
-        candidates = max(k, min(self.size, k * oversample))
+        # As deep as tuning measured whatever k is asked: `-k 1` re-scoring 4 candidates
+        # where `-k 10` re-scores 40 would give a worse first hit for a smaller k.
+        candidates = max(k, min(self.size, max(k, TUNING_K) * oversample))
         _, ids = self.source.search(queries, candidates, params, allowed)
         with phase("rescore"):  # the candidates' stored vectors read and scored exactly
             count("rescored", int(np.sum(ids >= 0)))
@@ -190,21 +205,52 @@ def tune_segment(
 ) -> TuningResult:
     """Tune `index` (over `segment`) to `target` recall@k: nprobe, and for a rescoring index
     oversample with it (`tune_rescoring`), on `queries` or else on up to `sample` of the
-    segment's own rows; a missed target warns, or with `strict` is refused."""
+    rows the segment keeps out of its structure (older indexes: of its rows, each left out
+    of its own results); a missed target warns, or with `strict` is refused.
+
+    The structure is measured alone, against exact search over its own rows: the held-out
+    rows it is searched beside are found exactly, and counting them would flatter it (by a
+    tenth of the misses where a small segment holds a tenth of its rows out)."""
     query_ids = None
     rows = int(segment.part_starts[-1])
+    held = np.asarray(segment.record.held_out, dtype=np.int64)
     if queries is None:
-        query_ids, vectors = sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
+        ids, vectors = tuning_sample(segment, index, sample)
+        query_ids = None if len(held) else ids  # held-out rows are in neither side
         queries = prepare_vectors(vectors, index.metric)
+    index = getattr(index, "source", index) if len(held) else index  # not its exact side
+    parts = without(segment.iter_parts, held)
     if not is_rescoring(spec):
-        result = tune_against_exact(index, queries, segment.iter_parts, target, k, query_ids)
+        result = tune_against_exact(index, queries, parts, target, k, query_ids)
     else:
         if segment.record.rows != rows:  # a build's segment, before its record is written
             segment = Segment(segment.folder, replace(segment.record, rows=rows))
         rescoring = rescoring_index(index, spec, segment)
-        result = tune_rescoring(rescoring, queries, segment.iter_parts, target, k, query_ids)
+        result = tune_rescoring(rescoring, queries, parts, target, k, query_ids)
     enforce_target(result, index, strict)
     return result
+
+
+def tuning_sample(
+    segment: Segment, index: VectorIndex, sample: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, vectors) to tune on: up to `sample` of the rows the segment keeps out of its
+    structure (`semsearch.store.held_out`); in an index built before those, a sample of its
+    rows, which a graph flatters (each is a node its search walks straight to)."""
+    held = np.asarray(segment.record.held_out, dtype=np.int64)
+    if len(held):
+        held = held[:sample]
+        positions = segment.positions_of(held)
+        order = np.argsort(positions)
+        return held[order], segment.vectors_at(positions[order])
+    if index.tunable_parameter() == "efSearch":
+        log.warning(
+            "this graph index keeps no rows out of its graph (built before semsearch did): "
+            "its own rows as queries over-claim recall; give --queries, or reindex it "
+            "('semsearch reindex NAME --index-type hnsw') to keep a tuning sample out"
+        )
+    rows = int(segment.part_starts[-1])
+    return sample_vectors(segment.iter_parts, min(sample, rows), seed=1)
 
 
 def tune_rescoring(

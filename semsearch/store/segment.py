@@ -312,12 +312,26 @@ class Segment:
                 f"{path} was built for the {built_for or 'another'} metric but the manifest says "
                 f"{metric}: the manifest was edited; roll back or rebuild the index with --overwrite"
             )
-        if index.size != self.record.rows:
+        held = np.asarray(self.record.held_out, dtype=np.int64)
+        if index.size + len(held) != self.record.rows:
             raise DamagedIndexError(
                 f"{self.folder / self.record.index_file} holds {index.size} vectors, the manifest "
-                f"says {self.record.rows}: roll back or rebuild the index with --overwrite"
+                f"says {self.record.rows - len(held)}: roll back or rebuild the index with "
+                "--overwrite"
             )
-        return index
+        if not len(held):
+            return index
+        from semsearch.store.held_out import HeldOutIndex, exact_side
+
+        positions = self.positions_of(held)  # its tuning sample, kept apart
+        if positions.min() < 0:
+            raise DamagedIndexError(
+                f"segment {self.folder}: the manifest holds out rows it does not store: roll "
+                "back or rebuild the index with --overwrite"
+            )
+        order = np.argsort(positions)
+        vectors = self.vectors_at(positions[order])
+        return HeldOutIndex(index, exact_side(vectors, held[order], metric, index.dimension))
 
     def _dimension(self) -> int:
         return int(self.part_vectors(0).shape[1]) if self.record.parts else 0

@@ -30,7 +30,11 @@ def test_auto_is_exact_for_small_corpora_and_ivf_above() -> None:
 
 def test_named_types() -> None:
     assert choose_index("hnsw", 1000, 384, "l2").search_params == {"efSearch": 64}
-    assert choose_index("ivfpq", 100_000, 384, "dot").factory.endswith("PQ48x8")
+    # ivfpq is the disk structure: PQ codes refined from the stored vectors
+    ivfpq = choose_index("ivfpq", 100_000, 384, "dot")
+    disk = choose_index("disk", 100_000, 384, "dot")
+    assert (ivfpq.factory, ivfpq.search_params) == (disk.factory, disk.search_params)
+    assert ivfpq.requested == "ivfpq" and ivfpq.factory.endswith("PQ48x8np")
 
 
 def test_factory_string_passes_through() -> None:
@@ -67,7 +71,7 @@ def test_pq_codebooks_have_as_many_centroids_as_the_rows_can_train(capfd) -> Non
     """The demo corpus (3,198 rows) cannot train 256 centroids per codebook (9,984 rows):
     FAISS printed one warning per sub-quantizer, 48 lines, where 6-bit codes train quietly."""
     assert choose_index("disk", 3_198, 384, "cosine").factory == "IVF64,PQ48x6np"
-    assert choose_index("ivfpq", 9_983, 384, "cosine").factory.endswith("PQ48x7")
+    assert choose_index("ivfpq", 9_983, 384, "cosine").factory.endswith("PQ48x7np")
     assert choose_index("disk", 9_984, 384, "cosine").factory.endswith("PQ48x8np")
     assert choose_index("ivfpq", 255, 384, "cosine").factory == "Flat"  # no codebook fits
     spec = choose_index("disk", 3_198, 384, "cosine")
