@@ -2,13 +2,15 @@
 as written; and every relative link of those pages leads to a file.
 
 The blocks are read from the pages themselves, so an example that stops working fails here.
-The blocks about the demo index (`debian-demo`) run where `make demo` leaves a user: a folder
-whose `indexes/` holds that index alone and whose `.venv/bin/semsearch` is semsearch. The
-others run in one folder holding the files they name (`corpus.parquet` with `id`, `text`,
-`year` and `license` columns, `queries.txt`, ..., and `docs/`, a copy of the project's own
-documentation as a folder of documents), made from the demo corpus: README.md
-first, then the pages in name order, so a page may use the `corpus` index that the README's
-quick start builds. `semsearch` is the package run by this interpreter. Of the servers, the
+The blocks about the demo index (`debian-demo`) run where `make demo` and one build of the
+user's own leave a user: a folder whose `indexes/` holds that index and another (`own`), and
+whose `.venv/bin/semsearch` is semsearch. The others run in one folder holding the files they
+name (`corpus.parquet` with `id`, `text`, `year` and `license` columns, `queries.txt`, ...,
+and `docs/`, a copy of the project's own documentation as a folder of documents), made from
+the demo corpus, and an `indexes/` that already holds `own`: README.md first, then the pages
+in name order, so a page may use the `corpus` index that the README's quick start builds.
+Every server so serves two indexes or more, and an example that does not name its index
+fails. `semsearch` is the package run by this interpreter. Of the servers, the
 pages' address and ports are the only things changed: each listens on a free port, the
 `curl` lines of a block are sent to the block's first, and a block's servers stop at its end.
 """
@@ -184,10 +186,23 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_folder(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path) -> Path:
-    """Where `make demo` leaves a user: `indexes/debian-demo`, built by its command, and
-    `.venv/bin/semsearch`."""
+def own_index(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path) -> Path:
+    """An index of the user's own (`own`: 30 packages), put beside the pages' indexes so that
+    every server serves two or more: a request must name its index."""
+    folder = tmp_path_factory.mktemp("own")
+    pq.write_table(pq.read_table(DEMO_CORPUS).slice(0, 30), folder / "own.parquet")
+    Shell(folder, bin_dir).run(
+        "semsearch build own.parquet --id-column package --out-dir indexes", "own index"
+    )
+    return folder / "indexes" / "own"
+
+
+@pytest.fixture(scope="session")
+def demo_folder(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path, own_index: Path) -> Path:
+    """Where `make demo` and a build of one's own leave a user: `indexes/debian-demo`, built
+    by its command, `indexes/own`, and `.venv/bin/semsearch`."""
     folder = tmp_path_factory.mktemp("demo")
+    shutil.copytree(own_index, folder / "indexes" / own_index.name)
     (folder / ".venv" / "bin").mkdir(parents=True)
     (folder / ".venv" / "bin" / "semsearch").symlink_to(bin_dir / "semsearch")
     Shell(folder, bin_dir).run(
@@ -199,9 +214,10 @@ def demo_folder(tmp_path_factory: pytest.TempPathFactory, bin_dir: Path) -> Path
 
 
 @pytest.fixture(scope="session")
-def corpus_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The files the pages' other examples name, cut from the demo corpus."""
+def corpus_folder(tmp_path_factory: pytest.TempPathFactory, own_index: Path) -> Path:
+    """The files the pages' other examples name, cut from the demo corpus, and `indexes/own`."""
     folder = tmp_path_factory.mktemp("corpus")
+    shutil.copytree(own_index, folder / "indexes" / own_index.name)
     demo = pq.read_table(DEMO_CORPUS)
     rows = 400
     table = pa.table(
@@ -279,9 +295,13 @@ def _serve(shell: Shell, command: str, where: str, servers: list) -> str:
 
 
 def _check_answer(command: str, done: subprocess.CompletedProcess, where: str) -> None:
-    """A `curl` to /search answers JSON results, not an error (curl exits 0 on a 400 too)."""
+    """A `curl` answers JSON, not an error (curl exits 0 on a 400 too); one to /search answers
+    results, each with hits."""
     body = json.loads(done.stdout)
-    assert "error" not in body and body["results"], f"{where}: {command}\n{done.stdout}"
+    assert not (isinstance(body, dict) and "error" in body), f"{where}: {command}\n{done.stdout}"
+    if "/search" not in command:
+        return
+    assert body["results"], f"{where}: {command}\n{done.stdout}"
     assert all(result["hits"] for result in body["results"]), f"{where}: {command}\n{done.stdout}"
 
 

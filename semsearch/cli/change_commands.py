@@ -24,9 +24,12 @@ from semsearch.cli.options import (
     Device,
     EncodeBatch,
     FaissDeviceOption,
+    IndexArgument,
     IndexDir,
+    IndexOption,
     JsonFlag,
     RuntimeOption,
+    required_index,
 )
 from semsearch.cli.output import document_count, print_json_lines
 from semsearch.io.inputs import read_lines
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
     from semsearch.ingest.update import ChangeResult
 
 IndexName = Annotated[str, typer.Option("--index", help="Name or folder of the index to change.")]
-IndexArgument = Annotated[str, typer.Argument(help="Name or folder of the index.")]
 AddedRows = Annotated[
     str, typer.Argument(help="Corpus file with the rows to add or update (a path or a URI).")
 ]
@@ -119,7 +121,8 @@ def add(
 @app.command()
 @user_errors
 def delete(
-    name: IndexArgument,
+    name: IndexArgument = None,
+    index: IndexOption = None,
     ids: Annotated[Path | None, typer.Option(help="File with one id per line to delete.")] = None,
     where: Annotated[
         str | None, typer.Option(help="Delete the rows satisfying this SQL condition.")
@@ -130,7 +133,7 @@ def delete(
     """Delete rows by id (--ids FILE) or by a condition (--where "year < 2010")."""
     from semsearch.ingest.update import delete_rows
 
-    folder = find_index(name, index_dir)
+    folder = find_index(required_index(name, index, "delete"), index_dir)
     result = delete_rows(folder, read_lines(ids) if ids else None, where)
     _report(folder.name, result, json_output)
 
@@ -138,7 +141,8 @@ def delete(
 @app.command()
 @user_errors
 def reindex(
-    name: IndexArgument,
+    name: IndexArgument = None,
+    index: IndexOption = None,
     index_type: Annotated[
         str | None,
         typer.Option(
@@ -176,7 +180,7 @@ def reindex(
 
     if index_type is None and lexical is None:
         raise SemsearchError("say what to rebuild: --index-type TYPE, --lexical or --no-lexical")
-    folder = find_index(name, index_dir)
+    folder = find_index(required_index(name, index, "reindex"), index_dir)
     budget = parse_bytes(memory_budget) if memory_budget else None
     if index_type is not None:
         manifest = rebuild(
@@ -196,7 +200,8 @@ def reindex(
 @app.command()
 @user_errors
 def compact(
-    name: IndexArgument,
+    name: IndexArgument = None,
+    index: IndexOption = None,
     keep: Annotated[int, typer.Option(help="Generations to keep, the current one included.")] = 1,
     device: FaissDeviceOption = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
@@ -205,7 +210,7 @@ def compact(
     """Merge segments, drop deleted rows, and forget generations older than the last --keep."""
     from semsearch.ingest.maintain import compact as merge
 
-    folder = find_index(name, index_dir)
+    folder = find_index(required_index(name, index, "compact"), index_dir)
     manifest = merge(folder, keep, show_progress=show_progress(), device=device)
     _report_manifest(folder.name, manifest, json_output)
 
@@ -213,16 +218,38 @@ def compact(
 @app.command()
 @user_errors
 def rollback(
-    name: IndexArgument,
-    generation: Annotated[int, typer.Argument(help="The generation to make current again.")],
+    name: IndexArgument = None,
+    generation: Annotated[
+        int | None,
+        typer.Argument(help="The generation to make current again.", show_default=False),
+    ] = None,
+    index: IndexOption = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
 ) -> None:
     """Make an older generation current again (recorded as a new generation)."""
     from semsearch.ingest.maintain import rollback as restore
 
+    name, generation = _rollback_target(name, generation, index)
     folder = find_index(name, index_dir)
     _report_manifest(folder.name, restore(folder, generation), json_output)
+
+
+def _rollback_target(
+    argument: str | None, generation: int | None, option: str | None
+) -> tuple[str, int]:
+    """`rollback NAME GENERATION`, or `rollback --index NAME GENERATION`, whose one argument
+    is then the generation."""
+    from semsearch.errors import SemsearchError
+
+    if generation is None and option is not None and argument is not None:
+        if not argument.lstrip("-").isdigit():
+            raise SemsearchError(f"GENERATION is a whole number, not {argument!r}")
+        argument, generation = None, int(argument)
+    name = required_index(argument, option, "rollback")
+    if generation is None:
+        raise SemsearchError("say which generation: semsearch rollback NAME GENERATION")
+    return name, generation
 
 
 def _encoder_for(folder, device: str, runtime: str = "auto"):

@@ -24,10 +24,12 @@ from semsearch.cli.options import (
     EncodeBatch,
     IdColumn,
     IndexDir,
+    IndexOption,
     IndexOrMostRecent,
     Quantize,
     QueryPrompt,
     RuntimeOption,
+    chosen_index,
 )
 from semsearch.cli.output import document_count, print_json_lines, print_mapping
 from semsearch.disk import human_bytes
@@ -89,8 +91,6 @@ IndexType = Annotated[
         help="auto (exact up to 100k rows, then ivfsq), flat, ivf, ivfsq (IVF over fp16 codes), hnsw, ivfpq, disk (IVF-PQ codes read from the file, answers re-scored from the stored vectors: larger than memory), or a FAISS factory string."
     ),
 ]
-# The first release's spelling: `--index` names an index everywhere else.
-OldIndexType = Annotated[str | None, typer.Option("--index", hidden=True)]
 Metric = Annotated[str, typer.Option(help="cosine, dot, l2 or manhattan.")]
 Overwrite = Annotated[bool, typer.Option(help="Replace an existing index of the same name.")]
 Strict = Annotated[
@@ -155,7 +155,6 @@ def build(
     model: BuildModel = None,
     vector_column: VectorColumn = None,
     index_type: IndexType = "auto",
-    old_index_type: OldIndexType = None,
     metric: Metric = "cosine",
     batch_size: EncodeBatch = None,
     device: Device = "auto",
@@ -212,7 +211,6 @@ class BuildRequest:
     model: str | None
     vector_column: str | None
     index_type: str
-    old_index_type: str | None
     metric: str
     batch_size: int | None
     device: str
@@ -241,14 +239,6 @@ class BuildRequest:
         from semsearch.ingest.build_options import BuildOptions
         from semsearch.store.manifest import LexicalSpec
 
-        index_type = self.index_type
-        if self.old_index_type is not None:
-            typer.echo(
-                "note: build's --index is now --index-type (the old spelling goes in the next "
-                "release)",
-                err=True,
-            )
-            index_type = self.old_index_type
         check_choice("--chunking mode", self.chunking, CHUNKING_MODES)
         return BuildOptions(
             corpus=corpus_location(self.corpus),
@@ -256,7 +246,7 @@ class BuildRequest:
             text_column=self.text_column,
             id_column=self.id_column,
             model=self.model if self.model or self.vector_column else DEFAULT_MODEL,
-            index=index_type,
+            index=self.index_type,
             metric=self.metric,
             batch_size=self.batch_size,
             device=self.device,
@@ -299,13 +289,14 @@ def _print_built(folder: IndexFolder, manifest: Manifest) -> None:
 @user_errors
 def info(
     name: IndexOrMostRecent = None,
+    index: IndexOption = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show an index's manifest, its generations and its size on disk."""
     from semsearch.index import Index  # the library: not for --help
 
-    folder = find_index(name, index_dir)
+    folder = find_index(chosen_index(name, index), index_dir)
     manifest = folder.manifest().view()
     generations = Index(folder).history()
     size = folder.size_bytes()

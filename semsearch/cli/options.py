@@ -15,7 +15,19 @@ IndexDir = Annotated[
     Path, typer.Option("--out-dir", "--index-dir", help="Folder that holds the index folders.")
 ]
 IndexOrMostRecent = Annotated[
-    str | None, typer.Argument(help="Index name or folder (default: the most recent).")
+    str | None,
+    typer.Argument(help="Index name or folder (or --index NAME; default: the most recent)."),
+]
+IndexArgument = Annotated[
+    str | None, typer.Argument(help="Index name or folder (or --index NAME).", show_default=False)
+]
+# Every command that acts on an existing index takes --index NAME, whether or not it also
+# takes the index as its argument: one spelling a user can rely on.
+IndexOption = Annotated[
+    str | None,
+    typer.Option(
+        "--index", help="Index name or folder (the same as the argument).", show_default=False
+    ),
 ]
 Device = Annotated[
     str,
@@ -122,3 +134,26 @@ def parse_options(values: list[str] | None) -> dict[str, Any]:
         except json.JSONDecodeError:
             options[name.replace("-", "_")] = text
     return options
+
+
+def chosen_index(argument: str | None, option: str | None) -> str | None:
+    """The index a command was given, as its argument or as --index (None: neither); both,
+    naming different indexes, is one clear error rather than a guess."""
+    if argument is not None and option is not None and _spelling(argument) != _spelling(option):
+        raise SemsearchError(
+            f"two indexes named: {argument!r} (the argument) and --index {option!r}: give one"
+        )
+    return option if option is not None else argument
+
+
+def required_index(argument: str | None, option: str | None, command: str) -> str:
+    """The index a command that changes one must be told (it never guesses the most recent)."""
+    name = chosen_index(argument, option)
+    if name is None:
+        raise SemsearchError(f"name the index: semsearch {command} NAME, or --index NAME")
+    return name
+
+
+def _spelling(name: str) -> str:
+    """A name or folder as compared: `corpus/` and `corpus` are one index."""
+    return name.rstrip("/") or name

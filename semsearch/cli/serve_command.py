@@ -22,7 +22,17 @@ if TYPE_CHECKING:
 
 ServedNames = Annotated[
     list[str] | None,
-    typer.Argument(help="Indexes to serve (default: every index in --index-dir)."),
+    typer.Argument(
+        help="Indexes to serve (or --index NAME, repeated; default: every index in --index-dir)."
+    ),
+]
+ServedIndexes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--index",
+        help="An index to serve (repeatable; the same as the arguments).",
+        show_default=False,
+    ),
 ]
 Host = Annotated[
     str, typer.Option(help="Address to bind; 0.0.0.0 exposes the server to the network.")
@@ -75,6 +85,7 @@ RecallTarget = Annotated[
 @user_errors
 def serve(
     names: ServedNames = None,
+    index: ServedIndexes = None,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     host: Host = "127.0.0.1",
     port: Port = 8000,
@@ -97,6 +108,7 @@ def serve(
 
     recall = MonitorSettings(sample_rate=recall_sample, cpu_share=recall_cpu, target=recall_target)
     recall.check()
+    names = _served_names(names, index)
 
     # Checked before uvicorn starts, so that a wrong name or an empty folder is one line,
     # not a failed application start-up with uvicorn's traceback.
@@ -124,6 +136,16 @@ def serve(
 # the background work stops and a change through the API gets what is left to finish.
 STOP_BOUND_S = 10.0
 GRACE_S = 7.0
+
+
+def _served_names(arguments: list[str] | None, options: list[str] | None) -> list[str]:
+    """The indexes to serve, named as arguments or with --index (either way, or both alike)."""
+    if arguments and options and sorted(arguments) != sorted(options):
+        raise SemsearchError(
+            f"two lists of indexes: {' '.join(arguments)} (the arguments) and "
+            f"--index {' --index '.join(options)}: give one"
+        )
+    return list(options or arguments or [])
 
 
 def _run(config: ServerConfig, host: str, port: int) -> None:

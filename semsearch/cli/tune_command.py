@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
-from semsearch.cli.options import Device, IndexDir, IndexOrMostRecent, JsonFlag
+from semsearch.cli.options import (
+    Device,
+    IndexDir,
+    IndexOption,
+    IndexOrMostRecent,
+    JsonFlag,
+    chosen_index,
+)
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.io.inputs import read_lines
@@ -20,6 +27,7 @@ from semsearch.store.folders import find_index
 @user_errors
 def tune(
     name: IndexOrMostRecent = None,
+    index: IndexOption = None,
     target_recall: Annotated[
         float, typer.Option(help="Recall@k to reach against exact search.")
     ] = 0.95,
@@ -48,7 +56,7 @@ def tune(
     """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
     if k < 1 or sample < 1:
         raise SemsearchError(f"-k and --sample must be at least 1, not {min(k, sample)}")
-    folder = find_index(name, index_dir)
+    folder = find_index(chosen_index(name, index), index_dir)
     index_spec = folder.manifest().index
     if not index_spec.search_params:  # Flat (or a structure with no knob): a fact, not an error
         how = "searches exactly" if index_spec.factory == "Flat" else "has no search parameter"

@@ -7,7 +7,13 @@ from typing import Annotated
 import typer
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, app, console, user_errors
-from semsearch.cli.options import IndexDir, IndexOrMostRecent, JsonFlag
+from semsearch.cli.options import (
+    IndexDir,
+    IndexOption,
+    IndexOrMostRecent,
+    JsonFlag,
+    chosen_index,
+)
 from semsearch.cli.output import print_json_lines
 from semsearch.errors import SemsearchError
 from semsearch.store.folders import find_index
@@ -17,6 +23,7 @@ from semsearch.store.folders import find_index
 @user_errors
 def verify(
     name: IndexOrMostRecent = None,
+    index: IndexOption = None,
     generation: Annotated[
         int | None, typer.Option(help="Verify this generation instead of the current one.")
     ] = None,
@@ -37,7 +44,7 @@ def verify(
     """
     from semsearch.store.verify import record_checksums, verify_index
 
-    folder = find_index(name, index_dir)
+    folder = find_index(chosen_index(name, index), index_dir)
     if record:
         record_checksums(folder)
     report = verify_index(folder, generation)

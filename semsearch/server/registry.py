@@ -109,7 +109,8 @@ class IndexRegistry:
             if len(self.indexes) == 1:
                 return next(iter(self.indexes.values()))
             raise SemsearchError(
-                f"several indexes are served: choose one of {', '.join(self.indexes)}"
+                "several indexes are served: name one with index=NAME (one of "
+                f"{', '.join(self.indexes)})"
             )
         served = self.indexes.get(name)
         if served is None:

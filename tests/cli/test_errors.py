@@ -221,7 +221,7 @@ def test_bounds_beyond_what_the_index_uses_are_notes_on_stderr_and_in_json(tmp_p
         cli.model,
         "--out-dir",
         cli.index_dir,
-        "--index",
+        "--index-type",
         "hnsw",
     )
     assert built.exit_code == 0, built.output

@@ -36,7 +36,7 @@ def test_commands_refuse_cuda_without_a_gpu_in_one_line(
         cli.index_dir,
         "--name",
         "c",
-        "--index",
+        "--index-type",
         "ivf",
         "--json",
     )

@@ -192,27 +192,6 @@ def test_query_help_is_short_and_grouped() -> None:
     assert text.index("│ --json") < text.index("─ Hybrid") < text.index("│ --rerank-top")
 
 
-def test_old_index_option_of_build_still_works(cli, corpus_file) -> None:
-    result = cli(
-        "build",
-        str(corpus_file),
-        "--name",
-        "old",
-        "--index",
-        "flat",
-        "--model",
-        cli.model,
-        "--out-dir",
-        cli.index_dir,
-        "--device",
-        "cpu",
-        "--json",
-    )
-    assert result.exit_code == 0, result.output
-    assert "--index-type" in result.stderr
-    assert json.loads(result.stdout)["index"]["factory"].startswith("Flat")
-
-
 def test_second_query_skips_transformers_and_answers_the_same(built) -> None:
     pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
     args = ["query", "guitar", "--index-dir", built.index_dir, "-k", "5", "--json"]

@@ -542,3 +542,30 @@ def test_a_damaged_index_is_the_server_s_problem_and_ready_names_it(tmp_path) ->
         time.sleep(0.2)  # the refresher runs every 0.05 s: it must not call it healthy again
         assert served.get("/ready").json()["indexes"]["disky"]["healthy"] is False
         assert served.post("/search", json=query).status_code == 503
+
+
+def test_with_several_indexes_served_a_search_names_one(tmp_path, corpus_file, tiny_model_dir):
+    """A search without `index` while two are served is a 400 that says how to name one."""
+    for name in ("docs", "other"):
+        build_index(
+            BuildOptions(
+                corpus=corpus_file,
+                name=name,
+                id_column="doc_id",
+                model=str(tiny_model_dir),
+                out_dir=tmp_path / "indexes",
+                device="cpu",
+                show_progress=False,
+            )
+        )
+    with serve(tmp_path / "indexes") as two:
+        unnamed = two.get("/search", params={"q": "cat"})
+        assert unnamed.status_code == 400
+        assert unnamed.json()["error"] in (
+            f"several indexes are served: name one with index=NAME (one of {names})"
+            for names in ("docs, other", "other, docs")
+        )
+        named = two.post("/search", json={"q": "cat", "index": "other", "k": 2})
+        assert named.status_code == 200 and named.json()["index"] == "other"
+        unknown = two.get("/search", params={"q": "cat", "index": "nope"})
+        assert unknown.status_code == 404 and "nope" in unknown.json()["error"]

@@ -195,3 +195,57 @@ def test_the_page_fits_a_390_px_phone(browser, demo_index_dir, tmp_path) -> None
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
+
+
+@pytest.fixture()
+def documents_index_dir(tmp_path: Path, tiny_model_dir: Path) -> Path:
+    """Three Markdown files, each last modified at a known moment, indexed on the tiny model:
+    the page's `modified` column."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    moment = 1_795_896_221.767616  # 2026-11-28T20:03:41.767616+00:00
+    for number, topic in enumerate(["cats sleep on sofas", "markets and shares", "rockets"]):
+        path = folder / f"note{number}.md"
+        path.write_text(f"# Note {number}\n\nA note about {topic}.\n")
+        os.utime(path, (moment, moment))
+    out = tmp_path / "indexes"
+    build_index(
+        BuildOptions(
+            corpus=folder,
+            name="notes",
+            model=str(tiny_model_dir),
+            out_dir=out,
+            device="cpu",
+            show_progress=False,
+        )
+    )
+    return out
+
+
+def test_the_page_shows_dates_as_people_read_them(browser, documents_index_dir) -> None:
+    """`modified` read `2026-11-28T20:03:41.767616+00:00`; the API keeps that ISO value."""
+    process, base = start_server(documents_index_dir)
+    try:
+        page = browser.new_page(viewport={"width": 1100, "height": 620})
+        page.goto(f"{base}/?q=cats&k=3&index=notes")
+        page.wait_for_selector("tr.hit")
+        modified = page.locator("tr.hit td.extra[data-label='modified']").first
+        assert modified.inner_text() == "28 Nov 2026, 20:03 UTC"
+        assert modified.get_attribute("title") == "2026-11-28T20:03:41.767616+00:00"
+        answer = page.evaluate("fetch('/search?q=cats&k=1&index=notes').then(r => r.json())")
+        assert answer["results"][0]["hits"][0]["modified"] == "2026-11-28T20:03:41.767616+00:00"
+        shown = page.evaluate(
+            "['2026-11-28', '2026-11-28T21:03:00+01:00', '2026-11-28T20:03:41', 'Nov 2026',"
+            " '2026-13-01', 20261128].map(readableDate)"
+        )
+        assert shown == [
+            "28 Nov 2026",
+            "28 Nov 2026, 20:03 UTC",
+            "28 Nov 2026, 20:03",
+            None,
+            None,
+            None,
+        ]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
