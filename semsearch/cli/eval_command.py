@@ -15,7 +15,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from semsearch.cli.common import DEFAULT_INDEX_DIR, App, app, console, show_progress, user_errors
-from semsearch.cli.options import Columns, Device, IndexDir, JsonFlag, Quantize, parse_assignments
+from semsearch.cli.options import (
+    Columns,
+    Device,
+    IndexDir,
+    IndexOption,
+    JsonFlag,
+    Quantize,
+    parse_assignments,
+    required_index,
+)
 from semsearch.options import (
     DEFAULT_ALPHA,
     DEFAULT_FUSION,
@@ -250,7 +259,11 @@ def _report_modes(result: EvaluationResult) -> None:
 @eval_app.command("self")
 @user_errors
 def self_check(
-    name: Annotated[str, typer.Argument(help="A chunked index of documents (name or folder).")],
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A chunked index of documents (name or folder).", show_default=False),
+    ] = None,
+    index: IndexOption = None,
     sample: Annotated[int, typer.Option(help="Sentences to ask, one per document.")] = 500,
     seed: Annotated[int, typer.Option(help="Which documents and sentences are drawn.")] = 0,
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
@@ -263,7 +276,9 @@ def self_check(
     the chunking fit the corpus, with no labelled query."""
     from semsearch.evaluate import ModelOptions, evaluate_self
 
-    chosen = ModelOptions(index=name, index_dir=index_dir, device=device)
+    chosen = ModelOptions(
+        index=required_index(name, index, "eval self"), index_dir=index_dir, device=device
+    )
     result = evaluate_self(chosen, sample, seed)
     _report(result, out, json_output)
     if not json_output:

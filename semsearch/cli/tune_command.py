@@ -22,36 +22,40 @@ from semsearch.io.inputs import read_lines
 from semsearch.options import DEFAULT_TUNING_QUERIES
 from semsearch.store.folders import find_index
 
+TargetRecall = Annotated[float, typer.Option(help="Recall@k to reach against exact search.")]
+TuningQueries = Annotated[
+    Path | None,
+    typer.Option(
+        help="Text file of queries (default: the rows the index keeps out of its "
+        "structure for tuning)."
+    ),
+]
+RecallK = Annotated[int, typer.Option("-k", help="The k of recall@k.")]
+TuningSample = Annotated[
+    int,
+    typer.Option(
+        help="How many of the rows kept out of the structure (in an index built before "
+        "those, of its rows) to use as queries."
+    ),
+]
+Strict = Annotated[
+    bool, typer.Option(help="Fail (and record nothing) when the target is not reached.")
+]
+
 
 @app.command()
 @user_errors
 def tune(
     name: IndexOrMostRecent = None,
     index: IndexOption = None,
-    target_recall: Annotated[
-        float, typer.Option(help="Recall@k to reach against exact search.")
-    ] = 0.95,
-    queries: Annotated[
-        Path | None,
-        typer.Option(
-            help="Text file of queries (default: the rows the index keeps out of its "
-            "structure for tuning)."
-        ),
-    ] = None,
-    k: Annotated[int, typer.Option("-k", help="The k of recall@k.")] = 10,
-    sample: Annotated[
-        int,
-        typer.Option(
-            help="How many of the rows kept out of the structure (in an index built before "
-            "those, of its rows) to use as queries."
-        ),
-    ] = DEFAULT_TUNING_QUERIES,
+    target_recall: TargetRecall = 0.95,
+    queries: TuningQueries = None,
+    k: RecallK = 10,
+    sample: TuningSample = DEFAULT_TUNING_QUERIES,
     device: Device = "auto",
     index_dir: IndexDir = DEFAULT_INDEX_DIR,
     json_output: JsonFlag = False,
-    strict: Annotated[
-        bool, typer.Option(help="Fail (and record nothing) when the target is not reached.")
-    ] = False,
+    strict: Strict = False,
 ) -> None:
     """Measure recall against exact search and store the smallest nprobe/efSearch that meets the target."""
     if k < 1 or sample < 1:

@@ -23,6 +23,7 @@ import numpy as np
 from semsearch.errors import SemsearchError
 from semsearch.search.searcher import Searcher
 from semsearch.store.manifest import CHUNK_NUMBER_COLUMN
+from semsearch.store.metadata_parts import MetadataParts
 
 MIN_WORDS = 8
 K = 10
@@ -72,7 +73,11 @@ def self_queries(searcher: Searcher, sample: int, seed: int = 0) -> tuple[list[S
     chunks = manifest.chunks
     columns = [manifest.text_column, chunks.document_column, CHUNK_NUMBER_COLUMN]
     snapshot = searcher.snapshot
-    rows = snapshot.hit_metadata.rows(np.flatnonzero(snapshot.live), columns)
+    # The chunk number is internal (hits never carry it): read it from the parts directly.
+    stored = MetadataParts(
+        [each.segment for each in snapshot.segments], set(), snapshot.check_unreplaced
+    )
+    rows = stored.rows(np.flatnonzero(snapshot.live), columns)
     # The model's window in chunk starts: chunk n starts near token n x (tokens - overlap).
     step = max(1, chunks.tokens - chunks.overlap)
     first_window_chunks = math.ceil(manifest.model.max_length / step)

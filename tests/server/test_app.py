@@ -402,7 +402,13 @@ def test_the_library_s_notes_on_clamped_values_reach_the_answer(client, monkeypa
     class Noted(list):
         notes = ["--ef-search 900 is more than this index can use: searched with 12"]
 
-    monkeypatch.setattr(served.searcher, "search_vectors", lambda *a, **k: Noted(original(*a, **k)))
+    def noted(*args, **kwargs) -> Noted:
+        results = original(*args, **kwargs)
+        answer = Noted(results)
+        answer.params = results.params  # what the search ran with, as the route reads it
+        return answer
+
+    monkeypatch.setattr(served.searcher, "search_vectors", noted)
     body = client.get("/search", params={"q": "guitar", "k": 2}).json()
     assert body["notes"] == ["ef_search 900 is more than this index can use: searched with 12"]
     assert len(body["results"][0]["hits"]) == 2

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 from living_support import build, generated_table, write
 
@@ -188,8 +189,11 @@ def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> No
     (out / "bad").mkdir()
     (out / "bad" / "manifest.json").write_text("{not json")
     partial = out / ".half.partial"
-    (partial / "segments" / "s000000").mkdir(parents=True)
-    (partial / "segments" / "s000000" / "part-00000.npy").write_bytes(b"x")
+    segment = partial / "segments" / "s000000"
+    segment.mkdir(parents=True)
+    for part, rows in ((0, 5),):  # a complete part: its vectors and its rows' ids
+        np.save(segment / f"part-{part:05d}.npy", np.zeros((rows, 4), np.float32))
+        np.save(segment / f"part-{part:05d}.ids.npy", np.arange(rows, dtype=np.int64))
     (out / "notes").mkdir()  # not an index: left out
     entries = {entry.name: entry for entry in scan_indexes(out)}
     assert [entry.status for entry in scan_indexes(out)] == ["ok", "broken", "interrupted"]
@@ -198,11 +202,13 @@ def test_scan_lists_broken_indexes_and_interrupted_builds(built, tmp_path) -> No
         and "\n" not in entries["bad"].reason
     )
     assert (
-        "after encoding 1 part:" in entries["half"].reason
+        "with 5 rows encoded and kept" in entries["half"].reason
         and f"rm -rf {partial}" in entries["half"].reason
     )
-    (partial / "segments" / "s000000" / "part-00001.npy").write_bytes(b"x")
-    assert "after encoding 2 parts:" in {e.name: e for e in scan_indexes(out)}["half"].reason
+    np.save(segment / "part-00001.npy", np.zeros((7, 4), np.float32))
+    np.save(segment / "part-00001.ids.npy", np.arange(5, 12, dtype=np.int64))
+    reason = {e.name: e for e in scan_indexes(out)}["half"].reason
+    assert "with 12 rows encoded and kept" in reason
     assert [folder.name for folder in list_indexes(out)] == ["docs"]
     assert find_index("bad", out).name == "bad"  # by name, so that opening it says what is wrong
     with pytest.raises(SemsearchError, match="is damaged"):
