@@ -14,7 +14,6 @@ cluster (`semsearch.distributed`); every source writes the same parts.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from dataclasses import dataclass, replace
@@ -28,7 +27,7 @@ from semsearch.ann.devices import CPU, FaissDevice, device_words, faiss_device
 from semsearch.ann.factory import IndexSpec, choose_index
 from semsearch.ann.tune import TUNING_K, TuningResult, log_tuned
 from semsearch.ann.vector_index import VectorIndex, prepare_vectors
-from semsearch.disk import check_free_space, free_bytes, is_no_space, no_space, temporary_for
+from semsearch.disk import check_free_space, free_bytes, is_no_space
 from semsearch.errors import (
     Interrupted,
     NotWritableError,
@@ -44,6 +43,13 @@ from semsearch.ingest.build_options import (
     cannot_write,
     check_build_options,
 )
+from semsearch.ingest.build_state import (
+    STATE_FILE,
+    build_state,
+    kept_message,
+    out_of_space,
+    prepare_partial,
+)
 from semsearch.ingest.chunk_rows import stored_documents
 from semsearch.ingest.file_source import FilePartSource, many_files_source
 from semsearch.ingest.saved_slices import remove_slices
@@ -57,8 +63,6 @@ from semsearch.phases import phase
 from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import (
     IndexFolder,
-    keep_finished_parts,
-    kept_rows,
     partial_folder,
     publish,
 )
@@ -77,7 +81,6 @@ from semsearch.store.segment import Segment, SegmentWriter, document_split, inde
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "build_state.json"
 # Failures a second run can finish from what was encoded (complete parts and the slices
 # saved of the others): an interrupt (Ctrl-C, or SIGTERM as the command line raises it; a
 # handler that exits) or running out of memory (retry with a smaller --batch-size). A
@@ -162,10 +165,10 @@ def _build_index(
     needed = bytes_needed(partial, options, spec, usable, encoder.dimension)
     check_free_space(Path(options.out_dir), needed, "build")  # vectors and index, known now
     try:
-        _prepare_partial(partial, _build_state(options, encoder, source_sha256))
+        prepare_partial(partial, build_state(options, encoder, source_sha256))
     except OSError as exc:
         if is_no_space(exc):
-            raise _out_of_space(partial, options, free_before, needed) from exc
+            raise out_of_space(partial, options, free_before, needed) from exc
         raise NotWritableError(cannot_write(options.out_dir, exc.strerror or str(exc))) from exc
     try:
         manifest = _write_index(
@@ -177,32 +180,17 @@ def _build_index(
         publish(partial, final, options.overwrite)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: one line says what was kept
         interrupted = as_interrupted(exc)
-        kept = _kept(partial, usable, options, source)
+        kept = kept_message(partial, usable, options, source)
         raise Interrupted(f"{interrupted.stopped}: {kept}", interrupted.signal_number) from None
     except RESUMABLE as exc:
-        log.warning("%s: %s", type(exc).__name__, _kept(partial, usable, options, source))
+        log.warning("%s: %s", type(exc).__name__, kept_message(partial, usable, options, source))
         raise
     except BaseException as exc:
         if is_no_space(exc):  # the finished parts are kept: the same command resumes
-            raise _out_of_space(partial, options, free_before, needed) from exc
+            raise out_of_space(partial, options, free_before, needed) from exc
         shutil.rmtree(partial, ignore_errors=True)  # bad input or a bug: leave nothing half-written
         raise
     return IndexFolder(final)
-
-
-def _out_of_space(
-    partial: Path, options: BuildOptions, free_before: int, needed: int
-) -> SemsearchError:
-    """A build stopped by a full disk: its finished parts kept for the same command to
-    resume from, everything else it wrote removed; the one-line error that says so."""
-    parts, rows = keep_finished_parts(partial, STATE_FILE)
-    if parts:
-        kept = f"its {parts} finished parts ({rows} rows) are kept in {partial}"
-        advice = "free some space and run the same command to resume from them"
-    else:
-        shutil.rmtree(partial, ignore_errors=True)
-        kept, advice = "nothing was kept", "free some space and run it again"
-    return no_space(Path(options.out_dir), "build", free_before, needed, kept, advice)
 
 
 def _source(options: BuildOptions, source: PartSource | None) -> tuple[BuildOptions, PartSource]:
@@ -418,53 +406,3 @@ def index_segment(
 
 def segment_rows(segment: Segment) -> int:
     return sum(len(ids) for ids in segment.part_ids)
-
-
-def _build_state(options: BuildOptions, encoder, source_sha256: str) -> dict:
-    """Everything that decides the parts' content; a resume needs all of it unchanged."""
-    return {
-        "source_sha256": source_sha256,
-        "model": replace(encoder.spec, name="").to_dict(),
-        "text_column": options.text_column,
-        "id_column": options.id_column,
-        "strict": options.strict,
-        "part_rows": options.part_rows,
-        "store_vectors": options.store_vectors,
-        "vector_column": options.vector_column,
-    }
-
-
-def _kept(partial: Path, usable: int, options: BuildOptions, source: PartSource) -> str:
-    """What an interrupted build kept, and how to go on: for its one line."""
-    what = (
-        "rows"
-        if options.vector_column
-        else "chunks"
-        if getattr(source, "chunks", None)
-        else "texts"
-    )
-    return (
-        f"{kept_rows(partial):,} of {usable:,} {what} are encoded and kept in {partial}: "
-        "run the same command again to resume from there"
-    )
-
-
-def _prepare_partial(partial: Path, state: dict) -> None:
-    if partial.exists() and _read_state(partial) != state:
-        shutil.rmtree(partial)  # a different build was interrupted here: start afresh
-    elif partial.exists():
-        log.warning(
-            "resuming the interrupted build in %s: %s rows are encoded already",
-            partial,
-            f"{kept_rows(partial):,}",
-        )
-    partial.mkdir(parents=True, exist_ok=True)
-    with temporary_for(partial / STATE_FILE) as temporary:  # never half a state
-        temporary.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-
-
-def _read_state(folder: Path) -> dict | None:
-    try:
-        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
