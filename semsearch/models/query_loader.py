@@ -13,6 +13,7 @@ from typing import Any
 
 from semsearch.models.exported_query_encoder import (
     ExportedQueryEncoder,
+    import_openvino,
     native_bf16,
     openvino_installed,
 )
@@ -58,8 +59,7 @@ def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto"
     check_runtime(runtime)
     on_cpu = device == "cpu" or (device == "auto" and not cuda_may_be_visible())
     if runtime != "torch" and on_cpu and openvino_installed():
-        import openvino as ov
-
+        ov = import_openvino()
         for precision in ("bf16", "fp32") if native_bf16(ov) else ("fp32",):
             exported = ExportedQueryEncoder.open(spec, precision=precision)
             if exported is not None:

@@ -260,10 +260,13 @@ class IndexRegistry:
         warm. None where the torch encoder must run (one log line says why)."""
         if self.config.device not in ("auto", "cpu") or not openvino_installed():
             return None
-        import openvino as ov
+        from semsearch.models.exported_query_encoder import (
+            ExportedQueryEncoder,
+            import_openvino,
+            native_bf16,
+        )
 
-        from semsearch.models.exported_query_encoder import ExportedQueryEncoder, native_bf16
-
+        ov = import_openvino()
         wanted = self.config.precision
         if wanted == "auto":
             wanted = "bf16" if native_bf16(ov) and self._checked(spec, "bf16") else "fp32"
@@ -288,11 +291,13 @@ class IndexRegistry:
     @staticmethod
     def _checked(spec, precision: str) -> bool:
         """Whether the export of `spec` passed its check in `precision` (no log line)."""
-        import openvino as ov
+        from semsearch.models.exported_query_encoder import (
+            export_path,
+            import_openvino,
+            query_files,
+        )
 
-        from semsearch.models.exported_query_encoder import export_path, query_files
-
-        facts_path = query_files(export_path(spec, ov.get_version()))[0]
+        facts_path = query_files(export_path(spec, import_openvino().get_version()))[0]
         try:
             return precision in json.loads(facts_path.read_text(encoding="utf-8"))["checked"]
         except (OSError, ValueError, KeyError, TypeError):

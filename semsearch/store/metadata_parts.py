@@ -23,6 +23,7 @@ import pyarrow as pa
 from semsearch.errors import SemsearchError
 from semsearch.store.documents import DOCUMENT_ROW_COLUMN, joined_names
 from semsearch.store.metadata_rows import MetadataRows
+from semsearch.store.part_ids import parts_among
 from semsearch.store.segment import Segment
 
 # Parts whose row lookup (`MetadataRows`, a few KB over the mapping) is kept built.
@@ -79,7 +80,7 @@ class MetadataParts:
             raise IndexError(f"row numbers must lie in [0, {len(self)})")
         part_of = np.searchsorted(self._starts, numbers, side="right") - 1
         records: list[dict] = [{} for _ in range(len(numbers))]
-        for number in np.unique(part_of).tolist():
+        for number in parts_among(part_of):
             chosen = np.flatnonzero(part_of == number)
             found = self._part(number).rows(numbers[chosen] - self._starts[number], columns)
             names = self.names if columns is None else [n for n in self.names if n in columns]

@@ -36,7 +36,7 @@ class PartIds:
         if not self._parts or not len(ids):
             return positions
         part_of = np.searchsorted(self._firsts, ids, side="right") - 1
-        for part in np.unique(part_of[part_of >= 0]).tolist():
+        for part in parts_among(part_of[part_of >= 0]):
             chosen = np.flatnonzero(part_of == part)
             stored = self._parts[part]
             inside = np.minimum(np.searchsorted(stored, ids[chosen]), len(stored) - 1)
@@ -49,6 +49,12 @@ class PartIds:
         positions = np.asarray(positions, dtype=np.int64)
         output = np.empty(len(positions), dtype=np.int64)
         return gather(self._starts, positions, self._parts.__getitem__, output)
+
+
+def parts_among(part_of: np.ndarray) -> list[int]:
+    """The distinct part numbers in `part_of` (each >= 0), ascending: what np.unique gives,
+    without importing numpy.ma (13 ms of a cold query)."""
+    return np.flatnonzero(np.bincount(part_of)).tolist()
 
 
 def gather(

@@ -218,14 +218,37 @@ def test_a_query_with_a_checked_export_imports_neither_torch_nor_transformers(
     args = ["query", "fast json", "--index", "docs", "--index-dir", built.index_dir, "--json"]
     # Nor what only other commands need (corpus readers, Parquet): a query reads the
     # metadata's memory-mapped Arrow copy.
+    # Nor OpenVINO's model converter (0.2 s of CPU) or numpy.ma (13 ms, np.unique's).
     unneeded = (
         "pyarrow.parquet",
         "pyarrow.compute",
         "semsearch.io.corpus",
         "semsearch.cli.bench_command",
+        "openvino.tools.ovc",
+        "numpy.ma",
     )
     found, output = _modules_after_main(args, HEAVY + unneeded)
     assert found == [], found
     lines = output.strip().splitlines()
     hits = [json.loads(line) for line in lines[:-1] if line.startswith("{")]
     assert hits and hits[0]["rank"] == 1 and hits[0]["query"] == "fast json"
+
+
+def test_openvino_without_its_converter_still_converts_on_first_use() -> None:
+    """`import_openvino` skips the converter that `openvino`'s own `__init__` imports; a
+    later `convert_model` (an export) imports it then."""
+    pytest.importorskip("openvino", reason="openvino is not installed (cpu-runtime extra)")
+    script = (
+        "import sys\n"
+        "from semsearch.models.exported_query_encoder import import_openvino\n"
+        "ov = import_openvino()\n"
+        "before = 'openvino.tools.ovc' in sys.modules\n"
+        "import openvino\n"
+        "from openvino.tools.ovc import convert_model\n"
+        "assert openvino is ov and import_openvino() is ov and ov.Core is not None\n"
+        "print(before, ov.convert_model is convert_model, 'openvino.tools.ovc' in sys.modules)\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert process.stdout.split() == ["False", "True", "True"], process.stdout + process.stderr
