@@ -39,13 +39,14 @@ from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment, intern
 log = logging.getLogger(__name__)
 
 # A filter is searched exactly over the rows it keeps where that scores no more rows than
-# EXACT_COST_RATIO x the approximate search would (a graph search scores about
-# HNSW_ROWS_PER_EF rows per efSearch, HNSW32's 64 level-0 links), and it keeps no more than
+# EXACT_COST_RATIO x the approximate search would (a graph search costs about
+# HNSW_ROWS_PER_EF rows per efSearch: HNSW32's 64 level-0 links, each a random read; at 200k
+# rows a 10 % filter took 1.3 ms exact, 2.2 ms at efSearch 244), and it keeps no more than
 # EXACT_FILTER_ROWS or EXACT_FILTER_SHARE of the live rows (the kept vectors are gathered
 # into memory, once per filter). At 200k PyPI rows, exact search over 20,000 rows took 2.0 ms,
 # an unfiltered `ivfsq` search scoring 7,400 rows 0.74 ms: a row costs about the same.
 EXACT_COST_RATIO = 1.0
-HNSW_ROWS_PER_EF = 64
+HNSW_ROWS_PER_EF = 128
 EXACT_FILTER_SHARE = 0.01
 EXACT_FILTER_ROWS = 50_000
 # Where a filter keeps a share s of the rows, the approximate search visits
@@ -55,6 +56,9 @@ EXACT_FILTER_ROWS = 50_000
 # hnsw 0.903) at 10 % and 50 %; 3/s (before) gained 0.03-0.05 recall at 50 % for 6x the
 # time (docs/search.md).
 FILTER_WIDENING = 1.0
+# A `disk` index (PQ-ranked candidates, rescored) keeps RESCORED_FILTER_WIDENING/s, measured
+# on 20M rows (below); the square-root rule is not measured there.
+RESCORED_FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 # ... and a `disk` index re-scores sqrt of that scale times more candidates per result: the
 # kept neighbours lie farther out, where PQ codes rank them less surely. 20M rows, a filter
@@ -165,7 +169,7 @@ class IndexSnapshot:
             _explain_filter(where, matches, self.live_rows, "none: no row matches")
             return _empty(len(queries), k)
         if allowed is not None:
-            scale = max(1.0, FILTER_WIDENING * math.sqrt(self.live_rows / matches))
+            scale = max(1.0, _filter_scale(matches / self.live_rows, params))
             if self._exact_is_cheaper(matches, scale, params):
                 _explain_filter(where, matches, self.live_rows, "exact over the rows it keeps")
                 count("candidates", matches * len(queries))
@@ -402,6 +406,13 @@ def _explain_filter(where: str | None, matches: int, rows: int, strategy: str) -
         note(
             filter={"where": where, "matches": matches, "selectivity": share, "strategy": strategy}
         )
+
+
+def _filter_scale(share: float, params: dict[str, int]) -> float:
+    """How many times the tuned nprobe/efSearch a filter keeping `share` of the rows needs."""
+    if params.get(OVERSAMPLE):
+        return RESCORED_FILTER_WIDENING / share
+    return FILTER_WIDENING / math.sqrt(share)
 
 
 def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:
