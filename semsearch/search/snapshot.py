@@ -20,6 +20,7 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
+from semsearch.ann.base import IdFilter
 from semsearch.ann.factory import OVERSAMPLE, IndexSpec
 from semsearch.ann.metrics import higher_is_better
 from semsearch.ann.vector_index import VectorIndex
@@ -37,15 +38,27 @@ from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment, intern
 
 log = logging.getLogger(__name__)
 
-# A filter keeping under this share of the live rows (or under EXACT_FILTER_ROWS of them)
-# is searched exactly over the rows it keeps.
+# A filter is searched exactly over the rows it keeps where that scores no more rows than
+# EXACT_COST_RATIO x the approximate search would (a graph search costs about
+# HNSW_ROWS_PER_EF rows per efSearch: HNSW32's 64 level-0 links, each a random read; at 200k
+# rows a 10 % filter took 1.3 ms exact, 2.2 ms at efSearch 244), and it keeps no more than
+# EXACT_FILTER_ROWS or EXACT_FILTER_SHARE of the live rows (the kept vectors are gathered
+# into memory, once per filter). At 200k PyPI rows, exact search over 20,000 rows took 2.0 ms,
+# an unfiltered `ivfsq` search scoring 7,400 rows 0.74 ms: a row costs about the same.
+EXACT_COST_RATIO = 1.0
+HNSW_ROWS_PER_EF = 128
 EXACT_FILTER_SHARE = 0.01
 EXACT_FILTER_ROWS = 50_000
-# Where a filter keeps a share s of the rows, the approximate search visits 3/s times more
-# candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE: 1/s only keeps the number of
-# allowed candidates; on 841k rows a 50 % filter then lost 0.01-0.02 recall, and 2/s left
-# HNSW at 0.949 (docs/results-history.md).
-FILTER_WIDENING = 3.0
+# Where a filter keeps a share s of the rows, the approximate search visits
+# FILTER_WIDENING/sqrt(s) times more candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE:
+# the kept neighbours of a query lie close to it, so fewer than 1/s more lists or graph
+# steps reach them. At 200k rows this keeps the unfiltered query's recall@10 (ivfsq 0.946,
+# hnsw 0.903) at 10 % and 50 %; 3/s (before) gained 0.03-0.05 recall at 50 % for 6x the
+# time (docs/search.md).
+FILTER_WIDENING = 1.0
+# A `disk` index (PQ-ranked candidates, rescored) keeps RESCORED_FILTER_WIDENING/s, measured
+# on 20M rows (below); the square-root rule is not measured there.
+RESCORED_FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 # ... and a `disk` index re-scores sqrt of that scale times more candidates per result: the
 # kept neighbours lie farther out, where PQ codes rank them less surely. 20M rows, a filter
@@ -90,6 +103,7 @@ class IndexSnapshot:
         )
         self._where_cache: dict[str, np.ndarray] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
+        self._filter_cache: dict[str, list[tuple[bool, IdFilter | None]]] = {}
         self._cache_lock = threading.Lock()
         self._vectors_checked: set[str] = set()
         self.hit_metadata  # noqa: B018 - reads each segment's schema: a damaged footer fails now
@@ -154,25 +168,40 @@ class IndexSnapshot:
         if wanted == 0:
             _explain_filter(where, matches, self.live_rows, "none: no row matches")
             return _empty(len(queries), k)
-        if allowed is not None and (
-            matches <= EXACT_FILTER_ROWS or matches < EXACT_FILTER_SHARE * self.live_rows
-        ):
-            _explain_filter(where, matches, self.live_rows, "exact over the rows it keeps")
-            count("candidates", matches * len(queries))
-            return self._kept_index(where, allowed).search(queries, k)
         if allowed is not None:
-            scale = FILTER_WIDENING * self.live_rows / matches
+            scale = max(1.0, _filter_scale(matches / self.live_rows, params))
+            if self._exact_is_cheaper(matches, scale, params):
+                _explain_filter(where, matches, self.live_rows, "exact over the rows it keeps")
+                count("candidates", matches * len(queries))
+                return self._kept_index(where, allowed).search(queries, k)
             params = _widened(params, scale, self.segments)
             strategy = f"approximate, parameters widened x{min(scale, MAX_PARAMETER_SCALE):.3g}"
             _explain_filter(where, matches, self.live_rows, strategy)
         note(params=params)
-        scores, rows = self._approximate(queries, k, params, allowed)
+        scores, rows = self._approximate(queries, k, params, allowed, where)
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
             count("queries_answered_exactly", int(short.sum()))
             queries = np.ascontiguousarray(queries[short])
             scores[short], rows[short] = self.exact_search(queries, k, allowed)
         return scores, rows
+
+    def _exact_is_cheaper(self, matches: int, scale: float, params: dict[str, int]) -> bool:
+        """Whether exact search over a filter's `matches` rows scores fewer rows than the
+        approximate search widened by `scale` (see EXACT_COST_RATIO), within the bound."""
+        if matches > max(EXACT_FILTER_ROWS, EXACT_FILTER_SHARE * self.live_rows):
+            return False
+        scored = 0.0  # rows an unfiltered approximate search scores
+        for open_segment in self.segments:
+            size = open_segment.index.size
+            lists = open_segment.index.parameter_ceiling()
+            if "nprobe" in params and lists:
+                scored += size * min(params["nprobe"], lists) / lists
+            elif "efSearch" in params:
+                scored += min(size, params["efSearch"] * HNSW_ROWS_PER_EF)
+            else:
+                scored += size
+        return matches <= EXACT_COST_RATIO * min(scale, MAX_PARAMETER_SCALE) * scored
 
     def check_lexical(self) -> LexicalSpec:
         """The lexical part's settings; a one-line error saying how to add one if there is none."""
@@ -234,20 +263,24 @@ class IndexSnapshot:
         return kept
 
     def _approximate(
-        self, queries: np.ndarray, k: int, params: dict[str, int], allowed: np.ndarray | None
+        self,
+        queries: np.ndarray,
+        k: int,
+        params: dict[str, int],
+        allowed: np.ndarray | None,
+        where: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         all_scores, all_rows = [], []
-        for open_segment in self.segments:
-            segment_allowed = open_segment.live
-            if allowed is not None:
-                segment_allowed = allowed[
-                    open_segment.offset : open_segment.offset + len(open_segment.live)
-                ]
-                if not segment_allowed.any():
+        filters = self._segment_filters(where, allowed) if allowed is not None else None
+        for position, open_segment in enumerate(self.segments):
+            if filters is not None:
+                searched, id_filter = filters[position]
+                if not searched:
                     continue
             elif not open_segment.any_live:
                 continue
-            id_filter = open_segment.id_filter(segment_allowed if allowed is not None else None)
+            else:
+                id_filter = open_segment.id_filter()
             segment_k = min(k, open_segment.index.size)
             count("segments_searched", 1)
             count("candidates", segment_k * len(queries))
@@ -260,6 +293,30 @@ class IndexSnapshot:
             return _empty(len(queries), k)
         higher = higher_is_better(self.manifest.index.metric)
         return _merge(np.hstack(all_scores), np.hstack(all_rows), k, higher)
+
+    def _segment_filters(
+        self, where: str | None, allowed: np.ndarray
+    ) -> list[tuple[bool, IdFilter | None]]:
+        """Per segment: whether any of its rows is allowed, and the FAISS id filter of those,
+        built once per filter (building one costs about half an unfiltered search at 200k rows)."""
+        with self._cache_lock:
+            cached = self._filter_cache.get(where) if where is not None else None
+        if cached is not None:
+            return cached
+        filters = []
+        for open_segment in self.segments:
+            start = open_segment.offset
+            segment_allowed = allowed[start : start + len(open_segment.live)]
+            searched = bool(segment_allowed.any())
+            filters.append(
+                (searched, open_segment.id_filter(segment_allowed) if searched else None)
+            )
+        if where is not None:
+            with self._cache_lock:
+                while len(self._filter_cache) >= WHERE_CACHE_SIZE:
+                    self._filter_cache.pop(next(iter(self._filter_cache)))
+                self._filter_cache[where] = filters
+        return filters
 
     def allowed_parts(
         self, allowed: np.ndarray, rows_per_part: int = 65_536
@@ -349,6 +406,13 @@ def _explain_filter(where: str | None, matches: int, rows: int, strategy: str) -
         note(
             filter={"where": where, "matches": matches, "selectivity": share, "strategy": strategy}
         )
+
+
+def _filter_scale(share: float, params: dict[str, int]) -> float:
+    """How many times the tuned nprobe/efSearch a filter keeping `share` of the rows needs."""
+    if params.get(OVERSAMPLE):
+        return RESCORED_FILTER_WIDENING / share
+    return FILTER_WIDENING / math.sqrt(share)
 
 
 def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:
