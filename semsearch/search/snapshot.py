@@ -49,16 +49,13 @@ EXACT_COST_RATIO = 1.0
 HNSW_ROWS_PER_EF = 128
 EXACT_FILTER_SHARE = 0.01
 EXACT_FILTER_ROWS = 50_000
-# Where a filter keeps a share s of the rows, the approximate search visits
-# FILTER_WIDENING/sqrt(s) times more candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE:
-# the kept neighbours of a query lie close to it, so fewer than 1/s more lists or graph
-# steps reach them. At 200k rows this keeps the unfiltered query's recall@10 (ivfsq 0.946,
-# hnsw 0.903) at 10 % and 50 %; 3/s (before) gained 0.03-0.05 recall at 50 % for 6x the
-# time (docs/search.md).
-FILTER_WIDENING = 1.0
-# A `disk` index (PQ-ranked candidates, rescored) keeps RESCORED_FILTER_WIDENING/s, measured
-# on 20M rows (below); the square-root rule is not measured there.
-RESCORED_FILTER_WIDENING = 3.0
+# Where a filter keeps a share s of the rows, the approximate search visits FILTER_WIDENING/s
+# times more candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE: 1/s only keeps the
+# number of allowed candidates; on 841k rows a 50 % filter then lost 0.01-0.02 recall, and
+# 2/s left HNSW at 0.949 (docs/results-history.md). 1/sqrt(s) was measured too (200k rows,
+# 50 % filter): 1.9x the unfiltered p50 instead of 8.4x, but recall 0.936 instead of 0.981,
+# and at 841k a 10 % filter would turn approximate at the unfiltered recall: not taken.
+FILTER_WIDENING = 3.0
 MAX_PARAMETER_SCALE = 64
 # ... and a `disk` index re-scores sqrt of that scale times more candidates per result: the
 # kept neighbours lie farther out, where PQ codes rank them less surely. 20M rows, a filter
@@ -169,7 +166,7 @@ class IndexSnapshot:
             _explain_filter(where, matches, self.live_rows, "none: no row matches")
             return _empty(len(queries), k)
         if allowed is not None:
-            scale = max(1.0, _filter_scale(matches / self.live_rows, params))
+            scale = max(1.0, FILTER_WIDENING * self.live_rows / matches)
             if self._exact_is_cheaper(matches, scale, params):
                 _explain_filter(where, matches, self.live_rows, "exact over the rows it keeps")
                 count("candidates", matches * len(queries))
@@ -406,13 +403,6 @@ def _explain_filter(where: str | None, matches: int, rows: int, strategy: str) -
         note(
             filter={"where": where, "matches": matches, "selectivity": share, "strategy": strategy}
         )
-
-
-def _filter_scale(share: float, params: dict[str, int]) -> float:
-    """How many times the tuned nprobe/efSearch a filter keeping `share` of the rows needs."""
-    if params.get(OVERSAMPLE):
-        return RESCORED_FILTER_WIDENING / share
-    return FILTER_WIDENING / math.sqrt(share)
 
 
 def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:
