@@ -38,7 +38,7 @@ demo: setup
 	$(VENV)/bin/semsearch query "encrypt my backups" --index debian-demo --index-dir $(INDEX_DIR) -k 5
 	@echo "semsearch is installed in $(VENV): '. $(VENV)/bin/activate' puts it on your PATH"
 
-# The quick suite (about 3 min on 2 quiet cores, 4-5 min busy); the slow tests run on the real model.
+# The quick suite (about 6 min on 2 quiet cores, 7-9 min busy); the slow tests run on the real model.
 test: setup-test
 	$(VENV)/bin/python -m pytest -q -m "not slow"
 
