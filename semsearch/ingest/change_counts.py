@@ -8,7 +8,7 @@ never read metadata to say how many there are.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,9 @@ class ChangeResult:
     not_found: int = 0
     skipped_empty: int = 0
     chunks: dict[str, int] | None = None
-    phases: dict | None = None  # where an add's time went (`semsearch.phases`), as recorded
+    # Where an add's time went (`semsearch.phases`), as recorded: not what the change did, so
+    # two results that did the same are equal whatever their timings.
+    phases: dict | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
         """The counts; `chunks` only where the index is chunked, `phases` where timed."""

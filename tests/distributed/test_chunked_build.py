@@ -89,7 +89,8 @@ def test_an_add_on_ray_to_a_chunked_index_is_the_local_add(
     on_ray = add_rows_on_ray(
         copy, folder, tiny_encoder, ray_options=RayOptions(workers=2), device="cpu", runtime="torch"
     )
-    assert on_ray == added and added.added > 1
+    assert on_ray == added and (added.added, added.replaced) == (1, 1)  # bells new, oceans changed
+    assert added.chunks["added"] > 1  # in chunks: the new document's several
     assert [record.documents for record in copy.manifest().segments] == [True, True]
     support.assert_same_rows(local, copy)
     columns = ["chunk_id", "id", "start", "end", "title", "bytes"]
