@@ -41,7 +41,6 @@ from semsearch.store.manifest import (
     generation_numbers,
     read_manifest,
 )
-from semsearch.store.segment import SegmentWriter
 
 log = logging.getLogger(__name__)
 
@@ -350,6 +349,9 @@ def keep_finished_parts(partial: Path, state_file: str) -> tuple[int, int]:
             remove(path)
     if not first:
         return 0, 0
+    # Imported here: numpy and pyarrow stay out of every command's start-up.
+    from semsearch.store.segment import SegmentWriter
+
     writer = SegmentWriter(segments / first[0])
     return writer.keep_finished_parts(), writer.rows_written()
 
