@@ -64,6 +64,8 @@ class MonitorSettings:
         window: how many of the latest sampled queries the rolling recall covers.
         max_exact_rows: above this many allowed rows, a sample of them is scored instead.
         queue_size: samples waiting to be measured; more are dropped (and counted).
+        seed: seeds which queries are sampled and where a row sample starts (None: the
+            system's randomness); a test that compares estimates sets it.
     """
 
     sample_rate: float = 0.01
@@ -72,6 +74,7 @@ class MonitorSettings:
     window: int = 1000
     max_exact_rows: int = 1_000_000
     queue_size: int = 64
+    seed: int | None = None
 
     def check(self) -> None:
         """Refuse values that mean nothing, in one line each."""
@@ -177,7 +180,7 @@ class RecallMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._random = random.Random()
+        self._random = random.Random(settings.seed)
         self._mark = 0.0  # the measuring thread's CPU time at its last checkpoint
 
     @property
