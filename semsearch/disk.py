@@ -120,22 +120,23 @@ def check_free_space(folder: Path, needed: int, step: str) -> None:
 
 def is_no_space(exc: BaseException) -> bool:
     """True for a full disk (or quota), whichever library reported it."""
-    if isinstance(exc, NoSpaceError):
-        return True
-    if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, (OSError, RuntimeError)) and any(w in text for w in _NO_SPACE_WORDS)
+    return _reported(exc, NoSpaceError, _NO_SPACE_ERRNOS, _NO_SPACE_WORDS)
 
 
 def is_not_writable(exc: BaseException) -> bool:
     """True for a read-only file system or a folder this user may not write to."""
-    if isinstance(exc, NotWritableError):
+    return _reported(exc, NotWritableError, _NOT_WRITABLE_ERRNOS, _NOT_WRITABLE_WORDS)
+
+
+def _reported(exc: BaseException, ours: type, errnos: set[int], words: tuple[str, ...]) -> bool:
+    """Whether `exc` is our own error of that kind, an OSError with one of `errnos`, or a
+    library's error whose text says it (numpy, FAISS and pyarrow report no errno)."""
+    if isinstance(exc, ours):
         return True
-    if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE_ERRNOS:
+    if isinstance(exc, OSError) and exc.errno in errnos:
         return True
     text = str(exc).lower()
-    return isinstance(exc, (OSError, RuntimeError)) and any(w in text for w in _NOT_WRITABLE_WORDS)
+    return isinstance(exc, (OSError, RuntimeError)) and any(word in text for word in words)
 
 
 def not_writable_reason(exc: BaseException) -> str:
