@@ -120,6 +120,13 @@ def _timed(searcher: Searcher, queries: np.ndarray, share: float | None) -> dict
     }
 
 
+def _strategy(searcher: Searcher, query: np.ndarray, share: float) -> str:
+    """How the planner searches a filter keeping `share` (semsearch.search.filter_plan)."""
+    where = f"bucket < {round(share * BUCKETS)}"
+    found = searcher.search_vectors(query[None, :], k=K, where=where, explain=True)
+    return found.explain["filter"]["strategy"]
+
+
 def selectivity(context) -> list[dict]:
     """`filtered_search`: one line per index type, a row per filter share."""
     p = context.params
@@ -152,6 +159,7 @@ def selectivity(context) -> list[dict]:
         rows = []
         for share in p["shares"]:
             row = _figures(searcher, queries, share)
+            row["strategy"] = _strategy(searcher, held_out[0], share)
             row["p50_vs_unfiltered"] = round(row["p50_ms"] / max(unfiltered["p50_ms"], 1e-6), 2)
             print(json.dumps({"type": kind, **row}), flush=True)
             rows.append(row)
@@ -166,6 +174,9 @@ def selectivity(context) -> list[dict]:
                 "unfiltered": unfiltered,
                 "filters": rows,
                 "min_recall": min(row["recall"] for row in rows),
+                "min_recall_vs_unfiltered": round(
+                    min(row["recall"] for row in rows) - unfiltered["recall"], 4
+                ),
                 "max_p50_vs_unfiltered": max(row["p50_vs_unfiltered"] for row in rows),
             }
         )

@@ -11,7 +11,6 @@ them, as an approximate structure would reach too few. Opening checks the files
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -21,12 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 from semsearch.ann.base import IdFilter
-from semsearch.ann.factory import OVERSAMPLE, IndexSpec
+from semsearch.ann.factory import IndexSpec, is_rescoring
 from semsearch.ann.metrics import higher_is_better
 from semsearch.ann.vector_index import VectorIndex
 from semsearch.errors import SemsearchError
 from semsearch.phases import count, note, phase
-from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
+from semsearch.search.filter_plan import FilterPlan, plan_filter
 from semsearch.search.open_segments import OpenSegment, SegmentCache
 from semsearch.search.where import WhereEvaluator
 from semsearch.store.file_checks import check_opened_files, check_vector_files
@@ -38,28 +37,6 @@ from semsearch.store.segment import ID_COLUMN, TEXT_HASH_COLUMN, Segment, intern
 
 log = logging.getLogger(__name__)
 
-# A filter is searched exactly over the rows it keeps where that scores no more rows than
-# EXACT_COST_RATIO x the approximate search would (a graph search costs about
-# HNSW_ROWS_PER_EF rows per efSearch: HNSW32's 64 level-0 links, each a random read; at 200k
-# rows a 10 % filter took 1.3 ms exact, 2.2 ms at efSearch 244), and it keeps no more than
-# EXACT_FILTER_ROWS or EXACT_FILTER_SHARE of the live rows (the kept vectors are gathered
-# into memory, once per filter). At 200k PyPI rows, exact search over 20,000 rows took 2.0 ms,
-# an unfiltered `ivfsq` search scoring 7,400 rows 0.74 ms: a row costs about the same.
-EXACT_COST_RATIO = 1.0
-HNSW_ROWS_PER_EF = 128
-EXACT_FILTER_SHARE = 0.01
-EXACT_FILTER_ROWS = 50_000
-# Where a filter keeps a share s of the rows, the approximate search visits FILTER_WIDENING/s
-# times more candidates (nprobe, efSearch), up to MAX_PARAMETER_SCALE: 1/s only keeps the
-# number of allowed candidates; on 841k rows a 50 % filter then lost 0.01-0.02 recall, and
-# 2/s left HNSW at 0.949 (docs/results-history.md). 1/sqrt(s) was measured too (200k rows,
-# 50 % filter): 1.9x the unfiltered p50 instead of 8.4x, but recall 0.936 instead of 0.981,
-# and at 841k a 10 % filter would turn approximate at the unfiltered recall: not taken.
-FILTER_WIDENING = 3.0
-MAX_PARAMETER_SCALE = 64
-# ... and a `disk` index re-scores sqrt of that scale times more candidates per result: the
-# kept neighbours lie farther out, where PQ codes rank them less surely. 20M rows, a filter
-# keeping 1 in 20 (scale 60), oversample 4 -> 8/16/32: recall@10 0.872 -> 0.919/0.944/0.954.
 WHERE_CACHE_SIZE = 64
 # ... and no more masks than fit this many bytes (one byte a row each: 3 masks at 20M rows).
 WHERE_CACHE_BYTES = 64 << 20
@@ -98,7 +75,7 @@ class IndexSnapshot:
             len(self.live),
             internal_columns(self.manifest),
         )
-        self._where_cache: dict[str, np.ndarray] = {}
+        self._where_cache: dict[str, tuple[np.ndarray, int]] = {}
         self._kept_cache: dict[str, VectorIndex] = {}
         self._filter_cache: dict[str, list[tuple[bool, IdFilter | None]]] = {}
         self._cache_lock = threading.Lock()
@@ -131,6 +108,11 @@ class IndexSnapshot:
 
     def where_mask(self, expression: str) -> np.ndarray:
         """Live rows that satisfy `expression` (cached per expression)."""
+        return self.where_rows(expression)[0]
+
+    def where_rows(self, expression: str) -> tuple[np.ndarray, int]:
+        """Live rows that satisfy `expression` and how many they are, cached per expression
+        (counting them costs 0.4 ms a query at 841k rows: as much as a selective search)."""
         with self._cache_lock:
             cached = self._where_cache.get(expression)
         if cached is not None:
@@ -143,8 +125,8 @@ class IndexSnapshot:
         with self._cache_lock:
             while len(self._where_cache) >= limit:
                 self._where_cache.pop(next(iter(self._where_cache)))
-            self._where_cache[expression] = mask
-        return mask
+            self._where_cache[expression] = mask, int(np.count_nonzero(mask))
+            return self._where_cache[expression]
 
     def search(
         self,
@@ -159,23 +141,30 @@ class IndexSnapshot:
         allowed, matches = None, self.live_rows
         if where is not None:
             with phase("filter"):
-                allowed = self.where_mask(where)
-                matches = int(allowed.sum())
+                allowed, matches = self.where_rows(where)
         wanted = min(k, matches)
         if wanted == 0:
             _explain_filter(where, matches, self.live_rows, "none: no row matches")
             return _empty(len(queries), k)
         if allowed is not None:
-            scale = max(1.0, FILTER_WIDENING * self.live_rows / matches)
-            if self._exact_is_cheaper(matches, scale, params):
-                _explain_filter(where, matches, self.live_rows, "exact over the rows it keeps")
+            plan = plan_filter(
+                matches,
+                self.live_rows,
+                k,
+                params,
+                [open_segment.index for open_segment in self.segments],
+                is_rescoring(self.manifest.index),
+            )
+            _explain_filter(where, matches, self.live_rows, plan.strategy)
+            if plan.exact:
                 count("candidates", matches * len(queries))
                 return self._kept_index(where, allowed).search(queries, k)
-            params = _widened(params, scale, self.segments)
-            strategy = f"approximate, parameters widened x{min(scale, MAX_PARAMETER_SCALE):.3g}"
-            _explain_filter(where, matches, self.live_rows, strategy)
+            params = plan.params
         note(params=params)
-        scores, rows = self._approximate(queries, k, params, allowed, where)
+        if allowed is not None and plan.then_kept:
+            scores, rows = self._searched_then_kept(queries, k, wanted, plan, allowed, where)
+        else:
+            scores, rows = self._approximate(queries, k, params, allowed, where)
         short = np.sum(rows >= 0, axis=1) < wanted
         if short.any():  # a structure reached too few allowed rows: answer those exactly
             count("queries_answered_exactly", int(short.sum()))
@@ -183,22 +172,26 @@ class IndexSnapshot:
             scores[short], rows[short] = self.exact_search(queries, k, allowed)
         return scores, rows
 
-    def _exact_is_cheaper(self, matches: int, scale: float, params: dict[str, int]) -> bool:
-        """Whether exact search over a filter's `matches` rows scores fewer rows than the
-        approximate search widened by `scale` (see EXACT_COST_RATIO), within the bound."""
-        if matches > max(EXACT_FILTER_ROWS, EXACT_FILTER_SHARE * self.live_rows):
-            return False
-        scored = 0.0  # rows an unfiltered approximate search scores
-        for open_segment in self.segments:
-            size = open_segment.index.size
-            lists = open_segment.index.parameter_ceiling()
-            if "nprobe" in params and lists:
-                scored += size * min(params["nprobe"], lists) / lists
-            elif "efSearch" in params:
-                scored += min(size, params["efSearch"] * HNSW_ROWS_PER_EF)
-            else:
-                scored += size
-        return matches <= EXACT_COST_RATIO * min(scale, MAX_PARAMETER_SCALE) * scored
+    def _searched_then_kept(
+        self,
+        queries: np.ndarray,
+        k: int,
+        wanted: int,
+        plan: FilterPlan,
+        allowed: np.ndarray,
+        where: str,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A broad filter's search: the unfiltered search `plan.depth` deep, the kept rows
+        taken; a query with fewer than `wanted` of them is searched again with FAISS skipping
+        the rest."""
+        scores, rows = self._approximate(queries, plan.depth, plan.params, None)
+        scores, rows = _kept_only(scores, rows, allowed, k)
+        short = np.sum(rows >= 0, axis=1) < wanted
+        if short.any():
+            count("queries_searched_again", int(short.sum()))
+            queries = np.ascontiguousarray(queries[short])
+            scores[short], rows[short] = self._approximate(queries, k, plan.params, allowed, where)
+        return scores, rows
 
     def check_lexical(self) -> LexicalSpec:
         """The lexical part's settings; a one-line error saying how to add one if there is none."""
@@ -220,10 +213,8 @@ class IndexSnapshot:
         allowed = self.live
         if where is not None:
             with phase("filter"):
-                allowed = self.where_mask(where)
-            _explain_filter(
-                where, int(allowed.sum()), self.live_rows, "BM25 over the rows it keeps"
-            )
+                allowed, matches = self.where_rows(where)
+            _explain_filter(where, matches, self.live_rows, "BM25 over the rows it keeps")
         segments = [
             LexicalSegment(
                 self._cache.lexical(self.folder, self.manifest, position), open_segment.offset
@@ -392,6 +383,18 @@ def _merge(
     return merged_scores, merged_rows
 
 
+def _kept_only(
+    scores: np.ndarray, rows: np.ndarray, allowed: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each line's first `k` results whose rows `allowed` keeps (results are best first),
+    -1 padded."""
+    kept = (rows >= 0) & allowed[np.maximum(rows, 0)]
+    order = np.argsort(~kept, axis=1, kind="stable")[:, :k]  # kept first, in their order
+    rows = np.where(np.take_along_axis(kept, order, axis=1), np.take_along_axis(rows, order, 1), -1)
+    scores = np.where(rows >= 0, np.take_along_axis(scores, order, axis=1), np.nan)
+    return scores.astype(np.float32), rows
+
+
 def _empty(queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full((queries, k), np.nan, np.float32), np.full((queries, k), -1, np.int64)
 
@@ -403,17 +406,3 @@ def _explain_filter(where: str | None, matches: int, rows: int, strategy: str) -
         note(
             filter={"where": where, "matches": matches, "selectivity": share, "strategy": strategy}
         )
-
-
-def _widened(params: dict[str, int], scale: float, segments: list[OpenSegment]) -> dict[str, int]:
-    """Search parameters scaled for a filter that keeps 1/scale of the rows."""
-    scale = min(scale, MAX_PARAMETER_SCALE)
-    widened = dict(params)
-    if params.get(OVERSAMPLE):
-        widened[OVERSAMPLE] = min(math.ceil(params[OVERSAMPLE] * math.sqrt(scale)), MAX_OVERSAMPLE)
-    if "nprobe" in params:
-        ceilings = [s.index.parameter_ceiling() or 0 for s in segments]
-        widened["nprobe"] = min(math.ceil(params["nprobe"] * scale), max(ceilings, default=1) or 1)
-    if "efSearch" in params:
-        widened["efSearch"] = min(math.ceil(params["efSearch"] * scale), MAX_EF_SEARCH)
-    return widened

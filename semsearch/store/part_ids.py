@@ -20,6 +20,11 @@ class PartIds:
         lengths = [len(part) for part in self._parts]
         self._starts = np.cumsum([0, *lengths], dtype=np.int64)
         self._firsts = np.array([int(part[0]) for part in self._parts], dtype=np.int64)
+        # Ascending distinct ids spanning exactly their count are first, first + 1, ...: a
+        # position is then a subtraction (a search's 10-40 ids fall in as many parts, and the
+        # binary search part by part cost 0.1-0.4 ms a query at 841k rows).
+        self._first = int(self._firsts[0]) if self._parts else 0
+        self._contiguous = bool(self._parts) and self.last - self._first + 1 == len(self)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -34,6 +39,11 @@ class PartIds:
         ids = np.asarray(ids, dtype=np.int64)
         positions = np.full(len(ids), -1, dtype=np.int64)
         if not self._parts or not len(ids):
+            return positions
+        if self._contiguous:
+            offsets = ids - self._first
+            inside = (offsets >= 0) & (offsets < len(self))
+            positions[inside] = offsets[inside]
             return positions
         part_of = np.searchsorted(self._firsts, ids, side="right") - 1
         for part in parts_among(part_of[part_of >= 0]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -10,6 +11,7 @@ from living_support import build, generated_table, wide_search_params, write
 
 from semsearch.ann.base import IdFilter
 from semsearch.errors import SemsearchError
+from semsearch.search import filter_plan
 from semsearch.search import snapshot as snapshot_module
 from semsearch.search.searcher import Searcher
 
@@ -27,12 +29,21 @@ def _brute_force(searcher: Searcher, where_rows: np.ndarray, k: int) -> list[lis
     return [[ids[where_rows[i]] for i in np.argsort(-line, kind="stable")[:k]] for line in scores]
 
 
+def _approximate_filters(monkeypatch, then_kept: bool) -> None:
+    """Filters searched approximately: FAISS skipping the dropped rows, or (`then_kept`) the
+    unfiltered search deeper, the kept rows taken."""
+    monkeypatch.setattr(filter_plan, "EXACT_FILTER_ROWS", 0)
+    monkeypatch.setattr(filter_plan, "EXACT_FILTER_SHARE", 0.0)
+    monkeypatch.setattr(filter_plan, "POST_FILTER_SHARE", 0.0 if then_kept else 2.0)
+
+
+@pytest.mark.parametrize("then_kept", [False, True], ids=["faiss-skips", "then-kept"])
 @pytest.mark.parametrize("index_type", ["flat", "IVF8,Flat", "hnsw"])
 @pytest.mark.parametrize(
     "where", ["year >= 2012", "license = 'MIT'", "doc IN ('d3', 'd77', 'd140')"]
 )
 def test_filtered_results_equal_brute_force_over_the_matching_rows(
-    tmp_path, tiny_encoder, index_type, where, monkeypatch
+    tmp_path, tiny_encoder, index_type, where, then_kept, monkeypatch
 ) -> None:
     folder = build(
         write(generated_table(400), tmp_path / "a.parquet"),
@@ -41,7 +52,7 @@ def test_filtered_results_equal_brute_force_over_the_matching_rows(
         index_type,
         target_recall=None,
     )
-    monkeypatch.setattr(snapshot_module, "EXACT_FILTER_ROWS", 10)  # exercise the FAISS filter path
+    _approximate_filters(monkeypatch, then_kept)
     searcher = Searcher(folder, tiny_encoder)
     rows = np.flatnonzero(searcher.snapshot.where_mask(where))
     k = 10
@@ -156,10 +167,74 @@ def test_opening_a_missing_index_says_so_at_once(tmp_path) -> None:
 
 def test_a_filter_widens_a_disk_index_oversample_by_the_root_of_its_scale() -> None:
     """A filter keeping 1 in 20 (scale 60) re-scores ~8x the candidates, within the bound."""
-    widened = snapshot_module._widened({"oversample": 4, "efSearch": 16}, 60.0, [])
-    assert widened == {"oversample": 31, "efSearch": 960}
-    assert snapshot_module._widened({"oversample": 200}, 60.0, [])["oversample"] == 256
-    assert snapshot_module._widened({"efSearch": 16}, 60.0, []) == {"efSearch": 960}
+    plan = filter_plan.plan_filter(
+        5_000_000, 100_000_000, 10, {"oversample": 4, "nprobe": 16}, [], rescoring=True
+    )
+    assert plan.params == {"oversample": 31, "nprobe": 1}  # no lists: the ceiling is 1
+    assert filter_plan.widen({"oversample": 200}, 60.0, [], oversample_scale=8)["oversample"] == 256
+    assert filter_plan.widen({"efSearch": 16}, 60.0, []) == {"efSearch": 960}
+
+
+class _Lists:
+    """An IVF index's size and lists, as the planner sees one."""
+
+    def __init__(self, size: int, lists: int | None) -> None:
+        self.size, self.lists = size, lists
+
+    def parameter_ceiling(self) -> int | None:
+        return self.lists
+
+
+@pytest.mark.parametrize(
+    "share, strategy",
+    [
+        (0.0001, "exact"),
+        (0.01, "exact"),  # 8,400 rows: fewer than the 26,500 the IVF search scores
+        (0.05, "widened x2.83"),  # 42,000: more than 1.5 x those
+        (0.1, "widened x2"),
+        (0.2, "then kept"),
+        (0.5, "then kept"),
+    ],
+)
+def test_a_filter_is_planned_the_cheapest_way_for_its_share(share, strategy) -> None:
+    """841k rows, IVF4096 at nprobe 129 (the PyPI index): the choices measured there."""
+    rows = 841_708
+    index = _Lists(rows, 4096)
+    matches = round(share * rows)
+    plan = filter_plan.plan_filter(matches, rows, 10, {"nprobe": 129}, [index], False)
+    if strategy == "exact":
+        assert plan.exact
+        return
+    widened = math.ceil(129 * max(1.0, math.sqrt(0.4 * rows / matches)))
+    assert not plan.exact and plan.params == {"nprobe": widened}
+    if strategy == "then kept":  # FAISS's id check would cost more than it saves
+        assert plan.then_kept and plan.depth == math.ceil(2 * 10 / share)
+    else:
+        assert not plan.then_kept and plan.depth == 10 and strategy in plan.strategy
+
+
+def test_a_broad_filter_whose_kept_rows_lie_far_away_is_still_answered_exactly(
+    tmp_path, tiny_encoder, monkeypatch
+) -> None:
+    """The unfiltered search's nearest rows may all be dropped: each query left short of k
+    kept rows is searched again with FAISS skipping the dropped ones."""
+    folder = build(
+        write(generated_table(400), tmp_path / "a.parquet"),
+        tmp_path / "idx",
+        tiny_encoder,
+        "flat",
+        target_recall=None,
+    )
+    _approximate_filters(monkeypatch, then_kept=True)
+    searcher = Searcher(folder, tiny_encoder)
+    everything = np.arange(400)
+    nearest = {doc for hits in _brute_force(searcher, everything, 200)[:1] for doc in hits}
+    where = "doc NOT IN (" + ", ".join(f"'{doc}'" for doc in sorted(nearest)) + ")"
+    rows = np.flatnonzero(searcher.snapshot.where_mask(where))
+    assert len(rows) == 200  # half the rows: searched over every row for the nearest 40
+    got = searcher.search(QUERIES[:1], k=10, where=where, explain=True)
+    assert got.explain["queries_searched_again"] == 1
+    assert [[hit.id for hit in hits] for hits in got] == _brute_force(searcher, rows, 10)[:1]
 
 
 def test_a_filter_builds_its_faiss_id_filter_once(tmp_path, tiny_encoder, monkeypatch) -> None:
@@ -167,7 +242,7 @@ def test_a_filter_builds_its_faiss_id_filter_once(tmp_path, tiny_encoder, monkey
     folder = build(
         write(generated_table(400), tmp_path / "a.parquet"), tmp_path / "idx", tiny_encoder, "ivf"
     )
-    monkeypatch.setattr(snapshot_module, "EXACT_FILTER_ROWS", 10)  # the FAISS filter path
+    _approximate_filters(monkeypatch, then_kept=False)
     searcher = Searcher(folder, tiny_encoder)
     built = []
     original = IdFilter.of

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from semsearch.store.part_ids import PartIds
 
 
-def test_positions_and_ids_equal_those_of_the_concatenated_ids() -> None:
+@pytest.mark.parametrize("contiguous", [False, True], ids=["gaps", "one-run"])
+def test_positions_and_ids_equal_those_of_the_concatenated_ids(contiguous: bool) -> None:
+    """Ids with gaps are searched part by part; one unbroken run of ids (a segment as built)
+    by subtraction: both as the concatenated array would answer."""
     rng = np.random.default_rng(0)
-    ids = np.sort(rng.choice(1000, 300, replace=False)).astype(np.int64)
+    if contiguous:
+        ids = np.arange(500, 800, dtype=np.int64)
+    else:
+        ids = np.sort(rng.choice(1000, 300, replace=False)).astype(np.int64)
     parts = np.split(ids, [7, 7, 100, 101, 250])  # one empty part, one of one id
     lookup = PartIds(parts)
     assert len(lookup) == 300 and lookup.last == ids[-1]
