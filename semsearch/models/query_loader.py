@@ -54,16 +54,31 @@ def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto"
     `openvino` on a CPU; bf16 where the CPU runs it natively and it passed its check there,
     as a build on this CPU encodes, else fp32), which needs no torch; else the torch
     encoder (`BiEncoder.for_index`, on `runtime`)."""
+    exported = open_checked_export(spec, device, runtime)
+    if exported is not None:
+        return exported
+    from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves
+
+    return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
+
+
+def open_checked_export(
+    spec: EncoderSpec, device: str = "auto", runtime: str = "auto", throughput: bool = False
+) -> ExportedQueryEncoder | None:
+    """The checked export that encodes rows where the torch encoder would run OpenVINO
+    anyway (`auto` or `openvino`, on a CPU, no int8): bf16 where the CPU runs it natively
+    and it passed its check there, else fp32, as `BiEncoder.use_runtime` chooses; None
+    where no export serves (the caller loads the torch encoder, which exports and checks
+    it for the next time). `throughput`: compiled for many batches at once (a build)."""
     from semsearch.ann.devices import cuda_may_be_visible  # FAISS: only for rows to encode
 
     check_runtime(runtime)
     on_cpu = device == "cpu" or (device == "auto" and not cuda_may_be_visible())
-    if runtime != "torch" and on_cpu and openvino_installed():
-        ov = import_openvino()
-        for precision in ("bf16", "fp32") if native_bf16(ov) else ("fp32",):
-            exported = ExportedQueryEncoder.open(spec, precision=precision)
-            if exported is not None:
-                return exported
-    from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves
-
-    return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
+    if runtime == "torch" or spec.quantization or not on_cpu or not openvino_installed():
+        return None
+    ov = import_openvino()
+    for precision in ("bf16", "fp32") if native_bf16(ov) else ("fp32",):
+        exported = ExportedQueryEncoder.open(spec, precision=precision, throughput=throughput)
+        if exported is not None:
+            return exported
+    return None
