@@ -243,7 +243,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             _figure("cosine mean to st fp32", ("cosine_to_st_fp32", "semsearch", "0")),
         ),
         measure="cpu_build.side_by_side",
-        params="threads=None rows=20000 rounds=2 peer_batch_size=16 model=None lexical=False "
+        params="threads=None rows=20000 rounds=1 peer_batch_size=16 model=None lexical=False "
         "sample=1000 peer_python=/work/cache/stov-venv/bin/python",
         smoke_params="rows=200 rounds=1 sample=20",
         smoke_limit_s=180,

@@ -57,13 +57,9 @@ from semsearch.io.corpus import is_many_files
 from semsearch.io.documents import is_document_folder
 from semsearch.io.own_vectors import ColumnVectors, column_spec, with_vector_column
 from semsearch.models.encoder import Encoder
-from semsearch.models.model_folder import (
-    DEFAULT_MODEL,
-    folder_spec,
-    require_kind,
-    resolve_model,
-)
+from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
+from semsearch.models.query_loader import open_model_export
 from semsearch.phases import phase
 from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import (
@@ -221,7 +217,7 @@ def _encoder(options: BuildOptions, source: PartSource, encoder: Encoder | None)
         if options.show_progress:  # seconds to minutes (torch, the weights, the CPU export)
             require_kind(resolve_model(options.model), "bi-encoder")  # its errors stay one line
             log.warning("loading model %s on %s", options.model, device_words(options.device))
-        encoder = _checked_export(options)
+        encoder = open_model_export(options)
     if encoder is None:
         from semsearch.models.bi_encoder import BiEncoder  # torch only where no export serves
 
@@ -239,32 +235,6 @@ def _encoder(options: BuildOptions, source: PartSource, encoder: Encoder | None)
             f"{encoder.name!r} makes {encoder.dimension}-d ones: name the model that made them"
         )
     return encoder
-
-
-def _checked_export(options: BuildOptions) -> Encoder | None:
-    """The model's checked OpenVINO export, found from its folder's files without importing
-    torch (`open_checked_export`), where the torch encoder would encode on it anyway: the
-    same vectors without seconds of imports, loading and checking again. None where no
-    export serves (the first build of a model exports and checks it for the next ones)."""
-    if options.quantization is not None or options.runtime == "torch":
-        return None
-    from semsearch.models.prompts import check_include_prompt
-    from semsearch.models.query_loader import open_checked_export
-
-    folder = resolve_model(options.model)
-    require_kind(folder, "bi-encoder")
-    prompts = folder.prompts.override(options.query_prompt, options.document_prompt)
-    check_include_prompt(folder.include_prompt, prompts, options.model)
-    spec = folder_spec(folder, options.model, prompts)
-    if spec is None:
-        return None
-    exported = open_checked_export(spec, options.device, options.runtime, throughput=True)
-    if exported is None:
-        return None
-    if exported.spec != spec:  # the entry found must be this very model and window
-        log.info("the OpenVINO export %s describes another encoder: loading torch", spec.name)
-        return None
-    return exported
 
 
 def _write_index(
