@@ -100,11 +100,13 @@ def run_timed(
     quiet: bool = False,
     first: Path | None = None,
     check: bool = True,
+    env: dict[str, str] | None = None,
     **popen: Any,
 ) -> dict:
     """Run `command` with this checkout importable (after `first`): its `seconds` and `stdout`,
     and with `sample` the child's peak RssAnon and VmHWM in MiB (`ru_maxrss` would count the
-    parent's memory, inherited at fork). Unless `check` is off, a failure exits."""
+    parent's memory, inherited at fork). Unless `check` is off, a failure exits. `env`
+    replaces this process' environment (PYTHONPATH is set either way)."""
     folders = [str(first) if first else None, str(REPO_ROOT), os.environ.get("PYTHONPATH")]
     path = os.pathsep.join(filter(None, folders))
     peak = {"RssAnon": 0, "VmHWM": 0}
@@ -113,7 +115,7 @@ def run_timed(
         started = time.perf_counter()
         child = subprocess.Popen(
             command,
-            env={**os.environ, "PYTHONPATH": path},
+            env={**(os.environ if env is None else env), "PYTHONPATH": path},
             stdout=out,
             stderr=err if quiet else None,
             text=True,

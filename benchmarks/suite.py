@@ -230,6 +230,28 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "encode left (50,000-row parts); without it they are encoded once and cached.",
     ),
     Benchmark(
+        "cpu_build",
+        "`semsearch build` of the first 20,000 PyPI summaries beside a sentence-transformers "
+        "(OpenVINO backend) + FAISS script on the same model folder, whole processes: the "
+        "ratio, semsearch's phases, the peer's split, cosines to sentence-transformers' fp32",
+        (_goal("build speed vs the peer, 20,000 rows, 2 cores", "ratio >= 2", rows=20_000),),
+        (
+            _figure("semsearch build s", "semsearch_s"),
+            _figure("peer s", "peer_s"),
+            _figure("semsearch not encoding s", "semsearch_not_encoding_s"),
+            _figure("peer not encoding s", "peer_not_encoding_s"),
+            _figure("cosine mean to st fp32", ("cosine_to_st_fp32", "semsearch", "0")),
+        ),
+        measure="cpu_build.side_by_side",
+        params="threads=None rows=20000 rounds=1 peer_batch_size=16 model=None lexical=False "
+        "sample=1000 peer_python=/work/cache/stov-venv/bin/python",
+        smoke_params="rows=200 rounds=1 sample=20",
+        smoke_limit_s=180,
+        note="The peer runs on its own interpreter (`peer_python`, optimum-intel pins another "
+        "transformers): how to make it is in `cpu_build_family.py`; without it semsearch is "
+        "timed alone.",
+    ),
+    Benchmark(
         "index_tradeoff",
         "flat, IVF, HNSW and IVF-PQ on an index's vectors: build time, "
         "size, tie-aware recall@10, QPS",

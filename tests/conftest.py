@@ -69,6 +69,7 @@ def torch_unless_about_the_runtime(
     within cosine 0.9999, not 1e-6), and each load would compile and check a model. Tests
     marked `default_runtime`, and the CLI run in a subprocess, get the real default."""
     if request.node.get_closest_marker("default_runtime") is None:
+        from semsearch.ingest import build
         from semsearch.models import bi_encoder
 
         monkeypatch.setattr(
@@ -76,6 +77,8 @@ def torch_unless_about_the_runtime(
             "resolve_runtime",
             lambda runtime, device: "torch" if runtime == "auto" else runtime,
         )
+        # nor does a build take a checked export another test left in the session's cache
+        monkeypatch.setattr(build, "open_model_export", lambda options: None)
 
 
 @pytest.fixture()

@@ -59,6 +59,7 @@ from semsearch.io.own_vectors import ColumnVectors, column_spec, with_vector_col
 from semsearch.models.encoder import Encoder
 from semsearch.models.model_folder import DEFAULT_MODEL, require_kind, resolve_model
 from semsearch.models.prompts import query_prompt, with_prompt
+from semsearch.models.query_loader import open_model_export
 from semsearch.phases import phase
 from semsearch.store.filling import add_parts, trained_index
 from semsearch.store.folders import (
@@ -216,7 +217,9 @@ def _encoder(options: BuildOptions, source: PartSource, encoder: Encoder | None)
         if options.show_progress:  # seconds to minutes (torch, the weights, the CPU export)
             require_kind(resolve_model(options.model), "bi-encoder")  # its errors stay one line
             log.warning("loading model %s on %s", options.model, device_words(options.device))
-        from semsearch.models.bi_encoder import BiEncoder  # torch only once a build is certain
+        encoder = open_model_export(options)
+    if encoder is None:
+        from semsearch.models.bi_encoder import BiEncoder  # torch only where no export serves
 
         encoder = BiEncoder.load(
             options.model,

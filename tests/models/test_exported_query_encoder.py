@@ -198,3 +198,17 @@ def test_rows_to_add_are_encoded_on_the_checked_export_where_there_is_one(tiny_e
     mean, least = cosine_agreement(encoder.encode(ODD_TEXTS), tiny_encoder.encode(ODD_TEXTS))
     assert mean >= MIN_MEAN_COSINE and least >= MIN_COSINE, (mean, least)
     assert isinstance(open_for_rows(tiny_encoder.spec, "cpu", "torch"), BiEncoder)
+
+
+def test_a_throughput_compile_runs_batches_at_once_with_the_same_vectors(tiny_encoder) -> None:
+    assert export_for_queries(tiny_encoder)
+    latency = ExportedQueryEncoder.open(tiny_encoder.spec)
+    throughput = ExportedQueryEncoder.open(tiny_encoder.spec, throughput=True)
+    assert latency is not None and throughput is not None
+    assert latency._streams() == 1  # a query's compile: one batch on every core
+    texts = ODD_TEXTS * 4
+    heard: list[int] = []
+    got = throughput.encode(texts, batch_size=3, progress=heard.append)
+    assert sum(heard) == len(texts)
+    np.testing.assert_allclose(got, latency.encode(texts, batch_size=3), atol=1e-6)
+    np.testing.assert_allclose(got, tiny_encoder.encode(texts, precision="fp32"), atol=1e-5)

@@ -14,6 +14,7 @@ from semsearch.models import BiEncoder, EncoderSpec
 from semsearch.models.cross_encoder import CrossEncoder
 from semsearch.models.model_folder import (
     DEFAULT_MODEL_SHA256,
+    folder_spec,
     looks_like_path,
     resolve_model,
     weights_fingerprint,
@@ -123,3 +124,13 @@ def test_missing_tokenizer_files_are_refused(tiny_model_dir, tmp_path) -> None:
             file.unlink()
     with pytest.raises(SemsearchError, match="tokenizer files .* are missing"):
         BiEncoder.load(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize("model", ["default", "tiny", "prompted"])
+def test_the_spec_from_the_folders_files_is_the_loaded_encoders(
+    model, tiny_model_dir, prompted_model_dir
+) -> None:
+    name = {"tiny": str(tiny_model_dir), "prompted": str(prompted_model_dir)}.get(model, model)
+    folder = resolve_model(name)
+    loaded = BiEncoder.load(name, device="cpu", runtime="torch")
+    assert folder_spec(folder, name, folder.prompts) == loaded.spec
