@@ -236,8 +236,10 @@ def test_a_query_with_a_checked_export_imports_neither_torch_nor_transformers(
     args = ["query", "fast json", "--index", "docs", "--index-dir", built.index_dir, "--json"]
     # Nor what only other commands need (corpus readers, Parquet): a query reads the
     # metadata's memory-mapped Arrow copy.
-    # Nor OpenVINO's model converter (0.2 s of CPU) or numpy.ma (13 ms, np.unique's).
+    # Nor OpenVINO's model converter (0.2 s of CPU) or numpy.ma (13 ms, np.unique's), nor
+    # pydantic, which typer converts options with (0.14 s; `plain_params`).
     unneeded = (
+        "pydantic",
         "pyarrow.parquet",
         "pyarrow.compute",
         "semsearch.io.corpus",
