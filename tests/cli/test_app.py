@@ -164,7 +164,8 @@ def test_query_commands_let_idle_openmp_threads_sleep(command, passive) -> None:
     """Set before FAISS loads, so a fresh interpreter is the only honest place to look."""
     probe = (
         "import os, sys; from semsearch.cli import app; sys.argv = ['semsearch', "
-        f"'{command}', '--help']\ntry:\n    app.main()\nexcept SystemExit:\n    pass\n"
+        f"'{command}', '--help']\napp.leave = sys.exit\ntry:\n    app.main()\n"
+        "except SystemExit:\n    pass\n"
         "print('POLICY=' + os.environ.get('OMP_WAIT_POLICY', ''), file=sys.stderr)"
     )
     env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
@@ -189,3 +190,33 @@ def test_query_explain_prints_the_plan_and_each_stage_s_time(built, sentences) -
         assert hits and all("rank" in hit for hit in hits)  # BM25 may find one
         assert last["explain"]["mode"] == mode and last["explain"]["k"] == 2
         assert ("encode" in last["explain"]["time"]["phases"]) == (mode != "lexical")
+
+
+def test_a_query_from_the_console_script_prints_all_it_found(built) -> None:
+    """A query leaves by `leave` (no interpreter teardown): nothing it printed is lost."""
+    args = ["query", "guitar", "--index-dir", built.index_dir, "-k", "12", "--json"]
+    process = subprocess.run(
+        [sys.executable, "-m", "semsearch", *args], capture_output=True, text=True, timeout=120
+    )
+    assert process.returncode == 0, process.stderr
+    lines = process.stdout.splitlines()
+    assert len(lines) == 12 and lines == built(*args).stdout.splitlines()
+
+
+def test_leave_finishes_threads_and_output_and_keeps_the_status(tmp_path) -> None:
+    done = tmp_path / "done"
+    script = (
+        "import sys, threading, time\n"
+        "from semsearch.cli.app import leave\n"
+        f"def work():\n    time.sleep(0.3)\n    open({str(done)!r}, 'w').close()\n"
+        "threading.Thread(target=work).start()\n"
+        "sys.stdout.write('x' * 100000)\n"
+        "leave(sys.argv[1] if sys.argv[1] != 'int' else 3)\n"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", script, "bye"], capture_output=True, text=True, timeout=60
+    )
+    assert (said.returncode, said.stderr.strip(), len(said.stdout)) == (1, "bye", 100000)
+    assert done.exists()
+    status = subprocess.run([sys.executable, "-c", script, "int"], capture_output=True, timeout=60)
+    assert status.returncode == 3

@@ -150,9 +150,10 @@ def _modules_after_main(args: list[str], names: tuple[str, ...]) -> tuple[list[s
     script = (
         "import sys\n"
         f"sys.argv = ['semsearch', *{args!r}]\n"
-        "from semsearch.cli.app import main\n"
+        "import semsearch.cli.app\n"
+        "semsearch.cli.app.leave = sys.exit  # a query leaves by os._exit: report first\n"
         "try:\n"
-        "    main()\n"
+        "    semsearch.cli.app.main()\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
         f"print('\\nMODULES=' + ','.join(m for m in {names!r} if m in sys.modules))\n"
