@@ -8,7 +8,6 @@ it holds, about 0.1 s for all of them, and the modules' imports cost more again)
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
@@ -115,6 +114,10 @@ def leave(code: object) -> NoReturn:
         status = 1
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader gone (`| head`), or closed
+        try:
             stream.flush()
+        except BrokenPipeError:  # `| head`: the reader had all it wanted
+            pass
+        except (OSError, ValueError):  # a full disk, a closed stream: as Python ends then
+            status = status or 120
     os._exit(status)
