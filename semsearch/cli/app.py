@@ -96,15 +96,13 @@ LEAVE_AT_ONCE = {"query"}
 
 
 def leave(code: object) -> NoReturn:
-    """End the process as `sys.exit(code)` would, less the teardown: threads still at work
-    are waited for, the logs and the standard streams flushed, then `os._exit`."""
+    """End the process as `sys.exit(code)` would, less the teardown: the logs and the
+    standard streams are flushed, then `os._exit`. Threads are not waited for: a finished
+    query's are idle pool workers (which only Python's own exit can wake, so joining them
+    would hang), or the export's compile after a query that failed first, whose half-written
+    blob has no hash record and is deleted by the next start."""
     import logging
-    import threading
 
-    here = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not here and not thread.daemon:
-            thread.join()
     if code is None:
         status = 0
     elif isinstance(code, int):
