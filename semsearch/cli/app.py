@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 # Which module registers each top-level command (tests/cli/test_app.py keeps it complete).
 COMMAND_MODULES = {
@@ -43,7 +43,7 @@ COMMAND_MODULES = {
 # (OpenVINO's own threads); `VectorIndex` then shares a lone query's lists among them.
 QUERY_COMMANDS = {"query", "serve"}
 
-__all__ = ["COMMAND_MODULES", "app", "main"]  # noqa: F822 (`app` comes from __getattr__)
+__all__ = ["COMMAND_MODULES", "app", "leave", "main"]  # noqa: F822 (`app` comes from __getattr__)
 
 
 def register(modules: list[str]) -> Any:
@@ -78,4 +78,44 @@ def main() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     module = COMMAND_MODULES.get(command)
     app = register([module]) if module else register_all()
-    app()
+    if command not in LEAVE_AT_ONCE:
+        app()
+        return
+    try:
+        app()
+    except SystemExit as done:
+        leave(done.code)
+    leave(0)
+
+
+# Commands that leave without the interpreter's teardown once they have answered: a query
+# writes nothing it has not finished (each cache file renamed into place) before it prints,
+# and OpenVINO, FAISS, pyarrow and numpy freeing their objects and libraries at exit took
+# 0.13 s of a 0.6 s cold query on 2 cores.
+LEAVE_AT_ONCE = {"query"}
+
+
+def leave(code: object) -> NoReturn:
+    """End the process as `sys.exit(code)` would, less the teardown: the logs and the
+    standard streams are flushed, then `os._exit`. Threads are not waited for: a finished
+    query's are idle pool workers (which only Python's own exit can wake, so joining them
+    would hang), or the export's compile after a query that failed first, whose half-written
+    blob has no hash record and is deleted by the next start."""
+    import logging
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # as Python exits on a message: the message on stderr, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:  # `| head`: the reader had all it wanted
+            pass
+        except (OSError, ValueError):  # a full disk, a closed stream: as Python ends then
+            status = status or 120
+    os._exit(status)

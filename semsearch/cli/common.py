@@ -18,6 +18,7 @@ import typer
 import typer.core
 from rich.console import Console, ConsoleDimensions
 
+from semsearch.cli.plain_params import convert_plainly
 from semsearch.disk import disk_problem
 from semsearch.errors import Interrupted, SemsearchError, as_interrupted
 from semsearch.store.folders import DEFAULT_INDEX_DIR
@@ -46,7 +47,12 @@ COMMAND_ORDER = (
 
 class _FlagsAsFlags:
     """--help shows a flag as a flag (`--json`), not as an option that takes a `<bool>`
-    (typer's rich help gives every option its type, flags too)."""
+    (typer's rich help gives every option its type, flags too); plain options are converted
+    without pydantic (`plain_params`)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        convert_plainly(self.get_params(ctx))
+        return super().parse_args(ctx, args)
 
     def get_params(self, ctx) -> list:  # typer's own (vendored) click types
         params = super().get_params(ctx)

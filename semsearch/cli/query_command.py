@@ -149,8 +149,7 @@ class QueryRequest:
 def _open_searcher(request: QueryRequest, folder: IndexFolder) -> Searcher:
     """The searcher of `folder` for text queries: BM25 alone loads no model; anything else
     loads the index's encoder, refused before anything loads where the index records none."""
-    from semsearch.models.query_loader import open_for_queries
-    from semsearch.search.searcher import Searcher
+    from semsearch.models.query_loader import start_open_for_queries
 
     manifest = folder.manifest(request.at)
     if request.mode != "lexical" and not manifest.has_model:
@@ -158,10 +157,15 @@ def _open_searcher(request: QueryRequest, folder: IndexFolder) -> Searcher:
 
         raise SemsearchError(no_model_message(manifest.name))
     if request.mode == "lexical" and request.rerank is None:
+        from semsearch.search.searcher import Searcher
+
         return Searcher(folder, at=request.at, lexical_only=True)
+    encoder = start_open_for_queries(manifest.model, request.device, request.runtime)
+    from semsearch.search.searcher import Searcher  # FAISS, pyarrow: while the encoder compiles
+
     return Searcher(
         folder,
-        encoder=open_for_queries(manifest.model, request.device, request.runtime),
+        encoder=encoder(),
         at=request.at,
         model_check=not request.skip_model_check,
         query_prompt=request.query_prompt,

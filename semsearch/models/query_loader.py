@@ -4,12 +4,14 @@
 Why: a cold query is fastest on the checked OpenVINO export (`exported_query_encoder`), which
 needs neither torch nor transformers; so torch is imported only where no export serves. There
 the full torch encoder is loaded and, where the query may run on OpenVINO, exported and
-checked for this query and the next ones.
+checked for this query and the next ones. `start_open_for_queries` lets a command go on
+while the export compiles.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from semsearch.models.exported_query_encoder import (
@@ -29,11 +31,25 @@ def open_for_queries(spec: EncoderSpec, device: str = "auto", runtime: str = "au
     there is one (`auto` or `openvino`, on a CPU); else the torch encoder, which `auto` and
     `openvino` on a CPU export and check for the next time. `torch`, or an export that
     cannot be made: the full torch encoder."""
+    return start_open_for_queries(spec, device, runtime)()
+
+
+def start_open_for_queries(
+    spec: EncoderSpec, device: str = "auto", runtime: str = "auto"
+) -> Callable[[], Any]:
+    """`open_for_queries`, begun: where the checked export serves, OpenVINO compiles it in a
+    thread while the caller goes on (a cold query imports FAISS and pyarrow meanwhile); the
+    function returned gives `open_for_queries`' answer."""
     check_runtime(runtime)
     if runtime != "torch" and device in ("auto", "cpu"):
-        exported = ExportedQueryEncoder.open(spec)
-        if exported is not None:
-            return exported
+        exported = ExportedQueryEncoder.start_open(spec)
+        return lambda: exported() or _torch_or_new_export(spec, device, runtime)
+    return lambda: _torch_or_new_export(spec, device, runtime)
+
+
+def _torch_or_new_export(spec: EncoderSpec, device: str, runtime: str) -> Any:
+    """The encoder where no checked export serves: torch's, exported and checked first (and
+    that export returned) where the query may run on OpenVINO."""
     import torch
 
     from semsearch.models.bi_encoder import BiEncoder  # torch: only where no export serves

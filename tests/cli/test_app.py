@@ -164,7 +164,8 @@ def test_query_commands_let_idle_openmp_threads_sleep(command, passive) -> None:
     """Set before FAISS loads, so a fresh interpreter is the only honest place to look."""
     probe = (
         "import os, sys; from semsearch.cli import app; sys.argv = ['semsearch', "
-        f"'{command}', '--help']\ntry:\n    app.main()\nexcept SystemExit:\n    pass\n"
+        f"'{command}', '--help']\napp.leave = sys.exit\ntry:\n    app.main()\n"
+        "except SystemExit:\n    pass\n"
         "print('POLICY=' + os.environ.get('OMP_WAIT_POLICY', ''), file=sys.stderr)"
     )
     env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
@@ -189,3 +190,33 @@ def test_query_explain_prints_the_plan_and_each_stage_s_time(built, sentences) -
         assert hits and all("rank" in hit for hit in hits)  # BM25 may find one
         assert last["explain"]["mode"] == mode and last["explain"]["k"] == 2
         assert ("encode" in last["explain"]["time"]["phases"]) == (mode != "lexical")
+
+
+def test_a_query_from_the_console_script_prints_all_it_found(built) -> None:
+    """A query leaves by `leave` (no interpreter teardown): nothing it printed is lost."""
+    args = ["query", "guitar", "--index-dir", built.index_dir, "-k", "12", "--json"]
+    process = subprocess.run(
+        [sys.executable, "-m", "semsearch", *args], capture_output=True, text=True, timeout=120
+    )
+    assert process.returncode == 0, process.stderr
+    lines = process.stdout.splitlines()
+    assert len(lines) == 12 and lines == built(*args).stdout.splitlines()
+
+
+def test_leave_flushes_the_output_keeps_the_status_and_waits_for_no_idle_thread() -> None:
+    """An idle pool worker (a non-daemon thread that only Python's own exit wakes) hung a
+    query that had loaded torch, when `leave` joined every thread."""
+    script = (
+        "import sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from semsearch.cli.app import leave\n"
+        "ThreadPoolExecutor(2).submit(print, 'ran', file=sys.stderr).result()\n"
+        "sys.stdout.write('x' * 100000)\n"
+        "leave(sys.argv[1] if sys.argv[1] != 'int' else 3)\n"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", script, "bye"], capture_output=True, text=True, timeout=60
+    )
+    assert (said.returncode, said.stderr.split(), len(said.stdout)) == (1, ["ran", "bye"], 100000)
+    status = subprocess.run([sys.executable, "-c", script, "int"], capture_output=True, timeout=60)
+    assert status.returncode == 3

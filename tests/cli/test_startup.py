@@ -150,9 +150,10 @@ def _modules_after_main(args: list[str], names: tuple[str, ...]) -> tuple[list[s
     script = (
         "import sys\n"
         f"sys.argv = ['semsearch', *{args!r}]\n"
-        "from semsearch.cli.app import main\n"
+        "import semsearch.cli.app\n"
+        "semsearch.cli.app.leave = sys.exit  # a query leaves by os._exit: report first\n"
         "try:\n"
-        "    main()\n"
+        "    semsearch.cli.app.main()\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
         f"print('\\nMODULES=' + ','.join(m for m in {names!r} if m in sys.modules))\n"
@@ -236,8 +237,10 @@ def test_a_query_with_a_checked_export_imports_neither_torch_nor_transformers(
     args = ["query", "fast json", "--index", "docs", "--index-dir", built.index_dir, "--json"]
     # Nor what only other commands need (corpus readers, Parquet): a query reads the
     # metadata's memory-mapped Arrow copy.
-    # Nor OpenVINO's model converter (0.2 s of CPU) or numpy.ma (13 ms, np.unique's).
+    # Nor OpenVINO's model converter (0.2 s of CPU) or numpy.ma (13 ms, np.unique's), nor
+    # pydantic, which typer converts options with (0.14 s; `plain_params`).
     unneeded = (
+        "pydantic",
         "pyarrow.parquet",
         "pyarrow.compute",
         "semsearch.io.corpus",
