@@ -47,6 +47,7 @@ def test_an_unexpected_failure_is_one_line_exit_1_and_removes_the_partial_build(
     assert [path.name for path in (tmp_path / "idx").iterdir()] == []  # no hidden .c.partial
 
 
+@pytest.mark.torch_runtime  # the failure is injected into BiEncoder's encoding, not the export's
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_debug_shows_the_traceback(tmp_path, cli, crashing_encoder, monkeypatch, how) -> None:
     args = ["build", _corpus(tmp_path), "--model", cli.model, "--out-dir", cli.index_dir, "--json"]
