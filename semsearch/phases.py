@@ -243,3 +243,30 @@ def in_context(work: Callable[..., Result]) -> Callable[..., Result]:
         return context.run(work, *args, **kwargs)
 
     return run
+
+
+class Background:
+    """`work()` started now in a daemon thread that times into this context's timer, its
+    result (or its exception) collected by `result()`: two reads that release the GIL (a
+    Parquet column decoded, a file hashed) then use both cores. A daemon, so an interrupt
+    never waits for it."""
+
+    def __init__(self, work: Callable[[], Result], name: str) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = work()
+            except BaseException as exc:  # raised in the caller by `result`
+                self._error = exc
+
+        self._thread = threading.Thread(target=in_context(run), name=name, daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        """What `work` returned, once it has (its exception raised here)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
