@@ -55,14 +55,12 @@ class FilePartSource:
         self.id_column = options.id_column
         self._documents = corpus
         self._sha256: str | None = None
-        self._hashing: phases.Background | None = None  # started by the scan
         self._usable: int | None = None
         self.dimension: int | None = None  # of the vector column's vectors, once checked
 
     def usable_rows(self) -> int:
         """Count the rows with a text and check every vector, id and text before anything is
-        written; the input's hash is taken meanwhile, on the other core (`fingerprint`)."""
-        self._hashing = self._hashing or phases.Background(self._hash, "semsearch-fingerprint")
+        written."""
         options = self.options
         if options.vector_column is None:
             self._usable = check_documents(
@@ -88,16 +86,13 @@ class FilePartSource:
         return self._usable
 
     def fingerprint(self) -> str:
+        # Not hashed beside the scan: hashlib's 256 KiB reads take the GIL back 10,000 times
+        # for 1.3 GB, and beside Python work on 2 busy cores that once took 25 s, not 1.
         if self._sha256 is None:
-            hashing = self._hashing or phases.Background(self._hash, "semsearch-fingerprint")
-            self._sha256 = hashing.result()
-        return self._sha256
-
-    def _hash(self) -> str:
-        with phases.phase("fingerprint"):
             documents = self._documents
             one_file = isinstance(documents, Corpus)
-            return location_sha256(documents.path) if one_file else documents.fingerprint()
+            self._sha256 = location_sha256(documents.path) if one_file else documents.fingerprint()
+        return self._sha256
 
     def encode_parts(self, encoder, writer: SegmentWriter, options: BuildOptions) -> EncodedRows:
         """Encode the parts not written yet; a resumed build's bar starts at the rows its parts
