@@ -247,9 +247,11 @@ def in_context(work: Callable[..., Result]) -> Callable[..., Result]:
 
 class Background:
     """`work()` started now in a daemon thread that times into this context's timer, its
-    result (or its exception) collected by `result()`: two reads that release the GIL (a
-    Parquet column decoded, a file hashed) then use both cores. A daemon, so an interrupt
-    never waits for it."""
+    result (or its exception) collected by `result()`: two reads that release the GIL (two
+    Parquet columns decoded) then use both cores. Work that hands the GIL back thousands of
+    times (hashlib over a file in 256 KiB reads) is better left in the caller's thread: beside
+    Python work on busy cores each hand-back can wait a switch interval. A daemon, so an
+    interrupt never waits for it."""
 
     def __init__(self, work: Callable[[], Result], name: str) -> None:
         self._value: Any = None
