@@ -243,3 +243,32 @@ def in_context(work: Callable[..., Result]) -> Callable[..., Result]:
         return context.run(work, *args, **kwargs)
 
     return run
+
+
+class Background:
+    """`work()` started now in a daemon thread that times into this context's timer, its
+    result (or its exception) collected by `result()`: two reads that release the GIL (two
+    Parquet columns decoded) then use both cores. Work that hands the GIL back thousands of
+    times (hashlib over a file in 256 KiB reads) is better left in the caller's thread: beside
+    Python work on busy cores each hand-back can wait a switch interval. A daemon, so an
+    interrupt never waits for it."""
+
+    def __init__(self, work: Callable[[], Result], name: str) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = work()
+            except BaseException as exc:  # raised in the caller by `result`
+                self._error = exc
+
+        self._thread = threading.Thread(target=in_context(run), name=name, daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        """What `work` returned, once it has (its exception raised here)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value

@@ -9,7 +9,6 @@ part's vectors every few thousand texts as they are encoded (`semsearch.ingest.s
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
@@ -195,16 +194,23 @@ def encode_parts(
         if save_slices and not own:
             SavedSlices.of_part(writer.folder, encoded.part).clear()  # the part holds them
 
-    def prepared() -> Iterator[PartRows]:  # read in the pipeline's read stage
+    def prepare(rows: RowPart) -> PartRows:
+        with phase("prepare"):  # sorted by id, texts (or own vectors) hashed
+            return prepare_part(rows.part, rows.batch, rows.ids, text_column, vector_column)
+
+    def prepared() -> Iterator[PartRows | RowPart]:  # read in the pipeline's read stage
         for rows in parts:
-            with phase("prepare"):  # sorted by id, texts (or own vectors) hashed
-                ready = prepare_part(rows.part, rows.batch, rows.ids, text_column, vector_column)
-            yield ready
+            # Own vectors are prepared in the tokenise stage, which has nothing else to do:
+            # hashing them (GIL-bound BLAKE2b) then runs beside the next part's decoding.
+            yield rows if own else prepare(rows)
+
+    def tokenise(rows: PartRows | RowPart) -> PartRows:
+        return prepare(rows) if own else tokenise_part(encoder, rows)
 
     with bar:
         pipeline.run(
             prepared(),
-            functools.partial(tokenise_part, encoder),
+            tokenise,
             lambda rows: encode_rows(encoder, rows, batch_size, advance, saved(rows.part)),
             write,
         )

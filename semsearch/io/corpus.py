@@ -202,7 +202,9 @@ def usable_rows(
             f"row {bad_row} has a null or empty {text_column!r} (--strict): "
             "fill or drop such rows, or build without --strict to skip them"
         )
-    return UsableRows(batch.filter(usable), first_row + np.flatnonzero(kept), skipped)
+    # Every row kept (the usual case): the batch as it is, not a copy of all its columns.
+    kept_rows = batch if not skipped else batch.filter(usable)
+    return UsableRows(kept_rows, first_row + np.flatnonzero(kept), skipped)
 
 
 def check_id_column(corpus: Corpus, id_column: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -91,3 +92,35 @@ def test_an_add_reports_its_phases(tmp_path, tiny_model_dir) -> None:
     )
     _accounted(phases)
     assert result.to_dict()["phases"] == phases  # what `add --json` prints
+
+
+def test_a_build_of_your_own_vectors_reports_every_phase(tmp_path) -> None:
+    """Nothing is encoded, so every second is reading, checking, hashing, writing or FAISS:
+    each phase the 841k benchmark reports (`benchmarks/phases_family.py`) is here, with the
+    scan's hash of the input and the preparing of each part overlapped with other work."""
+    rows = 3000
+    vectors = np.random.default_rng(0).normal(size=(rows, 8)).astype(np.float32)
+    table = pa.table(
+        {
+            "id": [f"p{i}" for i in range(rows)],
+            "text": [f"package {i} does thing {i % 37}" for i in range(rows)],
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 8),
+        }
+    )
+    pq.write_table(table, tmp_path / "corpus.parquet")
+    options = BuildOptions(
+        corpus=tmp_path / "corpus.parquet",
+        name="own",
+        id_column="id",
+        vector_column="emb",
+        model=None,
+        index="ivf",
+        out_dir=tmp_path,
+        part_rows=500,
+        show_progress=False,
+    )
+    phases = build_index(options).manifest().operation["phases"]
+    assert set(phases["phases"]) == BUILD_PHASES
+    assert phases["phases"]["prepare"] > 0 and phases["phases"]["read"] > 0
+    assert phases["phases"]["encode"] < phases["phases"]["prepare"]  # nothing was encoded
+    _accounted(phases)

@@ -253,3 +253,35 @@ def test_vectors_come_from_one_file_on_either_engine(tmp_path, vectors) -> None:
         "--vector-column reads one corpus file (on --engine local or ray): pass a single "
         "file, not a folder or a glob"
     )
+
+
+def _one_hash_a_row(vectors: np.ndarray, salts: np.ndarray) -> np.ndarray:
+    """The stored hash as first defined: BLAKE2b-64 of a row's float32 bytes then its salt."""
+    import hashlib
+
+    return np.array(
+        [
+            int.from_bytes(
+                hashlib.blake2b(
+                    row.tobytes() + int(salt).to_bytes(8, "little", signed=True), digest_size=8
+                ).digest(),
+                "little",
+                signed=True,
+            )
+            for row, salt in zip(np.ascontiguousarray(vectors, np.float32), salts)
+        ],
+        dtype=np.int64,
+    )
+
+
+@pytest.mark.parametrize("dimension", [1, 8, 384])
+def test_vector_hashes_keep_the_values_indexes_store(dimension) -> None:
+    from semsearch.io.own_vectors import vector_hashes
+
+    rng = np.random.default_rng(dimension)
+    vectors = rng.normal(size=(37, dimension)).astype(np.float32)
+    salts = rng.integers(-(2**63), 2**63 - 1, 37, dtype=np.int64)
+    assert vector_hashes(vectors, salts).tolist() == _one_hash_a_row(vectors, salts).tolist()
+    unsalted = vector_hashes(vectors[::2], None)  # a strided view; no text: a zero salt
+    assert unsalted.tolist() == _one_hash_a_row(vectors[::2], np.zeros(19, np.int64)).tolist()
+    assert vector_hashes(vectors[:0], None).shape == (0,)
