@@ -20,6 +20,8 @@ from semsearch.models.exported_query_encoder import (
     native_bf16,
     openvino_installed,
 )
+from semsearch.models.model_folder import folder_spec, require_kind, resolve_model
+from semsearch.models.prompts import check_include_prompt
 from semsearch.models.spec import EncoderSpec
 from semsearch.options import check_runtime
 
@@ -117,9 +119,6 @@ def open_model_export(options: Any) -> ExportedQueryEncoder | None:
     the first build of a model loads torch, which exports and checks it for the next ones."""
     if options.quantization is not None or options.runtime == "torch":
         return None
-    from semsearch.models.model_folder import folder_spec, require_kind, resolve_model
-    from semsearch.models.prompts import check_include_prompt
-
     folder = resolve_model(options.model)
     require_kind(folder, "bi-encoder")
     prompts = folder.prompts.override(options.query_prompt, options.document_prompt)

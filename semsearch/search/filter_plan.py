@@ -2,14 +2,15 @@
 its search parameters widened, FAISS skipping the rows it drops or them taken out afterwards.
 
 Why: each is the cheapest at some share of the rows (measured on 840,708 PyPI summaries,
-one FAISS thread, held-out queries: `benchmarks/filtered_family.py`, docs/search.md). Exact
+one FAISS thread, held-out queries: `benchmarks/filtered_family.py` through semsearch,
+a probe on FAISS alone, `results/filtered_faiss_probe.jsonl`; docs/search.md). Exact
 search costs about what an IVF list scan costs a row, so it wins while the filter keeps no
 more rows than the unfiltered search scores, and its recall is 1. Otherwise the filter's
 nearest kept rows lie farther out than the unfiltered query's nearest rows, so the
-parameters widen by sqrt(`FILTER_WIDENING_BASE` / share) (a 10 % filter: x2, recall 0.947
-against 0.950 unfiltered; 3/share, the rule before, cost 7x). From `POST_FILTER_SHARE` up,
-FAISS's id check on every scanned code costs more than it saves (IVF4096,SQfp16, a 50 %
-filter: 1.76x the unfiltered p50 with it at the same nprobe, 0.95x without), so the search
+parameters widen by sqrt(`FILTER_WIDENING_BASE` / share) (a 10 % filter: x2, recall 0.957
+against 0.960 unfiltered; 3/share, the rule before, widened it 30x). From `POST_FILTER_SHARE`
+up, FAISS's id check on every scanned code costs more than it saves (IVF4096,SQfp16 at
+nprobe 116, a 50 % filter: 1.99x the unfiltered p50 with it, 1.13x without), so the search
 runs unfiltered, `POST_FILTER_DEPTH` x k / share deep, and the kept rows are taken; a query
 left short of k is searched again with the check. A `disk` index keeps the rule measured on
 its 20M rows: parameters x3/share and oversample by the square root of that.
@@ -28,18 +29,19 @@ from semsearch.search.limits import MAX_EF_SEARCH, MAX_OVERSAMPLE
 # the rows the unfiltered approximate search scores (an IVF index: its probed share of rows;
 # a graph: about HNSW_ROWS_PER_EF rows per efSearch step, HNSW32's 64 level-0 links each a
 # random read), and no more than EXACT_FILTER_ROWS or EXACT_FILTER_SHARE of the live rows
-# (the kept vectors are gathered into memory, once per filter). At 841k rows: 8,400 rows
-# (1 %) exact 0.21 ms against 1.38 ms unfiltered (IVF), 84,000 (10 %) 5.0 ms.
+# (the kept vectors are gathered into memory, once per filter). At 841k rows, FAISS alone:
+# 16,800 rows (2 %) exact in 0.70 ms, 84,000 (10 %) 4.6 ms, against 1.05 ms unfiltered (IVF).
 EXACT_COST_RATIO = 1.5
 HNSW_ROWS_PER_EF = 128
 EXACT_FILTER_SHARE = 0.01
 EXACT_FILTER_ROWS = 50_000
-# Parameters x sqrt(FILTER_WIDENING_BASE / share), at least 1 (0.2: recall 0.019 below the
-# unfiltered query's at a 5 % filter on IVF; 0.4: 0.003).
+# Parameters x sqrt(FILTER_WIDENING_BASE / share), at least 1 (`filtered_search` at 841k,
+# a 5 % filter on IVF: 0.2 gave recall 0.946 against 0.960 unfiltered; 0.4 gives 0.959).
 FILTER_WIDENING_BASE = 0.4
 # A filter keeping at least POST_FILTER_SHARE of the rows: the unfiltered search for
-# POST_FILTER_DEPTH x k / share results, the kept ones taken (from 10 % this lost 0.025 of
-# recall on HNSW32 at 10 %: its nearest 200 rows held too few of the filter's nearest 10).
+# POST_FILTER_DEPTH x k / share results, the kept ones taken (from 10 % this left HNSW32 at
+# recall 0.926 against 0.941 unfiltered at 10 %: its nearest 200 rows held too few of the
+# filter's nearest 10).
 POST_FILTER_SHARE = 0.2
 POST_FILTER_DEPTH = 2.0
 # ... and a `disk` index: x RESCORING_WIDENING / share, oversample x its square root (20M
